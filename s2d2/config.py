@@ -1,0 +1,264 @@
+"""Decoding configuration, validation and the paper presets.
+
+`DecodeConfig` uses the reference option names where they exist. Every invalid setting raises exactly one
+`ValueError` that names the field and its allowed range; nothing else escapes `validate()`.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+METHODS = ("ar", "diffusion", "s2d2")
+REMASKING = ("low_confidence_static", "low_confidence_dynamic", "sequential", "entropy_bounded")
+POLICIES = ("mask_span_length", "score_threshold", "score_hysteresis", "contextual_bandit_ucb", "always", "never")
+SCORE_TYPES = ("difference_static", "difference_dynamic")
+ESTIMATORS = (
+    "hard_margin_threshold",
+    "hard_entropy_threshold",
+    "soft_confidence_power",
+    "soft_clipped_linear_margin",
+    "soft_entropy_negexp",
+    "soft_renyi_2_entropy",
+)
+ACCEPTANCE = ("paper", "sampled", "greedy_exact")
+AR_ACCOUNTING = ("fused", "reference")
+UCB_ENTROPY_SCOPES = ("span", "masks")
+MAX_GEN_LENGTH = 4096
+MAX_BLOCK_LENGTH = 256
+
+
+@dataclass(frozen=True)
+class DecodeConfig:
+    """Every knob of one decode. Defaults follow the reference code (§4, §7 of the spec)."""
+
+    method: str = "s2d2"
+    block_length: int = 4
+    denoising_steps: int | None = None  # None: equal to block_length (k_s = 1), as in every paper config
+    gen_length: int = 128
+    sub_block_length: int | None = None  # right-shifted family only; None: the whole block
+    # baseline remasking
+    remasking: str = "low_confidence_dynamic"
+    confidence_threshold: float = 0.85
+    eb_gamma: float = 0.35
+    # routing policy
+    policy: str = "mask_span_length"
+    min_span_length: int = 1
+    score_threshold: float = 0.0
+    score_type: str = "difference_dynamic"
+    penalty_coef: float = 2.0
+    hysteresis_on: float = 0.0
+    hysteresis_off: float = -1.0
+    hysteresis_strict: bool = True  # reference experiments switch ON at s > tau_on; False uses >= (the figure)
+    ucb_beta: float = 1.0
+    ucb_span_bins: int = 2
+    ucb_progress_bins: int = 2
+    ucb_entropy_bins: int = 2
+    ucb_entropy_scope: str = "span"
+    # acceptance estimator
+    estimator: str = "soft_entropy_negexp"
+    margin_threshold: float = 0.05
+    entropy_threshold: float = 0.1
+    confidence_power: float = 0.8
+    margin_scale: float = 1.0
+    negexp_beta: float = 1.0
+    # verification
+    acceptance: str = "paper"
+    ratio_gamma: float = 1.0
+    allow_resample: bool = True
+    ratio_threshold: float | None = None  # extra: unmask unchosen span positions with r_i >= thr (off in papers)
+    always_check_high_conf: bool = False  # extra: unmask remaining masks with p > confidence_threshold
+    cache_ver: bool = False
+    draft_ver: bool = False
+    # sampling
+    temperature: float = 0.0
+    top_k: int = 0
+    top_p: float = 1.0
+    # AR accounting: "fused" = 1 forward per token (commit i fused with query i+1); "reference" = B=1 diffusion
+    ar_accounting: str = "fused"
+
+    @property
+    def steps(self) -> int:
+        return self.block_length if self.denoising_steps is None else self.denoising_steps
+
+    @property
+    def do_sample(self) -> bool:
+        return self.temperature >= 1e-6
+
+    def transfer_schedule(self) -> list[int]:
+        """k_s per step: floor(B/S), the first B mod S steps one more (§2.5)."""
+        b, s = self.block_length, self.steps
+        base, extra = divmod(b, s)
+        return [base + (1 if i < extra else 0) for i in range(s)]
+
+    def replace(self, **changes: Any) -> "DecodeConfig":
+        return dataclasses.replace(self, **changes).validate()
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "DecodeConfig":
+        if not isinstance(data, dict):
+            raise ValueError("config: expected a mapping of option names to values")
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"config: unknown option(s) {unknown}; known options: {sorted(known)}")
+        return cls(**data).validate()
+
+    def validate(self) -> "DecodeConfig":
+        """Raise one ValueError naming the first invalid field; return self when valid."""
+        for f in dataclasses.fields(self):
+            _check_type(f.name, getattr(self, f.name), f.type)
+        _choice("method", self.method, METHODS)
+        _int_range("block_length", self.block_length, 1, MAX_BLOCK_LENGTH)
+        if self.denoising_steps is not None:
+            _int_range("denoising_steps", self.denoising_steps, 1, self.block_length)
+        _int_range("gen_length", self.gen_length, 1, MAX_GEN_LENGTH)
+        if self.sub_block_length is not None:
+            _int_range("sub_block_length", self.sub_block_length, 1, self.block_length)
+            if self.block_length % self.sub_block_length:
+                raise ValueError(
+                    f"sub_block_length: must divide block_length={self.block_length}, got {self.sub_block_length}"
+                )
+        _choice("remasking", self.remasking, REMASKING)
+        _float_range("confidence_threshold", self.confidence_threshold, 0.0, 1.0)
+        _float_range("eb_gamma", self.eb_gamma, 0.0, 1e6, lo_open=True)
+        _choice("policy", self.policy, POLICIES)
+        _int_range("min_span_length", self.min_span_length, 1, 1_000_000)
+        _float_range("score_threshold", self.score_threshold, -1e9, math.inf)
+        _choice("score_type", self.score_type, SCORE_TYPES)
+        _float_range("penalty_coef", self.penalty_coef, 0.0, 1e6)
+        _float_range("hysteresis_on", self.hysteresis_on, -1e9, 1e9)
+        _float_range("hysteresis_off", self.hysteresis_off, -1e9, 1e9)
+        if self.policy == "score_hysteresis" and not self.hysteresis_off <= self.hysteresis_on:
+            raise ValueError(
+                f"hysteresis_off: must be <= hysteresis_on ({self.hysteresis_on}), got {self.hysteresis_off}"
+            )
+        _float_range("ucb_beta", self.ucb_beta, 0.0, 1e6)
+        for name in ("ucb_span_bins", "ucb_progress_bins", "ucb_entropy_bins"):
+            _int_range(name, getattr(self, name), 1, 64)
+        _choice("ucb_entropy_scope", self.ucb_entropy_scope, UCB_ENTROPY_SCOPES)
+        _choice("estimator", self.estimator, ESTIMATORS)
+        _float_range("margin_threshold", self.margin_threshold, 0.0, 1.0)
+        _float_range("entropy_threshold", self.entropy_threshold, 0.0, 1.0)
+        _float_range("confidence_power", self.confidence_power, 0.0, 100.0, lo_open=True)
+        _float_range("margin_scale", self.margin_scale, 0.0, 1e6, lo_open=True)
+        _float_range("negexp_beta", self.negexp_beta, 0.0, 1e6)
+        _choice("acceptance", self.acceptance, ACCEPTANCE)
+        _float_range("ratio_gamma", self.ratio_gamma, 0.0, 100.0, lo_open=True)
+        if self.ratio_threshold is not None:
+            _float_range("ratio_threshold", self.ratio_threshold, 0.0, 1.0)
+        _float_range("temperature", self.temperature, 0.0, 100.0)
+        _int_range("top_k", self.top_k, 0, 10_000_000)
+        _float_range("top_p", self.top_p, 0.0, 1.0, lo_open=True)
+        _choice("ar_accounting", self.ar_accounting, AR_ACCOUNTING)
+        if self.acceptance == "greedy_exact" and self.do_sample:
+            raise ValueError(f"temperature: acceptance='greedy_exact' needs temperature 0, got {self.temperature}")
+        if self.acceptance == "sampled" and not self.do_sample:
+            raise ValueError("temperature: acceptance='sampled' needs temperature > 0 (a sampled draft), got 0")
+        if self.acceptance == "sampled" and self.ratio_gamma != 1.0:
+            raise ValueError(f"ratio_gamma: acceptance='sampled' needs ratio_gamma 1.0, got {self.ratio_gamma}")
+        return self
+
+
+def _check_type(name: str, value: Any, annotation: Any) -> None:
+    text = str(annotation)
+    optional = "None" in text
+    if value is None:
+        if not optional:
+            raise ValueError(f"{name}: must not be None")
+        return
+    if text.startswith("bool"):
+        ok = isinstance(value, bool)
+    elif text.startswith("int"):
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif text.startswith("float"):
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if ok and math.isnan(float(value)):
+            raise ValueError(f"{name}: must be a number, got NaN")
+    elif text.startswith("str"):
+        ok = isinstance(value, str)
+    else:
+        ok = True
+    if not ok:
+        raise ValueError(f"{name}: expected {text.replace(' | None', '')}, got {type(value).__name__} {value!r:.40}")
+
+
+def _choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ValueError(f"{name}: unknown value {value!r}; allowed: {', '.join(allowed)}")
+
+
+def _int_range(name: str, value: int, lo: int, hi: int) -> None:
+    if not lo <= value <= hi:
+        raise ValueError(f"{name}: must be an integer in [{lo}, {hi}], got {value}")
+
+
+def _float_range(name: str, value: float, lo: float, hi: float, lo_open: bool = False) -> None:
+    v = float(value)
+    bad = math.isnan(v) or v > hi or v < lo or (lo_open and v == lo)
+    if bad:
+        left = "(" if lo_open else "["
+        raise ValueError(f"{name}: must be in {left}{lo}, {hi}], got {value}")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Presets (spec §7). All S2D2 presets use soft_entropy_negexp with beta = 1.
+
+_S2D2 = dict(method="s2d2", estimator="soft_entropy_negexp", negexp_beta=1.0)
+
+_PRESETS: dict[str, tuple[dict[str, Any], str]] = {
+    "ar": (
+        dict(method="ar", block_length=1),
+        "Autoregressive, block size 1: one forward per token (commit fused with the next query).",
+    ),
+    "dynamic-baseline": (
+        dict(method="diffusion", block_length=4, remasking="low_confidence_dynamic", confidence_threshold=0.85),
+        "SDAR dynamic threshold: unmask every mask with p > 0.85, else the single most confident; never verifies.",
+    ),
+    "sdar-config-a": (
+        dict(**_S2D2, block_length=4, remasking="low_confidence_dynamic", confidence_threshold=0.85,
+             policy="score_threshold", score_threshold=0.0, score_type="difference_static", penalty_coef=1.0,
+             cache_ver=True, draft_ver=True),
+        "Verify iff K_hat >= 1: a 1-token span practically never verifies; skipped steps use the 0.85 threshold.",
+    ),
+    "sdar-config-b": (
+        dict(**_S2D2, block_length=16, remasking="low_confidence_dynamic", confidence_threshold=0.85,
+             policy="score_threshold", score_threshold=0.0, score_type="difference_static", penalty_coef=0.0,
+             cache_ver=True, draft_ver=True),
+        "K_hat >= 0 always holds: always verify, strictly left to right, block 16.",
+    ),
+    "fastdllm-config-a": (
+        dict(**_S2D2, block_length=32, sub_block_length=4, remasking="low_confidence_dynamic",
+             confidence_threshold=0.9, policy="score_hysteresis", hysteresis_on=1.0, hysteresis_off=-5.0,
+             score_type="difference_dynamic", penalty_coef=1.0),
+        "s = K_hat - N_hi; turns ON at the first s > 1 and, since s > -5 always, never turns off.",
+    ),
+    "fastdllm-config-b": (
+        dict(**_S2D2, block_length=32, sub_block_length=16, remasking="low_confidence_dynamic",
+             confidence_threshold=0.9, policy="score_hysteresis", hysteresis_on=1.0, hysteresis_off=-5.0,
+             score_type="difference_dynamic", penalty_coef=1.0),
+        "As config A with sub-block 16: turns OFF only with at least 6 high-confidence masks.",
+    ),
+    "fastdllm-config-c": (
+        dict(**_S2D2, block_length=32, sub_block_length=32, remasking="low_confidence_dynamic",
+             confidence_threshold=0.9, policy="mask_span_length", min_span_length=8),
+        "Verify iff the first mask span has at least 8 positions.",
+    ),
+}
+
+
+def presets() -> dict[str, str]:
+    """Preset name -> one line saying what the rule reduces to."""
+    return {name: line for name, (_, line) in _PRESETS.items()}
+
+
+def preset(name: str, **overrides: Any) -> DecodeConfig:
+    """A named paper configuration, optionally with overrides (validated)."""
+    if name not in _PRESETS:
+        raise ValueError(f"preset: unknown preset {name!r}; allowed: {', '.join(_PRESETS)}")
+    settings = {**_PRESETS[name][0], **overrides}
+    return DecodeConfig.from_dict(settings)

@@ -1,0 +1,39 @@
+"""What the decoder needs from a model: one forward primitive over a KV cache, and the model's facts."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, Union
+
+import torch
+
+ALIGNMENTS = ("aligned", "shifted")
+
+# "causal": cache + causal rows; "full": cache + the whole query, bidirectional; or an explicit bool mask
+# of shape [q, cache_len + q] (True = attend) built by s2d2.models.masks.
+Attention = Union[Literal["causal", "full"], torch.Tensor]
+
+
+@dataclass
+class ModelSpec:
+    """Facts the decoder needs about a checkpoint (registry entry or read from config.json)."""
+
+    name: str
+    alignment: str  # "aligned": logit i predicts token i (SDAR, 2L verifier); "shifted": logit i-1 predicts i
+    mask_id: int
+    stop_ids: list[int]
+    vocab_size: int  # logits width
+    max_positions: int
+    default_block: int = 4
+    use_chat_template: bool = True
+    revision: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def verifier(self) -> str:
+        return "2l" if self.alignment == "aligned" else "causal"
+
+    def __post_init__(self) -> None:
+        if self.alignment not in ALIGNMENTS:
+            raise ValueError(f"alignment: must be one of {ALIGNMENTS}, got {self.alignment!r}")
+        if not 0 <= self.mask_id < self.vocab_size:
+            raise ValueError(f"mask_id: must be in [0, {self.vocab_size}), got {self.mask_id}")
