@@ -185,6 +185,7 @@ class Footer:
     stop_position: Optional[int]  # index in output of the first stop id, if any
     wall_s: float
     forward_wall_s: float
+    finish_reason: str = "length"  # "stop_token" | "length" | "cancelled" | "time_limit"
 
 
 @dataclass

@@ -1,0 +1,136 @@
+"""`generate`: one decode of one prompt, returning text, ids, metrics and the full trace."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Callable, Sequence
+
+import torch
+
+from . import __version__
+from .config import DecodeConfig
+from .decoding.ar import ar_loop
+from .decoding.decoder import block_loop, make_check
+from .decoding.recorder import Recorder
+from .metrics import trace_metrics
+from .output import trim_output
+from .trace import SCHEMA_VERSION, Footer, Header, ModelInfo, StepRecord, Trace
+
+MAX_PROMPT_TOKENS = 8192
+
+
+@dataclass
+class GenerateResult:
+    text: str
+    token_ids: list[int]
+    metrics: dict[str, Any]
+    trace: Trace
+
+
+def encode_prompt(model: Any, prompt: str | Sequence[int], chat: bool | None = None) -> tuple[list[int], str]:
+    """Token ids and display text of a prompt; a string goes through the chat template when the model uses one."""
+    spec = model.spec
+    if isinstance(prompt, str):
+        if not prompt.strip():
+            raise ValueError("prompt: empty; type a question or some text to continue")
+        tok = model.tokenizer
+        if tok is None:
+            raise ValueError("prompt: this model has no tokenizer; pass token ids instead of text")
+        use_chat = spec.use_chat_template if chat is None else chat
+        if use_chat and getattr(tok, "chat_template", None):
+            text = tok.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True,
+                                           tokenize=False)
+        else:
+            text = prompt
+        ids = tok.encode(text, add_special_tokens=False)
+    else:
+        ids = [int(t) for t in (prompt.tolist() if isinstance(prompt, torch.Tensor) else prompt)]
+        text = model.tokenizer.decode(ids) if model.tokenizer is not None else ""
+    if not ids:
+        raise ValueError("prompt: empty after tokenization")
+    if len(ids) > MAX_PROMPT_TOKENS:
+        raise ValueError(f"prompt: {len(ids)} tokens; at most {MAX_PROMPT_TOKENS} are allowed")
+    bad = [t for t in ids if not 0 <= t < spec.vocab_size]
+    if bad:
+        raise ValueError(f"prompt: token id {bad[0]} outside the vocabulary [0, {spec.vocab_size})")
+    if spec.mask_id in ids:
+        raise ValueError(f"prompt: contains the mask token id {spec.mask_id}")
+    return ids, text
+
+
+def check_fits(model: Any, cfg: DecodeConfig, prompt_len: int) -> int:
+    """Total positions the run needs (block padding included); ValueError if over the model's context."""
+    if cfg.method == "ar":
+        total = prompt_len + cfg.gen_length
+    else:
+        B = cfg.block_length
+        total = -(-(prompt_len + cfg.gen_length) // B) * B
+    if total > model.spec.max_positions:
+        raise ValueError(
+            f"gen_length: prompt ({prompt_len} tokens) + gen_length ({cfg.gen_length}), padded to blocks, needs "
+            f"{total} positions; the model's context is {model.spec.max_positions}"
+        )
+    return total
+
+
+def generate(
+    model: Any,
+    prompt: str | Sequence[int],
+    cfg: DecodeConfig | None = None,
+    seed: int = 0,
+    *,
+    detailed: bool = True,
+    chat: bool | None = None,
+    on_block: Callable[[list[StepRecord]], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
+    max_seconds: float | None = None,
+) -> GenerateResult:
+    """Decode `prompt` with `cfg` (AR, a diffusion baseline or S2D2) and record the trace.
+
+    `detailed=False` records the forward and step skeleton only (what metrics need), not per-mask drafts,
+    top-k candidates or token strings. `on_block` receives the steps so far after every block;
+    `should_stop` / `max_seconds` end the run early with the partial output (finish_reason says why).
+    """
+    cfg = (cfg or DecodeConfig()).validate()
+    ids, text = encode_prompt(model, prompt, chat)
+    total = check_fits(model, cfg, len(ids))
+    t0 = time.perf_counter()
+    device = model.device
+    generator = torch.Generator(device=device).manual_seed(int(seed))
+    rec = Recorder(model, detailed)
+    prompt_t = torch.tensor(ids, dtype=torch.long, device=device)
+    check = make_check(should_stop, max_seconds, on_block)
+    if cfg.method == "ar" and cfg.ar_accounting == "fused":
+        loop = ar_loop(model, cfg, prompt_t, rec, generator, check)
+    else:
+        run_cfg = cfg
+        if cfg.method == "ar":  # the reference accounting: B = 1 diffusion, a query and a commit per token
+            run_cfg = cfg.replace(method="diffusion", block_length=1, denoising_steps=None, sub_block_length=None)
+        loop = block_loop(model, run_cfg, prompt_t, rec, generator, check)
+    wall = time.perf_counter() - t0
+    out, stop_pos = trim_output(loop.x[len(ids):].tolist(), cfg.gen_length, model.spec.mask_id, model.spec.stop_ids)
+    reason = "stop_token" if stop_pos is not None else loop.finish_reason
+    tok = model.tokenizer
+    header = Header(
+        schema_version=SCHEMA_VERSION, library_version=__version__, provenance="measured",
+        model=model_info(model), config=cfg.to_dict(), seed=int(seed), prompt_text=text, prompt_ids=ids,
+        prompt_tokens=rec.texts(ids) if detailed else [], gen_length=cfg.gen_length,
+        total_length=int(loop.x.shape[0]), created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    )
+    footer = Footer(
+        output_ids=out, output_text=tok.decode(out) if tok is not None else "",
+        output_tokens=rec.texts(out) if detailed else [], generated_length=len(out), stop_position=stop_pos,
+        wall_s=wall, forward_wall_s=sum(f.wall_s for f in rec.forwards), finish_reason=reason,
+    )
+    trace = Trace(header, loop.blocks, rec.forwards, loop.steps, footer, detailed)
+    return GenerateResult(footer.output_text, out, trace_metrics(trace), trace)
+
+
+def model_info(model: Any) -> ModelInfo:
+    spec = model.spec
+    return ModelInfo(
+        name=spec.name, alignment=spec.alignment, verifier=spec.verifier, mask_id=spec.mask_id,
+        stop_ids=list(spec.stop_ids), vocab_size=spec.vocab_size, dtype=str(model.dtype).replace("torch.", ""),
+        device=str(model.device), attn_implementation=str(model.attn_implementation), revision=spec.revision,
+    )

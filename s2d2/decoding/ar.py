@@ -1,0 +1,65 @@
+"""An honest autoregressive decoder: one forward per token.
+
+Each forward commits token i-1 and queries token i together, as any KV-cached AR decoder does. For the
+position-aligned family the query is a MASK at position i (the model's block-size-1 mode) whose KV is cropped;
+for the right-shifted family it is the plain next-token logit. The prefill forward also yields the first token.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+
+from ..config import DecodeConfig
+from ..trace import BlockRecord, Commit, MaskDraft, StepRecord
+from .decoder import LoopResult, _numbered
+from .recorder import Recorder
+from .sampling import draw_tokens, token_distribution
+from ..estimators import normalized_entropy, top2_margin
+
+CHECK_EVERY = 8  # tokens between progress callbacks
+
+
+def ar_loop(model: Any, cfg: DecodeConfig, prompt: torch.Tensor, rec: Recorder, generator: torch.Generator,
+            check: Callable[[list[StepRecord]], str | None]) -> LoopResult:
+    P, G, mask_id = int(prompt.shape[0]), cfg.gen_length, model.spec.mask_id
+    aligned = model.spec.alignment == "aligned"
+    x = torch.full((P + G,), mask_id, dtype=torch.long, device=prompt.device)
+    x[:P] = prompt
+    cache = model.new_cache()
+    mask = torch.tensor([mask_id], device=x.device)
+    stops = set(model.spec.stop_ids)
+    steps: list[StepRecord] = []
+    blocks: list[BlockRecord] = []
+    for i in range(P, P + G):
+        if i == P:
+            ids = torch.cat([prompt, mask]) if aligned else prompt
+            logits = rec.forward("prefill", i, 0, cache, ids, torch.arange(ids.shape[0], device=x.device),
+                                 "causal", keep=P, last=1)
+        else:
+            ids = torch.cat([x[i - 1 : i], mask]) if aligned else x[i - 1 : i]
+            logits = rec.forward("ar", i, 0, cache, ids, torch.arange(i - 1, i - 1 + ids.shape[0], device=x.device),
+                                 "causal", keep=1, last=1)
+        probs = token_distribution(logits[-1:], cfg, mask_id)
+        token = draw_tokens(probs, cfg, generator)
+        x[i] = token[0]
+        tok = int(token[0])
+        blocks.append(BlockRecord(i, i, 1, 0))
+        steps.append(_ar_step(rec, probs, tok, i))
+        if tok in stops:
+            return LoopResult(x, blocks, _numbered(steps), "stop_token")
+        if (i - P + 1) % CHECK_EVERY == 0:
+            reason = check(_numbered(steps))
+            if reason is not None:
+                return LoopResult(x, blocks, steps, reason)
+    return LoopResult(x, blocks, _numbered(steps), "length")
+
+
+def _ar_step(rec: Recorder, probs: torch.Tensor, token: int, position: int) -> StepRecord:
+    text = rec.text(token) if rec.detailed else ""
+    drafts: list[MaskDraft] = []
+    if rec.detailed:
+        p, ent, margin = torch.stack([probs[0, token], normalized_entropy(probs)[0], top2_margin(probs)[0]]).tolist()
+        drafts = [MaskDraft(position, token, text, p, ent, margin, rec.candidates(probs)[0])]
+    return StepRecord(-1, position, 0, [position, position + 1], [rec.last_index], [position], drafts,
+                      [position, 1], None, None, None, 0, [Commit(position, token, text, "ar")])

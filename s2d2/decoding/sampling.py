@@ -1,0 +1,42 @@
+"""logits -> distribution -> tokens, with one transform shared by draft, verifier and residual (§2.4, §9)."""
+from __future__ import annotations
+
+import torch
+
+from ..config import DecodeConfig
+
+
+def token_distribution(logits: torch.Tensor, cfg: DecodeConfig, mask_id: int) -> torch.Tensor:
+    """Probabilities [n, V] after the mask logit is set to -inf and the sampling transform is applied.
+
+    Greedy decoding uses T = 1 with no top-k / top-p, so p is the model's own probability of the argmax.
+    """
+    logits = logits.float().clone()
+    logits[:, mask_id] = -torch.inf  # the mask token is never a draft, a verifier pick or a residual draw
+    if not cfg.do_sample:
+        return torch.softmax(logits, dim=-1)
+    logits = logits / cfg.temperature
+    vocab = logits.shape[-1]
+    if 0 < cfg.top_k < vocab:
+        kth = torch.topk(logits, cfg.top_k, dim=-1).values[:, -1:]
+        logits = logits.masked_fill(logits < kth, -torch.inf)
+    if cfg.top_p < 1.0:
+        sorted_logits, order = torch.sort(logits, dim=-1, descending=True)
+        sorted_probs = torch.softmax(sorted_logits, dim=-1)
+        before = torch.cumsum(sorted_probs, dim=-1) - sorted_probs  # mass strictly before each token
+        remove_sorted = before >= cfg.top_p  # the first token always survives
+        remove = torch.zeros_like(remove_sorted).scatter(-1, order, remove_sorted)
+        logits = logits.masked_fill(remove, -torch.inf)
+    return torch.softmax(logits, dim=-1)
+
+
+def draw_tokens(probs: torch.Tensor, cfg: DecodeConfig, generator: torch.Generator) -> torch.Tensor:
+    """Argmax (first index on ties) when greedy, else one sample per row."""
+    if not cfg.do_sample:
+        return torch.argmax(probs, dim=-1)
+    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+
+
+def entropy(probs: torch.Tensor) -> torch.Tensor:
+    """Shannon entropy in nats per row, with 0 log 0 = 0."""
+    return -(probs * torch.log(probs.clamp_min(1e-30))).sum(-1)
