@@ -54,6 +54,13 @@ class HFModel:
         if isinstance(attention, torch.Tensor):
             if tuple(attention.shape) != (q, cache_len + q):
                 raise ValueError(f"attention mask shape {tuple(attention.shape)} != {(q, cache_len + q)}")
+            # Tensor masks pass through untouched, so only backends that read them correctly are allowed:
+            # SDPA (bool, True = attend) and eager (additive). Flex/flash would silently misread them.
+            if self.attn_implementation not in ("sdpa", "eager"):
+                raise ValueError(
+                    f"explicit attention masks need attn_implementation 'sdpa' or 'eager', "
+                    f"not {self.attn_implementation!r}"
+                )
             mask = attention if self.attn_implementation != "eager" else to_additive(attention, self.dtype)
             mask = mask[None, None]
         out = self.model(

@@ -20,13 +20,19 @@ def full_mask(cache_len: int, q: int, device: torch.device | str = "cpu") -> tor
     return torch.ones(q, cache_len + q, dtype=torch.bool, device=device)
 
 
-def block_causal_mask(q: int, block: int, start: int = 0, device: torch.device | str = "cpu") -> torch.Tensor:
+def block_causal_mask(
+    q: int, block: int, start: int = 0, device: torch.device | str = "cpu", cache_len: int = 0
+) -> torch.Tensor:
     """M[i, j] = 1 iff floor((start+i)/B) >= floor((start+j)/B), for a prefill of q tokens at absolute `start`.
 
-    Absolute block ids make it also the Fast-dLLM rule floor(q/bs) >= floor(k/bs) (§8.11).
+    Absolute block ids make it also the Fast-dLLM rule floor(q/bs) >= floor(k/bs) (§8.11). With `cache_len`
+    > 0, all-True cache columns come first (cached keys precede `start`, so the rule always admits them).
     """
     ids = (torch.arange(q, device=device) + start) // block
-    return ids[:, None] >= ids[None, :]
+    rule = ids[:, None] >= ids[None, :]
+    if cache_len == 0:
+        return rule
+    return torch.cat([torch.ones(q, cache_len, dtype=torch.bool, device=device), rule], dim=1)
 
 
 def draft_mask(cache_len: int, block: int, causal_prefix: int, device: torch.device | str = "cpu") -> torch.Tensor:

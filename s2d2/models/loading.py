@@ -1,0 +1,388 @@
+"""Turning checkpoints into `HFModel`s (model-families.md §2-§4).
+
+Every source (registry name, Hub id, local folder) is first resolved to a local folder, then loaded by one
+code path: native concrete class, explicit dtype and attention backend, safetensors only, no remote code.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+from urllib.parse import urlparse
+
+import torch
+
+from .base import ALIGNMENTS, ModelSpec
+from .hf import HFModel
+from .registry import ModelEntry, known_models, lookup
+
+
+class ModelLoadError(ValueError):
+    """A checkpoint could not be resolved or loaded; the message says why and what to do."""
+
+
+# model_type / architectures (lower-cased) -> native class name. SDAR and Fast-dLLM ship remote code that
+# does not run on transformers 5.x, but their weights match these classes exactly.
+_BY_MODEL_TYPE = {
+    "qwen3": "Qwen3ForCausalLM",
+    "sdar": "Qwen3ForCausalLM",
+    "qwen3_moe": "Qwen3MoeForCausalLM",
+    "sdar_moe": "Qwen3MoeForCausalLM",
+    "qwen2": "Qwen2ForCausalLM",
+    "fast_dllm_qwen": "Qwen2ForCausalLM",
+}
+_BY_ARCHITECTURE = {
+    "qwen3forcausallm": "Qwen3ForCausalLM",
+    "sdarforcausallm": "Qwen3ForCausalLM",
+    "qwen3moeforcausallm": "Qwen3MoeForCausalLM",
+    "sdarmoeforcausallm": "Qwen3MoeForCausalLM",
+    "qwen2forcausallm": "Qwen2ForCausalLM",
+    "fast_dllm_qwenforcausallm": "Qwen2ForCausalLM",
+}
+# The native model_type for each class: the 5.x weight conversions (MoE expert packing) are keyed on it.
+_NATIVE_TYPE = {"Qwen3ForCausalLM": "qwen3", "Qwen3MoeForCausalLM": "qwen3_moe", "Qwen2ForCausalLM": "qwen2"}
+
+_DTYPES = {
+    "bf16": torch.bfloat16, "bfloat16": torch.bfloat16, "fp16": torch.float16, "float16": torch.float16,
+    "half": torch.float16, "fp32": torch.float32, "float32": torch.float32, "float": torch.float32,
+    "fp64": torch.float64, "float64": torch.float64, "double": torch.float64,
+}
+_HUB_PATTERNS = ["*.json", "*.safetensors", "*.txt", "*.model", "*.jinja", "*.tiktoken"]  # never *.bin
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model")
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Wrapping an in-memory model
+
+
+def from_transformers(
+    model: Any,
+    tokenizer: Any = None,
+    *,
+    mask_token_id: int,
+    stop_token_ids: Iterable[int],
+    logits: str = "aligned",
+    block_size: int | None = None,
+    name: str | None = None,
+    use_chat_template: bool | None = None,
+) -> HFModel:
+    """Wrap a native transformers causal-LM object (and optional tokenizer) as an `HFModel`.
+
+    `logits`: "aligned" (logit i predicts token i, SDAR) or "shifted" (logit i-1 predicts token i, Fast-dLLM).
+    """
+    config = model.config
+    vocab = int(config.vocab_size)
+    head = model.get_output_embeddings()
+    if head is not None and int(head.weight.shape[0]) != vocab:
+        raise ModelLoadError(f"lm_head width {head.weight.shape[0]} != config.vocab_size {vocab}")
+    if logits not in ALIGNMENTS:
+        raise ModelLoadError(f"logits must be one of {ALIGNMENTS}, got {logits!r}")
+    if not isinstance(mask_token_id, int) or not 0 <= mask_token_id < vocab:
+        raise ModelLoadError(f"mask_token_id {mask_token_id!r} is not a token id in [0, {vocab})")
+    stops = [int(s) for s in stop_token_ids]
+    bad = [s for s in stops if not 0 <= s < vocab]
+    if bad:
+        raise ModelLoadError(f"stop_token_ids {bad} are outside the vocabulary [0, {vocab})")
+    block = 4 if block_size is None else int(block_size)
+    if block < 1:
+        raise ModelLoadError(f"block_size must be >= 1, got {block}")
+    if use_chat_template is None:
+        use_chat_template = bool(getattr(tokenizer, "chat_template", None))
+    spec = ModelSpec(
+        name=name or getattr(config, "_name_or_path", "") or type(model).__name__,
+        alignment=logits,
+        mask_id=mask_token_id,
+        stop_ids=stops,
+        vocab_size=vocab,
+        max_positions=int(config.max_position_embeddings),
+        default_block=block,
+        use_chat_template=use_chat_template,
+        extra={"model_class": type(model).__name__},
+    )
+    return HFModel(model, tokenizer, spec)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Loading a checkpoint
+
+
+def load_model(
+    id_or_path: str | os.PathLike[str],
+    device: str | torch.device | None = None,
+    dtype: str | torch.dtype | None = None,
+    attn_implementation: str = "sdpa",
+) -> HFModel:
+    """Load a registry name ("tiny", a Hub id) or a local checkpoint folder as an `HFModel`.
+
+    Defaults: CUDA with bfloat16 when available, else CPU with float32. Raises `ModelLoadError` on any failure.
+    """
+    folder, entry, revision = resolve_checkpoint(id_or_path)
+    config = _read_config(folder)
+    cls_name = _model_class(entry, config, folder)
+    device, dtype = _device_and_dtype(device, dtype)
+    model, unexpected = _load_weights(folder, cls_name, dtype, attn_implementation)
+    model.to(device)
+    tokenizer = _load_tokenizer(folder)
+    is_fast_dllm = str(config.get("model_type", "")).lower() == "fast_dllm_qwen" or "bd_size" in config
+    alignment = config.get("logits_alignment") or (entry.alignment if entry else None)
+    alignment = alignment or ("shifted" if is_fast_dllm else "aligned")
+    block = config.get("block_size") or config.get("bd_size") or (entry.block_size if entry else None)
+    use_chat = entry.use_chat_template if entry else None
+    hf = from_transformers(
+        model,
+        tokenizer,
+        mask_token_id=_resolve_mask_id(tokenizer, config, entry, int(model.config.vocab_size)),
+        stop_token_ids=_resolve_stop_ids(tokenizer, config, entry, folder),
+        logits=alignment,
+        block_size=block,
+        name=entry.name if entry else str(id_or_path),
+        use_chat_template=use_chat,
+    )
+    hf.spec.revision = revision
+    hf.spec.extra.update(
+        family=entry.family if entry else str(config.get("model_type", "")),
+        folder=str(folder),
+        unexpected_keys=sorted(unexpected),
+    )
+    return hf
+
+
+def resolve_checkpoint(id_or_path: str | os.PathLike[str]) -> tuple[Path, ModelEntry | None, str]:
+    """(local folder, registry entry or None, revision) for a registry name, Hub id or folder."""
+    text = os.fspath(id_or_path)
+    path = Path(text).expanduser()
+    if path.is_dir():
+        return path.resolve(), lookup(text), ""
+    if path.exists():
+        raise ModelLoadError(f"{text!r} is a file; pass the checkpoint folder (with config.json) instead")
+    entry = lookup(text)
+    if entry is not None and entry.path is not None:
+        if not entry.path.is_dir():
+            raise ModelLoadError(f"bundled model {entry.name!r} is missing: no folder at {entry.path}")
+        return entry.path, entry, ""
+    if entry is not None or _HUB_ID.match(text):
+        repo = entry.repo if entry is not None and entry.repo else text
+        snapshot = _fetch_from_hub(repo)
+        return snapshot, entry, snapshot.name
+    if text.startswith((".", "/", "~")) or os.sep in text:
+        raise ModelLoadError(f"no checkpoint folder at {text!r}")
+    raise ModelLoadError(
+        f"unknown model {text!r}: pass a local checkpoint folder, a Hub id (owner/name), or one of "
+        f"{', '.join(known_models())}"
+    )
+
+
+def _offline() -> bool:
+    # Read the environment at call time too: huggingface_hub reads it only once, at import.
+    truthy = {"1", "true", "yes", "on"}
+    env = any(os.environ.get(k, "").strip().lower() in truthy for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+    from huggingface_hub import constants
+
+    return env or bool(constants.HF_HUB_OFFLINE)
+
+
+def _hub_reachable(timeout: float = 3.0) -> bool:
+    from huggingface_hub import constants
+
+    url = urlparse(constants.ENDPOINT)
+    port = url.port or (443 if url.scheme == "https" else 80)
+    try:
+        with socket.create_connection((url.hostname or "huggingface.co", port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def _fetch_from_hub(repo: str) -> Path:
+    """A local snapshot of `repo` (config, tokenizer, safetensors only): the cache first, then the Hub."""
+    from huggingface_hub import snapshot_download
+
+    try:
+        return Path(snapshot_download(repo, allow_patterns=_HUB_PATTERNS, local_files_only=True))
+    except Exception:  # not cached; try the network below
+        pass
+    why = "offline mode: HF_HUB_OFFLINE is set" if _offline() else None
+    if why is None and not _hub_reachable():
+        why = "no network connection"
+    if why:
+        raise ModelLoadError(
+            f"{repo!r} is not in the local Hugging Face cache and the Hub is unreachable ({why}); "
+            "pass a local checkpoint folder instead"
+        )
+    try:
+        return Path(snapshot_download(repo, allow_patterns=_HUB_PATTERNS))
+    except Exception as e:
+        raise ModelLoadError(f"could not download {repo!r} from the Hub: {_first_line(e)}") from e
+
+
+def _read_config(folder: Path) -> dict[str, Any]:
+    path = folder / "config.json"
+    if not path.is_file():
+        raise ModelLoadError(f"{folder} has no config.json: not a transformers checkpoint folder")
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise ModelLoadError(f"{path} is not valid JSON: {_first_line(e)}") from e
+
+
+def _model_class(entry: ModelEntry | None, config: dict[str, Any], folder: Path) -> str:
+    """The concrete native class: the registry's, else from model_type, else from architectures."""
+    if entry is not None and entry.path is None:
+        return entry.model_class
+    found = _BY_MODEL_TYPE.get(str(config.get("model_type", "")).lower())
+    for arch in config.get("architectures") or []:
+        found = found or _BY_ARCHITECTURE.get(str(arch).lower())
+    if found is None:
+        raise ModelLoadError(
+            f"{folder}: unsupported model_type {config.get('model_type')!r} / architectures "
+            f"{config.get('architectures')} (supported: {', '.join(sorted(_BY_MODEL_TYPE))})"
+        )
+    return found
+
+
+def _device_and_dtype(device: str | torch.device | None, dtype: str | torch.dtype | None) -> tuple[torch.device, torch.dtype]:
+    if device is None:
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        device = torch.device(device)
+    except (RuntimeError, TypeError) as e:
+        raise ModelLoadError(f"invalid device {device!r}") from e
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ModelLoadError("device 'cuda' was requested but CUDA is not available")
+    if dtype is None:
+        dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    elif isinstance(dtype, str):
+        if dtype.lower() not in _DTYPES:
+            raise ModelLoadError(f"unknown dtype {dtype!r} (use one of {', '.join(sorted(_DTYPES))})")
+        dtype = _DTYPES[dtype.lower()]
+    elif not isinstance(dtype, torch.dtype):
+        raise ModelLoadError(f"dtype must be a torch.dtype or a name, got {dtype!r}")
+    return device, dtype
+
+
+def _check_weight_files(folder: Path) -> None:
+    if any(folder.glob("*.safetensors")):
+        return
+    legacy = sorted(p.name for p in folder.iterdir() if p.suffix in (".bin", ".pt", ".pth", ".ckpt"))
+    if legacy:
+        raise ModelLoadError(
+            f"{folder} has only pickle weights ({', '.join(legacy[:3])}); S2D2 loads safetensors only "
+            "(convert the checkpoint to .safetensors first)"
+        )
+    raise ModelLoadError(f"{folder} has no *.safetensors weights")
+
+
+def _load_weights(folder: Path, cls_name: str, dtype: torch.dtype, attn: str) -> tuple[Any, list[str]]:
+    """Load into the concrete class; the config's model_type is set to the native one (the MoE fix)."""
+    import transformers
+
+    _check_weight_files(folder)
+    cls = getattr(transformers, cls_name)
+    try:
+        with _quiet():
+            config = cls.config_class.from_pretrained(folder)
+            # SDAR-MoE says "sdar_moe": nothing then matches 5.x's expert-packing conversion and the experts stay
+            # random. The native model_type makes the conversion apply (harmless for the dense classes).
+            config.model_type = _NATIVE_TYPE[cls_name]
+            model, info = cls.from_pretrained(
+                folder,
+                config=config,
+                dtype=dtype,  # explicit: the config says bfloat16
+                attn_implementation=attn,  # explicit: SDAR's config.json says flex_attention
+                use_safetensors=True,
+                trust_remote_code=False,
+                output_loading_info=True,
+            )
+    except Exception as e:
+        raise ModelLoadError(f"could not load {folder} as {cls_name}: {_first_line(e)}") from e
+    missing = sorted(info.get("missing_keys") or [])
+    mismatched = list(info.get("mismatched_keys") or [])
+    if missing or mismatched:
+        shown = ", ".join(map(str, (missing + mismatched)[:4]))
+        raise ModelLoadError(
+            f"{folder} does not match {cls_name}: {len(missing)} missing and {len(mismatched)} mismatched "
+            f"weights (e.g. {shown}); they would be left random"
+        )
+    return model.eval(), list(info.get("unexpected_keys") or [])
+
+
+def _load_tokenizer(folder: Path) -> Any:
+    """AutoTokenizer from the folder (no network: the folder is local), or None if it ships none."""
+    if not any((folder / name).is_file() for name in _TOKENIZER_FILES):
+        return None
+    from transformers import AutoTokenizer
+
+    try:
+        with _quiet():
+            return AutoTokenizer.from_pretrained(folder, trust_remote_code=False)
+    except Exception as e:
+        raise ModelLoadError(f"could not load the tokenizer in {folder}: {_first_line(e)}") from e
+
+
+def _resolve_mask_id(tokenizer: Any, config: dict[str, Any], entry: ModelEntry | None, vocab: int) -> int:
+    """tokenizer.mask_token, config mask_token_id and the registry must agree (model-families.md §3)."""
+    sources: dict[str, int] = {}
+    token = getattr(tokenizer, "mask_token", None) if tokenizer is not None else None
+    if token:
+        tid = tokenizer.convert_tokens_to_ids(token)
+        # A mask token the vocabulary does not know (SDAR's stray "<MASK>") is no evidence: skip it.
+        if isinstance(tid, int) and tid != getattr(tokenizer, "unk_token_id", None):
+            sources[f"tokenizer.mask_token {token!r}"] = tid
+    if isinstance(config.get("mask_token_id"), int):
+        sources["config.json mask_token_id"] = config["mask_token_id"]
+    if entry is not None and entry.mask_id is not None:
+        sources["registry"] = entry.mask_id
+    if not sources:
+        raise ModelLoadError(
+            "cannot tell the mask token: the tokenizer has no mask_token, config.json has no mask_token_id and "
+            "the model is not in the registry; use from_transformers(..., mask_token_id=...)"
+        )
+    if len(set(sources.values())) > 1:
+        listed = ", ".join(f"{k} = {v}" for k, v in sources.items())
+        raise ModelLoadError(f"mask token ids disagree: {listed}")
+    mask_id = next(iter(sources.values()))
+    if not 0 <= mask_id < vocab:
+        raise ModelLoadError(f"mask token id {mask_id} is outside the vocabulary [0, {vocab})")
+    return mask_id
+
+
+def _resolve_stop_ids(tokenizer: Any, config: dict[str, Any], entry: ModelEntry | None, folder: Path) -> list[int]:
+    """config stop_token_ids, else the registry, else generation_config eos ids, else the tokenizer's eos."""
+    if config.get("stop_token_ids"):
+        return [int(t) for t in config["stop_token_ids"]]
+    if entry is not None and entry.stop_ids:
+        return list(entry.stop_ids)
+    gen = folder / "generation_config.json"
+    if gen.is_file():
+        try:
+            eos = json.loads(gen.read_text()).get("eos_token_id")
+        except ValueError:
+            eos = None
+        if eos is not None:
+            return [int(t) for t in (eos if isinstance(eos, list) else [eos])]
+    eos_id = getattr(tokenizer, "eos_token_id", None) if tokenizer is not None else None
+    return [int(eos_id)] if eos_id is not None else []
+
+
+@contextmanager
+def _quiet() -> Iterator[None]:
+    """Silence transformers' warnings and load report while loading: the expected "model of type sdar"
+    warning is noise, and real problems surface as one ModelLoadError instead."""
+    from transformers.utils import logging
+
+    level = logging.get_verbosity()
+    logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        logging.set_verbosity(level)
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip() or type(e).__name__
+    return text.splitlines()[0]
