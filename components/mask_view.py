@@ -1,0 +1,151 @@
+"""The attention-mask viewer (paper figure, panel c): the bool mask of one recorded forward as a heatmap.
+
+The mask is recomputed in plain Python from the forward record (kind, cache_len, input_len) and the header config
+(block_length, cache_ver, draft_ver); it matches s2d2.models.masks (checked in the tests). The cache is collapsed
+into one band column.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import plotly.graph_objects as go
+
+from s2d2.trace import ForwardRecord, StepRecord, Trace
+
+from .canvas import visible_text
+from .trace_index import clamp_step, index_of
+
+WHICH = ("auto", "draft", "verify", "commit")
+
+
+def query_mask(kind: str, q: int, block: int, cache_ver: bool, causal_prefix: int = 0,
+               start: int = 0) -> list[list[int]]:
+    """Rows x query columns (1 = attend) for one forward; the cache columns are all 1 for every kind."""
+    def causal(i: int, j: int) -> int:
+        return int(j <= i)
+
+    if kind == "verify_2l":
+        n = q // 2
+        rows = []
+        for i in range(n):
+            rows.append([int(j <= i) for j in range(n)] + [0] * n)
+        for i in range(n):
+            rows.append([int(j < i) for j in range(n)] + [int(j == i) for j in range(n)])
+        return rows
+    if kind in ("verify_causal", "ar"):
+        return [[causal(i, j) for j in range(q)] for i in range(q)]
+    if kind == "prefill":
+        if cache_ver:
+            return [[causal(i, j) for j in range(q)] for i in range(q)]
+        return [[int((start + i) // block >= (start + j) // block) for j in range(q)] for i in range(q)]
+    if kind == "commit":
+        return [[causal(i, j) if cache_ver else 1 for j in range(q)] for i in range(q)]
+    if kind == "draft":
+        return [[causal(i, j) if i < causal_prefix else 1 for j in range(q)] for i in range(q)]
+    raise ValueError(f"unknown forward kind {kind!r}")
+
+
+def pick_forward(trace: Trace, step: int, which: str = "auto") -> Optional[ForwardRecord]:
+    """The forward shown at scrubber value `step`: the step's verify (auto) or draft, or its block's commit."""
+    idx = index_of(trace)
+    rec = idx.step_record(clamp_step(trace, step))
+    if rec is None:
+        pre = next((f for f in trace.forwards if f.kind == "prefill"), None)
+        return pre if which in ("auto", "commit") else None
+    fwds = [trace.forwards[i] for i in rec.forwards]
+    if which == "commit":
+        ci = idx.commit_forward.get(rec.block)
+        return trace.forwards[ci] if ci is not None else None
+    if which == "draft":
+        return next((f for f in fwds if f.kind in ("draft", "ar")), None)
+    verify = next((f for f in fwds if f.kind.startswith("verify")), None)
+    if which == "verify":
+        return verify
+    return verify or (fwds[-1] if fwds else None)
+
+
+def _draft_prefix(rec: StepRecord, start: int) -> int:
+    return max(0, (min(rec.masks_before) - start) if rec.masks_before else 0)
+
+
+def _labels(trace: Trace, f: ForwardRecord, rec: Optional[StepRecord]) -> list[str]:
+    """Query row labels: token text + absolute position id."""
+    idx = index_of(trace)
+    n = f.input_len // 2 if f.kind == "verify_2l" else f.input_len
+    if f.kind == "prefill":
+        start, ids_step = 0, 0
+    elif rec is not None:
+        block = idx.block_of_step[rec.index]
+        start = block.start if block else rec.window[0]
+        ids_step = rec.index
+    else:
+        block = idx.block_by_index.get(f.block)
+        start = block.start if block else 0
+        last = [s.index for s in trace.steps if s.block == f.block]
+        ids_step = (last[-1] + 1) if last else 0
+    texts = _texts_at(trace, ids_step, start, n, rec if f.kind.startswith("verify") else None)
+    labels = [f"{visible_text(t, 10)} @{start + i}" for i, t in enumerate(texts)]
+    if f.kind == "verify_2l":
+        labels += [f"[M] @{start + i}" for i in range(n)]
+    return labels
+
+
+def _texts_at(trace: Trace, step: int, start: int, n: int, fill: Optional[StepRecord]) -> list[str]:
+    idx = index_of(trace)
+    P = len(trace.header.prompt_ids)
+    drafts = {d.position: d.text for d in fill.drafts} if fill else {}
+    out = []
+    for pos in range(start, start + n):
+        if pos < P and pos < len(trace.header.prompt_tokens):
+            out.append(trace.header.prompt_tokens[pos])
+            continue
+        hit = idx.commit_of.get(pos)
+        if hit is not None and hit[0] < step:
+            out.append(hit[1].text)
+        elif pos in drafts:
+            out.append(drafts[pos])
+        else:
+            out.append("[M]")
+    return out
+
+
+def mask_figure(trace: Trace, step: int, which: str = "auto") -> go.Figure:
+    """Heatmap: rows = query tokens, columns = [cache band | query columns]."""
+    f = pick_forward(trace, step, which if which in WHICH else "auto")
+    fig = go.Figure()
+    fig.update_layout(template="plotly_white", height=420, margin=dict(l=110, r=20, t=50, b=90))
+    if f is None:
+        fig.update_layout(title=dict(text=f"No {which} forward at this step", font=dict(size=14)))
+        return fig
+    cfg = trace.header.config
+    block = int(cfg.get("block_length") or 1)
+    idx = index_of(trace)
+    rec = idx.step_record(clamp_step(trace, step)) if f.kind != "prefill" else None
+    if rec is not None and f.kind == "commit":
+        rec = None
+    prefix = 0
+    if f.kind == "draft" and cfg.get("draft_ver") and rec is not None:
+        b = idx.block_of_step[rec.index]
+        prefix = _draft_prefix(rec, b.start if b else rec.window[0])
+    rows = query_mask(f.kind, f.input_len, block, bool(cfg.get("cache_ver")), prefix)
+    labels = _labels(trace, f, rec)
+    cols = list(labels)
+    z = [list(r) for r in rows]
+    if f.cache_len > 0:
+        cols = [f"cache ({f.cache_len})"] + cols
+        z = [[1] + r for r in z]
+    # Plotly draws the first row at the bottom: reverse so row 0 is on top, keeping labels unique by index.
+    ylab = [f"{i}: {t}" for i, t in enumerate(labels)][::-1]
+    xlab = [f"{i}: {t}" if i or f.cache_len == 0 else t for i, t in enumerate(cols)]
+    fig.add_trace(go.Heatmap(z=z[::-1], x=xlab, y=ylab, zmin=0, zmax=1, showscale=False, xgap=1, ygap=1,
+                             colorscale=[[0, "#f8fafc"], [1, "#4f46e5"]],
+                             hovertemplate="query %{y}<br>key %{x}<br>attend %{z}<extra></extra>"))
+    title = f"Attention mask of forward #{f.index} ({f.kind}), cache {f.cache_len}, {f.query_tokens} queries"
+    if f.kind == "verify_2l":
+        title += " — 2L: drafts | MASK copies"
+    elif f.kind == "draft" and prefix:
+        title += f" — draft_ver: first {prefix} rows causal"
+    fig.update_layout(title=dict(text=title, font=dict(size=13)))
+    fig.update_xaxes(tickangle=-60, tickfont=dict(size=9))
+    fig.update_yaxes(tickfont=dict(size=9))
+    return fig

@@ -1,0 +1,105 @@
+"""The verification strip (paper figure, panel b) as an escaped HTML table, plus its plain-data rows."""
+from __future__ import annotations
+
+import html
+from typing import Any
+
+from s2d2.trace import StepRecord, Trace
+
+from .canvas import visible_text
+from .trace_index import clamp_step, fmt, index_of
+
+
+def strip_rows(step: StepRecord) -> list[dict[str, Any]]:
+    """One dict per verified span position (what the table shows), in span order."""
+    v = step.verification
+    if v is None:
+        return []
+    rows = []
+    for i, r in enumerate(v.positions):
+        outcome = "accept" if r.accepted else "reject"
+        rows.append({
+            "span_index": i, "position": r.position, "draft": r.draft_text, "p": r.p, "q": r.q, "ratio": r.ratio,
+            "u": r.u, "outcome": outcome, "first_reject": v.first_reject == i,
+            "resampled": v.resampled_text if v.first_reject == i and v.resampled is not None else None,
+            "argmax_q": r.argmax_q_text,
+        })
+    return rows
+
+
+def _bar(ratio: float, u: float | None) -> str:
+    width = max(0.0, min(1.0, ratio)) * 100
+    tick = "" if u is None else (f'<span class="u" style="left:{max(0.0, min(1.0, u)) * 100:.1f}%" '
+                                 f'title="u = {u:.3f}"></span>')
+    return f'<div class="rbar" role="img" aria-label="r {ratio:.2f}"><span class="r" style="width:{width:.1f}%"></span>{tick}</div>'
+
+
+def summary_line(step: StepRecord) -> str:
+    v = step.verification
+    if v is None:
+        reason = step.decision.reason if step.decision else "this method never verifies"
+        hows = sorted({c.how for c in step.commits})
+        return f"No verification at this step ({reason}); committed {len(step.commits)} by {', '.join(hows) or '–'}."
+    n = len(v.positions)
+    text = f"{v.kind.upper()} verifier, mode {v.mode}: accepted {v.accepted_len} of {n} verified"
+    if v.first_reject is None:
+        return text + " — the whole span passed (no bonus token)."
+    text += f"; first rejection at span index {v.first_reject}"
+    if v.resampled is not None:
+        if v.fallback_to_q:
+            text += f"; residual mass 0, so drawn from q: '{visible_text(v.resampled_text)}'"
+        elif v.mode == "greedy_exact":
+            text += f"; replaced by argmax q: '{visible_text(v.resampled_text)}'"
+        else:
+            z = f" (Z = {fmt(v.residual_mass)})" if v.residual_mass is not None else ""
+            text += f"; resampled '{visible_text(v.resampled_text)}' from (q − p)+{z}"
+    else:
+        text += "; the rejected position is left to the fallback"
+    return text + "."
+
+
+def render_strip(trace: Trace, step: int) -> str:
+    """HTML table for the step shown at scrubber value `step` (empty note when it has no verification)."""
+    idx = index_of(trace)
+    rec = idx.step_record(clamp_step(trace, step))
+    if rec is None:
+        return '<div class="s2d2-strip"><p>Start of the run: move the scrubber to see a step.</p></div>'
+    rows = strip_rows(rec)
+    head = f'<p class="sum">{html.escape(summary_line(rec))}</p>'
+    if not rows:
+        return f'<div class="s2d2-strip">{head}</div>'
+    greedy = rec.verification is not None and rec.verification.mode == "greedy_exact"
+    e = html.escape
+    cols = [f'<th scope="col">i={r["span_index"]}<br><small>pos {r["position"]}</small></th>' for r in rows]
+    body = [
+        ("draft x₀", [f'<code>{e(visible_text(r["draft"], 16))}</code>' for r in rows]),
+        ("p(x₀)", [fmt(r["p"]) for r in rows]),
+        ("q(x₀)", [fmt(r["q"]) for r in rows]),
+        ("r = min(1, q/p)", [f'{fmt(r["ratio"])}{_bar(r["ratio"], r["u"])}' for r in rows]),
+    ]
+    if greedy:
+        body.append(("x₀ == argmax q", ["yes" if r["outcome"] == "accept" else "no" for r in rows]))
+    else:
+        body.append(("draw u", [fmt(r["u"]) for r in rows]))
+    body.append(("outcome", [
+        ('<span class="ok">✓ accept</span>' if r["outcome"] == "accept" else
+         '<span class="bad">✗ reject' + (" (first)" if r["first_reject"] else "") + "</span>") for r in rows]))
+    body.append(("argmax q", [f'<code>{e(visible_text(r["argmax_q"], 16))}</code>' for r in rows]))
+    body.append(("committed", [
+        (f'<code>{e(visible_text(r["draft"], 16))}</code> ✓' if r["outcome"] == "accept" else
+         (f'↻ <code>{e(visible_text(r["resampled"], 16))}</code>' if r["resampled"] is not None else "masked"))
+        for r in rows]))
+    trs = "".join(f'<tr><th scope="row">{e(name)}</th>{"".join(f"<td>{c}</td>" for c in cells)}</tr>'
+                  for name, cells in body)
+    return (f'<div class="s2d2-strip">{head}<table><thead><tr><th></th>{"".join(cols)}</tr></thead>'
+            f'<tbody>{trs}</tbody></table></div>')
+
+
+STRIP_CSS = """
+.s2d2-strip table{border-collapse:collapse;font-size:0.85em}
+.s2d2-strip th,.s2d2-strip td{border:1px solid #cbd5e1;padding:2px 6px;text-align:center}
+.s2d2-strip .rbar{position:relative;height:8px;width:60px;background:#e2e8f0;margin:2px auto}
+.s2d2-strip .rbar .r{position:absolute;left:0;top:0;bottom:0;background:#22c55e}
+.s2d2-strip .rbar .u{position:absolute;top:-3px;width:2px;height:14px;background:#111}
+.s2d2-strip .ok{color:#15803d;font-weight:600}.s2d2-strip .bad{color:#c2410c;font-weight:600}
+"""

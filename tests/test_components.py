@@ -1,0 +1,385 @@
+"""Unit tests of the app's pure views and handlers on synthetic traces (tests/trace_factory.py)."""
+from __future__ import annotations
+
+import json
+import pickle
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import trace_factory as tf  # noqa: E402
+
+from components import canvas, figures, handlers, learn, mask_view, replay, run_panel, strip, traces_io  # noqa: E402
+from s2d2.config import preset  # noqa: E402
+from s2d2.trace import Trace  # noqa: E402
+
+
+def _no_bdata(fig) -> bool:
+    return "bdata" not in json.dumps(fig.to_plotly_json(), default=str)
+
+
+# -- factory -----------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", sorted(tf.SCENARIOS))
+def test_factory_traces_are_valid_and_replay(name):
+    t = tf.SCENARIOS[name]()
+    back = Trace.from_json(t.to_json())
+    assert back.replay() == t.footer.output_ids
+    for s in range(len(t.steps) + 1):  # every view renders at every step
+        out = replay.render_step(t, s)
+        assert len(out) == 5 and isinstance(out[0], str) and isinstance(out[4], str)
+        assert all(_no_bdata(f) for f in out[2:4])
+    assert all(_no_bdata(f) for f in replay.render_timelines(t, 1))
+
+
+# -- canvas ------------------------------------------------------------------------------------------------------
+
+def test_canvas_states_and_glyphs():
+    t = tf.reject_at_zero()  # prompt 0..3; step 1: reject at span 0 (pos 4 resampled); step 2 accepts 5..7
+    idx = canvas.index_of(t)
+    assert canvas.position_state(idx, 0, 2) == ("prompt", False)
+    assert canvas.position_state(idx, 0, 4) == ("masked", False)
+    assert canvas.position_state(idx, 1, 4) == ("resampled", True)
+    assert canvas.position_state(idx, 1, 5) == ("drafted", False)
+    assert canvas.position_state(idx, 2, 4) == ("resampled", False)
+    assert canvas.position_state(idx, 2, 6) == ("accepted", True)
+    html = canvas.render_canvas(t, 1)
+    assert 'class="tok st-resampled new"' in html and "↻" in html
+    assert "<s>" in html  # the rejected draft is shown struck through
+    assert 'class="blk cur"' in html
+    assert html.count('data-pos="') == 8
+    assert "p=" in canvas.tooltip(idx, 1, 5) and "verify: q=" in canvas.tooltip(idx, 1, 4)
+
+
+def test_canvas_collapses_later_blocks_and_outlines_current():
+    t = tf.mixed()
+    html = canvas.render_canvas(t, 1)
+    assert "positions in later blocks" in html
+    cur = html.split('class="blk cur"')[1].split("</span></span>")[0]
+    assert 'data-pos="4"' in cur and 'data-pos="7"' in cur and 'data-pos="8"' not in cur
+    full = canvas.render_canvas(t, len(t.steps))
+    assert "later blocks" not in full
+    assert full.count("st-accepted") == 4 and full.count("st-threshold") == 3 and full.count("st-fallback") == 1
+
+
+def test_canvas_escapes_hostile_text():
+    t = tf.hostile()
+    for s in range(len(t.steps) + 1):
+        html = canvas.render_canvas(t, s) + strip.render_strip(t, s)
+        assert "<script" not in html and "<b>bold" not in html and 'onmouseover="x' not in html
+        assert "\u202e" not in html
+    assert "&lt;script&gt;" in canvas.render_canvas(t, len(t.steps), show_future=True)
+    assert canvas.visible_text("a\nb\tc\u202e") == "a⏎b⇥c\\u202e"
+
+
+def test_live_preview_orders_by_position_and_escapes():
+    html = canvas.render_live([[5, "<i>", "accepted"], [4, "x", "resampled"]], prompt="Q?")
+    assert html.index('data-pos="4"') < html.index('data-pos="5"')
+    assert "&lt;i&gt;" in html and "<i>" not in html
+
+
+# -- verification strip ------------------------------------------------------------------------------------------
+
+def test_strip_rows_reject_at_zero():
+    t = tf.reject_at_zero()
+    rows = strip.strip_rows(t.steps[0])
+    assert len(rows) == 1 and rows[0]["outcome"] == "reject" and rows[0]["first_reject"]
+    assert rows[0]["u"] >= rows[0]["ratio"]
+    assert rows[0]["resampled"] == t.steps[0].verification.resampled_text
+    html = strip.render_strip(t, 1)
+    assert "first rejection at span index 0" in html and "✗ reject (first)" in html and "(q − p)+" in html
+
+
+def test_strip_all_accepted_and_modes():
+    t = tf.all_accepted()
+    rows = strip.strip_rows(t.steps[0])
+    assert [r["outcome"] for r in rows] == ["accept"] * 4 and all(r["u"] < r["ratio"] for r in rows)
+    assert "whole span passed" in strip.render_strip(t, 1)
+    assert "drawn from q" in strip.render_strip(tf.residual_fallback_to_q(), 1)
+    assert "x₀ == argmax q" in strip.render_strip(tf.greedy_exact(), 1)
+    assert "No verification at this step" in strip.render_strip(tf.diffusion_only(), 1)
+    assert "Start of the run" in strip.render_strip(t, 0)
+
+
+# -- figures -----------------------------------------------------------------------------------------------------
+
+def test_commit_map_points():
+    t = tf.reject_at_zero()
+    fig = figures.commit_map(t, 1)
+    by_name = {tr.name: tr for tr in fig.data}
+    assert list(by_name["resampled"].y) == [4] and list(by_name["resampled"].x) == [3]
+    assert list(by_name["accepted"].y) == [5, 6, 7] and list(by_name["accepted"].x) == [5, 5, 5]
+    assert any(sh["x0"] == 3 for sh in fig.layout.shapes)  # the current step line
+
+
+def test_nfe_by_block_counts_and_tpf():
+    t = tf.all_accepted()
+    fig = figures.nfe_by_block(t)
+    bars = {tr.name: list(tr.y) for tr in fig.data if tr.type == "bar"}
+    assert bars == {"draft": [1], "verify_2l": [1], "commit": [1]}
+    tpf = next(tr for tr in fig.data if tr.type == "scatter")
+    assert list(tpf.y) == [pytest.approx(4 / 3, abs=1e-3)]
+    assert "prefill: 1" in fig.layout.title.text
+
+
+def test_acceptance_histogram_and_per_position():
+    t = tf.mixed()  # verify calls: K=0 (span 2), K=2 (span 2), K=0 (span 4), K=2 (span 2)
+    assert figures.acceptance_lengths(t) == [0, 2, 0, 2]
+    hist = figures.acceptance_histogram(t)
+    assert list(hist.data[0].x) == [0, 1, 2] and list(hist.data[0].y) == [2, 0, 2]
+    pp = figures.per_position_acceptance(t)
+    assert pp["rate"][:2] == [0.5, 0.5]
+    assert pp["conditional"][2] == 0.0 and pp["index"] == [0, 1, 2, 3]
+
+
+def test_routing_hysteresis_band_and_markers():
+    t = tf.hysteresis_flip()
+    data = figures.routing_series(t)
+    assert data["verify"] == [False, True, True, False, False]
+    assert data["score"] == [0.5, 1.5, 0.2, -0.8, 0.9]
+    fig = figures.routing_figure(t, 2)
+    band = [s for s in fig.layout.shapes if s.type == "rect" and s.xref == "paper"]
+    assert len(band) == 1 and (band[0].y0, band[0].y1) == (-0.5, 1.0)
+    on = [s for s in fig.layout.shapes if s.type == "rect" and s.xref == "x"]
+    assert sorted(s.x0 for s in on) == [1.5, 2.5]
+    verify = next(tr for tr in fig.data if tr.name == "verify")
+    assert list(verify.x) == [2, 3]
+    assert any(s.type == "line" and s.x0 == 2 and s.line.width == 2 for s in fig.layout.shapes)
+
+
+def test_routing_threshold_line_and_no_policy():
+    t = tf.mixed()
+    fig = figures.routing_figure(t, 0)
+    lines = [s for s in fig.layout.shapes if s.type == "line" and s.xref == "paper"]
+    assert lines and lines[0].y0 == 0.0
+    diff = figures.routing_series(tf.diffusion_only())
+    assert diff["score"] == [None] * 4 and diff["verify"] == [False] * 4
+
+
+# -- attention masks ---------------------------------------------------------------------------------------------
+
+def _torch_rows(mask, cache_len):
+    return [[int(v) for v in row[cache_len:]] for row in mask.tolist()]
+
+
+@pytest.mark.parametrize("n", [1, 3, 4])
+def test_query_masks_match_library_builders(n):
+    torch_masks = pytest.importorskip("s2d2.models.masks")
+    assert mask_view.query_mask("verify_2l", 2 * n, n, False) == _torch_rows(torch_masks.verify_2l_mask(5, n), 5)
+    assert mask_view.query_mask("verify_causal", n, n, False) == _torch_rows(torch_masks.causal_mask(5, n), 5)
+    assert mask_view.query_mask("draft", n, n, False, causal_prefix=n - 1) == _torch_rows(
+        torch_masks.draft_mask(5, n, n - 1), 5)
+    assert mask_view.query_mask("prefill", 8, 4, False) == [[int(v) for v in r] for r in
+                                                            torch_masks.block_causal_mask(8, 4).tolist()]
+    assert mask_view.query_mask("commit", n, n, True) == _torch_rows(torch_masks.causal_mask(0, n), 0)
+
+
+def test_mask_figure_picks_forwards():
+    t = tf.mixed()  # step 1 verifies (2L), step 2 skips
+    assert mask_view.pick_forward(t, 1).kind == "verify_2l"
+    assert mask_view.pick_forward(t, 1, "draft").kind == "draft"
+    assert mask_view.pick_forward(t, 2, "verify") is None
+    assert mask_view.pick_forward(t, 2, "commit").kind == "commit"
+    assert mask_view.pick_forward(t, 0).kind == "prefill"
+    fig = mask_view.mask_figure(t, 1)
+    z = fig.data[0].z
+    assert len(z) == 8 and len(z[0]) == 9  # 2L rows; cache band + 8 query columns
+    assert list(z[-1]) == [1, 1, 0, 0, 0, 0, 0, 0, 0]  # row 0 (drawn last-to-first): cache + itself
+    assert "2L" in fig.layout.title.text and _no_bdata(fig)
+    draft = mask_view.mask_figure(t, 1, "draft")  # sdar-config-a has draft_ver: prompt tail rows are causal
+    assert "draft_ver: first 2 rows causal" in draft.layout.title.text
+    assert "No verify forward" in mask_view.mask_figure(t, 2, "verify").layout.title.text
+
+
+# -- replay summary and metrics ----------------------------------------------------------------------------------
+
+def test_step_summary_text():
+    t = tf.mixed()
+    assert replay.step_summary(t, 1).startswith("Block 1, step 1: verify ON, 2 drafted, 1 resampled, NFE 3")
+    assert "verify OFF" in replay.step_summary(t, 2) and "1 threshold" in replay.step_summary(t, 2)
+    assert replay.step_summary(t, 0).startswith("Start: prompt of 6 tokens, 7 steps recorded")
+    assert replay.step_summary(t, 999) == replay.step_summary(t, 7)
+    assert replay.step_summary(t, "junk") == replay.step_summary(t, 0)
+
+
+def test_metrics_table_values():
+    rows = dict(replay.metrics_table(tf.all_accepted()))
+    assert rows["NFE (forward passes)"] == "4" and rows["generated tokens"] == "4"
+    assert rows["verify rate"] == "1.000" and rows["NFE: verify_2l"] == "1"
+    local = replay.basic_metrics(tf.mixed())
+    assert local["nfe"] == 15 and local["mean_acceptance_length"] == 2.0 and local["draft_acceptance_rate"] == 0.4
+
+
+# -- traces as files ---------------------------------------------------------------------------------------------
+
+def _bad(mutate) -> str:
+    data = tf.mixed().to_dict()
+    mutate(data)
+    with pytest.raises(traces_io.TraceError) as exc:
+        traces_io.parse_text(json.dumps(data))
+    return str(exc.value)
+
+
+def test_upload_validation_messages(tmp_path):
+    assert "schema_version" in _bad(lambda d: d["header"].__setitem__("schema_version", 99))
+    assert "expected an integer" in _bad(lambda d: d["forwards"][0].__setitem__("index", "0"))
+    assert "unknown how" in _bad(lambda d: d["steps"][0]["commits"][0].__setitem__("how", "<script>"))
+    assert "longer than" in _bad(lambda d: d["header"].__setitem__("prompt_text", "x" * 20_000))
+    assert "unknown field" in _bad(lambda d: d.__setitem__("__class__", "os.system"))
+    for raw, msg in [(b"\xff\xfe", "UTF-8"), (b"{not json", "not valid JSON"), (b"[]", "JSON object")]:
+        with pytest.raises(traces_io.TraceError, match=msg):
+            traces_io.parse_text(raw)
+    big = tmp_path / "big.json"
+    big.write_bytes(b" " * (traces_io.MAX_UPLOAD_BYTES + 1))
+    with pytest.raises(traces_io.TraceError, match="too large"):
+        traces_io.parse_upload(str(big))
+    with pytest.raises(traces_io.TraceError, match="No file"):
+        traces_io.parse_upload(None)
+
+
+def test_download_upload_roundtrip_and_state(tmp_path):
+    t = tf.hostile()
+    path = traces_io.export_path(t, str(tmp_path))
+    assert Path(path).name == "s2d2-trace-synthetic-tiny-s2d2-seed0.json"
+    back = traces_io.parse_upload(path)
+    assert back.to_dict() == t.to_dict()
+    state = traces_io.make_state(back, "x")
+    assert json.loads(json.dumps(state))["trace"] == t.to_dict()
+    assert traces_io.trace_from_state(state) is back
+    assert traces_io.trace_from_state({"key": "other", "trace": state["trace"]}).to_dict() == t.to_dict()
+    assert traces_io.trace_from_state(None) is None and traces_io.trace_from_state({"trace": {"x": 1}}) is None
+    assert traces_io.example_label("01-sdar-config-b--arithmetic") == "sdar-config-b · arithmetic"
+
+
+# -- run panel ---------------------------------------------------------------------------------------------------
+
+def test_config_from_inputs_presets_and_errors():
+    values = run_panel.preset_values("fastdllm-config-a", seed=7)
+    cfg, seed, err = run_panel.config_from_inputs(*values)
+    assert err is None and seed == 7 and cfg == preset("fastdllm-config-a", gen_length=64)
+    v = dict(zip(run_panel.KNOB_NAMES, values))
+    v.update(policy="score_hysteresis", hysteresis_on=-1.0, hysteresis_off=0.5)
+    cfg, _, err = run_panel.config_from_inputs(*v.values())
+    assert cfg is None and err.startswith("Invalid setting — hysteresis_off:")
+    v = dict(zip(run_panel.KNOB_NAMES, values), gen_length=4096)
+    assert "at most 512" in run_panel.config_from_inputs(*v.values())[2]
+    v = dict(zip(run_panel.KNOB_NAMES, values), block_length=None)
+    assert "block_length: no value" in run_panel.config_from_inputs(*v.values())[2]
+    v = dict(zip(run_panel.KNOB_NAMES, values), acceptance="greedy_exact", temperature=0.7)
+    assert "temperature" in run_panel.config_from_inputs(*v.values())[2]
+    assert "expected" in run_panel.config_from_inputs(1, 2)[2]
+
+
+def test_prompt_caps_and_duration():
+    assert run_panel.check_prompt("  ") and run_panel.check_prompt(None)
+    assert "at most" in run_panel.check_prompt("x" * (run_panel.MAX_PROMPT_CHARS + 1))
+    assert run_panel.check_prompt("2+3?") is None
+    small = run_panel.gpu_duration("p", "tiny", {"gen_length": 16, "block_length": 4})
+    big = run_panel.gpu_duration("p", "JetLM/SDAR-1.7B-Chat", {"gen_length": 512, "block_length": 4})
+    assert 20 <= small < big <= run_panel.MAX_RUN_SECONDS
+
+
+class _Result:
+    def __init__(self, trace):
+        self.trace, self.text = trace, trace.footer.output_text
+
+
+def _fake_generate(model, prompt, cfg, seed=0, on_block=None, should_stop=None, max_seconds=None):
+    t = tf.mixed()
+    for k in range(1, len(t.steps) + 1):
+        on_block(t.steps[:k])
+        if should_stop():
+            raise RuntimeError("stopped")
+    return _Result(t)
+
+
+def test_record_stream_progress_and_done():
+    cfg = preset("sdar-config-a").to_dict()
+    events = list(run_panel.record_stream("p", "tiny", cfg, 0, _fake_generate, lambda n: object(), min_interval=0))
+    kinds = [e["kind"] for e in events]
+    assert kinds[-1] == "done" and kinds.count("progress") == 7
+    assert events[0]["commits"] == [[6, tf.mixed().steps[0].commits[0].text, "resampled"]]
+    done = pickle.loads(pickle.dumps(events[-1]))  # ZeroGPU pickles what record yields
+    assert Trace.from_dict(json.loads(json.dumps(done["trace"]))).replay() == tf.mixed().footer.output_ids
+
+
+def test_record_stream_errors_are_messages():
+    cfg = preset("sdar-config-a").to_dict()
+
+    def bad_load(name):
+        raise ValueError("Could not load model 'x': missing")
+
+    assert list(run_panel.record_stream("p", "x", cfg, 0, _fake_generate, bad_load)) == [
+        {"kind": "error", "message": "Could not load model 'x': missing"}]
+
+    def crash(*a, **k):
+        raise RuntimeError("CUDA out of memory")
+
+    ev = list(run_panel.record_stream("p", "tiny", cfg, 0, crash, lambda n: object()))
+    assert ev[-1]["kind"] == "error" and "RuntimeError: CUDA out of memory" in ev[-1]["message"]
+    ev = list(run_panel.record_stream("p", "tiny", {"block_length": 0}, 0, crash, lambda n: object()))
+    assert ev[0]["kind"] == "error" and "block_length" in ev[0]["message"]
+
+
+def test_record_stream_close_stops_the_decode():
+    import threading
+
+    stopped = threading.Event()
+
+    def slow(model, prompt, cfg, seed=0, on_block=None, should_stop=None, max_seconds=None):
+        for k in range(200):
+            on_block(tf.mixed().steps[:1])
+            if should_stop():
+                stopped.set()
+                raise RuntimeError("stopped")
+            threading.Event().wait(0.01)
+        return _Result(tf.mixed())
+
+    gen = run_panel.record_stream("p", "tiny", preset("sdar-config-a").to_dict(), 0, slow, lambda n: object(),
+                                  min_interval=0)
+    assert next(gen)["kind"] == "progress"
+    gen.close()
+    assert stopped.wait(5)
+
+
+# -- handlers ----------------------------------------------------------------------------------------------------
+
+def test_handlers_state_and_scrubbing():
+    state = traces_io.make_state(tf.mixed(), "m")
+    assert handlers.step_views(None, 1)[4] == handlers.NO_TRACE
+    assert handlers.step_views(state, 1)[4].startswith("Block 1, step 1")
+    assert handlers.move(state, 0, -1) == 0 and handlers.move(state, 7, 1) == 7 and handlers.move(state, 3.0, 1) == 4
+    step, timer, _, playing = handlers.tick(state, 6)
+    assert step == 7 and timer.active is False and playing is False
+    assert handlers.tick(state, 2)[0] == 3
+    playing, timer, _, start = handlers.toggle_play(False, state, 7, 2.0)
+    assert playing is True and timer.active and timer.value == 0.5 and start == 0
+    assert handlers.toggle_play(True, state, 3, 1.0)[0] is False
+
+
+def test_handlers_upload_and_run_messages(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"header": {"schema_version": 7}}')
+    out = handlers.upload_trace(str(bad))
+    assert out[1].startswith("⚠️ Invalid trace file") and "schema_version" in out[1]
+    good = traces_io.export_path(tf.all_accepted(), str(tmp_path))
+    out = handlers.upload_trace(str(good))
+    assert out[1] == "Loaded the uploaded trace." and traces_io.trace_from_state(out[0]).to_dict() == \
+        tf.all_accepted().to_dict()
+    assert len(out) == 15
+    msgs = list(handlers.run("", "tiny", *run_panel.preset_values("sdar-config-a")))
+    assert len(msgs) == 1 and msgs[0][0].startswith("⚠️ Type a prompt") and msgs[0][4] is False
+    assert len(handlers.apply_preset("ar")) == len(run_panel.KNOBS)
+
+
+def test_tour_stops_point_at_illustrative_steps():
+    t = tf.mixed()
+    stops = learn.tour_stops(t)
+    titles = [s.title.split(" · ")[1] for s in stops]
+    assert titles == ["Draft", "Span and routing", "Verify with the same model", "Accept or reject",
+                      "Residual resampling", "Skipping verification", "The whole run"]
+    res = next(s for s in stops if s.title.endswith("Residual resampling"))
+    assert any(c.how == "resampled" for c in t.steps[res.step - 1].commits)
+    assert len(learn.tour_stops(tf.diffusion_only())) == 2
