@@ -92,7 +92,7 @@ class PolicyInputs:
 class PolicyDecision:
     policy: str
     verify: bool
-    score: Optional[float]  # None when the policy has no score; -inf is stored as None plus reason
+    score: Optional[float]  # None when the policy has no score; -inf (empty span) is a float
     reason: str  # one line a human reads: "s = 1.73 >= 0.00 -> verify"
     details: dict[str, Any] = field(default_factory=dict)  # thresholds, state before/after, UCB values
 
@@ -316,10 +316,10 @@ def _decode(tp: Any, value: Any, path: str) -> Any:
         if not isinstance(value, dict):
             raise ValueError(f"{path}: expected an object")
         _check_plain(value, path)
-        return value
+        return _restore(value)
     if tp is Any:
         _check_plain(value, path)
-        return value
+        return _restore(value)
     if tp is bool:
         if not isinstance(value, bool):
             raise ValueError(f"{path}: expected true/false")
@@ -341,6 +341,17 @@ def _decode(tp: Any, value: Any, path: str) -> Any:
             raise ValueError(f"{path}: string longer than {MAX_TEXT} characters")
         return value
     raise ValueError(f"{path}: unsupported type {tp}")
+
+
+def _restore(value: Any) -> Any:
+    """Free-form values: turn the strings _encode wrote for non-finite floats back into floats."""
+    if isinstance(value, str) and value in _NONFINITE:
+        return _NONFINITE[value]
+    if isinstance(value, dict):
+        return {k: _restore(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_restore(v) for v in value]
+    return value
 
 
 def _check_plain(value: Any, path: str, depth: int = 0) -> None:
