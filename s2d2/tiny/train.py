@@ -1,0 +1,353 @@
+"""Training loop for the tiny block-diffusion model: stage 1 causal AR, stage 2 SDAR in-place adaptation.
+
+Everything lives in a run folder (default `runs/tiny/`, git-ignored):
+
+    runs/tiny/tokenizer/           the trained tokenizer (shared by both stages)
+    runs/tiny/data.npz             the tokenised training / validation streams (cache)
+    runs/tiny/<stage>/             model.safetensors + config.json (latest), state.pt (optimizer, step, RNG),
+                                   log.jsonl (one line per logged step), snap_<step>/ (snapshots)
+
+A run resumes from `<stage>/state.pt` when it exists. With `minutes`, the cosine learning-rate schedule follows
+wall time (progress = elapsed / budget) and the stage stops when the budget is spent; otherwise it follows steps.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..tasks import arithmetic as ar_task
+from . import objectives as obj
+from .data import DEFAULT_DATA_DIR, DocStream, austen_split
+from .model import build_model
+from .tokenizer import special_ids, train_tokenizer
+
+
+@dataclass
+class TrainOptions:
+    stage: str = "ar"  # "ar" (stage 1) | "sdar" (stage 2)
+    out: str = "runs/tiny"
+    data_dir: str = str(DEFAULT_DATA_DIR)
+    size: str = "h192"
+    vocab: int = 2048
+    seed: int = 0
+    steps: int = 3000
+    minutes: float | None = None
+    batch: int = 16
+    seq_len: int = 256
+    lr: float = 2e-3
+    min_lr_frac: float = 0.1
+    warmup: int = 50
+    weight_decay: float = 0.1
+    grad_clip: float = 1.0
+    p_arith: float = 0.7
+    p_ar: float = 0.4
+    blocks: str = "4,8,16"
+    p_causal_clean: float = 0.05
+    t_min: float = 0.0
+    t_max: float = 1.0
+    init: str | None = None  # stage 2: folder with the stage-1 model.safetensors (default <out>/ar)
+    n_arith: int = 200_000
+    log_every: int = 10
+    ckpt_every: int = 100
+    eval_every: int = 200
+    acc_every: int = 1000
+    acc_n: int = 50
+    snap_every: int = 500
+    bf16: bool = True
+    threads: int = 2
+    export: str | None = None
+    block_size: int = 4
+    fresh: bool = False
+    progress: bool = True
+    max_tokens: int | None = None  # test hook: stop after this many tokens
+
+
+# ----------------------------------------------------------------------------------------------- data
+
+def _tokenizer_and_data(o: TrainOptions):
+    from transformers import AutoTokenizer
+
+    out = Path(o.out)
+    tok_dir = out / "tokenizer"
+    cache = out / "data.npz"
+    train_docs = val_docs = None
+    if not (tok_dir / "tokenizer.json").exists() or not cache.exists():
+        train_docs, val_docs = austen_split(o.data_dir)
+    if not (tok_dir / "tokenizer.json").exists():
+        sample = [ar_task.training_text(p) for p in ar_task.train_examples(o.seed + 1_000_003, 20_000)]
+        train_tokenizer(train_docs + sample, tok_dir, o.vocab)
+    tok = AutoTokenizer.from_pretrained(str(tok_dir))
+    eot = tok.eos_token_id
+    if not cache.exists():
+        arith_train = [ar_task.training_text(p) for p in ar_task.train_examples(o.seed, o.n_arith)]
+        arith_val = [ar_task.training_text(p) for p in ar_task.heldout(ar_task.HELDOUT_MAX)]
+        streams = {
+            "arith_train": DocStream.build(tok, arith_train, eot),
+            "arith_val": DocStream.build(tok, arith_val, eot),
+            "text_train": DocStream.build(tok, train_docs, eot),
+            "text_val": DocStream.build(tok, val_docs, eot),
+        }
+        out.mkdir(parents=True, exist_ok=True)
+        np.savez(cache, **{f"{k}_ids": v.ids for k, v in streams.items()},
+                 **{f"{k}_starts": v.starts for k, v in streams.items()})
+    z = np.load(cache)
+    names = ("arith_train", "arith_val", "text_train", "text_val")
+    streams = {k: DocStream(z[f"{k}_ids"], z[f"{k}_starts"]) for k in names}
+    return tok, streams
+
+
+def _sample_rows(streams, rng: np.random.Generator, n: int, L: int, p_arith: float, split: str = "train"):
+    n_ar = int(rng.binomial(n, p_arith))
+    parts = []
+    if n_ar:
+        parts.append(streams[f"arith_{split}"].rows(rng, n_ar, L))
+    if n - n_ar:
+        parts.append(streams[f"text_{split}"].rows(rng, n - n_ar, L))
+    rows = np.concatenate(parts)
+    rng.shuffle(rows)
+    return torch.from_numpy(rows)
+
+
+# ----------------------------------------------------------------------------------------------- helpers
+
+def _lr_at(o: TrainOptions, step: int, progress: float) -> float:
+    if step < o.warmup:
+        return o.lr * (step + 1) / o.warmup
+    p = min(max(progress, 0.0), 1.0)
+    return o.lr * (o.min_lr_frac + (1 - o.min_lr_frac) * 0.5 * (1 + math.cos(math.pi * p)))
+
+
+def _make_optimizer(model, o: TrainOptions):
+    decay, no_decay = [], []
+    for n, p in model.named_parameters():
+        (decay if p.ndim >= 2 and "embed" not in n else no_decay).append(p)
+    return torch.optim.AdamW([
+        {"params": decay, "weight_decay": o.weight_decay},
+        {"params": no_decay, "weight_decay": 0.0},
+    ], lr=o.lr, betas=(0.9, 0.95), eps=1e-8)
+
+
+def _save_model(model, folder: Path) -> None:
+    tmp = folder.with_name(folder.name + ".tmp")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    model.save_pretrained(str(tmp), safe_serialization=True)
+    if folder.exists():
+        shutil.rmtree(folder)
+    os.replace(tmp, folder)
+
+
+def _load_weights(model, folder: Path) -> None:
+    from safetensors.torch import load_file
+
+    sd = load_file(str(folder / "model.safetensors"))
+    missing, unexpected = model.load_state_dict(sd, strict=False)
+    bad = [k for k in missing if "lm_head" not in k]
+    if bad or unexpected:
+        raise RuntimeError(f"weights mismatch: missing {bad}, unexpected {unexpected}")
+    model.tie_weights()
+
+
+@torch.no_grad()
+def _evaluate(model, o: TrainOptions, val_batches: dict, mask_id: int) -> dict:
+    model.eval()
+    res = {}
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=o.bf16):
+        for name, ids in val_batches.items():
+            if o.stage == "ar":
+                res[f"val_{name}"] = float(obj.ar_loss(model, ids))
+            else:
+                g = torch.Generator().manual_seed(123)
+                b = obj.make_sdar_batch(ids, g, mask_id, p_ar=1.0)
+                res[f"val_{name}_armode"] = float(obj.sdar_loss(model, *b))
+                if name == "arith":
+                    b = obj.make_sdar_batch(ids, g, mask_id, p_ar=0.0, blocks=(4,), p_causal_clean=0.0,
+                                            complementary=False, t_min=0.5, t_max=0.5)
+                    res["val_arith_bd4"] = float(obj.sdar_loss(model, *b))
+    model.train()
+    return res
+
+
+# ----------------------------------------------------------------------------------------------- main loop
+
+def train_tiny(options: TrainOptions | dict | list[str] | None = None) -> Path:
+    """Train one stage. Accepts TrainOptions, a dict of its fields, or a CLI argv list. Returns the stage folder."""
+    if isinstance(options, list) or options is None:
+        from .cli import options_from_argv
+
+        o = options_from_argv(options or [])
+    elif isinstance(options, dict):
+        o = TrainOptions(**options)
+    else:
+        o = options
+    if o.stage not in ("ar", "sdar"):
+        raise ValueError(f"stage: must be 'ar' or 'sdar', got {o.stage!r}")
+    torch.set_num_threads(o.threads)
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+    except Exception:  # pragma: no cover
+        pass
+    out = Path(o.out)
+    stage_dir = out / o.stage
+    if o.fresh and stage_dir.exists():
+        shutil.rmtree(stage_dir)
+    stage_dir.mkdir(parents=True, exist_ok=True)
+
+    tok, streams = _tokenizer_and_data(o)
+    ids_ = special_ids(tok)
+    mask_id, eot = ids_["<|MASK|>"], ids_["<|endoftext|>"]
+    model = build_model(o.size, len(tok), seed=o.seed, eos_id=eot)
+    opt = _make_optimizer(model, o)
+    step, tokens, elapsed = 0, 0, 0.0
+    rng = np.random.default_rng(o.seed + (0 if o.stage == "ar" else 17))
+    gen = torch.Generator().manual_seed(o.seed + 99)
+    state_path = stage_dir / "state.pt"
+    if state_path.exists():
+        st = torch.load(state_path, map_location="cpu", weights_only=False)
+        _load_weights(model, stage_dir / "latest")
+        opt.load_state_dict(st["opt"])
+        step, tokens, elapsed = st["step"], st["tokens"], st["elapsed"]
+        rng.bit_generator.state = st["np_rng"]
+        gen.set_state(st["torch_gen"])
+        print(f"[train-tiny] resumed {o.stage} at step {step} ({tokens} tokens, {elapsed / 60:.1f} min)")
+    elif o.stage == "sdar":
+        init = Path(o.init) if o.init else out / "ar" / "latest"
+        _load_weights(model, init)
+        print(f"[train-tiny] stage 2 initialised from {init}")
+    (stage_dir / "options.json").write_text(json.dumps(dataclasses.asdict(o), indent=1))
+    model.train()
+
+    vrng = np.random.default_rng(4242)
+    val_batches = {
+        "arith": _sample_rows(streams, vrng, 16, o.seq_len, 1.0, "val"),
+        "text": _sample_rows(streams, vrng, 16, o.seq_len, 0.0, "val"),
+    }
+    blocks = tuple(int(b) for b in o.blocks.split(","))
+    log_f = open(stage_dir / "log.jsonl", "a")
+
+    def progress_of(step_: int, elapsed_: float) -> float:
+        if o.minutes:
+            return elapsed_ / (60.0 * o.minutes)
+        return step_ / max(1, o.steps)
+
+    def save_state():
+        _save_model(model, stage_dir / "latest")
+        torch.save({"opt": opt.state_dict(), "step": step, "tokens": tokens, "elapsed": elapsed,
+                    "np_rng": rng.bit_generator.state, "torch_gen": gen.get_state()},
+                   str(state_path) + ".tmp")
+        os.replace(str(state_path) + ".tmp", state_path)
+
+    bar = None
+    if o.progress:
+        from tqdm import tqdm
+
+        total = round(60 * o.minutes) if o.minutes else o.steps
+        bar = tqdm(total=total, initial=round(elapsed, 1) if o.minutes else step,
+                   unit="s" if o.minutes else "step", desc=f"train-tiny {o.stage}", mininterval=5)
+    t_last = time.time()
+    run_loss, run_n = 0.0, 0
+    while progress_of(step, elapsed) < 1.0 and not (o.max_tokens and tokens >= o.max_tokens):
+        lr = _lr_at(o, step, progress_of(step, elapsed))
+        for g_ in opt.param_groups:
+            g_["lr"] = lr
+        ids = _sample_rows(streams, rng, o.batch, o.seq_len, o.p_arith)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=o.bf16):
+            if o.stage == "ar":
+                loss = obj.ar_loss(model, ids)
+            else:
+                batch = obj.make_sdar_batch(ids, gen, mask_id, p_ar=o.p_ar, blocks=blocks,
+                                            p_causal_clean=o.p_causal_clean, t_min=o.t_min, t_max=o.t_max)
+                loss = obj.sdar_loss(model, *batch)
+        loss.backward()
+        gn = torch.nn.utils.clip_grad_norm_(model.parameters(), o.grad_clip)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        step += 1
+        tokens += int(ids.numel())
+        now = time.time()
+        dt = now - t_last
+        t_last = now
+        elapsed += dt
+        run_loss += float(loss)
+        run_n += 1
+        if bar is not None:
+            bar.update(dt if o.minutes else 1)
+            if step % o.log_every == 0:
+                bar.set_postfix(loss=f"{run_loss / run_n:.3f}", lr=f"{lr:.2e}")
+        rec = None
+        if step % o.log_every == 0:
+            rec = {"step": step, "tokens": tokens, "elapsed_s": round(elapsed, 1), "lr": lr,
+                   "loss": round(run_loss / run_n, 4), "grad_norm": round(float(gn), 3)}
+            run_loss, run_n = 0.0, 0
+        if step % o.eval_every == 0:
+            rec = rec or {"step": step, "tokens": tokens, "elapsed_s": round(elapsed, 1)}
+            rec.update(_evaluate(model, o, val_batches, mask_id))
+        if o.acc_every and step % o.acc_every == 0:
+            rec = rec or {"step": step, "tokens": tokens, "elapsed_s": round(elapsed, 1)}
+            from .evalquick import arithmetic_accuracy
+
+            model.eval()
+            rec["arith_acc_greedy"] = arithmetic_accuracy(model, tok, o.acc_n,
+                                                          mode="causal" if o.stage == "ar" else "aligned")
+            model.train()
+            t_last = time.time()  # evaluation time is not training time
+        if rec is not None:
+            log_f.write(json.dumps(rec) + "\n")
+            log_f.flush()
+            if any(k.startswith("val") or k.startswith("arith") for k in rec):
+                print(f"[train-tiny] {json.dumps(rec)}", flush=True)
+        if step % o.ckpt_every == 0:
+            save_state()
+        if o.snap_every and step % o.snap_every == 0:
+            _save_model(model, stage_dir / f"snap_{step:06d}")
+    save_state()
+    final = {"step": step, "tokens": tokens, "elapsed_s": round(elapsed, 1), "final": True}
+    final.update(_evaluate(model, o, val_batches, mask_id))
+    log_f.write(json.dumps(final) + "\n")
+    log_f.close()
+    if bar is not None:
+        bar.close()
+    print(f"[train-tiny] done {json.dumps(final)}", flush=True)
+    if o.export:
+        export_model(stage_dir / "latest", tok, o.export, block_size=o.block_size,
+                     alignment="aligned" if o.stage == "sdar" else "causal")
+    return stage_dir
+
+
+def export_model(src: str | Path, tok, dest: str | Path, block_size: int = 4, alignment: str = "aligned",
+                 logs: dict[str, str | Path] | None = None) -> Path:
+    """Write a shippable folder: bf16 model.safetensors, tokenizer, config.json with the block-diffusion keys."""
+    from transformers import Qwen3ForCausalLM
+
+    dest = Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    model = Qwen3ForCausalLM.from_pretrained(str(src), dtype=torch.bfloat16)
+    model.save_pretrained(str(dest), safe_serialization=True)
+    tok.save_pretrained(str(dest))
+    ids_ = special_ids(tok)
+    cfg_path = dest / "config.json"
+    cfg = json.loads(cfg_path.read_text())
+    cfg.update({
+        "mask_token_id": ids_["<|MASK|>"],
+        "block_size": int(block_size),
+        "logits_alignment": alignment,
+        "stop_token_ids": [ids_["<|im_end|>"], ids_["<|endoftext|>"]],
+    })
+    cfg_path.write_text(json.dumps(cfg, indent=2) + "\n")
+    gc = dest / "generation_config.json"
+    if gc.exists():
+        g = json.loads(gc.read_text())
+        g["eos_token_id"] = [ids_["<|im_end|>"], ids_["<|endoftext|>"]]
+        gc.write_text(json.dumps(g, indent=2) + "\n")
+    return dest
