@@ -1,0 +1,138 @@
+"""Command line: `python -m s2d2 {generate,presets,models,train-tiny,eval-task,bench}`.
+
+Every user error ends in one readable line on stderr and exit status 2, never a traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from .config import DecodeConfig, preset, presets
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m s2d2", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    _add_generate(sub.add_parser("generate", help="decode one prompt and print text + metrics"))
+    sub.add_parser("presets", help="list the named paper configurations")
+    sub.add_parser("models", help="list the known checkpoints")
+    _add_optional(sub, "train-tiny", "s2d2.tiny.cli", "add_train_tiny_args", "train the bundled tiny model")
+    _add_optional(sub, "eval-task", "s2d2.tiny.cli", "add_eval_task_args", "accuracy of a config on a task")
+    _add_optional(sub, "bench", "s2d2.bench", "add_bench_args", "sweep a grid of configs over a task")
+    args = parser.parse_args(argv)
+    try:
+        return _dispatch(args)
+    except (ValueError, FileNotFoundError, KeyError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+def _add_optional(sub: Any, name: str, module: str, adder: str, help_text: str) -> None:
+    """Subcommands whose modules may be absent in a trimmed install register only when importable."""
+    try:
+        mod = __import__(module, fromlist=[adder])
+        add = getattr(mod, adder)
+    except (ImportError, AttributeError):
+        return
+    p = sub.add_parser(name, help=help_text)
+    add(p)
+    p.set_defaults(_module=module)
+
+
+def _add_generate(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", default="tiny", help="registry name, Hub id or local folder (default: tiny)")
+    p.add_argument("--prompt", required=True, help="prompt text (goes through the chat template)")
+    p.add_argument("--preset", default="sdar-config-a", help=f"one of: {', '.join(presets())}")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a DecodeConfig option, e.g. --set gen_length=64 (repeatable)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--trace", help="write the trace JSON to this file")
+    p.add_argument("--device", default=None)
+    p.add_argument("--dtype", default=None, choices=[None, "float32", "bfloat16", "float16", "float64"])
+    p.add_argument("--no-chat", action="store_true", help="do not apply the chat template")
+
+
+def parse_overrides(pairs: list[str]) -> dict[str, Any]:
+    """KEY=VALUE strings -> typed values (JSON literals where they parse, else strings)."""
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        if "=" not in pair:
+            raise ValueError(f"--set: expected KEY=VALUE, got {pair!r}")
+        key, raw = pair.split("=", 1)
+        try:
+            out[key.strip()] = json.loads(raw)
+        except json.JSONDecodeError:
+            out[key.strip()] = raw
+    return out
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    if args.command == "presets":
+        for name, line in presets().items():
+            print(f"{name:20s} {line}")
+        return 0
+    if args.command == "models":
+        from .models.registry import known_models
+
+        print("\n".join(known_models()))
+        return 0
+    if args.command == "generate":
+        return _generate(args)
+    module = __import__(args._module, fromlist=["x"])
+    runner = {"train-tiny": "run_train_tiny", "eval-task": "run_eval_task", "bench": "run_bench"}[args.command]
+    return int(getattr(module, runner)(args) or 0)
+
+
+def _generate(args: argparse.Namespace) -> int:
+    import torch
+
+    from .api import generate
+    from .models.loading import load_model
+
+    cfg: DecodeConfig = preset(args.preset, **parse_overrides(args.set))
+    dtype = getattr(torch, args.dtype) if args.dtype else None
+    model = load_model(args.model, device=args.device, dtype=dtype)
+    result = generate(model, args.prompt, cfg, seed=args.seed, chat=False if args.no_chat else None)
+    print(result.text)
+    print()
+    print(format_metrics(result.metrics))
+    if args.trace:
+        with open(args.trace, "w", encoding="utf-8") as fh:
+            fh.write(result.trace.to_json())
+        print(f"\ntrace written to {args.trace}")
+    return 0
+
+
+def format_metrics(m: dict[str, Any]) -> str:
+    rows = [
+        ("NFE (forwards)", m["nfe"]),
+        ("  by kind", ", ".join(f"{k} {v}" for k, v in m["nfe_by_kind"].items())),
+        ("query tokens", m["query_tokens"]),
+        ("generated tokens", m["generated_tokens"]),
+        ("tokens per forward", m["tokens_per_forward"]),
+        ("steps per block", m["steps_per_block"]),
+        ("verify rate", m["verify_rate"]),
+        ("mean acceptance length (vLLM)", m["mean_acceptance_length"]),
+        ("draft acceptance rate", m["draft_acceptance_rate"]),
+        ("wall seconds", m["wall_seconds"]),
+        ("finish reason", m["finish_reason"]),
+    ]
+    width = max(len(r[0]) for r in rows)
+    return "\n".join(f"{k:<{width}}  {_fmt(v)}" for k, v in rows)
+
+
+def _fmt(v: Any) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.3f}"
+    return str(v)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
