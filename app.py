@@ -74,7 +74,7 @@ def build_replay_tab(ctx: Ctx) -> None:
     with gr.Row():
         c["example"] = gr.Dropdown(list(example_traces(examples_dir())), label="Example trace", scale=2,
                                    value=next(iter(example_traces(examples_dir())), None))
-        c["upload"] = gr.File(label="Upload a trace (.json, ≤ 5 MB)", file_types=[".json"], scale=2, height=90)
+        c["upload"] = gr.File(label="Upload a trace (.json, ≤ 5 MB)", file_types=[".json"], scale=2, height=130)
         c["download"] = gr.DownloadButton("⬇ Download trace JSON", value=export_path(t) if t else None, scale=1)
     c["load_status"] = gr.Markdown("Example trace loaded." if t else h.NO_TRACE, elem_id="load-status")
     c["title"] = gr.Markdown(trace_title(t) if t else "")
@@ -105,7 +105,7 @@ def build_run_tab(ctx: Ctx) -> None:
             c["prompt"] = gr.Textbox(EXAMPLE_PROMPTS[0], label="Prompt", lines=3, max_length=MAX_PROMPT_CHARS,
                                      elem_id="prompt")
             gr.Examples(EXAMPLE_PROMPTS, inputs=[c["prompt"]], label="Example prompts")
-            c["model"] = gr.Dropdown(model_choices(), value=DEFAULT_MODEL, label="Model", allow_custom_value=True,
+            c["model"] = gr.Dropdown(model_choices(), value=DEFAULT_MODEL, label="Model", allow_custom_value=True, elem_id="model",
                                      info="The bundled tiny model runs on CPU; larger ids load on demand.")
             c["preset"] = gr.Dropdown(preset_choices(), value=DEFAULT_PRESET, label="Preset (fills every knob)")
             values = preset_values(DEFAULT_PRESET)

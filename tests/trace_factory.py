@@ -152,6 +152,9 @@ class _Builder:
         if score is None and cfg.policy in ("score_threshold", "score_hysteresis"):
             c = cfg.penalty_coef * (inputs.n_hi if cfg.score_type == "difference_dynamic" else 1)
             score = round(inputs.k_hat - c, 4)
+        if cfg.policy == "score_threshold" and spec.score is None and score is not None:
+            thr = cfg.score_threshold  # keep synthetic scores consistent with the decision
+            score = max(score, thr + 0.25) if verify else min(score, thr - 0.25)
         if cfg.policy == "mask_span_length":
             score = float(inputs.span_len)
         arrow = "verify" if verify else "skip"

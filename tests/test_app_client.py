@@ -1,0 +1,186 @@
+"""The launched app driven through gradio_client: runs, download -> upload -> replay, 8 sessions, bad uploads.
+
+Runs use a seeded random tiny Qwen3 with a character tokenizer (always available), and the bundled model when
+assets/tiny exists.
+"""
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import socket
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import trace_factory as tf  # noqa: E402
+
+gradio_client = pytest.importorskip("gradio_client")
+from gradio_client import Client, handle_file  # noqa: E402
+
+RANDOM_MODEL = "test-random-qwen3"
+SESSION_SCENARIOS = ["all_accepted", "reject_at_zero", "residual_fallback_to_q", "mixed", "hysteresis_flip",
+                     "ucb_first_visit", "diffusion_only", "greedy_exact"]
+
+
+class CharTokenizer:
+    """Characters <-> ids below the random model's stop ids (297, 298) and mask (299)."""
+
+    chat_template = None
+
+    def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
+        return [min(ord(c), 296) for c in text]
+
+    def decode(self, ids: list[int], **_: object) -> str:
+        return "".join(chr(i) for i in ids if i < 297)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def write_examples(directory: Path) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    for i, name in enumerate(["mixed", "hysteresis_flip", "hostile"]):
+        (directory / f"{i:02d}-{name}.json").write_text(tf.SCENARIOS[name]().to_json())
+    return directory
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    os.environ["GRADIO_TEMP_DIR"] = str(tmp_path_factory.mktemp("gradio"))
+    os.environ["S2D2_EXAMPLE_TRACES"] = str(write_examples(tmp_path_factory.mktemp("examples")))
+    app = importlib.import_module("app")
+    app = importlib.reload(app)  # rebuild with this module's example directory
+    from conftest import tiny_qwen3
+    from components import run_panel
+
+    model = tiny_qwen3(dtype=__import__("torch").float32)
+    model.tokenizer = CharTokenizer()
+    run_panel._MODELS[RANDOM_MODEL] = model
+    port = _free_port()
+    app.demo.launch(prevent_thread_lock=True, server_port=port, quiet=True, **app.LAUNCH_KWARGS)
+    yield app, f"http://127.0.0.1:{port}/"
+    app.demo.close()
+
+
+def knob_values(preset: str = "sdar-config-b", **changes):
+    from components.run_panel import KNOB_NAMES, preset_values
+
+    values = dict(zip(KNOB_NAMES, preset_values(preset)))
+    values.update(changes)
+    return list(values.values())
+
+
+def test_api_surface(served):
+    _, url = served
+    client = Client(url, verbose=False)
+    names = set(client.view_api(print_info=False, return_format="dict")["named_endpoints"])
+    assert {"/run", "/step", "/upload_trace", "/open_example", "/show_trace"} <= names
+    assert not any(n.startswith(("/lambda", "/tick", "/toggle_play", "/set_speed", "/apply_preset")) for n in names)
+    client.close()
+
+
+def _run_and_replay(url: str, model: str, tmp_path: Path) -> None:
+    client = Client(url, verbose=False)
+    status, live, text = client.predict("2+3=", model, *knob_values("sdar-config-b", gen_length=16, block_length=4),
+                                        api_name="/run")
+    assert status.startswith("✅ Done"), status
+    assert "data-pos" in live
+    shown = client.predict(api_name="/show_trace")
+    title, summary, download = shown[1], shown[7], shown[-1]
+    assert "measured trace" in title and summary.startswith("Start: prompt of 4 tokens")
+    data = json.loads(Path(download).read_text())
+    assert data["header"]["provenance"] == "measured" and data["header"]["config"]["gen_length"] == 16
+    canvas, strip_html, routing, mask, summary = client.predict(1, "auto", api_name="/step")
+    assert summary.startswith("Block 1, step 1: verify ON") and "verifier" in strip_html
+    assert routing["type"] == "plotly" and "bdata" not in routing["plot"]
+    # download -> upload -> replay in a fresh session gives the same step view
+    other = Client(url, verbose=False)
+    up = other.predict(handle_file(download), api_name="/upload_trace")
+    assert up[0] == "Loaded the uploaded trace."
+    assert other.predict(1, "auto", api_name="/step")[0] == canvas
+    client.close()
+    other.close()
+
+
+def test_full_run_random_model_then_download_upload_replay(served, tmp_path):
+    _run_and_replay(served[1], RANDOM_MODEL, tmp_path)
+
+
+def test_full_run_bundled_model(served, tmp_path):
+    if not (ROOT / "assets" / "tiny").exists():
+        pytest.skip("assets/tiny (the bundled model) is not trained yet")
+    _run_and_replay(served[1], "tiny", tmp_path)
+
+
+def test_run_rejects_bad_input_with_messages(served):
+    client = Client(served[1], verbose=False)
+    out = client.predict("", RANDOM_MODEL, *knob_values(), api_name="/run")
+    assert out[0].startswith("⚠️ Type a prompt")
+    out = client.predict("hi", RANDOM_MODEL, *knob_values(policy="score_hysteresis", hysteresis_on=-2.0,
+                                                          hysteresis_off=1.0), api_name="/run")
+    assert out[0].startswith("⚠️ Invalid setting — hysteresis_off")
+    out = client.predict("hi", "no/such-model", *knob_values(gen_length=8), api_name="/run")
+    assert out[0].startswith("⚠️ Could not load model 'no/such-model'")
+    client.close()
+
+
+def _session(url: str, name: str, tmp: Path) -> tuple[str, str, str]:
+    path = tmp / f"{name}.json"
+    path.write_text(tf.SCENARIOS[name]().to_json())
+    client = Client(url, verbose=False)
+    try:
+        assert client.predict(handle_file(str(path)), api_name="/upload_trace")[0] == "Loaded the uploaded trace."
+        views = [client.predict(s, "auto", api_name="/step") for s in (1, 0, 1)]
+        return name, views[0][0], views[2][4]
+    finally:
+        client.close()
+
+
+def test_eight_concurrent_sessions_keep_their_own_trace(served, tmp_path):
+    from components.canvas import render_canvas
+    from components.replay import step_summary
+
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(lambda n: _session(served[1], n, tmp_path), SESSION_SCENARIOS))
+    for name, canvas_html, summary in results:
+        trace = tf.SCENARIOS[name]()
+        assert canvas_html == render_canvas(trace, 1), name
+        assert summary == step_summary(trace, 1), name
+
+
+@pytest.mark.parametrize("kind", ["version", "types", "hostile", "not_json", "oversize"])
+def test_malformed_uploads_are_rejected(served, tmp_path, kind):
+    data = tf.mixed().to_dict()
+    path = tmp_path / f"{kind}.json"
+    if kind == "version":
+        data["header"]["schema_version"] = 2
+    elif kind == "types":
+        data["steps"][0]["span"] = "everything"
+    elif kind == "hostile":
+        data["steps"][0]["commits"][0]["how"] = "<img src=x onerror=alert(1)>"
+    if kind == "not_json":
+        path.write_bytes(b"\x80\x04K\x01.")  # a pickle: never unpickled
+    elif kind == "oversize":
+        path.write_bytes(b" " * (5 * 1024 * 1024 + 10))
+    else:
+        path.write_text(json.dumps(data))
+    client = Client(served[1], verbose=False)
+    try:
+        out = client.predict(handle_file(str(path)), api_name="/upload_trace")
+        assert out[0].startswith("⚠️"), out[0]
+        assert "<img" not in out[0] or kind == "hostile"
+    except Exception as exc:  # the server's upload size limit refuses the file before the handler
+        assert kind == "oversize" and ("large" in str(exc).lower() or "size" in str(exc).lower()), exc
+    finally:
+        client.close()

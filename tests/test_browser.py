@@ -1,0 +1,84 @@
+"""A real browser (Debian Chromium via Playwright): example on screen, scrubbing, every plot mounts, a run completes.
+
+Saves docs/screenshot.png. Skips when Playwright or /usr/bin/chromium is missing.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+CHROMIUM = os.environ.get("S2D2_CHROMIUM", "/usr/bin/chromium")
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+        "--no-first-run", "--disable-sync"]
+
+sync_api = pytest.importorskip("playwright.sync_api")
+if not Path(CHROMIUM).exists():
+    pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)", allow_module_level=True)
+
+from test_app_client import RANDOM_MODEL, served  # noqa: E402,F401  (the launched-app fixture)
+
+
+@pytest.fixture(scope="module")
+def page(served):  # noqa: F811
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        pg = browser.new_page(viewport={"width": 1400, "height": 1000})
+        errors: list[str] = []
+        pg.on("pageerror", lambda e: errors.append(str(e)))
+        pg.goto(served[1])
+        pg.wait_for_selector("#canvas .s2d2-canvas", timeout=60_000)
+        yield pg, errors
+        browser.close()
+
+
+def _summary(pg) -> str:
+    return pg.locator("#summary textarea").input_value()
+
+
+def test_example_on_screen_scrub_and_plots(page):
+    pg, errors = page
+    assert _summary(pg).startswith("Start: prompt of")
+    pg.wait_for_function("document.querySelectorAll('#routing .js-plotly-plot, #mask .js-plotly-plot').length == 2",
+                         timeout=30_000)
+    before = pg.locator("#canvas").inner_html()
+    pg.get_by_role("button", name="Next ▶").click()
+    pg.wait_for_function("document.querySelector('#summary textarea').value.startsWith('Block')", timeout=20_000)
+    assert pg.locator("#canvas").inner_html() != before
+    assert "Step 1 of" in _summary(pg)
+    number = pg.locator("#step-slider input[type=number]")
+    number.fill("3")
+    number.press("Enter")
+    pg.wait_for_function("document.querySelector('#summary textarea').value.includes('Step 3 of')", timeout=20_000)
+    assert pg.locator("#canvas .tok.new").count() >= 1
+    assert pg.locator("#strip table, #strip .sum").count() >= 1
+    (ROOT / "docs").mkdir(exist_ok=True)
+    pg.wait_for_timeout(500)
+    pg.screenshot(path=str(ROOT / "docs" / "screenshot.png"), full_page=True)
+    pg.get_by_role("tab", name="Metrics & about").click()
+    pg.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 6", timeout=30_000)
+    pg.get_by_role("tab", name="Learn").click()
+    pg.wait_for_selector("#tour .s2d2-canvas", timeout=20_000)
+    assert not errors, errors
+
+
+def test_run_completes_in_browser(page):
+    pg, errors = page
+    pg.get_by_role("tab", name="Run", exact=True).click()
+    model = "tiny" if (ROOT / "assets" / "tiny").exists() else RANDOM_MODEL
+    box = pg.locator("#model input")
+    box.fill(model)
+    box.press("Enter")
+    pg.locator("#prompt textarea").fill("2+3=")
+    pg.get_by_role("button", name="▶ Record a run").click()
+    pg.wait_for_function("document.querySelector('#run-status').innerText.includes('Done')", timeout=90_000)
+    pg.wait_for_function("document.querySelector('#load-status').innerText.includes('run just recorded')",
+                         timeout=30_000)
+    pg.get_by_role("tab", name="Replay", exact=True).click()
+    assert "measured trace" in pg.locator("body").inner_text()
+    assert not errors, errors
