@@ -65,8 +65,8 @@ def position_state(idx: TraceIndex, step: int, pos: int) -> tuple[str, bool]:
     return "masked", False
 
 
-def tooltip(idx: TraceIndex, step: int, pos: int) -> str:
-    """Plain-text details for one position (escaped later, as an attribute)."""
+def tooltip(idx: TraceIndex, step: int, pos: int, full: bool = True) -> str:
+    """Plain-text details for one position (escaped later, as an attribute); `full=False`: token and how only."""
     trace = idx.trace
     lines = [f"position {pos}"]
     block = idx.block_of_position(pos)
@@ -89,11 +89,16 @@ def tooltip(idx: TraceIndex, step: int, pos: int) -> str:
     if shown_step is None:
         return "\n".join(lines)
     d = idx.draft(shown_step, pos)
+    row = idx.verify_row(shown_step, pos)
+    if not full:  # compact form outside the current block: the numbers, no candidate lists
+        nums = f"p={fmt(d.p)} H={fmt(d.entropy)}" if d is not None else ""
+        if row is not None:
+            nums += f" q={fmt(row.q)} r={fmt(row.ratio)} u={fmt(row.u)}"
+        return "\n".join(lines + ([nums.strip()] if nums else []))
     if d is not None:
         lines.append(f"draft '{visible_text(d.text)}' p={fmt(d.p)} entropy={fmt(d.entropy)} margin={fmt(d.margin)}")
         if d.top:
             lines.append("top p: " + ", ".join(f"'{visible_text(c.text, 16)}' {c.prob:.2f}" for c in d.top[:5]))
-    row = idx.verify_row(shown_step, pos)
     if row is not None:
         verdict = "accepted" if row.accepted else "rejected"
         lines.append(f"verify: q={fmt(row.q)} r={fmt(row.ratio)} u={fmt(row.u)} -> {verdict}")
@@ -103,7 +108,7 @@ def tooltip(idx: TraceIndex, step: int, pos: int) -> str:
     return "\n".join(lines)
 
 
-def _token_html(idx: TraceIndex, step: int, pos: int, ids: list[int]) -> str:
+def _token_html(idx: TraceIndex, step: int, pos: int, ids: list[int], full: bool = True) -> str:
     state, new = position_state(idx, step, pos)
     glyph, _ = STATES.get(state, ("", state))
     trace = idx.trace
@@ -125,7 +130,7 @@ def _token_html(idx: TraceIndex, step: int, pos: int, ids: list[int]) -> str:
     glyph_html = f'<span class="g" aria-hidden="true">{html.escape(glyph)}</span>' if glyph else ""
     label = STATES.get(state, ("", state))[1]
     br = "<br>" if text.endswith("\n") and state != "masked" else ""
-    return (f'<span class="{classes}" data-pos="{pos}" title="{_attr(tooltip(idx, step, pos))}" '
+    return (f'<span class="{classes}" data-pos="{pos}" title="{_attr(tooltip(idx, step, pos, full))}" '
             f'aria-label="{_attr(label)}">{glyph_html}{body}</span>{br}')
 
 
@@ -162,7 +167,7 @@ def render_canvas(trace: Trace, step: int, show_future: bool = False) -> str:
         block = idx.block_of_position(pos)
         if pos >= P and block is not None and block.start == pos:
             parts.append('<span class="sep" aria-hidden="true">│</span>')
-        parts.append(_token_html(idx, step, pos, ids))
+        parts.append(_token_html(idx, step, pos, ids, full=False))
         pos += 1
     hidden = len(ids) - end
     if hidden > 0:

@@ -383,3 +383,32 @@ def test_tour_stops_point_at_illustrative_steps():
     res = next(s for s in stops if s.title.endswith("Residual resampling"))
     assert any(c.how == "resampled" for c in t.steps[res.step - 1].commits)
     assert len(learn.tour_stops(tf.diffusion_only())) == 2
+
+
+# -- traces recorded by the real engine (random tiny models): the views read what the decoder writes -------------
+
+@pytest.mark.parametrize("family,preset_name,gen", [("aligned", "sdar-config-b", 12), ("shifted", "fastdllm-config-c", 8),
+                                                     ("aligned", "ar", 4)])
+def test_views_on_engine_traces(family, preset_name, gen):
+    conftest = pytest.importorskip("conftest")
+    import s2d2
+
+    model = conftest.tiny_qwen3(block_size=4) if family == "aligned" else conftest.tiny_qwen2()
+    trace = s2d2.generate(model, list(range(10, 17)), preset(preset_name, gen_length=gen), seed=0).trace
+    trace = Trace.from_json(trace.to_json())
+    idx = canvas.index_of(trace)
+    for s in range(len(trace.steps) + 1):
+        out = replay.render_step(trace, s)
+        assert out[4].startswith("Start" if s == 0 else f"Block {trace.steps[s - 1].block}")
+        for which in mask_view.WHICH:
+            fig = mask_view.mask_figure(trace, s, which)
+            if fig.data:
+                f = mask_view.pick_forward(trace, s, which)
+                assert len(fig.data[0].z) == f.input_len
+    final = canvas.render_canvas(trace, len(trace.steps), show_future=True)
+    committed = {c.position for st in trace.steps for c in st.commits}
+    assert all(f'data-pos="{p}"' in final for p in committed) and set(idx.commit_of) == committed
+    rows = dict(replay.metrics_table(trace))
+    assert rows["NFE (forward passes)"] == str(len(trace.forwards))
+    if preset_name == "sdar-config-b":  # always verifies: every step has a strip and an accepted-length
+        assert len(figures.acceptance_lengths(trace)) == len(trace.steps)

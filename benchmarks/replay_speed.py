@@ -1,0 +1,98 @@
+"""Replay cost for a long trace: server time and payload size of every replay output (not a test).
+
+    python benchmarks/replay_speed.py                     # synthetic 512-token trace (tests/trace_factory.large)
+    python benchmarks/replay_speed.py --trace path.json   # any recorded trace
+
+Reports: trace JSON size and parse time; per scrubber step the time to build (canvas, strip, routing, mask,
+summary) and their serialized size; the whole-run figures built on load.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+
+from components.replay import metrics_table, render_step, render_timelines  # noqa: E402
+from components.trace_index import build_index  # noqa: E402
+from s2d2.trace import Trace  # noqa: E402
+
+
+def payload(value: object) -> int:
+    if hasattr(value, "to_json"):
+        return len(value.to_json())  # type: ignore[union-attr]
+    return len(value.encode("utf-8")) if isinstance(value, str) else len(json.dumps(value))
+
+
+def percentile(values: list[float], q: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(q * len(values)))]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--trace", type=Path, help="a trace JSON file (default: synthetic 512 tokens)")
+    ap.add_argument("--tokens", type=int, default=512)
+    ap.add_argument("--every", type=int, default=1, help="time every n-th step only")
+    args = ap.parse_args(argv)
+    if args.trace:
+        text = args.trace.read_text(encoding="utf-8")
+    else:
+        import trace_factory
+
+        text = trace_factory.large(args.tokens).to_json()
+    t0 = time.perf_counter()
+    trace = Trace.from_json(text)
+    parse_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    build_index(trace)
+    index_s = time.perf_counter() - t0
+    n = len(trace.steps)
+    generated = sum(len(s.commits) for s in trace.steps)
+    print(f"trace: {generated} generated tokens, {n} steps, {len(trace.forwards)} forwards, "
+          f"{len(text) / 1e3:.0f} kB JSON; parse+validate {parse_s * 1e3:.0f} ms, index {index_s * 1e3:.1f} ms")
+    names = ("canvas", "strip", "routing", "mask", "summary")
+    times: dict[str, list[float]] = {k: [] for k in names}
+    sizes: dict[str, list[int]] = {k: [] for k in names}
+    totals: list[float] = []
+    for step in range(0, n + 1, args.every):
+        start = time.perf_counter()
+        outputs = render_step(trace, step)
+        totals.append(time.perf_counter() - start)
+        for name, value in zip(names, outputs):
+            sizes[name].append(payload(value))
+    # per-view timing on a sample of steps
+    from components import canvas, figures, mask_view, replay, strip
+
+    fns = {"canvas": canvas.render_canvas, "strip": strip.render_strip, "routing": figures.routing_figure,
+           "mask": mask_view.mask_figure, "summary": replay.step_summary}
+    for step in range(0, n + 1, max(1, n // 20)):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            fn(trace, step)
+            times[name].append(time.perf_counter() - start)
+    print(f"render_step (all 5 outputs), {len(totals)} steps: mean {statistics.mean(totals) * 1e3:.0f} ms, "
+          f"p95 {percentile(totals, 0.95) * 1e3:.0f} ms, max {max(totals) * 1e3:.0f} ms")
+    per_step = sum(statistics.mean(v) for v in sizes.values())
+    print(f"payload per step: {per_step / 1e3:.0f} kB total")
+    for name in names:
+        print(f"  {name:8s} {statistics.mean(times[name]) * 1e3:7.1f} ms   {statistics.mean(sizes[name]) / 1e3:7.1f} kB "
+              f"(max {max(sizes[name]) / 1e3:.1f} kB)")
+    start = time.perf_counter()
+    figs = render_timelines(trace)
+    rows = metrics_table(trace)
+    load_s = time.perf_counter() - start
+    load_kb = sum(payload(f) for f in figs) / 1e3 + payload(rows) / 1e3
+    print(f"on load: timelines + metrics {load_s * 1e3:.0f} ms, {load_kb:.0f} kB "
+          f"(commit map, NFE/block, histogram, per-position)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
