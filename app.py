@@ -57,10 +57,11 @@ def first_example() -> tuple[Optional[str], Optional[Trace]]:
 
 
 def _knob_component(knob: Knob, value: Any) -> Any:
+    info = knob.info or None
     if knob.kind == "choice":
-        return gr.Dropdown(list(knob.choices), value=value, label=knob.label)
+        return gr.Dropdown(list(knob.choices), value=value, label=knob.label, info=info)
     if knob.kind == "bool":
-        return gr.Checkbox(value=value, label=knob.label)
+        return gr.Checkbox(value=value, label=knob.label, info=info)
     if knob.name == "seed":
         return gr.Number(value=value, label=knob.label, precision=0, minimum=0)
     return gr.Slider(knob.lo, knob.hi, value=value, step=knob.step, label=knob.label)
@@ -105,18 +106,23 @@ def build_run_tab(ctx: Ctx) -> None:
             c["prompt"] = gr.Textbox(EXAMPLE_PROMPTS[0], label="Prompt", lines=3, max_length=MAX_PROMPT_CHARS,
                                      elem_id="prompt")
             gr.Examples(EXAMPLE_PROMPTS, inputs=[c["prompt"]], label="Example prompts")
-            c["model"] = gr.Dropdown(model_choices(), value=DEFAULT_MODEL, label="Model", allow_custom_value=True, elem_id="model",
+            c["model"] = gr.Dropdown(model_choices(), value=DEFAULT_MODEL, label="Model", allow_custom_value=True,
+                                     elem_id="model",
                                      info="The bundled tiny model runs on CPU; larger ids load on demand.")
             c["preset"] = gr.Dropdown(preset_choices(), value=DEFAULT_PRESET, label="Preset (fills every knob)")
             values = preset_values(DEFAULT_PRESET)
-            with gr.Accordion("All settings", open=False):
-                c["knobs"] = [_knob_component(k, v) for k, v in zip(KNOBS, values)]
+            c["knobs"] = []
+            for group in dict.fromkeys(k.group for k in KNOBS):
+                with gr.Accordion(group, open=group == KNOBS[0].group):
+                    c["knobs"] += [_knob_component(k, v) for k, v in zip(KNOBS, values) if k.group == group]
             with gr.Row():
                 c["run"] = gr.Button("▶ Record a run", variant="primary", elem_id="run")
                 c["stop"] = gr.Button("■ Stop", variant="stop", elem_id="stop")
         with gr.Column(scale=3):
             c["run_status"] = gr.Markdown("Pick a prompt and a preset, then record a run.", elem_id="run-status")
             c["live"] = gr.HTML(render_live([]), elem_id="live", label="Live output")
+            gr.Markdown("*Tokens appear here as blocks are committed, with the same glyphs as the Replay canvas. "
+                        "When the run ends the Replay tab opens on it.*")
             c["output"] = gr.Textbox(label="Output text", interactive=False, lines=4, elem_id="output")
     c["run_ok"] = gr.State(False)
 

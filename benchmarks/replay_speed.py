@@ -82,7 +82,8 @@ def main(argv: list[str] | None = None) -> int:
     per_step = sum(statistics.mean(v) for v in sizes.values())
     print(f"payload per step: {per_step / 1e3:.0f} kB total")
     for name in names:
-        print(f"  {name:8s} {statistics.mean(times[name]) * 1e3:7.1f} ms   {statistics.mean(sizes[name]) / 1e3:7.1f} kB "
+        ms, kb = statistics.mean(times[name]) * 1e3, statistics.mean(sizes[name]) / 1e3
+        print(f"  {name:8s} {ms:7.1f} ms   {kb:7.1f} kB "
               f"(max {max(sizes[name]) / 1e3:.1f} kB)")
     start = time.perf_counter()
     figs = render_timelines(trace)

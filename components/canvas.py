@@ -74,14 +74,16 @@ def tooltip(idx: TraceIndex, step: int, pos: int, full: bool = True) -> str:
         lines[0] += f" · block {block.index}"
     state, _ = position_state(idx, step, pos)
     if state == "prompt":
-        lines.append(f"prompt token {visible_text(trace.header.prompt_tokens[pos] if pos < len(trace.header.prompt_tokens) else '')!s}")
+        tokens = trace.header.prompt_tokens
+        lines.append(f"prompt token {visible_text(tokens[pos] if pos < len(tokens) else '')}")
         return "\n".join(lines)
     hit = idx.commit_of.get(pos)
     shown_step = None
     if hit is not None and hit[0] < step:
         s_idx, commit = hit
         shown_step = trace.steps[s_idx]
-        lines.append(f"token '{visible_text(commit.text)}' (id {commit.token}) — {STATES.get(commit.how, ('', commit.how))[1]}")
+        label = STATES.get(commit.how, ("", commit.how))[1]
+        lines.append(f"token '{visible_text(commit.text)}' (id {commit.token}) — {label}")
         lines.append(f"committed at step {s_idx + 1} (block {shown_step.block}, step {shown_step.step + 1} of block)")
     else:
         shown_step = idx.step_record(step)
@@ -177,7 +179,8 @@ def render_canvas(trace: Trace, step: int, show_future: bool = False) -> str:
 
 def legend_html() -> str:
     items = "".join(
-        f'<span class="tok st-{k}"><span class="g" aria-hidden="true">{html.escape(g)}</span>{html.escape(label)}</span>'
+        f'<span class="tok st-{k}"><span class="g" aria-hidden="true">{html.escape(g)}</span>'
+        f'{html.escape(label)}</span>'
         for k, (g, label) in STATES.items() if k not in ("ratio_extra",))
     return f'<div class="s2d2-legend">{items}<span class="tok new">bold underline = committed this step</span></div>'
 

@@ -9,7 +9,7 @@ from plotly.subplots import make_subplots
 
 from s2d2.trace import FORWARD_KINDS, Trace
 
-from .trace_index import clamp_step, index_of, num
+from .trace_index import clamp_step, num
 
 HOW_COLOURS = {
     "accepted": "#16a34a", "resampled": "#ea580c", "threshold": "#2563eb", "fallback": "#60a5fa",
@@ -23,6 +23,7 @@ KIND_COLOURS = {
     "prefill": "#94a3b8", "draft": "#60a5fa", "verify_2l": "#f97316", "verify_causal": "#fb923c",
     "commit": "#475569", "ar": "#9333ea",
 }
+SCORE_NAMES = {"mask_span_length": ": span length", "contextual_bandit_ucb": ": UCB verify − UCB skip, ∞ = unvisited"}
 _LAYOUT = dict(template="plotly_white", margin=dict(l=50, r=20, t=40, b=40), height=320)
 
 
@@ -150,15 +151,20 @@ def _thresholds(trace: Trace) -> dict[str, Optional[float]]:
         return {"threshold": num(cfg.get("score_threshold"))}
     if policy == "mask_span_length":
         return {"threshold": num(cfg.get("min_span_length"))}
+    if policy == "contextual_bandit_ucb":
+        return {"threshold": 0.0}
     return {}
 
 
 def routing_series(trace: Trace) -> dict[str, list[Any]]:
     """Per step: 1-based step number, score (None if absent or -inf), verify flag, K̂ and accepted K."""
     out: dict[str, list[Any]] = {"step": [], "score": [], "verify": [], "k_hat": [], "accepted": [], "reason": []}
+    policy = trace.header.config.get("policy")
     for s in trace.steps:
         d = s.decision
         score = num(d.score) if d else None
+        if d is not None and score is None:
+            score = _implicit_score(policy, d.details, s.policy_inputs)
         out["step"].append(s.index + 1)
         out["score"].append(score if score is not None and abs(score) != float("inf") else None)
         out["verify"].append(bool(s.verification is not None or (d is not None and d.verify)))
@@ -168,12 +174,26 @@ def routing_series(trace: Trace) -> dict[str, list[Any]]:
     return out
 
 
+def _implicit_score(policy: Any, details: dict[str, Any], inputs: Any) -> Optional[float]:
+    """A plottable score for policies without one: the span length, or UCB verify − UCB skip (None if ∞)."""
+    if policy == "mask_span_length":
+        return num(details.get("span_len")) if "span_len" in details else (inputs.span_len if inputs else None)
+    ucb = details.get("ucb")
+    if policy == "contextual_bandit_ucb" and isinstance(ucb, dict):
+        v, k = num(ucb.get("verify")), num(ucb.get("skip"))
+        if v is None or k is None or abs(v) == float("inf") or abs(k) == float("inf"):
+            return None
+        return round(v - k, 6)
+    return None
+
+
 def routing_figure(trace: Trace, step: Optional[int] = None) -> go.Figure:
     """Score vs threshold (or hysteresis band with the ON state shaded), verify/skip markers, K̂ vs K."""
     data = routing_series(trace)
     policy = trace.header.config.get("policy", "–") if trace.header.config.get("method") == "s2d2" else "none"
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.6, 0.4], vertical_spacing=0.08,
-                        subplot_titles=(f"Routing score ({policy})", "Predicted K̂ vs accepted K"))
+                        subplot_titles=(f"Routing score ({policy}{SCORE_NAMES.get(policy, '')})",
+                                        "Predicted K̂ vs accepted K"))
     fig.update_layout(**{**_LAYOUT, "height": 420}, legend=dict(orientation="h", y=-0.15))
     steps = data["step"]
     fig.add_trace(go.Scatter(x=steps, y=data["score"], mode="lines", name="score s", line=dict(color="#64748b"),

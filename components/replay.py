@@ -43,8 +43,8 @@ def step_summary(trace: Trace, step: int) -> str:
 def render_step(trace: Trace, step: int, mask_which: str = "auto") -> tuple[str, str, go.Figure, go.Figure, str]:
     """(canvas_html, strip_html, routing_fig, mask_fig, summary_text) for scrubber value `step`."""
     s = clamp_step(trace, step)
-    return (render_canvas(trace, s), render_strip(trace, s), routing_figure(trace, s), mask_figure(trace, s, mask_which),
-            step_summary(trace, s))
+    return (render_canvas(trace, s), render_strip(trace, s), routing_figure(trace, s),
+            mask_figure(trace, s, mask_which), step_summary(trace, s))
 
 
 def render_timelines(trace: Trace, step: Optional[int] = None) -> tuple[go.Figure, go.Figure, go.Figure, go.Figure]:

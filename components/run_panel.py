@@ -48,34 +48,42 @@ class Knob:
     step: float = 1.0
     info: str = ""
     optional_zero: bool = False  # 0 in the UI means None (auto / off)
+    group: str = ""
 
 
+_B, _R, _P = "Blocks and length", "Baseline remasking (skipped steps)", "Routing policy"
+_E, _S = "Estimator and verification", "Sampling"
 KNOBS: tuple[Knob, ...] = (
-    Knob("method", "Method", "choice", METHODS),
-    Knob("block_length", "Block length B", "int", lo=1, hi=64),
-    Knob("denoising_steps", "Denoising steps S (0 = B)", "int", lo=0, hi=64, optional_zero=True),
-    Knob("sub_block_length", "Sub-block (shifted models; 0 = whole block)", "int", lo=0, hi=64, optional_zero=True),
-    Knob("gen_length", "Generation length", "int", lo=1, hi=MAX_GEN_LENGTH),
-    Knob("remasking", "Remasking rule", "choice", REMASKING),
-    Knob("confidence_threshold", "Confidence threshold τ", "float", lo=0.0, hi=1.0, step=0.01),
-    Knob("eb_gamma", "Entropy bound γ", "float", lo=0.01, hi=5.0, step=0.01),
-    Knob("policy", "Routing policy", "choice", POLICIES),
-    Knob("min_span_length", "Min span length τ_span", "int", lo=1, hi=64),
-    Knob("score_threshold", "Score threshold τ_score", "float", lo=-10.0, hi=10.0, step=0.1),
-    Knob("score_type", "Score type", "choice", SCORE_TYPES),
-    Knob("penalty_coef", "Penalty c", "float", lo=0.0, hi=10.0, step=0.1),
-    Knob("hysteresis_on", "Hysteresis τ_on", "float", lo=-10.0, hi=10.0, step=0.1),
-    Knob("hysteresis_off", "Hysteresis τ_off", "float", lo=-10.0, hi=10.0, step=0.1),
-    Knob("ucb_beta", "UCB β", "float", lo=0.0, hi=5.0, step=0.1),
-    Knob("estimator", "Acceptance estimator", "choice", ESTIMATORS),
-    Knob("negexp_beta", "neg-exp β", "float", lo=0.0, hi=10.0, step=0.1),
-    Knob("acceptance", "Acceptance mode", "choice", ACCEPTANCE),
-    Knob("ratio_gamma", "Ratio tempering γ", "float", lo=0.1, hi=5.0, step=0.1),
-    Knob("allow_resample", "Resample at first rejection", "bool"),
-    Knob("cache_ver", "cache_ver (causal cache)", "bool"),
-    Knob("draft_ver", "draft_ver (causal decoded prefix in drafts)", "bool"),
-    Knob("temperature", "Temperature", "float", lo=0.0, hi=2.0, step=0.05),
-    Knob("seed", "Seed", "int", lo=0, hi=2**31 - 1),
+    Knob("method", "Method", "choice", METHODS, group=_B,
+         info="ar: one token per forward; diffusion: the baseline, never verifies; s2d2: draft, route, verify"),
+    Knob("block_length", "Block length B", "int", lo=1, hi=64, group=_B),
+    Knob("denoising_steps", "Denoising steps S (0 = B)", "int", lo=0, hi=64, optional_zero=True, group=_B),
+    Knob("sub_block_length", "Sub-block (shifted models; 0 = whole block)", "int", lo=0, hi=64, optional_zero=True,
+         group=_B),
+    Knob("gen_length", "Generation length", "int", lo=1, hi=MAX_GEN_LENGTH, group=_B),
+    Knob("remasking", "Remasking rule", "choice", REMASKING, group=_R),
+    Knob("confidence_threshold", "Confidence threshold τ", "float", lo=0.0, hi=1.0, step=0.01, group=_R),
+    Knob("eb_gamma", "Entropy bound γ", "float", lo=0.01, hi=5.0, step=0.01, group=_R),
+    Knob("policy", "Routing policy", "choice", POLICIES, group=_P,
+         info="decides at each step whether the verifier forward is worth it"),
+    Knob("min_span_length", "Min span length τ_span", "int", lo=1, hi=64, group=_P),
+    Knob("score_threshold", "Score threshold τ_score", "float", lo=-10.0, hi=10.0, step=0.1, group=_P),
+    Knob("score_type", "Score type", "choice", SCORE_TYPES, group=_P),
+    Knob("penalty_coef", "Penalty c", "float", lo=0.0, hi=10.0, step=0.1, group=_P),
+    Knob("hysteresis_on", "Hysteresis τ_on", "float", lo=-10.0, hi=10.0, step=0.1, group=_P),
+    Knob("hysteresis_off", "Hysteresis τ_off", "float", lo=-10.0, hi=10.0, step=0.1, group=_P),
+    Knob("ucb_beta", "UCB β", "float", lo=0.0, hi=5.0, step=0.1, group=_P),
+    Knob("estimator", "Acceptance estimator", "choice", ESTIMATORS, group=_E),
+    Knob("negexp_beta", "neg-exp β", "float", lo=0.0, hi=10.0, step=0.1, group=_E),
+    Knob("acceptance", "Acceptance mode", "choice", ACCEPTANCE, group=_E,
+         info="paper: u < min(1, q/p); greedy_exact: draft == argmax q (AR-exact)"),
+    Knob("ratio_gamma", "Ratio tempering γ", "float", lo=0.1, hi=5.0, step=0.1, group=_E),
+    Knob("allow_resample", "Resample at first rejection", "bool", group=_E),
+    Knob("cache_ver", "cache_ver (causal cache)", "bool", group=_E,
+         info="causal prefill and commit: the verifier then equals exact AR"),
+    Knob("draft_ver", "draft_ver (causal decoded prefix in drafts)", "bool", group=_E),
+    Knob("temperature", "Temperature", "float", lo=0.0, hi=2.0, step=0.05, group=_S),
+    Knob("seed", "Seed", "int", lo=0, hi=2**31 - 1, group=_S),
 )
 KNOB_NAMES = tuple(k.name for k in KNOBS)
 

@@ -16,22 +16,31 @@ def strip_rows(step: StepRecord) -> list[dict[str, Any]]:
     if v is None:
         return []
     rows = []
+    drafts = {d.position: d for d in step.drafts}
     for i, r in enumerate(v.positions):
+        d = drafts.get(r.position)
         outcome = "accept" if r.accepted else "reject"
         rows.append({
             "span_index": i, "position": r.position, "draft": r.draft_text, "p": r.p, "q": r.q, "ratio": r.ratio,
             "u": r.u, "outcome": outcome, "first_reject": v.first_reject == i,
             "resampled": v.resampled_text if v.first_reject == i and v.resampled is not None else None,
             "argmax_q": r.argmax_q_text,
+            "top_p": [(c.text, c.prob) for c in d.top] if d else [],
+            "top_q": [(c.text, c.prob) for c in r.top_q],
         })
     return rows
+
+
+def _top(cands: list[tuple[str, float]]) -> str:
+    return html.escape(", ".join(f"'{visible_text(t, 16)}' {p:.3f}" for t, p in cands[:8]), quote=True)
 
 
 def _bar(ratio: float, u: float | None) -> str:
     width = max(0.0, min(1.0, ratio)) * 100
     tick = "" if u is None else (f'<span class="u" style="left:{max(0.0, min(1.0, u)) * 100:.1f}%" '
                                  f'title="u = {u:.3f}"></span>')
-    return f'<div class="rbar" role="img" aria-label="r {ratio:.2f}"><span class="r" style="width:{width:.1f}%"></span>{tick}</div>'
+    return (f'<div class="rbar" role="img" aria-label="r {ratio:.2f}">'
+            f'<span class="r" style="width:{width:.1f}%"></span>{tick}</div>')
 
 
 def summary_line(step: StepRecord) -> str:
@@ -73,8 +82,8 @@ def render_strip(trace: Trace, step: int) -> str:
     cols = [f'<th scope="col">i={r["span_index"]}<br><small>pos {r["position"]}</small></th>' for r in rows]
     body = [
         ("draft x₀", [f'<code>{e(visible_text(r["draft"], 16))}</code>' for r in rows]),
-        ("p(x₀)", [fmt(r["p"]) for r in rows]),
-        ("q(x₀)", [fmt(r["q"]) for r in rows]),
+        ("p(x₀)", [f'<span title="top p: {_top(r["top_p"])}">{fmt(r["p"])}</span>' for r in rows]),
+        ("q(x₀)", [f'<span title="top q: {_top(r["top_q"])}">{fmt(r["q"])}</span>' for r in rows]),
         ("r = min(1, q/p)", [f'{fmt(r["ratio"])}{_bar(r["ratio"], r["u"])}' for r in rows]),
     ]
     if greedy:

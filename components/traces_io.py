@@ -81,7 +81,7 @@ def parse_text(raw: str | bytes) -> Trace:
         try:
             raw = raw.decode("utf-8")
         except UnicodeDecodeError:
-            raise TraceError("Not a trace: the file is not UTF-8 text (upload the .json file the app exported).") from None
+            raise TraceError("Not a trace: the file is not UTF-8 text (upload a .json trace file).") from None
     try:
         return Trace.from_json(raw)
     except (ValueError, RecursionError, TypeError) as exc:

@@ -10,6 +10,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import trace_factory as tf  # noqa: E402
+from trace_factory import V  # noqa: E402
 
 from components import canvas, figures, handlers, learn, mask_view, replay, run_panel, strip, traces_io  # noqa: E402
 from s2d2.config import preset  # noqa: E402
@@ -147,6 +148,15 @@ def test_routing_hysteresis_band_and_markers():
     verify = next(tr for tr in fig.data if tr.name == "verify")
     assert list(verify.x) == [2, 3]
     assert any(s.type == "line" and s.x0 == 2 and s.line.width == 2 for s in fig.layout.shapes)
+
+
+def test_routing_scores_for_span_and_ucb_policies():
+    ucb = figures.routing_series(tf.ucb_first_visit())
+    assert ucb["score"] == [None, None, pytest.approx(0.4)] and ucb["verify"] == [True, False, True]
+    cfg = preset("sdar-config-b", block_length=4, policy="mask_span_length", min_span_length=2)
+    span = figures.routing_series(tf.build_trace([[V("0"), V("111")]], config=cfg, prompt_len=4))
+    assert span["score"] == [4.0, 3.0] and span["verify"] == [True, True]
+    assert "UCB verify − UCB skip" in figures.routing_figure(tf.ucb_first_visit(), 1).layout.annotations[0].text
 
 
 def test_routing_threshold_line_and_no_policy():
@@ -387,8 +397,8 @@ def test_tour_stops_point_at_illustrative_steps():
 
 # -- traces recorded by the real engine (random tiny models): the views read what the decoder writes -------------
 
-@pytest.mark.parametrize("family,preset_name,gen", [("aligned", "sdar-config-b", 12), ("shifted", "fastdllm-config-c", 8),
-                                                     ("aligned", "ar", 4)])
+@pytest.mark.parametrize("family,preset_name,gen", [("aligned", "sdar-config-b", 12),
+                                                     ("shifted", "fastdllm-config-c", 8), ("aligned", "ar", 4)])
 def test_views_on_engine_traces(family, preset_name, gen):
     conftest = pytest.importorskip("conftest")
     import s2d2

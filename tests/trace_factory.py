@@ -89,7 +89,8 @@ class _Builder:
         p = round(0.35 + 0.6 * r.random(), 4)
         second = self.tok(pos, 1)
         top = [Candidate(token, self.text(token), p), Candidate(second, self.text(second), round((1 - p) * 0.6, 4))]
-        return MaskDraft(pos, token, self.text(token), p, round(0.05 + 0.5 * (1 - p), 4), round(p - top[1].prob, 4), top)
+        entropy = round(0.05 + 0.5 * (1 - p), 4)
+        return MaskDraft(pos, token, self.text(token), p, entropy, round(p - top[1].prob, 4), top)
 
     def block(self, index: int, specs: list[Spec]) -> None:
         start = index * self.B
@@ -118,8 +119,9 @@ class _Builder:
             prod *= a
             k_hat += prod
         n_hi = sum(d.p > self.cfg.confidence_threshold for d in drafts)
-        inputs = PolicyInputs(span[1], alphas, round(k_hat, 4), n_hi, self.B,
-                              round((self.B - len(masks)) / self.B, 4), round(sum(d.entropy for d in drafts) / len(drafts), 4))
+        progress = round((self.B - len(masks)) / self.B, 4)
+        mean_h = round(sum(d.entropy for d in drafts) / len(drafts), 4)
+        inputs = PolicyInputs(span[1], alphas, round(k_hat, 4), n_hi, self.B, progress, mean_h)
         verify = isinstance(spec, V)
         decision = self.decide(verify, spec, inputs)
         verification, commits = None, []
@@ -155,8 +157,9 @@ class _Builder:
         if cfg.policy == "score_threshold" and spec.score is None and score is not None:
             thr = cfg.score_threshold  # keep synthetic scores consistent with the decision
             score = max(score, thr + 0.25) if verify else min(score, thr - 0.25)
-        if cfg.policy == "mask_span_length":
-            score = float(inputs.span_len)
+        if cfg.policy == "mask_span_length":  # like the engine: no score, the span length in details
+            score = None
+            details.update(span_len=inputs.span_len, min_span_length=cfg.min_span_length)
         arrow = "verify" if verify else "skip"
         reason = f"s = {score:.2f} -> {arrow}" if score is not None else f"-> {arrow}"
         return PolicyDecision(cfg.policy, verify, score, reason, details)
@@ -248,9 +251,11 @@ def hysteresis_flip() -> Trace:
 
 def ucb_first_visit() -> Trace:
     cfg = preset("sdar-config-b", block_length=4, policy="contextual_bandit_ucb")
-    first = {"t": 1, "bucket": 3, "ucb_verify": "inf", "ucb_skip": "inf", "first_visit": True}
-    second = {"t": 2, "bucket": 3, "ucb_verify": 1.2, "ucb_skip": "inf", "first_visit": False}
-    return build_trace([[V("10", details=first), D(2, "fallback", details=second)]], config=cfg, prompt_len=4)
+    first = {"t": 1, "bucket": 3, "ucb": {"skip": math.inf, "verify": math.inf}, "counts": {"skip": 0, "verify": 0}}
+    second = {"t": 2, "bucket": 3, "ucb": {"skip": math.inf, "verify": 0.5}, "counts": {"skip": 0, "verify": 1}}
+    third = {"t": 3, "bucket": 3, "ucb": {"skip": 1.3, "verify": 1.7}, "counts": {"skip": 1, "verify": 1}}
+    return build_trace([[V("0", details=first), D(1, "fallback", details=second), V("11", details=third)]],
+                       config=cfg, prompt_len=4)
 
 
 def diffusion_only() -> Trace:
