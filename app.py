@@ -20,17 +20,38 @@ from components.learn import build_learn_tab
 from components.mask_view import WHICH
 from components.replay import metrics_table, render_step, render_timelines, trace_title
 from components.run_panel import (DEFAULT_MODEL, DEFAULT_PRESET, EXAMPLE_PROMPTS, KNOBS, MAX_PROMPT_CHARS, Knob,
-                                  model_choices, preset_choices, preset_values)
+                                  model_choices, preload_on_spaces, preset_choices, preset_values)
 from components.strip import STRIP_CSS
 from components.traces_io import ASSETS, example_traces, export_path, load_example, make_state
 from s2d2.trace import Trace
 
 CSS = CANVAS_CSS + STRIP_CSS + """
+.s2d2-detail{white-space:pre-line;font-family:ui-monospace,monospace;font-size:0.85em;color:#334155;
+  border-left:3px solid #4f46e5;padding:4px 8px;min-height:2.5em}
 #summary textarea{font-weight:600}
 .s2d2-about{max-width:60em}
 """
 THEME = gr.themes.Soft(primary_hue="indigo", secondary_hue="green")
 PRIVATE = dict(api_visibility="private")
+# Click a token: copy its details (the title attribute, already escaped text) into the detail box.
+DETAILS_JS = """
+element.addEventListener('click', (e) => {
+  const tok = e.target.closest('[data-pos]');
+  const box = document.getElementById('token-detail');
+  if (tok && box) { box.textContent = tok.getAttribute('title') || ''; }
+});
+"""
+# ← / → scrub the replay unless the focus is in a text field.
+KEYS_JS = """
+() => {
+  document.addEventListener('keydown', (e) => {
+    if (e.target.closest('input, textarea, select, [contenteditable]')) return;
+    const id = e.key === 'ArrowRight' ? 'next-btn' : e.key === 'ArrowLeft' ? 'prev-btn' : null;
+    const btn = id && document.getElementById(id);
+    if (btn && btn.offsetParent !== null) { btn.click(); e.preventDefault(); }
+  });
+}
+"""
 
 
 @dataclass
@@ -81,15 +102,17 @@ def build_replay_tab(ctx: Ctx) -> None:
     c["title"] = gr.Markdown(trace_title(t) if t else "")
     c["summary"] = gr.Textbox(views[4], label="This step", interactive=False, elem_id="summary", lines=2)
     with gr.Row():
-        c["prev"] = gr.Button("◀ Prev", size="sm", scale=0, min_width=80)
+        c["prev"] = gr.Button("◀ Prev", size="sm", scale=0, min_width=80, elem_id="prev-btn")
         c["slider"] = gr.Slider(0, max(1, n), value=0, step=1, label=f"Step (0 = prompt only; {n} steps)",
                                 elem_id="step-slider", scale=4)
-        c["next"] = gr.Button("Next ▶", size="sm", scale=0, min_width=80)
+        c["next"] = gr.Button("Next ▶", size="sm", scale=0, min_width=80, elem_id="next-btn")
         c["play"] = gr.Button("▶ Play", size="sm", scale=0, min_width=90, elem_id="play")
         c["speed"] = gr.Slider(0.25, 4, value=1, step=0.25, label="Steps per second", scale=1)
     c["timer"] = gr.Timer(1.0, active=False)
     c["playing"] = gr.State(False)
-    c["canvas"] = gr.HTML(views[0], elem_id="canvas", label="Token canvas")
+    c["canvas"] = gr.HTML(views[0], elem_id="canvas", label="Token canvas", js_on_load=DETAILS_JS)
+    gr.HTML('<div id="token-detail" class="s2d2-detail" aria-live="polite">Hover a token for its details, or click '
+            'it to pin them here. Keys: ← → step through the run.</div>')
     gr.HTML(legend_html())
     c["strip"] = gr.HTML(views[1], elem_id="strip", label="Verification strip")
     with gr.Row():
@@ -185,6 +208,7 @@ def wire(ctx: Ctx) -> None:
 
 
 def build_demo() -> gr.Blocks:
+    preload_on_spaces()
     name, example = first_example()
     ctx = Ctx(example)
     with gr.Blocks(title="S2D2 Explorer") as demo:
@@ -215,7 +239,8 @@ Traces are plain JSON (schema version 1, provenance `measured` or `synthetic`); 
 it without a model. Paper: Han et al., *S2D2: Fast Decoding for Diffusion LLMs via Training-Free Self-Speculation*.
 """
 
-LAUNCH_KWARGS: dict[str, Any] = dict(theme=THEME, css=CSS, state_session_capacity=2000, max_file_size="5mb")
+LAUNCH_KWARGS: dict[str, Any] = dict(theme=THEME, css=CSS, js=KEYS_JS, state_session_capacity=2000,
+                                     max_file_size="5mb")
 
 demo = build_demo()
 

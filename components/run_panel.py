@@ -6,6 +6,7 @@ a worker thread and yields plain dicts (ZeroGPU pickles results): progress after
 from __future__ import annotations
 
 import dataclasses
+import os
 import queue
 import threading
 import time
@@ -171,6 +172,18 @@ def get_model(name: str) -> Any:
             except Exception as exc:  # ModelLoadError, missing files, no network, out of memory
                 raise ValueError(f"Could not load model {name!r}: {str(exc)[:300]}") from None
         return _MODELS[name]
+
+
+def preload_on_spaces(name: str = DEFAULT_MODEL) -> Optional[str]:
+    """On a Space, load the default model at start-up (ZeroGPU runs `record` in a fork that would otherwise reload
+    it every call). Returns an error message or None; local runs load lazily on the first Run."""
+    if not os.environ.get("SPACE_ID"):
+        return None
+    try:
+        get_model(name)
+    except ValueError as exc:
+        return str(exc)
+    return None
 
 
 def model_choices() -> list[str]:

@@ -184,3 +184,23 @@ def test_malformed_uploads_are_rejected(served, tmp_path, kind):
         assert kind == "oversize" and ("large" in str(exc).lower() or "size" in str(exc).lower()), exc
     finally:
         client.close()
+
+
+def test_cancel_stops_the_decode_thread(served):
+    import threading
+    import time
+
+    client = Client(served[1], verbose=False)
+    job = client.submit("Once", RANDOM_MODEL, *knob_values("dynamic-baseline", gen_length=400, block_length=4),
+                        api_name="/run")
+    deadline = time.time() + 60
+    while time.time() < deadline and not any(t.name == "s2d2-record" for t in threading.enumerate()):
+        time.sleep(0.1)
+    time.sleep(1.0)
+    assert any(t.name == "s2d2-record" for t in threading.enumerate()), "the run never started"
+    job.cancel()
+    deadline = time.time() + 30
+    while time.time() < deadline and any(t.name == "s2d2-record" for t in threading.enumerate()):
+        time.sleep(0.2)
+    assert not any(t.name == "s2d2-record" for t in threading.enumerate()), "the decode kept running after Stop"
+    client.close()

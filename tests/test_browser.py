@@ -56,6 +56,13 @@ def test_example_on_screen_scrub_and_plots(page):
     number.press("Enter")
     pg.wait_for_function("document.querySelector('#summary textarea').value.includes('Step 3 of')", timeout=20_000)
     assert pg.locator("#canvas .tok.new").count() >= 1
+    pg.locator("#canvas .tok.new").first.click()
+    assert pg.locator("#token-detail").inner_text().startswith("position ")
+    pg.locator("body").click(position={"x": 5, "y": 5})
+    pg.keyboard.press("ArrowRight")
+    pg.wait_for_function("document.querySelector('#summary textarea').value.includes('Step 4 of')", timeout=20_000)
+    pg.keyboard.press("ArrowLeft")
+    pg.wait_for_function("document.querySelector('#summary textarea').value.includes('Step 3 of')", timeout=20_000)
     assert pg.locator("#strip table, #strip .sum").count() >= 1
     (ROOT / "docs").mkdir(exist_ok=True)
     pg.wait_for_timeout(500)
