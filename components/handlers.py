@@ -13,7 +13,7 @@ from s2d2.trace import Trace
 
 from .canvas import render_live
 from .replay import metrics_table, render_step, render_timelines, trace_title
-from .run_panel import check_prompt, config_dict, config_from_inputs, record
+from .run_panel import check_model, check_prompt, config_dict, config_from_inputs, record
 from .traces_io import (TraceError, describe_error, example_traces, export_path, load_example, make_state,
                         parse_upload, trace_from_state)
 
@@ -120,7 +120,7 @@ def apply_preset(name: str, seed: Any = 0) -> list[Any]:
 
 def run(prompt: str, model_name: str, *knobs: Any) -> Iterator[tuple[Any, ...]]:
     """Record a run, streaming (status, live canvas, output text, state, ok). State changes only on success."""
-    problem = check_prompt(prompt)
+    problem = check_prompt(prompt) or check_model(model_name)
     cfg, seed, error = config_from_inputs(*knobs)
     if problem or error:
         yield f"⚠️ {problem or error}", gr.skip(), gr.skip(), gr.skip(), False

@@ -140,6 +140,16 @@ def config_from_inputs(*values: Any) -> tuple[Optional[DecodeConfig], int, Optio
     return cfg, int(seed), None
 
 
+def check_model(name: Any) -> Optional[str]:
+    """Only registry names (or models already loaded) unless S2D2_ALLOW_ANY_MODEL=1: a public Space must not
+    load arbitrary folders or Hub repos on request."""
+    if not isinstance(name, str) or not name.strip():
+        return "Pick a model."
+    if name in _MODELS or name in model_choices() or os.environ.get("S2D2_ALLOW_ANY_MODEL") == "1":
+        return None
+    return f"Unknown model {name[:80]!r}: pick one from the list (set S2D2_ALLOW_ANY_MODEL=1 to allow any id or path)."
+
+
 def check_prompt(prompt: Any) -> Optional[str]:
     if not isinstance(prompt, str) or not prompt.strip():
         return "Type a prompt first (or pick an example)."

@@ -131,7 +131,9 @@ def test_run_rejects_bad_input_with_messages(served):
                                                           hysteresis_off=1.0), api_name="/run")
     assert out[0].startswith("⚠️ Invalid setting — hysteresis_off")
     out = client.predict("hi", "no/such-model", *knob_values(gen_length=8), api_name="/run")
-    assert out[0].startswith("⚠️ Could not load model 'no/such-model'")
+    assert out[0].startswith("⚠️ Unknown model 'no/such-model'")
+    out = client.predict("hi", "JetLM/SDAR-1.7B-Chat", *knob_values(gen_length=8), api_name="/run")
+    assert out[0].startswith("⚠️ Could not load model 'JetLM/SDAR-1.7B-Chat'")
     client.close()
 
 

@@ -282,6 +282,13 @@ def test_config_from_inputs_presets_and_errors():
     assert "expected" in run_panel.config_from_inputs(1, 2)[2]
 
 
+def test_model_allow_list(monkeypatch):
+    assert run_panel.check_model("tiny") is None and run_panel.check_model("JetLM/SDAR-1.7B-Chat") is None
+    assert "Unknown model '/etc'" in run_panel.check_model("/etc")
+    monkeypatch.setenv("S2D2_ALLOW_ANY_MODEL", "1")
+    assert run_panel.check_model("/some/folder") is None
+
+
 def test_prompt_caps_and_duration():
     assert run_panel.check_prompt("  ") and run_panel.check_prompt(None)
     assert "at most" in run_panel.check_prompt("x" * (run_panel.MAX_PROMPT_CHARS + 1))
