@@ -26,6 +26,7 @@ gradio_client = pytest.importorskip("gradio_client")
 from gradio_client import Client, handle_file  # noqa: E402
 
 RANDOM_MODEL = "test-random-qwen3"
+SLOW_MODEL = "test-random-qwen3-slow"  # 20 ms per forward: a run long enough to be stopped
 SESSION_SCENARIOS = ["all_accepted", "reject_at_zero", "residual_fallback_to_q", "mixed", "hysteresis_flip",
                      "ucb_first_visit", "diffusion_only", "greedy_exact"]
 
@@ -67,6 +68,11 @@ def served(tmp_path_factory):
     model = tiny_qwen3(dtype=__import__("torch").float32)
     model.tokenizer = CharTokenizer()
     run_panel._MODELS[RANDOM_MODEL] = model
+    slow = tiny_qwen3(dtype=__import__("torch").float32)
+    slow.tokenizer = CharTokenizer()
+    fast_forward = slow.forward
+    slow.forward = lambda *a, **k: (__import__("time").sleep(0.02), fast_forward(*a, **k))[1]
+    run_panel._MODELS[SLOW_MODEL] = slow
     port = _free_port()
     app.demo.launch(prevent_thread_lock=True, server_port=port, quiet=True, **app.LAUNCH_KWARGS)
     yield app, f"http://127.0.0.1:{port}/"
@@ -192,17 +198,20 @@ def test_cancel_stops_the_decode_thread(served):
     import threading
     import time
 
+    def running() -> bool:
+        return any(t.name == "s2d2-record" for t in threading.enumerate())
+
     client = Client(served[1], verbose=False)
-    job = client.submit("Once", RANDOM_MODEL, *knob_values("dynamic-baseline", gen_length=400, block_length=4),
+    job = client.submit("Once", SLOW_MODEL, *knob_values("dynamic-baseline", gen_length=480, block_length=4),
                         api_name="/run")
     deadline = time.time() + 60
-    while time.time() < deadline and not any(t.name == "s2d2-record" for t in threading.enumerate()):
-        time.sleep(0.1)
-    time.sleep(1.0)
-    assert any(t.name == "s2d2-record" for t in threading.enumerate()), "the run never started"
+    while time.time() < deadline and not any(str(o[0]).startswith("Decoding") for o in job.outputs()):
+        time.sleep(0.05)
+    assert running(), f"the run is not decoding: {[o[0] for o in job.outputs()]}"
     job.cancel()
     deadline = time.time() + 30
-    while time.time() < deadline and any(t.name == "s2d2-record" for t in threading.enumerate()):
+    while time.time() < deadline and running():
         time.sleep(0.2)
-    assert not any(t.name == "s2d2-record" for t in threading.enumerate()), "the decode kept running after Stop"
+    assert not running(), "the decode kept running after Stop"
+    assert not any(str(o[0]).startswith("✅") for o in job.outputs())
     client.close()
