@@ -115,14 +115,16 @@ def _token_html(idx: TraceIndex, step: int, pos: int, ids: list[int], full: bool
     glyph, _ = STATES.get(state, ("", state))
     trace = idx.trace
     if state == "prompt":
-        text = trace.header.prompt_tokens[pos] if pos < len(trace.header.prompt_tokens) else ""
+        tokens = trace.header.prompt_tokens
+        text = tokens[pos] if pos < len(tokens) else f"#{ids[pos]}"  # skeleton traces store no strings
     elif state == "masked":
         text = ""
     elif state == "drafted":
         d = idx.draft(idx.step_record(step), pos)  # type: ignore[arg-type]
         text = d.text if d else ""
     else:
-        text = idx.commit_of[pos][1].text
+        commit = idx.commit_of[pos][1]
+        text = commit.text or f"#{commit.token}"
     classes = f"tok st-{state}" + (" new" if new else "")
     body = html.escape(visible_text(text)) if text else ""
     if state == "resampled" and new:
@@ -171,6 +173,9 @@ def render_canvas(trace: Trace, step: int, show_future: bool = False) -> str:
             parts.append('<span class="sep" aria-hidden="true">│</span>')
         parts.append(_token_html(idx, step, pos, ids, full=False))
         pos += 1
+    if not trace.detailed:
+        parts.insert(0, '<p class="more">Skeleton trace: recorded without token strings, drafts or verification '
+                        'rows, so tokens show as #id and hover details are limited.</p>')
     hidden = len(ids) - end
     if hidden > 0:
         parts.append(f' <span class="more">… {hidden} positions in later blocks</span>')

@@ -74,9 +74,13 @@ def basic_metrics(trace: Trace) -> dict[str, Any]:
 METRIC_LABELS = [
     ("nfe", "NFE (forward passes)"), ("generated_tokens", "generated tokens"),
     ("tokens_per_forward", "tokens per forward (TPF)"), ("mean_acceptance_length", "mean acceptance length (vLLM)"),
-    ("draft_acceptance_rate", "draft acceptance rate (vLLM)"), ("verify_rate", "verify rate"),
-    ("query_tokens", "query tokens"), ("wall_seconds", "wall time (s)"),
+    ("tokens_per_verify", "tokens per verify (S2D2-exact, no bonus token)"),
+    ("draft_acceptance_rate", "draft acceptance rate (vLLM)"), ("num_drafts", "verify calls (vLLM num_drafts)"),
+    ("verify_rate", "verify rate"), ("steps_per_block", "steps per block"),
+    ("estimator_mae", "estimator MAE |K̂ − K|"), ("query_tokens", "query tokens"), ("wall_seconds", "wall time (s)"),
+    ("finish_reason", "finish reason"),
 ]
+OPTIONAL = {"tokens_per_verify", "num_drafts", "steps_per_block", "estimator_mae", "finish_reason"}
 
 
 def metrics_of(trace: Trace) -> dict[str, Any]:
@@ -91,6 +95,8 @@ def metrics_table(trace: Trace) -> list[list[str]]:
     m = metrics_of(trace)
     rows = []
     for key, label in METRIC_LABELS:
+        if key in OPTIONAL and key not in m:
+            continue
         value = m.get(key)
         rows.append([label, _show(value)])
     for kind, count in sorted((m.get("nfe_by_kind") or {}).items()):

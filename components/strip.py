@@ -49,7 +49,7 @@ def summary_line(step: StepRecord) -> str:
         reason = step.decision.reason if step.decision else "this method never verifies"
         hows = sorted({c.how for c in step.commits})
         return f"No verification at this step ({reason}); committed {len(step.commits)} by {', '.join(hows) or '–'}."
-    n = len(v.positions)
+    n = len(v.positions) or step.span[1]
     text = f"{v.kind.upper()} verifier, mode {v.mode}: accepted {v.accepted_len} of {n} verified"
     if v.first_reject is None:
         return text + " — the whole span passed (no bonus token)."

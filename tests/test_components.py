@@ -427,5 +427,10 @@ def test_views_on_engine_traces(family, preset_name, gen):
     assert all(f'data-pos="{p}"' in final for p in committed) and set(idx.commit_of) == committed
     rows = dict(replay.metrics_table(trace))
     assert rows["NFE (forward passes)"] == str(len(trace.forwards))
+    skeleton = s2d2.generate(model, list(range(10, 17)), preset(preset_name, gen_length=gen), seed=0,
+                             detailed=False).trace
+    html = canvas.render_canvas(skeleton, len(skeleton.steps), show_future=True)
+    assert "Skeleton trace" in html and 'data-pos="0"' in html and "#10" in html
+    assert all(len(replay.render_step(skeleton, s)) == 5 for s in range(len(skeleton.steps) + 1))
     if preset_name == "sdar-config-b":  # always verifies: every step has a strip and an accepted-length
         assert len(figures.acceptance_lengths(trace)) == len(trace.steps)
