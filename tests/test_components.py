@@ -434,3 +434,27 @@ def test_views_on_engine_traces(family, preset_name, gen):
     assert all(len(replay.render_step(skeleton, s)) == 5 for s in range(len(skeleton.steps) + 1))
     if preset_name == "sdar-config-b":  # always verifies: every step has a strip and an accepted-length
         assert len(figures.acceptance_lengths(trace)) == len(trace.steps)
+
+
+def test_precompute_script_writes_loadable_examples(tmp_path, monkeypatch):
+    conftest = pytest.importorskip("conftest")
+    import importlib
+
+    import s2d2
+    from test_app_client import CharTokenizer
+
+    import torch
+
+    model = conftest.tiny_qwen3(dtype=torch.float32, block_size=4)
+    model.tokenizer = CharTokenizer()
+    monkeypatch.setattr(s2d2, "load_model", lambda name: model, raising=False)
+    script = importlib.import_module("scripts.precompute_traces")
+    assert script.main(["--gen-length", "4", "--out", str(tmp_path)]) == 0
+    examples = traces_io.example_traces(tmp_path)
+    assert list(examples)[0] == "sdar-config-b · arithmetic" and len(examples) == len(script.RUNS)
+    for path in examples.values():
+        trace = traces_io.load_example(path)
+        assert trace.header.provenance == "measured" and trace.steps
+    monkeypatch.setattr(s2d2, "load_model", lambda name: (_ for _ in ()).throw(ValueError("no such model")),
+                        raising=False)
+    assert script.main(["--out", str(tmp_path / "none")]) == 1
