@@ -71,6 +71,9 @@ def test_example_on_screen_scrub_and_plots(page):
     pg.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 6", timeout=30_000)
     pg.get_by_role("tab", name="Learn").click()
     pg.wait_for_selector("#tour .s2d2-canvas", timeout=20_000)
+    pg.locator("#tour").get_by_role("button", name="Show in Replay").first.click()
+    pg.wait_for_function("document.querySelector('#summary textarea').value.includes('Step 1 of')", timeout=20_000)
+    assert pg.locator("#canvas").is_visible()
     assert not errors, errors
 
 
