@@ -62,16 +62,8 @@ def run_step(ctx: StepContext, block: int, start: int, window: tuple[int, int], 
     mask_idx = ((block_ids == ctx.mask_id) & in_window).nonzero().squeeze(-1)  # block-relative, ascending
     masks = mask_idx.tolist()
 
-    # 1. draft: the whole block, no KV stored; draft_ver makes the decoded prefix rows causal
-    attention = draft_mask(ctx.cache.get_seq_length(), B, masks[0], x.device) if cfg.draft_ver else "full"
-    logits = ctx.rec.forward("draft", block, step, ctx.cache, block_ids, positions, attention, keep=0)
-    if not ctx.aligned:  # right-shifted: the logit at j-1 predicts j; block position 0 is never masked
-        logits = torch.cat([logits[:1], logits[:-1]], dim=0)
-    probs = token_distribution(logits[mask_idx], cfg, ctx.mask_id)
-    drafts = draw_tokens(probs, cfg, ctx.generator)
-    p = probs.gather(-1, drafts[:, None]).squeeze(-1)
-
-    # 2-5. target, span, route
+    # 1. draft; 2-5. target, first span, route
+    probs, drafts, p = draft_step(ctx, block, step, block_ids, positions, mask_idx, masks[0])
     min_k = min(k_s, len(masks))
     span_len = first_mask_span(masks)
     inputs, decision = None, None
@@ -79,9 +71,9 @@ def run_step(ctx: StepContext, block: int, start: int, window: tuple[int, int], 
         inputs = policy_inputs(ctx, probs, p, span_len, len(masks), we - ws, _prompt_in(ctx, ws, we))
         decision = ctx.policy.decide(inputs)
 
-    # 6. verify
+    # 6. verify; 7. extras; 8. fallback
     chosen: list[tuple[int, int, str]] = []  # (candidate index, token, how)
-    outcome, verification = None, None
+    verification = None
     if decision is not None and decision.verify:
         q_probs, kind = verify_probs(ctx, block, step, start, block_ids, positions, mask_idx, drafts, span_len, we)
         outcome = accept_span(cfg.acceptance, drafts[:span_len], p[:span_len], probs[:span_len], q_probs,
@@ -92,25 +84,16 @@ def run_step(ctx: StepContext, block: int, start: int, window: tuple[int, int], 
             chosen.append((outcome.accepted_len, outcome.resampled, "resampled"))
         verification = _verification_record(ctx, kind, outcome, masks, start, drafts_host, p, q_probs, span_len)
         chosen += _ratio_extras(cfg, outcome, span_len, drafts_host)
-
-    # 7-8. extras and fallback
-    taken = {c[0] for c in chosen}
     if cfg.always_check_high_conf:
-        chosen += _hiconf_extras(cfg, p, drafts, taken)
-        taken = {c[0] for c in chosen}
+        chosen += _hiconf_extras(cfg, p, drafts, {c[0] for c in chosen})
     fallback_k = max(0, min_k - len(chosen))
     if fallback_k > 0:
-        rest = torch.tensor([i for i in range(len(masks)) if i not in taken], dtype=torch.long, device=x.device)
-        picks, hows = remasking.select(cfg.remasking, p[rest], entropy(probs[rest]), fallback_k,
-                                       cfg.confidence_threshold, cfg.eb_gamma, topup=bool(chosen))
-        idx = rest[picks]
-        chosen += list(zip(idx.tolist(), drafts[idx].tolist(), hows))
+        chosen += fallback_picks(cfg, probs, drafts, p, chosen, fallback_k, topup=verification is not None)
 
-    # 9-10. reward and apply
+    # 9. reward; 10. apply every update at once
     reward = ctx.policy.update(decision, len(chosen)) if ctx.policy is not None else None
     cand = torch.tensor([c[0] for c in chosen], dtype=torch.long, device=x.device)
-    tokens = torch.tensor([c[1] for c in chosen], dtype=torch.long, device=x.device)
-    x[start + mask_idx[cand]] = tokens
+    x[start + mask_idx[cand]] = torch.tensor([c[1] for c in chosen], dtype=torch.long, device=x.device)
     commits = [Commit(start + masks[i], t, ctx.rec.text(t) if ctx.rec.detailed else "", how) for i, t, how in chosen]
     forwards = list(range(ctx.rec.last_index - (1 if verification else 0), ctx.rec.last_index + 1))
     return StepRecord(
@@ -119,6 +102,34 @@ def run_step(ctx: StepContext, block: int, start: int, window: tuple[int, int], 
         span=[start + masks[0], span_len], policy_inputs=inputs, decision=decision, verification=verification,
         fallback_k=fallback_k, commits=commits, reward=reward,
     )
+
+
+def draft_step(ctx: StepContext, block: int, step: int, block_ids: torch.Tensor, positions: torch.Tensor,
+               mask_idx: torch.Tensor, first_mask: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Draft forward over the whole block (no KV stored) -> (distribution, drafts, p) at the masked positions.
+
+    draft_ver makes the rows of the decoded prefix (before the first mask) causal.
+    """
+    cfg, B = ctx.cfg, ctx.cfg.block_length
+    attention = draft_mask(ctx.cache.get_seq_length(), B, first_mask, block_ids.device) if cfg.draft_ver else "full"
+    logits = ctx.rec.forward("draft", block, step, ctx.cache, block_ids, positions, attention, keep=0)
+    if not ctx.aligned:  # right-shifted: the logit at j-1 predicts j; block position 0 is never masked
+        logits = torch.cat([logits[:1], logits[:-1]], dim=0)
+    probs = token_distribution(logits[mask_idx], cfg, ctx.mask_id)
+    drafts = draw_tokens(probs, cfg, ctx.generator)
+    return probs, drafts, probs.gather(-1, drafts[:, None]).squeeze(-1)
+
+
+def fallback_picks(cfg: DecodeConfig, probs: torch.Tensor, drafts: torch.Tensor, p: torch.Tensor,
+                   chosen: list[tuple[int, int, str]], k: int, topup: bool) -> list[tuple[int, int, str]]:
+    """The remasking rule over the masks not yet chosen this step (a whole baseline step when none are)."""
+    rest = torch.ones(p.shape[0], dtype=torch.bool, device=p.device)
+    rest[[c[0] for c in chosen]] = False
+    rest = rest.nonzero().squeeze(-1)
+    picks, hows = remasking.select(cfg.remasking, p[rest], entropy(probs[rest]), k, cfg.confidence_threshold,
+                                   cfg.eb_gamma, topup=topup)
+    idx = rest[picks]
+    return list(zip(idx.tolist(), drafts[idx].tolist(), hows))
 
 
 def _prompt_in(ctx: StepContext, ws: int, we: int) -> int:
