@@ -16,16 +16,18 @@ import gradio as gr
 
 from components import handlers as h
 from components.canvas import CANVAS_CSS, legend_html, render_live
+from components.compare import COMPARE_CSS, build_compare_tab
 from components.learn import build_learn_tab
 from components.mask_view import WHICH
 from components.replay import metrics_table, render_step, render_timelines, trace_title
 from components.run_panel import (DEFAULT_MODEL, DEFAULT_PRESET, EXAMPLE_PROMPTS, KNOBS, MAX_PROMPT_CHARS, Knob,
                                   model_choices, preload_on_spaces, preset_choices, preset_values)
 from components.strip import STRIP_CSS
+from components.sweep import build_sweep_tab
 from components.traces_io import ASSETS, example_traces, export_path, load_example, make_state
 from s2d2.trace import Trace
 
-CSS = CANVAS_CSS + STRIP_CSS + """
+CSS = CANVAS_CSS + STRIP_CSS + COMPARE_CSS + """
 .s2d2-detail{white-space:pre-line;font-family:ui-monospace,monospace;font-size:0.85em;color:#334155;
   border-left:3px solid #4f46e5;padding:4px 8px;min-height:2.5em}
 #summary textarea{font-weight:600}
@@ -173,7 +175,8 @@ TABS: list[tuple[str, str, Callable[[Ctx], None]]] = [
     ("Run", "run", build_run_tab),
     ("Learn", "learn", build_learn),
     ("Metrics & about", "metrics", build_metrics_tab),
-    # ("Compare", "compare", build_compare_tab), ("Sweep", "sweep", build_sweep_tab): added by their modules.
+    ("Compare", "compare", build_compare_tab),
+    ("Sweep", "sweep", build_sweep_tab),
 ]
 
 

@@ -1,0 +1,151 @@
+"""The Sweep tab: accuracy vs cost (NFE per token, wall time per token) from a bench results file.
+
+Pure builders (`pareto_figure`, `results_table`, `load_results_file`) are tested directly; `build_sweep_tab` only
+wires them. `pareto_html` is what `python -m s2d2 bench` saves (the library never imports plotly itself).
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Optional
+
+import plotly.graph_objects as go
+
+from s2d2.sweep import pareto_frontier, validate_results
+
+BUNDLED = Path(__file__).resolve().parent.parent / "assets" / "results" / "sweep.json"
+MAX_RESULTS_BYTES = 5 * 1024 * 1024
+METHOD_STYLE = {  # colour, marker, label
+    "ar": ("#111827", "star", "AR (B = 1)"),
+    "dynamic": ("#2563eb", "circle", "dynamic-threshold baseline"),
+    "s2d2": ("#16a34a", "diamond", "S2D2"),
+}
+AXES = {"nfe": ("nfe_per_token", "NFE per generated token (lower is faster)"),
+        "wall": ("wall_per_token", "wall seconds per generated token")}
+TABLE_COLUMNS = [("name", "cell"), ("method", "method"), ("accuracy", "accuracy"), ("nfe_per_token", "NFE/token"),
+                 ("wall_per_token", "wall s/token"), ("speedup_nfe_vs_ar", "speedup vs AR (NFE)"),
+                 ("speedup_wall_vs_ar", "speedup vs AR (wall)"), ("mean_acceptance_length", "mean acc. len"),
+                 ("draft_acceptance_rate", "draft acc. rate"), ("verify_rate", "verify rate"),
+                 ("speedup_wall_vs_baseline", "wall speedup vs best baseline ≥ acc.")]
+NO_RESULTS = "No results file yet: run `python -m s2d2 bench ... --out results/` and upload results/results.json."
+
+
+def pareto_figure(data: dict[str, Any], axis: str = "nfe") -> go.Figure:
+    """Accuracy vs cost, one marker set and one frontier line per method; AR drawn as reference lines."""
+    key, title = AXES[axis]
+    cells = [c for c in data["cells"] if c.get(key) is not None and c.get("accuracy") is not None]
+    meta = data.get("meta", {})
+    fig = go.Figure()
+    fig.update_layout(template="plotly_white", height=380, margin=dict(l=55, r=20, t=50, b=45),
+                      title=dict(text=f"Accuracy vs {title.split(' (')[0]} · {meta.get('model', '?')} on "
+                                      f"{meta.get('task', '?')} (n = {meta.get('n', '?')})", font=dict(size=14)),
+                      xaxis_title=title, yaxis=dict(title="accuracy", range=[-0.03, 1.03]),
+                      legend=dict(orientation="h", y=-0.2))
+    for method, (colour, symbol, label) in METHOD_STYLE.items():
+        pts = [c for c in cells if c["method"] == method]
+        if not pts:
+            continue
+        xs, ys = [float(c[key]) for c in pts], [float(c["accuracy"]) for c in pts]
+        fig.add_trace(go.Scatter(x=xs, y=ys, mode="markers", name=label, text=[c["name"] for c in pts],
+                                 hovertemplate="%{text}<br>x %{x:.4g}<br>accuracy %{y:.3f}<extra></extra>",
+                                 marker=dict(color=colour, symbol=symbol, size=13 if method == "ar" else 9)))
+        front = pareto_frontier(list(zip(xs, ys)))
+        if method != "ar" and len(front) > 1:
+            fig.add_trace(go.Scatter(x=[xs[i] for i in front], y=[ys[i] for i in front], mode="lines",
+                                     name=f"{label} Pareto frontier", line=dict(color=colour, dash="dot"),
+                                     hoverinfo="skip"))
+    ar = next((c for c in cells if c["method"] == "ar"), None)
+    if ar is not None:
+        fig.add_vline(x=float(ar[key]), line=dict(color="#111827", width=1, dash="dash"))
+        fig.add_hline(y=float(ar["accuracy"]), line=dict(color="#111827", width=1, dash="dash"),
+                      annotation_text="AR reference", annotation_position="bottom right")
+    return fig
+
+
+def pareto_html(data: dict[str, Any]) -> str:
+    """Both plots in one self-contained HTML page (plotly.js inlined once)."""
+    validate_results(data)
+    a = pareto_figure(data, "nfe").to_html(full_html=False, include_plotlyjs=True)
+    b = pareto_figure(data, "wall").to_html(full_html=False, include_plotlyjs=False)
+    meta = json.dumps(data.get("meta", {}), indent=1)
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>S2D2 sweep</title></head><body>"
+            f"<h2>S2D2 sweep: accuracy vs speed</h2>{a}{b}<pre>{_escape(meta)}</pre></body></html>")
+
+
+def _escape(text: str) -> str:
+    import html
+
+    return html.escape(text)
+
+
+def results_table(data: dict[str, Any]) -> list[list[Any]]:
+    return [[_cell(c.get(k)) for k, _ in TABLE_COLUMNS] for c in data["cells"]]
+
+
+def _cell(v: Any) -> Any:
+    if v is None:
+        return "–"
+    return round(v, 4) if isinstance(v, float) else v
+
+
+def load_results_file(path: Optional[str | Path]) -> dict[str, Any]:
+    """Read and validate a results.json; ValueError with one readable message."""
+    if not path:
+        raise ValueError("No file received: choose a results.json written by `python -m s2d2 bench`.")
+    size = os.path.getsize(path)
+    if size > MAX_RESULTS_BYTES:
+        raise ValueError(f"File too large: {size / 1e6:.1f} MB (the limit is {MAX_RESULTS_BYTES // 10**6} MB).")
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"Not a results file: invalid JSON ({str(exc)[:120]}).") from None
+    return validate_results(data)
+
+
+def summary_line(data: dict[str, Any], source: str) -> str:
+    m = data.get("meta", {})
+    best = max((c for c in data["cells"] if c["method"] == "s2d2" and c.get("speedup_wall_vs_ar")),
+               key=lambda c: c["speedup_wall_vs_ar"], default=None)
+    text = (f"**{source}** · {len(data['cells'])} cells · model `{m.get('model', '?')}` · task {m.get('task', '?')} "
+            f"(n = {m.get('n', '?')}) · {m.get('device', '?')}")
+    if best:
+        text += (f" · fastest S2D2 cell by wall time: `{best['name']}`, {best['speedup_wall_vs_ar']:.2f}× vs AR "
+                 f"at accuracy {best['accuracy']:.3f}")
+    return text
+
+
+def sweep_views(path: Optional[str | Path], source: str = "") -> tuple[str, Any, Any, list[list[Any]]]:
+    """(status markdown, NFE plot, wall plot, table rows) for a results file; an error leaves plots empty."""
+    if not path or not Path(path).is_file():
+        return NO_RESULTS, None, None, []
+    try:
+        data = load_results_file(path)
+    except (ValueError, OSError) as exc:
+        return f"⚠ {exc}", None, None, []
+    return (summary_line(data, source or Path(path).name), pareto_figure(data, "nfe"), pareto_figure(data, "wall"),
+            results_table(data))
+
+
+def build_sweep_tab(ctx: Any = None) -> dict[str, Any]:
+    """The Sweep tab; shows the bundled results file when it exists."""
+    import gradio as gr
+
+    views = sweep_views(BUNDLED, "bundled results (assets/results/sweep.json)")
+    c: dict[str, Any] = {}
+    gr.Markdown("Accuracy against cost for every cell of a bench sweep. Lower-left is fast, higher is accurate; "
+                "dotted lines are each method's Pareto frontier, dashed lines mark AR. Speedups are per generated "
+                "token, vs the AR cell (and vs the fastest baseline cell with equal or better accuracy).")
+    c["sweep_upload"] = gr.File(label="Upload a results.json (≤ 5 MB)", file_types=[".json"], height=90)
+    c["sweep_status"] = gr.Markdown(views[0], elem_id="sweep-status")
+    with gr.Row():
+        c["sweep_nfe"] = gr.Plot(views[1], label="Accuracy vs NFE per token", elem_id="sweep-nfe")
+        c["sweep_wall"] = gr.Plot(views[2], label="Accuracy vs wall time per token", elem_id="sweep-wall")
+    c["sweep_table"] = gr.Dataframe(views[3], headers=[label for _, label in TABLE_COLUMNS], interactive=False,
+                                    label="Cells", elem_id="sweep-table")
+    c["sweep_upload"].upload(lambda f: sweep_views(f, "uploaded file"), c["sweep_upload"],
+                             [c["sweep_status"], c["sweep_nfe"], c["sweep_wall"], c["sweep_table"]],
+                             api_name="load_sweep")
+    if ctx is not None and hasattr(ctx, "c"):
+        ctx.c.update(c)
+    return c

@@ -1,0 +1,255 @@
+"""Sweep grids and results: what a bench cell is, how per-problem rows aggregate, Pareto frontiers, and the
+validation of a results file. Pure (no torch, no plotting): the bench runner and the app's Sweep tab share it.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Optional
+
+from .config import DecodeConfig, preset
+
+RESULTS_VERSION = 1
+FAMILIES = ("ar", "dynamic", "s2d2")  # the "method" of a cell: one Pareto frontier each
+COLUMNS = (  # results.csv columns, in order; results.json cells hold the same keys (+ "config")
+    "name", "method", "policy", "block_length", "confidence_threshold", "n", "accuracy", "nfe_per_token",
+    "wall_per_token", "tokens_per_forward", "query_tokens_per_token", "speedup_nfe_vs_ar", "speedup_wall_vs_ar",
+    "mean_acceptance_length", "draft_acceptance_rate", "verify_rate", "baseline_ref", "speedup_nfe_vs_baseline",
+    "speedup_wall_vs_baseline",
+)
+ROW_KEYS = ("i", "correct", "nfe", "generated", "wall_s", "query_tokens", "num_drafts", "num_draft_tokens",
+            "num_accepted_tokens", "verify_steps", "decided_steps")
+
+
+@dataclass(frozen=True)
+class Cell:
+    name: str
+    config: DecodeConfig
+
+    @property
+    def method(self) -> str:
+        return {"ar": "ar", "diffusion": "dynamic", "s2d2": "s2d2"}[self.config.method]
+
+
+def _cell(name: str, preset_name: str, **overrides: Any) -> Cell:
+    return Cell(name, preset(preset_name, **overrides))
+
+
+def default_grid() -> list[Cell]:
+    """AR; the dynamic-threshold baseline over τ and B; S2D2 presets, policies and thresholds."""
+    cells = [_cell("ar", "ar")]
+    for b in (4, 8, 16):
+        for tau in (0.95, 0.9, 0.8, 0.7, 0.5):
+            cells.append(_cell(f"dynamic-tau{tau:g}-b{b}", "dynamic-baseline", block_length=b,
+                               confidence_threshold=tau))
+    cells += [_cell("sdar-config-a", "sdar-config-a"), _cell("sdar-config-b", "sdar-config-b")]
+    for b in (4, 8, 16):
+        if b != 4:
+            cells.append(_cell(f"sdar-config-a-b{b}", "sdar-config-a", block_length=b))
+        for tau in (-1.0, 0.5, 1.5):
+            cells.append(_cell(f"s2d2-score{tau:g}-b{b}", "sdar-config-a", block_length=b, score_threshold=tau))
+        cells.append(_cell(f"s2d2-hysteresis-b{b}", "sdar-config-a", block_length=b, policy="score_hysteresis",
+                           score_type="difference_dynamic", penalty_coef=1.0, hysteresis_on=1.0, hysteresis_off=-1.0))
+        cells.append(_cell(f"s2d2-ucb-b{b}", "sdar-config-a", block_length=b, policy="contextual_bandit_ucb"))
+        cells.append(_cell(f"s2d2-span{max(2, b // 2)}-b{b}", "sdar-config-a", block_length=b,
+                           policy="mask_span_length", min_span_length=max(2, b // 2)))
+    return cells
+
+
+def quick_grid() -> list[Cell]:
+    """Six cells: enough for one point per method and a visible trade-off."""
+    return [
+        _cell("ar", "ar"),
+        _cell("dynamic-tau0.9-b4", "dynamic-baseline", confidence_threshold=0.9),
+        _cell("dynamic-tau0.7-b4", "dynamic-baseline", confidence_threshold=0.7),
+        _cell("sdar-config-a", "sdar-config-a"),
+        _cell("sdar-config-b-b4", "sdar-config-b", block_length=4),
+        _cell("s2d2-ucb-b4", "sdar-config-a", policy="contextual_bandit_ucb"),
+    ]
+
+
+GRIDS = {"default": default_grid, "quick": quick_grid}
+
+
+def load_grid(spec: str) -> list[Cell]:
+    """A named grid, or a JSON file: a list (or {"cells": [...]}) of {"name", "preset", "config": {overrides}}."""
+    if spec in GRIDS:
+        return GRIDS[spec]()
+    path = Path(spec)
+    if not path.is_file():
+        raise ValueError(f"--grid: {spec!r} is neither a named grid ({', '.join(GRIDS)}) nor a JSON file")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"--grid: {spec} is not valid JSON ({exc})") from None
+    items = data.get("cells") if isinstance(data, dict) else data
+    if not isinstance(items, list) or not items:
+        raise ValueError("--grid: expected a non-empty list of cells (or {\"cells\": [...]})")
+    cells = [_grid_item(i, item) for i, item in enumerate(items)]
+    names = [c.name for c in cells]
+    if len(set(names)) != len(names):
+        raise ValueError(f"--grid: cell names must be unique, got {names}")
+    return cells
+
+
+def _grid_item(i: int, item: Any) -> Cell:
+    if not isinstance(item, dict):
+        raise ValueError(f"--grid: cell {i} must be an object with 'name', 'preset' and/or 'config'")
+    unknown = set(item) - {"name", "preset", "config"}
+    if unknown:
+        raise ValueError(f"--grid: cell {i} has unknown key(s) {sorted(unknown)}")
+    overrides = item.get("config", {})
+    if not isinstance(overrides, dict):
+        raise ValueError(f"--grid: cell {i} 'config' must be an object of DecodeConfig options")
+    try:
+        cfg = preset(item["preset"], **overrides) if "preset" in item else DecodeConfig.from_dict(overrides)
+    except ValueError as exc:
+        raise ValueError(f"--grid: cell {i}: {exc}") from None
+    return Cell(str(item.get("name") or item.get("preset") or f"cell{i}"), cfg)
+
+
+def cell_key(cell: Cell, context: dict[str, Any]) -> str:
+    """File stem of a cell's rows: its name plus a hash of everything that changes its numbers."""
+    blob = json.dumps({"config": cell.config.to_dict(), **context}, sort_keys=True)
+    slug = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in cell.name)[:60]
+    return f"{slug}-{hashlib.sha1(blob.encode()).hexdigest()[:10]}"
+
+
+# -- aggregation ----------------------------------------------------------------------------------------------
+
+def _div(a: float, b: float) -> Optional[float]:
+    return a / b if b else None
+
+
+def summarize(cell: Cell, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """One results row from a cell's per-problem rows (sums first, then ratios: per-token means are pooled)."""
+    tot = {k: sum(float(r[k]) for r in rows) for k in ROW_KEYS if k != "i"}
+    cfg = cell.config
+    return {
+        "name": cell.name, "method": cell.method, "policy": cfg.policy if cfg.method == "s2d2" else None,
+        "block_length": cfg.block_length,
+        "confidence_threshold": None if cfg.method == "ar" else cfg.confidence_threshold,
+        "n": len(rows), "accuracy": _div(tot["correct"], len(rows)),
+        "nfe_per_token": _div(tot["nfe"], tot["generated"]), "wall_per_token": _div(tot["wall_s"], tot["generated"]),
+        "tokens_per_forward": _div(tot["generated"], tot["nfe"]),
+        "query_tokens_per_token": _div(tot["query_tokens"], tot["generated"]),
+        "speedup_nfe_vs_ar": None, "speedup_wall_vs_ar": None,
+        "mean_acceptance_length": 1 + tot["num_accepted_tokens"] / tot["num_drafts"] if tot["num_drafts"] else None,
+        "draft_acceptance_rate": _div(tot["num_accepted_tokens"], tot["num_draft_tokens"]),
+        "verify_rate": _div(tot["verify_steps"], tot["decided_steps"]),
+        "baseline_ref": None, "speedup_nfe_vs_baseline": None, "speedup_wall_vs_baseline": None,
+        "config": cfg.to_dict(),
+    }
+
+
+def add_speedups(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Speedups vs the AR cell, and for S2D2 cells vs the fastest baseline at equal or better accuracy."""
+    ar = next((c for c in cells if c["method"] == "ar"), None)
+    base = [c for c in cells if c["method"] == "dynamic" and c["accuracy"] is not None]
+    for c in cells:
+        if ar is not None:
+            c["speedup_nfe_vs_ar"] = _ratio(ar["nfe_per_token"], c["nfe_per_token"])
+            c["speedup_wall_vs_ar"] = _ratio(ar["wall_per_token"], c["wall_per_token"])
+        if c["method"] != "s2d2" or c["accuracy"] is None:
+            continue
+        peers = [b for b in base if b["accuracy"] >= c["accuracy"] and b["wall_per_token"]]
+        if peers:
+            best = min(peers, key=lambda b: b["wall_per_token"])
+            c["baseline_ref"] = best["name"]
+            c["speedup_nfe_vs_baseline"] = _ratio(best["nfe_per_token"], c["nfe_per_token"])
+            c["speedup_wall_vs_baseline"] = _ratio(best["wall_per_token"], c["wall_per_token"])
+    return cells
+
+
+def _ratio(a: Optional[float], b: Optional[float]) -> Optional[float]:
+    return a / b if a is not None and b else None
+
+
+def pareto_frontier(points: Iterable[tuple[float, float]]) -> list[int]:
+    """Indices of the points no other point beats (lower cost x and higher accuracy y), sorted by x."""
+    pts = [(x, y, i) for i, (x, y) in enumerate(points) if _finite(x) and _finite(y)]
+    pts.sort(key=lambda p: (p[0], -p[1]))
+    out, best = [], -math.inf
+    for x, y, i in pts:
+        if y > best:
+            out.append(i)
+            best = y
+    return out
+
+
+def _finite(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+# -- results files ----------------------------------------------------------------------------------------------
+
+def validate_results(data: Any) -> dict[str, Any]:
+    """Check a results.json object; one readable ValueError naming the first problem."""
+    if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
+        raise ValueError("results: expected a JSON object with a 'cells' list (the results.json that bench writes)")
+    if data.get("version") != RESULTS_VERSION:
+        raise ValueError(f"results: unsupported version {data.get('version')!r}; this reads {RESULTS_VERSION}")
+    for i, c in enumerate(data["cells"]):
+        if not isinstance(c, dict):
+            raise ValueError(f"results.cells[{i}]: expected an object")
+        missing = [k for k in COLUMNS if k not in c]
+        if missing:
+            raise ValueError(f"results.cells[{i}]: missing field(s) {missing[:4]}")
+        if c["method"] not in FAMILIES:
+            raise ValueError(f"results.cells[{i}].method: expected one of {FAMILIES}, got {c['method']!r}")
+        for k in ("accuracy", "nfe_per_token", "wall_per_token"):
+            v = c[k]
+            if v is not None and (not _finite(v) or v < 0 or (k == "accuracy" and v > 1)):
+                want = "in [0, 1]" if k == "accuracy" else ">= 0"
+                raise ValueError(f"results.cells[{i}].{k}: expected a number {want}")
+    return data
+
+
+def csv_rows(cells: list[dict[str, Any]]) -> list[list[Any]]:
+    return [list(COLUMNS)] + [[_csv(c.get(k)) for k in COLUMNS] for c in cells]
+
+
+def _csv(v: Any) -> Any:
+    return "" if v is None else (round(v, 6) if isinstance(v, float) else v)
+
+
+def headline(cells: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+    """(role, cell) for AR, the best dynamic baseline (most accurate, then fastest) and the best S2D2 cell (the
+    fastest with accuracy at least the baseline's; else the most accurate, then fastest)."""
+    def fastest(cs: list[dict[str, Any]]) -> Optional[dict[str, Any]]:
+        cs = [c for c in cs if c.get("wall_per_token") is not None and c.get("accuracy") is not None]
+        return min(cs, key=lambda c: (-c["accuracy"], c["wall_per_token"])) if cs else None
+
+    out = []
+    ar = next((c for c in cells if c["method"] == "ar"), None)
+    base = fastest([c for c in cells if c["method"] == "dynamic"])
+    s2d2 = [c for c in cells if c["method"] == "s2d2" and c.get("wall_per_token") is not None]
+    good = [c for c in s2d2 if base is None or (c["accuracy"] or 0) >= (base["accuracy"] or 0)]
+    best = min(good, key=lambda c: c["wall_per_token"]) if good else fastest(s2d2)
+    for role, cell in (("AR", ar), ("best dynamic-threshold baseline", base), ("best S2D2", best)):
+        if cell is not None:
+            out.append((role, cell))
+    return out
+
+
+def readme_table(data: dict[str, Any]) -> str:
+    """The README's results table (markdown) from a results.json object."""
+    rows = headline(data["cells"])
+    base = next((c for r, c in rows if r.startswith("best dynamic")), None)
+    lines = ["| | cell | accuracy | NFE/token | wall speedup vs AR | wall speedup vs baseline |",
+             "|---|---|---|---|---|---|"]
+    for role, c in rows:
+        vs_base = _ratio(base["wall_per_token"], c["wall_per_token"]) if base is not None else None
+        lines.append(f"| {role} | `{c['name']}` | {_fmt(c['accuracy'])} | {_fmt(c['nfe_per_token'])} | "
+                     f"{_fmt(c['speedup_wall_vs_ar'], '×')} | {_fmt(vs_base, '×')} |")
+    m = data.get("meta", {})
+    lines.append(f"\n{m.get('model', '?')} on {m.get('task', '?')} (n = {m.get('n', '?')}, gen_length "
+                 f"{m.get('gen_length', '?')}, {m.get('device', '?')}); speedups per generated token.")
+    return "\n".join(lines)
+
+
+def _fmt(v: Optional[float], unit: str = "") -> str:
+    return "–" if v is None else f"{v:.3g}{unit}"

@@ -1,0 +1,183 @@
+"""Compare and Sweep tab handlers on recorded traces (tiny random model), and the tabs' structure."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from lanes_helpers import PROMPT, one_torch_thread, tiny_with_tokenizer
+from components import compare as cc
+from components import whatif_view as wv
+from components import sweep as sw
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_thread():
+    yield from one_torch_thread()
+
+
+@pytest.fixture(scope="module")
+def model():
+    return tiny_with_tokenizer()
+
+
+@pytest.fixture(scope="module")
+def state(model):
+    import s2d2
+
+    lanes = ["ar", "dynamic-baseline", "sdar-config-a", "sdar-config-b"]
+    extra = ["", "", "", "block_length=4 acceptance=greedy_exact policy=always"]
+    status, st = cc.run_compare(PROMPT, "tiny", 0, 8, *lanes, *extra, load=lambda name: model, generate=s2d2.generate)
+    assert st is not None, status
+    return st
+
+
+def test_run_compare_state_and_views(state):
+    assert list(state["lanes"]) == ["1·ar", "2·dynamic-baseline", "3·sdar-config-a", "4·sdar-config-b*"]
+    json.dumps(state)  # plain, deep-copyable session state
+    html, nfe_fig, wall_fig, table, diff = cc.compare_views(state, 1)
+    assert table["headers"] == ["metric", *state["lanes"]]
+    rows = table["data"]
+    for name in state["lanes"]:
+        assert name in html
+    assert "aligned block 1" in html and "s2d2-canvas" in html
+    nfe = state["lanes"]["3·sdar-config-a"]
+    total = sum(len(t.x) for t in nfe_fig.data)
+    assert total == sum(len(t["forwards"]) for t in state["lanes"].values())
+    assert max(max(t.x) for t in nfe_fig.data) == max(len(t["forwards"]) for t in state["lanes"].values())
+    assert len(nfe["forwards"]) > 0 and all(isinstance(t.x, tuple) for t in wall_fig.data)
+    labels = [r[0] for r in rows]
+    assert "speedup vs AR (NFE/token)" in labels and rows[-1][0] == "output equals AR"
+    assert rows[-1][1].startswith("✓") and rows[-1][4].startswith("✓")  # AR itself, and greedy_exact always-verify
+    assert "fused accounting" in diff
+    assert cc.n_blocks(state) >= 3 and cc.first_block(state) == 1
+
+
+def test_lane_validation_messages():
+    with pytest.raises(ValueError, match="2 to 4 lanes"):
+        cc.lane_configs(["ar", cc.OFF, cc.OFF, cc.OFF], ["", "", "", ""], 16)
+    with pytest.raises(ValueError, match="lane 2: block_length"):
+        cc.lane_configs(["ar", "sdar-config-a", cc.OFF, cc.OFF], ["", "block_length=0", "", ""], 16)
+    with pytest.raises(ValueError, match="KEY=VALUE"):
+        cc.parse_overrides("policy")
+    assert cc.parse_overrides("a=1, b=x\nc=true") == {"a": 1, "b": "x", "c": True}
+    status, st = cc.run_compare(PROMPT, "tiny", 0, 8, "ar", cc.OFF, cc.OFF, cc.OFF, "", "", "", "")
+    assert st is None and status.startswith("⚠")
+    assert cc.compare_views(None, 0)[0].startswith("<p>Run a comparison")
+
+
+def test_whatif_view_marks_flips_and_greys_the_rest(state):
+    lanes = wv.s2d2_lanes(state)
+    assert lanes == ["3·sdar-config-a", "4·sdar-config-b*"]
+    values = wv.knob_values(state, lanes[0])
+    summary, table = wv.whatif_view(state, lanes[0], *values)
+    assert summary.startswith("No decision flips") and "unknown" not in table
+    assert "Knobs applied to `score_threshold`: score_threshold = 0, penalty_coef = 1, negexp_beta = 1" in summary
+    changed = list(values)
+    changed[0] = -5.0  # τ_score: every span verifies now
+    summary, table = wv.whatif_view(state, lanes[0], *changed)
+    assert "flip" in summary and 'class="flip"' in table
+    assert table.count("trajectory unknown: re-run") == table.count('class="unknown"') > 0
+    summary, table = wv.whatif_view(state, lanes[1], *wv.knob_values(state, lanes[1]))
+    assert summary.startswith("No decision flips")  # policy "always": no knob applies
+    assert wv.whatif_view(state, "1·ar", *values)[0].startswith("⚠ what-if needs an S2D2 trace")
+    assert wv.whatif_view(state, "no such lane", *values)[0].startswith("Run a comparison")
+
+
+def test_rerun_shows_old_and_new_side_by_side(state, model):
+    import s2d2
+
+    lane = "3·sdar-config-a"
+    values = list(wv.knob_values(state, lane))
+    values[0] = -5.0
+    status, table, side = wv.rerun_whatif(state, lane, *values, load=lambda n: model, generate=s2d2.generate)
+    assert "Re-ran" in status and "score_threshold" in status
+    assert table["headers"] == ["metric", "recorded", "re-run"]
+    rows = table["data"]
+    assert rows[0][0] == "NFE" and len(rows[0]) == 3
+    verify_rate = next(r for r in rows if r[0] == "verify rate")
+    assert float(verify_rate[2]) == pytest.approx(1.0)
+    assert side.count('class="s2d2-lane"') == 2 and "re-run" in side
+
+
+def _results(tmp_path):
+    cells = [
+        {"name": "ar", "method": "ar", "accuracy": 0.8, "nfe_per_token": 1.0, "wall_per_token": 0.1},
+        {"name": "b", "method": "dynamic", "accuracy": 0.7, "nfe_per_token": 0.5, "wall_per_token": 0.06},
+        {"name": "b2", "method": "dynamic", "accuracy": 0.5, "nfe_per_token": 0.3, "wall_per_token": 0.05},
+        {"name": "s", "method": "s2d2", "accuracy": 0.75, "nfe_per_token": 0.6, "wall_per_token": 0.07},
+    ]
+    from s2d2.sweep import COLUMNS, add_speedups
+
+    full = [{k: c.get(k) for k in COLUMNS} | c for c in add_speedups(cells)]
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps({"version": 1, "meta": {"model": "tiny", "task": "arithmetic", "n": 3},
+                                "cells": full}))
+    return path
+
+
+def test_sweep_views_from_a_results_file(tmp_path):
+    status, nfe, wall, rows = sw.sweep_views(_results(tmp_path), "test")
+    assert "4 cells" in status and "`s`" in status
+    names = [t.name for t in nfe.data]
+    assert "AR (B = 1)" in names and "dynamic-threshold baseline Pareto frontier" in names
+    front = next(t for t in nfe.data if t.name == "dynamic-threshold baseline Pareto frontier")
+    assert list(front.x) == [0.3, 0.5] and list(front.y) == [0.5, 0.7]
+    assert len(rows) == 4 and rows[0][0] == "ar"
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"version": 1, "cells": [{"name": "x"}]}))
+    assert sw.sweep_views(bad)[0].startswith("⚠ results.cells[0]: missing")
+    bad.write_text("{not json")
+    assert sw.sweep_views(bad)[0].startswith("⚠ Not a results file")
+    assert sw.sweep_views(None)[0] == sw.NO_RESULTS
+
+
+def test_tabs_structure_and_private_handlers():
+    import gradio as gr
+
+    with gr.Blocks() as demo:
+        with gr.Tabs():
+            with gr.Tab("Compare"):
+                cc.build_compare_tab()
+            with gr.Tab("Sweep"):
+                sw.build_sweep_tab()
+    config = demo.get_config_file()
+    ids = {c.get("props", {}).get("elem_id") for c in config["components"]}
+    assert {"cmp-run", "cmp-block", "cmp-lanes", "cmp-nfe", "cmp-wall", "wi-table", "sweep-nfe", "sweep-table"} <= ids
+    public = {d.get("api_name") for d in config["dependencies"] if d.get("api_visibility") == "public"}
+    assert {"compare", "load_sweep"} <= public
+    assert sum(d.get("api_visibility") == "public" for d in config["dependencies"]) == 2
+
+
+def test_tabs_through_gradio_client(model, tmp_path, monkeypatch):
+    """The two public endpoints, driven like a user would through a launched app."""
+    import socket
+
+    import gradio as gr
+    from gradio_client import Client, handle_file
+
+    from components import run_panel
+
+    monkeypatch.setenv("GRADIO_TEMP_DIR", str(tmp_path / "gradio"))
+    run_panel._MODELS["test-compare-model"] = model
+    with gr.Blocks() as demo:
+        with gr.Tab("Compare"):
+            cc.build_compare_tab(model_name="test-compare-model")
+        with gr.Tab("Sweep"):
+            sw.build_sweep_tab()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    demo.launch(prevent_thread_lock=True, server_port=port, quiet=True)
+    try:
+        client = Client(f"http://127.0.0.1:{port}/", verbose=False)
+        out = client.predict(PROMPT, 0, 8, "ar", "sdar-config-a", cc.OFF, cc.OFF, "", "", "", "", api_name="/compare")
+        assert out.startswith("Ran 2 lanes")
+        out = client.predict(PROMPT, 0, 8, "ar", cc.OFF, cc.OFF, cc.OFF, "", "", "", "", api_name="/compare")
+        assert out.startswith("⚠ turn on 2 to 4 lanes")
+        status, nfe, wall, table = client.predict(handle_file(str(_results(tmp_path))), api_name="/load_sweep")
+        assert "4 cells" in status and nfe["type"] == "plotly" and len(table["data"]) == 4
+        client.close()
+    finally:
+        demo.close()
+        run_panel._MODELS.pop("test-compare-model", None)
