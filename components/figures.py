@@ -24,6 +24,8 @@ KIND_COLOURS = {
     "commit": "#475569", "ar": "#9333ea",
 }
 SCORE_NAMES = {"mask_span_length": ": span length", "contextual_bandit_ucb": ": UCB verify − UCB skip, ∞ = unvisited"}
+MAX_BLOCK_LINES = 64  # block boundary rules on the routing panel up to this many blocks
+MAX_HOVER = 150  # steps up to which routing markers carry the policy's reason as hover text
 _LAYOUT = dict(template="plotly_white", margin=dict(l=50, r=20, t=40, b=40), height=320)
 
 
@@ -166,9 +168,10 @@ def routing_series(trace: Trace) -> dict[str, list[Any]]:
         if d is not None and score is None:
             score = _implicit_score(policy, d.details, s.policy_inputs)
         out["step"].append(s.index + 1)
-        out["score"].append(score if score is not None and abs(score) != float("inf") else None)
+        finite = score is not None and abs(score) != float("inf")
+        out["score"].append(round(score, 4) if finite else None)  # type: ignore[arg-type]
         out["verify"].append(bool(s.verification is not None or (d is not None and d.verify)))
-        out["k_hat"].append(s.policy_inputs.k_hat if s.policy_inputs else None)
+        out["k_hat"].append(round(s.policy_inputs.k_hat, 4) if s.policy_inputs else None)
         out["accepted"].append(s.verification.accepted_len if s.verification else None)
         out["reason"].append(d.reason if d else "no routing (method never verifies)")
     return out
@@ -201,8 +204,10 @@ def routing_figure(trace: Trace, step: Optional[int] = None) -> go.Figure:
     for flag, name, colour, symbol in ((True, "verify", "#16a34a", "triangle-up"), (False, "skip", "#9ca3af", "x")):
         xs = [x for x, v in zip(steps, data["verify"]) if v == flag]
         ys = [y if y is not None else 0.0 for y, v in zip(data["score"], data["verify"]) if v == flag]
-        txt = [r for r, v in zip(data["reason"], data["verify"]) if v == flag]
-        fig.add_trace(go.Scatter(x=xs, y=ys, mode="markers", name=name, text=txt, hoverinfo="text+x",
+        # The policy's reason line on hover; long runs keep x/y only (the figure is re-sent on every scrub).
+        txt = [r for r, v in zip(data["reason"], data["verify"]) if v == flag] if len(steps) <= MAX_HOVER else None
+        fig.add_trace(go.Scatter(x=xs, y=ys, mode="markers", name=name, text=txt,
+                                 hoverinfo="text+x" if txt else "x+y",
                                  marker=dict(color=colour, symbol=symbol, size=10)), row=1, col=1)
     shapes: list[dict[str, Any]] = []
     th = _thresholds(trace)
@@ -222,7 +227,7 @@ def routing_figure(trace: Trace, step: Optional[int] = None) -> go.Figure:
     fig.add_trace(go.Bar(x=ka, y=[k for k in data["accepted"] if k is not None], name="accepted K",
                          marker_color="#86efac", opacity=0.8), row=2, col=1)
     prev = None
-    for rec in trace.steps:
+    for rec in trace.steps if len(trace.blocks) <= MAX_BLOCK_LINES else []:
         if prev is not None and rec.block != prev:
             shapes.append(dict(type="line", xref="x", x0=rec.index + 0.5, x1=rec.index + 0.5, yref="paper", y0=0,
                                y1=1, line=dict(color="#cbd5e1", width=1, dash="dot")))
