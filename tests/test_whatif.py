@@ -107,3 +107,23 @@ def test_what_if_rejects_what_it_cannot_answer(traces):
         what_if(traces["threshold"], margin_threshold=0.2)  # not the trace's estimator
     with pytest.raises(ValueError, match="hysteresis_off"):
         what_if(traces["hysteresis"], hysteresis_off=2.0)
+
+
+@pytest.mark.parametrize("name,changes", [("threshold", "median"), ("hysteresis", "band")])
+def test_what_if_is_exact_up_to_and_including_the_first_flip(traces, name, changes):
+    """A real re-run with the new thresholds takes the same decisions as the what-if until its first flip."""
+    import s2d2
+
+    from s2d2.config import DecodeConfig
+
+    trace = traces[name]
+    scores = sorted(s.decision.score for s in trace.steps)
+    kw = ({"score_threshold": scores[len(scores) // 2]} if changes == "median"
+          else {"hysteresis_on": scores[len(scores) // 2], "hysteresis_off": scores[len(scores) // 4]})
+    w = what_if(trace, **kw)
+    assert w.first_flip is not None
+    rerun = s2d2.generate(tiny_with_tokenizer(), trace.header.prompt_ids, DecodeConfig.from_dict(w.config),
+                          seed=trace.header.seed).trace
+    k = w.first_flip
+    assert [s.decision.verify for s in rerun.steps[: k + 1]] == [r.new_verify for r in w.steps[: k + 1]]
+    assert [s.policy_inputs for s in rerun.steps[: k + 1]] == [s.policy_inputs for s in trace.steps[: k + 1]]

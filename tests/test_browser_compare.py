@@ -1,0 +1,96 @@
+"""A real browser on the Compare and Sweep tabs: run lanes, move a what-if threshold, re-run, see the Pareto plots.
+
+Skips when Playwright or /usr/bin/chromium is missing.
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+from pathlib import Path
+
+import pytest
+
+from lanes_helpers import PROMPT, one_torch_thread, tiny_with_tokenizer
+
+CHROMIUM = os.environ.get("S2D2_CHROMIUM", "/usr/bin/chromium")
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+        "--no-first-run", "--disable-sync"]
+MODEL = "test-browser-compare"
+
+sync_api = pytest.importorskip("playwright.sync_api")
+if not Path(CHROMIUM).exists():
+    pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)", allow_module_level=True)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_thread():
+    yield from one_torch_thread()
+
+
+def _results_file(directory: Path) -> Path:
+    from s2d2.sweep import COLUMNS, add_speedups
+
+    cells = add_speedups([
+        {"name": "ar", "method": "ar", "accuracy": 0.8, "nfe_per_token": 1.0, "wall_per_token": 0.1},
+        {"name": "dyn", "method": "dynamic", "accuracy": 0.7, "nfe_per_token": 0.5, "wall_per_token": 0.06},
+        {"name": "s2d2", "method": "s2d2", "accuracy": 0.75, "nfe_per_token": 0.6, "wall_per_token": 0.07},
+    ])
+    path = directory / "sweep.json"
+    path.write_text(json.dumps({"version": 1, "meta": {"model": "t", "task": "arithmetic", "n": 3},
+                                "cells": [{k: c.get(k) for k in COLUMNS} | c for c in cells]}))
+    return path
+
+
+@pytest.fixture(scope="module")
+def url(tmp_path_factory):
+    import gradio as gr
+
+    from components import compare as cc
+    from components import run_panel
+    from components import sweep as sw
+    from components.canvas import CANVAS_CSS
+
+    os.environ["GRADIO_TEMP_DIR"] = str(tmp_path_factory.mktemp("gradio"))
+    run_panel._MODELS[MODEL] = tiny_with_tokenizer()
+    bundled, sw.BUNDLED = sw.BUNDLED, _results_file(tmp_path_factory.mktemp("results"))
+    with gr.Blocks() as demo:
+        with gr.Tab("Compare"):
+            cc.build_compare_tab(model_name=MODEL)
+        with gr.Tab("Sweep"):
+            sw.build_sweep_tab()
+    sw.BUNDLED = bundled
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    demo.launch(prevent_thread_lock=True, server_port=port, quiet=True, css=CANVAS_CSS + cc.COMPARE_CSS)
+    yield f"http://127.0.0.1:{port}/"
+    demo.close()
+    run_panel._MODELS.pop(MODEL, None)
+
+
+def test_compare_whatif_and_sweep_in_a_browser(url):
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        pg = browser.new_page(viewport={"width": 1400, "height": 1000})
+        errors: list[str] = []
+        pg.on("pageerror", lambda e: errors.append(str(e)))
+        pg.goto(url)
+        pg.locator("#cmp-prompt textarea").fill(PROMPT)
+        pg.get_by_role("button", name="▶ Run all lanes").click()
+        pg.wait_for_selector("#cmp-lanes .s2d2-lane", timeout=60_000)
+        assert pg.locator("#cmp-lanes .s2d2-lane").count() == 3
+        pg.wait_for_function("document.querySelectorAll('#cmp-nfe .js-plotly-plot, #cmp-wall .js-plotly-plot')"
+                             ".length == 2", timeout=30_000)
+        box = pg.locator("input[type=number][aria-label*='τ_score']").first
+        box.fill("-5")
+        box.press("Enter")
+        pg.wait_for_selector("#wi-table tr.flip", timeout=30_000)
+        assert "trajectory unknown" in pg.locator("#wi-table").inner_text()
+        pg.get_by_role("button", name="↻ Re-run from the start with these thresholds").click()
+        pg.wait_for_function("document.body.innerText.includes('What-if predicted')", timeout=60_000)
+        pg.get_by_role("tab", name="Sweep").click()
+        pg.wait_for_function("document.querySelectorAll('#sweep-nfe .js-plotly-plot .scatterlayer .point')"
+                             ".length >= 3", timeout=30_000)
+        assert not errors, errors
+        browser.close()
