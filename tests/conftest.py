@@ -14,6 +14,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import pytest
 import torch
 
+# Tiny models: one intra-op thread is faster than two and keeps parallel jobs from starving each other.
+torch.set_num_threads(1)
+
 VOCAB = 300
 MASK_ID = VOCAB - 1  # 299
 STOP_IDS = (297, 298)
