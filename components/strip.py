@@ -19,10 +19,12 @@ def strip_rows(step: StepRecord) -> list[dict[str, Any]]:
     drafts = {d.position: d for d in step.drafts}
     for i, r in enumerate(v.positions):
         d = drafts.get(r.position)
-        outcome = "accept" if r.accepted else "reject"
+        # Acceptance stops at the first rejection: later positions are discarded whatever their own test says.
+        after = v.first_reject is not None and i > v.first_reject
+        outcome = "after" if after else ("accept" if r.accepted else "reject")
         rows.append({
             "span_index": i, "position": r.position, "draft": r.draft_text, "p": r.p, "q": r.q, "ratio": r.ratio,
-            "u": r.u, "outcome": outcome, "first_reject": v.first_reject == i,
+            "u": r.u, "outcome": outcome, "passed": r.accepted, "first_reject": v.first_reject == i,
             "resampled": v.resampled_text if v.first_reject == i and v.resampled is not None else None,
             "argmax_q": r.argmax_q_text,
             "top_p": [(c.text, c.prob) for c in d.top] if d else [],
@@ -41,6 +43,15 @@ def _bar(ratio: float, u: float | None) -> str:
                                  f'title="u = {u:.3f}"></span>')
     return (f'<div class="rbar" role="img" aria-label="r {ratio:.2f}">'
             f'<span class="r" style="width:{width:.1f}%"></span>{tick}</div>')
+
+
+def _outcome(r: dict[str, Any]) -> str:
+    if r["outcome"] == "accept":
+        return '<span class="ok">✓ accept</span>'
+    if r["outcome"] == "reject":
+        return '<span class="bad">✗ reject' + (" (first)" if r["first_reject"] else "") + "</span>"
+    test = "u &lt; r" if r["passed"] else "u ≥ r"
+    return f'<span class="after" title="after the first rejection: discarded">– after ✗ ({test})</span>'
 
 
 def summary_line(step: StepRecord) -> str:
@@ -87,16 +98,15 @@ def render_strip(trace: Trace, step: int) -> str:
         ("r = min(1, q/p)", [f'{fmt(r["ratio"])}{_bar(r["ratio"], r["u"])}' for r in rows]),
     ]
     if greedy:
-        body.append(("x₀ == argmax q", ["yes" if r["outcome"] == "accept" else "no" for r in rows]))
+        body.append(("x₀ == argmax q", ["yes" if r["passed"] else "no" for r in rows]))
     else:
         body.append(("draw u", [fmt(r["u"]) for r in rows]))
-    body.append(("outcome", [
-        ('<span class="ok">✓ accept</span>' if r["outcome"] == "accept" else
-         '<span class="bad">✗ reject' + (" (first)" if r["first_reject"] else "") + "</span>") for r in rows]))
+    body.append(("outcome", [_outcome(r) for r in rows]))
     body.append(("argmax q", [f'<code>{e(visible_text(r["argmax_q"], 16))}</code>' for r in rows]))
     body.append(("committed", [
         (f'<code>{e(visible_text(r["draft"], 16))}</code> ✓' if r["outcome"] == "accept" else
-         (f'↻ <code>{e(visible_text(r["resampled"], 16))}</code>' if r["resampled"] is not None else "masked"))
+         (f'↻ <code>{e(visible_text(r["resampled"], 16))}</code>' if r["resampled"] is not None else
+          ("discarded" if r["outcome"] == "after" else "masked")))
         for r in rows]))
     trs = "".join(f'<tr><th scope="row">{e(name)}</th>{"".join(f"<td>{c}</td>" for c in cells)}</tr>'
                   for name, cells in body)
@@ -110,5 +120,6 @@ STRIP_CSS = """
 .s2d2-strip .rbar{position:relative;height:8px;width:60px;background:#e2e8f0;margin:2px auto}
 .s2d2-strip .rbar .r{position:absolute;left:0;top:0;bottom:0;background:#22c55e}
 .s2d2-strip .rbar .u{position:absolute;top:-3px;width:2px;height:14px;background:#111}
+.s2d2-strip .after{color:#64748b}
 .s2d2-strip .ok{color:#15803d;font-weight:600}.s2d2-strip .bad{color:#c2410c;font-weight:600}
 """

@@ -86,11 +86,14 @@ def test_live_preview_orders_by_position_and_escapes():
 def test_strip_rows_reject_at_zero():
     t = tf.reject_at_zero()
     rows = strip.strip_rows(t.steps[0])
-    assert len(rows) == 1 and rows[0]["outcome"] == "reject" and rows[0]["first_reject"]
+    assert len(rows) == 4 and rows[0]["outcome"] == "reject" and rows[0]["first_reject"]
     assert rows[0]["u"] >= rows[0]["ratio"]
     assert rows[0]["resampled"] == t.steps[0].verification.resampled_text
+    # later positions passed their own test (u < r) but come after the first rejection: discarded
+    assert [r["outcome"] for r in rows[1:]] == ["after"] * 3 and all(r["passed"] for r in rows[1:])
     html = strip.render_strip(t, 1)
     assert "first rejection at span index 0" in html and "✗ reject (first)" in html and "(q − p)+" in html
+    assert html.count("<td>discarded</td>") == 3 and html.count("after ✗ (u &lt; r)") == 3 and "✓ accept" not in html
 
 
 def test_strip_all_accepted_and_modes():

@@ -167,25 +167,22 @@ class _Builder:
     def verify(self, spec: V, drafts: list[MaskDraft]) -> tuple[Verification, list[Commit]]:
         rows, commits = [], []
         first = spec.outcome.find("0")
-        n = len(drafts) if first < 0 else min(first + 1, len(drafts))
-        for i, d in enumerate(drafts):
-            if i >= n:
-                break
-            ok = i != first
+        for i, d in enumerate(drafts):  # every span position is tested; commits stop at the first rejection
+            ok = i != first if i <= first or first < 0 else spec.outcome[i:i + 1] != "0"
             q = round(d.p * (1.0 if ok else 0.3), 4) if i % 2 == 0 or not ok else min(1.0, round(d.p * 1.2, 4))
             r = min(1.0, q / max(d.p, 1e-12))
             u = round(r * 0.5, 4) if ok else round(r + (1 - r) * 0.5, 4)
             arg = d.token if ok else self.tok(d.position, 2)
             rows.append(VerifyPosition(d.position, d.token, d.text, d.p, q, round(r, 4), u, ok, arg, self.text(arg),
                                        0.7, [Candidate(arg, self.text(arg), 0.7)]))
-            if ok:
+            if ok and (first < 0 or i < first):
                 commits.append(Commit(d.position, d.token, d.text, "accepted"))
         resampled = resampled_text = None
         if first >= 0 and first < len(drafts):
             tok = self.tok(drafts[first].position, 2)
             resampled, resampled_text = tok, self.text(tok)
             commits.append(Commit(drafts[first].position, tok, resampled_text, "resampled"))
-        accepted = sum(r.accepted for r in rows)
+        accepted = len([c for c in commits if c.how == "accepted"])
         mode = self.cfg.acceptance
         if mode == "greedy_exact":
             for r in rows:
