@@ -102,7 +102,10 @@ def tooltip(idx: TraceIndex, step: int, pos: int, full: bool = True) -> str:
         if d.top:
             lines.append("top p: " + ", ".join(f"'{visible_text(c.text, 16)}' {c.prob:.2f}" for c in d.top[:5]))
     if row is not None:
-        verdict = "accepted" if row.accepted else "rejected"
+        v = shown_step.verification
+        first = v.first_reject if v is not None else None
+        after = first is not None and v is not None and v.positions.index(row) > first
+        verdict = "discarded (after the first rejection)" if after else ("accepted" if row.accepted else "rejected")
         lines.append(f"verify: q={fmt(row.q)} r={fmt(row.ratio)} u={fmt(row.u)} -> {verdict}")
         lines.append(f"argmax q '{visible_text(row.argmax_q_text)}' {row.argmax_q_prob:.2f}")
         if row.top_q:

@@ -51,7 +51,8 @@ def test_canvas_states_and_glyphs():
     assert "<s>" in html  # the rejected draft is shown struck through
     assert 'class="blk cur"' in html
     assert html.count('data-pos="') == 8
-    assert "p=" in canvas.tooltip(idx, 1, 5) and "verify: q=" in canvas.tooltip(idx, 1, 4)
+    assert "p=" in canvas.tooltip(idx, 1, 5) and "-> rejected" in canvas.tooltip(idx, 1, 4)
+    assert "-> discarded (after the first rejection)" in canvas.tooltip(idx, 1, 5)
 
 
 def test_canvas_collapses_later_blocks_and_outlines_current():
