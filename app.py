@@ -136,13 +136,13 @@ def build_run_tab(ctx: Ctx) -> None:
                                      info="The bundled tiny model runs on CPU; larger ids load on demand.")
             c["preset"] = gr.Dropdown(preset_choices(), value=DEFAULT_PRESET, label="Preset (fills every knob)")
             values = preset_values(DEFAULT_PRESET)
+            with gr.Row():
+                c["run"] = gr.Button("▶ Record a run", variant="primary", elem_id="run")
+                c["stop"] = gr.Button("■ Stop", variant="stop", elem_id="stop")
             c["knobs"] = []
             for group in dict.fromkeys(k.group for k in KNOBS):
                 with gr.Accordion(group, open=group == KNOBS[0].group):
                     c["knobs"] += [_knob_component(k, v) for k, v in zip(KNOBS, values) if k.group == group]
-            with gr.Row():
-                c["run"] = gr.Button("▶ Record a run", variant="primary", elem_id="run")
-                c["stop"] = gr.Button("■ Stop", variant="stop", elem_id="stop")
         with gr.Column(scale=3):
             c["run_status"] = gr.Markdown("Pick a prompt and a preset, then record a run.", elem_id="run-status")
             c["live"] = gr.HTML(render_live([]), elem_id="live", label="Live output")
