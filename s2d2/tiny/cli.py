@@ -47,6 +47,58 @@ def run_train_tiny(args: argparse.Namespace) -> int:
     return 0
 
 
+TASKS = ("arithmetic",)
+
+
+def add_eval_task_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    parser.add_argument("--model", default="tiny", help="registry name or checkpoint folder (default: tiny)")
+    parser.add_argument("--task", default="arithmetic", choices=TASKS)
+    parser.add_argument("--preset", default="ar", help="a preset name (python -m s2d2 presets)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a DecodeConfig option, e.g. --set confidence_threshold=0.9 (repeatable)")
+    parser.add_argument("--n", type=int, default=100, help="held-out problems (the first n of the fixed set)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--gen-length", type=int, default=128)
+    parser.add_argument("--device", default=None)
+    parser.add_argument("--dtype", default=None, choices=[None, "float32", "bfloat16", "float16", "float64"])
+    parser.add_argument("--out", default=None, help="write the result (with outputs) to this JSON file")
+    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    return parser
+
+
+def run_eval_task(args: argparse.Namespace) -> int:
+    import json
+
+    import torch
+
+    from .. import preset
+    from ..models.loading import load_model
+    from ..tasks import arithmetic as A
+    from ..tasks.evaluate import evaluate
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    overrides = {"gen_length": args.gen_length}
+    for pair in args.set:
+        if "=" not in pair:
+            raise ValueError(f"--set: expected KEY=VALUE, got {pair!r}")
+        k, raw = pair.split("=", 1)
+        try:
+            overrides[k.strip()] = json.loads(raw)
+        except json.JSONDecodeError:
+            overrides[k.strip()] = raw
+    cfg = preset(args.preset, **overrides)
+    dtype = getattr(torch, args.dtype) if args.dtype else None
+    model = load_model(args.model, device=args.device, dtype=dtype)
+    res = evaluate(model, cfg, A.heldout(args.n), seed=args.seed, progress=True)
+    summary = {k: v for k, v in res.items() if k != "texts"}
+    print(json.dumps({"model": str(args.model), "preset": args.preset, "overrides": overrides, **summary}, indent=1))
+    if args.out:
+        with open(args.out, "w", encoding="utf-8") as fh:
+            json.dump({"model": str(args.model), "preset": args.preset, "config": cfg.to_dict(), **res}, fh, indent=1)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     import sys
 

@@ -279,7 +279,7 @@ def train_tiny(options: TrainOptions | dict | list[str] | None = None) -> Path:
         dt = now - t_last
         t_last = now
         elapsed += dt
-        run_loss += float(loss)
+        run_loss += float(loss.detach())
         run_n += 1
         if bar is not None:
             bar.update(dt if o.minutes else 1)
