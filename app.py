@@ -242,7 +242,9 @@ Traces are plain JSON (schema version 1, provenance `measured` or `synthetic`); 
 it without a model. Paper: Han et al., *S2D2: Fast Decoding for Diffusion LLMs via Training-Free Self-Speculation*.
 """
 
-LAUNCH_KWARGS: dict[str, Any] = dict(theme=THEME, css=CSS, js=KEYS_JS, state_session_capacity=2000,
+# A session's state holds one trace as a plain dict (about 50 kB for 64 tokens, 0.4-1 MB for 512): 400 sessions
+# bound the worst case to a few hundred MB; the oldest sessions are dropped first.
+LAUNCH_KWARGS: dict[str, Any] = dict(theme=THEME, css=CSS, js=KEYS_JS, state_session_capacity=400,
                                      max_file_size="5mb")
 
 demo = build_demo()
