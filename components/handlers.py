@@ -12,7 +12,7 @@ import gradio as gr
 from s2d2.trace import Trace
 
 from .canvas import render_live
-from .replay import metrics_table, render_step, render_timelines, trace_title
+from .replay import md_escape, metrics_table, render_step, render_timelines, trace_title
 from .run_panel import check_model, check_prompt, config_dict, config_from_inputs, record
 from .traces_io import (TraceError, describe_error, example_traces, export_path, load_example, make_state,
                         parse_upload, trace_from_state)
@@ -56,7 +56,7 @@ def upload_trace(file: Any) -> tuple[Any, ...]:
     try:
         trace = parse_upload(path if isinstance(path, str) else None)
     except TraceError as exc:
-        return (gr.skip(), f"⚠️ {exc}", *[gr.skip()] * 13)
+        return (gr.skip(), f"⚠️ {md_escape(exc, 400)}", *[gr.skip()] * 13)
     return (make_state(trace, "upload"), "Loaded the uploaded trace.", *trace_views(trace))
 
 

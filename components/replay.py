@@ -1,7 +1,9 @@
 """Replay: everything shown for one step of a recorded trace. Pure functions of (trace, step); no model."""
 from __future__ import annotations
 
+import html
 import math
+import re
 from collections import Counter
 from typing import Any, Optional
 
@@ -112,10 +114,18 @@ def _show(value: Any) -> str:
     return str(value)
 
 
+def md_escape(value: Any, limit: int = 120) -> str:
+    """Text from a trace file made inert for gr.Markdown: HTML escaped, Markdown punctuation backslashed."""
+    text = re.sub(r"([\\`*_{}\[\]()#+!|~-])", r"\\\1", str(value)[:limit])
+    return html.escape(text, quote=True)
+
+
 def trace_title(trace: Trace) -> str:
     h = trace.header
     cfg = h.config
-    method = cfg.get("method", "?")
-    policy = cfg.get("policy", "") if method == "s2d2" else ""
-    return (f"**{h.model.name}** · {method}{' / ' + policy if policy else ''} · B={cfg.get('block_length')} · "
-            f"seed {h.seed} · {h.provenance} trace · {len(trace.steps)} steps, {len(trace.forwards)} forwards")
+    method = md_escape(cfg.get("method", "?"), 20)
+    policy = md_escape(cfg.get("policy", ""), 40) if method == "s2d2" else ""
+    block = md_escape(cfg.get("block_length"), 10)
+    return (f"**{md_escape(h.model.name, 80)}** · {method}{' / ' + policy if policy else ''} · B={block} · "
+            f"seed {h.seed} · {md_escape(h.provenance, 20)} trace · {len(trace.steps)} steps, "
+            f"{len(trace.forwards)} forwards")

@@ -218,6 +218,14 @@ def test_step_summary_text():
     assert replay.step_summary(t, "junk") == replay.step_summary(t, 0)
 
 
+def test_markdown_from_files_is_inert():
+    assert replay.md_escape("<img src=x onerror=alert(1)> [a](javascript:x) 'q'") == (
+        "&lt;img src=x onerror=alert\\(1\\)&gt; \\[a\\]\\(javascript:x\\) &#x27;q&#x27;")
+    t = tf.mixed()
+    t.header.model.name = "**<b>x</b>**"
+    assert replay.trace_title(t).startswith("**\\*\\*&lt;b&gt;x&lt;/b&gt;\\*\\*** · s2d2")
+
+
 def test_metrics_table_values():
     rows = dict(replay.metrics_table(tf.all_accepted()))
     assert rows["NFE (forward passes)"] == "4" and rows["generated tokens"] == "4"
@@ -384,7 +392,7 @@ def test_handlers_upload_and_run_messages(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text('{"header": {"schema_version": 7}}')
     out = handlers.upload_trace(str(bad))
-    assert out[1].startswith("⚠️ Invalid trace file") and "schema_version" in out[1]
+    assert out[1].startswith("⚠️ Invalid trace file") and "schema\\_version" in out[1]
     good = traces_io.export_path(tf.all_accepted(), str(tmp_path))
     out = handlers.upload_trace(str(good))
     assert out[1] == "Loaded the uploaded trace." and traces_io.trace_from_state(out[0]).to_dict() == \
