@@ -18,6 +18,7 @@ class TraceIndex:
     block_of_step: list[Optional[BlockRecord]] = field(default_factory=list)
     block_by_index: dict[int, BlockRecord] = field(default_factory=dict)
     commit_forward: dict[int, int] = field(default_factory=dict)  # block index -> its commit forward index
+    block_at: dict[int, BlockRecord] = field(default_factory=dict)  # position -> the block holding it
 
     @property
     def n_steps(self) -> int:
@@ -36,15 +37,15 @@ class TraceIndex:
         return next((r for r in step.verification.positions if r.position == pos), None)
 
     def block_of_position(self, pos: int) -> Optional[BlockRecord]:
-        for b in self.trace.blocks:
-            if b.start <= pos < b.start + b.length:
-                return b
-        return None
+        return self.block_at.get(pos)
 
 
 def build_index(trace: Trace) -> TraceIndex:
     idx = TraceIndex(trace)
     idx.block_by_index = {b.index: b for b in trace.blocks}
+    for b in trace.blocks:
+        for pos in range(b.start, b.start + b.length):
+            idx.block_at.setdefault(pos, b)
     for s in trace.steps:
         for c in s.commits:
             idx.commit_of[c.position] = (s.index, c)
