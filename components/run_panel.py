@@ -33,7 +33,7 @@ DEFAULT_MODEL = "tiny"
 DEFAULT_PRESET = "sdar-config-a"
 EXAMPLE_PROMPTS = [
     "Tom has 12 apples. He buys 7 more. How many apples does Tom have now?",
-    "A box holds 6 bags of 9 marbles each. How many marbles are in the box?",
+    "Anna has 3 bags of 8 shells each. She gives 6 shells to Tom. How many shells does Anna have now?",
     "It is a truth universally acknowledged, that",
 ]
 

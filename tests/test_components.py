@@ -463,7 +463,7 @@ def test_precompute_script_writes_loadable_examples(tmp_path, monkeypatch):
     script = importlib.import_module("scripts.precompute_traces")
     assert script.main(["--gen-length", "4", "--out", str(tmp_path)]) == 0
     examples = traces_io.example_traces(tmp_path)
-    assert list(examples)[0] == "sdar-config-b · arithmetic" and len(examples) == len(script.RUNS)
+    assert list(examples)[0] == "s2d2-sampled · apples" and len(examples) == len(script.RUNS)
     for path in examples.values():
         trace = traces_io.load_example(path)
         assert trace.header.provenance == "measured" and trace.steps
