@@ -78,20 +78,28 @@ def tour_stops(trace: Trace) -> list[Stop]:
 
 
 def build_learn_tab(trace: Optional[Trace]) -> list[tuple[gr.Button, int]]:
-    """Lay out the tour; returns (button, step) pairs for app.py to wire to the Replay tab."""
+    """Lay out the tour (with its own Back/Next navigation); returns (button, step) pairs for app.py to wire
+    "Show in Replay" to the Replay tab."""
     buttons: list[tuple[gr.Button, int]] = []
-    gr.Markdown("## Learn S2D2 in seven steps\nA guided tour over a recorded example run. Each step shows the "
-                "token canvas at the moment that illustrates it; **Show in Replay** opens the full panel there.")
     if trace is None:
-        gr.Markdown("No example trace is available yet.")
+        gr.Markdown("## Learn S2D2\nNo example trace is available yet.")
         return buttons
-    with gr.Walkthrough(selected=0, elem_id="tour"):
-        for i, stop in enumerate(tour_stops(trace)):
+    stops = tour_stops(trace)
+    gr.Markdown(f"## Learn S2D2 in {len(stops)} steps\nA guided tour over a recorded example run. Each step shows "
+                "the token canvas at the moment that illustrates it; **Show in Replay** opens the full panel there.")
+    with gr.Walkthrough(selected=0, elem_id="tour") as tour:
+        for i, stop in enumerate(stops):
             with gr.Step(stop.title, id=i):
                 gr.Markdown(stop.text + f"\n\n*Shown in:* **{stop.panel}** (step {stop.step}).")
                 gr.HTML(render_canvas(trace, stop.step) + legend_html())
                 if "strip" in stop.panel:
                     gr.HTML(render_strip(trace, stop.step))
-                btn = gr.Button("Show in Replay", size="sm", elem_classes=["tour-show"])
-                buttons.append((btn, stop.step))
+                with gr.Row():
+                    back = gr.Button("◀ Back", size="sm", interactive=i > 0, elem_classes=["tour-back"])
+                    show = gr.Button("Show in Replay", size="sm", elem_classes=["tour-show"])
+                    nxt = gr.Button("Next ▶", size="sm", variant="primary", interactive=i + 1 < len(stops),
+                                    elem_classes=["tour-next"])
+                back.click(lambda j=i - 1: gr.Walkthrough(selected=max(0, j)), None, tour, api_visibility="private")
+                nxt.click(lambda j=i + 1: gr.Walkthrough(selected=j), None, tour, api_visibility="private")
+                buttons.append((show, stop.step))
     return buttons

@@ -71,7 +71,13 @@ def test_example_on_screen_scrub_and_plots(page):
     pg.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 6", timeout=30_000)
     pg.get_by_role("tab", name="Learn").click()
     pg.wait_for_selector("#tour .s2d2-canvas", timeout=20_000)
-    pg.locator("#tour").get_by_role("button", name="Show in Replay").first.click()
+    tour = pg.locator("#tour")
+    tour.locator(".tour-next:visible").click()  # the walkthrough advances only through its own buttons
+    tour.get_by_text("S2D2 looks at the").wait_for(state="visible", timeout=20_000)
+    assert not tour.get_by_text("The model fills").is_visible()
+    tour.locator(".tour-back:visible").click()
+    tour.get_by_text("The model fills").wait_for(state="visible", timeout=20_000)
+    tour.get_by_role("button", name="Show in Replay").first.click()
     pg.wait_for_function("document.querySelector('#summary textarea').value.includes('Step 1 of')", timeout=20_000)
     assert pg.locator("#canvas").is_visible()
     assert not errors, errors
