@@ -45,7 +45,10 @@ def visible_text(text: str, limit: int = 40) -> str:
             out.append(ch)
     if len(text) > limit:
         out.append("…")
-    return "".join(out) or "∅"
+    shown = "".join(out)
+    if shown and not shown.strip():  # a whitespace-only token stays visible
+        shown = shown.replace(" ", "␣")
+    return shown or "∅"
 
 
 def _attr(text: str) -> str:

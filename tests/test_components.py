@@ -74,6 +74,7 @@ def test_canvas_escapes_hostile_text():
         assert "\u202e" not in html
     assert "&lt;script&gt;" in canvas.render_canvas(t, len(t.steps), show_future=True)
     assert canvas.visible_text("a\nb\tc\u202e") == "a⏎b⇥c\\u202e"
+    assert canvas.visible_text("  ") == "␣␣" and canvas.visible_text(" a") == " a" and canvas.visible_text("") == "∅"
 
 
 def test_live_preview_orders_by_position_and_escapes():
