@@ -471,3 +471,39 @@ def test_precompute_script_writes_loadable_examples(tmp_path, monkeypatch):
     monkeypatch.setattr(s2d2, "load_model", lambda name: (_ for _ in ()).throw(ValueError("no such model")),
                         raising=False)
     assert script.main(["--out", str(tmp_path / "none")]) == 1
+
+
+def test_example_and_state_handlers():
+    examples = traces_io.example_traces()
+    if not examples:
+        pytest.skip("no shipped example traces (run scripts/precompute_traces.py)")
+    name = next(iter(examples))
+    out = handlers.load_example_trace(name)
+    assert len(out) == 15 and out[1] == f"Loaded example **{name}**."
+    assert traces_io.trace_from_state(out[0]).header.provenance == "measured"
+    assert handlers.load_example_trace("nope")[1] == "Unknown example 'nope'."
+    assert all(v is not None for v in handlers.state_views(out[0], True)[2:])
+    skipped = handlers.state_views(out[0], False)
+    assert len(skipped) == 15 and all(v == gr_skip() for v in skipped)
+    assert handlers.set_speed(4, True).value == 0.25 and handlers.set_speed(0, False).value == 1.0
+
+
+def gr_skip():
+    import gradio as gr
+
+    return gr.skip()
+
+
+def test_app_structure_internal_handlers_are_private():
+    import app
+
+    cfg = app.demo.get_config_file()
+    deps = {d.get("api_name"): d.get("api_visibility") for d in cfg["dependencies"]}
+    for public in ("step", "open_example", "upload_trace", "run", "show_trace"):
+        assert deps.get(public) == "public", public
+    internal = [n for n in deps if n and n.startswith(("lambda", "tick", "toggle_play", "set_speed", "apply_preset",
+                                                        "state_views", "step_views"))]
+    assert internal and all(deps[n] == "private" for n in internal)
+    ids = {c.get("props", {}).get("elem_id") for c in cfg["components"]}
+    assert {"canvas", "strip", "routing", "mask", "summary", "step-slider", "run", "stop", "tour"} <= ids
+    assert [label for label, _, _ in app.TABS][:4] == ["Replay", "Run", "Learn", "Metrics & about"]
