@@ -106,7 +106,7 @@ class VerifyPosition:
     q: float  # verifier probability of the draft token
     ratio: float  # r = min(1, (q/p)^gamma)
     u: Optional[float]  # uniform draw; None in greedy_exact
-    accepted: bool
+    accepted: bool  # this position's own test (u < r, or draft == argmax q); rows after first_reject are discarded
     argmax_q: int
     argmax_q_text: str
     argmax_q_prob: float
