@@ -71,9 +71,11 @@ def main(argv: list[str] | None = None) -> int:
     if a.samples:
         samples = []
         for p in PROSE_PROMPTS:
-            for name, ov in (("ar", {}), ("sdar-config-a", {})):
-                g = s2d2.generate(model, p, s2d2.preset(name, gen_length=64, **ov), chat=False, detailed=False)
-                samples.append({"prompt": p, "preset": name, "text": g.text,
+            for name, ov in (("ar", {"temperature": 0.8, "top_p": 0.95}),
+                             ("sdar-config-a", {"temperature": 0.8, "top_p": 0.95})):
+                g = s2d2.generate(model, p, s2d2.preset(name, gen_length=64, **ov), seed=0, chat=False,
+                                  detailed=False)
+                samples.append({"prompt": p, "preset": name, "overrides": ov, "text": g.text,
                                 "tokens_per_forward": g.metrics["tokens_per_forward"]})
         res["prose_samples"] = samples
         out_path.write_text(json.dumps(res, indent=1, ensure_ascii=False))
