@@ -71,7 +71,7 @@ def test_accuracy_smoke(model):
     probs = heldout(12)
     cfg = s2d2.preset("ar", gen_length=96)
     hits = sum(score(s2d2.generate(model, p.question, cfg, detailed=False).text, p) for p in probs)
-    assert hits >= 6
+    assert hits >= 10  # the shipped model scores 98 % on the first 100
 
 
 def test_decoder_ar_and_greedy_exact_s2d2_agree(model):

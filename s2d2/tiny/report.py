@@ -17,11 +17,15 @@ ROWS = [
     ("AR greedy (B = 1)", "ar", {}),
     ("diffusion B = 4, τ = 0.9", "dynamic-baseline", {"confidence_threshold": 0.9}),
     ("diffusion B = 4, τ = 0.5", "dynamic-baseline", {"confidence_threshold": 0.5}),
+    ("diffusion B = 8, τ = 0.9", "dynamic-baseline", {"block_length": 8, "confidence_threshold": 0.9}),
+    ("diffusion B = 8, τ = 0.5", "dynamic-baseline", {"block_length": 8, "confidence_threshold": 0.5}),
     ("diffusion B = 16, τ = 0.9", "dynamic-baseline", {"block_length": 16, "confidence_threshold": 0.9}),
     ("diffusion B = 16, τ = 0.5", "dynamic-baseline", {"block_length": 16, "confidence_threshold": 0.5}),
     ("S2D2 `sdar-config-a` (B = 4)", "sdar-config-a", {}),
     ("S2D2 `sdar-config-b` (B = 16)", "sdar-config-b", {}),
     ("S2D2 greedy_exact, always verify, B = 4", "sdar-config-a", {"policy": "always", "acceptance": "greedy_exact"}),
+    ("S2D2 greedy_exact, always verify, B = 8", "sdar-config-b",
+     {"block_length": 8, "policy": "always", "acceptance": "greedy_exact"}),
     ("S2D2 greedy_exact, always verify, B = 16", "sdar-config-b", {"policy": "always", "acceptance": "greedy_exact"}),
 ]
 
