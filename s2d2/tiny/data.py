@@ -64,9 +64,14 @@ def fetch_austen(data_dir: str | os.PathLike = DEFAULT_DATA_DIR, deb: str | None
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         if deb is None:
-            subprocess.run(["apt-get", "download", "r-cran-janeaustenr"], cwd=tmp, check=True,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            deb = glob.glob(os.path.join(tmp, "r-cran-janeaustenr_*.deb"))[0]
+            try:
+                subprocess.run(["apt-get", "download", "r-cran-janeaustenr"], cwd=tmp, check=True,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                deb = glob.glob(os.path.join(tmp, "r-cran-janeaustenr_*.deb"))[0]
+            except (OSError, subprocess.CalledProcessError, IndexError) as exc:
+                raise RuntimeError(
+                    "could not download Debian's r-cran-janeaustenr (run `apt-get update` once, or download the "
+                    f".deb yourself and pass it as fetch_austen(deb=...)): {exc}") from exc
         subprocess.run(["dpkg", "-x", deb, os.path.join(tmp, "x")], check=True)
         d = glob.glob(os.path.join(tmp, "x", "usr", "lib", "R", "site-library", "janeaustenr", "data"))[0]
         books = _parse_rdata_db(os.path.join(d, "Rdata.rdx"), os.path.join(d, "Rdata.rdb"))
