@@ -33,7 +33,7 @@ DEFAULT_MODEL = "tiny"
 DEFAULT_PRESET = "sdar-config-a"
 EXAMPLE_PROMPTS = [
     "Tom has 12 apples. He buys 7 more. How many apples does Tom have now?",
-    "Anna has 3 bags of 8 shells each. She gives 6 shells to Tom. How many shells does Anna have now?",
+    "Noah has 24 apples. He doubles the apples. He buys 6 more. How many apples does Noah have now?",
     "It is a truth universally acknowledged, that",
 ]
 

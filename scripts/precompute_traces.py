@@ -25,8 +25,8 @@ RUNS = [
     ("03-sdar-config-a--apples", "sdar-config-a", 0, 0, {}),
     ("04-dynamic-baseline--apples", "dynamic-baseline", 0, 0, {}),
     ("05-ar--apples", "ar", 0, 0, {}),
-    ("06-s2d2-hysteresis--shells", "sdar-config-b", 1, 0, {"policy": "score_hysteresis", "hysteresis_on": 1.5,
-                                                           "hysteresis_off": 0.0, "score_type": "difference_dynamic",
+    ("06-s2d2-hysteresis--noah", "sdar-config-b", 1, 0, {"policy": "score_hysteresis", "hysteresis_on": 0.5,
+                                                           "hysteresis_off": -0.5, "score_type": "difference_dynamic",
                                                            "penalty_coef": 1.0, "block_length": 8}),
 ]
 
