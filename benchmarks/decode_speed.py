@@ -20,11 +20,11 @@ import torch  # noqa: E402
 
 import s2d2  # noqa: E402
 
-PROMPTS = [
-    "Tom has 12 apples. He buys 7 more and gives 5 away. How many apples does he have?",
-    "It is a truth universally acknowledged, that",
-    "A baker makes 4 trays of 9 rolls each and sells 15. How many rolls are left?",
-]
+def task_prompts(n: int = 4) -> list[str]:
+    """Held-out arithmetic questions: the bundled model's task, so acceptance is realistic."""
+    from s2d2.tasks.arithmetic import heldout
+
+    return [p.question for p in heldout(n)]
 
 
 def load(name: str):
@@ -49,7 +49,7 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     model, random_weights = load(args.model)
-    prompts = [[5 + i for i in range(12)], [40 + i for i in range(20)]] if random_weights else PROMPTS
+    prompts = [[5 + i for i in range(12)], [40 + i for i in range(20)]] if random_weights else task_prompts()
     arms = {
         "ar": (s2d2.preset("ar", gen_length=args.gen_length), True),
         "s2d2": (s2d2.preset(args.preset, gen_length=args.gen_length), True),
