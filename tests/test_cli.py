@@ -72,3 +72,12 @@ def test_presets_lists_every_preset():
     assert proc.returncode == 0
     for name in ("ar", "dynamic-baseline", "sdar-config-a", "fastdllm-config-c"):
         assert name in proc.stdout
+
+
+def test_eval_task_on_the_bundled_model():
+    proc = run_cli("eval-task", "--model", "tiny", "--preset", "sdar-config-b", "--set", "acceptance=greedy_exact",
+                   "--n", "3", "--threads", "1")
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout[proc.stdout.index("{"):])
+    assert summary["n"] == 3 and 0 <= summary["accuracy"] <= 1 and summary["nfe"] > 0
+    assert summary["overrides"]["acceptance"] == "greedy_exact"

@@ -78,15 +78,9 @@ def run_eval_task(args: argparse.Namespace) -> int:
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    overrides = {"gen_length": args.gen_length}
-    for pair in args.set:
-        if "=" not in pair:
-            raise ValueError(f"--set: expected KEY=VALUE, got {pair!r}")
-        k, raw = pair.split("=", 1)
-        try:
-            overrides[k.strip()] = json.loads(raw)
-        except json.JSONDecodeError:
-            overrides[k.strip()] = raw
+    from ..__main__ import parse_overrides
+
+    overrides = {"gen_length": args.gen_length, **parse_overrides(args.set)}
     cfg = preset(args.preset, **overrides)
     dtype = getattr(torch, args.dtype) if args.dtype else None
     model = load_model(args.model, device=args.device, dtype=dtype)
