@@ -19,19 +19,3 @@ def tiny_with_tokenizer(seed: int = 0):
     return from_transformers(tiny_qwen3_model(seed, torch.float32), tiny_tokenizer(), mask_token_id=MASK_ID,
                              stop_token_ids=STOP_IDS, logits="aligned", block_size=4, name="tiny-qwen3-tok",
                              use_chat_template=False)
-
-
-def one_torch_thread():
-    """Generator for a module-scoped autouse fixture: torch on one thread, restored afterwards.
-
-    These models are tiny; on 2 shared cores, 2 intra-op threads oversubscribe and each 64-wide matmul waits
-    ~6 ms for a core (measured: a 4-lane compare takes 6.5 s with 2 threads, 0.4 s with 1).
-    """
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)

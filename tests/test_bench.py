@@ -6,15 +6,10 @@ import json
 
 import pytest
 
-from lanes_helpers import one_torch_thread, tiny_with_tokenizer
+from lanes_helpers import tiny_with_tokenizer
 from s2d2.bench import load_task, read_rows, run_grid, write_results
 from s2d2.sweep import (COLUMNS, add_speedups, default_grid, headline, load_grid, pareto_frontier, quick_grid,
                         readme_table, validate_results)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread():
-    yield from one_torch_thread()
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from lanes_helpers import PROMPT, one_torch_thread, tiny_with_tokenizer
+from lanes_helpers import PROMPT, tiny_with_tokenizer
 
 CHROMIUM = os.environ.get("S2D2_CHROMIUM", "/usr/bin/chromium")
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
@@ -21,11 +21,6 @@ MODEL = "test-browser-compare"
 sync_api = pytest.importorskip("playwright.sync_api")
 if not Path(CHROMIUM).exists():
     pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)", allow_module_level=True)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread():
-    yield from one_torch_thread()
 
 
 def _results_file(directory: Path) -> Path:

@@ -5,16 +5,11 @@ import json
 
 import pytest
 
-from lanes_helpers import PROMPT, one_torch_thread, tiny_with_tokenizer
+from lanes_helpers import PROMPT, tiny_with_tokenizer
 from s2d2.compare import PREFILL_BLOCK, compare, compare_traces
 from s2d2.config import preset
 
 GEN = 12
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread():
-    yield from one_torch_thread()
 
 
 @pytest.fixture(scope="module")

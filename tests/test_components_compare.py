@@ -5,15 +5,10 @@ import json
 
 import pytest
 
-from lanes_helpers import PROMPT, one_torch_thread, tiny_with_tokenizer
+from lanes_helpers import PROMPT, tiny_with_tokenizer
 from components import compare as cc
 from components import whatif_view as wv
 from components import sweep as sw
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread():
-    yield from one_torch_thread()
 
 
 @pytest.fixture(scope="module")

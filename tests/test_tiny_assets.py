@@ -12,14 +12,6 @@ ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "assets" / "tiny"
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
-
-
 @pytest.fixture(scope="module")
 def model():
     os.environ["HF_HUB_OFFLINE"] = "1"

@@ -14,15 +14,6 @@ MASK = 3
 V = 64
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    # tiny ops: one thread avoids OpenMP barrier stalls on a busy 2-core machine (130 s -> a few s)
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
-
-
 def _data(n=8, L=32, seed=0):
     # a learnable toy language: arithmetic progressions mod 60 (offset past the special ids)
     g = torch.Generator().manual_seed(seed)

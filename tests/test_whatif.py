@@ -3,16 +3,11 @@ from __future__ import annotations
 
 import pytest
 
-from lanes_helpers import PROMPT, one_torch_thread, tiny_with_tokenizer
+from lanes_helpers import PROMPT, tiny_with_tokenizer
 from s2d2.config import preset
 from s2d2.whatif import what_if
 
 GEN = 16
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread():
-    yield from one_torch_thread()
 
 
 @pytest.fixture(scope="module")
