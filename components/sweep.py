@@ -5,17 +5,20 @@ wires them. `pareto_html` is what `python -m s2d2 bench` saves (the library neve
 """
 from __future__ import annotations
 
+import html
 import json
-import os
 from pathlib import Path
 from typing import Any, Optional
 
 import plotly.graph_objects as go
 
+from s2d2.results_file import read_results
 from s2d2.sweep import pareto_frontier, validate_results
 
+from .replay import md_escape
+from .traces_io import read_upload
+
 BUNDLED = Path(__file__).resolve().parent.parent / "assets" / "results" / "sweep.json"
-MAX_RESULTS_BYTES = 5 * 1024 * 1024
 METHOD_STYLE = {  # colour, marker, label
     "ar": ("#111827", "star", "AR (B = 1)"),
     "dynamic": ("#2563eb", "circle", "dynamic-threshold baseline"),
@@ -38,8 +41,9 @@ def pareto_figure(data: dict[str, Any], axis: str = "nfe") -> go.Figure:
     meta = data.get("meta", {})
     fig = go.Figure()
     fig.update_layout(template="plotly_white", height=380, margin=dict(l=55, r=20, t=50, b=45),
-                      title=dict(text=f"Accuracy vs {title.split(' (')[0]} · {meta.get('model', '?')} on "
-                                      f"{meta.get('task', '?')} (n = {meta.get('n', '?')})", font=dict(size=14)),
+                      title=dict(text=f"Accuracy vs {title.split(' (')[0]} · {_plain(meta.get('model', '?'))} on "
+                                      f"{_plain(meta.get('task', '?'))} (n = {_plain(meta.get('n', '?'))})",
+                                 font=dict(size=14)),
                       xaxis_title=title, yaxis=dict(title="accuracy", range=[-0.03, 1.03]),
                       legend=dict(orientation="h", y=-0.2))
     for method, (colour, symbol, label) in METHOD_STYLE.items():
@@ -47,7 +51,7 @@ def pareto_figure(data: dict[str, Any], axis: str = "nfe") -> go.Figure:
         if not pts:
             continue
         xs, ys = [float(c[key]) for c in pts], [float(c["accuracy"]) for c in pts]
-        fig.add_trace(go.Scatter(x=xs, y=ys, mode="markers", name=label, text=[c["name"] for c in pts],
+        fig.add_trace(go.Scatter(x=xs, y=ys, mode="markers", name=label, text=[_plain(c["name"]) for c in pts],
                                  hovertemplate="%{text}<br>x %{x:.4g}<br>accuracy %{y:.3f}<extra></extra>",
                                  marker=dict(color=colour, symbol=symbol, size=13 if method == "ar" else 9)))
         front = pareto_frontier(list(zip(xs, ys)))
@@ -74,9 +78,12 @@ def pareto_html(data: dict[str, Any]) -> str:
 
 
 def _escape(text: str) -> str:
-    import html
-
     return html.escape(text)
+
+
+def _plain(value: Any, limit: int = 60) -> str:
+    """Text from a results file made inert for Plotly's HTML-like labels."""
+    return html.escape(str(value)[:limit], quote=True)
 
 
 def results_table(data: dict[str, Any]) -> list[list[Any]]:
@@ -90,28 +97,26 @@ def _cell(v: Any) -> Any:
 
 
 def load_results_file(path: Optional[str | Path]) -> dict[str, Any]:
-    """Read and validate a results.json; ValueError with one readable message."""
-    if not path:
-        raise ValueError("No file received: choose a results.json written by `python -m s2d2 bench`.")
-    size = os.path.getsize(path)
-    if size > MAX_RESULTS_BYTES:
-        raise ValueError(f"File too large: {size / 1e6:.1f} MB (the limit is {MAX_RESULTS_BYTES // 10**6} MB).")
+    """Read (size-bounded) and validate a results.json; ValueError with one readable message."""
+    raw = read_upload(str(path) if path else None, "results.json written by `python -m s2d2 bench`")
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ValueError(f"Not a results file: invalid JSON ({str(exc)[:120]}).") from None
-    return validate_results(data)
+        return read_results(raw)
+    except ValueError as exc:
+        raise ValueError(f"Not a results file: {str(exc)[:300]}") from None
 
 
 def summary_line(data: dict[str, Any], source: str) -> str:
+    """One Markdown line; every value from the file is escaped (a cell name cannot plant a link or code)."""
     m = data.get("meta", {})
     best = max((c for c in data["cells"] if c["method"] == "s2d2" and c.get("speedup_wall_vs_ar")),
                key=lambda c: c["speedup_wall_vs_ar"], default=None)
-    text = (f"**{source}** · {len(data['cells'])} cells · model `{m.get('model', '?')}` · task {m.get('task', '?')} "
-            f"(n = {m.get('n', '?')}) · {m.get('device', '?')}")
+    e = md_escape
+    text = (f"**{e(source)}** · {len(data['cells'])} cells · model {e(m.get('model', '?'), 80)} · task "
+            f"{e(m.get('task', '?'), 80)} (n = {e(m.get('n', '?'), 20)}) · {e(m.get('device', '?'), 40)}")
     if best:
-        text += (f" · fastest S2D2 cell by wall time: `{best['name']}`, {best['speedup_wall_vs_ar']:.2f}× vs AR "
-                 f"at accuracy {best['accuracy']:.3f}")
+        accuracy = "–" if best["accuracy"] is None else f"{best['accuracy']:.3f}"
+        text += (f" · fastest S2D2 cell by wall time: {e(best['name'], 80)}, {best['speedup_wall_vs_ar']:.2f}× "
+                 f"vs AR at accuracy {accuracy}")
     return text
 
 
@@ -122,7 +127,7 @@ def sweep_views(path: Optional[str | Path], source: str = "") -> tuple[str, Any,
     try:
         data = load_results_file(path)
     except (ValueError, OSError) as exc:
-        return f"⚠ {exc}", None, None, []
+        return f"⚠ {md_escape(exc, 400)}", None, None, []
     return (summary_line(data, source or Path(path).name), pareto_figure(data, "nfe"), pareto_figure(data, "wall"),
             results_table(data))
 

@@ -11,9 +11,7 @@ from pathlib import Path
 from typing import Any, Iterable, Optional
 
 from .config import DecodeConfig, preset
-
-RESULTS_VERSION = 1
-FAMILIES = ("ar", "dynamic", "s2d2")  # the "method" of a cell: one Pareto frontier each
+from .results_file import FAMILIES, RESULTS_VERSION, validate_results  # noqa: F401  (the file schema lives there)
 COLUMNS = (  # results.csv columns, in order; results.json cells hold the same keys (+ "config")
     "name", "method", "policy", "block_length", "confidence_threshold", "n", "accuracy", "nfe_per_token",
     "wall_per_token", "tokens_per_forward", "query_tokens_per_token", "speedup_nfe_vs_ar", "speedup_wall_vs_ar",
@@ -185,28 +183,6 @@ def _finite(v: Any) -> bool:
 
 
 # -- results files ----------------------------------------------------------------------------------------------
-
-def validate_results(data: Any) -> dict[str, Any]:
-    """Check a results.json object; one readable ValueError naming the first problem."""
-    if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
-        raise ValueError("results: expected a JSON object with a 'cells' list (the results.json that bench writes)")
-    if data.get("version") != RESULTS_VERSION:
-        raise ValueError(f"results: unsupported version {data.get('version')!r}; this reads {RESULTS_VERSION}")
-    for i, c in enumerate(data["cells"]):
-        if not isinstance(c, dict):
-            raise ValueError(f"results.cells[{i}]: expected an object")
-        missing = [k for k in COLUMNS if k not in c]
-        if missing:
-            raise ValueError(f"results.cells[{i}]: missing field(s) {missing[:4]}")
-        if c["method"] not in FAMILIES:
-            raise ValueError(f"results.cells[{i}].method: expected one of {FAMILIES}, got {c['method']!r}")
-        for k in ("accuracy", "nfe_per_token", "wall_per_token"):
-            v = c[k]
-            if v is not None and (not _finite(v) or v < 0 or (k == "accuracy" and v > 1)):
-                want = "in [0, 1]" if k == "accuracy" else ">= 0"
-                raise ValueError(f"results.cells[{i}].{k}: expected a number {want}")
-    return data
-
 
 def csv_rows(cells: list[dict[str, Any]]) -> list[list[Any]]:
     return [list(COLUMNS)] + [[_csv(c.get(k)) for k in COLUMNS] for c in cells]
