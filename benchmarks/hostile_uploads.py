@@ -8,7 +8,8 @@ seed; window=[5]; span=[]; 100k-deep nesting; 5 MB of whitespace; a pickle), the
 accepts (tests/upload_fuzz.worst_trace), and random mutations of the shipped traces (tests/upload_fuzz.py). Each
 file goes through `components.handlers.upload_trace`, exactly what the Upload box calls: read, validate, build
 every view. Reported: accepted/refused counts, upload time (p50, p95, max and its case), payload of the views, and
-the process RSS before, after, at its peak and its largest growth during one upload, plus the RSS after the worst
+upload CPU time (this thread's, so a machine shared with other jobs shows in wall time only), the process RSS
+before, after, at its peak and its largest growth during one upload, plus the RSS after the worst
 trace is uploaded 40 more times (as 40 sessions would: the parse cache is bounded by size, so this levels off). Targets (issue 8): every upload < 1 s and < 20 MB RSS growth on the 2-core dev machine.
 """
 from __future__ import annotations
@@ -70,15 +71,16 @@ def payload(outputs: tuple) -> int:
     return sum(uf._size(o, pio) for o in outputs if o is not None and not isinstance(o, dict))
 
 
-def upload(raw: bytes, folder: Path, name: str) -> tuple[float, int, bool]:
+def upload(raw: bytes, folder: Path, name: str) -> tuple[float, float, int, bool]:
+    """(wall seconds, CPU seconds of this thread, payload bytes, accepted) of one upload through the handler."""
     path = folder / f"{name}.json"
     path.write_bytes(raw)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.thread_time()
     out = handlers.upload_trace(str(path))
-    seconds = time.perf_counter() - t0
+    seconds, cpu = time.perf_counter() - t0, time.thread_time() - c0
     path.unlink()
     accepted = out[1] == "Loaded the uploaded trace."
-    return seconds, payload(out[2:]) if accepted else len(str(out[1])), accepted
+    return seconds, cpu, payload(out[2:]) if accepted else len(str(out[1])), accepted
 
 
 def pct(values: list[float], q: float) -> float:
@@ -104,6 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"RSS after warm-up: {start_rss:.0f} MB; corpus: {len(corpus)} crafted files + up to {args.cases} "
               f"fuzz cases", flush=True)
         times: list[tuple[float, str]] = []
+        cpus: list[tuple[float, str]] = []
         sizes: list[tuple[int, str]] = []
         growth: list[tuple[float, str]] = []
         counts = {"accepted": 0, "refused": 0}
@@ -117,15 +120,17 @@ def main(argv: list[str] | None = None) -> int:
                 name, raw = f"fuzz-{i - len(corpus)}", uf.dumps(uf.random_case(rng, rng.choice(bases),
                                                                                rng.randint(1, 3)))
             before = rss_mb()
-            seconds, size, accepted = upload(raw, folder, name)
+            seconds, cpu, size, accepted = upload(raw, folder, name)
             after = rss_mb()
             peak_rss = max(peak_rss, after)
             growth.append((after - before, name))
             counts["accepted" if accepted else "refused"] += 1
             times.append((seconds, name))
+            cpus.append((cpu, name))
             sizes.append((size, name))
             if i < len(corpus):
-                print(f"  {name:22s} {'accepted' if accepted else 'refused ':8s} {seconds * 1e3:7.0f} ms  "
+                print(f"  {name:22s} {'accepted' if accepted else 'refused ':8s} {seconds * 1e3:6.0f} ms "
+                      f"({cpu * 1e3:4.0f} ms CPU)  "
                       f"payload {size / 1e3:7.0f} kB  RSS {before:.0f} -> {after:.0f} MB", flush=True)
         gc.collect()
         end_rss = rss_mb()
@@ -133,8 +138,12 @@ def main(argv: list[str] | None = None) -> int:
         slowest = max(times)
         biggest = max(sizes)
         print(f"uploads: {len(times)} ({counts['accepted']} accepted, {counts['refused']} refused)")
-        print(f"upload time: p50 {pct(secs, 0.5) * 1e3:.0f} ms, p95 {pct(secs, 0.95) * 1e3:.0f} ms, "
+        cpu_secs = [c for c, _ in cpus]
+        busiest = max(cpus)
+        print(f"upload wall time: p50 {pct(secs, 0.5) * 1e3:.0f} ms, p95 {pct(secs, 0.95) * 1e3:.0f} ms, "
               f"max {slowest[0] * 1e3:.0f} ms ({slowest[1]})")
+        print(f"upload CPU time:  p50 {pct(cpu_secs, 0.5) * 1e3:.0f} ms, p95 {pct(cpu_secs, 0.95) * 1e3:.0f} ms, "
+              f"max {busiest[0] * 1e3:.0f} ms ({busiest[1]})")
         print(f"largest payload: {biggest[0] / 1e3:.0f} kB ({biggest[1]})")
         grew = max(growth)
         print(f"RSS: {start_rss:.0f} MB before, {end_rss:.0f} MB after, peak {peak_rss:.0f} MB; largest growth "
@@ -145,7 +154,8 @@ def main(argv: list[str] | None = None) -> int:
         gc.collect()
         print(f"worst trace uploaded 40 more times: RSS {repeat_start:.0f} -> {rss_mb():.0f} MB", flush=True)
         ok = slowest[0] < 1.0 and grew[0] < 20
-        print(f"targets (every upload < 1 s and < 20 MB RSS growth): {'met' if ok else 'NOT met'}")
+        print(f"targets (every upload < 1 s wall and < 20 MB RSS growth): {'met' if ok else 'NOT met'}"
+              + ("" if ok else f" (CPU max {busiest[0] * 1e3:.0f} ms: wall includes waiting for a shared CPU)"))
     return 0
 
 

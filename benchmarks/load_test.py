@@ -36,6 +36,11 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def server_cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
 def server_rss_mb(pid: int) -> float:
     with open(f"/proc/{pid}/status", encoding="ascii") as fh:
         for line in fh:
@@ -74,7 +79,7 @@ def session(url: str, args: argparse.Namespace, deadline: float) -> dict:
     from gradio_client.utils import Status
 
     out: dict = {"upload": [], "step": [], "run": [], "errors": [], "refused": 0, "done": False}
-    client = Client(url, verbose=False)
+    client = Client(url, verbose=False, httpx_kwargs={"timeout": 300})  # a shared, loaded CPU is slow, not broken
     try:
         t0 = time.perf_counter()
         status = client.predict(handle_file(str(TRACE)), api_name="/upload_trace")[0]
@@ -125,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         url = f"http://127.0.0.1:{port}/"
         session(url, argparse.Namespace(steps=1, gen=8, model=args.model), time.time() + 120)  # warm-up: load
-        rss_before = server_rss_mb(proc.pid)
+        rss_before, cpu_before = server_rss_mb(proc.pid), server_cpu_s(proc.pid)
         print(f"server up in {time.time() - t_start:.0f} s, RSS {rss_before:.0f} MB; {args.sessions} sessions x "
               f"(upload, {args.steps} steps, one {args.gen}-token run on {args.model})", flush=True)
         deadline = time.time() + args.budget_s
@@ -154,7 +159,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"sessions completed: {done}/{args.sessions} in {wall:.1f} s; second runs refused: "
               f"{sum(r['refused'] for r in results)}/{args.sessions}; errors: {len(errors)}"
               + (f" (first: {errors[0]})" if errors else ""))
-        print(f"server RSS: {rss_before:.0f} MB before, {rss_after:.0f} MB after, peak {peak[0]:.0f} MB", flush=True)
+        print(f"server RSS: {rss_before:.0f} MB before, {rss_after:.0f} MB after, peak {peak[0]:.0f} MB; server CPU "
+              f"{server_cpu_s(proc.pid) - cpu_before:.0f} s over {wall:.0f} s wall", flush=True)
     finally:
         proc.terminate()
         try:

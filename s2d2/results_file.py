@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal, Optional
 
 from pydantic import Field, Strict
 
-from .schema import Count, Free, Name, items, load_as, parse_json
+from .schema import Count, Free, Name, items, load_as, parse_json, shown
 
 RESULTS_VERSION = 1
 FAMILIES = ("ar", "dynamic", "s2d2")  # the "method" of a cell: one Pareto frontier each
@@ -58,7 +58,7 @@ def validate_results(data: Any) -> dict[str, Any]:
     if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
         raise ValueError("results: expected a JSON object with a 'cells' list (the results.json that bench writes)")
     if data.get("version") != RESULTS_VERSION:
-        raise ValueError(f"results.version: this reads version {RESULTS_VERSION}, got {str(data.get('version'))[:20]!r}")
+        raise ValueError(f"results.version: this reads version {RESULTS_VERSION}, got {shown(data.get('version'), 20)}")
     return dataclasses.asdict(load_as(ResultsFile, data, "results"))
 
 

@@ -24,7 +24,7 @@ from .config import DecodeConfig
 from .limits import Limits, limits
 from .output import trim_output
 from .schema import (MAX_TOP, Bool, Count, Free, Int, Name, Num, Pair, Seconds, Text, TokenText, forbid_extra,
-                     items, json_schema, load_as, parse_json)
+                     items, json_schema, load_as, parse_json, shown)
 
 SCHEMA_VERSION = 1
 FORWARD_KINDS = ("prefill", "draft", "verify_2l", "verify_causal", "commit", "ar")
@@ -232,15 +232,15 @@ class Trace:
 
     @classmethod
     def from_dict(cls, data: Any, lim: Limits | None = None) -> "Trace":
-        """Build a trace from plain data, checking types, bounds and cross-field rules (s2d2/trace_rules.py)
-        against `lim` (s2d2.limits.Limits; default: the limits in force); one ValueError naming the field."""
+        """Build a trace from plain data, checking types, bounds and the cross-field rules (`check_trace`) against
+        `lim` (s2d2.limits.Limits; default: the limits in force); one ValueError naming the field."""
         if not isinstance(data, dict):
             raise ValueError("trace: expected a JSON object at the top level")
         header = data.get("header")
         version = header.get("schema_version") if isinstance(header, dict) else None
         if version != SCHEMA_VERSION:
             raise ValueError(f"trace.header.schema_version: this viewer reads version {SCHEMA_VERSION}, "
-                             f"got {str(version)[:20]!r}")
+                             f"got {shown(version, 20)}")
         trace = load_as(cls, data, "trace")
         check_trace(trace, lim or limits())
         return trace
