@@ -13,7 +13,7 @@ from typing import Any, Optional
 import plotly.graph_objects as go
 
 from s2d2.results_file import read_results
-from s2d2.sweep import pareto_frontier, validate_results
+from s2d2.sweep import accuracy_interval, format_p, pareto_frontier, validate_results
 
 from .replay import md_escape
 from .traces_io import read_upload
@@ -26,11 +26,13 @@ METHOD_STYLE = {  # colour, marker, label
 }
 AXES = {"nfe": ("nfe_per_token", "NFE per generated token (lower is faster)"),
         "wall": ("wall_per_token", "wall seconds per generated token")}
-TABLE_COLUMNS = [("name", "cell"), ("method", "method"), ("accuracy", "accuracy"), ("nfe_per_token", "NFE/token"),
-                 ("wall_per_token", "wall s/token"), ("speedup_nfe_vs_ar", "speedup vs AR (NFE)"),
-                 ("speedup_wall_vs_ar", "speedup vs AR (wall)"), ("mean_acceptance_length", "mean acc. len"),
-                 ("draft_acceptance_rate", "draft acc. rate"), ("verify_rate", "verify rate"),
-                 ("speedup_wall_vs_baseline", "wall speedup vs best baseline ≥ acc.")]
+TABLE_COLUMNS = [("name", "cell"), ("method", "method"), ("accuracy", "accuracy"),
+                 ("accuracy_ci", "accuracy 95 % CI"), ("p_vs_ar", "p vs AR (McNemar)"),
+                 ("nfe_per_token", "NFE/token"), ("wall_per_token", "wall s/token"),
+                 ("speedup_nfe_vs_ar", "speedup vs AR (NFE)"), ("speedup_wall_vs_ar", "speedup vs AR (wall)"),
+                 ("mean_acceptance_length", "mean acc. len"), ("draft_acceptance_rate", "draft acc. rate"),
+                 ("verify_rate", "verify rate"), ("speedup_wall_vs_baseline", "wall speedup vs best baseline ≥ acc."),
+                 ("p_vs_baseline", "p vs that baseline")]
 NO_RESULTS = "No results file yet: run `python -m s2d2 bench ... --out results/` and upload results/results.json."
 
 
@@ -51,8 +53,13 @@ def pareto_figure(data: dict[str, Any], axis: str = "nfe") -> go.Figure:
         if not pts:
             continue
         xs, ys = [float(c[key]) for c in pts], [float(c["accuracy"]) for c in pts]
+        cis = [accuracy_interval(c) or (y, y) for c, y in zip(pts, ys)]
+        bars = dict(type="data", symmetric=False, array=[hi - y for (_, hi), y in zip(cis, ys)],
+                    arrayminus=[y - lo for (lo, _), y in zip(cis, ys)], color=colour, thickness=1, width=3)
         fig.add_trace(go.Scatter(x=xs, y=ys, mode="markers", name=label, text=[_plain(c["name"]) for c in pts],
-                                 hovertemplate="%{text}<br>x %{x:.4g}<br>accuracy %{y:.3f}<extra></extra>",
+                                 customdata=cis, error_y=bars,
+                                 hovertemplate="%{text}<br>x %{x:.4g}<br>accuracy %{y:.3f} (95 % CI "
+                                               "%{customdata[0]:.3f}–%{customdata[1]:.3f})<extra></extra>",
                                  marker=dict(color=colour, symbol=symbol, size=13 if method == "ar" else 9)))
         front = pareto_frontier(list(zip(xs, ys)))
         if method != "ar" and len(front) > 1:
@@ -87,7 +94,16 @@ def _plain(value: Any, limit: int = 60) -> str:
 
 
 def results_table(data: dict[str, Any]) -> list[list[Any]]:
-    return [[_cell(c.get(k)) for k, _ in TABLE_COLUMNS] for c in data["cells"]]
+    return [[_table_value(c, k) for k, _ in TABLE_COLUMNS] for c in data["cells"]]
+
+
+def _table_value(c: dict[str, Any], key: str) -> Any:
+    if key == "accuracy_ci":
+        ci = accuracy_interval(c)
+        return "–" if ci is None else f"{ci[0]:.3f}–{ci[1]:.3f}"
+    if key in ("p_vs_ar", "p_vs_baseline"):
+        return format_p(c.get(key))
+    return _cell(c.get(key))
 
 
 def _cell(v: Any) -> Any:
@@ -139,8 +155,10 @@ def build_sweep_tab(ctx: Any = None) -> dict[str, Any]:
     views = sweep_views(BUNDLED, "bundled results (assets/results/sweep.json)")
     c: dict[str, Any] = {}
     gr.Markdown("Accuracy against cost for every cell of a bench sweep. Lower-left is fast, higher is accurate; "
-                "dotted lines are each method's Pareto frontier, dashed lines mark AR. Speedups are per generated "
-                "token, vs the AR cell (and vs the fastest baseline cell with equal or better accuracy).")
+                "dotted lines are each method's Pareto frontier, dashed lines mark AR. Error bars are 95 % "
+                "intervals (Wilson): where two cells' bars overlap, the sweep cannot tell their accuracies apart. "
+                "Speedups are per generated token, vs the AR cell (and vs the fastest baseline cell with equal or "
+                "better accuracy); p is McNemar's exact test on the same problems (small p: a real difference).")
     c["sweep_upload"] = gr.File(label="Upload a results.json (≤ 5 MB)", file_types=[".json"], height=90)
     c["sweep_status"] = gr.Markdown(views[0], elem_id="sweep-status")
     with gr.Row():

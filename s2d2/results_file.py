@@ -17,6 +17,7 @@ from .schema import Count, Free, Name, items, load_as, parse_json, shown
 RESULTS_VERSION = 1
 FAMILIES = ("ar", "dynamic", "s2d2")  # the "method" of a cell: one Pareto frontier each
 MAX_CELLS = 2000
+MAX_PROBLEMS = 100_000
 
 Rate = Optional[Annotated[float, Strict(), Field(ge=0, le=1, allow_inf_nan=False)]]
 Cost = Optional[Annotated[float, Strict(), Field(ge=0, allow_inf_nan=False)]]  # per-token costs and ratios
@@ -44,6 +45,13 @@ class ResultsCell:
     speedup_nfe_vs_baseline: Cost
     speedup_wall_vs_baseline: Cost
     config: Free = field(default_factory=dict)
+    # Added with distributed sweeps (optional, absent in older files): the accuracy's Wilson 95 % interval,
+    # McNemar's exact p vs the AR cell and vs baseline_ref, and per-problem correctness ('0'/'1', problem i at i).
+    accuracy_ci_low: Rate = None
+    accuracy_ci_high: Rate = None
+    p_vs_ar: Rate = None
+    p_vs_baseline: Rate = None
+    correct_by_problem: Optional[Annotated[str, Strict(), Field(max_length=MAX_PROBLEMS, pattern=r"^[01]*$")]] = None
 
 
 @dataclass
@@ -59,7 +67,13 @@ def validate_results(data: Any) -> dict[str, Any]:
         raise ValueError("results: expected a JSON object with a 'cells' list (the results.json that bench writes)")
     if data.get("version") != RESULTS_VERSION:
         raise ValueError(f"results.version: this reads version {RESULTS_VERSION}, got {shown(data.get('version'), 20)}")
-    return dataclasses.asdict(load_as(ResultsFile, data, "results"))
+    checked = dataclasses.asdict(load_as(ResultsFile, data, "results"))
+    for i, cell in enumerate(checked["cells"]):
+        bits = cell["correct_by_problem"]
+        if bits is not None and len(bits) != cell["n"]:
+            raise ValueError(f"results.cells[{i}].correct_by_problem: expected n = {cell['n']} characters, "
+                             f"got {len(bits)}")
+    return checked
 
 
 def read_results(text: str | bytes) -> dict[str, Any]:
