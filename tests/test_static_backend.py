@@ -183,3 +183,28 @@ def test_eager_attention_decode_matches() -> None:
     a = s2d2.generate(dynamic, list(range(5, 14)), cfg, detailed=False)
     b = s2d2.generate(static, list(range(5, 14)), cfg, detailed=False)
     assert (a.token_ids, a.metrics["nfe"]) == (b.token_ids, b.metrics["nfe"])
+
+
+def test_run_panel_says_when_graphs_are_captured() -> None:
+    from components import run_panel
+
+    class Model:  # needs a capture for block 16, then not
+        def __init__(self) -> None:
+            self.warmed: list[list[int]] = []
+
+        def needs_warmup(self, blocks: list[int]) -> bool:
+            return not self.warmed
+
+        def warmup(self, block_lengths: list[int]) -> float:
+            self.warmed.append(block_lengths)
+            return 0.0
+
+    def fake_generate(model, prompt, cfg, **_):
+        raise ValueError("stop here")
+
+    model = Model()
+    cfg = preset("sdar-config-b").to_dict()
+    first = list(run_panel.record_stream("p", "m", cfg, 0, fake_generate, lambda _: model, min_interval=0))
+    assert first[0]["status"] == run_panel.WARMUP_STATUS and model.warmed == [[16]]
+    again = list(run_panel.record_stream("p", "m", cfg, 0, fake_generate, lambda _: model, min_interval=0))
+    assert [e["kind"] for e in again] == ["error"] and model.warmed == [[16]]

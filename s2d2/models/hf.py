@@ -54,7 +54,8 @@ class HFModel:
         return None
 
     def set_backend(self, backend: str = "auto", **options: Any) -> None:
-        """Choose the forward backend. `options` go to `StaticBackend` (graphs, capacity, max_capacity)."""
+        """Choose the forward backend. `options` go to `StaticBackend`: graphs (default: on CUDA), capacity,
+        max_capacity, compile (torch.compile under the graphs: fused kernels, tens of seconds per shape)."""
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
         why = self.static_unsupported()
@@ -75,10 +76,11 @@ class HFModel:
         """True when `warmup(block_lengths)` would capture CUDA graphs (seconds, once per model and shape)."""
         return self.static is not None and self.static.needs_warmup(block_lengths)
 
-    def warmup(self, block_lengths: list[int] | tuple[int, ...] = (), max_length: int | None = None) -> float:
-        """Static backend: reserve `max_length` positions and capture the shapes of `block_lengths` (seconds
-        spent); a no-op for the dynamic backend. `s2d2.generate` calls it before its timer starts."""
-        return self.static.warmup(block_lengths, max_length) if self.static is not None else 0.0
+    def warmup(self, block_lengths: list[int] | tuple[int, ...] = (), max_length: int | None = None,
+               shapes: list[int] | None = None) -> float:
+        """Static backend: reserve `max_length` positions and capture the shapes of `block_lengths` (or the
+        given query `shapes`); seconds spent. A no-op for the dynamic backend. `s2d2.generate` calls it first."""
+        return self.static.warmup(block_lengths, max_length, shapes) if self.static is not None else 0.0
 
     @torch.inference_mode()
     def forward(

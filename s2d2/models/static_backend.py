@@ -21,7 +21,8 @@ replayed for the rest of the model's life:
   `new_cache` returns None and the caller falls back to a dynamic cache (slower, never wrong).
 
 On CPU (or with graphs=False) the very same buffers, padding and masks run eagerly: the tests prove this path
-gives the dynamic path's tokens and NFE, and a replayed graph runs exactly these kernels.
+gives the dynamic path's tokens and NFE, and a replayed graph runs exactly these kernels. `compile=True` (opt-in)
+puts torch.compile's fused kernels under the same capture, at tens of seconds of compilation per shape.
 """
 from __future__ import annotations
 
@@ -85,7 +86,7 @@ class StaticBackend:
     """Preallocated KV + fixed-shape forwards (+ CUDA graphs) for one transformers causal LM."""
 
     def __init__(self, model: Any, pad_id: int, attn_implementation: str, graphs: bool | None = None,
-                 capacity: int | None = None, max_capacity: int | None = None) -> None:
+                 capacity: int | None = None, max_capacity: int | None = None, compile: bool = False) -> None:
         if attn_implementation not in ("sdpa", "eager"):
             raise ValueError(f"the static backend needs attn_implementation 'sdpa' or 'eager', "
                              f"not {attn_implementation!r}")
@@ -106,6 +107,7 @@ class StaticBackend:
         self._lock = threading.RLock()
         self._lease: weakref.ref[StaticCacheHandle] | None = None
         self._additive = attn_implementation == "eager"
+        self._call = _compiled(model) if compile else model
         self._zero = torch.zeros((), dtype=self.dtype, device=self.device)
         self._neg = torch.full((), torch.finfo(self.dtype).min, dtype=self.dtype, device=self.device)
 
@@ -166,16 +168,16 @@ class StaticBackend:
                    for q in query_shapes(block_lengths) if q not in self.stats.capture_failures)
 
     @torch.inference_mode()
-    def warmup(self, block_lengths: list[int] | tuple[int, ...] = (), max_length: int | None = None) -> float:
-        """Reserve room for `max_length` positions and capture every shape of `block_lengths`; seconds spent.
-
-        Does nothing while a decode holds the storage (that decode, and any new one, is unaffected).
+    def warmup(self, block_lengths: list[int] | tuple[int, ...] = (), max_length: int | None = None,
+               shapes: list[int] | None = None) -> float:
+        """Reserve room for `max_length` positions and capture every shape of `block_lengths` (or exactly the
+        padded row counts `shapes`); seconds spent. Does nothing while a decode holds the storage.
         """
         with self._lock:
             if self._leased():
                 return 0.0
             t0 = time.perf_counter()
-            shapes = query_shapes(block_lengths)
+            shapes = sorted({padded_length(int(q)) for q in shapes}) if shapes else query_shapes(block_lengths)
             self._reserve(max(self.initial_capacity, int(max_length or 0) + shapes[-1]), live=0)
             if self.graphs:
                 for rows in shapes:
@@ -247,7 +249,7 @@ class StaticBackend:
     def _run(self, slots: ShapeSlots, logits_to_keep: int = 0) -> torch.Tensor:
         self.kv.write_index = slots.write
         mask = slots.bias if slots.bias is not None else slots.mask
-        out = self.model(input_ids=slots.ids[None], position_ids=slots.positions[None], attention_mask=mask[None, None],
+        out = self._call(input_ids=slots.ids[None], position_ids=slots.positions[None], attention_mask=mask[None, None],
                          cache=self.kv, use_cache=True, logits_to_keep=logits_to_keep)
         return out.logits[0]
 
@@ -285,3 +287,12 @@ class StaticBackend:
             torch.eq(cols.expand(rows - q, cap), slots.write[q:, None], out=mask[q:])
         if slots.bias is not None:
             torch.where(mask, self._zero, self._neg, out=slots.bias)
+
+
+def _compiled(model: Any) -> Any:
+    """torch.compile for fused kernels under our own graph capture (inductor's cudagraphs stay off): opt-in,
+    as it costs tens of seconds per shape. One compiled graph per padded shape, so raise dynamo's limit."""
+    import torch._dynamo
+
+    torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 32)
+    return torch.compile(model, dynamic=False)
