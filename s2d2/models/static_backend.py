@@ -102,14 +102,13 @@ class StaticBackend:
         self.initial_capacity = min(self.max_capacity, int(capacity or MIN_CAPACITY))
         self.kv: StaticKV | None = None
         self.stats = BackendStats()
-        self._cols = torch.arange(0, device=self.device)
+        self._cols: torch.Tensor | None = None  # arange(capacity); nothing touches the device before first use
         self._slots: dict[int, ShapeSlots] = {}
         self._lock = threading.RLock()
         self._lease: weakref.ref[StaticCacheHandle] | None = None
         self._additive = attn_implementation == "eager"
+        self._bias_values: tuple[torch.Tensor, torch.Tensor] | None = None  # (0, finfo.min) for eager masks
         self._call = _compiled(model) if compile else model
-        self._zero = torch.zeros((), dtype=self.dtype, device=self.device)
-        self._neg = torch.full((), torch.finfo(self.dtype).min, dtype=self.dtype, device=self.device)
 
     # ------------------------------------------------------------------------------------------------------
     # Leases and capacity
@@ -178,7 +177,8 @@ class StaticBackend:
                 return 0.0
             t0 = time.perf_counter()
             shapes = sorted({padded_length(int(q)) for q in shapes}) if shapes else query_shapes(block_lengths)
-            self._reserve(max(self.initial_capacity, int(max_length or 0) + shapes[-1]), live=0)
+            longest = int(max_length or 0)  # room for the last forward's padded rows, or a padded prefill
+            self._reserve(max(self.initial_capacity, longest + shapes[-1], padded_length(longest)), live=0)
             if self.graphs:
                 for rows in shapes:
                     slots = self._slots_for(rows)
@@ -199,7 +199,7 @@ class StaticBackend:
                     self._run(slots)
             torch.cuda.current_stream(self.device).wait_stream(side)
             graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
+            with torch.cuda.graph(graph, capture_error_mode="thread_local"):
                 logits = self._run(slots)
         except Exception as exc:  # e.g. a host sync inside the model (MoE routing): stay eager for this shape
             self.stats.capture_failures[rows] = f"{type(exc).__name__}: {str(exc)[:200]}"
@@ -285,8 +285,11 @@ class StaticBackend:
             slots.ids[q:].fill_(self.pad_id)
             slots.positions[q:].fill_(0)
             torch.eq(cols.expand(rows - q, cap), slots.write[q:, None], out=mask[q:])
-        if slots.bias is not None:
-            torch.where(mask, self._zero, self._neg, out=slots.bias)
+        if slots.bias is not None:  # 0 where attended, finfo.min elsewhere
+            if self._bias_values is None:
+                self._bias_values = (torch.zeros((), dtype=self.dtype, device=self.device),
+                                     torch.full((), torch.finfo(self.dtype).min, dtype=self.dtype, device=self.device))
+            torch.where(mask, *self._bias_values, out=slots.bias)
 
 
 def _compiled(model: Any) -> Any:
