@@ -180,9 +180,10 @@ def test_every_preset_same_tokens_and_nfe_bundled_model() -> None:
 def test_eager_attention_decode_matches() -> None:
     dynamic, static = pair(attn="eager")
     cfg = preset("sdar-config-b", block_length=4, gen_length=24, acceptance="greedy_exact")
-    a = s2d2.generate(dynamic, list(range(5, 14)), cfg, detailed=False)
-    b = s2d2.generate(static, list(range(5, 14)), cfg, detailed=False)
+    a = s2d2.generate(dynamic, list(range(5, 14)), cfg, detailed=True)
+    b = s2d2.generate(static, list(range(5, 14)), cfg, detailed=True)  # the full trace, as the app records it
     assert (a.token_ids, a.metrics["nfe"]) == (b.token_ids, b.metrics["nfe"])
+    assert [f.cache_len for f in a.trace.forwards] == [f.cache_len for f in b.trace.forwards]
 
 
 def test_run_panel_says_when_graphs_are_captured() -> None:
