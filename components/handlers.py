@@ -129,8 +129,8 @@ def run(prompt: str, model_name: str, *knobs: Any) -> Iterator[tuple[Any, ...]]:
     yield "Loading the model and starting…", render_live([], ""), "", gr.skip(), False
     for event in record(prompt, model_name, config_dict(cfg), seed):
         if event["kind"] == "progress":
-            yield (f"Decoding… {event['steps']} steps, {len(event['commits'])} tokens committed "
-                   f"({event['elapsed']:.1f} s)", render_live(event["commits"]), gr.skip(), gr.skip(), False)
+            yield (event.get("status") or f"Decoding… {event['steps']} steps, {len(event['commits'])} tokens "
+                   f"committed ({event['elapsed']:.1f} s)", render_live(event["commits"]), gr.skip(), gr.skip(), False)
         elif event["kind"] == "error":
             yield f"⚠️ {event['message']}", gr.skip(), gr.skip(), gr.skip(), False
             return

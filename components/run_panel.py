@@ -198,6 +198,8 @@ class _Stoppable:
 
 
 _END = object()
+WARMUP_STATUS = ("Preparing the GPU fast path: capturing CUDA graphs for this block length (a few seconds, once per "
+                 "model and block length)…")
 
 
 def record_stream(prompt: Any, model_name: str, config: dict[str, Any], seed: int,
@@ -228,6 +230,10 @@ def record_stream(prompt: Any, model_name: str, config: dict[str, Any], seed: in
 
     def work() -> None:
         try:
+            blocks = [1 if cfg.method == "ar" else cfg.block_length]
+            if getattr(model, "needs_warmup", lambda _: False)(blocks):  # static backend on a GPU: once per shape
+                events.put({"kind": "progress", "steps": 0, "commits": [], "elapsed": 0.0, "status": WARMUP_STATUS})
+                model.warmup(block_lengths=blocks)
             result = generate(_Stoppable(model, stopped), prompt, cfg, seed=seed, on_block=on_block,
                               should_stop=stopped, max_seconds=seconds)
             events.put({"kind": "done", "trace": result.trace.to_dict(), "text": result.text,
