@@ -109,8 +109,24 @@ def _texts_at(trace: Trace, step: int, start: int, n: int, fill: Optional[StepRe
     return out
 
 
-def mask_figure(trace: Trace, step: int, which: str = "auto") -> go.Figure:
-    """Heatmap: rows = query tokens, columns = [cache band | query columns]."""
+def row_positions(trace: Trace, f: ForwardRecord, rec: Optional[StepRecord]) -> list[int]:
+    """Absolute position id of every query row of forward `f` (a 2L verify lists the block twice)."""
+    n = f.input_len // 2 if f.kind == "verify_2l" else f.input_len
+    if f.kind == "prefill":
+        start = 0
+    elif rec is not None:
+        block = index_of(trace).block_of_step[rec.index]
+        start = block.start if block else rec.window[0]
+    else:
+        block = index_of(trace).block_by_index.get(f.block)
+        start = block.start if block else 0
+    rows = list(range(start, start + n))
+    return rows + rows if f.kind == "verify_2l" else rows
+
+
+def mask_figure(trace: Trace, step: int, which: str = "auto", selected: Optional[int] = None) -> go.Figure:
+    """Heatmap: rows = query tokens, columns = [cache band | query columns]; the rows of the `selected` position
+    (a clicked token) are outlined."""
     f = pick_forward(trace, step, which if which in WHICH else "auto")
     fig = go.Figure()
     fig.update_layout(template="plotly_white", height=420, margin=dict(l=110, r=20, t=50, b=90))
@@ -141,6 +157,11 @@ def mask_figure(trace: Trace, step: int, which: str = "auto") -> go.Figure:
                              colorscale=[[0, "#f8fafc"], [1, "#4f46e5"]],
                              hovertemplate="query %{y}<br>key %{x}<br>attend %{z}<extra></extra>"))
     title = f"Attention mask of forward #{f.index} ({f.kind}), cache {f.cache_len}, {f.query_tokens} queries"
+    hits = [i for i, pos in enumerate(row_positions(trace, f, rec)) if pos == selected] if selected is not None else []
+    fig.update_layout(shapes=[dict(type="rect", xref="paper", x0=0, x1=1, yref="y", y0=len(z) - 1 - i - 0.5,
+                                   y1=len(z) - 1 - i + 0.5, line=dict(color="#ea580c", width=3)) for i in hits])
+    if hits:
+        title += f" — outlined: position {selected}"
     if f.kind == "verify_2l":
         title += " — 2L: drafts | MASK copies"
     elif f.kind == "draft" and prefix:

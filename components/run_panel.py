@@ -13,8 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Optional
 
-from s2d2.config import (ACCEPTANCE, ESTIMATORS, METHODS, POLICIES, REMASKING, SCORE_TYPES, DecodeConfig, preset,
-                         presets)
+from s2d2.config import ACCEPTANCE, ESTIMATORS, METHODS, POLICIES, REMASKING, SCORE_TYPES, DecodeConfig, preset
 
 try:  # a no-op decorator off Hugging Face Spaces (and when the package is missing)
     import spaces  # type: ignore
@@ -25,6 +24,8 @@ except Exception:  # pragma: no cover - depends on the environment
         if args and callable(args[0]) and not kwargs:
             return args[0]
         return lambda fn: fn
+
+GPU = _GPU  # public: the Compare tab's lane runner is GPU-decorated too
 
 MAX_PROMPT_CHARS = 2000
 MAX_GEN_LENGTH = 512
@@ -101,10 +102,6 @@ def preset_values(name: str, seed: int = 0) -> list[Any]:
     return values
 
 
-def preset_choices() -> list[tuple[str, str]]:
-    return [(f"{name} — {line}", name) for name, line in presets().items()]
-
-
 def _coerce(knob: Knob, value: Any) -> Any:
     if value is None or (isinstance(value, str) and not value.strip() and knob.kind != "choice"):
         raise ValueError(f"{knob.name}: no value given")
@@ -158,7 +155,7 @@ def check_prompt(prompt: Any) -> Optional[str]:
     return None
 
 
-def gpu_duration(prompt: str, model_name: str, config: dict[str, Any], seed: int = 0) -> int:
+def gpu_duration(prompt: str, model_name: str, config: dict[str, Any], seed: int = 0, stop_key: str = "") -> int:
     """Seconds to request from ZeroGPU, from the worst-case forward count of the request."""
     gen = int(config.get("gen_length", 64))
     block = max(1, int(config.get("block_length", 4)))
@@ -211,8 +208,10 @@ _END = object()
 
 def record_stream(prompt: str, model_name: str, config: dict[str, Any], seed: int,
                   generate: Callable[..., Any], load: Callable[[str], Any],
-                  max_seconds: float = MAX_RUN_SECONDS, min_interval: float = 0.2) -> Iterator[dict[str, Any]]:
-    """Run `generate` in a thread; yield {"kind": "progress"|"done"|"error", ...} plain dicts."""
+                  max_seconds: float = MAX_RUN_SECONDS, min_interval: float = 0.2,
+                  stop_requested: Callable[[], bool] = lambda: False) -> Iterator[dict[str, Any]]:
+    """Run `generate` in a thread; yield {"kind": "progress"|"done"|"error", ...} plain dicts. `stop_requested`
+    (the Stop button) ends the decode after the current block; the partial trace still arrives as "done"."""
     try:
         cfg = DecodeConfig.from_dict(config)
         model = load(model_name)
@@ -224,14 +223,15 @@ def record_stream(prompt: str, model_name: str, config: dict[str, Any], seed: in
     start = time.monotonic()
 
     def on_block(steps: list[Any], *_: Any, **__: Any) -> None:
-        commits = [[c.position, c.text, c.how] for s in steps for c in s.commits]
+        commits = [[c.position, c.text, c.how, c.token] for s in steps for c in s.commits]
         events.put({"kind": "progress", "steps": len(steps), "commits": commits,
+                    "stop_ids": list(getattr(getattr(model, "spec", None), "stop_ids", ())),
                     "elapsed": round(time.monotonic() - start, 2)})
 
     def work() -> None:
         try:
-            result = generate(model, prompt, cfg, seed=seed, on_block=on_block, should_stop=stop.is_set,
-                              max_seconds=max_seconds)
+            result = generate(model, prompt, cfg, seed=seed, on_block=on_block,
+                              should_stop=lambda: stop.is_set() or stop_requested(), max_seconds=max_seconds)
             events.put({"kind": "done", "trace": result.trace.to_dict(), "text": result.text,
                         "elapsed": round(time.monotonic() - start, 2)})
         except ValueError as exc:
@@ -260,11 +260,16 @@ def record_stream(prompt: str, model_name: str, config: dict[str, Any], seed: in
 
 
 @_GPU(duration=gpu_duration)
-def record(prompt: str, model_name: str, config: dict[str, Any], seed: int = 0) -> Iterator[dict[str, Any]]:
-    """The only GPU function: decode one prompt and stream progress, then the trace as a plain dict."""
+def record(prompt: str, model_name: str, config: dict[str, Any], seed: int = 0,
+           stop_key: str = "") -> Iterator[dict[str, Any]]:
+    """The only GPU function: decode one prompt and stream progress, then the trace as a plain dict. `stop_key`
+    names the session whose Stop button ends the run (components/run_control.py)."""
     import s2d2
 
-    yield from record_stream(prompt, model_name, config, seed, s2d2.generate, get_model)
+    from .run_control import stop_requested
+
+    yield from record_stream(prompt, model_name, config, seed, s2d2.generate, get_model,
+                             stop_requested=lambda: stop_requested(stop_key))
 
 
 def config_dict(cfg: DecodeConfig) -> dict[str, Any]:

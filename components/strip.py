@@ -45,6 +45,11 @@ def _bar(ratio: float, u: float | None) -> str:
             f'<span class="r" style="width:{width:.1f}%"></span>{tick}</div>')
 
 
+def _mark(r: dict[str, Any]) -> str:
+    """The first rejected column stands out (the moment the verifier catches a draft)."""
+    return ' class="first-reject"' if r["first_reject"] else ""
+
+
 def _outcome(r: dict[str, Any]) -> str:
     if r["outcome"] == "accept":
         return '<span class="ok">✓ accept</span>'
@@ -90,7 +95,7 @@ def render_strip(trace: Trace, step: int) -> str:
         return f'<div class="s2d2-strip">{head}</div>'
     greedy = rec.verification is not None and rec.verification.mode == "greedy_exact"
     e = html.escape
-    cols = [f'<th scope="col">i={r["span_index"]}<br><small>pos {r["position"]}</small></th>' for r in rows]
+    cols = [f'<th scope="col"{_mark(r)}>i={r["span_index"]}<br><small>pos {r["position"]}</small></th>' for r in rows]
     body = [
         ("draft x₀", [f'<code>{e(visible_text(r["draft"], 16))}</code>' for r in rows]),
         ("p(x₀)", [f'<span title="top p: {_top(r["top_p"])}">{fmt(r["p"])}</span>' for r in rows]),
@@ -108,14 +113,18 @@ def render_strip(trace: Trace, step: int) -> str:
          (f'↻ <code>{e(visible_text(r["resampled"], 16))}</code>' if r["resampled"] is not None else
           ("discarded" if r["outcome"] == "after" else "masked")))
         for r in rows]))
-    trs = "".join(f'<tr><th scope="row">{e(name)}</th>{"".join(f"<td>{c}</td>" for c in cells)}</tr>'
+    trs = "".join(f'<tr><th scope="row">{e(name)}</th>'
+                  f'{"".join(f"<td{_mark(r)}>{c}</td>" for r, c in zip(rows, cells))}</tr>'
                   for name, cells in body)
     return (f'<div class="s2d2-strip">{head}<table><thead><tr><th></th>{"".join(cols)}</tr></thead>'
             f'<tbody>{trs}</tbody></table></div>')
 
 
 STRIP_CSS = """
+.s2d2-strip{overflow-x:auto;max-width:100%;-webkit-overflow-scrolling:touch}
 .s2d2-strip table{border-collapse:collapse;font-size:0.85em}
+.s2d2-strip td.first-reject,.s2d2-strip th.first-reject{background:#ffedd5;border-left:2px solid #ea580c;
+  border-right:2px solid #ea580c}
 .s2d2-strip th,.s2d2-strip td{border:1px solid #cbd5e1;padding:2px 6px;text-align:center}
 .s2d2-strip .rbar{position:relative;height:8px;width:60px;background:#e2e8f0;margin:2px auto}
 .s2d2-strip .rbar .r{position:absolute;left:0;top:0;bottom:0;background:#22c55e}

@@ -99,25 +99,35 @@ def test_api_surface(served):
     client.close()
 
 
+def api_values(values, names) -> dict:
+    """An endpoint's outputs by component name (gradio_client leaves out states and layout blocks)."""
+    shown = [n for n in names if n not in ("state", "selected", "tabs")]
+    assert len(values) == len(shown)
+    return dict(zip(shown, values))
+
+
 def _run_and_replay(url: str, model: str, tmp_path: Path) -> None:
+    from components.handlers import LOAD_OUT, STEP_OUT
+
     client = Client(url, verbose=False)
     status, live, text = client.predict("2+3=", model, *knob_values("sdar-config-b", gen_length=16, block_length=4),
                                         api_name="/run")
     assert status.startswith("✅ Done"), status
     assert "data-pos" in live
-    shown = client.predict(api_name="/show_trace")
-    title, summary, download = shown[1], shown[7], shown[-1]
+    shown = api_values(client.predict(api_name="/show_trace"), ["tabs", *LOAD_OUT])
+    title, summary, download = shown["title"], shown["summary"], shown["download"]
     assert "measured trace" in title and re.match(r"Start: prompt of \d+ tokens", summary)
     data = json.loads(Path(download).read_text())
     assert data["header"]["provenance"] == "measured" and data["header"]["config"]["gen_length"] == 16
-    canvas, strip_html, routing, mask, summary = client.predict(1, "auto", api_name="/step")
-    assert re.match(r"Block \d+, step 1: verify ON", summary) and "verifier" in strip_html
+    step = api_values(client.predict(1, "auto", "state", api_name="/step"), STEP_OUT)
+    canvas, strip_html, routing, summary = step["canvas"], step["strip"], step["routing"], step["summary"]
+    assert re.match(r"Answer block 1, step 1: verify ON", summary) and "verifier" in strip_html
     assert routing["type"] == "plotly" and "bdata" not in routing["plot"]
     # download -> upload -> replay in a fresh session gives the same step view
     other = Client(url, verbose=False)
     up = other.predict(handle_file(download), api_name="/upload_trace")
     assert up[0] == "Loaded the uploaded trace."
-    assert other.predict(1, "auto", api_name="/step")[0] == canvas
+    assert other.predict(1, "auto", "state", api_name="/step")[0] == canvas
     client.close()
     other.close()
 
@@ -152,7 +162,7 @@ def _session(url: str, name: str, tmp: Path) -> tuple[str, str, str]:
     client = Client(url, verbose=False)
     try:
         assert client.predict(handle_file(str(path)), api_name="/upload_trace")[0] == "Loaded the uploaded trace."
-        views = [client.predict(s, "auto", api_name="/step") for s in (1, 0, 1)]
+        views = [client.predict(s, "auto", "state", api_name="/step") for s in (1, 0, 1)]
         return name, views[0][0], views[2][4]
     finally:
         client.close()
