@@ -34,6 +34,8 @@ CSS = CANVAS_CSS + STRIP_CSS + COMPARE_CSS + """
 #summary textarea{font-weight:600}
 #headline{font-size:1.08em;border-left:4px solid #ea580c;padding:4px 12px;background:#fff7ed;border-radius:4px}
 #headline p{margin:4px 0}
+#headline code{font-size:1.05em;font-weight:700;padding:0 4px}
+#load-status p,#trace-title p{margin:2px 0}
 .s2d2-about{max-width:60em}
 .on-touch{display:none}
 @media (hover: none){.on-hover{display:none}.on-touch{display:inline}}
@@ -56,10 +58,9 @@ KEYS_JS = """
   });
 }
 """
-INTRO = ("# S2D2 Explorer\nA block-diffusion LM drafts a whole block of tokens at once; with S2D2 the **same model**, "
-         "run one token at a time, checks the drafts in one extra forward and replaces the first wrong one "
-         "([arXiv 2603.25702](https://arxiv.org/abs/2603.25702)). Below: a run where that check catches a mistake. "
-         "Scrub through it, take the **Learn** tour, or record your own run.")
+INTRO = ("# S2D2 Explorer\nA block-diffusion LM drafts a whole block of tokens at once. S2D2 has the **same model**, "
+         "run one token at a time, check the drafts in one extra forward and replace the first wrong one "
+         "([arXiv 2603.25702](https://arxiv.org/abs/2603.25702)). Take the **Learn** tour, or scrub the run below.")
 
 
 @dataclass

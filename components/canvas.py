@@ -16,7 +16,7 @@ from s2d2.trace import StepRecord
 
 from s2d2.trace import Trace
 
-from .trace_index import MASK_TEXT, TraceIndex, clamp_step, fmt, index_of
+from .trace_index import MASK_TEXT, TraceIndex, clamp_step, fmt, fmt_prob, index_of
 
 # state -> (glyph, label shown in the legend)
 STATES: dict[str, tuple[str, str]] = {
@@ -122,12 +122,13 @@ def tooltip(idx: TraceIndex, step: int, pos: int, full: bool = True) -> str:
     d = idx.draft(shown_step, pos)
     row = idx.verify_row(shown_step, pos)
     if not full:  # compact form outside the current block: the numbers, no candidate lists
-        nums = f"p={fmt(d.p)} H={fmt(d.entropy)}" if d is not None else ""
+        nums = f"p={fmt_prob(d.p)} H={fmt(d.entropy)}" if d is not None else ""
         if row is not None:
-            nums += f" q={fmt(row.q)} r={fmt(row.ratio)} u={fmt(row.u)}"
+            nums += f" q={fmt_prob(row.q)} r={fmt_prob(row.ratio)} u={fmt(row.u)}"
         return "\n".join(lines + ([nums.strip()] if nums else []))
     if d is not None:
-        lines.append(f"draft '{visible_text(d.text)}' p={fmt(d.p)} entropy={fmt(d.entropy)} margin={fmt(d.margin)}")
+        lines.append(f"draft '{visible_text(d.text)}' p={fmt_prob(d.p)} entropy={fmt(d.entropy)} "
+                     f"margin={fmt(d.margin)}")
         if d.top:
             lines.append("top p: " + ", ".join(f"'{visible_text(c.text, 16)}' {c.prob:.2f}" for c in d.top[:5]))
     if row is not None:
@@ -135,7 +136,7 @@ def tooltip(idx: TraceIndex, step: int, pos: int, full: bool = True) -> str:
         first = v.first_reject if v is not None else None
         after = first is not None and v is not None and v.positions.index(row) > first
         verdict = "discarded (after the first rejection)" if after else ("accepted" if row.accepted else "rejected")
-        lines.append(f"verify: q={fmt(row.q)} r={fmt(row.ratio)} u={fmt(row.u)} -> {verdict}")
+        lines.append(f"verify: q={fmt_prob(row.q)} r={fmt_prob(row.ratio)} u={fmt(row.u)} -> {verdict}")
         lines.append(f"argmax q '{visible_text(row.argmax_q_text)}' {row.argmax_q_prob:.2f}")
         if row.top_q:
             lines.append("top q: " + ", ".join(f"'{visible_text(c.text, 16)}' {c.prob:.2f}" for c in row.top_q[:5]))
@@ -211,6 +212,11 @@ def render_canvas(trace: Trace, step: int, show_future: bool = False, color_by: 
     P = len(trace.header.prompt_ids)
     cur = current_block_span(idx, step)
     end = len(ids) if show_future or cur is None else cur[1]
+    if show_future:  # the whole run: no current block, and the blocks never decoded collapse into one note
+        last = max(idx.commit_of, default=P - 1)
+        block = idx.block_of_position(last)
+        end = max(P, block.start + block.length if block else last + 1)
+        cur = None
     parts = []
     first = max(0, P - MAX_PROMPT_SHOWN)
     if first:
@@ -235,7 +241,8 @@ def render_canvas(trace: Trace, step: int, show_future: bool = False, color_by: 
         parts = [p.replace(f'data-pos="{highlight}"', f'data-pos="{highlight}" data-watch="1"', 1) for p in parts]
     hidden = len(ids) - end
     if hidden > 0:
-        parts.append(f' <span class="more">… {hidden} positions in later blocks</span>')
+        never = "never decoded (the run had ended)" if show_future else "in later blocks"
+        parts.append(f' <span class="more">… {hidden} positions {never}</span>')
     return f'<div class="s2d2-canvas" role="group" aria-label="token canvas">{"".join(parts)}</div>'
 
 

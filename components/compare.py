@@ -196,8 +196,9 @@ def lanes_figure(comp: Comparison, traces: dict[str, Trace], number: int, axis: 
     fig = go.Figure()
     # Legend above the plot, axis title below it: the two never overlap, whatever the number of lanes.
     fig.update_layout(template="plotly_white", height=150 + 45 * len(traces), margin=dict(l=110, r=20, t=80, b=50),
-                      title=dict(text=f"Every forward on a shared {title.split(' (')[0]} axis (big: selected block)",
-                                 font=dict(size=13), y=0.98, yanchor="top"),
+                      title=dict(text=f"Every forward of every lane: {title.split(' (')[0]}<br>"
+                                      "<sup>big markers: the selected block</sup>", font=dict(size=13), y=0.98,
+                                 yanchor="top"),
                       xaxis_title=title, legend=dict(orientation="h", x=0, y=1.0, yanchor="bottom"))
     for kind, p in pts.items():
         fig.add_trace(go.Scatter(x=p["x"], y=p["y"], mode="markers", name=kind, text=p["text"], hoverinfo="text",
@@ -245,8 +246,8 @@ def divergence_text(comp: Comparison, traces: dict[str, Trace], d: Any) -> str:
         done = a if d.verify[0] is None else b
         what = f"**{done}** has already finished while the other lane still works"
     else:
-        what = (f"both {'verify' if d.verify[0] else 'skip'}, but **{a}** is in its answer block {ba} and **{b}** in its answer "
-                f"block {bb}: earlier steps committed different numbers of tokens")
+        what = (f"both {'verify' if d.verify[0] else 'skip'}, but **{a}** is in its answer block {ba} and **{b}** in "
+                f"its answer block {bb}: earlier steps committed different numbers of tokens")
     return f"* Step {d.step + 1} is the first where **{a}** and **{b}** differ: {what}."
 
 

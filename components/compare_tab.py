@@ -9,9 +9,8 @@ from typing import Any, Optional
 
 import gradio as gr
 
-from s2d2.config import presets
-
-from .compare import NO_RUN, OFF, MAX_LANES, DEFAULT_LANES, VIEW_OUT, block_range, compare_views, run_compare
+from .compare import DEFAULT_LANES, MAX_LANES, NO_RUN, OFF, VIEW_OUT, block_range, compare_views, run_compare
+from .describe import preset_choices
 from .run_panel import EXAMPLE_PROMPTS, MAX_PROMPT_CHARS
 from .ui import PRIVATE, ClampedSlider, Ctx, keyed
 from .whatif_view import KNOB_OUT, WHATIF_KNOBS, knob_updates, knob_values, rerun_whatif, s2d2_lanes, whatif_view
@@ -35,15 +34,15 @@ def after_run(state: Any) -> dict[str, Any]:
 def build_compare_tab(ctx: Optional[Ctx] = None, model_name: str = "tiny") -> Ctx:
     """Lay out and wire the Compare tab (its state is its own: a comparison is not the Replay tab's trace)."""
     ctx = ctx if ctx is not None else Ctx()
-    names = [OFF] + list(presets())
+    names = [(OFF, OFF)] + preset_choices()  # plain words first, the paper's name second
     ctx["cmp_state"] = gr.State(None)
     with gr.Row():
         ctx["cmp_prompt"] = gr.Textbox(EXAMPLE_PROMPTS[0], label="Prompt (all lanes)", lines=2, scale=3,
-                                       max_length=MAX_PROMPT_CHARS, elem_id="cmp-prompt")
+                                       max_length=MAX_PROMPT_CHARS, elem_id="cmp-prompt", min_width=300)
         ctx["cmp_seed"] = gr.Number(0, label="Seed (all lanes)", precision=0, scale=1, elem_id="cmp-seed")
         ctx["cmp_gen"] = ClampedSlider(8, 256, value=48, step=8, label="Generation length", scale=1)
     with gr.Row():
-        lanes = [gr.Dropdown(names, value=v, label=f"Lane {i + 1}") for i, v in enumerate(DEFAULT_LANES)]
+        lanes = [gr.Dropdown(names, value=v, label=f"Lane {i + 1}", min_width=260) for i, v in enumerate(DEFAULT_LANES)]
     with gr.Accordion("Custom settings per lane (KEY=VALUE, e.g. acceptance=greedy_exact policy=always)", open=False):
         with gr.Row():
             extra = [gr.Textbox("", label=f"Lane {i + 1} overrides", lines=1) for i in range(MAX_LANES)]
@@ -55,8 +54,9 @@ def build_compare_tab(ctx: Optional[Ctx] = None, model_name: str = "tiny") -> Ct
                                          elem_id="cmp-block")
         ctx["cmp_lanes_html"] = gr.HTML("", elem_id="cmp-lanes")
         with gr.Row():
-            ctx["cmp_nfe"] = gr.Plot(label="Shared NFE axis", elem_id="cmp-nfe")
-            ctx["cmp_wall"] = gr.Plot(label="Shared wall-time axis", elem_id="cmp-wall")
+            ctx["cmp_nfe"] = gr.Plot(label="Shared NFE axis", show_label=False, elem_id="cmp-nfe", min_width=300)
+            ctx["cmp_wall"] = gr.Plot(label="Shared wall-time axis", show_label=False, elem_id="cmp-wall",
+                                      min_width=300)
         ctx["cmp_metrics"] = gr.Dataframe([], label="Metrics per lane", interactive=False, elem_id="cmp-metrics")
         ctx["cmp_diff"] = gr.Markdown("", elem_id="cmp-diff")
         with gr.Accordion("What if the thresholds were different?", open=True):
@@ -71,7 +71,7 @@ def build_compare_tab(ctx: Optional[Ctx] = None, model_name: str = "tiny") -> Ct
             ctx["wi_table"] = gr.HTML("", elem_id="wi-table")
             ctx["wi_rerun"] = gr.Button("↻ Re-run from the start with these thresholds", elem_id="wi-rerun")
             ctx["wi_status"] = gr.Markdown("")
-            ctx["wi_metrics"] = gr.Dataframe([], label="Recorded vs re-run", interactive=False)
+            ctx["wi_metrics"] = gr.Dataframe([], label="Recorded vs re-run", interactive=False, visible=False)
             ctx["wi_side"] = gr.HTML("")
     _wire(ctx, model_name, lanes, extra)
     return ctx

@@ -118,6 +118,7 @@ def acceptance_histogram(trace: Trace) -> go.Figure:
                xaxis_title="accepted prefix length K", yaxis_title="verify calls")
     fig.add_trace(go.Bar(x=list(range(top + 1)), y=[counts.get(k, 0) for k in range(top + 1)],
                          marker_color="#16a34a", name="calls"))
+    fig.update_yaxes(tickformat="d", dtick=max(1, -(-max(counts.values(), default=1) // 6)))  # whole calls
     return fig
 
 
@@ -239,6 +240,9 @@ def routing_figure(trace: Trace, step: Optional[int] = None) -> go.Figure:
         shapes.append(dict(type="line", xref="x", x0=cur, x1=cur, yref="paper", y0=0, y1=1,
                            line=dict(color="#4f46e5", width=2)))
     fig.update_layout(shapes=shapes)
+    if th.get("threshold") is not None:
+        fig.add_annotation(x=1, xref="paper", y=th["threshold"], yref="y", text=f"threshold {th['threshold']:g}",
+                           showarrow=False, xanchor="right", yanchor="bottom", font=dict(size=10, color="#dc2626"))
     if th.get("on") is not None:
         fig.add_annotation(x=0, xref="paper", y=th["on"], yref="y", text="band [τ_off, τ_on]", showarrow=False,
                            xanchor="left", yanchor="bottom", font=dict(size=10))

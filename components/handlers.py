@@ -193,10 +193,9 @@ def apply_preset(name: str, seed: Any = 0) -> dict[str, Any]:
             "preset_note": preset_note(name)}
 
 
-def stop_run(request: gr.Request) -> dict[str, Any]:
-    """The Stop button: raise this session's flag. The run writes its own final status (one writer)."""
+def stop_run(request: gr.Request) -> None:
+    """The Stop button: raise this session's flag. It updates nothing: the run writes its own final status."""
     request_stop(getattr(request, "session_hash", "") or "")
-    return {}
 
 
 def run(request: gr.Request, prompt: str, model_name: str, *knobs: Any) -> Iterator[dict[str, Any]]:

@@ -27,6 +27,8 @@ from .ui import PRIVATE, Ctx
 
 HOVER = '<span class="on-hover">hover over</span><span class="on-touch">tap</span>'
 PICTURES = ("canvas_draft", "canvas", "routing", "mask", "strip", "pair")
+SHORT = {"draft": "Draft", "route": "Route", "verify": "Verify", "reject": "Accept / reject", "resample": "Resample",
+         "skip": "Skip", "run": "Whole run"}
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,11 @@ class Stop:
     text: str  # Markdown (may hold the hover/tap spans)
     step: int  # scrubber value the stop shows (state after this many steps)
     pictures: tuple[str, ...]  # what is drawn under the text, in order (PICTURES)
+
+    @property
+    def label(self) -> str:
+        """The short name under the walkthrough's numbered circle."""
+        return SHORT.get(self.key, self.title)
 
 
 def _first(trace: Trace, pred: Callable[[StepRecord], bool]) -> Optional[StepRecord]:
@@ -78,9 +85,9 @@ def tour_stops(trace: Trace, story: Optional[Story] = None, baseline: Optional[T
             f"S2D2 looks at the **first run of consecutive masks** (the span: {pi.span_len} positions here) and "
             f"predicts how many drafts a verifier would accept, **K̂ = Σₖ Πᵢ≤ₖ αᵢ** with αᵢ = exp(−entropy): "
             f"K̂ = {fmt(pi.k_hat, 2)}. The routing policy turns that into a score and decides whether the extra "
-            f"verifier forward pays: **{html.escape(decision_line(f.decision))}**. The routing plot shows that decision at step "
-            f"{n} (the purple line). *What to try:* in Run, raise the score threshold and watch verify steps "
-            "disappear from this plot."), n, ("routing",)))
+            f"verifier forward pays: **{html.escape(decision_line(f.decision))}**. The routing plot shows that "
+            f"decision at step {n} (the vertical line; the dashed red line is the threshold). *What to try:* in Run, "
+            "raise the score threshold and watch verify steps disappear from this plot."), n, ("routing",)))
     if v is not None:
         where = (f" At position {rej.position}: p = {fmt(rej.p)} but q = {fmt(rej.q, 5)}: the verifier finds "
                  f"{_code(rej.draft_text)} very unlikely there." if rej is not None else "")
@@ -94,8 +101,8 @@ def tour_stops(trace: Trace, story: Optional[Story] = None, baseline: Optional[T
         u = f"u = {fmt(rej.u)}" if rej.u is not None else "argmax q differs"
         stops.append(Stop("reject", "Accept or reject", (
             f"Each draft passes if a uniform draw u falls below **r = min(1, q/p)** (the black tick on the r bar). "
-            f"Here the first {v.accepted_len} drafts pass; the draft {_code(rej.draft_text)} has r = {fmt(rej.ratio, 5)} "
-            f"and {u}: **rejected** (the orange column). Acceptance stops at the first rejection: the drafts after it "
+            f"Here the first {v.accepted_len} drafts pass; the draft {_code(rej.draft_text)} has "
+            f"r = {fmt(rej.ratio, 5)} and {u}: **rejected** (the orange column). Acceptance stops at the first rejection: the drafts after it "
             "are discarded even if they would pass."), n, ("strip",)))
     if rej is not None and v is not None and v.resampled is not None:
         source = "q (the residual was empty)" if v.fallback_to_q else "the residual (q − p)+, renormalised"
@@ -173,7 +180,7 @@ def build_learn_tab(ctx: Ctx, trace: Optional[Trace], story: Optional[Story] = N
                 "app. Each step shows the moment its text describes; **Show in Replay** opens the full panel there.")
     with gr.Walkthrough(selected=0, elem_id="tour") as tour:
         for i, (stop, title) in enumerate(zip(stops, numbered(stops))):
-            with gr.Step(stop.title, id=i, elem_classes=[f"tour-{stop.key}"]):
+            with gr.Step(stop.label, id=i, elem_classes=[f"tour-{stop.key}"]):
                 # Not sanitised: the text holds the hover/tap spans; every trace string in it is escaped.
                 gr.Markdown(f"### {title}\n{stop.text}", elem_classes=["tour-text"], sanitize_html=False)
                 for kind in stop.pictures:

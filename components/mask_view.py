@@ -156,7 +156,7 @@ def mask_figure(trace: Trace, step: int, which: str = "auto", selected: Optional
     fig.add_trace(go.Heatmap(z=z[::-1], x=xlab, y=ylab, zmin=0, zmax=1, showscale=False, xgap=1, ygap=1,
                              colorscale=[[0, "#f8fafc"], [1, "#4f46e5"]],
                              hovertemplate="query %{y}<br>key %{x}<br>attend %{z}<extra></extra>"))
-    title = f"Attention mask of forward #{f.index} ({f.kind}), cache {f.cache_len}, {f.query_tokens} queries"
+    title = f"Attention mask of forward #{f.index} ({f.kind})<br>cache {f.cache_len}, {f.query_tokens} queries"
     hits = [i for i, pos in enumerate(row_positions(trace, f, rec)) if pos == selected] if selected is not None else []
     fig.update_layout(shapes=[dict(type="rect", xref="paper", x0=0, x1=1, yref="y", y0=len(z) - 1 - i - 0.5,
                                    y1=len(z) - 1 - i + 0.5, line=dict(color="#ea580c", width=3)) for i in hits])

@@ -28,9 +28,10 @@ def build_metrics_tab(ctx: Ctx, first: dict) -> None:
     ctx["metrics"] = gr.Dataframe(first.get("metrics", []), headers=METRIC_HEADERS, label="Run metrics",
                                   interactive=False, wrap=True, elem_id="metrics")
     with gr.Row():
-        ctx["commit_map"] = gr.Plot(first.get("commit_map"), label="Commit map")
-        ctx["nfe"] = gr.Plot(first.get("nfe"), label="Forwards per block")
+        ctx["commit_map"] = gr.Plot(first.get("commit_map"), label="Commit map", show_label=False, min_width=320)
+        ctx["nfe"] = gr.Plot(first.get("nfe"), label="Forwards per block", show_label=False, min_width=320)
     with gr.Row():
-        ctx["hist"] = gr.Plot(first.get("hist"), label="Acceptance histogram")
-        ctx["perpos"] = gr.Plot(first.get("perpos"), label="Per-position acceptance")
+        ctx["hist"] = gr.Plot(first.get("hist"), label="Acceptance histogram", show_label=False, min_width=320)
+        ctx["perpos"] = gr.Plot(first.get("perpos"), label="Per-position acceptance", show_label=False,
+                                min_width=320)
     gr.Markdown(ABOUT, elem_classes=["s2d2-about"])

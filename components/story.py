@@ -92,7 +92,16 @@ def pair_story(s2d2: Trace, baseline: Trace) -> Story:
 
 
 def single_story(trace: Trace) -> Story:
-    """One line for a run on its own: what it did and what it answered."""
+    """One line for a run on its own: what it did and what it answered (a stopped run says so first)."""
+    story = _single(trace)
+    reason = trace.footer.finish_reason if trace.footer else ""
+    if reason in ("cancelled", "time_limit"):
+        why = "Stopped" if reason == "cancelled" else "Stopped at the time limit"
+        return Story(f"{why} — partial trace. {story.text}", story.step)
+    return story
+
+
+def _single(trace: Trace) -> Story:
     method = trace.header.config.get("method")
     answer = _answer(trace, solve(question_of(trace)))
     cost = f"{len(trace.forwards)} forwards for {trace.footer.generated_length if trace.footer else 0} tokens"

@@ -7,7 +7,7 @@ from typing import Any
 from s2d2.trace import StepRecord, Trace
 
 from .canvas import visible_text
-from .trace_index import clamp_step, fmt, index_of
+from .trace_index import clamp_step, fmt, fmt_prob, index_of
 
 
 def strip_rows(step: StepRecord) -> list[dict[str, Any]]:
@@ -98,9 +98,9 @@ def render_strip(trace: Trace, step: int) -> str:
     cols = [f'<th scope="col"{_mark(r)}>i={r["span_index"]}<br><small>pos {r["position"]}</small></th>' for r in rows]
     body = [
         ("draft x₀", [f'<code>{e(visible_text(r["draft"], 16))}</code>' for r in rows]),
-        ("p(x₀)", [f'<span title="top p: {_top(r["top_p"])}">{fmt(r["p"])}</span>' for r in rows]),
-        ("q(x₀)", [f'<span title="top q: {_top(r["top_q"])}">{fmt(r["q"])}</span>' for r in rows]),
-        ("r = min(1, q/p)", [f'{fmt(r["ratio"])}{_bar(r["ratio"], r["u"])}' for r in rows]),
+        ("p(x₀)", [f'<span title="top p: {_top(r["top_p"])}">{fmt_prob(r["p"])}</span>' for r in rows]),
+        ("q(x₀)", [f'<span title="top q: {_top(r["top_q"])}">{fmt_prob(r["q"])}</span>' for r in rows]),
+        ("r = min(1, q/p)", [f'{fmt_prob(r["ratio"])}{_bar(r["ratio"], r["u"])}' for r in rows]),
     ]
     if greedy:
         body.append(("x₀ == argmax q", ["yes" if r["passed"] else "no" for r in rows]))
@@ -116,12 +116,13 @@ def render_strip(trace: Trace, step: int) -> str:
     trs = "".join(f'<tr><th scope="row">{e(name)}</th>'
                   f'{"".join(f"<td{_mark(r)}>{c}</td>" for r, c in zip(rows, cells))}</tr>'
                   for name, cells in body)
-    return (f'<div class="s2d2-strip">{head}<table><thead><tr><th></th>{"".join(cols)}</tr></thead>'
-            f'<tbody>{trs}</tbody></table></div>')
+    return (f'<div class="s2d2-strip">{head}<div class="tbl"><table><thead><tr><th></th>{"".join(cols)}</tr></thead>'
+            f'<tbody>{trs}</tbody></table></div></div>')
 
 
 STRIP_CSS = """
-.s2d2-strip{overflow-x:auto;max-width:100%;-webkit-overflow-scrolling:touch}
+.s2d2-strip .tbl{overflow-x:auto;max-width:100%;-webkit-overflow-scrolling:touch}
+.s2d2-strip th[scope=row]{position:sticky;left:0;background:#f8fafc;z-index:1;text-align:left}
 .s2d2-strip table{border-collapse:collapse;font-size:0.85em}
 .s2d2-strip td.first-reject,.s2d2-strip th.first-reject{background:#ffedd5;border-left:2px solid #ea580c;
   border-right:2px solid #ea580c}

@@ -150,3 +150,10 @@ def fmt(value: Optional[float], digits: int = 3) -> str:
     if math.isnan(value):
         return "nan"
     return f"{value:.{digits}f}"
+
+
+def fmt_prob(value: Optional[float], digits: int = 3) -> str:
+    """A probability or ratio: like fmt, but a tiny non-zero value keeps its size (2e-05, not a false 0.000)."""
+    if value is not None and 0 < abs(value) < 0.5 * 10 ** -digits:
+        return f"{value:.0e}"
+    return fmt(value, digits)

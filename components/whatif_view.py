@@ -81,10 +81,12 @@ def whatif_view(state: Any, lane: Optional[str], *values: Any) -> dict[str, str]
     except ValueError as exc:
         return {"wi_summary": f"⚠ {exc}", "wi_table": ""}
     used = ", ".join(f"{k} = {v:g}" for k, v in w.changes.items()) or "none (this policy has no threshold here)"
-    return {"wi_summary": f"{w.summary}\n\nKnobs applied to `{w.policy}`: {used}.", "wi_table": whatif_table(w)}
+    first = trace.blocks[0].index if trace.blocks else 0
+    return {"wi_summary": f"{w.summary}\n\nKnobs applied to `{w.policy}`: {used}.", "wi_table": whatif_table(w, first)}
 
 
-def whatif_table(w: Any) -> str:
+def whatif_table(w: Any, first_block: int = 0) -> str:
+    """One row per routed step; blocks numbered as a reader counts them (1 = the first answer block)."""
     rows = []
     for s in w.steps:
         if s.old_verify is None:
@@ -93,8 +95,8 @@ def whatif_table(w: Any) -> str:
         mark = "⇄ flips" if s.flipped else ""
         if not s.exact:
             mark = (mark + " · " if mark else "") + "trajectory unknown: re-run"
-        rows.append(f'<tr class="{cls}"><td>{s.index + 1}</td><td>{s.block}</td><td>{_route(s.old_verify)}</td>'
-                    f"<td>{show_value(s.old_score)}</td><td>{_route(s.new_verify)}</td><td>{show_value(s.new_score)}</td>"
+        rows.append(f'<tr class="{cls}"><td>{s.index + 1}</td><td>{s.block - first_block + 1}</td>'
+                    f"<td>{_route(s.old_verify)}</td><td>{show_value(s.old_score)}</td><td>{_route(s.new_verify)}</td><td>{show_value(s.new_score)}</td>"
                     f"<td>{html.escape(mark)}</td></tr>")
     head = "<tr><th>step</th><th>block</th><th>recorded</th><th>score</th><th>new</th><th>new score</th><th></th></tr>"
     return f'<div class="s2d2-whatif-wrap"><table class="s2d2-whatif">{head}{"".join(rows)}</table></div>'
@@ -127,4 +129,7 @@ def rerun_whatif(state: Any, lane: Optional[str], *values: Any, load: Optional[C
              f"Outputs differ from output token {token_diff('re-run', old, new).first_index}."]
     lines += [divergence_text(comp, pair, v) for v in comp.divergences]
     status = "\n\n".join(lines)
-    return {"wi_status": status, "wi_metrics": metrics_table(comp), "wi_side": f'<div class="s2d2-lanes">{cols}</div>'}
+    import gradio as gr
+
+    return {"wi_status": status, "wi_metrics": gr.Dataframe(metrics_table(comp), visible=True),
+            "wi_side": f'<div class="s2d2-lanes">{cols}</div>'}

@@ -399,3 +399,17 @@ def test_app_structure_internal_handlers_are_private():
     assert {"canvas", "strip", "routing", "mask", "summary", "step-slider", "run", "stop", "tour", "headline",
             "run-toggle", "color-by", "advanced"} <= ids
     assert [label for label, _, _ in app.TABS] == ["Replay", "Learn", "Run", "Metrics & about", "Compare", "Sweep"]
+
+
+def test_find_catch_finds_the_shipped_pair():
+    """scripts/find_catch.py's criteria hold for the question the app opens with (held-out 8, seed 8)."""
+    if not (Path(__file__).resolve().parent.parent / "assets" / "tiny").exists():
+        pytest.skip("assets/tiny (the bundled model) is not trained yet")
+    import importlib
+
+    import s2d2
+
+    script = importlib.import_module("scripts.find_catch")
+    hit = script.check(8, arithmetic.heldout(9)[8], s2d2.load_model("tiny"), 16, 64)
+    assert hit is not None and hit.strong and (hit.baseline_answer, hit.s2d2_answer, hit.gold) == (53, 63, 63)
+    assert (hit.rejected, hit.resampled, hit.step) == ("2", "3", 2)

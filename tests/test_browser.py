@@ -90,9 +90,9 @@ def test_first_screen_shows_the_catch(desktop):
         assert pg.locator("#strip td.first-reject").count() > 0 and "✗ reject" in pg.locator("#strip").inner_text()
         _plots_mounted(pg, "#routing .js-plotly-plot, #mask .js-plotly-plot", 2)
         pg.wait_for_timeout(300)
-        pg.screenshot(path=str(shot_path("screenshot.png")), full_page=False)
+        pg.screenshot(path=str(shot_path("screenshot.png")), full_page=True)
         pg.get_by_text("Diffusion alone: same B, no verifier").click()
-        pg.wait_for_function("document.querySelector('#load-status').innerText.includes('diffusion alone')",
+        pg.wait_for_function("document.querySelector('#summary textarea').value.includes('never verifies')",
                              timeout=20_000)
         assert pg.locator("#canvas .st-resampled").count() == 0 and "never verifies" in _summary(pg)
         assert pg.locator("#headline").inner_text() == headline
@@ -162,7 +162,7 @@ def test_tour_walks_the_core_moment_in_order(desktop):
             assert tour.locator(".tour-strip:visible td.first-reject").count() > 0
         if keys[-1] == "tour-resample":
             assert tour.locator(".tour-canvas:visible .st-resampled.new").count() == 1
-            pg.screenshot(path=str(shot_path("screenshot-tour.png")), full_page=False)
+            pg.screenshot(path=str(shot_path("screenshot-tour.png")), full_page=True)
         if keys[-1] == "tour-draft":
             assert tour.locator(".tour-canvas_draft:visible .s2d2-canvas .st-drafted").count() > 1
             assert tour.locator(".tour-canvas_draft:visible .s2d2-canvas .st-resampled").count() == 0
@@ -184,6 +184,12 @@ def test_tour_walks_the_core_moment_in_order(desktop):
     pg.wait_for_function(f"document.querySelector('#summary textarea').value.includes('Step {step} of')",
                          timeout=20_000)
     assert not errors, errors
+
+
+def _wait_replay_shows_run(pg, headline: str) -> None:
+    """After a run the Replay tab opens on it, its one-line story above the canvas."""
+    pg.wait_for_function(f"document.querySelector('#headline').innerText.startsWith({headline!r})", timeout=30_000)
+    pg.locator("#canvas").wait_for(state="visible", timeout=20_000)
 
 
 def test_run_shows_few_knobs_and_stop_keeps_the_partial_trace(desktop):
@@ -209,8 +215,7 @@ def test_run_shows_few_knobs_and_stop_keeps_the_partial_trace(desktop):
                          timeout=60_000)
     pg.wait_for_timeout(2500)  # a late progress update must never overwrite the final line
     assert "Stopped — partial trace kept" in pg.locator("#run-status").inner_text()
-    pg.wait_for_function("document.querySelector('#load-status').innerText.includes('run just recorded')",
-                         timeout=30_000)
+    _wait_replay_shows_run(pg, "Stopped — partial trace")
     pg.get_by_role("tab", name="Run", exact=True).click()
     model = "tiny" if (ROOT / "assets" / "tiny").exists() else RANDOM_MODEL
     box.fill(model)
@@ -220,10 +225,11 @@ def test_run_shows_few_knobs_and_stop_keeps_the_partial_trace(desktop):
     pg.locator("#prompt textarea").fill("2+3=")
     pg.get_by_role("button", name="▶ Record a run").click()
     pg.wait_for_function("document.querySelector('#run-status').innerText.includes('Done')", timeout=90_000)
-    pg.wait_for_function("document.querySelector('#load-status').innerText.includes('run just recorded')",
-                         timeout=30_000)
+    _wait_replay_shows_run(pg, "S2D2 answered")
     assert pg.locator("#example input").input_value() == ""  # no stale example name after a run
+    pg.locator("#files").get_by_text("This trace: details").click()
     assert "measured trace" in pg.locator("#trace-title").inner_text()
+    assert "run just recorded" in pg.locator("#load-status").inner_text()
     assert not errors, errors
 
 
@@ -234,14 +240,20 @@ def test_phone_layout(browser, served):  # noqa: F811
             assert pg.locator("#canvas .st-resampled.new").count() == 1 and "✗" in pg.locator("#headline").inner_text()
         _plots_mounted(pg, "#routing .js-plotly-plot", 1)
         assert pg.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]  # nothing overflows the page
-        strip = pg.locator("#strip .s2d2-strip")
+        strip = pg.locator("#strip .s2d2-strip .tbl")
         assert pg.evaluate("(e) => getComputedStyle(e).overflowX", strip.element_handle()) == "auto"
         bar = pg.locator("#step-slider").bounding_box()
-        for button in ("#prev-btn", "#next-btn", "#play"):
+        for button in ("#prev-btn", "#next-btn"):
             box = pg.locator(button).bounding_box()
-            assert bar["y"] <= box["y"] + box["height"] / 2 <= bar["y"] + bar["height"], f"the scrubber wraps at {button}"
+            middle = box["y"] + box["height"] / 2
+            assert bar["y"] <= middle <= bar["y"] + bar["height"], f"the scrubber wraps at {button}"
         assert pg.locator("#routing .modebar-container:visible").count() == 0
-        pg.screenshot(path=str(shot_path("screenshot-phone.png")), full_page=False)
+        # the phone's first screens: the story, the toggle, the scrubber and the canvas with the catch
+        pg.set_viewport_size({"width": PHONE["width"], "height": 1500})  # a tall phone: a plain (touch) capture
+        pg.evaluate("window.scrollTo(0, 0)")
+        pg.wait_for_timeout(300)
+        pg.screenshot(path=str(shot_path("screenshot-phone.png")))
+        pg.set_viewport_size(PHONE)
         pg.get_by_role("tab", name="Learn").click()
         pg.locator("#tour .prose.tour-text:visible").wait_for(timeout=20_000)
         assert "tap" in pg.locator("#tour .prose.tour-text:visible").inner_text().lower()
