@@ -25,9 +25,10 @@ from .trace_index import clamp_step
 from .traces_io import TraceError, describe_error, export_path, make_state, parse_upload, trace_from_state
 
 NO_TRACE = "No trace loaded: pick an example, upload a trace file, or record a run."
-DETAIL_HINT = ('<span class="on-hover">Hover</span><span class="on-touch">Tap</span> a token for its details '
-               '(p, q, r, the draw u, the top candidates); click it to pin them here and outline its row in the '
-               'mask viewer. Keys: ← → step through the run.')
+DETAIL_HINT = ('<span class="on-hover">Hover a token for its details (p, q, r, the draw u, the top candidates); click '
+               'it to pin them here and outline its row in the mask viewer. Keys: ← → step through the run.</span>'
+               '<span class="on-touch">Tap a token to pin its details here (p, q, r, the draw u, the top candidates) '
+               'and outline its row in the mask viewer.</span>')
 RUNS = {"s2d2": "S2D2: draft, route, verify", "baseline": "Diffusion alone: same B, no verifier"}
 TIMELINES = ["commit_map", "nfe", "hist", "perpos"]
 STEP_OUT = list(STEP_VIEWS)

@@ -127,7 +127,8 @@ def test_rerun_shows_old_and_new_side_by_side(state, model):
     values = list(wv.knob_values(state, lane))
     values[0] = -5.0
     out = wv.rerun_whatif(state, lane, *values, load=lambda n: model, generate=s2d2.generate)
-    status, table, side = out["wi_status"], out["wi_metrics"], out["wi_side"]
+    status, table, side = out["wi_status"], out["wi_metrics"].value, out["wi_side"]
+    assert out["wi_metrics"].visible is True  # the table appears only once there is a re-run to show
     assert "Re-ran" in status and "score_threshold" in status
     assert table["headers"] == ["metric", "recorded", "re-run"]
     rows = table["data"]
