@@ -26,7 +26,8 @@ it without a model. Paper: Han et al., *S2D2: Fast Decoding for Diffusion LLMs v
 def build_metrics_tab(ctx: Ctx, first: dict) -> None:
     """`first`: the opening trace's views (handlers.trace_views), so the tab is filled before any event."""
     ctx["metrics"] = gr.Dataframe(first.get("metrics", []), headers=METRIC_HEADERS, label="Run metrics",
-                                  interactive=False, wrap=True, elem_id="metrics")
+                                  interactive=False, wrap=True, elem_id="metrics",
+                                  column_widths=["34%", "14%", "52%"])
     with gr.Row():
         ctx["commit_map"] = gr.Plot(first.get("commit_map"), label="Commit map", show_label=False, min_width=320)
         ctx["nfe"] = gr.Plot(first.get("nfe"), label="Forwards per block", show_label=False, min_width=320)
