@@ -69,19 +69,31 @@ def _draft_prefix(rec: StepRecord, start: int) -> int:
     return max(0, (min(rec.masks_before) - start) if rec.masks_before else 0)
 
 
+def _query_start(trace: Trace, f: ForwardRecord, rec: Optional[StepRecord], folded: int = 0) -> int:
+    """Absolute position of forward `f`'s first query row (prefill: after the `folded` first positions)."""
+    idx = index_of(trace)
+    if f.kind == "prefill":
+        return folded
+    if rec is not None:
+        block = idx.block_of_step[rec.index]
+        return block.start if block else rec.window[0]
+    block = idx.block_by_index.get(f.block)
+    return block.start if block else 0
+
+
+def _query_count(f: ForwardRecord, folded: int = 0) -> int:
+    """Query rows of forward `f` shown (a 2L verify: its first half; prefill: after the folded positions)."""
+    return f.input_len // 2 if f.kind == "verify_2l" else f.input_len - folded
+
+
 def _labels(trace: Trace, f: ForwardRecord, rec: Optional[StepRecord], folded: int = 0) -> list[str]:
     """Query row labels: token text + absolute position id (prefill: after the `folded` first positions)."""
-    idx = index_of(trace)
-    n = f.input_len // 2 if f.kind == "verify_2l" else f.input_len - folded
+    n, start = _query_count(f, folded), _query_start(trace, f, rec, folded)
     if f.kind == "prefill":
-        start, ids_step = folded, 0
+        ids_step = 0
     elif rec is not None:
-        block = idx.block_of_step[rec.index]
-        start = block.start if block else rec.window[0]
         ids_step = rec.index
     else:
-        block = idx.block_by_index.get(f.block)
-        start = block.start if block else 0
         last = [s.index for s in trace.steps if s.block == f.block]
         ids_step = (last[-1] + 1) if last else 0
     texts = _texts_at(trace, ids_step, start, n, rec if f.kind.startswith("verify") else None)
@@ -110,8 +122,17 @@ def _texts_at(trace: Trace, step: int, start: int, n: int, fill: Optional[StepRe
     return out
 
 
-def mask_figure(trace: Trace, step: int, which: str = "auto") -> go.Figure:
-    """Heatmap: rows = query tokens, columns = [cache band | query columns]."""
+def row_positions(trace: Trace, f: ForwardRecord, rec: Optional[StepRecord], folded: int = 0) -> list[int]:
+    """Absolute position id of every query row shown for forward `f` (a 2L verify lists the block twice; a long
+    prefill shows only the rows after the `folded` first positions)."""
+    start = _query_start(trace, f, rec, folded)
+    rows = list(range(start, start + _query_count(f, folded)))
+    return rows + rows if f.kind == "verify_2l" else rows
+
+
+def mask_figure(trace: Trace, step: int, which: str = "auto", selected: Optional[int] = None) -> go.Figure:
+    """Heatmap: rows = query tokens, columns = [cache band | query columns]; the rows of the `selected` position
+    (a clicked token) are outlined."""
     f = pick_forward(trace, step, which if which in WHICH else "auto")
     fig = go.Figure()
     fig.update_layout(template="plotly_white", height=420, margin=dict(l=110, r=20, t=50, b=90))
@@ -143,9 +164,15 @@ def mask_figure(trace: Trace, step: int, which: str = "auto") -> go.Figure:
     fig.add_trace(go.Heatmap(z=z[::-1], x=xlab, y=ylab, zmin=0, zmax=1, showscale=False, xgap=1, ygap=1,
                              colorscale=[[0, "#f8fafc"], [1, "#4f46e5"]],
                              hovertemplate="query %{y}<br>key %{x}<br>attend %{z}<extra></extra>"))
-    title = f"Attention mask of forward #{f.index} ({f.kind}), cache {f.cache_len}, {f.query_tokens} queries"
+    title = f"Attention mask of forward #{f.index} ({f.kind})<br>cache {f.cache_len}, {f.query_tokens} queries"
     if folded:
         title += f" (last {MAX_QUERIES} shown)"
+    rows_at = row_positions(trace, f, rec, folded)
+    hits = [i for i, pos in enumerate(rows_at) if pos == selected] if selected is not None else []
+    fig.update_layout(shapes=[dict(type="rect", xref="paper", x0=0, x1=1, yref="y", y0=len(z) - 1 - i - 0.5,
+                                   y1=len(z) - 1 - i + 0.5, line=dict(color="#ea580c", width=3)) for i in hits])
+    if hits:
+        title += f" — outlined: position {selected}"
     if f.kind == "verify_2l":
         title += " — 2L: drafts | MASK copies"
     elif f.kind == "draft" and prefix:

@@ -11,7 +11,7 @@ import torch
 from . import __version__
 from .config import DecodeConfig
 from .decoding.ar import ar_loop
-from .decoding.decoder import block_loop, make_check
+from .decoding.decoder import StopDecoding, block_loop, make_check  # noqa: F401 (StopDecoding: public)
 from .decoding.recorder import Recorder
 from .metrics import trace_metrics
 from .output import trim_output
@@ -90,7 +90,8 @@ def generate(
 
     `detailed=False` records the forward and step skeleton only (what metrics need), not per-mask drafts,
     top-k candidates or token strings. `on_block` receives the steps so far after every block;
-    `should_stop` / `max_seconds` end the run early with the partial output (finish_reason says why).
+    `should_stop` / `max_seconds` end the run early with the partial output (finish_reason says why); a
+    `StopDecoding` raised by the model's forward ends it at once, at its last complete block ("cancelled").
     """
     cfg = (cfg or DecodeConfig()).validate()
     ids, text = encode_prompt(model, prompt, chat)

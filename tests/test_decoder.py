@@ -9,7 +9,7 @@ import torch
 
 import s2d2
 from conftest import MASK_ID, tiny_qwen2, tiny_qwen3, tiny_qwen3_model
-from s2d2 import DecodeConfig
+from s2d2 import DecodeConfig, Trace
 from s2d2.models.loading import from_transformers
 from s2d2.policies import redecide
 
@@ -310,3 +310,42 @@ def test_stop_and_time_limit_end_early_with_partial_output(aligned):
     res = s2d2.generate(aligned, PROMPTS[0], DecodeConfig(method="diffusion", block_length=4, gen_length=16),
                         on_block=lambda steps: seen.append(len(steps)))
     assert seen == sorted(seen) and len(seen) >= 3
+
+
+class StopAt:
+    """The model, except that forward number `n` (from 0) raises StopDecoding, as the app's per-forward stop check
+    does when Stop is pressed."""
+
+    def __init__(self, model, n):
+        self._model, self.n, self.calls = model, n, 0
+
+    def __getattr__(self, name):
+        return getattr(self._model, name)
+
+    def forward(self, *args, **kwargs):
+        if self.calls == self.n:
+            raise s2d2.StopDecoding()
+        self.calls += 1
+        return self._model.forward(*args, **kwargs)
+
+
+@pytest.mark.parametrize("family,method", [("aligned", "s2d2"), ("shifted", "s2d2"), ("aligned", "ar")])
+def test_a_stop_raised_by_a_forward_keeps_the_run_up_to_its_last_complete_block(aligned, shifted, family, method):
+    """Stop within one forward, nothing lost: whichever forward raises, the run ends there and its trace is the full
+    run's up to the last complete block (AR: token), valid and replayable."""
+    model = aligned if family == "aligned" else shifted
+    cfg = DecodeConfig(method=method, block_length=4, gen_length=16)
+    full = s2d2.generate(model, PROMPTS[1], cfg).trace
+    shape = [(f.kind, f.block, f.step, f.cache_len, f.query_tokens) for f in full.forwards]
+    kept = set()
+    for n in range(len(full.forwards)):
+        stopped = StopAt(model, n)
+        t = s2d2.generate(stopped, PROMPTS[1], cfg).trace
+        assert stopped.calls == n and t.footer.finish_reason == "cancelled"
+        assert [(f.kind, f.block, f.step, f.cache_len, f.query_tokens) for f in t.forwards] == shape[:len(t.forwards)]
+        assert t.blocks == full.blocks[:len(t.blocks)] and t.steps == full.steps[:len(t.steps)]
+        assert not t.forwards or t.forwards[-1].kind in ("prefill", "commit", "ar")  # a whole block, never half
+        assert t.footer.output_ids == full.footer.output_ids[:len(t.footer.output_ids)] == t.replay()
+        assert Trace.from_json(t.to_json()).to_dict() == t.to_dict()  # the app's upload rules accept it
+        kept.add(len(t.blocks))
+    assert kept == set(range(len(full.blocks)))  # every block boundary is reached by some stop

@@ -12,7 +12,7 @@ import torch
 
 from ..config import DecodeConfig
 from ..trace import BlockRecord, Commit, MaskDraft, StepRecord
-from .decoder import LoopResult, _numbered
+from .decoder import Kept, LoopResult, StopDecoding, _numbered
 from .recorder import Recorder
 from .sampling import draw_tokens, token_distribution
 from ..estimators import normalized_entropy, top2_margin
@@ -22,6 +22,15 @@ CHECK_EVERY = 8  # tokens between progress callbacks
 
 def ar_loop(model: Any, cfg: DecodeConfig, prompt: torch.Tensor, rec: Recorder, generator: torch.Generator,
             check: Callable[[list[StepRecord]], str | None]) -> LoopResult:
+    kept = Kept(rec)
+    try:
+        return _ar_loop(model, cfg, prompt, rec, generator, check, kept)
+    except StopDecoding:  # the run so far is whole after every token
+        return kept.restore(model.spec.mask_id)
+
+
+def _ar_loop(model: Any, cfg: DecodeConfig, prompt: torch.Tensor, rec: Recorder, generator: torch.Generator,
+             check: Callable[[list[StepRecord]], str | None], kept: Kept) -> LoopResult:
     P, G, mask_id = int(prompt.shape[0]), cfg.gen_length, model.spec.mask_id
     aligned = model.spec.alignment == "aligned"
     x = torch.full((P + G,), mask_id, dtype=torch.long, device=prompt.device)
@@ -32,6 +41,7 @@ def ar_loop(model: Any, cfg: DecodeConfig, prompt: torch.Tensor, rec: Recorder, 
     steps: list[StepRecord] = []
     blocks: list[BlockRecord] = []
     for i in range(P, P + G):
+        kept.mark(x, blocks, steps, i)
         if i == P:
             ids = torch.cat([prompt, mask]) if aligned else prompt
             logits = rec.forward("prefill", i, 0, cache, ids, torch.arange(ids.shape[0], device=x.device),

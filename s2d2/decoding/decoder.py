@@ -20,6 +20,12 @@ from .recorder import Recorder
 from .step import StepContext, run_step
 
 
+class StopDecoding(Exception):
+    """Raised by the model's forward to end a run at once (the app's Stop button, a closed tab): the loop drops the
+    block in flight and returns the run as its last complete block left it, finish_reason "cancelled" — what
+    `should_stop` returns at that block's end, without the rest of the block's forwards."""
+
+
 @dataclass
 class LoopResult:
     x: torch.Tensor
@@ -33,8 +39,37 @@ def layout(prompt_len: int, gen_length: int, block: int) -> tuple[int, int]:
     return prompt_len // block, math.ceil((prompt_len + gen_length) / block)
 
 
+class Kept:
+    """The run as its last complete block (or AR token) left it: what a StopDecoding rolls back to."""
+
+    def __init__(self, rec: Recorder) -> None:
+        self.rec = rec
+        self.x: torch.Tensor | None = None
+
+    def mark(self, x: torch.Tensor, blocks: list[BlockRecord], steps: list[StepRecord], decided: int) -> None:
+        """Everything recorded so far is complete; positions from `decided` on are still undecided."""
+        self.x, self.blocks, self.steps, self.decided = x, blocks, steps, decided
+        self.counts = (len(blocks), len(steps), len(self.rec.forwards))
+
+    def restore(self, mask_id: int) -> LoopResult:
+        assert self.x is not None  # marked before the first forward
+        n_blocks, n_steps, n_forwards = self.counts
+        del self.blocks[n_blocks:], self.steps[n_steps:], self.rec.forwards[n_forwards:]
+        self.x[self.decided:] = mask_id
+        return LoopResult(self.x, self.blocks, _numbered(self.steps), "cancelled")
+
+
 def block_loop(model: Any, cfg: DecodeConfig, prompt: torch.Tensor, rec: Recorder, generator: torch.Generator,
                check: Callable[[list[StepRecord]], str | None]) -> LoopResult:
+    kept = Kept(rec)
+    try:
+        return _block_loop(model, cfg, prompt, rec, generator, check, kept)
+    except StopDecoding:
+        return kept.restore(model.spec.mask_id)
+
+
+def _block_loop(model: Any, cfg: DecodeConfig, prompt: torch.Tensor, rec: Recorder, generator: torch.Generator,
+                check: Callable[[list[StepRecord]], str | None], kept: Kept) -> LoopResult:
     B, P, mask_id = cfg.block_length, int(prompt.shape[0]), model.spec.mask_id
     first, n_blocks = layout(P, cfg.gen_length, B)
     x = torch.full((n_blocks * B,), mask_id, dtype=torch.long, device=prompt.device)
@@ -45,9 +80,11 @@ def block_loop(model: Any, cfg: DecodeConfig, prompt: torch.Tensor, rec: Recorde
     steps: list[StepRecord] = []
     blocks: list[BlockRecord] = []
     shifted = model.spec.alignment == "shifted"
+    kept.mark(x, blocks, steps, P)
     seed_logits = _prefill(ctx, first * B, shifted and P % B == 0)
     if seed_logits is not None:
         steps.append(_ar_seed(ctx, seed_logits, P, first))
+    kept.mark(x, blocks, steps, P + len(steps))
     stops = torch.tensor(model.spec.stop_ids or [-1], device=x.device)
     schedule = cfg.transfer_schedule()
     for b in range(first, n_blocks):
@@ -68,6 +105,7 @@ def block_loop(model: Any, cfg: DecodeConfig, prompt: torch.Tensor, rec: Recorde
         reason = check(_numbered(steps))
         if reason is not None:
             return LoopResult(x, blocks, steps, reason)
+        kept.mark(x, blocks, steps, start + B + int(shifted and b + 1 < n_blocks))
     return LoopResult(x, blocks, _numbered(steps), "length")
 
 
