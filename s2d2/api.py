@@ -11,7 +11,7 @@ import torch
 from . import __version__
 from .config import DecodeConfig
 from .decoding.ar import ar_loop
-from .decoding.decoder import block_loop, make_check
+from .decoding.decoder import block_loop, layout, make_check
 from .decoding.recorder import Recorder
 from .metrics import trace_metrics
 from .output import trim_output
@@ -64,8 +64,7 @@ def check_fits(model: Any, cfg: DecodeConfig, prompt_len: int) -> int:
     if cfg.method == "ar":
         total = prompt_len + cfg.gen_length
     else:
-        B = cfg.block_length
-        total = -(-(prompt_len + cfg.gen_length) // B) * B
+        total = layout(cfg, prompt_len, model.spec.alignment == "shifted").total
     if total > model.spec.max_positions:
         raise ValueError(
             f"gen_length: prompt ({prompt_len} tokens) + gen_length ({cfg.gen_length}), padded to blocks, needs "

@@ -15,7 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 SCHEMA_VERSION = 1
-FORWARD_KINDS = ("prefill", "draft", "verify_2l", "verify_causal", "commit", "ar")
+# "commit+draft" (fused_commit, beyond the paper): one forward that caches the previous block's uncached tail and
+# drafts the next block; its query count is tail + block.
+FORWARD_KINDS = ("prefill", "draft", "verify_2l", "verify_causal", "commit", "ar", "commit+draft")
 COMMIT_HOWS = (
     "ar",  # autoregressive step (method ar)
     "accepted",  # draft accepted by verification
@@ -158,6 +160,7 @@ class BlockRecord:
     start: int
     length: int
     prompt_tail: int  # prompt tokens inside this block (never decoded)
+    length_reason: str = ""  # adaptive_block: why the block has this length (empty for a fixed block size)
 
 
 @dataclass
