@@ -10,7 +10,6 @@ import torch
 import s2d2
 from conftest import tiny_qwen2, tiny_qwen3
 from s2d2 import DecodeConfig
-from s2d2.decoding.recorder import Recorder
 from s2d2.models.base import ModelSpec
 from s2d2.policies import AdaptiveBlock, BlockFeedback
 
@@ -81,17 +80,11 @@ def test_options_save_forwards_and_queries(family, models):
 
 # -- KV reuse and fused forwards give the full draft's logits (float64) ------------------------------------------
 
-def _capture(monkeypatch) -> list[torch.Tensor]:
+def _capture(model) -> tuple[list[torch.Tensor], object]:
+    """The raw float64 logits of every forward (HFModel.forward hands back float32), in forward order."""
     seen: list[torch.Tensor] = []
-    original = Recorder.forward
-
-    def forward(self, *args, **kwargs):
-        logits = original(self, *args, **kwargs)
-        seen.append(logits.detach().clone())
-        return logits
-
-    monkeypatch.setattr(Recorder, "forward", forward)
-    return seen
+    handle = model.model.register_forward_hook(lambda mod, args, out: seen.append(out.logits[0].detach().clone()))
+    return seen, handle
 
 
 def _draft_rows(res, logits, shifted: bool):
@@ -107,7 +100,7 @@ def _draft_rows(res, logits, shifted: bool):
 
 
 @pytest.mark.parametrize("family", ["aligned", "shifted"])
-def test_reused_and_fused_drafts_match_the_full_draft(family, models, monkeypatch):
+def test_reused_and_fused_drafts_match_the_full_draft(family, models):
     model = models[family]
     shifted = family == "shifted"
     runs = {}
@@ -115,10 +108,13 @@ def test_reused_and_fused_drafts_match_the_full_draft(family, models, monkeypatc
     if not shifted:  # a right-shifted fused forward drafts with MASK at block position 0 (its seed comes after)
         variants.update(fused=dict(fused_commit=True), both=dict(kv_reuse=True, fused_commit=True))
     for name, opts in variants.items():
-        seen = _capture(monkeypatch)
-        res = s2d2.generate(model, PROMPTS[1], DecodeConfig(block_length=8, **EXACT, **opts))
-        runs[name] = (res, _draft_rows(res, list(seen), shifted))
-        monkeypatch.undo()
+        seen, handle = _capture(model)
+        try:
+            res = s2d2.generate(model, PROMPTS[1], DecodeConfig(block_length=8, **EXACT, **opts))
+        finally:
+            handle.remove()
+        assert len(seen) == len(res.trace.forwards) and seen[0].dtype == torch.float64
+        runs[name] = (res, _draft_rows(res, seen, shifted))
     full_res, full_rows = runs["full"]
     for name in list(variants)[1:]:
         res, rows = runs[name]

@@ -71,9 +71,8 @@ def block_loop(model: Any, cfg: DecodeConfig, prompt: torch.Tensor, rec: Recorde
     while start < plan.end:
         blk = BlockRecord(index, start, length, max(0, min(P - start, length)), why)
         blocks.append(blk)
-        first_step = len(steps)
-        finish = _decode_block(ctx, blk, steps, stops) or _end_block(ctx, blk, steps, stops, last=start + length
-                                                                     >= plan.end)
+        first_step, last = len(steps), start + length >= plan.end
+        finish = _decode_block(ctx, blk, steps, stops) or _end_block(ctx, blk, steps, stops, last)
         if finish is None:
             finish = check(number_steps(steps))
         if finish is not None:

@@ -44,7 +44,7 @@ class HFModel:
         """Run the model on `input_ids` ([q]) at absolute `positions` ([q]) after the cached tokens.
 
         `keep` appended tokens stay in the cache (the rest are cropped: a "no-store" forward keeps 0).
-        Returns logits [q, V] (float32, or float64 for a float64 model), or the last `last` rows only.
+        Returns float32 logits [q, V], or the last `last` rows only.
         """
         q = int(input_ids.shape[0])
         cache_len = cache.get_seq_length()
@@ -74,4 +74,4 @@ class HFModel:
         drop = q - keep
         if drop > 0:
             cache.crop(-drop)
-        return out.logits[0].to(torch.promote_types(out.logits.dtype, torch.float32))
+        return out.logits[0].float()
