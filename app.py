@@ -14,6 +14,7 @@ from typing import Any, Callable, Optional
 
 import gradio as gr
 
+from components import guard
 from components import handlers as h
 from components.canvas import CANVAS_CSS, legend_html, render_live
 from components.compare import COMPARE_CSS, build_compare_tab
@@ -25,6 +26,7 @@ from components.run_panel import (DEFAULT_MODEL, DEFAULT_PRESET, EXAMPLE_PROMPTS
 from components.strip import STRIP_CSS
 from components.sweep import build_sweep_tab
 from components.traces_io import ASSETS, example_traces, export_path, load_example, make_state
+from s2d2.limits import limits
 from s2d2.trace import Trace
 
 CSS = CANVAS_CSS + STRIP_CSS + COMPARE_CSS + """
@@ -98,7 +100,8 @@ def build_replay_tab(ctx: Ctx) -> None:
     with gr.Row():
         c["example"] = gr.Dropdown(list(example_traces(examples_dir())), label="Example trace", scale=2,
                                    value=next(iter(example_traces(examples_dir())), None))
-        c["upload"] = gr.File(label="Upload a trace (.json, ≤ 5 MB)", file_types=[".json"], scale=2, height=130)
+        c["upload"] = gr.File(label=f"Upload a trace (.json, ≤ {limits().max_upload_mb:g} MB)", file_types=[".json"],
+                              scale=2, height=130)
         c["download"] = gr.DownloadButton("⬇ Download trace JSON", value=export_path(t) if t else None, scale=1)
     c["load_status"] = gr.Markdown("Example trace loaded." if t else h.NO_TRACE, elem_id="load-status")
     c["title"] = gr.Markdown(trace_title(t) if t else "")
@@ -132,8 +135,8 @@ def build_run_tab(ctx: Ctx) -> None:
                                      elem_id="prompt")
             gr.Examples(EXAMPLE_PROMPTS, inputs=[c["prompt"]], label="Example prompts")
             c["model"] = gr.Dropdown(model_choices(), value=DEFAULT_MODEL, label="Model", allow_custom_value=True,
-                                     elem_id="model",
-                                     info="The bundled tiny model runs on CPU; larger ids load on demand.")
+                                     elem_id="model", info="The bundled tiny model runs on CPU; the others load "
+                                     "on first use. Names off this list are refused.")
             c["preset"] = gr.Dropdown(preset_choices(), value=DEFAULT_PRESET, label="Preset (fills every knob)")
             values = preset_values(DEFAULT_PRESET)
             with gr.Row():
@@ -198,11 +201,13 @@ def wire(ctx: Ctx) -> None:
                        api_name="open_example")
     c["upload"].upload(h.upload_trace, c["upload"], [state, c["load_status"], *load_out], api_name="upload_trace")
     c["preset"].input(h.apply_preset, [c["preset"], c["knobs"][-1]], c["knobs"], **PRIVATE)
-    run_ev = c["run"].click(h.run, [c["prompt"], c["model"], *c["knobs"]],
+    # One GPU job per session: a second submission is refused before it enters the queue (guard.admit).
+    busy = lambda msg: (msg, gr.skip(), gr.skip(), gr.skip(), False)  # noqa: E731
+    run_ev = c["run"].click(guard.one_job(h.run, busy), [c["prompt"], c["model"], *c["knobs"]],
                             [c["run_status"], c["live"], c["output"], state, c["run_ok"]],
-                            api_name="run", concurrency_limit=1, concurrency_id="gpu")
+                            api_name="run", concurrency_limit=1, concurrency_id="gpu", validator=guard.admit)
     run_ev.then(h.state_views, [state, c["run_ok"]], [ctx.tabs, c["load_status"], *load_out], **PRIVATE)
-    c["stop"].click(lambda: "Stopped.", None, c["run_status"], cancels=[run_ev], **PRIVATE)
+    c["stop"].click(guard.stop, None, c["run_status"], cancels=[run_ev], **PRIVATE)
     for btn, step in c.get("tour", []):
         btn.click(lambda s=step: (gr.Tabs(selected="replay"), s), None, [ctx.tabs, c["slider"]], **PRIVATE)
     # A public endpoint that shows the session's current trace (gradio_client runs no chained events).
@@ -214,7 +219,9 @@ def build_demo() -> gr.Blocks:
     preload_on_spaces()
     name, example = first_example()
     ctx = Ctx(example)
-    with gr.Blocks(title="S2D2 Explorer") as demo:
+    # Gradio's cache (uploads, downloads) is swept every 10 minutes of files older than an hour, and wiped on
+    # restart; exported traces have their own bounded folder (components/traces_io.py).
+    with gr.Blocks(title="S2D2 Explorer", delete_cache=(600, 3600)) as demo:
         ctx.state = gr.State(make_state(example, name or "example") if example else None)
         gr.Markdown("# S2D2 Explorer\nSelf-speculative decoding of block-diffusion LMs "
                     "([arXiv 2603.25702](https://arxiv.org/abs/2603.25702)): the model drafts a block in diffusion "
@@ -225,7 +232,8 @@ def build_demo() -> gr.Blocks:
                 with gr.Tab(label, id=tab_id):
                     build(ctx)
         wire(ctx)
-    demo.queue(default_concurrency_limit=4, max_size=64)
+        demo.unload(guard.on_unload)  # a closed tab or client stops its job within one forward
+    demo.queue(default_concurrency_limit=4, max_size=limits().queue_size)
     return demo
 
 
@@ -244,8 +252,8 @@ it without a model. Paper: Han et al., *S2D2: Fast Decoding for Diffusion LLMs v
 
 # A session's state holds one trace as a plain dict (about 50 kB for 64 tokens, 0.4-1 MB for 512): 400 sessions
 # bound the worst case to a few hundred MB; the oldest sessions are dropped first.
-LAUNCH_KWARGS: dict[str, Any] = dict(theme=THEME, css=CSS, js=KEYS_JS, state_session_capacity=400,
-                                     max_file_size="5mb")
+LAUNCH_KWARGS: dict[str, Any] = dict(theme=THEME, css=CSS, js=KEYS_JS, state_session_capacity=limits().max_sessions,
+                                     max_file_size=limits().max_upload_bytes)
 
 demo = build_demo()
 

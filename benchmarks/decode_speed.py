@@ -1,16 +1,17 @@
-"""Decode speed, side by side in one run: S2D2 vs AR (wall and NFE), trace on vs off, time outside forwards.
+"""Decode speed, side by side in one run: S2D2 vs AR (wall and NFE), trace on vs off, the share of decode time
+outside model forwards, and the dynamic vs the static forward backend (s2d2/models/static_backend.py).
 
     python benchmarks/decode_speed.py                 # bundled tiny model (random tiny Qwen3 if absent)
-    python benchmarks/decode_speed.py --model PATH --gen-length 128 --repeats 3
+    python benchmarks/decode_speed.py --model PATH --gen-length 128 --repeats 3 --backends dynamic
 
-Runs are interleaved (AR, S2D2, S2D2 without trace detail, ...) and each figure is the median over repeats, so
-machine noise hits every arm alike. Ratios are printed; nothing is asserted.
+Runs are interleaved (every arm on every backend, prompt by prompt, repeat by repeat), so machine noise hits every
+arm alike; figures are totals over all runs. Every arm is lean (`detailed=False`) except `s2d2_traced`, which
+records the full trace (its ratio to `s2d2` is the cost of tracing). Nothing is asserted.
 """
 from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 from pathlib import Path
 
@@ -19,6 +20,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 
 import s2d2  # noqa: E402
+from s2d2.models import HFModel  # noqa: E402
+
 
 def task_prompts(n: int = 4) -> list[str]:
     """Held-out arithmetic questions: the bundled model's task, so acceptance is realistic."""
@@ -45,46 +48,56 @@ def main() -> None:
     ap.add_argument("--preset", default="sdar-config-b", help="the S2D2 arm (default: always verify, B=16)")
     ap.add_argument("--gen-length", type=int, default=96)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--backends", default="dynamic,static", help="comma-separated: dynamic, static")
     ap.add_argument("--threads", type=int, default=int(os.environ.get("S2D2_THREADS", "2")))
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
-    model, random_weights = load(args.model)
+    base, random_weights = load(args.model)
+    models = {b: HFModel(base.model, base.tokenizer, base.spec, backend=b) for b in args.backends.split(",")}
     prompts = [[5 + i for i in range(12)], [40 + i for i in range(20)]] if random_weights else task_prompts()
     arms = {
-        "ar": (s2d2.preset("ar", gen_length=args.gen_length), True),
-        "s2d2": (s2d2.preset(args.preset, gen_length=args.gen_length), True),
-        "s2d2_trace_off": (s2d2.preset(args.preset, gen_length=args.gen_length), False),
-        "dynamic_baseline": (s2d2.preset("dynamic-baseline", gen_length=args.gen_length), True),
+        "ar": (s2d2.preset("ar", gen_length=args.gen_length), False),
+        "dynamic_baseline": (s2d2.preset("dynamic-baseline", gen_length=args.gen_length), False),
+        "s2d2": (s2d2.preset(args.preset, gen_length=args.gen_length), False),
+        "s2d2_traced": (s2d2.preset(args.preset, gen_length=args.gen_length), True),
     }
-    s2d2.generate(model, prompts[0], arms["ar"][0])  # warm-up
-    runs: dict[str, list[dict]] = {k: [] for k in arms}
+    for model in models.values():
+        s2d2.generate(model, prompts[0], arms["ar"][0])  # warm-up
+    runs: dict[tuple[str, str], list[dict]] = {(a, b): [] for a in arms for b in models}
     for _ in range(args.repeats):
         for prompt in prompts:
             for name, (cfg, detailed) in arms.items():
-                runs[name].append(s2d2.generate(model, prompt, cfg, seed=0, detailed=detailed).metrics)
+                for backend, model in models.items():
+                    runs[(name, backend)].append(s2d2.generate(model, prompt, cfg, seed=0, detailed=detailed).metrics)
 
-    def med(name: str, key: str) -> float:
-        return statistics.median(m[key] for m in runs[name])
+    def total(key: tuple[str, str], field: str) -> float:
+        return sum(m[field] for m in runs[key])
 
-    def per_token(name: str, key: str) -> float:
-        return sum(m[key] for m in runs[name]) / max(1, sum(m["generated_tokens"] for m in runs[name]))
+    def per_token(key: tuple[str, str], field: str) -> float:
+        return total(key, field) / max(1, total(key, "generated_tokens"))
 
-    print(f"model: {model.spec.name} ({'random weights' if random_weights else 'trained'}), device {model.device}, "
-          f"dtype {model.dtype}, threads {args.threads}, gen_length {args.gen_length}, "
+    print(f"model: {base.spec.name} ({'random weights' if random_weights else 'trained'}), device {base.device}, "
+          f"dtype {base.dtype}, threads {args.threads}, gen_length {args.gen_length}, "
           f"{len(prompts)} prompts x {args.repeats} repeats")
-    print(f"{'arm':18s} {'tokens':>7s} {'NFE/token':>10s} {'wall ms/token':>14s} {'outside forwards':>17s}")
-    for name in arms:
-        wall = per_token(name, "wall_seconds") * 1000
-        outside = 1 - sum(m["forward_seconds"] for m in runs[name]) / sum(m["wall_seconds"] for m in runs[name])
-        print(f"{name:18s} {med(name, 'generated_tokens'):7.0f} {per_token(name, 'nfe'):10.3f} {wall:14.2f} "
-              f"{outside:17.1%}")
-    ar_wall, sp_wall = per_token("ar", "wall_seconds"), per_token("s2d2", "wall_seconds")
-    print()
-    print(f"S2D2 vs AR  NFE speedup:   {per_token('ar', 'nfe') / per_token('s2d2', 'nfe'):.2f}x  "
-          f"(AR accounting: 1 forward per token)")
-    print(f"S2D2 vs AR  wall speedup:  {ar_wall / sp_wall:.2f}x")
-    print(f"S2D2 vs dynamic baseline wall speedup: {per_token('dynamic_baseline', 'wall_seconds') / sp_wall:.2f}x")
-    print(f"trace on / off wall ratio: {sp_wall / per_token('s2d2_trace_off', 'wall_seconds'):.3f}")
+    print(f"{'arm':18s} {'backend':8s} {'tokens':>7s} {'NFE/token':>10s} {'wall ms/token':>14s} {'outside forwards':>17s}")
+    for key in runs:
+        outside = 1 - total(key, "forward_seconds") / total(key, "wall_seconds")
+        print(f"{key[0]:18s} {key[1]:8s} {total(key, 'generated_tokens'):7.0f} {per_token(key, 'nfe'):10.3f} "
+              f"{per_token(key, 'wall_seconds') * 1000:14.2f} {outside:17.1%}")
+    for backend in models:
+        ar, sp = ("ar", backend), ("s2d2", backend)
+        print(f"\n[{backend}] S2D2 vs AR  NFE speedup:  {per_token(ar, 'nfe') / per_token(sp, 'nfe'):.2f}x  "
+              f"(AR accounting: 1 forward per token)")
+        print(f"[{backend}] S2D2 vs AR  wall speedup: {per_token(ar, 'wall_seconds') / per_token(sp, 'wall_seconds'):.2f}x")
+        print(f"[{backend}] S2D2 vs dynamic baseline wall speedup: "
+              f"{per_token(('dynamic_baseline', backend), 'wall_seconds') / per_token(sp, 'wall_seconds'):.2f}x")
+        print(f"[{backend}] trace on / off wall ratio: "
+              f"{per_token(('s2d2_traced', backend), 'wall_seconds') / per_token(sp, 'wall_seconds'):.3f}")
+    if "dynamic" in models and "static" in models:
+        print()
+        for name in arms:
+            ratio = per_token((name, "dynamic"), "wall_seconds") / per_token((name, "static"), "wall_seconds")
+            print(f"{name}: static backend wall speedup over dynamic: {ratio:.2f}x")
 
 
 if __name__ == "__main__":

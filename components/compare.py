@@ -15,12 +15,13 @@ import plotly.graph_objects as go
 
 from s2d2.compare import PREFILL_BLOCK, Comparison, compare_traces, forward_blocks
 from s2d2.config import DecodeConfig, preset, presets
+from s2d2.limits import check_seed
 from s2d2.trace import Trace
 
 from .canvas import render_canvas
 from .figures import KIND_COLOURS
 from .replay import _show
-from .run_panel import _GPU, MAX_RUN_SECONDS, gpu_duration
+from .run_panel import check_config, check_prompt, record_lanes
 
 OFF = "(off)"
 MAX_LANES = 4
@@ -59,8 +60,8 @@ def lane_configs(presets_: list[Any], overrides: list[Any], gen_length: Any) -> 
         if not name or name == OFF:
             continue
         try:
-            cfg = preset(str(name), gen_length=int(gen_length), **parse_overrides(extra))
-        except (ValueError, TypeError) as exc:
+            cfg = check_config(preset(str(name)[:100], gen_length=int(gen_length), **parse_overrides(extra)))
+        except (ValueError, TypeError, OverflowError) as exc:
             raise ValueError(f"lane {i + 1}: {exc}") from None
         configs[f"{i + 1}·{name}{'*' if str(extra or '').strip() else ''}"] = cfg
     if not 2 <= len(configs) <= MAX_LANES:
@@ -71,13 +72,16 @@ def lane_configs(presets_: list[Any], overrides: list[Any], gen_length: Any) -> 
 def run_compare(prompt: str, model_name: str, seed: Any, gen_length: Any, *lane_values: Any,
                 load: Optional[Callable[[str], Any]] = None, generate: Optional[Callable[..., Any]] = None
                 ) -> tuple[str, Optional[dict[str, Any]]]:
-    """Run every lane on the prompt: (status markdown, new state or None on error)."""
-    if not isinstance(prompt, str) or not prompt.strip():
-        return "Type a prompt first.", None
+    """Run every lane on the prompt: (status markdown, new state or None on error). Same caps as Run: prompt
+    characters, tokens, seconds (all lanes together), and the Stop button."""
+    problem = check_prompt(prompt)
+    if problem:
+        return f"⚠ {problem}", None
     try:
+        seed = check_seed(int(float(seed)))
         configs = lane_configs(list(lane_values[:MAX_LANES]), list(lane_values[MAX_LANES:]), gen_length)
-        traces = _lanes(model_name, prompt, configs, int(seed), load, generate)
-    except ValueError as exc:
+        traces = _lanes(model_name, prompt, configs, seed, load, generate)
+    except (ValueError, TypeError, OverflowError) as exc:
         return f"⚠ {exc}", None
     first = next(iter(traces.values()))
     state = {"prompt_ids": first.header.prompt_ids, "seed": int(seed), "model": model_name,
@@ -87,10 +91,16 @@ def run_compare(prompt: str, model_name: str, seed: Any, gen_length: Any, *lane_
 
 def _lanes(model_name: str, prompt: Any, configs: dict[str, DecodeConfig], seed: int,
            load: Optional[Callable[[str], Any]], generate: Optional[Callable[..., Any]]) -> dict[str, Trace]:
-    """Decode every lane; through the GPU-decorated `run_lanes` unless a test injects load / generate."""
+    """Decode every lane; through the GPU-decorated `record_lanes` (time cap, Stop) unless a test injects load /
+    generate."""
     plain = {n: c.to_dict() for n, c in configs.items()}
     if load is None and generate is None:
-        out = run_lanes(prompt, model_name, plain, seed)
+        out = {}
+        for event in record_lanes(prompt, model_name, plain, seed):
+            if event["kind"] == "error":
+                raise ValueError(event["message"])
+            if event["kind"] == "done":
+                out = event["traces"]
     else:
         out = _decode_lanes(prompt, model_name, plain, seed, load or _load, generate or _generate)
     return {n: Trace.from_dict(t) for n, t in out.items()}
@@ -113,16 +123,6 @@ def _decode_lanes(prompt: Any, model_name: str, configs: dict[str, dict[str, Any
     model = load(model_name)
     return {n: generate(model, prompt, DecodeConfig.from_dict(c), seed=seed).trace.to_dict()
             for n, c in configs.items()}
-
-
-def _lanes_seconds(prompt: Any, model_name: str, configs: dict[str, dict[str, Any]], seed: int = 0) -> int:
-    return int(min(MAX_RUN_SECONDS, sum(gpu_duration("", model_name, c, seed) for c in configs.values())))
-
-
-@_GPU(duration=_lanes_seconds)
-def run_lanes(prompt: Any, model_name: str, configs: dict[str, dict[str, Any]], seed: int) -> dict[str, dict[str, Any]]:
-    """The Compare tab's GPU call (ZeroGPU on Spaces): plain dicts in and out, so they pickle."""
-    return _decode_lanes(prompt, model_name, configs, seed, _load, _generate)
 
 
 def traces_of(state: Any) -> dict[str, Trace]:
@@ -262,7 +262,9 @@ def build_compare_tab(ctx: Any = None, model_name: str = "tiny") -> dict[str, An
     with gr.Accordion("Custom settings per lane (KEY=VALUE, e.g. acceptance=greedy_exact policy=always)", open=False):
         with gr.Row():
             c["cmp_extra"] = [gr.Textbox("", label=f"Lane {i + 1} overrides", lines=1) for i in range(MAX_LANES)]
-    c["cmp_run"] = gr.Button("▶ Run all lanes", variant="primary", elem_id="cmp-run")
+    with gr.Row():
+        c["cmp_run"] = gr.Button("▶ Run all lanes", variant="primary", elem_id="cmp-run")
+        c["cmp_stop"] = gr.Button("■ Stop", variant="stop", elem_id="cmp-stop")
     c["cmp_status"] = gr.Markdown("Pick 2–4 lanes and run them on the same prompt and seed.", elem_id="cmp-status")
     c["cmp_block"] = gr.Slider(0, 1, value=0, step=1, label="Aligned block (drives every lane)", elem_id="cmp-block")
     c["cmp_lanes_html"] = gr.HTML("", elem_id="cmp-lanes")
@@ -304,6 +306,9 @@ def _after_run(state: Any) -> tuple[Any, ...]:
 
 
 def _wire_compare(c: dict[str, Any], model_name: str, private: dict[str, Any]) -> None:
+    import gradio as gr
+
+    from .guard import admit, one_job, stop
     from .whatif_view import knob_values, rerun_whatif, whatif_view
 
     view_out = [c["cmp_lanes_html"], c["cmp_nfe"], c["cmp_wall"], c["cmp_metrics"], c["cmp_diff"]]
@@ -312,8 +317,9 @@ def _wire_compare(c: dict[str, Any], model_name: str, private: dict[str, Any]) -
     def run(prompt: str, seed: Any, gen: Any, *lanes: Any) -> tuple[str, Any]:
         return run_compare(prompt, model_name, seed, gen, *lanes)
 
-    ev = c["cmp_run"].click(run, inputs, [c["cmp_status"], c["cmp_state"]], api_name="compare",
-                            concurrency_limit=1, concurrency_id="gpu")
+    # One GPU job per session (refused at the queue's door by `admit`); Stop ends it within one forward.
+    ev = c["cmp_run"].click(one_job(run, lambda msg: (msg, gr.skip())), inputs, [c["cmp_status"], c["cmp_state"]],
+                            api_name="compare", concurrency_limit=1, concurrency_id="gpu", validator=admit)
     ev.then(_after_run, c["cmp_state"], [c["cmp_block"], *view_out, c["wi_lane"], *c["wi_knobs"]], **private)
     c["cmp_block"].change(compare_views, [c["cmp_state"], c["cmp_block"]], view_out, **private)
     wi_in = [c["cmp_state"], c["wi_lane"], *c["wi_knobs"]]
@@ -321,5 +327,7 @@ def _wire_compare(c: dict[str, Any], model_name: str, private: dict[str, Any]) -
                         **private)
     for knob in [c["wi_lane"], *c["wi_knobs"]]:
         knob.change(whatif_view, wi_in, [c["wi_summary"], c["wi_table"]], **private)
-    c["wi_rerun"].click(rerun_whatif, wi_in, [c["wi_status"], c["wi_metrics"], c["wi_side"]], **private,
-                        concurrency_limit=1, concurrency_id="gpu")
+    rerun = c["wi_rerun"].click(one_job(rerun_whatif, lambda msg: (msg, gr.skip(), gr.skip())), wi_in,
+                                [c["wi_status"], c["wi_metrics"], c["wi_side"]], **private, concurrency_limit=1,
+                                concurrency_id="gpu", validator=admit)
+    c["cmp_stop"].click(stop, None, c["cmp_status"], cancels=[ev, rerun], **private)

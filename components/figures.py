@@ -54,7 +54,7 @@ def commit_map(trace: Trace, step: Optional[int] = None) -> go.Figure:
             pts = by_how.setdefault(c.how, ([], [], []))
             pts[0].append(x)
             pts[1].append(c.position)
-            pts[2].append(f"step {s.index + 1}, block {s.block}: {c.text!r} ({c.how})")
+            pts[2].append(f"step {s.index + 1}, block {s.block}: {c.text[:24]!r} ({c.how})")  # hover stays small
     for how, (x, y, text) in by_how.items():
         fig.add_trace(go.Scatter(x=x, y=y, mode="markers", name=how, text=text, hoverinfo="text",
                                  marker=dict(color=HOW_COLOURS.get(how, "#444"), symbol=HOW_SYMBOLS.get(how, "circle"),
@@ -173,6 +173,20 @@ def _implicit_score(policy: Any, details: dict[str, Any], inputs: Any) -> Option
     return plotted_score(policy, details, inputs)
 
 
+def _on_spans(xs: list[int]) -> list[tuple[int, int]]:
+    """Shaded ON steps: one rect per step up to MAX_BLOCK_LINES, else one per run of consecutive steps, else none
+    (Plotly shapes are costly, and the figure is re-sent on every scrub)."""
+    if len(xs) <= MAX_BLOCK_LINES:
+        return [(x, x) for x in xs]
+    runs: list[list[int]] = []
+    for x in xs:
+        if runs and runs[-1][1] == x - 1:
+            runs[-1][1] = x
+        else:
+            runs.append([x, x])
+    return [(a, b) for a, b in runs] if len(runs) <= MAX_BLOCK_LINES else []
+
+
 def routing_figure(trace: Trace, step: Optional[int] = None) -> go.Figure:
     """Score vs threshold (or hysteresis band with the ON state shaded), verify/skip markers, K̂ vs K."""
     data = routing_series(trace)
@@ -200,9 +214,9 @@ def routing_figure(trace: Trace, step: Optional[int] = None) -> go.Figure:
     if th.get("on") is not None and th.get("off") is not None:
         shapes.append(dict(type="rect", xref="paper", x0=0, x1=1, yref="y", y0=th["off"], y1=th["on"],
                            fillcolor="#fde68a", opacity=0.35, line_width=0, layer="below"))
-        shapes += [dict(type="rect", xref="x", x0=x - 0.5, x1=x + 0.5, yref="y domain", y0=0, y1=1,
+        shapes += [dict(type="rect", xref="x", x0=a - 0.5, x1=b + 0.5, yref="y domain", y0=0, y1=1,
                         fillcolor="#bbf7d0", opacity=0.3, line_width=0, layer="below")
-                   for x, v in zip(steps, data["verify"]) if v]
+                   for a, b in _on_spans([x for x, v in zip(steps, data["verify"]) if v])]
     ks = [x for x, k in zip(steps, data["k_hat"]) if k is not None]
     fig.add_trace(go.Scatter(x=ks, y=[k for k in data["k_hat"] if k is not None], mode="markers", name="K̂",
                              marker=dict(color="#7c3aed", symbol="circle-open", size=9)), row=2, col=1)

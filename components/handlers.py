@@ -129,14 +129,18 @@ def run(prompt: str, model_name: str, *knobs: Any) -> Iterator[tuple[Any, ...]]:
     yield "Loading the model and starting…", render_live([], ""), "", gr.skip(), False
     for event in record(prompt, model_name, config_dict(cfg), seed):
         if event["kind"] == "progress":
-            yield (f"Decoding… {event['steps']} steps, {len(event['commits'])} tokens committed "
-                   f"({event['elapsed']:.1f} s)", render_live(event["commits"]), gr.skip(), gr.skip(), False)
+            yield (event.get("status") or f"Decoding… {event['steps']} steps, {len(event['commits'])} tokens "
+                   f"committed ({event['elapsed']:.1f} s)", render_live(event["commits"]), gr.skip(), gr.skip(), False)
         elif event["kind"] == "error":
             yield f"⚠️ {event['message']}", gr.skip(), gr.skip(), gr.skip(), False
             return
         elif event["kind"] == "done":
-            data = event["trace"]
-            trace = Trace.from_dict(data)
+            try:
+                trace = Trace.from_dict(event["trace"])
+            except ValueError as exc:  # a run outside the limits in force (they changed, or a bug): no traceback
+                yield f"⚠️ The run finished but its trace is refused: {md_escape(exc, 300)}", gr.skip(), gr.skip(), \
+                    gr.skip(), False
+                return
             commits = [[c.position, c.text, c.how] for s in trace.steps for c in s.commits]
             reason = getattr(trace.footer, "finish_reason", "") if trace.footer else ""
             note = f" — stopped early ({reason.replace('_', ' ')})" if reason in ("cancelled", "time_limit") else ""

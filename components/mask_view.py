@@ -17,6 +17,7 @@ from .canvas import visible_text
 from .trace_index import clamp_step, index_of
 
 WHICH = ("auto", "draft", "verify", "commit")
+MAX_QUERIES = 128  # prefill rows shown; earlier prompt positions fold into the cache band (every row attends them)
 
 
 def query_mask(kind: str, q: int, block: int, cache_ver: bool, causal_prefix: int = 0,
@@ -78,10 +79,11 @@ def _draft_prefix(rec: StepRecord, start: int) -> int:
     return max(0, (min(rec.masks_before) - start) if rec.masks_before else 0)
 
 
-def _labels(trace: Trace, f: ForwardRecord, rec: Optional[StepRecord]) -> list[str]:
-    """Query row labels: token text + absolute position id (the first query sits at position cache_len)."""
-    n = f.input_len // 2 if f.kind == "verify_2l" else f.input_len
-    start = f.cache_len
+def _labels(trace: Trace, f: ForwardRecord, rec: Optional[StepRecord], folded: int = 0) -> list[str]:
+    """Query row labels: token text + absolute position id. The first query sits at position cache_len (a prefill
+    shows its rows after the `folded` first positions)."""
+    n = f.input_len // 2 if f.kind == "verify_2l" else f.input_len - folded
+    start = f.cache_len + folded
     if f.kind == "prefill":
         ids_step = 0
     elif rec is not None:
@@ -134,20 +136,25 @@ def mask_figure(trace: Trace, step: int, which: str = "auto") -> go.Figure:
     prefix = 0
     if f.kind in ("draft", "commit+draft") and cfg.get("draft_ver") and rec is not None:
         prefix = _draft_prefix(rec, f.cache_len + tail)
-    rows = query_mask(f.kind, f.input_len, block, bool(cfg.get("cache_ver")), prefix, tail=tail)
-    labels = _labels(trace, f, rec)
+    folded = max(0, f.input_len - MAX_QUERIES) if f.kind == "prefill" else 0
+    cache_len = f.cache_len + folded
+    rows = query_mask(f.kind, f.input_len - folded, block, bool(cfg.get("cache_ver")), prefix, start=folded,
+                      tail=tail)
+    labels = _labels(trace, f, rec, folded)
     cols = list(labels)
     z = [list(r) for r in rows]
-    if f.cache_len > 0:
-        cols = [f"cache ({f.cache_len})"] + cols
+    if cache_len > 0:
+        cols = [f"cache ({cache_len})"] + cols
         z = [[1] + r for r in z]
     # Plotly draws the first row at the bottom: reverse so row 0 is on top, keeping labels unique by index.
     ylab = [f"{i}: {t}" for i, t in enumerate(labels)][::-1]
-    xlab = [f"{i}: {t}" if i or f.cache_len == 0 else t for i, t in enumerate(cols)]
+    xlab = [f"{i}: {t}" if i or cache_len == 0 else t for i, t in enumerate(cols)]
     fig.add_trace(go.Heatmap(z=z[::-1], x=xlab, y=ylab, zmin=0, zmax=1, showscale=False, xgap=1, ygap=1,
                              colorscale=[[0, "#f8fafc"], [1, "#4f46e5"]],
                              hovertemplate="query %{y}<br>key %{x}<br>attend %{z}<extra></extra>"))
     title = f"Attention mask of forward #{f.index} ({f.kind}), cache {f.cache_len}, {f.query_tokens} queries"
+    if folded:
+        title += f" (last {MAX_QUERIES} shown)"
     if f.kind == "verify_2l":
         title += " — 2L: drafts | MASK copies"
     elif f.kind == "draft" and prefix:

@@ -9,6 +9,7 @@ from typing import Any, Optional
 
 import plotly.graph_objects as go
 
+from s2d2.metrics import trace_metrics
 from s2d2.trace import Trace
 
 from .canvas import render_canvas
@@ -87,7 +88,7 @@ OPTIONAL = {"tokens_per_verify", "num_drafts", "steps_per_block", "estimator_mae
 
 def metrics_of(trace: Trace) -> dict[str, Any]:
     try:
-        return trace.metrics()
+        return trace_metrics(trace)
     except (ImportError, AttributeError, NotImplementedError):
         return basic_metrics(trace)
 

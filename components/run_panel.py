@@ -1,12 +1,14 @@
-"""The Run panel: knobs -> validated DecodeConfig, and `record`, the one GPU-decorated call.
+"""The Run panel: knobs -> validated DecodeConfig, and the GPU-decorated decodes (Run, Compare, what-if re-run).
 
-`config_from_inputs` is pure (UI values -> DecodeConfig or one readable message). `record` runs s2d2.generate in
-a worker thread and yields plain dicts (ZeroGPU pickles results): progress after every block, then the trace.
+`config_from_inputs` is pure (UI values -> DecodeConfig or one readable message, within s2d2/limits.py).
+`record` runs s2d2.generate in a worker thread and yields plain dicts (ZeroGPU pickles results): progress after
+every block, then the trace; `record_lanes` does the same for several configurations under one time budget
+(Compare, what-if re-run). Every forward of a run first checks its stop flag (Stop button, closed tab, closed
+stream), and every run ends at the time limit with the partial trace. Which models may run: components/models.py.
 """
 from __future__ import annotations
 
 import dataclasses
-import os
 import queue
 import threading
 import time
@@ -14,8 +16,14 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Optional
 
 from s2d2.config import ACCEPTANCE, ESTIMATORS, METHODS, POLICIES, REMASKING, DecodeConfig, preset, presets
+from s2d2.decoding.layout import block_lengths
+from s2d2.limits import SEED_MAX, check_lengths, check_prompt_chars, check_prompt_tokens, check_seed, limits
 from s2d2.policies import Knob as PolicyKnob
 from s2d2.policies import option_knobs, routing_knobs
+
+from .guard import cancelled, current_job
+from .models import (DEFAULT_MODEL, check_model, forget_model, get_model, model_choices,  # noqa: F401
+                     preload_on_spaces, register_model)
 
 try:  # a no-op decorator off Hugging Face Spaces (and when the package is missing)
     import spaces  # type: ignore
@@ -27,10 +35,10 @@ except Exception:  # pragma: no cover - depends on the environment
             return args[0]
         return lambda fn: fn
 
-MAX_PROMPT_CHARS = 2000
-MAX_GEN_LENGTH = 512
-MAX_RUN_SECONDS = 120.0
-DEFAULT_MODEL = "tiny"
+MAX_PROMPT_CHARS = limits().max_prompt_chars  # layout values; the checks read limits() at call time
+MAX_GEN_LENGTH = limits().max_gen_tokens
+MAX_BLOCK_LENGTH = limits().max_block_length
+MAX_RUN_SECONDS = limits().max_run_seconds
 DEFAULT_PRESET = "sdar-config-a"
 EXAMPLE_PROMPTS = [
     "Tom has 12 apples. He buys 7 more. How many apples does Tom have now?",
@@ -64,10 +72,11 @@ _E, _S, _F = "Estimator and verification", "Sampling", "Fewer forwards (beyond t
 KNOBS: tuple[Knob, ...] = (
     Knob("method", "Method", "choice", METHODS, group=_B,
          info="ar: one token per forward; diffusion: the baseline, never verifies; s2d2: draft, route, verify"),
-    Knob("block_length", "Block length B", "int", lo=1, hi=64, group=_B),
-    Knob("denoising_steps", "Denoising steps S (0 = B)", "int", lo=0, hi=64, optional_zero=True, group=_B),
-    Knob("sub_block_length", "Sub-block (shifted models; 0 = whole block)", "int", lo=0, hi=64, optional_zero=True,
+    Knob("block_length", "Block length B", "int", lo=1, hi=MAX_BLOCK_LENGTH, group=_B),
+    Knob("denoising_steps", "Denoising steps S (0 = B)", "int", lo=0, hi=MAX_BLOCK_LENGTH, optional_zero=True,
          group=_B),
+    Knob("sub_block_length", "Sub-block (shifted models; 0 = whole block)", "int", lo=0, hi=MAX_BLOCK_LENGTH,
+         optional_zero=True, group=_B),
     Knob("gen_length", "Generation length", "int", lo=1, hi=MAX_GEN_LENGTH, group=_B),
     Knob("remasking", "Remasking rule", "choice", REMASKING, group=_R),
     Knob("confidence_threshold", "Confidence threshold τ", "float", lo=0.0, hi=1.0, step=0.01, group=_R),
@@ -85,7 +94,7 @@ KNOBS: tuple[Knob, ...] = (
          info="causal prefill and commit: the verifier then equals exact AR"),
     Knob("draft_ver", "draft_ver (causal decoded prefix in drafts)", "bool", group=_E),
     Knob("temperature", "Temperature", "float", lo=0.0, hi=2.0, step=0.05, group=_S),
-    Knob("seed", "Seed", "int", lo=0, hi=2**31 - 1, group=_S),
+    Knob("seed", "Seed", "int", lo=0, hi=SEED_MAX, group=_S),
     *(_knob(k, _F) for k in option_knobs() if not k.advanced),
 )
 KNOB_NAMES = tuple(k.name for k in KNOBS)
@@ -113,14 +122,14 @@ def _coerce(knob: Knob, value: Any) -> Any:
     if knob.kind == "int":
         f = float(value)
         if f != int(f):
-            raise ValueError(f"{knob.name}: expected a whole number, got {value}")
+            raise ValueError(f"{knob.name}: expected a whole number, got {str(value)[:40]}")
         v: Any = int(f)
         return None if knob.optional_zero and v == 0 else v
     if knob.kind == "float":
         return float(value)
     if knob.kind == "bool":
         return bool(value)
-    return str(value)
+    return str(value)[:100]
 
 
 def config_from_inputs(*values: Any) -> tuple[Optional[DecodeConfig], int, Optional[str]]:
@@ -131,92 +140,83 @@ def config_from_inputs(*values: Any) -> tuple[Optional[DecodeConfig], int, Optio
     try:
         for knob, value in zip(KNOBS, values):
             data[knob.name] = _coerce(knob, value)
-        seed = data.pop("seed")
-        if not 0 <= seed < 2**31:
-            raise ValueError(f"seed: must be in [0, {2**31 - 1}], got {seed}")
-        if data["gen_length"] > MAX_GEN_LENGTH:
-            raise ValueError(f"gen_length: at most {MAX_GEN_LENGTH} tokens in this app, got {data['gen_length']}")
-        cfg = DecodeConfig.from_dict(data)
+        seed = check_seed(data.pop("seed"))
+        cfg = check_config(DecodeConfig.from_dict(data))
     except (ValueError, TypeError, OverflowError) as exc:
         return None, 0, f"Invalid setting — {exc}"
     return cfg, int(seed), None
 
 
-def check_model(name: Any) -> Optional[str]:
-    """Only registry names (or models already loaded) unless S2D2_ALLOW_ANY_MODEL=1: a public Space must not
-    load arbitrary folders or Hub repos on request."""
-    if not isinstance(name, str) or not name.strip():
-        return "Pick a model."
-    if name in _MODELS or name in model_choices() or os.environ.get("S2D2_ALLOW_ANY_MODEL") == "1":
-        return None
-    return f"Unknown model {name[:80]!r}: pick one from the list (set S2D2_ALLOW_ANY_MODEL=1 to allow any id or path)."
+def check_config(cfg: DecodeConfig) -> DecodeConfig:
+    """The app's caps on top of DecodeConfig's own ranges (ValueError naming the field and the bound)."""
+    check_lengths(cfg.gen_length, cfg.block_length)
+    top = limits().max_block_length
+    if cfg.adaptive_block and cfg.adaptive_max_block > top:
+        raise ValueError(f"adaptive_max_block: at most {top} (S2D2_MAX_BLOCK_LENGTH), got {cfg.adaptive_max_block}")
+    return cfg
 
 
 def check_prompt(prompt: Any) -> Optional[str]:
     if not isinstance(prompt, str) or not prompt.strip():
         return "Type a prompt first (or pick an example)."
-    if len(prompt) > MAX_PROMPT_CHARS:
-        return f"The prompt is {len(prompt)} characters; this app accepts at most {MAX_PROMPT_CHARS}."
+    try:
+        check_prompt_chars(prompt)
+    except ValueError as exc:
+        return f"The {exc}."
     return None
 
 
-def gpu_duration(prompt: str, model_name: str, config: dict[str, Any], seed: int = 0) -> int:
+def generate_within_limits(model: Any, prompt: Any, cfg: DecodeConfig, **kwargs: Any) -> Any:
+    """s2d2.generate, refusing a prompt over S2D2_MAX_PROMPT_TOKENS (counted after the chat template)."""
+    from s2d2.api import encode_prompt, generate
+
+    check_prompt_tokens(len(encode_prompt(model, prompt)[0]))
+    return generate(model, prompt, cfg, **kwargs)
+
+
+def gpu_duration(prompt: Any, model_name: str, config: dict[str, Any], seed: int = 0, job_id: str = "") -> int:
     """Seconds to request from ZeroGPU, from the worst-case forward count of the request."""
     gen = int(config.get("gen_length", 64))
     block = max(1, int(config.get("block_length", 4)))
     forwards = 2 * gen + gen // block + 2  # draft + verify per token at worst, plus commits and prefill
     per_forward = 0.002 if model_name.startswith("tiny") else 0.04
-    return int(min(MAX_RUN_SECONDS, 20 + forwards * per_forward))
+    return int(min(limits().max_run_seconds, 20 + forwards * per_forward))
 
 
-_MODELS: dict[str, Any] = {}
-_MODEL_LOCK = threading.Lock()
+class RunStopped(Exception):
+    """Raised before a forward of a run that was stopped (Stop button, closed tab or stream)."""
 
 
-def get_model(name: str) -> Any:
-    """Load (once per process) and return a model; raises ValueError with a readable message."""
-    with _MODEL_LOCK:
-        if name not in _MODELS:
-            try:
-                import s2d2
+class _Stoppable:
+    """The model as one run sees it: every forward first checks the run's stop flag, so a stopped run frees the
+    GPU within one forward instead of at the end of its block. Everything else is the model's."""
 
-                _MODELS[name] = s2d2.load_model(name)
-            except Exception as exc:  # ModelLoadError, missing files, no network, out of memory
-                raise ValueError(f"Could not load model {name!r}: {str(exc)[:300]}") from None
-        return _MODELS[name]
+    def __init__(self, model: Any, stopped: Callable[[], bool]) -> None:
+        self._model, self._stopped = model, stopped
 
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._model, name)
 
-def preload_on_spaces(name: str = DEFAULT_MODEL) -> Optional[str]:
-    """On a Space, load the default model at start-up (ZeroGPU runs `record` in a fork that would otherwise reload
-    it every call). Returns an error message or None; local runs load lazily on the first Run."""
-    if not os.environ.get("SPACE_ID"):
-        return None
-    try:
-        get_model(name)
-    except ValueError as exc:
-        return str(exc)
-    return None
-
-
-def model_choices() -> list[str]:
-    try:
-        from s2d2.models import known_models
-
-        names = [n for n in known_models() if isinstance(n, str)]
-    except Exception:
-        names = []
-    return [DEFAULT_MODEL] + [n for n in names if n != DEFAULT_MODEL]
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        if self._stopped():
+            raise RunStopped()
+        return self._model.forward(*args, **kwargs)
 
 
 _END = object()
+WARMUP_STATUS = ("Preparing the GPU fast path: capturing CUDA graphs for this block length (a few seconds, once per "
+                 "model and block length)…")
 
 
-def record_stream(prompt: str, model_name: str, config: dict[str, Any], seed: int,
+def record_stream(prompt: Any, model_name: str, config: dict[str, Any], seed: int,
                   generate: Callable[..., Any], load: Callable[[str], Any],
-                  max_seconds: float = MAX_RUN_SECONDS, min_interval: float = 0.2) -> Iterator[dict[str, Any]]:
-    """Run `generate` in a thread; yield {"kind": "progress"|"done"|"error", ...} plain dicts."""
+                  max_seconds: Optional[float] = None, min_interval: float = 0.2,
+                  cancel: Callable[[], bool] = lambda: False) -> Iterator[dict[str, Any]]:
+    """Run `generate` in a thread; yield {"kind": "progress"|"done"|"error", ...} plain dicts. The run ends early
+    (partial trace, finish_reason "time_limit") after `max_seconds` (default: S2D2_MAX_RUN_SECONDS), and within one
+    forward when this generator is closed or `cancel()` turns true."""
     try:
-        cfg = DecodeConfig.from_dict(config)
+        cfg = check_config(DecodeConfig.from_dict(config))
         model = load(model_name)
     except ValueError as exc:
         yield {"kind": "error", "message": str(exc)}
@@ -224,6 +224,10 @@ def record_stream(prompt: str, model_name: str, config: dict[str, Any], seed: in
     events: "queue.Queue[Any]" = queue.Queue()
     stop = threading.Event()
     start = time.monotonic()
+    seconds = limits().max_run_seconds if max_seconds is None else max_seconds
+
+    def stopped() -> bool:
+        return stop.is_set() or cancel()
 
     def on_block(steps: list[Any], *_: Any, **__: Any) -> None:
         commits = [[c.position, c.text, c.how] for s in steps for c in s.commits]
@@ -232,10 +236,16 @@ def record_stream(prompt: str, model_name: str, config: dict[str, Any], seed: in
 
     def work() -> None:
         try:
-            result = generate(model, prompt, cfg, seed=seed, on_block=on_block, should_stop=stop.is_set,
-                              max_seconds=max_seconds)
+            blocks = block_lengths(cfg)
+            if getattr(model, "needs_warmup", lambda _: False)(blocks):  # static backend on a GPU: once per shape
+                events.put({"kind": "progress", "steps": 0, "commits": [], "elapsed": 0.0, "status": WARMUP_STATUS})
+                model.warmup(block_lengths=blocks)
+            result = generate(_Stoppable(model, stopped), prompt, cfg, seed=seed, on_block=on_block,
+                              should_stop=stopped, max_seconds=seconds)
             events.put({"kind": "done", "trace": result.trace.to_dict(), "text": result.text,
                         "elapsed": round(time.monotonic() - start, 2)})
+        except RunStopped:
+            events.put({"kind": "error", "message": "Stopped."})
         except ValueError as exc:
             events.put({"kind": "error", "message": str(exc)[:500]})
         except Exception as exc:  # the UI shows a message, never a traceback
@@ -257,16 +267,56 @@ def record_stream(prompt: str, model_name: str, config: dict[str, Any], seed: in
                     continue
                 last = now
             yield item
-    finally:  # a closed generator (Stop button, client gone) stops the decode at the next block
+    finally:  # a closed generator (Stop button, client gone) stops the decode before its next forward
         stop.set()
 
 
-@_GPU(duration=gpu_duration)
 def record(prompt: str, model_name: str, config: dict[str, Any], seed: int = 0) -> Iterator[dict[str, Any]]:
-    """The only GPU function: decode one prompt and stream progress, then the trace as a plain dict."""
-    import s2d2
+    """Decode one prompt and stream progress, then the trace as a plain dict (through the GPU function)."""
+    return _record_on_gpu(prompt, model_name, config, seed, current_job())
 
-    yield from record_stream(prompt, model_name, config, seed, s2d2.generate, get_model)
+
+@_GPU(duration=gpu_duration)
+def _record_on_gpu(prompt: str, model_name: str, config: dict[str, Any], seed: int,
+                   job_id: str) -> Iterator[dict[str, Any]]:
+    yield from record_stream(prompt, model_name, config, seed, generate_within_limits, get_model,
+                             cancel=lambda: cancelled(job_id))
+
+
+def record_lanes(prompt: Any, model_name: str, configs: dict[str, dict[str, Any]],
+                 seed: int) -> Iterator[dict[str, Any]]:
+    """Decode several configurations one after the other, all within one S2D2_MAX_RUN_SECONDS budget; yields
+    progress (with "lane"), then {"kind": "done", "traces": {name: trace dict}} or one error."""
+    return _lanes_on_gpu(prompt, model_name, configs, seed, current_job())
+
+
+def lanes_seconds(prompt: Any, model_name: str, configs: dict[str, dict[str, Any]], seed: int = 0,
+                  job_id: str = "") -> int:
+    return int(min(limits().max_run_seconds, sum(gpu_duration("", model_name, c) for c in configs.values())))
+
+
+@_GPU(duration=lanes_seconds)
+def _lanes_on_gpu(prompt: Any, model_name: str, configs: dict[str, dict[str, Any]], seed: int,
+                  job_id: str) -> Iterator[dict[str, Any]]:
+    budget = limits().max_run_seconds
+    deadline = time.monotonic() + budget
+    traces: dict[str, Any] = {}
+    for name, config in configs.items():
+        left = deadline - time.monotonic()
+        if left <= 0:
+            yield {"kind": "error", "message": f"Time limit: the lanes together may run {budget:g} s; {name} and "
+                                              "later lanes did not start."}
+            return
+        for event in record_stream(prompt, model_name, config, seed, generate_within_limits, get_model,
+                                   max_seconds=left, cancel=lambda: cancelled(job_id)):
+            if event["kind"] == "done":
+                traces[name] = event["trace"]
+            elif event["kind"] == "error":
+                yield {"kind": "error", "message": f"{name}: {event['message']}"}
+                return
+            else:
+                yield {**event, "lane": name}
+    yield {"kind": "done", "traces": traces}
 
 
 def config_dict(cfg: DecodeConfig) -> dict[str, Any]:

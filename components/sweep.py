@@ -5,17 +5,20 @@ wires them. `pareto_html` is what `python -m s2d2 bench` saves (the library neve
 """
 from __future__ import annotations
 
+import html
 import json
-import os
 from pathlib import Path
 from typing import Any, Optional
 
 import plotly.graph_objects as go
 
-from s2d2.sweep import pareto_frontier, validate_results
+from s2d2.results_file import read_results
+from s2d2.sweep import accuracy_interval, format_p, pareto_frontier, validate_results
+
+from .replay import md_escape
+from .traces_io import read_upload
 
 BUNDLED = Path(__file__).resolve().parent.parent / "assets" / "results" / "sweep.json"
-MAX_RESULTS_BYTES = 5 * 1024 * 1024
 METHOD_STYLE = {  # colour, marker, label
     "ar": ("#111827", "star", "AR (B = 1)"),
     "dynamic": ("#2563eb", "circle", "dynamic-threshold baseline"),
@@ -23,11 +26,13 @@ METHOD_STYLE = {  # colour, marker, label
 }
 AXES = {"nfe": ("nfe_per_token", "NFE per generated token (lower is faster)"),
         "wall": ("wall_per_token", "wall seconds per generated token")}
-TABLE_COLUMNS = [("name", "cell"), ("method", "method"), ("accuracy", "accuracy"), ("nfe_per_token", "NFE/token"),
-                 ("wall_per_token", "wall s/token"), ("speedup_nfe_vs_ar", "speedup vs AR (NFE)"),
-                 ("speedup_wall_vs_ar", "speedup vs AR (wall)"), ("mean_acceptance_length", "mean acc. len"),
-                 ("draft_acceptance_rate", "draft acc. rate"), ("verify_rate", "verify rate"),
-                 ("speedup_wall_vs_baseline", "wall speedup vs best baseline ≥ acc.")]
+TABLE_COLUMNS = [("name", "cell"), ("method", "method"), ("accuracy", "accuracy"),
+                 ("accuracy_ci", "accuracy 95 % CI"), ("p_vs_ar", "p vs AR (McNemar)"),
+                 ("nfe_per_token", "NFE/token"), ("wall_per_token", "wall s/token"),
+                 ("speedup_nfe_vs_ar", "speedup vs AR (NFE)"), ("speedup_wall_vs_ar", "speedup vs AR (wall)"),
+                 ("mean_acceptance_length", "mean acc. len"), ("draft_acceptance_rate", "draft acc. rate"),
+                 ("verify_rate", "verify rate"), ("speedup_wall_vs_baseline", "wall speedup vs best baseline ≥ acc."),
+                 ("p_vs_baseline", "p vs that baseline")]
 NO_RESULTS = "No results file yet: run `python -m s2d2 bench ... --out results/` and upload results/results.json."
 
 
@@ -38,8 +43,9 @@ def pareto_figure(data: dict[str, Any], axis: str = "nfe") -> go.Figure:
     meta = data.get("meta", {})
     fig = go.Figure()
     fig.update_layout(template="plotly_white", height=380, margin=dict(l=55, r=20, t=50, b=45),
-                      title=dict(text=f"Accuracy vs {title.split(' (')[0]} · {meta.get('model', '?')} on "
-                                      f"{meta.get('task', '?')} (n = {meta.get('n', '?')})", font=dict(size=14)),
+                      title=dict(text=f"Accuracy vs {title.split(' (')[0]} · {_plain(meta.get('model', '?'))} on "
+                                      f"{_plain(meta.get('task', '?'))} (n = {_plain(meta.get('n', '?'))})",
+                                 font=dict(size=14)),
                       xaxis_title=title, yaxis=dict(title="accuracy", range=[-0.03, 1.03]),
                       legend=dict(orientation="h", y=-0.2))
     for method, (colour, symbol, label) in METHOD_STYLE.items():
@@ -47,8 +53,13 @@ def pareto_figure(data: dict[str, Any], axis: str = "nfe") -> go.Figure:
         if not pts:
             continue
         xs, ys = [float(c[key]) for c in pts], [float(c["accuracy"]) for c in pts]
-        fig.add_trace(go.Scatter(x=xs, y=ys, mode="markers", name=label, text=[c["name"] for c in pts],
-                                 hovertemplate="%{text}<br>x %{x:.4g}<br>accuracy %{y:.3f}<extra></extra>",
+        cis = [accuracy_interval(c) or (y, y) for c, y in zip(pts, ys)]
+        bars = dict(type="data", symmetric=False, array=[hi - y for (_, hi), y in zip(cis, ys)],
+                    arrayminus=[y - lo for (lo, _), y in zip(cis, ys)], color=colour, thickness=1, width=3)
+        fig.add_trace(go.Scatter(x=xs, y=ys, mode="markers", name=label, text=[_plain(c["name"]) for c in pts],
+                                 customdata=cis, error_y=bars,
+                                 hovertemplate="%{text}<br>x %{x:.4g}<br>accuracy %{y:.3f} (95 % CI "
+                                               "%{customdata[0]:.3f}–%{customdata[1]:.3f})<extra></extra>",
                                  marker=dict(color=colour, symbol=symbol, size=13 if method == "ar" else 9)))
         front = pareto_frontier(list(zip(xs, ys)))
         if method != "ar" and len(front) > 1:
@@ -74,13 +85,25 @@ def pareto_html(data: dict[str, Any]) -> str:
 
 
 def _escape(text: str) -> str:
-    import html
-
     return html.escape(text)
 
 
+def _plain(value: Any, limit: int = 60) -> str:
+    """Text from a results file made inert for Plotly's HTML-like labels."""
+    return html.escape(str(value)[:limit], quote=True)
+
+
 def results_table(data: dict[str, Any]) -> list[list[Any]]:
-    return [[_cell(c.get(k)) for k, _ in TABLE_COLUMNS] for c in data["cells"]]
+    return [[_table_value(c, k) for k, _ in TABLE_COLUMNS] for c in data["cells"]]
+
+
+def _table_value(c: dict[str, Any], key: str) -> Any:
+    if key == "accuracy_ci":
+        ci = accuracy_interval(c)
+        return "–" if ci is None else f"{ci[0]:.3f}–{ci[1]:.3f}"
+    if key in ("p_vs_ar", "p_vs_baseline"):
+        return format_p(c.get(key))
+    return _cell(c.get(key))
 
 
 def _cell(v: Any) -> Any:
@@ -90,28 +113,26 @@ def _cell(v: Any) -> Any:
 
 
 def load_results_file(path: Optional[str | Path]) -> dict[str, Any]:
-    """Read and validate a results.json; ValueError with one readable message."""
-    if not path:
-        raise ValueError("No file received: choose a results.json written by `python -m s2d2 bench`.")
-    size = os.path.getsize(path)
-    if size > MAX_RESULTS_BYTES:
-        raise ValueError(f"File too large: {size / 1e6:.1f} MB (the limit is {MAX_RESULTS_BYTES // 10**6} MB).")
+    """Read (size-bounded) and validate a results.json; ValueError with one readable message."""
+    raw = read_upload(str(path) if path else None, "results.json written by `python -m s2d2 bench`")
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ValueError(f"Not a results file: invalid JSON ({str(exc)[:120]}).") from None
-    return validate_results(data)
+        return read_results(raw)
+    except ValueError as exc:
+        raise ValueError(f"Not a results file: {str(exc)[:300]}") from None
 
 
 def summary_line(data: dict[str, Any], source: str) -> str:
+    """One Markdown line; every value from the file is escaped (a cell name cannot plant a link or code)."""
     m = data.get("meta", {})
     best = max((c for c in data["cells"] if c["method"] == "s2d2" and c.get("speedup_wall_vs_ar")),
                key=lambda c: c["speedup_wall_vs_ar"], default=None)
-    text = (f"**{source}** · {len(data['cells'])} cells · model `{m.get('model', '?')}` · task {m.get('task', '?')} "
-            f"(n = {m.get('n', '?')}) · {m.get('device', '?')}")
+    e = md_escape
+    text = (f"**{e(source)}** · {len(data['cells'])} cells · model {e(m.get('model', '?'), 80)} · task "
+            f"{e(m.get('task', '?'), 80)} (n = {e(m.get('n', '?'), 20)}) · {e(m.get('device', '?'), 40)}")
     if best:
-        text += (f" · fastest S2D2 cell by wall time: `{best['name']}`, {best['speedup_wall_vs_ar']:.2f}× vs AR "
-                 f"at accuracy {best['accuracy']:.3f}")
+        accuracy = "–" if best["accuracy"] is None else f"{best['accuracy']:.3f}"
+        text += (f" · fastest S2D2 cell by wall time: {e(best['name'], 80)}, {best['speedup_wall_vs_ar']:.2f}× "
+                 f"vs AR at accuracy {accuracy}")
     return text
 
 
@@ -122,7 +143,7 @@ def sweep_views(path: Optional[str | Path], source: str = "") -> tuple[str, Any,
     try:
         data = load_results_file(path)
     except (ValueError, OSError) as exc:
-        return f"⚠ {exc}", None, None, []
+        return f"⚠ {md_escape(exc, 400)}", None, None, []
     return (summary_line(data, source or Path(path).name), pareto_figure(data, "nfe"), pareto_figure(data, "wall"),
             results_table(data))
 
@@ -134,8 +155,10 @@ def build_sweep_tab(ctx: Any = None) -> dict[str, Any]:
     views = sweep_views(BUNDLED, "bundled results (assets/results/sweep.json)")
     c: dict[str, Any] = {}
     gr.Markdown("Accuracy against cost for every cell of a bench sweep. Lower-left is fast, higher is accurate; "
-                "dotted lines are each method's Pareto frontier, dashed lines mark AR. Speedups are per generated "
-                "token, vs the AR cell (and vs the fastest baseline cell with equal or better accuracy).")
+                "dotted lines are each method's Pareto frontier, dashed lines mark AR. Error bars are 95 % "
+                "intervals (Wilson): where two cells' bars overlap, the sweep cannot tell their accuracies apart. "
+                "Speedups are per generated token, vs the AR cell (and vs the fastest baseline cell with equal or "
+                "better accuracy); p is McNemar's exact test on the same problems (small p: a real difference).")
     c["sweep_upload"] = gr.File(label="Upload a results.json (≤ 5 MB)", file_types=[".json"], height=90)
     c["sweep_status"] = gr.Markdown(views[0], elem_id="sweep-status")
     with gr.Row():

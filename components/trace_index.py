@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import math
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -62,21 +61,13 @@ def build_index(trace: Trace) -> TraceIndex:
     return idx
 
 
-_CACHE: "OrderedDict[int, TraceIndex]" = OrderedDict()
-_CACHE_SIZE = 64
-
-
 def index_of(trace: Trace) -> TraceIndex:
-    """Memoised build_index, keyed by object identity (the entry keeps the trace alive, so ids stay valid)."""
-    key = id(trace)
-    hit = _CACHE.get(key)
-    if hit is not None and hit.trace is trace:
-        _CACHE.move_to_end(key)
-        return hit
-    idx = build_index(trace)
-    _CACHE[key] = idx
-    while len(_CACHE) > _CACHE_SIZE:
-        _CACHE.popitem(last=False)
+    """build_index, memoised on the trace object itself: the index lives exactly as long as its trace (a global
+    cache keyed by id would keep every recently seen trace, however large, alive)."""
+    idx = trace.__dict__.get("_s2d2_index")
+    if idx is None:
+        idx = build_index(trace)
+        trace.__dict__["_s2d2_index"] = idx
     return idx
 
 

@@ -1,25 +1,34 @@
-"""Traces as files and as session state: download, validated upload, and a small parse cache.
+"""Traces as files and as session state: bounded upload, validated parse, bounded exports, a small parse cache.
 
-Session state holds a plain dict {"key": str, "trace": dict}; parsed `Trace` objects are memoised by key (a fresh
-random key per load, so sessions never share entries by accident). Uploads are JSON only, never unpickled.
+Session state holds a plain dict {"key": str, "name": str, "json": str}: the trace as its JSON text, the most compact
+form a session can keep. Parsed `Trace` objects are memoised by key (a fresh random key per load, so sessions never
+share entries by accident) in a cache bounded by the size of the traces, not their count. Uploads are JSON only, never unpickled, read
+up to the size limit (S2D2_MAX_UPLOAD_MB) and validated before anything is built. Exported traces live in one
+directory (S2D2_EXPORT_DIR, default <tmp>/s2d2-exports), one folder per distinct trace, pruned by age and count.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
+import shutil
 import tempfile
+import time
 import uuid
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Optional
 
+from s2d2.limits import limits
 from s2d2.trace import Trace
 
-MAX_UPLOAD_BYTES = 5 * 1024 * 1024
+MAX_EXPORTS = 256  # trace folders kept in the export directory
+EXPORT_MAX_AGE_S = 3600.0  # older ones are deleted at the next export
 ASSETS = Path(__file__).resolve().parent.parent / "assets" / "traces"
-_PARSED: "OrderedDict[str, Trace]" = OrderedDict()
-_PARSED_SIZE = 32
+PARSED_BUDGET = 16 * 1024 * 1024  # JSON bytes of the parsed traces kept in memory (their objects take about 2x more)
+_PARSED: "OrderedDict[str, tuple[Trace, int]]" = OrderedDict()
+_parsed_bytes = 0
 
 
 class TraceError(ValueError):
@@ -28,64 +37,87 @@ class TraceError(ValueError):
 
 def make_state(trace: Trace | dict[str, Any], name: str = "trace") -> dict[str, Any]:
     """Session-state value for a trace: plain, deep-copyable, JSON-safe."""
-    data = trace.to_dict() if isinstance(trace, Trace) else trace
+    text = trace_json(trace) if isinstance(trace, Trace) else json.dumps(trace, allow_nan=False)
     key = uuid.uuid4().hex
     if isinstance(trace, Trace):
-        _remember(key, trace)
-    return {"key": key, "name": name, "trace": data}
+        _remember(key, trace, len(text))
+    return {"key": key, "name": name, "json": text}
 
 
-def _remember(key: str, trace: Trace) -> None:
-    _PARSED[key] = trace
-    _PARSED.move_to_end(key)
-    while len(_PARSED) > _PARSED_SIZE:
-        _PARSED.popitem(last=False)
+def trace_json(trace: Trace) -> str:
+    """The trace's JSON text, computed once per trace object (session state and download share it)."""
+    text = trace.__dict__.get("_s2d2_json")
+    if text is None:
+        text = trace.to_json()
+        trace.__dict__["_s2d2_json"] = text
+    return text
+
+
+def _remember(key: str, trace: Trace, size: int) -> None:
+    global _parsed_bytes
+    if key in _PARSED:
+        _parsed_bytes -= _PARSED.pop(key)[1]
+    _PARSED[key] = (trace, size)
+    _parsed_bytes += size
+    while _parsed_bytes > PARSED_BUDGET and len(_PARSED) > 1:
+        _parsed_bytes -= _PARSED.popitem(last=False)[1][1]
 
 
 def trace_from_state(state: Any) -> Optional[Trace]:
     """The parsed trace of a session state (None when the state holds no trace or an invalid one)."""
-    if not isinstance(state, dict) or not isinstance(state.get("trace"), dict):
+    if not isinstance(state, dict):
+        return None
+    text, data = state.get("json"), state.get("trace")
+    if not isinstance(text, str) and not isinstance(data, dict):
         return None
     key = state.get("key")
     if isinstance(key, str) and key in _PARSED:
         _PARSED.move_to_end(key)
-        return _PARSED[key]
+        return _PARSED[key][0]
     try:
-        trace = Trace.from_dict(state["trace"])
+        trace = Trace.from_json(text) if isinstance(text, str) else Trace.from_dict(data)
     except ValueError:
         return None
     if isinstance(key, str):
-        _remember(key, trace)
+        _remember(key, trace, len(text) if isinstance(text, str) else len(trace_json(trace)))
     return trace
+
+
+def read_upload(path: Optional[str], what: str = "trace .json file") -> bytes:
+    """The bytes of an uploaded file, refused above the size limit before it is read; TraceError otherwise."""
+    lim = limits()
+    if not path or not isinstance(path, str):
+        raise TraceError(f"No file received: choose a {what}.")
+    try:
+        size = os.path.getsize(path)
+        if size > lim.max_upload_bytes:
+            raise TraceError(f"File too large: {size / 1e6:.1f} MB (the limit is {lim.max_upload_mb:g} MB).")
+        with open(path, "rb") as fh:
+            return fh.read(lim.max_upload_bytes + 1)
+    except OSError:
+        raise TraceError(f"The uploaded file could not be read: choose a {what}.") from None
 
 
 def parse_upload(path: Optional[str]) -> Trace:
     """Read and validate an uploaded trace file; raise TraceError with one readable message."""
-    if not path:
-        raise TraceError("No file received: choose a trace .json file.")
-    try:
-        size = os.path.getsize(path)
-    except OSError:
-        raise TraceError("The uploaded file could not be read.") from None
-    if size > MAX_UPLOAD_BYTES:
-        raise TraceError(f"File too large: {size / 1e6:.1f} MB (the limit is {MAX_UPLOAD_BYTES / 1e6:.0f} MB).")
-    with open(path, "rb") as fh:
-        raw = fh.read(MAX_UPLOAD_BYTES + 1)
-    return parse_text(raw)
+    return parse_text(read_upload(path))
 
 
 def parse_text(raw: str | bytes) -> Trace:
-    if isinstance(raw, bytes) and len(raw) > MAX_UPLOAD_BYTES or isinstance(raw, str) and len(raw) > MAX_UPLOAD_BYTES:
-        raise TraceError(f"File too large (the limit is {MAX_UPLOAD_BYTES / 1e6:.0f} MB).")
+    lim = limits()
+    if len(raw) > lim.max_upload_bytes:
+        raise TraceError(f"File too large (the limit is {lim.max_upload_mb:g} MB).")
     if isinstance(raw, bytes):
         try:
             raw = raw.decode("utf-8")
         except UnicodeDecodeError:
             raise TraceError("Not a trace: the file is not UTF-8 text (upload a .json trace file).") from None
     try:
-        return Trace.from_json(raw)
-    except (ValueError, RecursionError, TypeError) as exc:
+        trace = Trace.from_json(raw, lim)
+    except (ValueError, RecursionError, TypeError, OverflowError) as exc:
         raise TraceError(f"Invalid trace file: {_short(str(exc))}") from None
+    trace.__dict__["_s2d2_json"] = raw  # validated: state and download reuse the file's text (no re-encoding)
+    return trace
 
 
 def _short(text: str, limit: int = 300) -> str:
@@ -93,15 +125,49 @@ def _short(text: str, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def export_dir() -> Path:
+    """The one directory exported traces are written to (created on demand)."""
+    d = Path(os.environ.get("S2D2_EXPORT_DIR") or Path(tempfile.gettempdir()) / "s2d2-exports")
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
 def export_path(trace: Trace, directory: Optional[str] = None) -> str:
-    """Write the trace JSON to a fresh temp file and return its path (for gr.DownloadButton)."""
-    d = directory or tempfile.mkdtemp(prefix="s2d2-trace-")
-    model = re.sub(r"[^A-Za-z0-9_.-]+", "-", trace.header.model.name)[:40] or "model"
-    method = re.sub(r"[^A-Za-z0-9_.-]+", "-", str(trace.header.config.get("method", "run")))[:20]
-    path = os.path.join(d, f"s2d2-trace-{model}-{method}-seed{trace.header.seed}.json")
-    with open(path, "w", encoding="utf-8") as fh:
-        fh.write(trace.to_json())
+    """Write the trace JSON and return its path (for gr.DownloadButton). Without `directory`, the file goes in
+    export_dir()/<content hash>/, so loading the same trace again reuses it, and old folders are pruned."""
+    text = trace_json(trace)
+    model = re.sub(r"[^A-Za-z0-9_.-]+", "-", trace.header.model.name)[:40].strip(".") or "model"
+    method = re.sub(r"[^A-Za-z0-9_.-]+", "-", str(trace.header.config.get("method", "run")))[:20].strip(".")
+    name = f"s2d2-trace-{model}-{method or 'run'}-seed{trace.header.seed}.json"
+    if directory is None:
+        root = export_dir()
+        folder = root / hashlib.sha256(text.encode()).hexdigest()[:20]
+        folder.mkdir(exist_ok=True)
+        os.utime(folder)  # recently used: pruned last
+        prune_exports(root)
+        directory = str(folder)
+    path = os.path.join(directory, name)
+    if not os.path.exists(path):
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(text)
     return path
+
+
+def prune_exports(root: Path, keep: int = MAX_EXPORTS, max_age: float = EXPORT_MAX_AGE_S) -> int:
+    """Delete export folders older than `max_age` seconds, and the oldest beyond `keep`; returns how many."""
+    try:
+        folders = sorted((p for p in root.iterdir() if p.is_dir()), key=lambda p: p.stat().st_mtime, reverse=True)
+    except OSError:
+        return 0
+    now, removed = time.time(), 0
+    for i, folder in enumerate(folders):
+        try:
+            if i >= keep or now - folder.stat().st_mtime > max_age:
+                shutil.rmtree(folder, ignore_errors=True)
+                removed += 1
+        except OSError:
+            continue
+    return removed
 
 
 def example_traces(directory: Path = ASSETS) -> dict[str, Path]:
@@ -126,4 +192,4 @@ def describe_error(exc: BaseException) -> str:
 
 
 def dumps_state(state: dict[str, Any]) -> str:
-    return json.dumps(state["trace"], allow_nan=False)
+    return state["json"] if "json" in state else json.dumps(state["trace"], allow_nan=False)

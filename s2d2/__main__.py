@@ -1,20 +1,31 @@
 """Command line: `python -m s2d2 {generate,presets,models,train-tiny,eval-task,bench}`.
 
-Every user error ends in one readable line on stderr and exit status 2, never a traceback.
+Every user error ends in one readable line on stderr and exit status 2, never a traceback. `generate` checks its
+arguments against the same limits as the app (s2d2/limits.py: prompt characters and tokens, generation length,
+block length, seed) before any model loads.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
-from typing import Any
+from typing import Any, NoReturn
 
 from .config import DecodeConfig, preset, presets
+from .limits import check_lengths, check_prompt_chars, check_prompt_tokens, check_seed
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line on stderr (and exit status 2), like every other error here."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"error: {self.prog}: {message} (see --help)\n")
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m s2d2", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = OneLineParser(prog="python -m s2d2", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
     _add_generate(sub.add_parser("generate", help="decode one prompt and print text + metrics"))
     sub.add_parser("presets", help="list the named paper configurations")
     sub.add_parser("models", help="list the known checkpoints")
@@ -24,8 +35,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return _dispatch(args)
-    except (ValueError, FileNotFoundError, KeyError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except (ValueError, OSError, KeyError, OverflowError) as exc:
+        print(f"error: {' '.join(str(exc).split())[:500]}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
@@ -50,7 +61,7 @@ def _add_generate(p: argparse.ArgumentParser) -> None:
     p.add_argument("--preset", default="sdar-config-a", help=f"one of: {', '.join(presets())}")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a DecodeConfig option, e.g. --set gen_length=64 (repeatable)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="in [0, 2**31 - 1]")
     p.add_argument("--trace", help="write the trace JSON to this file")
     p.add_argument("--device", default=None)
     p.add_argument("--dtype", default=None, choices=[None, "float32", "bfloat16", "float16", "float64"])
@@ -88,16 +99,43 @@ def _dispatch(args: argparse.Namespace) -> int:
     return int(getattr(module, runner)(args) or 0)
 
 
+def check_generate_args(args: argparse.Namespace) -> DecodeConfig:
+    """Every `generate` argument checked before a model loads (ValueError naming the argument and its bound)."""
+    if not args.prompt.strip():
+        raise ValueError("--prompt: empty; give a question or some text to continue")
+    check_seed(args.seed, "--seed")
+    try:
+        check_prompt_chars(args.prompt)
+        cfg: DecodeConfig = preset(args.preset, **parse_overrides(args.set))
+        check_lengths(cfg.gen_length, cfg.block_length)
+    except ValueError as exc:
+        raise ValueError(f"--{'prompt' if str(exc).startswith('prompt') else 'preset/--set'}: {exc}") from None
+    if args.trace:
+        folder = os.path.dirname(os.path.abspath(args.trace))
+        if os.path.isdir(args.trace) or not os.path.isdir(folder) or not os.access(folder, os.W_OK):
+            raise ValueError(f"--trace: cannot write a file at {args.trace!r} (give a file path in a writable folder)")
+    if args.device is not None:
+        import torch
+
+        try:
+            torch.device(args.device)
+        except (RuntimeError, ValueError):
+            raise ValueError(f"--device: {args.device!r} is not a device (cpu, cuda, cuda:1, mps, ...)") from None
+    return cfg
+
+
 def _generate(args: argparse.Namespace) -> int:
+    cfg = check_generate_args(args)
     import torch
 
-    from .api import generate
+    from .api import encode_prompt, generate
     from .models.loading import load_model
 
-    cfg: DecodeConfig = preset(args.preset, **parse_overrides(args.set))
     dtype = getattr(torch, args.dtype) if args.dtype else None
     model = load_model(args.model, device=args.device, dtype=dtype)
-    result = generate(model, args.prompt, cfg, seed=args.seed, chat=False if args.no_chat else None)
+    chat = False if args.no_chat else None
+    check_prompt_tokens(len(encode_prompt(model, args.prompt, chat)[0]))
+    result = generate(model, args.prompt, cfg, seed=args.seed, chat=chat)
     print(result.text)
     print()
     print(format_metrics(result.metrics))

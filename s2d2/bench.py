@@ -1,11 +1,15 @@
 """`python -m s2d2 bench`: sweep a grid of decoding configurations over a task set (accuracy vs speed).
 
-    python -m s2d2 bench --model tiny --task arithmetic --n 200 --grid default --out results/
+    python -m s2d2 bench --model tiny --task arithmetic --problems 200 --grid default --out results/
+    torchrun --nproc_per_node 8 -m s2d2 bench --model JetLM/SDAR-8B-Chat --task jsonl:test.jsonl --problems 1319 ...
 
-Every problem of every cell appends one JSON line to `<out>/cells/<cell-key>.jsonl`; a rerun skips the problems
-already there, so an interrupted sweep resumes and a finished one recomputes nothing. The summary goes to
-`results.json` / `results.csv` (+ `README-table.md`: AR, the best baseline and the best S2D2 cell), the Pareto
-plots to `pareto.html` (built by components/sweep.py when importable).
+The work is (cell, problem) items. Rank 0 lists the items with no row on disk yet and broadcasts that plan; each
+rank decodes its round-robin share with its own model replica and appends a row per item to its own file
+(s2d2/shards.py); rank 0 draws one progress bar for all ranks, then merges every row under `<out>` into
+`results.json` / `results.csv` / `README-table.md` / `pareto.html` (built by components/sweep.py when importable),
+exactly what a single process writes. Problem i decodes with seed + i in every cell, whichever rank runs it, so
+accuracy, NFE and acceptance do not depend on the number of processes; only wall times do. A rerun of the same
+command, with any number of processes, does only the items still missing.
 """
 from __future__ import annotations
 
@@ -14,86 +18,25 @@ import csv
 import json
 import sys
 import time
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Optional
 
 from . import __version__
-from .sweep import (GRIDS, RESULTS_VERSION, Cell, add_speedups, cell_key, csv_rows, load_grid, readme_table,
-                    summarize)
-
-TASKS = ("arithmetic", "gsm8k")
-
-
-class TaskUnavailable(Exception):
-    """A task whose data cannot be reached here; bench prints the message and skips."""
-
-
-@dataclass(frozen=True)
-class Item:
-    prompt: str
-    chat: Optional[bool]  # None: the model's default (chat template when it has one)
-    gold: int
-
-
-@dataclass(frozen=True)
-class Task:
-    name: str
-    items: list[Item]
-    gen_length: int  # default generation length for this task
-    score: Callable[[str, int], bool]
-
-
-def load_task(name: str, n: int) -> Task:
-    if name == "arithmetic":
-        from .tasks import arithmetic as ar
-
-        items = [Item(ar.prompt_for(p), False, p.answer) for p in ar.heldout(n)]  # the exact training prompt
-        return Task(name, items, 96, ar.score)
-    if name == "gsm8k":
-        return _gsm8k(n)
-    raise ValueError(f"--task: unknown task {name!r}; allowed: {', '.join(TASKS)}")
-
-
-def _gsm8k(n: int) -> Task:
-    try:
-        import datasets  # type: ignore
-    except ImportError:
-        raise TaskUnavailable("gsm8k needs the `datasets` package (pip install datasets)") from None
-    try:
-        data = datasets.load_dataset("gsm8k", "main", split="test")
-    except Exception as exc:  # offline, no cache, hub error: all mean "not reachable here"
-        raise TaskUnavailable(f"gsm8k is not reachable here ({type(exc).__name__}: {str(exc)[:80]})") from None
-    from .tasks.arithmetic import extract_answer
-
-    items = []
-    for row in list(data)[:n]:
-        gold = extract_answer(row["answer"])
-        if gold is not None:
-            items.append(Item(row["question"], None, gold))
-    return Task("gsm8k", items, 256, _gsm8k_score)
-
-
-def _gsm8k_score(text: str, gold: int) -> bool:
-    """Strict `#### N` match, else the last integer in the output (lm-eval's flexible extract)."""
-    import re
-
-    from .tasks.arithmetic import extract_answer
-
-    got = extract_answer(text)
-    if got is None:
-        nums = re.findall(r"-?\d[\d,]*", text or "")
-        got = int(nums[-1].replace(",", "")) if nums and nums[-1].replace(",", "").lstrip("-").isdigit() else None
-    return got == gold
-
+from .distributed import DistEnv, broadcast, dist_env, rank_device, start, stop, wait_for_all
+from .shards import ROWS_DIR, RowCounter, RowWriter, plan_items, rank_file, read_all_rows, shard
+from .sweep import (GRIDS, RESULTS_VERSION, Cell, add_paired_tests, add_speedups, cell_key, csv_rows,
+                    format_accuracy, load_grid, readme_table, summarize)
+from .tasks.scoring import SCORERS
+from .tasks.sets import TASKS, Task, load_task
 
 # -- running ------------------------------------------------------------------------------------------------------
 
-def problem_row(i: int, result: Any, correct: bool) -> dict[str, Any]:
+
+def problem_row(cell: str, i: int, result: Any, correct: bool) -> dict[str, Any]:
     m, steps = result.metrics, result.trace.steps
     return {
-        "i": i, "correct": bool(correct), "nfe": m["nfe"], "generated": m["generated_tokens"],
+        "cell": cell, "i": i, "correct": bool(correct), "nfe": m["nfe"], "generated": m["generated_tokens"],
         "wall_s": m["wall_seconds"], "query_tokens": m["query_tokens"], "num_drafts": m["num_drafts"],
         "num_draft_tokens": m["num_draft_tokens"], "num_accepted_tokens": m["num_accepted_tokens"],
         "verify_steps": sum(s.verification is not None for s in steps),
@@ -101,60 +44,59 @@ def problem_row(i: int, result: Any, correct: bool) -> dict[str, Any]:
     }
 
 
-def read_rows(path: Path) -> dict[int, dict[str, Any]]:
-    """Finished problems of a cell; a torn last line (an interrupted write) is ignored and redone."""
-    rows: dict[int, dict[str, Any]] = {}
-    if path.is_file():
-        for line in path.read_text(encoding="utf-8").splitlines():
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(row, dict) and isinstance(row.get("i"), int):
-                rows[row["i"]] = row
-    return rows
-
-
 def run_grid(model: Any, task: Task, cells: list[Cell], out: Path, *, seed: int = 0, gen_length: Optional[int] = None,
-             generate: Optional[Callable[..., Any]] = None, progress: bool = True) -> list[dict[str, Any]]:
-    """Run every (cell, problem) not already stored under `out/cells`; return the results rows."""
+             generate: Optional[Callable[..., Any]] = None, progress: bool = True,
+             env: DistEnv = DistEnv()) -> Optional[list[dict[str, Any]]]:
+    """Run this rank's share of the (cell, problem) items not yet on disk under `out`; on rank 0 return the results
+    rows of the whole grid (None on the other ranks)."""
     if generate is None:
         from .api import generate
-    gen = gen_length or task.gen_length
-    context = {"model": model.spec.name, "task": task.name, "seed": seed}
-    cell_dir = out / "cells"
-    cell_dir.mkdir(parents=True, exist_ok=True)
-    plan = []
-    for cell in cells:
-        cfg = cell.config.replace(gen_length=gen)
-        path = cell_dir / f"{cell_key(Cell(cell.name, cfg), context)}.jsonl"
-        done = read_rows(path)
-        plan.append((Cell(cell.name, cfg), path, done, [i for i in range(len(task.items)) if i not in done]))
-    todo = sum(len(p[3]) for p in plan)
-    bar = _progress(todo, progress)
-    for cell, path, done, missing in plan:
-        bar.set_description(cell.name[:30])
-        if not missing:
-            continue
-        with path.open("a", encoding="utf-8") as fh:
-            if path.stat().st_size and not path.read_bytes().endswith(b"\n"):
-                fh.write("\n")  # a torn last line from an interrupted write: start a fresh line after it
-            for i in missing:
+    cells = [Cell(c.name, c.config.replace(gen_length=gen_length or task.gen_length)) for c in cells]
+    context = {"model": model.spec.name, "task": task.fingerprint, "seed": seed}
+    keys = [cell_key(c, context) for c in cells]
+    n, total = len(task.items), len(cells) * len(task.items)
+    plan: list[tuple[int, int]] = []
+    counter = None
+    if env.is_main:
+        plan = plan_items(keys, n, read_all_rows(out))
+        counter = RowCounter(out)  # counts rows from here on: exactly this plan's items, whoever writes them
+    plan = broadcast(plan, env)
+    bar = _progress(total, total - len(plan), progress and env.is_main)
+
+    def tick() -> None:
+        if counter is not None:
+            bar.update(counter.poll())
+
+    mine = shard(plan, env.rank, env.world_size)
+    if mine:
+        with RowWriter(rank_file(out, env.rank)) as writer:
+            for c, i in mine:
                 item = task.items[i]
-                result = generate(model, item.prompt, cell.config, seed=seed + i, detailed=False, chat=item.chat)
-                row = problem_row(i, result, task.score(result.text, item.gold))
-                fh.write(json.dumps(row) + "\n")
-                fh.flush()  # one line per problem: a kill loses at most the problem in flight
-                done[i] = row
-                bar.update(1)
+                bar.set_description(cells[c].name[:30], refresh=False)
+                result = generate(model, item.prompt, cells[c].config, seed=seed + i, detailed=False, chat=item.chat)
+                writer.write(problem_row(keys[c], i, result, task.score(result.text, item)))
+                tick()
+    wait_for_all(env, tick)
+    tick()
     bar.close()
-    return add_speedups([summarize(c, [d[i] for i in range(len(task.items))]) for c, _, d, _ in plan])
+    return merge_results(out, cells, keys, n) if env.is_main else None
 
 
-def _progress(total: int, enabled: bool) -> Any:
+def merge_results(out: Path, cells: list[Cell], keys: list[str], n: int) -> list[dict[str, Any]]:
+    """Every cell's results row from the rows on disk (all rank files, any earlier run)."""
+    rows = read_all_rows(out)
+    missing = sum((key, i) not in rows for key in keys for i in range(n))
+    if missing:
+        raise ValueError(f"{missing} of {len(keys) * n} work items have no row under {out / ROWS_DIR}: with several "
+                         f"nodes, --out must be a folder that every node shares")
+    summaries = [summarize(cell, [rows[(key, i)] for i in range(n)]) for cell, key in zip(cells, keys)]
+    return add_paired_tests(add_speedups(summaries))
+
+
+def _progress(total: int, initial: int, enabled: bool) -> Any:
     from tqdm.auto import tqdm
 
-    return tqdm(total=total, unit="run", disable=not enabled or total == 0, file=sys.stderr)
+    return tqdm(total=total, initial=initial, unit="run", disable=not enabled or total == initial, file=sys.stderr)
 
 
 def write_results(out: Path, cells: list[dict[str, Any]], meta: dict[str, Any]) -> dict[str, Path]:
@@ -187,50 +129,71 @@ def _plots_html(data: dict[str, Any]) -> Optional[str]:
 
 def add_bench_args(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--model", default="tiny", help="registry name, Hub id or local folder (default: tiny)")
-    p.add_argument("--task", default="arithmetic", choices=TASKS)
-    p.add_argument("--n", type=int, default=200, help="problems per cell (default 200)")
+    p.add_argument("--task", default="arithmetic", help=f"{' | '.join(TASKS)} (default: arithmetic)")
+    p.add_argument("--scorer", default=None, choices=list(SCORERS),
+                   help="how answers are checked (default: gsm8k for files, the task's own otherwise)")
+    # `--n` stays for plain runs; under torchrun its parser refuses `--n` as ambiguous, so `--problems` is the name.
+    p.add_argument("--problems", "--n", dest="problems", type=int, default=200,
+                   help="problems per cell: the first N of the task (default 200)")
     p.add_argument("--grid", default="default", help=f"{' | '.join(GRIDS)} | a JSON file of cells")
     p.add_argument("--out", default="results", help="output folder (resumable; default results/)")
     p.add_argument("--gen-length", type=int, default=None, help="tokens per answer (default: the task's)")
-    p.add_argument("--seed", type=int, default=0, help="problem i decodes with seed + i")
-    p.add_argument("--device", default=None)
+    p.add_argument("--seed", type=int, default=0, help="problem i decodes with seed + i, in every cell")
+    p.add_argument("--device", default=None, help="default: GPU LOCAL_RANK when CUDA is available, else CPU")
     p.add_argument("--dtype", default=None, choices=[None, "float32", "bfloat16", "float16", "float64"])
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads per process")
     p.add_argument("--no-progress", action="store_true")
     return p
 
 
 def run_bench(args: argparse.Namespace) -> int:
-    if args.n < 1:
-        raise ValueError(f"--n: must be at least 1, got {args.n}")
+    env = dist_env()
+    if args.threads is not None:
+        if args.threads < 1:
+            raise ValueError(f"--threads: must be at least 1, got {args.threads}")
+        import torch
+
+        torch.set_num_threads(args.threads)
     cells = load_grid(args.grid)
-    try:
-        task = load_task(args.task, args.n)
-    except TaskUnavailable as exc:
-        print(f"skipped: {exc}", file=sys.stderr)
-        return 0
+    task = load_task(args.task, args.problems, args.scorer, say=_say(env))
     from .models.loading import load_model
 
-    model = load_model(args.model, device=args.device, dtype=args.dtype)
+    model = load_model(args.model, device=rank_device(args.device, env), dtype=args.dtype)
     out = Path(args.out)
-    t0 = time.perf_counter()
-    results = run_grid(model, task, cells, out, seed=args.seed, gen_length=args.gen_length,
-                       progress=not args.no_progress)
-    meta = {"model": model.spec.name, "task": task.name, "n": len(task.items), "grid": args.grid,
-            "seed": args.seed, "gen_length": args.gen_length or task.gen_length, "device": str(model.device),
-            "dtype": str(model.dtype).replace("torch.", ""), "library_version": __version__,
-            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "seconds": round(time.perf_counter() - t0, 1)}
-    paths = write_results(out, results, meta)
+    start(env, model.device)
+    try:
+        t0 = time.perf_counter()
+        results = run_grid(model, task, cells, out, seed=args.seed, gen_length=args.gen_length,
+                           progress=not args.no_progress, env=env)
+        if results is None:
+            return 0
+        meta = {"model": model.spec.name, "task": task.name, "scorer": task.scorer, "n": len(task.items),
+                "grid": args.grid, "seed": args.seed, "gen_length": args.gen_length or task.gen_length,
+                "device": str(model.device), "dtype": str(model.dtype).replace("torch.", ""),
+                "world_size": env.world_size, "library_version": __version__,
+                "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                "seconds": round(time.perf_counter() - t0, 1)}
+        if task.has_ids:
+            meta["problem_ids"] = [item.id for item in task.items]
+        paths = write_results(out, results, meta)
+    finally:
+        stop(env)
     print(format_table(results))
     print("\nwritten: " + ", ".join(str(p) for p in paths.values()))
     return 0
 
 
+def _say(env: DistEnv) -> Callable[[str], None]:
+    """Notes go to stderr, once per job (rank 0)."""
+    return (lambda msg: print(msg, file=sys.stderr)) if env.is_main else (lambda msg: None)
+
+
 def format_table(cells: list[dict[str, Any]]) -> str:
-    cols = [("name", 26), ("accuracy", 8), ("nfe_per_token", 13), ("wall_per_token", 14),
+    cols = [("name", 26), ("accuracy [95% CI]", 22), ("nfe_per_token", 13), ("wall_per_token", 14),
             ("speedup_nfe_vs_ar", 17), ("speedup_wall_vs_ar", 18)]
     lines = ["  ".join(f"{k:>{w}}" if i else f"{k:<{w}}" for i, (k, w) in enumerate(cols))]
     for c in cells:
-        vals = [c["name"][:26]] + [("-" if c[k] is None else f"{c[k]:.4g}") for k, _ in cols[1:]]
+        vals = [c["name"][:26], format_accuracy(c)]
+        vals += [("-" if c[k] is None else f"{c[k]:.4g}") for k, _ in cols[2:]]
         lines.append("  ".join(f"{v:>{w}}" if i else f"{v:<{w}}" for i, (v, (_, w)) in enumerate(zip(vals, cols))))
     return "\n".join(lines)

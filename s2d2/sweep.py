@@ -11,15 +11,20 @@ from pathlib import Path
 from typing import Any, Iterable, Optional
 
 from .config import DecodeConfig, preset
+from .results_file import FAMILIES, RESULTS_VERSION, validate_results  # noqa: F401  (the file schema lives there)
+from .stats import paired_p, wilson_interval
 
-RESULTS_VERSION = 1
-FAMILIES = ("ar", "dynamic", "s2d2")  # the "method" of a cell: one Pareto frontier each
-COLUMNS = (  # results.csv columns, in order; results.json cells hold the same keys (+ "config")
+REQUIRED = (  # every results file has these per cell (version 1 as first written)
     "name", "method", "policy", "block_length", "confidence_threshold", "n", "accuracy", "nfe_per_token",
     "wall_per_token", "tokens_per_forward", "query_tokens_per_token", "speedup_nfe_vs_ar", "speedup_wall_vs_ar",
     "mean_acceptance_length", "draft_acceptance_rate", "verify_rate", "baseline_ref", "speedup_nfe_vs_baseline",
     "speedup_wall_vs_baseline",
 )
+# Added later, optional when reading: the accuracy's Wilson 95 % interval and McNemar's exact p-values vs the AR
+# cell and vs `baseline_ref` (both paired on the same problems). Cells also carry "correct_by_problem" (a string of
+# '0'/'1', problem i at index i), which the paired tests need, and "config"; neither goes to the CSV.
+STATS = ("accuracy_ci_low", "accuracy_ci_high", "p_vs_ar", "p_vs_baseline")
+COLUMNS = REQUIRED[:7] + STATS[:2] + REQUIRED[7:] + STATS[2:]  # results.csv columns, in order
 ROW_KEYS = ("i", "correct", "nfe", "generated", "wall_s", "query_tokens", "num_drafts", "num_draft_tokens",
             "num_accepted_tokens", "verify_steps", "decided_steps")
 
@@ -151,11 +156,14 @@ def summarize(cell: Cell, rows: list[dict[str, Any]]) -> dict[str, Any]:
     """One results row from a cell's per-problem rows (sums first, then ratios: per-token means are pooled)."""
     tot = {k: sum(float(r[k]) for r in rows) for k in ROW_KEYS if k != "i"}
     cfg = cell.config
+    low, high = wilson_interval(int(tot["correct"]), len(rows)) if rows else (None, None)
     return {
         "name": cell.name, "method": cell.method, "policy": cfg.policy if cfg.method == "s2d2" else None,
         "block_length": cfg.block_length,
         "confidence_threshold": None if cfg.method == "ar" else cfg.confidence_threshold,
         "n": len(rows), "accuracy": _div(tot["correct"], len(rows)),
+        "accuracy_ci_low": low, "accuracy_ci_high": high, "p_vs_ar": None, "p_vs_baseline": None,
+        "correct_by_problem": "".join("1" if r["correct"] else "0" for r in rows),
         "nfe_per_token": _div(tot["nfe"], tot["generated"]), "wall_per_token": _div(tot["wall_s"], tot["generated"]),
         "tokens_per_forward": _div(tot["generated"], tot["nfe"]),
         "query_tokens_per_token": _div(tot["query_tokens"], tot["generated"]),
@@ -187,6 +195,29 @@ def add_speedups(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return cells
 
 
+def add_paired_tests(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """McNemar's exact p of every cell vs the AR cell, and of S2D2 cells vs their `baseline_ref` (same problems)."""
+    ar = next((c for c in cells if c["method"] == "ar"), None)
+    by_name = {c["name"]: c for c in cells}
+    for c in cells:
+        mine = c.get("correct_by_problem")
+        c["p_vs_ar"] = None if ar is None or c is ar else paired_p(ar.get("correct_by_problem"), mine)
+        ref = by_name.get(c.get("baseline_ref") or "")
+        c["p_vs_baseline"] = None if ref is None else paired_p(ref.get("correct_by_problem"), mine)
+    return cells
+
+
+def accuracy_interval(cell: dict[str, Any]) -> Optional[tuple[float, float]]:
+    """The cell's Wilson 95 % interval: stored, or (for files written before intervals) from accuracy and n."""
+    low, high = cell.get("accuracy_ci_low"), cell.get("accuracy_ci_high")
+    if _finite(low) and _finite(high):
+        return float(low), float(high)
+    acc, n = cell.get("accuracy"), cell.get("n")
+    if not _finite(acc) or not isinstance(n, int) or n < 1:
+        return None
+    return wilson_interval(min(n, max(0, round(acc * n))), n)  # accuracy is k / n exactly, so k is recovered
+
+
 def _ratio(a: Optional[float], b: Optional[float]) -> Optional[float]:
     return a / b if a is not None and b else None
 
@@ -208,28 +239,6 @@ def _finite(v: Any) -> bool:
 
 
 # -- results files ----------------------------------------------------------------------------------------------
-
-def validate_results(data: Any) -> dict[str, Any]:
-    """Check a results.json object; one readable ValueError naming the first problem."""
-    if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
-        raise ValueError("results: expected a JSON object with a 'cells' list (the results.json that bench writes)")
-    if data.get("version") != RESULTS_VERSION:
-        raise ValueError(f"results: unsupported version {data.get('version')!r}; this reads {RESULTS_VERSION}")
-    for i, c in enumerate(data["cells"]):
-        if not isinstance(c, dict):
-            raise ValueError(f"results.cells[{i}]: expected an object")
-        missing = [k for k in COLUMNS if k not in c]
-        if missing:
-            raise ValueError(f"results.cells[{i}]: missing field(s) {missing[:4]}")
-        if c["method"] not in FAMILIES:
-            raise ValueError(f"results.cells[{i}].method: expected one of {FAMILIES}, got {c['method']!r}")
-        for k in ("accuracy", "nfe_per_token", "wall_per_token"):
-            v = c[k]
-            if v is not None and (not _finite(v) or v < 0 or (k == "accuracy" and v > 1)):
-                want = "in [0, 1]" if k == "accuracy" else ">= 0"
-                raise ValueError(f"results.cells[{i}].{k}: expected a number {want}")
-    return data
-
 
 def csv_rows(cells: list[dict[str, Any]]) -> list[list[Any]]:
     return [list(COLUMNS)] + [[_csv(c.get(k)) for k in COLUMNS] for c in cells]
@@ -259,19 +268,41 @@ def headline(cells: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
 
 
 def readme_table(data: dict[str, Any]) -> str:
-    """The README's results table (markdown) from a results.json object."""
+    """The README's results table (markdown) from a results.json object: accuracies with their 95 % intervals,
+    and McNemar's exact p on the same problems vs AR and vs the best baseline (– when the file has no per-problem
+    results)."""
     rows = headline(data["cells"])
     base = next((c for r, c in rows if r.startswith("best dynamic")), None)
-    lines = ["| | cell | accuracy | NFE/token | wall speedup vs AR | wall speedup vs baseline |",
-             "|---|---|---|---|---|---|"]
+    ar = next((c for r, c in rows if r == "AR"), None)
+    lines = ["| | cell | accuracy [95 % CI] | NFE/token | wall speedup vs AR | wall speedup vs baseline | "
+             "p vs AR | p vs baseline |", "|---|---|---|---|---|---|---|---|"]
     for role, c in rows:
         vs_base = _ratio(base["wall_per_token"], c["wall_per_token"]) if base is not None else None
-        lines.append(f"| {role} | `{c['name']}` | {_fmt(c['accuracy'])} | {_fmt(c['nfe_per_token'])} | "
-                     f"{_fmt(c['speedup_wall_vs_ar'], '×')} | {_fmt(vs_base, '×')} |")
+        p_ar, p_base = (None if ref is None or ref is c else
+                        paired_p(ref.get("correct_by_problem"), c.get("correct_by_problem")) for ref in (ar, base))
+        lines.append(f"| {role} | `{c['name']}` | {format_accuracy(c)} | {_fmt(c['nfe_per_token'])} | "
+                     f"{_fmt(c['speedup_wall_vs_ar'], '×')} | {_fmt(vs_base, '×')} | {format_p(p_ar)} | "
+                     f"{format_p(p_base)} |")
     m = data.get("meta", {})
     lines.append(f"\n{m.get('model', '?')} on {m.get('task', '?')} (n = {m.get('n', '?')}, gen_length "
-                 f"{m.get('gen_length', '?')}, {m.get('device', '?')}); speedups per generated token.")
+                 f"{m.get('gen_length', '?')}, {m.get('device', '?')}); speedups per generated token. Accuracy "
+                 f"intervals are Wilson 95 %; p is McNemar's exact two-sided test on the same problems (the chance "
+                 f"of a split of the problems they disagree on at least this uneven if both were equally accurate: "
+                 f"a large p means no detectable difference, not proof of equality).")
     return "\n".join(lines)
+
+
+def format_accuracy(cell: dict[str, Any]) -> str:
+    """'0.97 [0.936, 0.986]' (the interval omitted when unknown)."""
+    ci = accuracy_interval(cell)
+    text = _fmt(cell.get("accuracy"))
+    return text if ci is None else f"{text} [{ci[0]:.3f}, {ci[1]:.3f}]"
+
+
+def format_p(p: Optional[float]) -> str:
+    if p is None:
+        return "–"
+    return "< 0.001" if p < 0.001 else f"{p:.2g}"
 
 
 def _fmt(v: Optional[float], unit: str = "") -> str:

@@ -3,16 +3,27 @@
 A trace is plain data (dataclasses <-> JSON lists, numbers and strings). Figures and replay read it without
 touching a model or a tokenizer: decoded token strings are stored next to ids. Random draws are stored, never
 redrawn, so a replay is exact.
+
+The dataclasses below are the one declaration of the file format: their annotated field types (s2d2/schema.py)
+carry the bounds that pydantic checks when a trace is read, and `trace_json_schema()` publishes them as
+docs/trace.schema.json. Adding a field is one line. `check_trace` then applies the rules that relate fields to each
+other and to the run-size limits (s2d2/limits.py), before any viewer builds an index, a canvas or a figure.
+Every rejection is one ValueError line naming the field path and the bound.
 """
 from __future__ import annotations
 
 import dataclasses
 import json
 import math
-import types
-import typing
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Annotated, Any, Literal, Optional
+
+from pydantic import Field, Strict
+
+from .limits import Limits, limits
+from .output import trim_output
+from .schema import (MAX_TOP, Bool, Count, Free, Int, Name, Num, Pair, Seconds, Text, TokenText, forbid_extra,
+                     items, json_schema, load_as, parse_json, shown)
 
 SCHEMA_VERSION = 1
 # "commit+draft" (fused_commit, beyond the paper): one forward that caches the previous block's uncached tail and
@@ -29,222 +40,216 @@ COMMIT_HOWS = (
     "ar_seed",  # right-shifted family: argmax of the last logit opens the next block
 )
 PROVENANCE = ("measured", "derived", "synthetic")
-MAX_TEXT = 10_000  # longest string field accepted from a file
+MAX_VOCAB = 1 << 22
 
 
-@dataclass
+@forbid_extra
+@dataclass(slots=True)
 class Candidate:
-    token: int
-    text: str
-    prob: float
+    token: Count
+    text: TokenText
+    prob: Num
 
 
-@dataclass
+@forbid_extra
+@dataclass(slots=True)
 class ModelInfo:
-    name: str
-    alignment: str  # "aligned" (SDAR, 2L verifier) | "shifted" (Fast-dLLM v2, causal verifier)
-    verifier: str  # "2l" | "causal"
-    mask_id: int
-    stop_ids: list[int]
-    vocab_size: int
-    dtype: str
-    device: str
-    attn_implementation: str
-    revision: str = ""
+    name: Name
+    alignment: Name  # "aligned" (SDAR, 2L verifier) | "shifted" (Fast-dLLM v2, causal verifier)
+    verifier: Name  # "2l" | "causal"
+    mask_id: Count
+    stop_ids: items(Count, MAX_TOP)
+    vocab_size: Annotated[int, Strict(), Field(ge=1, le=MAX_VOCAB)]
+    dtype: Name
+    device: Name
+    attn_implementation: Name
+    revision: Name = ""
 
 
-@dataclass
+@forbid_extra
+@dataclass(slots=True)
 class ForwardRecord:
-    index: int
-    kind: str
-    block: int
-    step: int  # step within the block; -1 for prefill / commit
-    cache_len: int  # cache length before the call
-    input_len: int
-    query_tokens: int
-    nfe_after: int
-    wall_s: float
+    index: Count
+    kind: Literal[FORWARD_KINDS]
+    block: Int
+    step: Int  # step within the block; -1 for prefill / commit
+    cache_len: Count  # cache length before the call
+    input_len: Count
+    query_tokens: Count
+    nfe_after: Count
+    wall_s: Seconds
 
 
-@dataclass
+@forbid_extra
+@dataclass(slots=True)
 class MaskDraft:
-    position: int
-    token: int
-    text: str
-    p: float
-    entropy: float  # normalized entropy H / ln V
-    margin: float  # top-1 minus top-2 probability
-    top: list[Candidate] = field(default_factory=list)
+    position: Count
+    token: Count
+    text: TokenText
+    p: Num
+    entropy: Num  # normalized entropy H / ln V
+    margin: Num  # top-1 minus top-2 probability
+    top: items(Candidate, MAX_TOP) = field(default_factory=list)
 
 
-@dataclass
+@forbid_extra
+@dataclass(slots=True)
 class PolicyInputs:
     """Everything a routing policy reads at one step; replaying `decide` on these reproduces the decision."""
 
-    span_len: int
-    alphas: list[float]
-    k_hat: float
-    n_hi: int
-    window_len: int  # positions in the current window (block, or sub-block for the shifted family)
-    progress: float  # decoded positions in the window / window_len (prompt tail excluded)
-    mean_entropy: float  # mean normalized entropy over the span (or over all masks, per ucb_entropy_scope)
+    span_len: Count
+    alphas: items(Num)
+    k_hat: Num
+    n_hi: Count
+    window_len: Count  # positions in the current window (block, or sub-block for the shifted family)
+    progress: Num  # decoded positions in the window / window_len (prompt tail excluded)
+    mean_entropy: Num  # mean normalized entropy over the span (or over all masks, per ucb_entropy_scope)
 
 
-@dataclass
+@forbid_extra
+@dataclass(slots=True)
 class PolicyDecision:
-    policy: str
-    verify: bool
-    score: Optional[float]  # None when the policy has no score; -inf (empty span) is a float
-    reason: str  # one line a human reads: "s = 1.73 >= 0.00 -> verify"
-    details: dict[str, Any] = field(default_factory=dict)  # thresholds, state before/after, UCB values
+    policy: Name
+    verify: Bool
+    score: Optional[Num]  # None when the policy has no score; -inf (empty span) is a float
+    reason: Name  # one line a human reads: "s = 1.73 >= 0.00 -> verify"
+    details: Free = field(default_factory=dict)  # thresholds, state before/after, UCB values
 
 
-@dataclass
+@forbid_extra
+@dataclass(slots=True)
 class VerifyPosition:
-    position: int
-    draft: int
-    draft_text: str
-    p: float
-    q: float  # verifier probability of the draft token
-    ratio: float  # r = min(1, (q/p)^gamma)
-    u: Optional[float]  # uniform draw; None in greedy_exact
-    accepted: bool  # this position's own test (u < r, or draft == argmax q); rows after first_reject are discarded
-    argmax_q: int
-    argmax_q_text: str
-    argmax_q_prob: float
-    top_q: list[Candidate] = field(default_factory=list)
+    position: Count
+    draft: Count
+    draft_text: TokenText
+    p: Num
+    q: Num  # verifier probability of the draft token
+    ratio: Num  # r = min(1, (q/p)^gamma)
+    u: Optional[Num]  # uniform draw; None in greedy_exact
+    accepted: Bool  # this position's own test (u < r, or draft == argmax q); rows after first_reject are discarded
+    argmax_q: Count
+    argmax_q_text: TokenText
+    argmax_q_prob: Num
+    top_q: items(Candidate, MAX_TOP) = field(default_factory=list)
 
 
-@dataclass
+@forbid_extra
+@dataclass(slots=True)
 class Verification:
-    kind: str  # "2l" | "causal"
-    mode: str  # acceptance mode
-    positions: list[VerifyPosition]
-    accepted_len: int
-    first_reject: Optional[int]  # span index of the first rejection
-    residual_mass: Optional[float]
-    fallback_to_q: bool
-    resampled: Optional[int]
-    resampled_text: str = ""
+    kind: Name  # "2l" | "causal"
+    mode: Name  # acceptance mode
+    positions: items(VerifyPosition)
+    accepted_len: Count
+    first_reject: Optional[Count]  # span index of the first rejection
+    residual_mass: Optional[Num]
+    fallback_to_q: Bool
+    resampled: Optional[Count]
+    resampled_text: TokenText = ""
 
 
-@dataclass
+@forbid_extra
+@dataclass(slots=True)
 class Commit:
-    position: int
-    token: int
-    text: str
-    how: str
+    position: Count
+    token: Count
+    text: TokenText
+    how: Literal[COMMIT_HOWS]
 
 
-@dataclass
+@forbid_extra
+@dataclass(slots=True)
 class StepRecord:
-    index: int
-    block: int
-    step: int
-    window: list[int]  # [start, end) positions of the window this step works in
-    forwards: list[int]  # indices into Trace.forwards spent by this step
-    masks_before: list[int]
-    drafts: list[MaskDraft]
-    span: list[int]  # [start, length]
+    index: Count
+    block: Int
+    step: Int
+    window: Pair  # [start, end) positions of the window this step works in
+    forwards: items(Count, 8)  # indices into Trace.forwards spent by this step
+    masks_before: items(Count)
+    drafts: items(MaskDraft)
+    span: Pair  # [start, length]
     policy_inputs: Optional[PolicyInputs]
     decision: Optional[PolicyDecision]
     verification: Optional[Verification]
-    fallback_k: int
-    commits: list[Commit]
-    reward: Optional[float] = None  # UCB reward recorded for replay
+    fallback_k: Count
+    commits: items(Commit)
+    reward: Optional[Num] = None  # UCB reward recorded for replay
 
 
-@dataclass
+@forbid_extra
+@dataclass(slots=True)
 class BlockRecord:
-    index: int
-    start: int
-    length: int
-    prompt_tail: int  # prompt tokens inside this block (never decoded)
-    length_reason: str = ""  # adaptive_block: why the block has this length (empty for a fixed block size)
+    index: Count
+    start: Count
+    length: Count
+    prompt_tail: Count  # prompt tokens inside this block (never decoded)
+    length_reason: Text = ""  # adaptive_block: why the block has this length (empty for a fixed block size)
 
 
-@dataclass
+@forbid_extra
+@dataclass(slots=True)
 class Header:
-    schema_version: int
-    library_version: str
-    provenance: str
+    schema_version: Literal[SCHEMA_VERSION]
+    library_version: Name
+    provenance: Literal[PROVENANCE]
     model: ModelInfo
-    config: dict[str, Any]
-    seed: int
-    prompt_text: str
-    prompt_ids: list[int]
-    prompt_tokens: list[str]
-    gen_length: int
-    total_length: int
-    created: str = ""
+    config: Free
+    seed: Annotated[int, Strict(), Field(ge=0, le=2**63 - 1)]
+    prompt_text: Text
+    prompt_ids: items(Count)
+    prompt_tokens: items(TokenText)
+    gen_length: Count
+    total_length: Count
+    created: Name = ""
 
 
-@dataclass
+@forbid_extra
+@dataclass(slots=True)
 class Footer:
-    output_ids: list[int]
-    output_text: str
-    output_tokens: list[str]
-    generated_length: int  # after trimming to gen_length, the last non-mask and the first stop id
-    stop_position: Optional[int]  # index in output of the first stop id, if any
-    wall_s: float
-    forward_wall_s: float
-    finish_reason: str = "length"  # "stop_token" | "length" | "cancelled" | "time_limit"
+    output_ids: items(Count)
+    output_text: Text
+    output_tokens: items(TokenText)
+    generated_length: Count  # after trimming to gen_length, the last non-mask and the first stop id
+    stop_position: Optional[Count]  # index in output of the first stop id, if any
+    wall_s: Seconds
+    forward_wall_s: Seconds
+    finish_reason: Name = "length"  # "stop_token" | "length" | "cancelled" | "time_limit"
 
 
+@forbid_extra
 @dataclass
 class Trace:
     header: Header
-    blocks: list[BlockRecord]
-    forwards: list[ForwardRecord]
-    steps: list[StepRecord]
+    blocks: items(BlockRecord)
+    forwards: items(ForwardRecord)
+    steps: items(StepRecord)
     footer: Optional[Footer] = None
-    detailed: bool = True  # False: per-mask drafts, top-k and verification rows were not recorded
+    detailed: Bool = True  # False: per-mask drafts, top-k and verification rows were not recorded
 
     # -- serialisation ---------------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        return _encode(dataclasses.asdict(self))
+        return encode(self)
 
     def to_json(self, indent: int | None = None) -> str:
         return json.dumps(self.to_dict(), indent=indent, allow_nan=False)
 
     @classmethod
-    def from_dict(cls, data: Any) -> "Trace":
-        """Build and type-check a trace from plain data; raise ValueError with the path of the first problem."""
+    def from_dict(cls, data: Any, lim: Limits | None = None) -> "Trace":
+        """Build a trace from plain data, checking types, bounds and the cross-field rules (`check_trace`) against
+        `lim` (s2d2.limits.Limits; default: the limits in force); one ValueError naming the field."""
         if not isinstance(data, dict):
             raise ValueError("trace: expected a JSON object at the top level")
         header = data.get("header")
         version = header.get("schema_version") if isinstance(header, dict) else None
         if version != SCHEMA_VERSION:
-            raise ValueError(f"trace: unsupported schema_version {version!r}; this viewer reads {SCHEMA_VERSION}")
-        trace = _decode(cls, data, "trace")
-        trace.check()
+            raise ValueError(f"trace.header.schema_version: this viewer reads version {SCHEMA_VERSION}, "
+                             f"got {shown(version, 20)}")
+        trace = load_as(cls, data, "trace")
+        check_trace(trace, lim or limits())
         return trace
 
     @classmethod
-    def from_json(cls, text: str | bytes) -> "Trace":
-        try:
-            data = json.loads(text)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise ValueError(f"trace: not valid JSON ({exc})") from None
-        return cls.from_dict(data)
-
-    def check(self) -> None:
-        """Semantic checks beyond types: kinds, hows, index ranges."""
-        if self.header.provenance not in PROVENANCE:
-            raise ValueError(f"trace.header.provenance: must be one of {PROVENANCE}")
-        total = self.header.total_length
-        for f in self.forwards:
-            if f.kind not in FORWARD_KINDS:
-                raise ValueError(f"trace.forwards[{f.index}].kind: unknown kind {f.kind!r}")
-        for s in self.steps:
-            for c in s.commits:
-                if c.how not in COMMIT_HOWS:
-                    raise ValueError(f"trace.steps[{s.index}].commits: unknown how {c.how!r}")
-                if not 0 <= c.position < total:
-                    raise ValueError(f"trace.steps[{s.index}].commits: position {c.position} outside [0, {total})")
-            for i in s.forwards:
-                if not 0 <= i < len(self.forwards):
-                    raise ValueError(f"trace.steps[{s.index}].forwards: index {i} out of range")
+    def from_json(cls, text: str | bytes, lim: Limits | None = None) -> "Trace":
+        return cls.from_dict(parse_json(text, "trace"), lim)
 
     # -- replay ------------------------------------------------------------------------------------------------
     def canvas_at(self, step: int | None = None, mask_id: int | None = None) -> list[int]:
@@ -261,116 +266,219 @@ class Trace:
 
     def replay(self) -> list[int]:
         """The output ids rebuilt from the trace alone; equals footer.output_ids."""
-        from .output import trim_output
-
         ids = self.canvas_at()
         p = len(self.header.prompt_ids)
         out, _ = trim_output(ids[p:], self.header.gen_length, self.header.model.mask_id, self.header.model.stop_ids)
         return out
 
-    def metrics(self) -> dict[str, Any]:
-        from .metrics import trace_metrics
 
-        return trace_metrics(self)
+def trace_json_schema() -> dict[str, Any]:
+    """The JSON Schema of a trace file (published as docs/trace.schema.json)."""
+    schema = json_schema(Trace)
+    schema["$comment"] = ("Types and bounds only. Cross-field rules (blocks tile the sequence, positions lie in "
+                          "their block, counts fit the run) are s2d2.trace.check_trace; run-size limits are "
+                          "s2d2/limits.py.")
+    return schema
 
 
-# -- JSON encoding: non-finite floats are not JSON; store them as strings and restore them ---------------------
+# -- cross-field rules: after the type checks, before any viewer touches the trace -------------------------------
 
-def _encode(obj: Any) -> Any:
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return "nan" if math.isnan(obj) else ("inf" if obj > 0 else "-inf")
-    if isinstance(obj, dict):
-        return {k: _encode(v) for k, v in obj.items()}
+STEP_SLACK = 1  # steps per decoded position: every engine step commits at least one token (a loop whose steps may
+#                commit none, e.g. edit-only steps, raises this); the shifted family adds one AR-seed step per block
+FORWARDS_PER_STEP = 3  # draft and verify, and room for one more kind
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where a run's blocks lie: block k spans [k*B, k*B + B) (AR: [k, k + 1)); the first holds the prompt tail.
+    With adaptive_block the blocks' own records give their extents, and `block` bounds every block's length."""
+
+    prompt: int
+    block: int
+    first: int  # start of the first block
+    total: int
+    ar: bool
+    adaptive: Optional[tuple[int, int]] = None  # (smallest, largest) block length with adaptive_block
+    extents: Optional[dict[int, tuple[int, int]]] = None  # adaptive: block index -> [start, end)
+
+    def extent(self, index: int) -> tuple[int, int]:
+        if self.extents is not None:
+            return self.extents.get(index, (self.total, self.total + 1))  # unknown block: outside the run
+        start = index if self.ar else index * self.block
+        return start, start + self.block
+
+    def index_at(self, start: int) -> int:
+        return start if self.ar else start // self.block
+
+    @property
+    def max_blocks(self) -> int:
+        return (self.total - self.first) // (self.adaptive[0] if self.adaptive else self.block)
+
+    @property
+    def max_steps(self) -> int:
+        return STEP_SLACK * (self.total - self.prompt) + self.max_blocks
+
+
+def _fail(path: str, problem: str) -> None:
+    raise ValueError(f"{path}: {problem}")
+
+
+def check_trace(t: Trace, lim: Limits) -> None:
+    """Relate the fields to each other and to the run-size limits; one ValueError naming the field."""
+    lay = layout_of(t.header, lim)
+    if lay.adaptive:
+        lay = _check_adaptive_blocks(t, lay)
+    for i, b in enumerate(t.blocks if not lay.adaptive else []):
+        start = lay.first + i * lay.block
+        if (b.index, b.start, b.length) != (lay.index_at(start), start, lay.block) or start + b.length > lay.total:
+            _fail(f"trace.blocks[{i}]", f"index {b.index}, start {b.start}, length {b.length}: blocks must tile "
+                  f"[{lay.first}, {lay.total}) in order, {lay.block} positions each (expected index "
+                  f"{lay.index_at(start)}, start {start})")
+        if b.prompt_tail != max(0, min(lay.prompt - start, lay.block)):
+            _fail(f"trace.blocks[{i}].prompt_tail", f"{b.prompt_tail} disagrees with a prompt of {lay.prompt} tokens")
+    if len(t.steps) > lay.max_steps:
+        _fail("trace.steps", f"{len(t.steps)} steps; a run of {lay.total - lay.prompt} positions has at most "
+              f"{lay.max_steps}")
+    if len(t.forwards) > FORWARDS_PER_STEP * len(t.steps) + 2 * len(t.blocks) + 2:
+        _fail("trace.forwards", f"{len(t.forwards)} forwards for {len(t.steps)} steps and {len(t.blocks)} blocks")
+    for i, f in enumerate(t.forwards):
+        _check_forward(i, f, lay, len(t.forwards))
+    vocab = t.header.model.vocab_size
+    for i, s in enumerate(t.steps):
+        _check_step(i, s, lay, len(t.forwards), vocab)
+    if t.footer is not None:
+        gen = t.header.gen_length
+        f = t.footer
+        if max(len(f.output_ids), len(f.output_tokens), f.generated_length, f.stop_position or 0) > gen:
+            _fail("trace.footer", f"output longer than gen_length {gen}")
+
+
+def layout_of(h: Header, lim: Limits) -> Layout:
+    """The header's run geometry, checked against the limits in force."""
+    from .config import DecodeConfig  # here: config -> policies -> trace would otherwise be an import cycle
+    from .decoding.layout import block_plan
+
+    try:
+        cfg = DecodeConfig.from_dict(dict(h.config))
+    except (ValueError, TypeError, OverflowError) as exc:
+        raise ValueError(f"trace.header.config: {str(exc)[:200]}") from None
+    P, G = len(h.prompt_ids), h.gen_length
+    if not 1 <= P <= lim.max_prompt_tokens:
+        _fail("trace.header.prompt_ids", f"{P} tokens; must be 1 to {lim.max_prompt_tokens} (S2D2_MAX_PROMPT_TOKENS)")
+    if not 1 <= G <= lim.max_gen_tokens:
+        _fail("trace.header.gen_length", f"{G}; must be 1 to {lim.max_gen_tokens} (S2D2_MAX_GEN_TOKENS)")
+    top = max(cfg.block_length, cfg.adaptive_max_block if cfg.adaptive_block else 0)
+    if top > lim.max_block_length:
+        _fail("trace.header.config.block_length", f"{top}; at most {lim.max_block_length} (S2D2_MAX_BLOCK_LENGTH)")
+    ar = cfg.method == "ar"
+    B = 1 if ar else cfg.block_length
+    plan = block_plan(cfg, P, h.model.alignment == "shifted", G)
+    total = P + G if ar else plan.total
+    if h.total_length != total and not (cfg.adaptive_block and plan.first_start < h.total_length <= total):
+        _fail("trace.header.total_length", f"{h.total_length}; must be prompt ({P}) + gen_length ({G}) padded to "
+              f"blocks of {B}: {total}")
+    m = h.model
+    if m.mask_id >= m.vocab_size or any(t >= m.vocab_size for t in [*m.stop_ids, *h.prompt_ids]):
+        _fail("trace.header", f"a token id outside the vocabulary [0, {m.vocab_size})")
+    if len(h.prompt_tokens) not in (0, P):
+        _fail("trace.header.prompt_tokens", f"{len(h.prompt_tokens)} strings for {P} prompt ids")
+    if cfg.adaptive_block and not ar:
+        return Layout(P, cfg.adaptive_max_block, plan.first_start, h.total_length, False,
+                      (cfg.adaptive_min_block, cfg.adaptive_max_block))
+    return Layout(P, B, P if ar else P // B * B, total, ar)
+
+
+def _check_adaptive_blocks(t: Trace, lay: Layout) -> Layout:
+    """adaptive_block: blocks run back to back from the prompt-tail block to total_length, each a power of two in
+    [smallest, largest] starting at a multiple of its length; returns the layout with their extents."""
+    smallest, largest = lay.adaptive or (1, 1)
+    start, index = lay.first, None
+    extents: dict[int, tuple[int, int]] = {}
+    for i, b in enumerate(t.blocks):
+        ok = (b.start == start and smallest <= b.length <= largest and b.length & (b.length - 1) == 0
+              and b.start % b.length == 0 and b.start + b.length <= lay.total
+              and (index is None or b.index == index + 1))
+        if not ok:
+            _fail(f"trace.blocks[{i}]", f"index {b.index}, start {b.start}, length {b.length}: adaptive blocks run "
+                  f"back to back from {lay.first}, each a power of two in [{smallest}, {largest}] starting at a "
+                  "multiple of its length")
+        if b.prompt_tail != max(0, min(lay.prompt - b.start, b.length)):
+            _fail(f"trace.blocks[{i}].prompt_tail", f"{b.prompt_tail} disagrees with a prompt of {lay.prompt} tokens")
+        extents[b.index] = (b.start, b.start + b.length)
+        start, index = b.start + b.length, b.index
+    if t.blocks and start != lay.total:
+        _fail("trace.header.total_length", f"{lay.total}; adaptive blocks end at {start}")
+    return dataclasses.replace(lay, extents=extents)
+
+
+def _check_forward(i: int, f: ForwardRecord, lay: Layout, n: int) -> None:
+    path = f"trace.forwards[{i}]"
+    most = lay.prompt + 1 if f.kind == "prefill" else 2 * lay.block  # a 2L verify reads 2B queries
+    if f.index != i:
+        _fail(f"{path}.index", f"{f.index}; must be its position in the list ({i})")
+    if not 1 <= f.input_len <= most or f.query_tokens > most:
+        _fail(path, f"input_len {f.input_len}, query_tokens {f.query_tokens}: a {f.kind} forward reads 1 to {most}")
+    if f.cache_len > lay.total or f.nfe_after > n or f.block > lay.total or f.step > lay.max_steps:
+        _fail(path, f"cache_len {f.cache_len}, nfe_after {f.nfe_after}, block {f.block}, step {f.step}: beyond "
+              f"the run (total_length {lay.total}, {n} forwards)")
+
+
+def _check_step(i: int, s: StepRecord, lay: Layout, n_forwards: int, vocab: int) -> None:
+    path = f"trace.steps[{i}]"
+    lo, hi = lay.extent(s.block)
+    if s.index != i:
+        _fail(f"{path}.index", f"{s.index}; must be its position in the list ({i})")
+    if lo < lay.first or hi > lay.total:
+        _fail(f"{path}.block", f"{s.block} lies outside the sequence [{lay.first}, {lay.total})")
+    inside = f"inside block {s.block} = [{lo}, {hi})"
+    if not lo <= s.window[0] < s.window[1] <= hi:
+        _fail(f"{path}.window", f"{s.window} must be [start, end) {inside}")
+    if not (lo <= s.span[0] <= hi and 0 <= s.span[1] <= hi - s.span[0]):
+        _fail(f"{path}.span", f"{s.span} must be [start, length] {inside}")
+    if not -1 <= s.step <= lay.max_steps or not 0 <= s.fallback_k <= lay.block:
+        _fail(path, f"step {s.step}, fallback_k {s.fallback_k}: beyond the run")
+    if len(s.forwards) > FORWARDS_PER_STEP or any(f >= n_forwards for f in s.forwards):
+        _fail(f"{path}.forwards", f"{s.forwards} must be at most {FORWARDS_PER_STEP} indices below {n_forwards}")
+    rows = s.verification.positions if s.verification else []
+    for name, positions in (("masks_before", s.masks_before), ("drafts", [d.position for d in s.drafts]),
+                            ("verification.positions", [r.position for r in rows]),
+                            ("commits", [c.position for c in s.commits])):
+        bottom = max(lo, lay.prompt) if name == "commits" else lo  # a commit never overwrites the prompt
+        if len(positions) > lay.block or any(not bottom <= p < hi for p in positions):
+            _fail(f"{path}.{name}", f"at most {lay.block} positions, each in [{bottom}, {hi}) (block {s.block})")
+    if any(c.token >= vocab for c in s.commits):
+        _fail(f"{path}.commits", f"a token id outside the vocabulary [0, {vocab})")
+    pi = s.policy_inputs
+    if pi is not None and max(pi.span_len, len(pi.alphas), pi.n_hi, pi.window_len) > lay.block:
+        _fail(f"{path}.policy_inputs", f"span_len, alphas, n_hi and window_len are at most B = {lay.block}")
+    v = s.verification
+    if v is not None and (v.accepted_len > len(rows) or (v.first_reject is not None and v.first_reject >= len(rows))):
+        _fail(f"{path}.verification", f"accepted_len {v.accepted_len} and first_reject {v.first_reject} must index "
+              f"the {len(rows)} verified positions")
+
+
+# -- JSON encoding: non-finite floats are not JSON; store them as strings (restored by the reader) ---------------
+
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def encode(obj: Any) -> Any:
+    """Plain JSON-safe data of a schema dataclass (what a trace file stores). Hand-rolled rather than
+    dataclasses.asdict, which deep-copies every leaf: this is several times faster on a large trace."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else ("nan" if math.isnan(obj) else ("inf" if obj > 0 else "-inf"))
+    if obj is None or isinstance(obj, (str, int)):
+        return obj
     if isinstance(obj, (list, tuple)):
-        return [_encode(v) for v in obj]
-    return obj
-
-
-_NONFINITE = {"inf": math.inf, "-inf": -math.inf, "nan": math.nan}
-
-
-def _decode(tp: Any, value: Any, path: str) -> Any:
-    origin = typing.get_origin(tp)
-    args = typing.get_args(tp)
-    if origin in (typing.Union, types.UnionType):
-        if value is None and type(None) in args:
-            return None
-        inner = [a for a in args if a is not type(None)]
-        return _decode(inner[0], value, path)
-    if dataclasses.is_dataclass(tp):
-        if not isinstance(value, dict):
-            raise ValueError(f"{path}: expected an object")
-        hints = typing.get_type_hints(tp)
-        kwargs = {}
-        for f in dataclasses.fields(tp):
-            if f.name in value:
-                kwargs[f.name] = _decode(hints[f.name], value[f.name], f"{path}.{f.name}")
-            elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-                raise ValueError(f"{path}.{f.name}: missing")
-        extra = set(value) - {f.name for f in dataclasses.fields(tp)}
-        if extra:
-            raise ValueError(f"{path}: unknown field(s) {sorted(extra)[:5]}")
-        return tp(**kwargs)
-    if origin is list:
-        if not isinstance(value, list):
-            raise ValueError(f"{path}: expected a list")
-        return [_decode(args[0], v, f"{path}[{i}]") for i, v in enumerate(value)]
-    if origin is dict or tp is dict:
-        if not isinstance(value, dict):
-            raise ValueError(f"{path}: expected an object")
-        _check_plain(value, path)
-        return _restore(value)
-    if tp is Any:
-        _check_plain(value, path)
-        return _restore(value)
-    if tp is bool:
-        if not isinstance(value, bool):
-            raise ValueError(f"{path}: expected true/false")
-        return value
-    if tp is int:
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise ValueError(f"{path}: expected an integer")
-        return value
-    if tp is float:
-        if isinstance(value, str) and value in _NONFINITE:
-            return _NONFINITE[value]
-        if not isinstance(value, (int, float)) or isinstance(value, bool):
-            raise ValueError(f"{path}: expected a number")
-        return float(value)
-    if tp is str:
-        if not isinstance(value, str):
-            raise ValueError(f"{path}: expected a string")
-        if len(value) > MAX_TEXT:
-            raise ValueError(f"{path}: string longer than {MAX_TEXT} characters")
-        return value
-    raise ValueError(f"{path}: unsupported type {tp}")
-
-
-def _restore(value: Any) -> Any:
-    """Free-form values: turn the strings _encode wrote for non-finite floats back into floats."""
-    if isinstance(value, str) and value in _NONFINITE:
-        return _NONFINITE[value]
-    if isinstance(value, dict):
-        return {k: _restore(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_restore(v) for v in value]
-    return value
-
-
-def _check_plain(value: Any, path: str, depth: int = 0) -> None:
-    """Free-form dicts (config, policy details) may hold only JSON scalars, lists and objects, bounded."""
-    if depth > 6:
-        raise ValueError(f"{path}: nested too deeply")
-    if isinstance(value, dict):
-        for k, v in value.items():
-            if not isinstance(k, str) or len(k) > 200:
-                raise ValueError(f"{path}: bad key")
-            _check_plain(v, f"{path}.{k}", depth + 1)
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            _check_plain(v, f"{path}[{i}]", depth + 1)
-    elif isinstance(value, str):
-        if len(value) > MAX_TEXT:
-            raise ValueError(f"{path}: string longer than {MAX_TEXT} characters")
-    elif value is not None and not isinstance(value, (int, float, bool)):
-        raise ValueError(f"{path}: unsupported value")
+        return [encode(v) for v in obj]
+    if isinstance(obj, dict):
+        return {k: encode(v) for k, v in obj.items()}
+    names = _FIELDS.get(type(obj))
+    if names is None:
+        if not dataclasses.is_dataclass(obj):
+            return obj
+        names = _FIELDS.setdefault(type(obj), tuple(f.name for f in dataclasses.fields(obj)))
+    out = {name: encode(getattr(obj, name)) for name in names}
+    if out.get("length_reason") == "":  # only adaptive runs write it: fixed-block traces keep their old form
+        del out["length_reason"]
+    return out

@@ -10,6 +10,7 @@ import os
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("S2D2_MAX_LOADED_MODELS", "8")  # tests register several small models side by side
 
 import pytest
 import torch

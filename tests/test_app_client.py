@@ -63,6 +63,9 @@ def served(tmp_path_factory):
     shipped = ROOT / "assets" / "traces"  # the real examples once precomputed; synthetic ones until then
     examples = shipped if any(shipped.glob("*.json")) else write_examples(tmp_path_factory.mktemp("examples"))
     os.environ["S2D2_EXAMPLE_TRACES"] = str(examples)
+    os.environ["S2D2_MODELS"] = "tiny,JetLM/SDAR-1.7B-Chat"  # the allow-list, whatever this machine's memory
+    os.environ["GRADIO_HEARTBEAT_INTERVAL"] = "0.25"  # a closed client is noticed quickly (unload)
+    os.environ["S2D2_EXPORT_DIR"] = str(tmp_path_factory.mktemp("exports"))
     app = importlib.import_module("app")
     app = importlib.reload(app)  # rebuild with this module's example directory
     from conftest import tiny_qwen3
@@ -70,16 +73,18 @@ def served(tmp_path_factory):
 
     model = tiny_qwen3(dtype=__import__("torch").float32)
     model.tokenizer = CharTokenizer()
-    run_panel._MODELS[RANDOM_MODEL] = model
+    run_panel.register_model(RANDOM_MODEL, model)
     slow = tiny_qwen3(dtype=__import__("torch").float32)
     slow.tokenizer = CharTokenizer()
     fast_forward = slow.forward
     slow.forward = lambda *a, **k: (__import__("time").sleep(0.02), fast_forward(*a, **k))[1]
-    run_panel._MODELS[SLOW_MODEL] = slow
+    run_panel.register_model(SLOW_MODEL, slow)
     port = _free_port()
     app.demo.launch(prevent_thread_lock=True, server_port=port, quiet=True, **app.LAUNCH_KWARGS)
     yield app, f"http://127.0.0.1:{port}/"
     app.demo.close()
+    for key in ("S2D2_MODELS", "GRADIO_HEARTBEAT_INTERVAL", "S2D2_EXPORT_DIR"):
+        os.environ.pop(key, None)
 
 
 def knob_values(preset: str = "sdar-config-b", **changes):
@@ -217,4 +222,100 @@ def test_cancel_stops_the_decode_thread(served):
         time.sleep(0.2)
     assert not running(), "the decode kept running after Stop"
     assert not any(str(o[0]).startswith("✅") for o in job.outputs())
+    client.close()
+
+
+# -- a public Space (issue 8): fair queue, cancellation on disconnect, allow-list, capped Compare, bounded files ----
+
+def _decoding() -> bool:
+    import threading
+
+    return any(t.name == "s2d2-record" for t in threading.enumerate())
+
+
+def _wait(condition, seconds: float = 60) -> bool:
+    import time
+
+    deadline = time.time() + seconds
+    while time.time() < deadline and not condition():
+        time.sleep(0.05)
+    return condition()
+
+
+def test_one_job_per_session_and_a_closed_client_stops_its_decode(served):
+    """Rows 4 and 6: a second submission from a session is refused before it enters the queue, and closing the
+    client (its heartbeat and event stream) stops the running decode."""
+    from components import guard
+
+    client = Client(served[1], verbose=False)
+    client.submit("Once", SLOW_MODEL, *knob_values("dynamic-baseline", gen_length=480, block_length=4),
+                  api_name="/run")
+    assert _wait(_decoding), "the first run never started"
+    for _ in range(5):
+        with pytest.raises(Exception, match="already have a run in progress"):
+            client.predict("Twice", RANDOM_MODEL, *knob_values(gen_length=8), api_name="/run")
+    assert guard.JOBS.active() == 1
+    client.close()
+    assert _wait(lambda: not _decoding(), 20), "the decode kept running after its client left"
+    assert _wait(lambda: guard.JOBS.active() == 0, 10)
+
+
+def test_closing_the_event_stream_stops_the_decode(served):
+    """Row 6 on raw HTTP (no heartbeat): join the queue, read the stream until the run is decoding, hang up."""
+    import httpx
+
+    url = served[1].rstrip("/")
+    deps = httpx.get(url + "/config").json()["dependencies"]
+    fn = next(d["id"] for d in deps if d.get("api_name") == "run")
+    body = {"data": ["Once", SLOW_MODEL, *knob_values("dynamic-baseline", gen_length=480, block_length=4)],
+            "fn_index": fn, "session_hash": "raw-http-session", "event_data": None, "trigger_id": None}
+    assert httpx.post(url + "/gradio_api/queue/join", json=body).status_code == 200
+    with httpx.Client(timeout=60) as http, http.stream(
+            "GET", url + "/gradio_api/queue/data?session_hash=raw-http-session") as stream:
+        for line in stream.iter_lines():
+            if line.startswith("data:") and json.loads(line[5:]).get("msg") == "process_generating" and _decoding():
+                break
+    assert _wait(lambda: not _decoding(), 20), "the decode kept running after its stream closed"
+
+
+def test_models_off_the_list_and_huge_seeds_are_refused(served):
+    """Rows 3 and 7: the 30B is not offered (refused before any download); a 250-digit seed is a message."""
+    client = Client(served[1], verbose=False)
+    out = client.predict("hi", "JetLM/SDAR-30B-A3B-Chat", *knob_values(gen_length=8), api_name="/run")
+    assert out[0].startswith("⚠️ Model 'JetLM/SDAR-30B-A3B-Chat' is not offered on this server")
+    out = client.predict("hi", RANDOM_MODEL, *knob_values(gen_length=8, seed=10**249), api_name="/run")
+    assert out[0].startswith("⚠️ Invalid setting — seed: must be in [0, 2147483647], got a 2")
+    client.close()
+
+
+def test_compare_is_one_job_and_stops_within_a_forward(served):
+    """Row 5: Compare runs as the session's one GPU job, under the run caps, and Stop ends it promptly."""
+    import time
+
+    from components import guard
+
+    client = Client(served[1], verbose=False)
+    heavy = "block_length=64 remasking=low_confidence_static"
+    lanes = ["dynamic-baseline"] * 4 + [heavy] * 4
+    job = client.submit("Once upon a time", 0, 256, *lanes, api_name="/compare")
+    assert _wait(lambda: guard.JOBS.running(client.session_hash) and _decoding())
+    with pytest.raises(Exception, match="already have a run in progress"):
+        client.predict("hi", RANDOM_MODEL, *knob_values(gen_length=8), api_name="/run")
+    start = time.time()
+    guard.JOBS.stop_session(client.session_hash)  # what the Stop button does
+    assert job.result(timeout=30).endswith("Stopped.") and time.time() - start < 10
+    assert client.predict("x" * 2001, 0, 8, *lanes, api_name="/compare").startswith("⚠ The prompt: 2001 characters")
+    client.close()
+
+
+def test_repeated_uploads_share_one_export(served, tmp_path):
+    """Row 9: downloads live in one bounded folder; the same trace uploaded again reuses its file."""
+    path = tmp_path / "mixed.json"
+    path.write_text(tf.mixed().to_json())
+    client = Client(served[1], verbose=False)
+    before = set(Path(os.environ["S2D2_EXPORT_DIR"]).iterdir())
+    downloads = {client.predict(handle_file(str(path)), api_name="/upload_trace")[-1] for _ in range(4)}
+    after = set(Path(os.environ["S2D2_EXPORT_DIR"]).iterdir())
+    assert len(after - before) <= 1 and len({Path(d).name for d in downloads}) == 1
+    assert served[0].demo.delete_cache == (600, 3600)
     client.close()

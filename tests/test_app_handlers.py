@@ -13,6 +13,7 @@ import trace_factory as tf  # noqa: E402
 
 from components import canvas, figures, handlers, learn, mask_view, replay, run_panel, traces_io  # noqa: E402
 from s2d2.config import preset  # noqa: E402
+from s2d2.limits import limits  # noqa: E402
 from s2d2.trace import Trace  # noqa: E402
 
 
@@ -29,14 +30,14 @@ def _bad(mutate) -> str:
 def test_upload_validation_messages(tmp_path):
     assert "schema_version" in _bad(lambda d: d["header"].__setitem__("schema_version", 99))
     assert "expected an integer" in _bad(lambda d: d["forwards"][0].__setitem__("index", "0"))
-    assert "unknown how" in _bad(lambda d: d["steps"][0]["commits"][0].__setitem__("how", "<script>"))
-    assert "longer than" in _bad(lambda d: d["header"].__setitem__("prompt_text", "x" * 20_000))
+    assert ".commits[0].how: must be one of" in _bad(lambda d: d["steps"][0]["commits"][0].__setitem__("how", "<x>"))
+    assert "longer than" in _bad(lambda d: d["header"].__setitem__("prompt_text", "x" * 20_001))
     assert "unknown field" in _bad(lambda d: d.__setitem__("__class__", "os.system"))
     for raw, msg in [(b"\xff\xfe", "UTF-8"), (b"{not json", "not valid JSON"), (b"[]", "JSON object")]:
         with pytest.raises(traces_io.TraceError, match=msg):
             traces_io.parse_text(raw)
     big = tmp_path / "big.json"
-    big.write_bytes(b" " * (traces_io.MAX_UPLOAD_BYTES + 1))
+    big.write_bytes(b" " * (limits().max_upload_bytes + 1))
     with pytest.raises(traces_io.TraceError, match="too large"):
         traces_io.parse_upload(str(big))
     with pytest.raises(traces_io.TraceError, match="No file"):
@@ -50,9 +51,10 @@ def test_download_upload_roundtrip_and_state(tmp_path):
     back = traces_io.parse_upload(path)
     assert back.to_dict() == t.to_dict()
     state = traces_io.make_state(back, "x")
-    assert json.loads(json.dumps(state))["trace"] == t.to_dict()
+    assert json.loads(json.loads(json.dumps(state))["json"]) == t.to_dict()
     assert traces_io.trace_from_state(state) is back
-    assert traces_io.trace_from_state({"key": "other", "trace": state["trace"]}).to_dict() == t.to_dict()
+    assert traces_io.trace_from_state({"key": "other", "json": state["json"]}).to_dict() == t.to_dict()
+    assert traces_io.trace_from_state({"key": "legacy", "trace": t.to_dict()}).to_dict() == t.to_dict()
     assert traces_io.trace_from_state(None) is None and traces_io.trace_from_state({"trace": {"x": 1}}) is None
     assert traces_io.example_label("01-sdar-config-b--arithmetic") == "sdar-config-b · arithmetic"
 

@@ -47,7 +47,7 @@ def url(tmp_path_factory):
     from components.canvas import CANVAS_CSS
 
     os.environ["GRADIO_TEMP_DIR"] = str(tmp_path_factory.mktemp("gradio"))
-    run_panel._MODELS[MODEL] = tiny_with_tokenizer()
+    run_panel.register_model(MODEL, tiny_with_tokenizer())
     bundled, sw.BUNDLED = sw.BUNDLED, _results_file(tmp_path_factory.mktemp("results"))
     with gr.Blocks() as demo:
         with gr.Tab("Compare"):
@@ -61,7 +61,7 @@ def url(tmp_path_factory):
     demo.launch(prevent_thread_lock=True, server_port=port, quiet=True, css=CANVAS_CSS + cc.COMPARE_CSS)
     yield f"http://127.0.0.1:{port}/"
     demo.close()
-    run_panel._MODELS.pop(MODEL, None)
+    run_panel.forget_model(MODEL)
 
 
 def test_compare_whatif_and_sweep_in_a_browser(url):

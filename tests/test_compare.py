@@ -100,8 +100,7 @@ def test_compare_runs_lanes_and_rejects_bad_input(comp_and_traces):
 
 
 def _with_prompt(trace, ids):
-    from s2d2.trace import Trace
+    """The same trace claiming another prompt (built directly: the file reader would refuse its geometry)."""
+    import dataclasses
 
-    data = trace.to_dict()
-    data["header"]["prompt_ids"] = ids
-    return Trace.from_dict(data)
+    return dataclasses.replace(trace, header=dataclasses.replace(trace.header, prompt_ids=ids))

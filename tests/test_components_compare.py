@@ -113,7 +113,7 @@ def _results(tmp_path):
 
 def test_sweep_views_from_a_results_file(tmp_path):
     status, nfe, wall, rows = sw.sweep_views(_results(tmp_path), "test")
-    assert "4 cells" in status and "`s`" in status
+    assert "4 cells" in status and "cell by wall time: s," in status
     names = [t.name for t in nfe.data]
     assert "AR (B = 1)" in names and "dynamic-threshold baseline Pareto frontier" in names
     front = next(t for t in nfe.data if t.name == "dynamic-threshold baseline Pareto frontier")
@@ -121,7 +121,7 @@ def test_sweep_views_from_a_results_file(tmp_path):
     assert len(rows) == 4 and rows[0][0] == "ar"
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"version": 1, "cells": [{"name": "x"}]}))
-    assert sw.sweep_views(bad)[0].startswith("⚠ results.cells[0]: missing")
+    assert sw.sweep_views(bad)[0].startswith("⚠ Not a results file: results.cells\\[0\\].method: missing")
     bad.write_text("{not json")
     assert sw.sweep_views(bad)[0].startswith("⚠ Not a results file")
     assert sw.sweep_views(None)[0] == sw.NO_RESULTS
@@ -154,7 +154,7 @@ def test_tabs_through_gradio_client(model, tmp_path, monkeypatch):
     from components import run_panel
 
     monkeypatch.setenv("GRADIO_TEMP_DIR", str(tmp_path / "gradio"))
-    run_panel._MODELS["test-compare-model"] = model
+    run_panel.register_model("test-compare-model", model)
     with gr.Blocks() as demo:
         with gr.Tab("Compare"):
             cc.build_compare_tab(model_name="test-compare-model")
@@ -175,4 +175,4 @@ def test_tabs_through_gradio_client(model, tmp_path, monkeypatch):
         client.close()
     finally:
         demo.close()
-        run_panel._MODELS.pop("test-compare-model", None)
+        run_panel.forget_model("test-compare-model")

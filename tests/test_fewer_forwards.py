@@ -314,3 +314,17 @@ def test_fused_forward_is_shown_and_indexed(models):
     assert "commit+draft" in fig.layout.title.text and "4 tail rows" in fig.layout.title.text
     assert math.isclose(sum(map(sum, fig.data[0].z)), sum(map(sum, mask_view.query_mask(
         "commit+draft", 8, 4, True, tail=4))) + 8)  # + the cache band column
+
+
+@pytest.mark.parametrize("family", ["aligned", "shifted"])
+def test_static_backend_gives_the_same_run_with_every_option(family):
+    """Variable query lengths (reuse), tail + block forwards (fused) and varying blocks (adaptive) on the static
+    backend: the same tokens and forwards as the dynamic one."""
+    build = tiny_qwen3 if family == "aligned" else tiny_qwen2
+    dynamic, static = build(seed=1), build(seed=1)
+    static.set_backend("static")
+    cfg = DecodeConfig(block_length=8, **EXACT, **OPTIONS["all"])
+    a, b = (s2d2.generate(m, PROMPTS[0], cfg) for m in (dynamic, static))
+    assert a.token_ids == b.token_ids
+    assert [(f.kind, f.input_len, f.cache_len) for f in a.trace.forwards] == \
+        [(f.kind, f.input_len, f.cache_len) for f in b.trace.forwards]

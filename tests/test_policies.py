@@ -24,6 +24,7 @@ from s2d2.policies import (
     score,
     ucb_bin,
 )
+from s2d2.schema import load_as
 from s2d2.trace import PolicyDecision, PolicyInputs
 
 
@@ -39,13 +40,13 @@ def from_alphas(alphas, n_hi=0, **kw):
 
 def roundtrip(obj):
     """Through the trace schema's JSON encoding and back, as a saved trace would be."""
-    return trace_mod._decode(type(obj), json.loads(as_json(obj)), "x")
+    return load_as(type(obj), json.loads(as_json(obj)), "x")
 
 
 def as_json(obj):
     """The JSON a trace stores. Free-form `details` keep ±inf as the strings "inf"/"-inf" after a load (trace.py
     restores non-finite floats only in typed float fields), so decisions are compared in this encoded form."""
-    return json.dumps(trace_mod._encode(dataclasses.asdict(obj)), allow_nan=False, sort_keys=True)
+    return json.dumps(trace_mod.encode(obj), allow_nan=False, sort_keys=True)
 
 
 # -- score and simple policies ----------------------------------------------------------------------------------

@@ -19,9 +19,7 @@ the finished block's verifications (s2d2/policies/adaptive_block.py).
 """
 from __future__ import annotations
 
-import math
 import time
-from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 import torch
@@ -30,31 +28,16 @@ from ..config import DecodeConfig
 from ..policies import AdaptiveBlock, BlockFeedback, make_policy
 from ..trace import BlockRecord, StepRecord
 from .blocks import ar_seed, carry_tail, commit_block, prefill, stop_reached
+from .layout import block_plan
 from .recorder import Recorder
 from .result import LoopResult, number_steps
 from .step import StepContext, run_step
 
 
-@dataclass(frozen=True)
-class Layout:
-    first_start: int  # the block holding the prompt tail starts here
-    end: int  # blocks are decoded while their start is below this
-    total: int  # positions to allocate (an upper bound with adaptive blocks)
-
-
-def layout(cfg: DecodeConfig, prompt_len: int, shifted: bool) -> Layout:
-    """Where blocks start and stop for this family and budget (see the module docstring)."""
-    B, G = cfg.block_length, cfg.gen_length
-    first = prompt_len // B * B
-    end = first + max(1, G // B) * B if shifted else prompt_len + G
-    grid = cfg.adaptive_max_block if cfg.adaptive_block else B  # blocks never cross a multiple of the largest size
-    return Layout(first, end, math.ceil(end / grid) * grid)
-
-
 def block_loop(model: Any, cfg: DecodeConfig, prompt: torch.Tensor, rec: Recorder, generator: torch.Generator,
                check: Callable[[list[StepRecord]], Optional[str]]) -> LoopResult:
     P, mask_id, shifted = int(prompt.shape[0]), model.spec.mask_id, model.spec.alignment == "shifted"
-    plan = layout(cfg, P, shifted)
+    plan = block_plan(cfg, P, shifted)
     x = torch.full((plan.total,), mask_id, dtype=torch.long, device=prompt.device)
     x[:P] = prompt
     policy = make_policy(cfg) if cfg.method == "s2d2" else None

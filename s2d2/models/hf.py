@@ -1,5 +1,10 @@
 """The adapter over native transformers causal-LM classes (Qwen3, Qwen3-MoE, Qwen2): the only place that
-runs a transformers forward. It exposes one primitive, `forward`, over a `DynamicCache`."""
+runs a transformers forward. It exposes one primitive, `forward`, over a KV cache from `new_cache()`.
+
+Two backends sit behind that primitive: "dynamic" (a `DynamicCache` that grows and is cropped; any shape) and
+"static" (static_backend.py: a preallocated cache, fixed query shapes and, on CUDA, one captured graph per
+shape). "auto" picks static on CUDA and dynamic elsewhere. Both give the same tokens and NFE.
+"""
 from __future__ import annotations
 
 from typing import Any
@@ -9,16 +14,22 @@ from transformers import DynamicCache
 
 from .base import Attention, ModelSpec
 from .masks import full_mask, to_additive
+from .static_backend import StaticBackend
+from .static_cache import StaticCacheHandle
+
+BACKENDS = ("auto", "static", "dynamic")
 
 
 class HFModel:
     """A native transformers model + tokenizer + the block-diffusion facts the decoder needs."""
 
-    def __init__(self, model: Any, tokenizer: Any, spec: ModelSpec) -> None:
+    def __init__(self, model: Any, tokenizer: Any, spec: ModelSpec, backend: str = "auto") -> None:
         self.model = model.eval()
         self.tokenizer = tokenizer
         self.spec = spec
         self.attn_implementation = getattr(model.config, "_attn_implementation", None) or "sdpa"
+        self.static: StaticBackend | None = None
+        self.set_backend(backend)
 
     @property
     def device(self) -> torch.device:
@@ -28,13 +39,53 @@ class HFModel:
     def dtype(self) -> torch.dtype:
         return next(self.model.parameters()).dtype
 
-    def new_cache(self) -> DynamicCache:
-        return DynamicCache(config=self.model.config)
+    @property
+    def backend(self) -> str:
+        return "dynamic" if self.static is None else "static"
+
+    def static_unsupported(self) -> str | None:
+        """Why the static backend cannot serve this model, or None."""
+        if self.attn_implementation not in ("sdpa", "eager"):
+            return f"it needs attn_implementation 'sdpa' or 'eager', not {self.attn_implementation!r}"
+        config = self.model.config
+        kinds = set(getattr(config, "layer_types", None) or ["full_attention"])
+        if kinds != {"full_attention"} or getattr(config, "use_sliding_window", False):
+            return f"it supports full-attention layers only (this model has {sorted(kinds)})"
+        return None
+
+    def set_backend(self, backend: str = "auto", **options: Any) -> None:
+        """Choose the forward backend. `options` go to `StaticBackend`: graphs (default: on CUDA), capacity,
+        max_capacity, compile (torch.compile under the graphs: fused kernels, tens of seconds per shape)."""
+        if backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+        why = self.static_unsupported()
+        if backend == "auto":
+            backend = "static" if self.device.type == "cuda" and why is None else "dynamic"
+        if backend == "static" and why is not None:
+            raise ValueError(f"backend 'static' cannot run this model: {why}")
+        self.static = None
+        if backend == "static":
+            self.static = StaticBackend(self.model, self.spec.mask_id, self.attn_implementation, **options)
+
+    def new_cache(self) -> Any:
+        """A fresh, empty KV cache: the static storage when it is free, else a `DynamicCache`."""
+        handle = self.static.new_cache() if self.static is not None else None
+        return handle if handle is not None else DynamicCache(config=self.model.config)
+
+    def needs_warmup(self, block_lengths: list[int] | tuple[int, ...] = ()) -> bool:
+        """True when `warmup(block_lengths)` would capture CUDA graphs (seconds, once per model and shape)."""
+        return self.static is not None and self.static.needs_warmup(block_lengths)
+
+    def warmup(self, block_lengths: list[int] | tuple[int, ...] = (), max_length: int | None = None,
+               shapes: list[int] | None = None) -> float:
+        """Static backend: reserve `max_length` positions and capture the shapes of `block_lengths` (or the
+        given query `shapes`); seconds spent. A no-op for the dynamic backend. `s2d2.generate` calls it first."""
+        return self.static.warmup(block_lengths, max_length, shapes) if self.static is not None else 0.0
 
     @torch.inference_mode()
     def forward(
         self,
-        cache: DynamicCache,
+        cache: Any,
         input_ids: torch.Tensor,
         positions: torch.Tensor,
         attention: Attention,
@@ -46,6 +97,8 @@ class HFModel:
         `keep` appended tokens stay in the cache (the rest are cropped: a "no-store" forward keeps 0).
         Returns float32 logits [q, V], or the last `last` rows only.
         """
+        if isinstance(cache, StaticCacheHandle):
+            return cache.backend.forward(cache, input_ids, positions, attention, keep, last)
         q = int(input_ids.shape[0])
         cache_len = cache.get_seq_length()
         if isinstance(attention, str) and attention == "full":

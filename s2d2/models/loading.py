@@ -17,7 +17,7 @@ from urllib.parse import urlparse
 import torch
 
 from .base import ALIGNMENTS, ModelSpec
-from .hf import HFModel
+from .hf import BACKENDS, HFModel
 from .registry import ModelEntry, known_models, lookup
 
 
@@ -70,10 +70,12 @@ def from_transformers(
     block_size: int | None = None,
     name: str | None = None,
     use_chat_template: bool | None = None,
+    backend: str = "auto",
 ) -> HFModel:
     """Wrap a native transformers causal-LM object (and optional tokenizer) as an `HFModel`.
 
     `logits`: "aligned" (logit i predicts token i, SDAR) or "shifted" (logit i-1 predicts token i, Fast-dLLM).
+    `backend`: "static" (preallocated cache + CUDA graphs), "dynamic" (DynamicCache), or "auto" (static on CUDA).
     """
     config = model.config
     vocab = int(config.vocab_size)
@@ -104,7 +106,10 @@ def from_transformers(
         use_chat_template=use_chat_template,
         extra={"model_class": type(model).__name__},
     )
-    return HFModel(model, tokenizer, spec)
+    try:
+        return HFModel(model, tokenizer, spec, backend=backend)
+    except ValueError as e:
+        raise ModelLoadError(str(e)) from e
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -116,11 +121,15 @@ def load_model(
     device: str | torch.device | None = None,
     dtype: str | torch.dtype | None = None,
     attn_implementation: str = "sdpa",
+    backend: str = "auto",
 ) -> HFModel:
     """Load a registry name ("tiny", a Hub id) or a local checkpoint folder as an `HFModel`.
 
-    Defaults: CUDA with bfloat16 when available, else CPU with float32. Raises `ModelLoadError` on any failure.
+    Defaults: CUDA with bfloat16 when available, else CPU with float32; the forward backend is static on CUDA
+    (see `from_transformers`). Raises `ModelLoadError` on any failure.
     """
+    if backend not in BACKENDS:
+        raise ModelLoadError(f"backend must be one of {BACKENDS}, got {backend!r}")
     folder, entry, revision = resolve_checkpoint(id_or_path)
     config = _read_config(folder)
     cls_name = _model_class(entry, config, folder)
@@ -142,6 +151,7 @@ def load_model(
         block_size=block,
         name=entry.name if entry else str(id_or_path),
         use_chat_template=use_chat,
+        backend=backend,
     )
     hf.spec.revision = revision
     hf.spec.extra.update(

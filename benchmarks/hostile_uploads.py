@@ -1,0 +1,163 @@
+"""Hostile trace uploads through the app's upload handler: worst-case time, payload and RSS growth (not a test).
+
+    python benchmarks/hostile_uploads.py                  # 300 fuzz cases + the issue's rows + the worst trace
+    python benchmarks/hostile_uploads.py --cases 1000 --budget-s 600
+
+The corpus: the files of issue 8 (an extra 10-million-position block; steps=[] with total_length=100000; a 250-digit
+seed; window=[5]; span=[]; 100k-deep nesting; 5 MB of whitespace; a pickle), the heaviest trace the validator
+accepts (tests/upload_fuzz.worst_trace), and random mutations of the shipped traces (tests/upload_fuzz.py). Each
+file goes through `components.handlers.upload_trace`, exactly what the Upload box calls: read, validate, build
+every view. Reported: accepted/refused counts, upload time (p50, p95, max and its case), payload of the views, and
+upload CPU time (this thread's, so a machine shared with other jobs shows in wall time only), the process RSS
+before, after, at its peak and its largest growth during one upload, plus the RSS after the worst
+trace is uploaded 40 more times (as 40 sessions would: the parse cache is bounded by size, so this levels off). Targets (issue 8): every upload < 1 s and < 20 MB RSS growth on the 2-core dev machine.
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+
+import upload_fuzz as uf  # noqa: E402
+
+from components import handlers  # noqa: E402
+from s2d2.limits import limits  # noqa: E402
+
+
+def rss_mb() -> float:
+    with open("/proc/self/status", encoding="ascii") as fh:
+        for line in fh:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def issue_rows(base: dict) -> dict[str, bytes]:
+    def edit(**changes) -> bytes:
+        data = json.loads(json.dumps(base))
+        for path, value in changes.items():
+            node = data
+            keys = [int(k) if k.isdigit() else k for k in path.split("__")]
+            for k in keys[:-1]:
+                node = node[k]
+            node[keys[-1]] = value
+        return json.dumps(data).encode()
+
+    return {
+        "row1-extra-block": edit(blocks=base["blocks"] + [{"index": 99, "start": 0, "length": 10_000_000,
+                                                            "prompt_tail": 0}]),
+        "row2-total-100000": edit(steps=[], header__total_length=100_000),
+        "row7-seed-250-digits": edit(header__seed=10**249),
+        "row7-window-[5]": edit(steps__0__window=[5]),
+        "row7-span-[]": edit(steps__0__span=[]),
+        "deep-nesting": b"[" * 100_000 + b"]" * 100_000,
+        "whitespace-5MB": b" " * (limits().max_upload_bytes - 10),
+        "pickle": b"\x80\x04K\x01.",
+    }
+
+
+def payload(outputs: tuple) -> int:
+    import plotly.io as pio
+
+    return sum(uf._size(o, pio) for o in outputs if o is not None and not isinstance(o, dict))
+
+
+def upload(raw: bytes, folder: Path, name: str) -> tuple[float, float, int, bool]:
+    """(wall seconds, CPU seconds of this thread, payload bytes, accepted) of one upload through the handler."""
+    path = folder / f"{name}.json"
+    path.write_bytes(raw)
+    t0, c0 = time.perf_counter(), time.thread_time()
+    out = handlers.upload_trace(str(path))
+    seconds, cpu = time.perf_counter() - t0, time.thread_time() - c0
+    path.unlink()
+    accepted = out[1] == "Loaded the uploaded trace."
+    return seconds, cpu, payload(out[2:]) if accepted else len(str(out[1])), accepted
+
+
+def pct(values: list[float], q: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(q * len(values)))] if values else 0.0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cases", type=int, default=300, help="random mutations of the shipped traces")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--budget-s", type=float, default=300.0, help="stop the fuzz part after this many seconds")
+    args = ap.parse_args(argv)
+    bases = [json.loads(p.read_text()) for p in uf.SHIPPED]
+    rng = random.Random(args.seed)
+    worst = uf.worst_trace(limits().max_upload_bytes).to_json().encode()
+    corpus = list(issue_rows(json.loads(uf.SHIPPED[2].read_text())).items()) + [("worst-accepted", worst)]
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        upload(uf.SHIPPED[0].read_bytes(), folder, "warm-up")  # imports, plotly templates, pydantic adapters
+        gc.collect()
+        start_rss = peak_rss = rss_mb()
+        print(f"RSS after warm-up: {start_rss:.0f} MB; corpus: {len(corpus)} crafted files + up to {args.cases} "
+              f"fuzz cases", flush=True)
+        times: list[tuple[float, str]] = []
+        cpus: list[tuple[float, str]] = []
+        sizes: list[tuple[int, str]] = []
+        growth: list[tuple[float, str]] = []
+        counts = {"accepted": 0, "refused": 0}
+        t_end = time.monotonic() + args.budget_s
+        for i in range(len(corpus) + args.cases):
+            if i < len(corpus):
+                name, raw = corpus[i]
+            elif time.monotonic() > t_end:
+                break
+            else:
+                name, raw = f"fuzz-{i - len(corpus)}", uf.dumps(uf.random_case(rng, rng.choice(bases),
+                                                                               rng.randint(1, 3)))
+            before = rss_mb()
+            seconds, cpu, size, accepted = upload(raw, folder, name)
+            after = rss_mb()
+            peak_rss = max(peak_rss, after)
+            growth.append((after - before, name))
+            counts["accepted" if accepted else "refused"] += 1
+            times.append((seconds, name))
+            cpus.append((cpu, name))
+            sizes.append((size, name))
+            if i < len(corpus):
+                print(f"  {name:22s} {'accepted' if accepted else 'refused ':8s} {seconds * 1e3:6.0f} ms "
+                      f"({cpu * 1e3:4.0f} ms CPU)  "
+                      f"payload {size / 1e3:7.0f} kB  RSS {before:.0f} -> {after:.0f} MB", flush=True)
+        gc.collect()
+        end_rss = rss_mb()
+        secs = [t for t, _ in times]
+        slowest = max(times)
+        biggest = max(sizes)
+        print(f"uploads: {len(times)} ({counts['accepted']} accepted, {counts['refused']} refused)")
+        cpu_secs = [c for c, _ in cpus]
+        busiest = max(cpus)
+        print(f"upload wall time: p50 {pct(secs, 0.5) * 1e3:.0f} ms, p95 {pct(secs, 0.95) * 1e3:.0f} ms, "
+              f"max {slowest[0] * 1e3:.0f} ms ({slowest[1]})")
+        print(f"upload CPU time:  p50 {pct(cpu_secs, 0.5) * 1e3:.0f} ms, p95 {pct(cpu_secs, 0.95) * 1e3:.0f} ms, "
+              f"max {busiest[0] * 1e3:.0f} ms ({busiest[1]})")
+        print(f"largest payload: {biggest[0] / 1e3:.0f} kB ({biggest[1]})")
+        grew = max(growth)
+        print(f"RSS: {start_rss:.0f} MB before, {end_rss:.0f} MB after, peak {peak_rss:.0f} MB; largest growth "
+              f"during one upload {grew[0]:+.0f} MB ({grew[1]})", flush=True)
+        repeat_start = rss_mb()
+        for k in range(40):
+            upload(worst, folder, f"worst-{k}")
+        gc.collect()
+        print(f"worst trace uploaded 40 more times: RSS {repeat_start:.0f} -> {rss_mb():.0f} MB", flush=True)
+        ok = slowest[0] < 1.0 and grew[0] < 20
+        print(f"targets (every upload < 1 s wall and < 20 MB RSS growth): {'met' if ok else 'NOT met'}"
+              + ("" if ok else f" (CPU max {busiest[0] * 1e3:.0f} ms: wall includes waiting for a shared CPU)"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

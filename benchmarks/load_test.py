@@ -1,0 +1,174 @@
+"""N concurrent visitors on loopback through gradio_client: latency of upload, step and run; errors; server RSS.
+
+    python benchmarks/load_test.py                          # 16 sessions, bundled model, 32-token runs
+    python benchmarks/load_test.py --sessions 32 --gen 64 --budget-s 600
+
+Starts the app (`app.py`) in a subprocess on a free port, then runs N client sessions at once, each: upload a
+shipped trace, scrub it (`--steps` calls of /step), record one run (/run, --gen tokens on --model), and send a
+second /run while the first is still running (the one-job-per-session rule must refuse it). Reports p50/p95/max of
+each call, errors, refusals, the server's RSS before and after, and whether every session completed. Bounded:
+--sessions, --steps and --budget-s (sessions still running then count as errors).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from components.run_panel import KNOB_NAMES, preset_values  # noqa: E402
+
+TRACE = ROOT / "assets" / "traces" / "03-sdar-config-a--apples.json"
+PROMPT = "Tom has 12 apples. He buys 7 more. How many apples does Tom have now?"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def server_cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+def server_rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status", encoding="ascii") as fh:
+        for line in fh:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def start_server(port: int) -> subprocess.Popen:
+    code = ("import app; app.demo.launch(server_name='127.0.0.1', server_port=%d, quiet=True, **app.LAUNCH_KWARGS)"
+            % port)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    deadline = time.time() + 180
+    while time.time() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return proc
+        except OSError:
+            if proc.poll() is not None:
+                raise RuntimeError("the app exited during start-up")
+            time.sleep(0.5)
+    proc.kill()
+    raise RuntimeError("the app did not start within 180 s")
+
+
+def knobs(gen: int) -> list:
+    values = dict(zip(KNOB_NAMES, preset_values("sdar-config-a")))
+    values["gen_length"] = gen
+    return list(values.values())
+
+
+def session(url: str, args: argparse.Namespace, deadline: float) -> dict:
+    from gradio_client import Client, handle_file
+    from gradio_client.utils import Status
+
+    out: dict = {"upload": [], "step": [], "run": [], "errors": [], "refused": 0, "done": False}
+    client = Client(url, verbose=False, httpx_kwargs={"timeout": 300})  # a shared, loaded CPU is slow, not broken
+    try:
+        t0 = time.perf_counter()
+        status = client.predict(handle_file(str(TRACE)), api_name="/upload_trace")[0]
+        out["upload"].append(time.perf_counter() - t0)
+        if status != "Loaded the uploaded trace.":
+            out["errors"].append(f"upload: {status[:80]}")
+        for step in range(args.steps):
+            t0 = time.perf_counter()
+            client.predict(step % 6, "auto", api_name="/step")
+            out["step"].append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        job = client.submit(PROMPT, args.model, *knobs(args.gen), api_name="/run")
+        while job.status().code in (Status.STARTING, Status.JOINING_QUEUE) and time.time() < deadline:
+            time.sleep(0.02)  # the first run is admitted to the queue
+        try:  # a second job from the same session while the first waits or runs: refused at the queue
+            client.predict(PROMPT, args.model, *knobs(args.gen), api_name="/run")
+            out["errors"].append("second run was not refused")
+        except Exception as exc:
+            out["refused"] += "already have a run" in str(exc)
+        status = job.result(timeout=max(1.0, deadline - time.time()))[0]
+        out["run"].append(time.perf_counter() - t0)
+        if not str(status).startswith("✅"):
+            out["errors"].append(f"run: {str(status)[:80]}")
+        out["done"] = True
+    except Exception as exc:  # timeouts, HTTP errors
+        out["errors"].append(f"{type(exc).__name__}: {str(exc)[:80]}")
+    finally:
+        client.close()
+    return out
+
+
+def pct(values: list[float], q: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(q * len(values)))] if values else float("nan")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sessions", type=int, default=16)
+    ap.add_argument("--steps", type=int, default=10, help="/step calls per session")
+    ap.add_argument("--gen", type=int, default=32, help="tokens per run")
+    ap.add_argument("--model", default="tiny")
+    ap.add_argument("--budget-s", type=float, default=600.0)
+    args = ap.parse_args(argv)
+    port = free_port()
+    t_start = time.time()
+    proc = start_server(port)
+    try:
+        url = f"http://127.0.0.1:{port}/"
+        session(url, argparse.Namespace(steps=1, gen=8, model=args.model), time.time() + 120)  # warm-up: load
+        rss_before, cpu_before = server_rss_mb(proc.pid), server_cpu_s(proc.pid)
+        print(f"server up in {time.time() - t_start:.0f} s, RSS {rss_before:.0f} MB; {args.sessions} sessions x "
+              f"(upload, {args.steps} steps, one {args.gen}-token run on {args.model})", flush=True)
+        deadline = time.time() + args.budget_s
+        t0 = time.time()
+        peak = [rss_before]
+
+        def watch() -> None:
+            while time.time() < deadline and proc.poll() is None and not stop.is_set():
+                peak[0] = max(peak[0], server_rss_mb(proc.pid))
+                time.sleep(0.5)
+
+        stop = threading.Event()
+        watcher = threading.Thread(target=watch, daemon=True)
+        watcher.start()
+        with ThreadPoolExecutor(args.sessions) as pool:
+            results = list(pool.map(lambda _: session(url, args, deadline), range(args.sessions)))
+        stop.set()
+        wall = time.time() - t0
+        rss_after = server_rss_mb(proc.pid)
+        for name in ("upload", "step", "run"):
+            values = [v for r in results for v in r[name]]
+            print(f"{name:6s}: n={len(values):4d}  p50 {pct(values, 0.5) * 1e3:7.0f} ms  p95 "
+                  f"{pct(values, 0.95) * 1e3:7.0f} ms  max {max(values, default=float('nan')) * 1e3:7.0f} ms")
+        errors = [e for r in results for e in r["errors"]]
+        done = sum(r["done"] for r in results)
+        print(f"sessions completed: {done}/{args.sessions} in {wall:.1f} s; second runs refused: "
+              f"{sum(r['refused'] for r in results)}/{args.sessions}; errors: {len(errors)}"
+              + (f" (first: {errors[0]})" if errors else ""))
+        print(f"server RSS: {rss_before:.0f} MB before, {rss_after:.0f} MB after, peak {peak[0]:.0f} MB; server CPU "
+              f"{server_cpu_s(proc.pid) - cpu_before:.0f} s over {wall:.0f} s wall", flush=True)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,165 @@
+"""Which models a visitor may run, and the few kept in memory.
+
+A public Space must not download whatever a visitor names. Only the allow-list is offered and loaded:
+`S2D2_MODELS="tiny,JetLM/SDAR-1.7B-Chat"` sets it; by default it holds the bundled models plus the registry
+checkpoints whose estimated weights (ModelEntry.size_gb, with headroom) fit the free GPU memory, or the available
+RAM without a GPU, and never one over MAX_DEFAULT_GB (the 30B MoE is 61 GB). A name off the list is refused
+before anything is downloaded. At most S2D2_MAX_LOADED_MODELS models stay loaded; the least recently used one is
+evicted before another loads. `S2D2_ALLOW_ANY_MODEL=1` lifts the list (for a private machine only).
+"""
+from __future__ import annotations
+
+import gc
+import os
+import threading
+from collections import OrderedDict
+from functools import cache
+from typing import Any, Optional
+
+from s2d2.limits import limits
+
+DEFAULT_MODEL = "tiny"
+MAX_DEFAULT_GB = 20.0
+HEADROOM = 1.3  # weights x this must fit: activations, KV cache, allocator slack
+
+_LOADED: "OrderedDict[str, Any]" = OrderedDict()  # name -> model, least recently used first
+_LOCK = threading.Lock()
+_LOADING: dict[str, threading.Lock] = {}
+
+
+def free_memory_gb() -> float:
+    """Free GPU memory (first device), else available RAM, in GiB; 0 when neither can be read."""
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            free, _ = torch.cuda.mem_get_info()
+            return free / 2**30
+    except Exception:  # no driver, ZeroGPU outside a GPU call, ...
+        pass
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) / 2**20
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0.0
+
+
+@cache
+def default_models() -> tuple[str, ...]:
+    """The bundled models, then every registry checkpoint that fits this machine (decided once, at start-up)."""
+    from s2d2.models.registry import known_models, lookup
+
+    budget = min(free_memory_gb(), MAX_DEFAULT_GB * HEADROOM)
+    names = [DEFAULT_MODEL]
+    for name in known_models():
+        entry = lookup(name)
+        if entry is None or name in names:
+            continue
+        bundled = entry.path is not None and entry.path.is_dir()
+        if bundled or (entry.repo and 0 < entry.size_gb <= MAX_DEFAULT_GB and entry.size_gb * HEADROOM <= budget):
+            names.append(name)
+    return tuple(names)
+
+
+def allowed_models() -> list[str]:
+    env = os.environ.get("S2D2_MODELS", "").strip()
+    if env:
+        return [n.strip() for n in env.split(",") if n.strip()]
+    return list(default_models())
+
+
+def model_choices() -> list[str]:
+    """What the Run tab's dropdown offers."""
+    return allowed_models()
+
+
+def check_model(name: Any) -> Optional[str]:
+    """None when the name may be run here; otherwise the message refusing it (nothing is downloaded)."""
+    if not isinstance(name, str) or not name.strip():
+        return "Pick a model."
+    if name in _LOADED or name in allowed_models() or os.environ.get("S2D2_ALLOW_ANY_MODEL") == "1":
+        return None
+    from s2d2.models.registry import lookup
+
+    entry = lookup(name)
+    if entry is not None:
+        return (f"Model {name[:80]!r} is not offered on this server (about {entry.size_gb:g} GB of weights): pick "
+                "one from the list. An operator sets the list with S2D2_MODELS.")
+    return f"Unknown model {name[:80]!r}: pick one from the list (an operator sets it with S2D2_MODELS)."
+
+
+def register_model(name: str, model: Any) -> None:
+    """Put an already built model in the cache (tests, preloads); it counts toward the loaded limit."""
+    with _LOCK:
+        _LOADED[name] = model
+        _LOADED.move_to_end(name)
+        _evict(limits().max_loaded_models)
+
+
+def forget_model(name: str) -> None:
+    with _LOCK:
+        _LOADED.pop(name, None)
+
+
+def loaded_models() -> list[str]:
+    return list(_LOADED)
+
+
+def get_model(name: str) -> Any:
+    """The loaded model, loading it (once, other models keep serving meanwhile) if it is allowed; ValueError with
+    a readable message otherwise."""
+    problem = check_model(name)
+    if problem:
+        raise ValueError(problem)
+    with _LOCK:
+        if name in _LOADED:
+            _LOADED.move_to_end(name)
+            return _LOADED[name]
+        loading = _LOADING.setdefault(name, threading.Lock())
+    with loading:
+        with _LOCK:
+            if name in _LOADED:
+                return _LOADED[name]
+            _evict(limits().max_loaded_models - 1)  # make room before the new weights arrive
+        try:
+            import s2d2
+
+            model = s2d2.load_model(name)
+        except Exception as exc:  # ModelLoadError, missing files, no network, out of memory
+            raise ValueError(f"Could not load model {name!r}: {str(exc)[:300]}") from None
+        with _LOCK:
+            _LOADED[name] = model
+            _evict(limits().max_loaded_models)
+        return model
+
+
+def _evict(keep: int) -> None:
+    """Drop least recently used models until at most `keep` remain (call with _LOCK held)."""
+    dropped = False
+    while len(_LOADED) > max(0, keep):
+        _LOADED.popitem(last=False)
+        dropped = True
+    if dropped:
+        gc.collect()
+        try:
+            import torch
+
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+        except Exception:
+            pass
+
+
+def preload_on_spaces(name: str = DEFAULT_MODEL) -> Optional[str]:
+    """On a Space, load the default model at start-up (ZeroGPU runs decodes in a fork that would otherwise reload
+    it every call). Returns an error message or None; local runs load lazily on the first Run."""
+    if not os.environ.get("SPACE_ID"):
+        return None
+    try:
+        get_model(name)
+    except ValueError as exc:
+        return str(exc)
+    return None

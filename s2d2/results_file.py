@@ -1,0 +1,80 @@
+"""The schema of a sweep results file (results.json, written by `python -m s2d2 bench`), declared once.
+
+Same approach as the trace (s2d2/schema.py): annotated dataclasses validated by pydantic, one readable line per
+rejection. Keys a cell carries beyond the declared columns are dropped on reading; add a column here (one line)
+to keep it.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal, Optional
+
+from pydantic import Field, Strict
+
+from .schema import Count, Free, Name, items, load_as, parse_json, shown
+
+RESULTS_VERSION = 1
+FAMILIES = ("ar", "dynamic", "s2d2")  # the "method" of a cell: one Pareto frontier each
+MAX_CELLS = 2000
+MAX_PROBLEMS = 100_000
+
+Rate = Optional[Annotated[float, Strict(), Field(ge=0, le=1, allow_inf_nan=False)]]
+Cost = Optional[Annotated[float, Strict(), Field(ge=0, allow_inf_nan=False)]]  # per-token costs and ratios
+
+
+@dataclass
+class ResultsCell:
+    name: Name
+    method: Literal[FAMILIES]
+    policy: Optional[Name]
+    block_length: Optional[Count]
+    confidence_threshold: Cost
+    n: Optional[Count]
+    accuracy: Rate
+    nfe_per_token: Cost
+    wall_per_token: Cost
+    tokens_per_forward: Cost
+    query_tokens_per_token: Cost
+    speedup_nfe_vs_ar: Cost
+    speedup_wall_vs_ar: Cost
+    mean_acceptance_length: Cost
+    draft_acceptance_rate: Rate
+    verify_rate: Rate
+    baseline_ref: Optional[Name]
+    speedup_nfe_vs_baseline: Cost
+    speedup_wall_vs_baseline: Cost
+    config: Free = field(default_factory=dict)
+    # Added with distributed sweeps (optional, absent in older files): the accuracy's Wilson 95 % interval,
+    # McNemar's exact p vs the AR cell and vs baseline_ref, and per-problem correctness ('0'/'1', problem i at i).
+    accuracy_ci_low: Rate = None
+    accuracy_ci_high: Rate = None
+    p_vs_ar: Rate = None
+    p_vs_baseline: Rate = None
+    correct_by_problem: Optional[Annotated[str, Strict(), Field(max_length=MAX_PROBLEMS, pattern=r"^[01]*$")]] = None
+
+
+@dataclass
+class ResultsFile:
+    version: Literal[RESULTS_VERSION]
+    cells: items(ResultsCell, MAX_CELLS)
+    meta: Free = field(default_factory=dict)
+
+
+def validate_results(data: Any) -> dict[str, Any]:
+    """A checked results object as plain data; ValueError with one line naming the first problem."""
+    if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
+        raise ValueError("results: expected a JSON object with a 'cells' list (the results.json that bench writes)")
+    if data.get("version") != RESULTS_VERSION:
+        raise ValueError(f"results.version: this reads version {RESULTS_VERSION}, got {shown(data.get('version'), 20)}")
+    checked = dataclasses.asdict(load_as(ResultsFile, data, "results"))
+    for i, cell in enumerate(checked["cells"]):
+        bits = cell["correct_by_problem"]
+        if bits is not None and len(bits) != cell["n"]:
+            raise ValueError(f"results.cells[{i}].correct_by_problem: expected n = {cell['n']} characters, "
+                             f"got {len(bits)}")
+    return checked
+
+
+def read_results(text: str | bytes) -> dict[str, Any]:
+    return validate_results(parse_json(text, "results"))

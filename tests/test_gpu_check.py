@@ -1,0 +1,39 @@
+"""benchmarks/gpu_check.py runs on CPU (tiny shapes, no graphs) and stays inside its budget, saying what it skips."""
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_check.py"
+
+
+@pytest.fixture(scope="module")
+def gpu_check():
+    spec = importlib.util.spec_from_file_location("gpu_check", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_small_run_prints_every_section(gpu_check, capsys) -> None:
+    gpu_check.main(["--small", "--budget-s", "120", "--reps", "3", "--gen-length", "8"])
+    out = capsys.readouterr().out
+    two_l = re.findall(r"2L vs sequential, fp32 \[(\w+)\]\s+max \|dlogit\| (\S+)", out)
+    assert [b for b, _ in two_l] == ["dynamic", "static"] and all(float(v) < 1e-4 for _, v in two_l)
+    for kind in ("ar, 1 query", "draft B=16", "commit B=16", "verify_2l B=16"):
+        assert re.search(rf"^{re.escape(kind)}\s+static\s+[\d.]+ \(n=", out, re.M), kind
+    decodes = re.findall(r"^(tiny-shape|bundled) (AR|dynamic baseline|S2D2 sdar-config-b)\s+(dynamic|static)\s+"
+                         r"([\d.]+)\s+([\d.]+)", out, re.M)
+    assert len(decodes) == 12 and all(float(tps) > 0 for *_, tps, _ in decodes)
+    assert re.search(r"S2D2 vs AR \[static\]\s+wall x[\d.]+, NFE x[\d.]+", out)
+    assert re.search(r"^done\s+[\d.]+ s of 120 s", out, re.M)
+
+
+def test_tiny_budget_skips_and_says_so(gpu_check, capsys) -> None:
+    gpu_check.main(["--small", "--budget-s", "1"])
+    out = capsys.readouterr().out
+    assert "build float32 model" in out and "bundled model" in out
+    assert out.count("skipped: needs") == 2 and "2L vs sequential" not in out
