@@ -2,7 +2,8 @@
 
 The mask is recomputed in plain Python from the forward record (kind, cache_len, input_len) and the header config
 (block_length, cache_ver, draft_ver); it matches s2d2.models.masks (checked in the tests). The cache is collapsed
-into one band column.
+into one band column. The cache always holds positions [0, cache_len), so a forward's first query sits at position
+cache_len (with kv_reuse a draft or verify starts inside its block; a fused commit+draft starts at the tail).
 """
 from __future__ import annotations
 
@@ -20,10 +21,19 @@ MAX_QUERIES = 128  # prefill rows shown; earlier prompt positions fold into the 
 
 
 def query_mask(kind: str, q: int, block: int, cache_ver: bool, causal_prefix: int = 0,
-               start: int = 0) -> list[list[int]]:
-    """Rows x query columns (1 = attend) for one forward; the cache columns are all 1 for every kind."""
+               start: int = 0, tail: int = 0) -> list[list[int]]:
+    """Rows x query columns (1 = attend) for one forward; the cache columns are all 1 for every kind.
+
+    "commit+draft" (fused_commit): `tail` rows of the finished block (causal with cache_ver, else all of the tail),
+    never seeing the new block, then the new block's draft rows, which see the whole tail.
+    """
     def causal(i: int, j: int) -> int:
         return int(j <= i)
+
+    if kind == "commit+draft":
+        top = [[(causal(i, j) if cache_ver else 1) if j < tail else 0 for j in range(q)] for i in range(tail)]
+        rows = query_mask("draft", q - tail, block, cache_ver, causal_prefix)
+        return top + [[1] * tail + r for r in rows]
 
     if kind == "verify_2l":
         n = q // 2
@@ -58,7 +68,7 @@ def pick_forward(trace: Trace, step: int, which: str = "auto") -> Optional[Forwa
         ci = idx.commit_forward.get(rec.block)
         return trace.forwards[ci] if ci is not None else None
     if which == "draft":
-        return next((f for f in fwds if f.kind in ("draft", "ar")), None)
+        return next((f for f in fwds if f.kind in ("draft", "ar", "commit+draft")), None)
     verify = next((f for f in fwds if f.kind.startswith("verify")), None)
     if which == "verify":
         return verify
@@ -70,18 +80,15 @@ def _draft_prefix(rec: StepRecord, start: int) -> int:
 
 
 def _labels(trace: Trace, f: ForwardRecord, rec: Optional[StepRecord], folded: int = 0) -> list[str]:
-    """Query row labels: token text + absolute position id (prefill: after the `folded` first positions)."""
-    idx = index_of(trace)
+    """Query row labels: token text + absolute position id. The first query sits at position cache_len (a prefill
+    shows its rows after the `folded` first positions)."""
     n = f.input_len // 2 if f.kind == "verify_2l" else f.input_len - folded
+    start = f.cache_len + folded
     if f.kind == "prefill":
-        start, ids_step = folded, 0
+        ids_step = 0
     elif rec is not None:
-        block = idx.block_of_step[rec.index]
-        start = block.start if block else rec.window[0]
         ids_step = rec.index
     else:
-        block = idx.block_by_index.get(f.block)
-        start = block.start if block else 0
         last = [s.index for s in trace.steps if s.block == f.block]
         ids_step = (last[-1] + 1) if last else 0
     texts = _texts_at(trace, ids_step, start, n, rec if f.kind.startswith("verify") else None)
@@ -124,13 +131,15 @@ def mask_figure(trace: Trace, step: int, which: str = "auto") -> go.Figure:
     rec = idx.step_record(clamp_step(trace, step)) if f.kind != "prefill" else None
     if rec is not None and f.kind == "commit":
         rec = None
+    own = idx.block_by_index.get(f.block)
+    tail = f.input_len - own.length if f.kind == "commit+draft" and own is not None else 0
     prefix = 0
-    if f.kind == "draft" and cfg.get("draft_ver") and rec is not None:
-        b = idx.block_of_step[rec.index]
-        prefix = _draft_prefix(rec, b.start if b else rec.window[0])
+    if f.kind in ("draft", "commit+draft") and cfg.get("draft_ver") and rec is not None:
+        prefix = _draft_prefix(rec, f.cache_len + tail)
     folded = max(0, f.input_len - MAX_QUERIES) if f.kind == "prefill" else 0
     cache_len = f.cache_len + folded
-    rows = query_mask(f.kind, f.input_len - folded, block, bool(cfg.get("cache_ver")), prefix, start=folded)
+    rows = query_mask(f.kind, f.input_len - folded, block, bool(cfg.get("cache_ver")), prefix, start=folded,
+                      tail=tail)
     labels = _labels(trace, f, rec, folded)
     cols = list(labels)
     z = [list(r) for r in rows]
@@ -150,6 +159,9 @@ def mask_figure(trace: Trace, step: int, which: str = "auto") -> go.Figure:
         title += " — 2L: drafts | MASK copies"
     elif f.kind == "draft" and prefix:
         title += f" — draft_ver: first {prefix} rows causal"
+    elif f.kind == "commit+draft":
+        how = "causal" if cfg.get("cache_ver") else "block-bidirectional"
+        title += f" — fused: {tail} tail rows committed ({how}) | {f.input_len - tail} draft rows"
     fig.update_layout(title=dict(text=title, font=dict(size=13)))
     fig.update_xaxes(tickangle=-60, tickfont=dict(size=9))
     fig.update_yaxes(tickfont=dict(size=9))

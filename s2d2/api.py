@@ -12,6 +12,7 @@ from . import __version__
 from .config import DecodeConfig
 from .decoding.ar import ar_loop
 from .decoding.decoder import block_loop, make_check
+from .decoding.layout import block_lengths, block_plan
 from .decoding.recorder import Recorder
 from .metrics import trace_metrics
 from .output import trim_output
@@ -64,8 +65,7 @@ def check_fits(model: Any, cfg: DecodeConfig, prompt_len: int) -> int:
     if cfg.method == "ar":
         total = prompt_len + cfg.gen_length
     else:
-        B = cfg.block_length
-        total = -(-(prompt_len + cfg.gen_length) // B) * B
+        total = block_plan(cfg, prompt_len, model.spec.alignment == "shifted").total
     if total > model.spec.max_positions:
         raise ValueError(
             f"gen_length: prompt ({prompt_len} tokens) + gen_length ({cfg.gen_length}), padded to blocks, needs "
@@ -97,7 +97,7 @@ def generate(
     total = check_fits(model, cfg, len(ids))
     warmup = getattr(model, "warmup", None)
     if warmup is not None:  # static backend: cache room and CUDA graphs, once, before the timer starts
-        warmup(block_lengths=[1 if cfg.method == "ar" else cfg.block_length], max_length=total)
+        warmup(block_lengths=block_lengths(cfg), max_length=total)
     t0 = time.perf_counter()
     device = model.device
     generator = torch.Generator(device=device).manual_seed(int(seed))

@@ -12,10 +12,10 @@ import torch
 
 from ..config import DecodeConfig
 from ..trace import BlockRecord, Commit, MaskDraft, StepRecord
-from .decoder import LoopResult, _numbered
-from .recorder import Recorder
-from .sampling import draw_tokens, token_distribution
 from ..estimators import normalized_entropy, top2_margin
+from .recorder import Recorder
+from .result import LoopResult, number_steps
+from .sampling import draw_tokens, token_distribution
 
 CHECK_EVERY = 8  # tokens between progress callbacks
 
@@ -47,12 +47,12 @@ def ar_loop(model: Any, cfg: DecodeConfig, prompt: torch.Tensor, rec: Recorder, 
         blocks.append(BlockRecord(i, i, 1, 0))
         steps.append(_ar_step(rec, probs, tok, i))
         if tok in stops:
-            return LoopResult(x, blocks, _numbered(steps), "stop_token")
+            return LoopResult(x, blocks, number_steps(steps), "stop_token")
         if (i - P + 1) % CHECK_EVERY == 0:
-            reason = check(_numbered(steps))
+            reason = check(number_steps(steps))
             if reason is not None:
                 return LoopResult(x, blocks, steps, reason)
-    return LoopResult(x, blocks, _numbered(steps), "length")
+    return LoopResult(x, blocks, number_steps(steps), "length")
 
 
 def _ar_step(rec: Recorder, probs: torch.Tensor, token: int, position: int) -> StepRecord:
