@@ -32,7 +32,8 @@ def routing_words(cfg: DecodeConfig) -> str:
             return "Always verify" if need <= 0 else f"Verify when it pays (K̂ ≥ {_g(need)})"
         return f"Verify when it pays (K̂ − {_g(c)}·N_hi ≥ {_g(cfg.score_threshold)})"
     if policy == "score_hysteresis":
-        return f"Verify in runs (on at s > {_g(cfg.hysteresis_on)}, off at s < {_g(cfg.hysteresis_off)})"
+        on = ">" if cfg.hysteresis_strict else "≥"
+        return f"Verify in runs (on at s {on} {_g(cfg.hysteresis_on)}, off at s < {_g(cfg.hysteresis_off)})"
     return f"Policy {policy}"
 
 
@@ -45,6 +46,11 @@ def plain_title(cfg: DecodeConfig | Mapping[str, Any]) -> str:
     size = f"block {cfg.block_length}"
     if cfg.sub_block_length and cfg.sub_block_length != cfg.block_length:
         size += f", sub-block {cfg.sub_block_length}"
+    if cfg.adaptive_block:
+        size = f"adaptive blocks starting at {cfg.block_length}"
+    beyond = [words for on, words in ((cfg.kv_reuse, "reusing the verifier's KV"),
+                                      (cfg.fused_commit, "commits fused into drafts")) if on]
+    size += "".join(f", {words}" for words in beyond)
     if cfg.method == "diffusion":
         if cfg.remasking == "low_confidence_dynamic":
             return f"Diffusion alone (commit drafts with p > {_g(cfg.confidence_threshold)}), {size}"
@@ -64,12 +70,14 @@ def preset_note(name: str) -> str:
 
 
 def decision_line(decision: Optional[PolicyDecision]) -> str:
-    """The policy's reason, reprinted from its recorded numbers with the precision that decides the comparison."""
+    """The policy's reason, reprinted from its recorded numbers with the precision that decides the comparison (the
+    recorded reason as it is when a number is missing or not a number: details are free-form in an upload)."""
     if decision is None:
         return "no routing (this method never verifies)"
     d = decision.details or {}
     score, k_hat = num(d.get("score")), num(d.get("k_hat"))
-    if score is None or k_hat is None or abs(score) == float("inf"):
+    c, n_hi = num(d.get("penalty_coef", 0)), num(d.get("n_hi", 0))
+    if score is None or k_hat is None or c is None or n_hi is None or abs(score) == float("inf"):
         return decision.reason
     if decision.policy == "score_threshold" and num(d.get("score_threshold")) is not None:
         tau = num(d["score_threshold"])
@@ -94,9 +102,10 @@ def decision_line(decision: Optional[PolicyDecision]) -> str:
 
 
 def _expression(d: Mapping[str, Any], k_hat: float, s_txt: str) -> str:
+    """"s = K̂ − c = 2.10 − 1 = 1.10" from the recorded numbers (decision_line checked that they are numbers)."""
     places = len(s_txt.split(".")[1]) if "." in s_txt else 2
     k = f"{k_hat:.{places}f}"
-    c = _g(d.get("penalty_coef", 0))
+    c, n_hi = num(d.get("penalty_coef", 0)), num(d.get("n_hi", 0))
     if d.get("score_type") == "difference_dynamic":
-        return f"s = K̂ − c·N_hi = {k} − {c}·{d.get('n_hi', 0)} = {s_txt}"
-    return f"s = K̂ − c = {k} − {c} = {s_txt}"
+        return f"s = K̂ − c·N_hi = {k} − {_g(c)}·{_g(n_hi)} = {s_txt}"
+    return f"s = K̂ − c = {k} − {_g(c)} = {s_txt}"

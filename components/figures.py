@@ -7,6 +7,7 @@ from typing import Any, Optional
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from s2d2.policies import figure_guides, plotted_score, score_label
 from s2d2.trace import FORWARD_KINDS, Trace
 
 from .describe import decision_line
@@ -22,9 +23,8 @@ HOW_SYMBOLS = {
 }
 KIND_COLOURS = {
     "prefill": "#94a3b8", "draft": "#60a5fa", "verify_2l": "#f97316", "verify_causal": "#fb923c",
-    "commit": "#475569", "ar": "#9333ea",
+    "commit": "#475569", "ar": "#9333ea", "commit+draft": "#0ea5e9",
 }
-SCORE_NAMES = {"mask_span_length": ": span length", "contextual_bandit_ucb": ": UCB verify − UCB skip, ∞ = unvisited"}
 MAX_BLOCK_LINES = 64  # block boundary rules on the routing panel up to this many blocks
 MAX_HOVER = 150  # steps up to which routing markers carry the policy's reason as hover text
 _LAYOUT = dict(template="plotly_white", margin=dict(l=50, r=20, t=40, b=40), height=320)
@@ -149,17 +149,8 @@ def per_position_figure(trace: Trace) -> go.Figure:
 
 
 def _thresholds(trace: Trace) -> dict[str, Optional[float]]:
-    cfg = trace.header.config
-    policy = cfg.get("policy")
-    if policy == "score_hysteresis":
-        return {"on": num(cfg.get("hysteresis_on")), "off": num(cfg.get("hysteresis_off"))}
-    if policy == "score_threshold":
-        return {"threshold": num(cfg.get("score_threshold"))}
-    if policy == "mask_span_length":
-        return {"threshold": num(cfg.get("min_span_length"))}
-    if policy == "contextual_bandit_ucb":
-        return {"threshold": 0.0}
-    return {}
+    """The threshold line or hysteresis band of the trace's policy (declared by the policy itself)."""
+    return figure_guides(trace.header.config)
 
 
 def routing_series(trace: Trace) -> dict[str, list[Any]]:
@@ -182,16 +173,8 @@ def routing_series(trace: Trace) -> dict[str, list[Any]]:
 
 
 def _implicit_score(policy: Any, details: dict[str, Any], inputs: Any) -> Optional[float]:
-    """A plottable score for policies without one: the span length, or UCB verify − UCB skip (None if ∞)."""
-    if policy == "mask_span_length":
-        return num(details.get("span_len")) if "span_len" in details else (inputs.span_len if inputs else None)
-    ucb = details.get("ucb")
-    if policy == "contextual_bandit_ucb" and isinstance(ucb, dict):
-        v, k = num(ucb.get("verify")), num(ucb.get("skip"))
-        if v is None or k is None or abs(v) == float("inf") or abs(k) == float("inf"):
-            return None
-        return round(v - k, 6)
-    return None
+    """A plottable score for policies without one (the span length, UCB verify − UCB skip), from the policy."""
+    return plotted_score(policy, details, inputs)
 
 
 def _on_spans(xs: list[int]) -> list[tuple[int, int]]:
@@ -213,7 +196,7 @@ def routing_figure(trace: Trace, step: Optional[int] = None) -> go.Figure:
     data = routing_series(trace)
     policy = trace.header.config.get("policy", "–") if trace.header.config.get("method") == "s2d2" else "none"
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.6, 0.4], vertical_spacing=0.08,
-                        subplot_titles=(f"Routing score ({policy}{SCORE_NAMES.get(policy, '')})",
+                        subplot_titles=(f"Routing score ({policy}{score_label(policy)})",
                                         "Predicted K̂ vs accepted K"))
     fig.update_layout(**{**_LAYOUT, "height": 420}, legend=dict(orientation="h", y=-0.15))
     steps = data["step"]

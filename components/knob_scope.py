@@ -1,5 +1,6 @@
 """Which Run-tab knob belongs to which method, routing policy and remasking rule, and which are shown before
-"Advanced". One table on purpose: when each policy declares its own knobs in s2d2, this file is what changes.
+"Advanced". The routing policies' knobs come from the policy registry (s2d2/policies: each policy declares its
+own), so a new policy needs no line here; the table below covers the decoder's other options.
 
 A knob is shown when the chosen method is in its `methods`, and (if it names them) the chosen policy is in its
 `policies` and the chosen remasking rule in its `remasking`. Hidden knobs keep their values (a preset sets them all).
@@ -8,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Optional
+
+from s2d2.policies import REGISTRY
 
 ALL = ("ar", "diffusion", "s2d2")
 BLOCKS = ("diffusion", "s2d2")  # methods that decode a block at a time
@@ -24,23 +27,32 @@ class Scope:
     main: bool = False  # shown before "Advanced"
 
 
+def policy_scopes() -> dict[str, Scope]:
+    """Every routing policy's knobs, from the registry: shown for s2d2 with a policy that declares them. A policy's
+    own threshold (declared by that policy alone, not marked advanced) comes before "Advanced"; knobs shared by
+    several policies (the score type and penalty) after it."""
+    users: dict[str, list[str]] = {}
+    advanced: set[str] = set()
+    for name, cls in REGISTRY.items():
+        for knob in cls.knobs:
+            users.setdefault(knob.field, []).append(name)
+            if knob.advanced:
+                advanced.add(knob.field)
+    return {field: Scope(S2D2, tuple(names), main=len(names) == 1 and field not in advanced)
+            for field, names in users.items()}
+
+
 KNOB_SCOPE: dict[str, Scope] = {
     "method": Scope(ALL, main=True),
     "block_length": Scope(BLOCKS, main=True),
     "gen_length": Scope(ALL, main=True),
     "policy": Scope(S2D2, main=True),
-    "score_threshold": Scope(S2D2, ("score_threshold",), main=True),
-    "hysteresis_on": Scope(S2D2, ("score_hysteresis",), main=True),
-    "hysteresis_off": Scope(S2D2, ("score_hysteresis",), main=True),
-    "min_span_length": Scope(S2D2, ("mask_span_length",), main=True),
-    "ucb_beta": Scope(S2D2, ("contextual_bandit_ucb",), main=True),
+    **policy_scopes(),
     "confidence_threshold": Scope(BLOCKS, remasking=("low_confidence_dynamic",), main=True),
     "remasking": Scope(BLOCKS),
     "eb_gamma": Scope(BLOCKS, remasking=("entropy_bounded",)),
     "denoising_steps": Scope(BLOCKS),
     "sub_block_length": Scope(BLOCKS),
-    "score_type": Scope(S2D2, SCORING),
-    "penalty_coef": Scope(S2D2, SCORING),
     "estimator": Scope(S2D2, SCORING),
     "negexp_beta": Scope(S2D2, SCORING),
     "acceptance": Scope(S2D2),
@@ -50,6 +62,14 @@ KNOB_SCOPE: dict[str, Scope] = {
     "draft_ver": Scope(S2D2),
     "temperature": Scope(ALL),
     "seed": Scope(ALL),
+    # beyond the paper (s2d2/policies/speedups.py, adaptive_block.py): the first two and the adaptive size read the
+    # verifier's results, fusing the commit needs only blocks
+    "kv_reuse": Scope(S2D2),
+    "fused_commit": Scope(BLOCKS),
+    "adaptive_block": Scope(S2D2),
+    "adaptive_min_block": Scope(S2D2),
+    "adaptive_max_block": Scope(S2D2),
+    "adaptive_shrink_below": Scope(S2D2),
 }
 
 

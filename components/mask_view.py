@@ -2,7 +2,8 @@
 
 The mask is recomputed in plain Python from the forward record (kind, cache_len, input_len) and the header config
 (block_length, cache_ver, draft_ver); it matches s2d2.models.masks (checked in the tests). The cache is collapsed
-into one band column.
+into one band column. The cache always holds positions [0, cache_len), so a forward's first query sits at position
+cache_len (with kv_reuse a draft or verify starts inside its block; a fused commit+draft starts at the tail).
 """
 from __future__ import annotations
 
@@ -20,10 +21,19 @@ MAX_QUERIES = 128  # prefill rows shown; earlier prompt positions fold into the 
 
 
 def query_mask(kind: str, q: int, block: int, cache_ver: bool, causal_prefix: int = 0,
-               start: int = 0) -> list[list[int]]:
-    """Rows x query columns (1 = attend) for one forward; the cache columns are all 1 for every kind."""
+               start: int = 0, tail: int = 0) -> list[list[int]]:
+    """Rows x query columns (1 = attend) for one forward; the cache columns are all 1 for every kind.
+
+    "commit+draft" (fused_commit): `tail` rows of the finished block (causal with cache_ver, else all of the tail),
+    never seeing the new block, then the new block's draft rows, which see the whole tail.
+    """
     def causal(i: int, j: int) -> int:
         return int(j <= i)
+
+    if kind == "commit+draft":
+        top = [[(causal(i, j) if cache_ver else 1) if j < tail else 0 for j in range(q)] for i in range(tail)]
+        rows = query_mask("draft", q - tail, block, cache_ver, causal_prefix)
+        return top + [[1] * tail + r for r in rows]
 
     if kind == "verify_2l":
         n = q // 2
@@ -58,7 +68,7 @@ def pick_forward(trace: Trace, step: int, which: str = "auto") -> Optional[Forwa
         ci = idx.commit_forward.get(rec.block)
         return trace.forwards[ci] if ci is not None else None
     if which == "draft":
-        return next((f for f in fwds if f.kind in ("draft", "ar")), None)
+        return next((f for f in fwds if f.kind in ("draft", "ar", "commit+draft")), None)
     verify = next((f for f in fwds if f.kind.startswith("verify")), None)
     if which == "verify":
         return verify
@@ -69,16 +79,10 @@ def _draft_prefix(rec: StepRecord, start: int) -> int:
     return max(0, (min(rec.masks_before) - start) if rec.masks_before else 0)
 
 
-def _query_start(trace: Trace, f: ForwardRecord, rec: Optional[StepRecord], folded: int = 0) -> int:
-    """Absolute position of forward `f`'s first query row (prefill: after the `folded` first positions)."""
-    idx = index_of(trace)
-    if f.kind == "prefill":
-        return folded
-    if rec is not None:
-        block = idx.block_of_step[rec.index]
-        return block.start if block else rec.window[0]
-    block = idx.block_by_index.get(f.block)
-    return block.start if block else 0
+def _query_start(f: ForwardRecord, folded: int = 0) -> int:
+    """Absolute position of forward `f`'s first query row shown: the cache holds [0, cache_len), so the first query
+    sits at cache_len (a prefill shows its rows after the `folded` first positions)."""
+    return f.cache_len + folded
 
 
 def _query_count(f: ForwardRecord, folded: int = 0) -> int:
@@ -87,8 +91,8 @@ def _query_count(f: ForwardRecord, folded: int = 0) -> int:
 
 
 def _labels(trace: Trace, f: ForwardRecord, rec: Optional[StepRecord], folded: int = 0) -> list[str]:
-    """Query row labels: token text + absolute position id (prefill: after the `folded` first positions)."""
-    n, start = _query_count(f, folded), _query_start(trace, f, rec, folded)
+    """Query row labels: token text + absolute position id (row_positions)."""
+    n, start = _query_count(f, folded), _query_start(f, folded)
     if f.kind == "prefill":
         ids_step = 0
     elif rec is not None:
@@ -122,10 +126,10 @@ def _texts_at(trace: Trace, step: int, start: int, n: int, fill: Optional[StepRe
     return out
 
 
-def row_positions(trace: Trace, f: ForwardRecord, rec: Optional[StepRecord], folded: int = 0) -> list[int]:
+def row_positions(f: ForwardRecord, folded: int = 0) -> list[int]:
     """Absolute position id of every query row shown for forward `f` (a 2L verify lists the block twice; a long
     prefill shows only the rows after the `folded` first positions)."""
-    start = _query_start(trace, f, rec, folded)
+    start = _query_start(f, folded)
     rows = list(range(start, start + _query_count(f, folded)))
     return rows + rows if f.kind == "verify_2l" else rows
 
@@ -145,13 +149,15 @@ def mask_figure(trace: Trace, step: int, which: str = "auto", selected: Optional
     rec = idx.step_record(clamp_step(trace, step)) if f.kind != "prefill" else None
     if rec is not None and f.kind == "commit":
         rec = None
+    own = idx.block_by_index.get(f.block)
+    tail = f.input_len - own.length if f.kind == "commit+draft" and own is not None else 0
     prefix = 0
-    if f.kind == "draft" and cfg.get("draft_ver") and rec is not None:
-        b = idx.block_of_step[rec.index]
-        prefix = _draft_prefix(rec, b.start if b else rec.window[0])
+    if f.kind in ("draft", "commit+draft") and cfg.get("draft_ver") and rec is not None:
+        prefix = _draft_prefix(rec, f.cache_len + tail)
     folded = max(0, f.input_len - MAX_QUERIES) if f.kind == "prefill" else 0
     cache_len = f.cache_len + folded
-    rows = query_mask(f.kind, f.input_len - folded, block, bool(cfg.get("cache_ver")), prefix, start=folded)
+    rows = query_mask(f.kind, f.input_len - folded, block, bool(cfg.get("cache_ver")), prefix, start=folded,
+                      tail=tail)
     labels = _labels(trace, f, rec, folded)
     cols = list(labels)
     z = [list(r) for r in rows]
@@ -167,7 +173,7 @@ def mask_figure(trace: Trace, step: int, which: str = "auto", selected: Optional
     title = f"Attention mask of forward #{f.index} ({f.kind})<br>cache {f.cache_len}, {f.query_tokens} queries"
     if folded:
         title += f" (last {MAX_QUERIES} shown)"
-    rows_at = row_positions(trace, f, rec, folded)
+    rows_at = row_positions(f, folded)
     hits = [i for i, pos in enumerate(rows_at) if pos == selected] if selected is not None else []
     fig.update_layout(shapes=[dict(type="rect", xref="paper", x0=0, x1=1, yref="y", y0=len(z) - 1 - i - 0.5,
                                    y1=len(z) - 1 - i + 0.5, line=dict(color="#ea580c", width=3)) for i in hits])
@@ -177,6 +183,9 @@ def mask_figure(trace: Trace, step: int, which: str = "auto", selected: Optional
         title += " — 2L: drafts | MASK copies"
     elif f.kind == "draft" and prefix:
         title += f" — draft_ver: first {prefix} rows causal"
+    elif f.kind == "commit+draft":
+        how = "causal" if cfg.get("cache_ver") else "block-bidirectional"
+        title += f" — fused: {tail} tail rows committed ({how}) | {f.input_len - tail} draft rows"
     fig.update_layout(title=dict(text=title, font=dict(size=13)))
     fig.update_xaxes(tickangle=-60, tickfont=dict(size=9))
     fig.update_yaxes(tickfont=dict(size=9))

@@ -16,8 +16,11 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Optional
 
-from s2d2.config import ACCEPTANCE, ESTIMATORS, METHODS, POLICIES, REMASKING, SCORE_TYPES, DecodeConfig, preset
+from s2d2.config import ACCEPTANCE, ESTIMATORS, METHODS, POLICIES, REMASKING, DecodeConfig, preset
+from s2d2.decoding.layout import block_lengths
 from s2d2.limits import SEED_MAX, check_lengths, check_prompt_chars, check_prompt_tokens, check_seed, limits
+from s2d2.policies import Knob as PolicyKnob
+from s2d2.policies import option_knobs, routing_knobs
 
 from .guard import cancelled, current_job
 from .models import (DEFAULT_MODEL, check_model, forget_model, get_model, model_choices,  # noqa: F401
@@ -59,8 +62,14 @@ class Knob:
     group: str = ""
 
 
+def _knob(k: PolicyKnob, group: str) -> Knob:
+    """A Run-panel knob from a policy's (or decoder option's) own declaration."""
+    lo, hi = k.slider
+    return Knob(k.field, k.label, k.kind, k.choices, lo, hi, k.step, k.help, group=group)
+
+
 _B, _R, _P = "Blocks and length", "Baseline remasking (skipped steps)", "Routing policy"
-_E, _S = "Estimator and verification", "Sampling"
+_E, _S, _F = "Estimator and verification", "Sampling", "Fewer forwards (beyond the paper)"
 KNOBS: tuple[Knob, ...] = (
     Knob("method", "Method", "choice", METHODS, group=_B,
          info="ar: one token per forward; diffusion: the baseline, never verifies; s2d2: draft, route, verify"),
@@ -75,13 +84,7 @@ KNOBS: tuple[Knob, ...] = (
     Knob("eb_gamma", "Entropy bound γ", "float", lo=0.01, hi=5.0, step=0.01, group=_R),
     Knob("policy", "Routing policy", "choice", POLICIES, group=_P,
          info="decides at each step whether the verifier forward is worth it"),
-    Knob("min_span_length", "Min span length τ_span", "int", lo=1, hi=MAX_BLOCK_LENGTH, group=_P),
-    Knob("score_threshold", "Score threshold τ_score", "float", lo=-10.0, hi=10.0, step=0.1, group=_P),
-    Knob("score_type", "Score type", "choice", SCORE_TYPES, group=_P),
-    Knob("penalty_coef", "Penalty c", "float", lo=0.0, hi=10.0, step=0.1, group=_P),
-    Knob("hysteresis_on", "Hysteresis τ_on", "float", lo=-10.0, hi=10.0, step=0.1, group=_P),
-    Knob("hysteresis_off", "Hysteresis τ_off", "float", lo=-10.0, hi=10.0, step=0.1, group=_P),
-    Knob("ucb_beta", "UCB β", "float", lo=0.0, hi=5.0, step=0.1, group=_P),
+    *(_knob(k, _P) for k in routing_knobs() if not k.advanced),  # each policy declares its knobs
     Knob("estimator", "Acceptance estimator", "choice", ESTIMATORS, group=_E),
     Knob("negexp_beta", "neg-exp β", "float", lo=0.0, hi=10.0, step=0.1, group=_E),
     Knob("acceptance", "Acceptance mode", "choice", ACCEPTANCE, group=_E,
@@ -93,6 +96,7 @@ KNOBS: tuple[Knob, ...] = (
     Knob("draft_ver", "draft_ver (causal decoded prefix in drafts)", "bool", group=_E),
     Knob("temperature", "Temperature", "float", lo=0.0, hi=2.0, step=0.05, group=_S),
     Knob("seed", "Seed", "int", lo=0, hi=SEED_MAX, group=_S),
+    *(_knob(k, _F) for k in option_knobs() if not k.advanced),
 )
 KNOB_NAMES = tuple(k.name for k in KNOBS)
 
@@ -143,6 +147,9 @@ def config_from_inputs(*values: Any) -> tuple[Optional[DecodeConfig], int, Optio
 def check_config(cfg: DecodeConfig) -> DecodeConfig:
     """The app's caps on top of DecodeConfig's own ranges (ValueError naming the field and the bound)."""
     check_lengths(cfg.gen_length, cfg.block_length)
+    top = limits().max_block_length
+    if cfg.adaptive_block and cfg.adaptive_max_block > top:
+        raise ValueError(f"adaptive_max_block: at most {top} (S2D2_MAX_BLOCK_LENGTH), got {cfg.adaptive_max_block}")
     return cfg
 
 
@@ -231,7 +238,7 @@ def record_stream(prompt: Any, model_name: str, config: dict[str, Any], seed: in
 
     def work() -> None:
         try:
-            blocks = [1 if cfg.method == "ar" else cfg.block_length]
+            blocks = block_lengths(cfg)
             if getattr(model, "needs_warmup", lambda _: False)(blocks):  # static backend on a GPU: once per shape
                 events.put({"kind": "progress", "steps": 0, "commits": [], "elapsed": 0.0, "status": WARMUP_STATUS})
                 model.warmup(block_lengths=blocks)

@@ -16,7 +16,7 @@ class TraceIndex:
     commit_of: dict[int, tuple[int, Commit]] = field(default_factory=dict)  # position -> (step index, commit)
     block_of_step: list[Optional[BlockRecord]] = field(default_factory=list)
     block_by_index: dict[int, BlockRecord] = field(default_factory=dict)
-    commit_forward: dict[int, int] = field(default_factory=dict)  # block index -> its commit forward index
+    commit_forward: dict[int, int] = field(default_factory=dict)  # block -> the forward that committed it
     block_at: dict[int, BlockRecord] = field(default_factory=dict)  # position -> the block holding it
 
     @property
@@ -74,9 +74,12 @@ def build_index(trace: Trace) -> TraceIndex:
         if block is None and s.window:
             block = BlockRecord(s.block, s.window[0], s.window[1] - s.window[0], 0)
         idx.block_of_step.append(block)
+    previous = {b.index: a.index for a, b in zip(trace.blocks, trace.blocks[1:])}
     for f in trace.forwards:
         if f.kind == "commit":
             idx.commit_forward[f.block] = f.index
+        elif f.kind == "commit+draft" and f.block in previous:  # fused: it commits the block before its own
+            idx.commit_forward[previous[f.block]] = f.index
     return idx
 
 

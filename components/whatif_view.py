@@ -10,23 +10,16 @@ from typing import Any, Callable, Optional
 
 from s2d2.compare import compare_traces, token_diff
 from s2d2.config import DecodeConfig
-from s2d2.whatif import what_if
+from s2d2.whatif import knob_specs, what_if
 
 from .canvas import render_canvas
 from .compare import decode_lanes, divergence_text, metrics_table, traces_of
 from .run_panel import RunStopped
 from .trace_index import show_value
 
-# (field, label, lo, hi, step, policies it applies to); the estimator knob applies to every S2D2 policy that scores
-WHATIF_KNOBS = [
-    ("score_threshold", "τ_score", -10.0, 10.0, 0.1, ("score_threshold",)),
-    ("hysteresis_on", "τ_on", -10.0, 10.0, 0.1, ("score_hysteresis",)),
-    ("hysteresis_off", "τ_off", -10.0, 10.0, 0.1, ("score_hysteresis",)),
-    ("penalty_coef", "penalty c", 0.0, 10.0, 0.1, ("score_threshold", "score_hysteresis")),
-    ("min_span_length", "τ_span", 1, 64, 1, ("mask_span_length",)),
-    ("ucb_beta", "UCB β", 0.0, 5.0, 0.1, ("contextual_bandit_ucb",)),
-    ("negexp_beta", "neg-exp β (estimator)", 0.0, 10.0, 0.1, ("score_threshold", "score_hysteresis")),
-]
+# (field, label, lo, hi, step, policies it applies to), read from the policy registry (s2d2.whatif.knob_specs)
+WHATIF_KNOBS = [(k.field, k.short_label, *k.slider, k.step, users) for k, users in knob_specs()]
+_INT_KNOBS = {k.field for k, _ in knob_specs() if k.kind == "int"}
 
 # -- what-if views -------------------------------------------------------------------------------------------------
 
@@ -67,7 +60,7 @@ def knob_changes(trace: Trace, values: list[Any]) -> dict[str, Any]:
     for (name, _, _, _, _, policies), value in zip(WHATIF_KNOBS, values):
         if value is None or not applies(name, policies, cfg):
             continue
-        out[name] = int(round(float(value))) if name == "min_span_length" else float(value)
+        out[name] = int(round(float(value))) if name in _INT_KNOBS else float(value)
     return out
 
 

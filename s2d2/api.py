@@ -11,8 +11,10 @@ import torch
 from . import __version__
 from .config import DecodeConfig
 from .decoding.ar import ar_loop
-from .decoding.decoder import StopDecoding, block_loop, make_check  # noqa: F401 (StopDecoding: public)
+from .decoding.decoder import block_loop, make_check
+from .decoding.layout import block_lengths, block_plan
 from .decoding.recorder import Recorder
+from .decoding.result import StopDecoding  # noqa: F401 (public: a model's forward raises it to stop a run)
 from .metrics import trace_metrics
 from .output import trim_output
 from .trace import SCHEMA_VERSION, Footer, Header, ModelInfo, StepRecord, Trace
@@ -64,8 +66,7 @@ def check_fits(model: Any, cfg: DecodeConfig, prompt_len: int) -> int:
     if cfg.method == "ar":
         total = prompt_len + cfg.gen_length
     else:
-        B = cfg.block_length
-        total = -(-(prompt_len + cfg.gen_length) // B) * B
+        total = block_plan(cfg, prompt_len, model.spec.alignment == "shifted").total
     if total > model.spec.max_positions:
         raise ValueError(
             f"gen_length: prompt ({prompt_len} tokens) + gen_length ({cfg.gen_length}), padded to blocks, needs "
@@ -98,7 +99,7 @@ def generate(
     total = check_fits(model, cfg, len(ids))
     warmup = getattr(model, "warmup", None)
     if warmup is not None:  # static backend: cache room and CUDA graphs, once, before the timer starts
-        warmup(block_lengths=[1 if cfg.method == "ar" else cfg.block_length], max_length=total)
+        warmup(block_lengths=block_lengths(cfg), max_length=total)
     t0 = time.perf_counter()
     device = model.device
     generator = torch.Generator(device=device).manual_seed(int(seed))

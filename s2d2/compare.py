@@ -143,8 +143,15 @@ def compare_traces(traces: dict[str, Trace]) -> Comparison:
     else:
         note = "no AR lane: speedups vs AR and AR equality are not available (add an AR lane)"
     diffs = [token_diff(m.name, traces[ref], traces[m.name]) for m in lanes if ref and m.equals_ar is False]
-    grid = math.lcm(*(_block_length(t) for t in traces.values()))
+    grid = math.lcm(*(_grid_length(t) for t in traces.values()))
     return Comparison(lanes, ref, note, diffs, grid, align_blocks(traces, grid), decision_divergences(traces))
+
+
+def _grid_length(trace: Trace) -> int:
+    """Positions every block of the lane fits in: the configured B, or (adaptive_block) the lcm of the lengths used;
+    an adaptive block of length L starts at a multiple of L, so it lies inside one such grid block."""
+    lengths = {b.length for b in trace.blocks if b.length > 0}
+    return math.lcm(_block_length(trace), *lengths) if lengths else _block_length(trace)
 
 
 def _block_length(trace: Trace) -> int:

@@ -10,10 +10,16 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from .policies import POLICIES, REGISTRY, SCORE_TYPES, UCB_ENTROPY_SCOPES, AdaptiveBlock, all_knobs, speedups
+from .policies.knob import check_choice as _choice
+from .policies.knob import check_float as _float_range
+from .policies.knob import check_int as _int_range
+
+__all__ = ["DecodeConfig", "preset", "presets", "METHODS", "REMASKING", "POLICIES", "SCORE_TYPES", "ESTIMATORS",
+           "ACCEPTANCE", "AR_ACCOUNTING", "UCB_ENTROPY_SCOPES", "MAX_GEN_LENGTH", "MAX_BLOCK_LENGTH"]
+
 METHODS = ("ar", "diffusion", "s2d2")
 REMASKING = ("low_confidence_static", "low_confidence_dynamic", "sequential", "entropy_bounded")
-POLICIES = ("mask_span_length", "score_threshold", "score_hysteresis", "contextual_bandit_ucb", "always", "never")
-SCORE_TYPES = ("difference_static", "difference_dynamic")
 ESTIMATORS = (
     "hard_margin_threshold",
     "hard_entropy_threshold",
@@ -24,7 +30,6 @@ ESTIMATORS = (
 )
 ACCEPTANCE = ("paper", "sampled", "greedy_exact")
 AR_ACCOUNTING = ("fused", "reference")
-UCB_ENTROPY_SCOPES = ("span", "masks")
 MAX_GEN_LENGTH = 4096
 MAX_BLOCK_LENGTH = 256
 
@@ -77,6 +82,13 @@ class DecodeConfig:
     top_p: float = 1.0
     # AR accounting: "fused" = 1 forward per token (commit i fused with query i+1); "reference" = B=1 diffusion
     ar_accounting: str = "fused"
+    # Beyond the paper (off in every paper preset; see s2d2/decoding/kv.py and s2d2/policies/adaptive_block.py):
+    kv_reuse: bool = False  # keep the verifier's causal KV of the accepted prefix (needs cache_ver + draft_ver)
+    fused_commit: bool = False  # the next block's first draft forward caches this block's uncached tail
+    adaptive_block: bool = False  # next block length from the last block's verifications (needs cache_ver)
+    adaptive_min_block: int = 4
+    adaptive_max_block: int = 32
+    adaptive_shrink_below: float = 0.25
 
     @property
     def steps(self) -> int:
@@ -127,20 +139,9 @@ class DecodeConfig:
         _float_range("confidence_threshold", self.confidence_threshold, 0.0, 1.0)
         _float_range("eb_gamma", self.eb_gamma, 0.0, 1e6, lo_open=True)
         _choice("policy", self.policy, POLICIES)
-        _int_range("min_span_length", self.min_span_length, 1, 1_000_000)
-        _float_range("score_threshold", self.score_threshold, -1e9, math.inf)
-        _choice("score_type", self.score_type, SCORE_TYPES)
-        _float_range("penalty_coef", self.penalty_coef, 0.0, 1e6)
-        _float_range("hysteresis_on", self.hysteresis_on, -1e9, 1e9)
-        _float_range("hysteresis_off", self.hysteresis_off, -1e9, 1e9)
-        if self.policy == "score_hysteresis" and not self.hysteresis_off <= self.hysteresis_on:
-            raise ValueError(
-                f"hysteresis_off: must be <= hysteresis_on ({self.hysteresis_on}), got {self.hysteresis_off}"
-            )
-        _float_range("ucb_beta", self.ucb_beta, 0.0, 1e6)
-        for name in ("ucb_span_bins", "ucb_progress_bins", "ucb_entropy_bins"):
-            _int_range(name, getattr(self, name), 1, 64)
-        _choice("ucb_entropy_scope", self.ucb_entropy_scope, UCB_ENTROPY_SCOPES)
+        for knob in all_knobs():  # every policy's and option's knobs declare their own ranges
+            knob.check(getattr(self, knob.field))
+        REGISTRY[self.policy].check(self)
         _choice("estimator", self.estimator, ESTIMATORS)
         _float_range("margin_threshold", self.margin_threshold, 0.0, 1.0)
         _float_range("entropy_threshold", self.entropy_threshold, 0.0, 1.0)
@@ -161,6 +162,9 @@ class DecodeConfig:
             raise ValueError("temperature: acceptance='sampled' needs temperature > 0 (a sampled draft), got 0")
         if self.acceptance == "sampled" and self.ratio_gamma != 1.0:
             raise ValueError(f"ratio_gamma: acceptance='sampled' needs ratio_gamma 1.0, got {self.ratio_gamma}")
+        speedups.check(self)
+        if self.adaptive_block:
+            AdaptiveBlock.check(self)
         return self
 
 
@@ -185,24 +189,6 @@ def _check_type(name: str, value: Any, annotation: Any) -> None:
         ok = True
     if not ok:
         raise ValueError(f"{name}: expected {text.replace(' | None', '')}, got {type(value).__name__} {value!r:.40}")
-
-
-def _choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
-    if value not in allowed:
-        raise ValueError(f"{name}: unknown value {value!r}; allowed: {', '.join(allowed)}")
-
-
-def _int_range(name: str, value: int, lo: int, hi: int) -> None:
-    if not lo <= value <= hi:
-        raise ValueError(f"{name}: must be an integer in [{lo}, {hi}], got {value}")
-
-
-def _float_range(name: str, value: float, lo: float, hi: float, lo_open: bool = False) -> None:
-    v = float(value)
-    bad = math.isnan(v) or v > hi or v < lo or (lo_open and v == lo)
-    if bad:
-        left = "(" if lo_open else "["
-        raise ValueError(f"{name}: must be in {left}{lo}, {hi}], got {value}")
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -249,6 +235,28 @@ _PRESETS: dict[str, tuple[dict[str, Any], str]] = {
         "Verify iff the first mask span has at least 8 positions.",
     ),
 }
+
+# Beyond the paper: the same SDAR Config-B decoder with the forward-saving options (each off in the paper presets).
+_BEYOND = "Beyond the paper: "
+_PRESETS.update({
+    "sdar-config-b+reuse": (
+        {**_PRESETS["sdar-config-b"][0], "kv_reuse": True},
+        _BEYOND + "sdar-config-b keeping the verifier's KV of the accepted prefix: later forwards query only the "
+        "undecided rest; a fully accepted block needs no commit.",
+    ),
+    "sdar-config-b+fused": (
+        {**_PRESETS["sdar-config-b"][0], "fused_commit": True},
+        _BEYOND + "sdar-config-b whose next draft forward also caches the finished block: no commit forwards.",
+    ),
+    "sdar-config-b+adaptive": (
+        {**_PRESETS["sdar-config-b"][0], "adaptive_block": True},
+        _BEYOND + "sdar-config-b choosing each block's length (4-32) from the last block's verifications.",
+    ),
+    "sdar-config-b+all": (
+        {**_PRESETS["sdar-config-b"][0], "kv_reuse": True, "fused_commit": True, "adaptive_block": True},
+        _BEYOND + "sdar-config-b with KV reuse, fused commits and adaptive block size together.",
+    ),
+})
 
 
 def presets() -> dict[str, str]:

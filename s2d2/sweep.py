@@ -61,7 +61,30 @@ def default_grid() -> list[Cell]:
         cells.append(_cell(f"s2d2-ucb-b{b}", "sdar-config-a", block_length=b, policy="contextual_bandit_ucb"))
         cells.append(_cell(f"s2d2-span{max(2, b // 2)}-b{b}", "sdar-config-a", block_length=b,
                            policy="mask_span_length", min_span_length=max(2, b // 2)))
-    return cells
+    return cells + beyond_paper_cells()
+
+
+def beyond_paper_cells() -> list[Cell]:
+    """The forward-saving options (beyond the paper) on the presets and the best S2D2 settings above, and the
+    dynamic baseline with the same fused commit (fusing the commit helps any block decoder: the honest peer)."""
+    rf = dict(kv_reuse=True, fused_commit=True)
+    hysteresis = dict(policy="score_hysteresis", score_type="difference_dynamic", penalty_coef=1.0,
+                      hysteresis_on=1.0, hysteresis_off=-1.0)
+    cells = [_cell(n, n) for n in ("sdar-config-b+reuse", "sdar-config-b+fused", "sdar-config-b+adaptive",
+                                   "sdar-config-b+all")]
+    return cells + [
+        _cell("sdar-config-b+reuse+fused", "sdar-config-b", **rf),
+        _cell("sdar-config-a+reuse+fused", "sdar-config-a", **rf),
+        _cell("s2d2-span8-b16+reuse+fused", "sdar-config-a", block_length=16, policy="mask_span_length",
+              min_span_length=8, **rf),
+        _cell("s2d2-score1.5-b16+reuse+fused", "sdar-config-a", block_length=16, score_threshold=1.5, **rf),
+        _cell("s2d2-hysteresis-b4+reuse+fused", "sdar-config-a", block_length=4, **hysteresis, **rf),
+        _cell("dynamic-tau0.8-b4+fused", "dynamic-baseline", confidence_threshold=0.8, fused_commit=True),
+        _cell("dynamic-tau0.95-b8+fused", "dynamic-baseline", block_length=8, confidence_threshold=0.95,
+              fused_commit=True),
+        _cell("dynamic-tau0.9-b16+fused", "dynamic-baseline", block_length=16, confidence_threshold=0.9,
+              fused_commit=True),
+    ]
 
 
 def quick_grid() -> list[Cell]:

@@ -20,14 +20,15 @@ from typing import Annotated, Any, Literal, Optional
 
 from pydantic import Field, Strict
 
-from .config import DecodeConfig
 from .limits import Limits, limits
 from .output import trim_output
 from .schema import (MAX_TOP, Bool, Count, Free, Int, Name, Num, Pair, Seconds, Text, TokenText, forbid_extra,
                      items, json_schema, load_as, parse_json, shown)
 
 SCHEMA_VERSION = 1
-FORWARD_KINDS = ("prefill", "draft", "verify_2l", "verify_causal", "commit", "ar")
+# "commit+draft" (fused_commit, beyond the paper): one forward that caches the previous block's uncached tail and
+# drafts the next block; its query count is tail + block.
+FORWARD_KINDS = ("prefill", "draft", "verify_2l", "verify_causal", "commit", "ar", "commit+draft")
 COMMIT_HOWS = (
     "ar",  # autoregressive step (method ar)
     "accepted",  # draft accepted by verification
@@ -181,6 +182,7 @@ class BlockRecord:
     start: Count
     length: Count
     prompt_tail: Count  # prompt tokens inside this block (never decoded)
+    length_reason: Text = ""  # adaptive_block: why the block has this length (empty for a fixed block size)
 
 
 @forbid_extra
@@ -288,15 +290,20 @@ FORWARDS_PER_STEP = 3  # draft and verify, and room for one more kind
 
 @dataclass(frozen=True)
 class Layout:
-    """Where a run's blocks lie: block k spans [k*B, k*B + B) (AR: [k, k + 1)); the first holds the prompt tail."""
+    """Where a run's blocks lie: block k spans [k*B, k*B + B) (AR: [k, k + 1)); the first holds the prompt tail.
+    With adaptive_block the blocks' own records give their extents, and `block` bounds every block's length."""
 
     prompt: int
     block: int
     first: int  # start of the first block
     total: int
     ar: bool
+    adaptive: Optional[tuple[int, int]] = None  # (smallest, largest) block length with adaptive_block
+    extents: Optional[dict[int, tuple[int, int]]] = None  # adaptive: block index -> [start, end)
 
     def extent(self, index: int) -> tuple[int, int]:
+        if self.extents is not None:
+            return self.extents.get(index, (self.total, self.total + 1))  # unknown block: outside the run
         start = index if self.ar else index * self.block
         return start, start + self.block
 
@@ -305,7 +312,7 @@ class Layout:
 
     @property
     def max_blocks(self) -> int:
-        return (self.total - self.first) // self.block
+        return (self.total - self.first) // (self.adaptive[0] if self.adaptive else self.block)
 
     @property
     def max_steps(self) -> int:
@@ -319,7 +326,9 @@ def _fail(path: str, problem: str) -> None:
 def check_trace(t: Trace, lim: Limits) -> None:
     """Relate the fields to each other and to the run-size limits; one ValueError naming the field."""
     lay = layout_of(t.header, lim)
-    for i, b in enumerate(t.blocks):
+    if lay.adaptive:
+        lay = _check_adaptive_blocks(t, lay)
+    for i, b in enumerate(t.blocks if not lay.adaptive else []):
         start = lay.first + i * lay.block
         if (b.index, b.start, b.length) != (lay.index_at(start), start, lay.block) or start + b.length > lay.total:
             _fail(f"trace.blocks[{i}]", f"index {b.index}, start {b.start}, length {b.length}: blocks must tile "
@@ -346,6 +355,9 @@ def check_trace(t: Trace, lim: Limits) -> None:
 
 def layout_of(h: Header, lim: Limits) -> Layout:
     """The header's run geometry, checked against the limits in force."""
+    from .config import DecodeConfig  # here: config -> policies -> trace would otherwise be an import cycle
+    from .decoding.layout import block_plan
+
     try:
         cfg = DecodeConfig.from_dict(dict(h.config))
     except (ValueError, TypeError, OverflowError) as exc:
@@ -355,13 +367,14 @@ def layout_of(h: Header, lim: Limits) -> Layout:
         _fail("trace.header.prompt_ids", f"{P} tokens; must be 1 to {lim.max_prompt_tokens} (S2D2_MAX_PROMPT_TOKENS)")
     if not 1 <= G <= lim.max_gen_tokens:
         _fail("trace.header.gen_length", f"{G}; must be 1 to {lim.max_gen_tokens} (S2D2_MAX_GEN_TOKENS)")
-    if cfg.block_length > lim.max_block_length:
-        _fail("trace.header.config.block_length", f"{cfg.block_length}; at most {lim.max_block_length} "
-              "(S2D2_MAX_BLOCK_LENGTH)")
+    top = max(cfg.block_length, cfg.adaptive_max_block if cfg.adaptive_block else 0)
+    if top > lim.max_block_length:
+        _fail("trace.header.config.block_length", f"{top}; at most {lim.max_block_length} (S2D2_MAX_BLOCK_LENGTH)")
     ar = cfg.method == "ar"
     B = 1 if ar else cfg.block_length
-    total = P + G if ar else -(-(P + G) // B) * B
-    if h.total_length != total:
+    plan = block_plan(cfg, P, h.model.alignment == "shifted", G)
+    total = P + G if ar else plan.total
+    if h.total_length != total and not (cfg.adaptive_block and plan.first_start < h.total_length <= total):
         _fail("trace.header.total_length", f"{h.total_length}; must be prompt ({P}) + gen_length ({G}) padded to "
               f"blocks of {B}: {total}")
     m = h.model
@@ -369,7 +382,33 @@ def layout_of(h: Header, lim: Limits) -> Layout:
         _fail("trace.header", f"a token id outside the vocabulary [0, {m.vocab_size})")
     if len(h.prompt_tokens) not in (0, P):
         _fail("trace.header.prompt_tokens", f"{len(h.prompt_tokens)} strings for {P} prompt ids")
+    if cfg.adaptive_block and not ar:
+        return Layout(P, cfg.adaptive_max_block, plan.first_start, h.total_length, False,
+                      (cfg.adaptive_min_block, cfg.adaptive_max_block))
     return Layout(P, B, P if ar else P // B * B, total, ar)
+
+
+def _check_adaptive_blocks(t: Trace, lay: Layout) -> Layout:
+    """adaptive_block: blocks run back to back from the prompt-tail block to total_length, each a power of two in
+    [smallest, largest] starting at a multiple of its length; returns the layout with their extents."""
+    smallest, largest = lay.adaptive or (1, 1)
+    start, index = lay.first, None
+    extents: dict[int, tuple[int, int]] = {}
+    for i, b in enumerate(t.blocks):
+        ok = (b.start == start and smallest <= b.length <= largest and b.length & (b.length - 1) == 0
+              and b.start % b.length == 0 and b.start + b.length <= lay.total
+              and (index is None or b.index == index + 1))
+        if not ok:
+            _fail(f"trace.blocks[{i}]", f"index {b.index}, start {b.start}, length {b.length}: adaptive blocks run "
+                  f"back to back from {lay.first}, each a power of two in [{smallest}, {largest}] starting at a "
+                  "multiple of its length")
+        if b.prompt_tail != max(0, min(lay.prompt - b.start, b.length)):
+            _fail(f"trace.blocks[{i}].prompt_tail", f"{b.prompt_tail} disagrees with a prompt of {lay.prompt} tokens")
+        extents[b.index] = (b.start, b.start + b.length)
+        start, index = b.start + b.length, b.index
+    if t.blocks and start != lay.total:
+        _fail("trace.header.total_length", f"{lay.total}; adaptive blocks end at {start}")
+    return dataclasses.replace(lay, extents=extents)
 
 
 def _check_forward(i: int, f: ForwardRecord, lay: Layout, n: int) -> None:
@@ -439,4 +478,7 @@ def encode(obj: Any) -> Any:
         if not dataclasses.is_dataclass(obj):
             return obj
         names = _FIELDS.setdefault(type(obj), tuple(f.name for f in dataclasses.fields(obj)))
-    return {name: encode(getattr(obj, name)) for name in names}
+    out = {name: encode(getattr(obj, name)) for name in names}
+    if out.get("length_reason") == "":  # only adaptive runs write it: fixed-block traces keep their old form
+        del out["length_reason"]
+    return out

@@ -14,15 +14,13 @@ from typing import Any, Optional
 
 from .config import DecodeConfig
 from .estimators import expected_accepted_tokens
-from .policies import redecide
+from .policies import Knob, redecide, scoring_policies, whatif_knobs
 from .trace import PolicyInputs, StepRecord, Trace
 
-# Fields a what-if may change: they act only on recorded inputs. Anything else (remasking τ, block length,
-# acceptance, estimator choice, the policy itself) changes what was drafted or recorded: that needs a new run.
-POLICY_FIELDS = (
-    "min_span_length", "score_threshold", "score_type", "penalty_coef", "hysteresis_on", "hysteresis_off",
-    "hysteresis_strict", "ucb_beta", "ucb_span_bins", "ucb_progress_bins", "ucb_entropy_bins",
-)
+# Fields a what-if may change (declared by each policy's knobs, `Knob.whatif`): they act only on recorded inputs.
+# Anything else (remasking τ, block length, acceptance, estimator choice, the policy itself) changes what was drafted
+# or recorded: that needs a new run.
+POLICY_FIELDS = tuple(k.field for k, _ in whatif_knobs(include_advanced=True))
 # Estimator parameters: α is recomputed from the recorded per-mask p, entropy and margin (a detailed trace).
 ESTIMATOR_FIELDS = {
     "hard_margin_threshold": "margin_threshold",
@@ -69,6 +67,17 @@ class WhatIf:
         before = f"Steps 1–{s.index} are exactly as recorded; " if s.index else ""
         return (f"{len(self.flipped)} decision(s) flip; the first at step {s.index + 1} (block {s.block}). {before}"
                 f"after step {s.index + 1} the trajectory is unknown: re-run to see it.")
+
+
+# The estimator parameter of the paper presets' estimator, as a what-if knob for the policies that read K̂.
+ESTIMATOR_KNOB = Knob("negexp_beta", "neg-exp β (estimator)", "float", 0.0, 1e6, 0.1, ui=(0.0, 10.0),
+                      help="β of soft_entropy_negexp: α = exp(−β·H̃); recomputed from the recorded drafts")
+
+
+def knob_specs() -> list[tuple[Knob, tuple[str, ...]]]:
+    """(knob, policies it applies to) for the what-if panel: the policies' numeric knobs, then the estimator's."""
+    knobs = [(k, users) for k, users in whatif_knobs() if k.kind in ("int", "float")]
+    return knobs + [(ESTIMATOR_KNOB, scoring_policies())]
 
 
 def allowed_fields(cfg: DecodeConfig) -> tuple[str, ...]:

@@ -14,6 +14,11 @@ os.environ.setdefault("S2D2_MAX_LOADED_MODELS", "8")  # tests register several s
 
 import pytest
 import torch
+from hypothesis import settings
+
+# No per-example deadline: CI and shared machines are noisy, and speed is measured in benchmarks/, not tests.
+settings.register_profile("s2d2", deadline=None)
+settings.load_profile("s2d2")
 
 # Tiny models: one intra-op thread is faster than two and keeps parallel jobs from starving each other.
 torch.set_num_threads(1)

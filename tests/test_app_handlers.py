@@ -79,6 +79,30 @@ def test_config_from_inputs_presets_and_errors():
     assert "expected" in run_panel.config_from_inputs(1, 2)[2]
 
 
+def test_run_knobs_follow_the_policy_registry_and_presets_read_true():
+    from components import describe, knob_scope
+    from s2d2.config import METHODS, POLICIES, REMASKING
+    from s2d2.policies import REGISTRY
+
+    assert set(run_panel.KNOB_NAMES) <= set(knob_scope.KNOB_SCOPE)  # every Run knob has a scope
+    for method in METHODS:
+        for policy in POLICIES:
+            for rule in REMASKING:
+                shown = [k for k in run_panel.KNOB_NAMES if knob_scope.shown(k, method, policy, rule)]
+                assert sum(knob_scope.is_main(k) for k in shown) <= knob_scope.MAX_MAIN
+    for name, cls in REGISTRY.items():  # a policy's knobs are shown exactly with the policies declaring them
+        for knob in cls.knobs:
+            users = {p for p, c in REGISTRY.items() if any(k.field == knob.field for k in c.knobs)}
+            for policy in POLICIES:
+                assert knob_scope.shown(knob.field, "s2d2", policy, "low_confidence_static") == (policy in users)
+            assert not knob_scope.shown(knob.field, "diffusion", name, "low_confidence_static")
+    assert knob_scope.is_main("score_threshold") and not knob_scope.is_main("penalty_coef")
+    assert "(on at s ≥ 1, off at s < −5)" in describe.plain_title(preset("fastdllm-config-a", hysteresis_strict=False))
+    assert "(on at s > 1, off at s < −5)" in describe.plain_title(preset("fastdllm-config-a"))
+    assert describe.plain_title(preset("sdar-config-b+all")) == (
+        "Always verify, adaptive blocks starting at 16, reusing the verifier's KV, commits fused into drafts")
+
+
 def test_model_allow_list(monkeypatch):
     assert run_panel.check_model("tiny") is None and run_panel.check_model("JetLM/SDAR-1.7B-Chat") is None
     assert "Unknown model '/etc'" in run_panel.check_model("/etc")

@@ -235,6 +235,8 @@ def test_numbers_on_screen_are_true_as_printed():
                        {"k_hat": 1.9987, "score": 1.9987, "score_type": "difference_static", "penalty_coef": 0.0,
                         "n_hi": 0, "score_threshold": 2.0})
     assert describe.decision_line(d) == "s = K̂ − c = 1.999 − 0 = 1.999 < τ 2.000 → skip"
+    hostile = PolicyDecision("score_threshold", False, 1.9987, "recorded reason", {**d.details, "penalty_coef": ""})
+    assert describe.decision_line(hostile) == "recorded reason"  # an upload's free-form details: never a crash
     # integer ticks on the routing panel's step axis
     fig = figures.routing_figure(t, 1)
     assert fig.layout.xaxis.dtick == 1 and fig.layout.xaxis.tickformat == "d"
@@ -292,7 +294,7 @@ def test_canvas_before_commit_and_colour_switch():
 def test_mask_viewer_outlines_the_selected_position():
     t = tf.mixed()
     f = mask_view.pick_forward(t, 1)
-    rows = mask_view.row_positions(t, f, t.steps[0])
+    rows = mask_view.row_positions(f)
     assert f.kind == "verify_2l" and rows[: len(rows) // 2] == rows[len(rows) // 2:]
     fig = mask_view.mask_figure(t, 1, "auto", rows[1])
     assert len(fig.layout.shapes) == 2 and f"outlined: position {rows[1]}" in fig.layout.title.text

@@ -1,146 +1,148 @@
-"""The block loop: prefill, then per block the steps of each window, then one commit forward (§2.7, §3.2).
+"""The block loop: prefill, then per block the steps of each window, then the end of the block (§2.7, §3.2).
 
 Methods `diffusion` and `s2d2` share this loop (a `diffusion` run has no policy); `ar` lives in ar.py.
+
+Budget and stop rule, per family (each as its reference decoder does it):
+
+* position-aligned (SDAR): the blocks cover P + G positions (`ceil((P+G)/B)` blocks from the one holding the prompt
+  tail); every block is finished and committed, and the run ends after a block whose generated region holds a stop
+  id. This is the SDAR reference's loop, so the SDAR presets match it decision for decision.
+* right-shifted (Fast-dLLM v2): `G // B` blocks (at least one) from the one holding the prompt tail, as the
+  reference's `max_new_tokens // block_size`; the run stops mid-block, before any further forward, as soon as a stop
+  id has no mask to its left (`blocks.stop_reached`), and a block that ends that way is not committed. The output is
+  cut at the stop id, whose index is the trace's `stop_position`.
+
+End of a block: the commit forward (paper), or with `fused_commit` (beyond the paper) nothing now: the next block's
+first draft forward caches the uncached tail, and the last block (or one whose output already stopped) is never
+committed, since nothing reads its KV. With `adaptive_block` (beyond the paper) the next block's length comes from
+the finished block's verifications (s2d2/policies/adaptive_block.py).
+
+A StopDecoding raised by the model's forward (the app's Stop) ends the run at once, rolled back to its last complete
+block (result.py `Kept`): the trace `should_stop` would have given at that block's end.
 """
 from __future__ import annotations
 
-import math
 import time
-from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import torch
 
 from ..config import DecodeConfig
-from ..models.masks import block_causal_mask
-from ..output import trim_output
-from ..policies import make_policy
-from ..trace import BlockRecord, Commit, StepRecord
+from ..policies import AdaptiveBlock, BlockFeedback, make_policy
+from ..trace import BlockRecord, StepRecord
+from .blocks import ar_seed, carry_tail, commit_block, prefill, stop_reached
+from .layout import BlockPlan, block_plan
 from .recorder import Recorder
+from .result import Kept, LoopResult, StopDecoding, number_steps
 from .step import StepContext, run_step
 
 
-class StopDecoding(Exception):
-    """Raised by the model's forward to end a run at once (the app's Stop button, a closed tab): the loop drops the
-    block in flight and returns the run as its last complete block left it, finish_reason "cancelled" — what
-    `should_stop` returns at that block's end, without the rest of the block's forwards."""
-
-
-@dataclass
-class LoopResult:
-    x: torch.Tensor
-    blocks: list[BlockRecord]
-    steps: list[StepRecord]
-    finish_reason: str
-
-
-def layout(prompt_len: int, gen_length: int, block: int) -> tuple[int, int]:
-    """(first block to decode, number of blocks): the first holds the prompt tail (§2.1)."""
-    return prompt_len // block, math.ceil((prompt_len + gen_length) / block)
-
-
-class Kept:
-    """The run as its last complete block (or AR token) left it: what a StopDecoding rolls back to."""
-
-    def __init__(self, rec: Recorder) -> None:
-        self.rec = rec
-        self.x: torch.Tensor | None = None
-
-    def mark(self, x: torch.Tensor, blocks: list[BlockRecord], steps: list[StepRecord], decided: int) -> None:
-        """Everything recorded so far is complete; positions from `decided` on are still undecided."""
-        self.x, self.blocks, self.steps, self.decided = x, blocks, steps, decided
-        self.counts = (len(blocks), len(steps), len(self.rec.forwards))
-
-    def restore(self, mask_id: int) -> LoopResult:
-        assert self.x is not None  # marked before the first forward
-        n_blocks, n_steps, n_forwards = self.counts
-        del self.blocks[n_blocks:], self.steps[n_steps:], self.rec.forwards[n_forwards:]
-        self.x[self.decided:] = mask_id
-        return LoopResult(self.x, self.blocks, _numbered(self.steps), "cancelled")
-
-
 def block_loop(model: Any, cfg: DecodeConfig, prompt: torch.Tensor, rec: Recorder, generator: torch.Generator,
-               check: Callable[[list[StepRecord]], str | None]) -> LoopResult:
-    kept = Kept(rec)
-    try:
-        return _block_loop(model, cfg, prompt, rec, generator, check, kept)
-    except StopDecoding:
-        return kept.restore(model.spec.mask_id)
-
-
-def _block_loop(model: Any, cfg: DecodeConfig, prompt: torch.Tensor, rec: Recorder, generator: torch.Generator,
-                check: Callable[[list[StepRecord]], str | None], kept: Kept) -> LoopResult:
-    B, P, mask_id = cfg.block_length, int(prompt.shape[0]), model.spec.mask_id
-    first, n_blocks = layout(P, cfg.gen_length, B)
-    x = torch.full((n_blocks * B,), mask_id, dtype=torch.long, device=prompt.device)
+               check: Callable[[list[StepRecord]], Optional[str]]) -> LoopResult:
+    P, mask_id, shifted = int(prompt.shape[0]), model.spec.mask_id, model.spec.alignment == "shifted"
+    plan = block_plan(cfg, P, shifted)
+    x = torch.full((plan.total,), mask_id, dtype=torch.long, device=prompt.device)
     x[:P] = prompt
-    cache = model.new_cache()
     policy = make_policy(cfg) if cfg.method == "s2d2" else None
-    ctx = StepContext(model, cfg, rec, generator, x, cache, policy, P)
+    ctx = StepContext(model, cfg, rec, generator, x, model.new_cache(), policy, P)
+    rule = AdaptiveBlock(cfg) if cfg.adaptive_block else None
+    stops = torch.tensor(model.spec.stop_ids or [-1], device=x.device)
     steps: list[StepRecord] = []
     blocks: list[BlockRecord] = []
-    shifted = model.spec.alignment == "shifted"
-    kept.mark(x, blocks, steps, P)
-    seed_logits = _prefill(ctx, first * B, shifted and P % B == 0)
+    kept = Kept(rec, x, blocks, steps)
+    try:
+        return _decode_blocks(ctx, plan, rule, stops, blocks, steps, check, kept)
+    except StopDecoding:
+        return _result(ctx, *kept.restore(mask_id), "cancelled")
+
+
+def _decode_blocks(ctx: StepContext, plan: BlockPlan, rule: Optional[AdaptiveBlock], stops: torch.Tensor,
+                   blocks: list[BlockRecord], steps: list[StepRecord],
+                   check: Callable[[list[StepRecord]], Optional[str]], kept: Kept) -> LoopResult:
+    """Prefill, then block after block until the plan's end or a stop; `kept` follows the last complete block."""
+    cfg, P, shifted = ctx.cfg, ctx.prompt_len, not ctx.aligned
+    seed_logits = prefill(ctx, plan.first_start, shifted and P % cfg.block_length == 0)
     if seed_logits is not None:
-        steps.append(_ar_seed(ctx, seed_logits, P, first))
-    kept.mark(x, blocks, steps, P + len(steps))
-    stops = torch.tensor(model.spec.stop_ids or [-1], device=x.device)
-    schedule = cfg.transfer_schedule()
-    for b in range(first, n_blocks):
-        start = b * B
-        blocks.append(BlockRecord(b, start, B, max(0, min(P - start, B))))
-        step = 0
-        for window in _windows(cfg, start):
-            while bool((x[window[0] : window[1]] == mask_id).any()):
-                k_s = schedule[min(step, len(schedule) - 1)]
-                steps.append(run_step(ctx, b, start, window, step, k_s))
-                step += 1
-        logits = rec.forward("commit", b, -1, cache, x[start : start + B], torch.arange(start, start + B,
-                             device=x.device), "causal" if cfg.cache_ver else "full", keep=B, last=1)
-        if shifted and b + 1 < n_blocks:  # the commit's last logit seeds position 0 of the next block
-            steps.append(_ar_seed(ctx, logits, start + B, b + 1))
-        if bool(torch.isin(x[P : start + B], stops).any()):
-            return LoopResult(x, blocks, _numbered(steps), "stop_token")
-        reason = check(_numbered(steps))
-        if reason is not None:
-            return LoopResult(x, blocks, steps, reason)
-        kept.mark(x, blocks, steps, start + B + int(shifted and b + 1 < n_blocks))
-    return LoopResult(x, blocks, _numbered(steps), "length")
+        steps.append(ar_seed(ctx, seed_logits, P, plan.first_start // cfg.block_length))
+    kept.mark()
+    start, length, why = plan.first_start, cfg.block_length, ""
+    index = start // length
+    while start < plan.end:
+        blk = BlockRecord(index, start, length, max(0, min(P - start, length)), why)
+        blocks.append(blk)
+        first_step, last = len(steps), start + length >= plan.end
+        finish = _decode_block(ctx, blk, steps, stops) or _end_block(ctx, blk, steps, stops, last)
+        if finish is None:
+            finish = check(number_steps(steps))
+        if finish is not None:
+            return _result(ctx, blocks, steps, finish)
+        kept.mark()
+        start += length
+        index += 1
+        length, why = _next_length(rule, cfg, blk, steps[first_step:], start)
+    return _result(ctx, blocks, steps, "length")
 
 
-def _windows(cfg: DecodeConfig, start: int) -> list[tuple[int, int]]:
-    sb = cfg.sub_block_length or cfg.block_length
-    return [(start + k, start + k + sb) for k in range(0, cfg.block_length, sb)]
+def _decode_block(ctx: StepContext, blk: BlockRecord, steps: list[StepRecord], stops: torch.Tensor) -> Optional[str]:
+    """Every step of the block's windows; "stop_token" when the right-shifted stop rule ends the run mid-block."""
+    ctx.block_length, ctx.cached = blk.length, 0
+    if ctx.tail is not None:  # fused_commit: this block's first draft also caches the previous block's tail
+        seed = carry_tail(ctx, blk)
+        if seed is not None:
+            steps.append(seed)
+    schedule = ctx.cfg.transfer_schedule() if not ctx.cfg.adaptive_block else [1]
+    step = 0
+    for ws, we in _windows(ctx.cfg, blk):
+        while bool((ctx.x[ws:we] == ctx.mask_id).any()):
+            if not ctx.aligned and stop_reached(ctx, blk, stops):
+                return "stop_token"
+            k_s = schedule[min(step, len(schedule) - 1)]
+            steps.append(run_step(ctx, blk.index, blk.start, (ws, we), step, k_s))
+            step += 1
+    ctx.carried = None  # a fused forward whose block needed no draft step
+    return None
 
 
-def _prefill(ctx: StepContext, n: int, want_logits: bool) -> torch.Tensor | None:
-    """Store the prompt's full blocks: block-causal, or causal with cache_ver. Returns the last logit if asked."""
-    if n == 0:
-        return None
-    B = ctx.cfg.block_length
-    attention = "causal" if ctx.cfg.cache_ver else block_causal_mask(n, B, 0, ctx.x.device)
-    logits = ctx.rec.forward("prefill", -1, -1, ctx.cache, ctx.x[:n], torch.arange(n, device=ctx.x.device),
-                             attention, keep=n, last=1)
-    return logits if want_logits else None
+def _end_block(ctx: StepContext, blk: BlockRecord, steps: list[StepRecord], stops: torch.Tensor,
+               last: bool) -> Optional[str]:
+    """Commit the block (or hand its tail to the next draft); "stop_token" when the output has stopped."""
+    end = blk.start + blk.length
+    stopped = bool(torch.isin(ctx.x[ctx.prompt_len : end], stops).any())
+    if stopped and not ctx.aligned:  # the Fast-dLLM v2 reference stops before committing such a block
+        return "stop_token"
+    if ctx.cfg.fused_commit:
+        if not (last or stopped) and blk.start + ctx.cached < end:  # nothing reads the last block's KV
+            ctx.tail = (blk.start + ctx.cached, end)
+        ctx.cached = 0
+    else:
+        logits = commit_block(ctx, blk)
+        if not ctx.aligned and not last and logits is not None:  # the commit's last logit opens the next block
+            steps.append(ar_seed(ctx, logits, end, blk.index + 1))
+    return "stop_token" if stopped else None
 
 
-def _ar_seed(ctx: StepContext, logits: torch.Tensor, position: int, block: int) -> StepRecord:
-    """Right-shifted family: argmax of the last logit becomes the next block's first token (no extra NFE)."""
-    from .sampling import token_distribution
+def _next_length(rule: Optional[AdaptiveBlock], cfg: DecodeConfig, blk: BlockRecord,
+                 block_steps: list[StepRecord], next_start: int) -> tuple[int, str]:
+    if rule is None:
+        return cfg.block_length, ""
+    verified = [s for s in block_steps if s.verification is not None]
+    feedback = BlockFeedback(blk.length, [s.verification.accepted_len for s in verified],  # type: ignore[union-attr]
+                             [s.span[1] for s in verified])
+    choice = rule.decide(feedback, next_start)
+    return choice.length, choice.reason
 
-    probs = token_distribution(logits[-1:], ctx.cfg, ctx.mask_id)
-    token = int(torch.argmax(probs, dim=-1))
-    ctx.x[position] = token
-    text = ctx.rec.text(token) if ctx.rec.detailed else ""
-    return StepRecord(-1, block, -1, [position, position + 1], [ctx.rec.last_index], [position], [], [position, 0],
-                      None, None, None, 0, [Commit(position, token, text, "ar_seed")])
+
+def _windows(cfg: DecodeConfig, blk: BlockRecord) -> list[tuple[int, int]]:
+    sb = cfg.sub_block_length or blk.length
+    return [(blk.start + k, blk.start + k + sb) for k in range(0, blk.length, sb)]
 
 
-def _numbered(steps: list[StepRecord]) -> list[StepRecord]:
-    for i, s in enumerate(steps):
-        s.index = i
-    return steps
+def _result(ctx: StepContext, blocks: list[BlockRecord], steps: list[StepRecord], reason: str) -> LoopResult:
+    """The allocated layout; with adaptive blocks it ends where the last decoded block ends."""
+    x = ctx.x
+    if ctx.cfg.adaptive_block and blocks:
+        x = x[: blocks[-1].start + blocks[-1].length]
+    return LoopResult(x, blocks, number_steps(steps), reason)
 
 
 def make_check(should_stop: Callable[[], bool] | None, max_seconds: float | None,

@@ -45,6 +45,20 @@ def draft_mask(cache_len: int, block: int, causal_prefix: int, device: torch.dev
     return mask
 
 
+def fused_draft_mask(cache_len: int, tail: int, block: int, causal_tail: bool = True, causal_prefix: int = 0,
+                     device: torch.device | str = "cpu") -> torch.Tensor:
+    """A commit fused into the next draft (beyond the paper): columns [cache | tail | block].
+
+    Tail rows (the finished block's uncached positions) see the cache and the tail, causally with cache_ver (else
+    the whole tail, as a block-bidirectional commit), never the new block: their KV is exactly what a separate
+    commit would store. Block rows see the cache, the whole tail and the block as draft rows (`draft_mask`).
+    """
+    top = torch.cat([causal_mask(cache_len, tail, device) if causal_tail else full_mask(cache_len, tail, device),
+                     torch.zeros(tail, block, dtype=torch.bool, device=device)], dim=1)
+    rows = draft_mask(cache_len + tail, block, causal_prefix, device)
+    return torch.cat([top, rows], dim=0)
+
+
 def verify_2l_mask(cache_len: int, length: int, device: torch.device | str = "cpu") -> torch.Tensor:
     """The 2L layout (§3.4): columns [cache | first half | second half].
 

@@ -1,0 +1,13 @@
+"""`always`: verify at every step (the spec's forcing rule τ_span = 1, as a named policy)."""
+from __future__ import annotations
+
+from ..trace import PolicyDecision, PolicyInputs
+from .base import Policy
+
+
+class Always(Policy):
+    name = "always"
+    summary = "verify at every step"
+
+    def decide(self, inputs: PolicyInputs) -> PolicyDecision:
+        return self._decision(True, None, "policy always → verify", {"span_len": inputs.span_len})
