@@ -12,6 +12,7 @@ from . import __version__
 from .config import DecodeConfig
 from .decoding.ar import ar_loop
 from .decoding.decoder import block_loop, make_check
+from .decoding.editing import editing_loop
 from .decoding.recorder import Recorder
 from .metrics import trace_metrics
 from .output import trim_output
@@ -101,7 +102,9 @@ def generate(
     rec = Recorder(model, detailed)
     prompt_t = torch.tensor(ids, dtype=torch.long, device=device)
     check = make_check(should_stop, max_seconds, on_block)
-    if cfg.method == "ar" and cfg.ar_accounting == "fused":
+    if cfg.loop == "editing":
+        loop = editing_loop(model, cfg, prompt_t, rec, generator, check)
+    elif cfg.method == "ar" and cfg.ar_accounting == "fused":
         loop = ar_loop(model, cfg, prompt_t, rec, generator, check)
     else:
         run_cfg = cfg

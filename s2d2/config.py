@@ -25,6 +25,8 @@ ESTIMATORS = (
 ACCEPTANCE = ("paper", "sampled", "greedy_exact")
 AR_ACCOUNTING = ("fused", "reference")
 UCB_ENTROPY_SCOPES = ("span", "masks")
+LOOPS = ("block", "editing")  # editing: the LLaDA2.x block loop with self-correction (s2d2/decoding/editing.py)
+MAX_POST_STEPS = 64
 MAX_GEN_LENGTH = 4096
 MAX_BLOCK_LENGTH = 256
 
@@ -77,6 +79,12 @@ class DecodeConfig:
     top_p: float = 1.0
     # AR accounting: "fused" = 1 forward per token (commit i fused with query i+1); "reference" = B=1 diffusion
     ar_accounting: str = "fused"
+    # LLaDA2.x loop (spec §3.9, docs/editing.md): "editing" runs edits (tau_edit = editing_threshold; None: off),
+    # up to max_post_steps mask-free editing steps per block, EOS early stop, and no commit after the last block.
+    # confidence_threshold is its tau_mask.
+    loop: str = "block"
+    editing_threshold: float | None = None
+    max_post_steps: int = 0
 
     @property
     def steps(self) -> int:
@@ -155,6 +163,7 @@ class DecodeConfig:
         _int_range("top_k", self.top_k, 0, 10_000_000)
         _float_range("top_p", self.top_p, 0.0, 1.0, lo_open=True)
         _choice("ar_accounting", self.ar_accounting, AR_ACCOUNTING)
+        self._validate_loop()
         if self.acceptance == "greedy_exact" and self.do_sample:
             raise ValueError(f"temperature: acceptance='greedy_exact' needs temperature 0, got {self.temperature}")
         if self.acceptance == "sampled" and not self.do_sample:
@@ -162,6 +171,25 @@ class DecodeConfig:
         if self.acceptance == "sampled" and self.ratio_gamma != 1.0:
             raise ValueError(f"ratio_gamma: acceptance='sampled' needs ratio_gamma 1.0, got {self.ratio_gamma}")
         return self
+
+    def _validate_loop(self) -> None:
+        _choice("loop", self.loop, LOOPS)
+        _int_range("max_post_steps", self.max_post_steps, 0, MAX_POST_STEPS)
+        if self.editing_threshold is not None:
+            _float_range("editing_threshold", self.editing_threshold, 0.0, 1.0)
+        if self.loop == "block":
+            if self.editing_threshold is not None:
+                raise ValueError("editing_threshold: editing needs loop='editing' (the LLaDA2.x loop)")
+            if self.max_post_steps:
+                raise ValueError("max_post_steps: post-mask editing steps need loop='editing'")
+            return
+        if self.method == "ar":
+            raise ValueError("loop: 'editing' decodes blocks by diffusion; use method 'diffusion' or 's2d2'")
+        if self.sub_block_length is not None:
+            raise ValueError("sub_block_length: the editing loop (LLaDA2.x) has no sub-blocks; leave it unset")
+        if self.ratio_threshold is not None or self.always_check_high_conf:
+            raise ValueError("ratio_threshold / always_check_high_conf: these extras are not defined for the "
+                             "editing loop; leave them off")
 
 
 def _check_type(name: str, value: Any, annotation: Any) -> None:
@@ -249,6 +277,43 @@ _PRESETS: dict[str, tuple[dict[str, Any], str]] = {
         "Verify iff the first mask span has at least 8 positions.",
     ),
 }
+
+
+# LLaDA2.x (spec §3.9, §7): block 32, one token per step at least (k_s = 1), tau_mask = confidence_threshold.
+_LLADA2 = dict(loop="editing", block_length=32, remasking="low_confidence_dynamic")
+_LLADA2_S2D2 = dict(**_S2D2, **_LLADA2, policy="score_threshold", score_type="difference_static", penalty_coef=4.0)
+_PRESETS.update({
+    "llada2-static": (
+        {**_LLADA2, "method": "diffusion", "remasking": "low_confidence_static"},
+        "LLaDA2 static baseline: one token per step (the most confident mask), no editing, never verifies.",
+    ),
+    "llada2-dynamic": (
+        dict(**_LLADA2, method="diffusion", confidence_threshold=0.7),
+        "LLaDA2 threshold decoder: every mask with p > 0.7, else the most confident one; no editing.",
+    ),
+    "llada2-dynamic-edit": (
+        dict(**_LLADA2, method="diffusion", confidence_threshold=0.7, editing_threshold=0.5),
+        "LLaDA2.1 threshold decoder with self-correction: unmask at p > 0.7, edit decoded tokens at p > 0.5.",
+    ),
+    "llada2-conservative": (
+        dict(**_LLADA2_S2D2, confidence_threshold=0.95, editing_threshold=0.9, score_threshold=-5.0),
+        "Paper's Conservative setting: K_hat - 4 >= -4 > -5, so it ALWAYS verifies (the README calls it "
+        "selective); tau_mask 0.95, edits at p > 0.9.",
+    ),
+    "llada2-conservative-noedit": (
+        dict(**_LLADA2_S2D2, confidence_threshold=0.95, score_threshold=-5.0),
+        "Conservative without self-correction (always verifies, tau_mask 0.95, no edits): the editing ablation.",
+    ),
+    "llada2-quality": (
+        dict(**_LLADA2_S2D2, confidence_threshold=0.7, editing_threshold=0.5, score_threshold=0.0),
+        "Paper's Quality setting: verify iff K_hat >= 4 (a span of >= 5 confident drafts); tau_mask 0.7, edits at "
+        "p > 0.5.",
+    ),
+    "llada2-quality-noedit": (
+        dict(**_LLADA2_S2D2, confidence_threshold=0.7, score_threshold=0.0),
+        "Quality without self-correction (verify iff K_hat >= 4, tau_mask 0.7, no edits): the editing ablation.",
+    ),
+})
 
 
 def presets() -> dict[str, str]:

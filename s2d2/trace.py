@@ -135,6 +135,20 @@ class Commit:
 
 
 @dataclass
+class Edit:
+    """A self-correction (LLaDA2.1 editing, docs/editing.md): at a decoded, non-prompt position of the current
+    block the draft differs from the token there with probability p > editing_threshold, so it replaces it. The
+    step is the StepRecord holding the edit."""
+
+    position: int
+    old: int
+    old_text: str
+    new: int
+    new_text: str
+    p: float  # draft probability of the new token
+
+
+@dataclass
 class StepRecord:
     index: int
     block: int
@@ -150,6 +164,7 @@ class StepRecord:
     fallback_k: int
     commits: list[Commit]
     reward: Optional[float] = None  # UCB reward recorded for replay
+    edits: list[Edit] = field(default_factory=list)  # editing loop only: decoded tokens replaced at this step
 
 
 @dataclass
@@ -242,6 +257,9 @@ class Trace:
             for i in s.forwards:
                 if not 0 <= i < len(self.forwards):
                     raise ValueError(f"trace.steps[{s.index}].forwards: index {i} out of range")
+            for e in s.edits:
+                if not 0 <= e.position < total:
+                    raise ValueError(f"trace.steps[{s.index}].edits: position {e.position} outside [0, {total})")
 
     # -- replay ------------------------------------------------------------------------------------------------
     def canvas_at(self, step: int | None = None, mask_id: int | None = None) -> list[int]:
@@ -254,6 +272,8 @@ class Trace:
         for s in self.steps[:upto]:
             for c in s.commits:
                 ids[c.position] = c.token
+            for e in s.edits:  # edits touch decoded positions, commits masked ones: disjoint within a step
+                ids[e.position] = e.new
         return ids
 
     def replay(self) -> list[int]:

@@ -218,3 +218,8 @@ def _verification_record(ctx: StepContext, kind: str, out: Outcome, masks: list[
     text = ctx.rec.text(out.resampled) if (out.resampled is not None and ctx.rec.detailed) else ""
     return Verification(kind, ctx.cfg.acceptance, rows, out.accepted_len, out.first_reject, out.residual_mass,
                         out.fallback_to_q, out.resampled, text)
+
+
+# Public names for the LLaDA2 editing loop (editing.py), which builds its steps from the same pieces.
+draft_records = _draft_records
+verification_record = _verification_record
