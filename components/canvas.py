@@ -27,6 +27,7 @@ STATES: dict[str, tuple[str, str]] = {
     "ratio_extra": ("+", "ratio extra (r ≥ thr)"),
     "ar": ("→", "autoregressive"),
     "ar_seed": ("◆", "AR seed of the block"),
+    "edited": ("✎", "edited (self-correction): old token struck through"),
 }
 MAX_PROMPT_SHOWN = 48
 
@@ -61,6 +62,9 @@ def position_state(idx: TraceIndex, step: int, pos: int) -> tuple[str, bool]:
         return "prompt", False
     hit = idx.commit_of.get(pos)
     if hit is not None and hit[0] < step:
+        edits = idx.edits_before(pos, step)
+        if edits:  # a decoded token replaced later (LLaDA2.x editing)
+            return "edited", edits[-1][0] == step - 1
         return hit[1].how, hit[0] == step - 1
     current = idx.step_record(step)
     if current is not None and idx.draft(current, pos) is not None:
@@ -88,6 +92,9 @@ def tooltip(idx: TraceIndex, step: int, pos: int, full: bool = True) -> str:
         label = STATES.get(commit.how, ("", commit.how))[1]
         lines.append(f"token '{visible_text(commit.text)}' (id {commit.token}) — {label}")
         lines.append(f"committed at step {s_idx + 1} (block {shown_step.block}, step {shown_step.step + 1} of block)")
+        for e_idx, e in idx.edits_before(pos, step):
+            lines.append(f"edited at step {e_idx + 1}: '{visible_text(e.old_text)}' → '{visible_text(e.new_text)}' "
+                         f"(p={fmt(e.p)} > τ_edit)")
     else:
         shown_step = idx.step_record(step)
         lines.append("masked")
@@ -128,11 +135,17 @@ def _token_html(idx: TraceIndex, step: int, pos: int, ids: list[int], full: bool
     elif state == "drafted":
         d = idx.draft(idx.step_record(step), pos)  # type: ignore[arg-type]
         text = d.text if d else ""
+    elif state == "edited":
+        edit = idx.edits_before(pos, step)[-1][1]
+        text = edit.new_text or f"#{edit.new}"
     else:
         commit = idx.commit_of[pos][1]
         text = commit.text or f"#{commit.token}"
     classes = f"tok st-{state}" + (" new" if new else "")
     body = html.escape(visible_text(text)) if text else ""
+    if state == "edited":  # old → new: the replaced token struck through
+        old = idx.edits_before(pos, step)[-1][1]
+        body = f"<s>{html.escape(visible_text(old.old_text or f'#{old.old}'))}</s> " + body
     if state == "resampled" and new:
         row = idx.verify_row(trace.steps[step - 1], pos)
         if row is not None:
@@ -214,6 +227,8 @@ CANVAS_CSS = """
 .st-hiconf_extra,.st-ratio_extra{background:#99f6e4}
 .st-ar{background:#e9d5ff}
 .st-ar_seed{background:#fff;outline:2px solid #111}
+.st-edited{background:#d8b4fe;outline:1px dashed #7e22ce}
+.st-edited s{color:#6b21a8;opacity:.8}
 .s2d2-legend{display:flex;flex-wrap:wrap;gap:6px;font-size:0.85em;margin-top:6px}
 """
 

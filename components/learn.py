@@ -70,6 +70,14 @@ def tour_stops(trace: Trace) -> list[Stop]:
             "6 · Skipping verification", "When the policy says *skip*, the step is a plain diffusion step: confident "
             "drafts (p > τ, ▲) or the single most confident one (•) are committed without a verifier forward. Cheap, "
             "but not checked.", "routing panel + token canvas", skip))
+    edit = _first(trace, lambda s: bool(s.edits))
+    if edit:
+        stops.append(Stop(
+            "6b · Self-correction (LLaDA2.1 editing)", "A LLaDA2.1-style model re-reads the whole block at every step. "
+            "Where it now predicts a **different token for a position it already decoded**, with p > τ_edit, it "
+            "*edits* it (✎, purple, the old token struck through). Edits are decided by the draft before any "
+            "verification: the verifier judges only drafts of masked positions, and it reads the edited block as "
+            "context.", "token canvas", edit))
     stops.append(Stop(
         "7 · The whole run", "The Metrics tab sums it up: forwards per block by kind, tokens per forward, the "
         "accepted-length histogram and per-position acceptance (vLLM names). *What to try:* record the same prompt "

@@ -35,6 +35,9 @@ def step_summary(trace: Trace, step: int) -> str:
     parts = [f"Block {rec.block}, step {rec.step + 1}: {route}", f"{len(rec.drafts)} drafted"]
     order = ("accepted", "resampled", "threshold", "fallback", "hiconf_extra", "ratio_extra", "ar", "ar_seed")
     parts += [f"{hows[h]} {h.replace('_', ' ')}" for h in order if hows.get(h)]
+    if rec.edits:
+        parts.append(f"{len(rec.edits)} edited (" + ", ".join(f"'{e.old_text}' → '{e.new_text}'" for e in rec.edits[:3])
+                     + (", …" if len(rec.edits) > 3 else "") + ")")
     parts.append(f"NFE {nfe}")
     text = ", ".join(parts)
     if d is not None:
@@ -81,8 +84,10 @@ METRIC_LABELS = [
     ("verify_rate", "verify rate"), ("steps_per_block", "steps per block"),
     ("estimator_mae", "estimator MAE |K̂ − K|"), ("query_tokens", "query tokens"), ("wall_seconds", "wall time (s)"),
     ("finish_reason", "finish reason"),
+    ("edits", "edits (self-correction)"), ("edits_per_token", "edits per token"),
 ]
 OPTIONAL = {"tokens_per_verify", "num_drafts", "steps_per_block", "estimator_mae", "finish_reason"}
+EDITING_ONLY = {"edits", "edits_per_token"}  # shown for traces of the editing loop (LLaDA2.x)
 
 
 def metrics_of(trace: Trace) -> dict[str, Any]:
@@ -95,9 +100,10 @@ def metrics_of(trace: Trace) -> dict[str, Any]:
 def metrics_table(trace: Trace) -> list[list[str]]:
     """Rows [metric, value] for a gr.Dataframe; NFE by kind listed after the main rows."""
     m = metrics_of(trace)
+    editing = trace.header.config.get("loop") == "editing"
     rows = []
     for key, label in METRIC_LABELS:
-        if key in OPTIONAL and key not in m:
+        if (key in OPTIONAL and key not in m) or (key in EDITING_ONLY and not editing):
             continue
         value = m.get(key)
         rows.append([label, _show(value)])
@@ -126,6 +132,9 @@ def trace_title(trace: Trace) -> str:
     method = md_escape(cfg.get("method", "?"), 20)
     policy = md_escape(cfg.get("policy", ""), 40) if method == "s2d2" else ""
     block = md_escape(cfg.get("block_length"), 10)
+    if cfg.get("loop") == "editing":
+        tau = cfg.get("editing_threshold")
+        block += f" · editing {'τ_edit=' + md_escape(tau, 10) if tau is not None else 'off'}"
     return (f"**{md_escape(h.model.name, 80)}** · {method}{' / ' + policy if policy else ''} · B={block} · "
             f"seed {h.seed} · {md_escape(h.provenance, 20)} trace · {len(trace.steps)} steps, "
             f"{len(trace.forwards)} forwards")

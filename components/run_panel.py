@@ -13,8 +13,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Optional
 
-from s2d2.config import (ACCEPTANCE, ESTIMATORS, METHODS, POLICIES, REMASKING, SCORE_TYPES, DecodeConfig, preset,
-                         presets)
+from s2d2.config import (ACCEPTANCE, ESTIMATORS, LOOPS, MAX_POST_STEPS, METHODS, POLICIES, REMASKING, SCORE_TYPES,
+                         DecodeConfig, preset, presets)
 
 try:  # a no-op decorator off Hugging Face Spaces (and when the package is missing)
     import spaces  # type: ignore
@@ -53,7 +53,7 @@ class Knob:
 
 
 _B, _R, _P = "Blocks and length", "Baseline remasking (skipped steps)", "Routing policy"
-_E, _S = "Estimator and verification", "Sampling"
+_E, _S, _L = "Estimator and verification", "Sampling", "Self-correction (LLaDA2.x editing loop)"
 KNOBS: tuple[Knob, ...] = (
     Knob("method", "Method", "choice", METHODS, group=_B,
          info="ar: one token per forward; diffusion: the baseline, never verifies; s2d2: draft, route, verify"),
@@ -83,6 +83,11 @@ KNOBS: tuple[Knob, ...] = (
     Knob("cache_ver", "cache_ver (causal cache)", "bool", group=_E,
          info="causal prefill and commit: the verifier then equals exact AR"),
     Knob("draft_ver", "draft_ver (causal decoded prefix in drafts)", "bool", group=_E),
+    Knob("loop", "Block loop", "choice", LOOPS, group=_L,
+         info="editing: the LLaDA2.x loop (edits, EOS early stop, no commit after the last block)"),
+    Knob("editing_threshold", "Edit threshold τ_edit (0 = editing off)", "float", lo=0.0, hi=1.0, step=0.01,
+         optional_zero=True, group=_L, info="replace a decoded token when the draft there differs with p > τ_edit"),
+    Knob("max_post_steps", "Editing steps after the last mask", "int", lo=0, hi=MAX_POST_STEPS, group=_L),
     Knob("temperature", "Temperature", "float", lo=0.0, hi=2.0, step=0.05, group=_S),
     Knob("seed", "Seed", "int", lo=0, hi=2**31 - 1, group=_S),
 )
@@ -115,7 +120,8 @@ def _coerce(knob: Knob, value: Any) -> Any:
         v: Any = int(f)
         return None if knob.optional_zero and v == 0 else v
     if knob.kind == "float":
-        return float(value)
+        f = float(value)
+        return None if knob.optional_zero and f == 0 else f
     if knob.kind == "bool":
         return bool(value)
     return str(value)

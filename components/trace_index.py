@@ -6,7 +6,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from s2d2.trace import BlockRecord, Commit, MaskDraft, StepRecord, Trace, VerifyPosition
+from s2d2.trace import BlockRecord, Commit, Edit, MaskDraft, StepRecord, Trace, VerifyPosition
 
 MASK_TEXT = "░"
 
@@ -19,6 +19,7 @@ class TraceIndex:
     block_by_index: dict[int, BlockRecord] = field(default_factory=dict)
     commit_forward: dict[int, int] = field(default_factory=dict)  # block index -> its commit forward index
     block_at: dict[int, BlockRecord] = field(default_factory=dict)  # position -> the block holding it
+    edits_of: dict[int, list[tuple[int, Edit]]] = field(default_factory=dict)  # position -> [(step index, edit)]
 
     @property
     def n_steps(self) -> int:
@@ -39,6 +40,10 @@ class TraceIndex:
     def block_of_position(self, pos: int) -> Optional[BlockRecord]:
         return self.block_at.get(pos)
 
+    def edits_before(self, pos: int, step: int) -> list[tuple[int, Edit]]:
+        """The edits of `pos` made by the first `step` steps (scrubber value), oldest first."""
+        return [(i, e) for i, e in self.edits_of.get(pos, []) if i < step]
+
 
 def build_index(trace: Trace) -> TraceIndex:
     idx = TraceIndex(trace)
@@ -49,6 +54,8 @@ def build_index(trace: Trace) -> TraceIndex:
     for s in trace.steps:
         for c in s.commits:
             idx.commit_of[c.position] = (s.index, c)
+        for e in s.edits:
+            idx.edits_of.setdefault(e.position, []).append((s.index, e))
         block = idx.block_by_index.get(s.block)
         if block is None and s.window:
             block = BlockRecord(s.block, s.window[0], s.window[1] - s.window[0], 0)

@@ -67,6 +67,7 @@ def whatif_view(state: Any, lane: Optional[str], *values: Any) -> tuple[str, str
 
 
 def whatif_table(w: Any) -> str:
+    editing = w.config.get("loop") == "editing"  # LLaDA2.x: the edits each recorded step made
     rows = []
     for s in w.steps:
         if s.old_verify is None:
@@ -75,10 +76,13 @@ def whatif_table(w: Any) -> str:
         mark = "⇄ flips" if s.flipped else ""
         if not s.exact:
             mark = (mark + " · " if mark else "") + "trajectory unknown: re-run"
+        edits = f"<td>{s.edits or ''}</td>" if editing else ""
         rows.append(f'<tr class="{cls}"><td>{s.index + 1}</td><td>{s.block}</td><td>{_route(s.old_verify)}</td>'
                     f"<td>{_show(s.old_score)}</td><td>{_route(s.new_verify)}</td><td>{_show(s.new_score)}</td>"
-                    f"<td>{html.escape(mark)}</td></tr>")
-    head = "<tr><th>step</th><th>block</th><th>recorded</th><th>score</th><th>new</th><th>new score</th><th></th></tr>"
+                    f"{edits}<td>{html.escape(mark)}</td></tr>")
+    edit_head = "<th>edits</th>" if editing else ""
+    head = (f"<tr><th>step</th><th>block</th><th>recorded</th><th>score</th><th>new</th><th>new score</th>{edit_head}"
+            "<th></th></tr>")
     return f'<div class="s2d2-whatif-wrap"><table class="s2d2-whatif">{head}{"".join(rows)}</table></div>'
 
 

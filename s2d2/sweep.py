@@ -18,8 +18,9 @@ COLUMNS = (  # results.csv columns, in order; results.json cells hold the same k
     "name", "method", "policy", "block_length", "confidence_threshold", "n", "accuracy", "nfe_per_token",
     "wall_per_token", "tokens_per_forward", "query_tokens_per_token", "speedup_nfe_vs_ar", "speedup_wall_vs_ar",
     "mean_acceptance_length", "draft_acceptance_rate", "verify_rate", "baseline_ref", "speedup_nfe_vs_baseline",
-    "speedup_wall_vs_baseline",
+    "speedup_wall_vs_baseline", "edits_per_token",
 )
+OPTIONAL_COLUMNS = ("edits_per_token",)  # absent from results written before editing existed
 ROW_KEYS = ("i", "correct", "nfe", "generated", "wall_s", "query_tokens", "num_drafts", "num_draft_tokens",
             "num_accepted_tokens", "verify_steps", "decided_steps")
 
@@ -141,6 +142,7 @@ def summarize(cell: Cell, rows: list[dict[str, Any]]) -> dict[str, Any]:
         "draft_acceptance_rate": _div(tot["num_accepted_tokens"], tot["num_draft_tokens"]),
         "verify_rate": _div(tot["verify_steps"], tot["decided_steps"]),
         "baseline_ref": None, "speedup_nfe_vs_baseline": None, "speedup_wall_vs_baseline": None,
+        "edits_per_token": _div(sum(float(r.get("edits", 0)) for r in rows), tot["generated"]),
         "config": cfg.to_dict(),
     }
 
@@ -195,7 +197,7 @@ def validate_results(data: Any) -> dict[str, Any]:
     for i, c in enumerate(data["cells"]):
         if not isinstance(c, dict):
             raise ValueError(f"results.cells[{i}]: expected an object")
-        missing = [k for k in COLUMNS if k not in c]
+        missing = [k for k in COLUMNS if k not in c and k not in OPTIONAL_COLUMNS]
         if missing:
             raise ValueError(f"results.cells[{i}]: missing field(s) {missing[:4]}")
         if c["method"] not in FAMILIES:
