@@ -41,6 +41,7 @@ class ScriptedModel:
         self.tokenizer = None
         self.attn_implementation = "sdpa"
         self.calls: list[tuple[str, list[int], list[int]]] = []
+        self.attention: list[object] = []  # what each forward was given: "causal" / "full" or a mask tensor
 
     device = torch.device("cpu")
     dtype = torch.float64
@@ -59,6 +60,7 @@ class ScriptedModel:
     def forward(self, cache, input_ids, positions, attention, keep, last=None):
         ids, pos = input_ids.tolist(), positions.tolist()
         two_l = len(ids) != len(set(pos))
+        self.attention.append(attention)
         self.calls.append(("2l" if two_l else "fwd", ids, pos))
         half = len(ids) // 2
         logits = torch.stack([self.row(p, t, verify=two_l and i >= half) for i, (p, t) in enumerate(zip(pos, ids))])

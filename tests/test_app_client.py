@@ -218,3 +218,21 @@ def test_cancel_stops_the_decode_thread(served):
     assert not running(), "the decode kept running after Stop"
     assert not any(str(o[0]).startswith("✅") for o in job.outputs())
     client.close()
+
+
+def test_bundled_llada2_model_runs_and_replays_its_edits(served):
+    """The official-layout LLaDA2 tiny model decodes in the app with the editing loop; a step with an edit
+    replays with the old token struck through."""
+    if not (ROOT / "assets" / "tiny-llada2").exists():
+        pytest.skip("assets/tiny-llada2 (the bundled LLaDA2 model) is not trained yet")
+    client = Client(served[1], verbose=False)
+    prompt = "Tom has 12 apples. He buys 7 more. He doubles the apples. How many apples does Tom have now?"
+    status = client.predict(prompt, "tiny-llada2", *knob_values("llada2-dynamic-edit", gen_length=64,
+                                                                editing_threshold=0.3), api_name="/run")[0]
+    assert status.startswith("✅ Done"), status
+    data = json.loads(Path(client.predict(api_name="/show_trace")[-1]).read_text())
+    assert data["header"]["config"]["loop"] == "editing"
+    step = next(i for i, s in enumerate(data["steps"]) if s["edits"])
+    canvas, _, _, _, summary = client.predict(step + 1, "auto", api_name="/step")
+    assert "st-edited" in canvas and "<s>" in canvas and " edited (" in summary
+    client.close()

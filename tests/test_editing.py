@@ -141,3 +141,14 @@ def test_presets_and_validation():
         DecodeConfig(loop="editing", max_post_steps=10_000).validate()
     with pytest.raises(ValueError, match="position-aligned"):
         s2d2.generate(tiny_qwen2(seed=0), [5, 6, 7], DecodeConfig(loop="editing", block_length=4, gen_length=4))
+
+
+def test_masks_are_bool_never_float():
+    """Spec §9: the reference's prefill passes a {0,1} float mask; every mask here is bool (or a named pattern)."""
+    model = ScriptedModel({(9, 10): (4, 0.9)}, fill_p=0.6)
+    res = run(model, prompt=list(range(1, 10)), method="s2d2", policy="always", editing_threshold=0.5)
+    kinds = [f.kind for f in res.trace.forwards]
+    assert kinds[0] == "prefill" and "verify_2l" in kinds
+    for kind, attention in zip(kinds, model.attention):
+        assert attention in ("full", "causal") or attention.dtype == torch.bool, (kind, attention)
+    assert isinstance(model.attention[0], torch.Tensor)  # the prefill's block-causal mask

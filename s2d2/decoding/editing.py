@@ -20,7 +20,9 @@ Deviations from the reference code (phymhan/S2D2 `LLaDA2/generate_utils.py`), pe
 bool block-causal mask (the reference passes a {0,1} float mask, which SDPA would add as a bias on a native
 class); the mask token is never drafted; the random generator is seeded per prompt by the caller; policies are
 the library's (`never`/`always`/span/threshold/hysteresis, and UCB). Never verifying is the reference's cached
-decoder (`generate_cached`); verifying is its `generate_ssd_policy`.
+decoder (`generate_cached`); verifying is its `generate_ssd_policy`. One difference only shows with
+`max_post_steps > 0`: a mask-free step has no span, so the policy is not consulted (the reference scores it
+s = −∞, which turns a hysteresis policy OFF); with `max_post_steps = 0`, as in every eval script, they agree.
 """
 from __future__ import annotations
 

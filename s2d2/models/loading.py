@@ -358,11 +358,15 @@ def _quiet() -> Iterator[None]:
     from transformers.utils import logging
 
     level = logging.get_verbosity()
+    bars = logging.is_progress_bar_enabled()
     logging.set_verbosity_error()
+    logging.disable_progress_bar()  # the "Loading weights" bar
     try:
         yield
     finally:
         logging.set_verbosity(level)
+        if bars:
+            logging.enable_progress_bar()
 
 
 def _first_line(e: BaseException) -> str:

@@ -1,8 +1,10 @@
 """Measure the LLaDA2 tiny model's card table: static, dynamic, dynamic + editing, S2D2 and S2D2 + editing at
-B = 8 / 16 / 32 on held-out arithmetic (accuracy, NFE per token, edits per token), plus an AR reference row.
+B = 8 / 16 / 32 on held-out arithmetic (accuracy, NFE per token, edits per token), plus an AR reference row and
+B = 32 rows for editing after the block's last mask and for the paper's Conservative setting.
 
     python -m s2d2.tiny.report_llada2 --model assets/tiny-llada2 --n 100 --out runs/tiny-llada2/card.json
     python -m s2d2.tiny.report_llada2 --table runs/tiny-llada2/card.json [more.json ...]   # the markdown table
+    python -m s2d2.tiny.report_llada2 --example-trace assets/traces/07-llada2-editing--tom.json  # the app's example
 
 Rows are written as they finish (a partial run leaves a usable file); `--rows` picks row indices, so two
 processes can split the table into two files that `--table` merges.
@@ -23,8 +25,14 @@ DECODERS = [  # (label, preset): the S2D2 rows use the paper's Quality setting (
     ("S2D2 Quality, no editing", "llada2-quality-noedit"),
     ("S2D2 Quality + editing", "llada2-quality"),
 ]
+POST = 4  # editing steps after the last mask (the eval scripts use 0; LLaDA2.1's own default is larger)
 ROWS: list[tuple[str, str, dict[str, Any]]] = [("AR greedy (B = 1)", "ar", {})] + [
     (label, name, {"block_length": b}) for b in BLOCKS for label, name in DECODERS
+] + [
+    (f"dynamic + editing, {POST} post-mask steps", "llada2-dynamic-edit", {"block_length": 32, "max_post_steps": POST}),
+    (f"S2D2 Quality + editing, {POST} post-mask steps", "llada2-quality", {"block_length": 32, "max_post_steps": POST}),
+    ("S2D2 Conservative, no editing", "llada2-conservative-noedit", {"block_length": 32}),
+    ("S2D2 Conservative + editing", "llada2-conservative", {"block_length": 32}),
 ]
 
 
@@ -37,10 +45,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rows", default=None, help="comma-separated row indices (default: all)")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--table", nargs="+", default=None, help="print the markdown table of these result files")
+    ap.add_argument("--example-trace", default=None, help="write the app's example trace (a run with an edit)")
     a = ap.parse_args(argv)
     if a.table:
         print(markdown_table(merge(a.table)))
         return 0
+    if a.example_trace:
+        return write_example(a.model, Path(a.example_trace))
     import torch
 
     import s2d2
@@ -64,6 +75,26 @@ def main(argv: list[str] | None = None) -> int:
         out.write_text(json.dumps(res, indent=1, ensure_ascii=False))
         print(f"{i:2d} {label:32s} B={r['block_length']:2d} acc {r['accuracy']:.2f} NFE/tok {r['nfe_per_token']:.3f} "
               f"edits/tok {r['edits_per_token']:.4f} ({time.time() - t0:.0f}s)", flush=True)
+    return 0
+
+
+EXAMPLE = ("Tom has 12 apples. He buys 7 more. He doubles the apples. How many apples does Tom have now?",
+           "llada2-dynamic-edit", {"gen_length": 64, "max_post_steps": 4})
+
+
+def write_example(model_name: str, dest: Path) -> int:
+    """A recorded run in which the model edits a token it decoded ("29 * 2" becomes "19 * 2")."""
+    import s2d2
+
+    prompt, name, overrides = EXAMPLE
+    res = s2d2.generate(s2d2.load_model(model_name), prompt, s2d2.preset(name, **overrides), seed=0)
+    edits = res.metrics["edits"]
+    if not edits:
+        print("the example run made no edit; pick another prompt", flush=True)
+        return 1
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_text(res.trace.to_json())
+    print(f"{dest}: {edits} edit(s); {res.text!r}")
     return 0
 
 
