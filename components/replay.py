@@ -36,8 +36,8 @@ def step_summary(trace: Trace, step: int) -> str:
     order = ("accepted", "resampled", "threshold", "fallback", "hiconf_extra", "ratio_extra", "ar", "ar_seed")
     parts += [f"{hows[h]} {h.replace('_', ' ')}" for h in order if hows.get(h)]
     if rec.edits:
-        parts.append(f"{len(rec.edits)} edited (" + ", ".join(f"'{e.old_text}' → '{e.new_text}'" for e in rec.edits[:3])
-                     + (", …" if len(rec.edits) > 3 else "") + ")")
+        shown = ", ".join(f"'{e.old_text}' → '{e.new_text}'" for e in rec.edits[:3])
+        parts.append(f"{len(rec.edits)} edited ({shown}{', …' if len(rec.edits) > 3 else ''})")
     parts.append(f"NFE {nfe}")
     text = ", ".join(parts)
     if d is not None:

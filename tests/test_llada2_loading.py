@@ -17,7 +17,7 @@ from s2d2.models.registry import lookup
 H, KV, HD, LAYERS, E, INTER = 4, 2, 16, 3, 8, 24
 
 
-def native_model(seed=0, shared=1, top_k=2):
+def native_model(seed=0, shared=1, top_k=2, dense=False):
     """The function an official checkpoint computes, as a Glm4Moe (the official router renormalises the top-k
     weights only when top_k > 1; no shared expert = a zero-width one)."""
     from transformers import Glm4MoeConfig, Glm4MoeForCausalLM
@@ -25,7 +25,8 @@ def native_model(seed=0, shared=1, top_k=2):
     config = Glm4MoeConfig(
         vocab_size=300, hidden_size=64, intermediate_size=96, moe_intermediate_size=INTER,
         num_hidden_layers=LAYERS, num_attention_heads=H, num_key_value_heads=KV, head_dim=HD, n_routed_experts=E,
-        num_experts_per_tok=top_k, n_group=4, topk_group=2, n_shared_experts=shared, first_k_dense_replace=1,
+        num_experts_per_tok=top_k, n_group=4, topk_group=2, n_shared_experts=shared,
+        first_k_dense_replace=LAYERS if dense else 1,
         routed_scaling_factor=2.5, use_qk_norm=True, tie_word_embeddings=False, norm_topk_prob=top_k > 1,
         rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5},
         num_mtp_layers=0, max_position_embeddings=256, attn_implementation="sdpa",
@@ -36,16 +37,16 @@ def native_model(seed=0, shared=1, top_k=2):
         for name, t in model.named_parameters():
             if name.endswith("norm.weight"):
                 t.add_(0.3 * torch.randn_like(t))
-        for layer in model.model.layers[1:]:
+        for layer in model.model.layers[model.config.first_k_dense_replace:]:
             layer.mlp.gate.e_score_correction_bias.copy_(0.2 * torch.randn(E))
     return model
 
 
-def official_layout(model, shared=1, top_k=2):
+def official_layout(model, shared=1, top_k=2, dense=False):
     """Hand-written inverse map (independent of s2d2.models.llada2) + an official config.json."""
     sd = model.state_dict()
-    out = {"model.word_embeddings.weight": sd["model.embed_tokens.weight"], "model.norm.weight": sd["model.norm.weight"],
-           "lm_head.weight": sd["lm_head.weight"]}
+    out = {"model.word_embeddings.weight": sd["model.embed_tokens.weight"],
+           "model.norm.weight": sd["model.norm.weight"], "lm_head.weight": sd["lm_head.weight"]}
     for i in range(LAYERS):
         n, o = f"model.layers.{i}.", f"model.layers.{i}."
         out[o + "attention.query_key_value.weight"] = torch.cat(
@@ -55,7 +56,7 @@ def official_layout(model, shared=1, top_k=2):
         out[o + "attention.key_layernorm.weight"] = sd[n + "self_attn.k_norm.weight"]
         for norm in ("input_layernorm", "post_attention_layernorm"):
             out[o + f"{norm}.weight"] = sd[n + f"{norm}.weight"]
-        if i == 0:
+        if i < model.config.first_k_dense_replace:
             for p in ("gate_proj", "up_proj", "down_proj"):
                 out[o + f"mlp.{p}.weight"] = sd[n + f"mlp.{p}.weight"]
             continue
@@ -74,7 +75,8 @@ def official_layout(model, shared=1, top_k=2):
         "intermediate_size": 96, "moe_intermediate_size": INTER, "num_hidden_layers": LAYERS,
         "num_attention_heads": H, "num_key_value_heads": KV, "head_dim": HD, "hidden_act": "silu",
         "rms_norm_eps": 1e-5, "max_position_embeddings": 256, "rope_theta": 10000.0, "rope_scaling": None,
-        "partial_rotary_factor": 0.5, "num_experts": E, "num_shared_experts": shared or None,
+        "partial_rotary_factor": 0.5, "num_experts": None if dense else E,
+        "num_shared_experts": shared or None,
         "num_experts_per_tok": top_k, "n_group": 4, "topk_group": 2, "routed_scaling_factor": 2.5,
         "first_k_dense_replace": 1, "use_qk_norm": True, "use_qkv_bias": False, "use_bias": False,
         "tie_word_embeddings": False, "score_function": "sigmoid", "moe_router_enable_expert_bias": True,
@@ -98,10 +100,10 @@ def logits(model, ids, causal):
 
 
 @pytest.mark.filterwarnings("ignore:Initializing zero-element tensors")  # the zero-width shared expert
-@pytest.mark.parametrize("shared,top_k", [(1, 2), (None, 2), (1, 1)])
-def test_official_folder_loads_with_identical_logits(tmp_path, shared, top_k):
-    ref = native_model(shared=shared or 0, top_k=top_k)
-    weights, config = official_layout(ref, shared, top_k)
+@pytest.mark.parametrize("shared,top_k,dense", [(1, 2, False), (None, 2, False), (1, 1, False), (1, 2, True)])
+def test_official_folder_loads_with_identical_logits(tmp_path, shared, top_k, dense):
+    ref = native_model(shared=shared or 0, top_k=top_k, dense=dense)
+    weights, config = official_layout(ref, shared, top_k, dense)
     folder = write(tmp_path / "llada2", weights, config, mask_token_id=299, stop_token_ids=[298])
     model = s2d2.load_model(folder, device="cpu", dtype=torch.float32)
     assert type(model.model).__name__ == "Glm4MoeForCausalLM"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 
-from .options import add_train_tiny_args, options_from_args, options_from_argv  # noqa: F401 (re-exported)
+from .options import add_train_tiny_args, options_from_args
 
 
 def run_train_tiny(args: argparse.Namespace) -> int:
