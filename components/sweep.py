@@ -33,7 +33,7 @@ TABLE_COLUMNS = [("name", "cell"), ("method", "method"), ("accuracy", "accuracy"
                  ("speedup_nfe_vs_ar", "speedup vs AR (NFE)"), ("speedup_wall_vs_ar", "speedup vs AR (wall)"),
                  ("mean_acceptance_length", "mean acc. len"), ("draft_acceptance_rate", "draft acc. rate"),
                  ("verify_rate", "verify rate"), ("speedup_wall_vs_baseline", "wall speedup vs best baseline ≥ acc."),
-                 ("p_vs_baseline", "p vs that baseline")]
+                 ("p_vs_baseline", "p vs that baseline"), ("edits_per_token", "edits/token")]
 NO_RESULTS = "No results file yet: run `python -m s2d2 bench ... --out results/` and upload results/results.json."
 
 

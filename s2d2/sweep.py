@@ -24,7 +24,8 @@ REQUIRED = (  # every results file has these per cell (version 1 as first writte
 # cell and vs `baseline_ref` (both paired on the same problems). Cells also carry "correct_by_problem" (a string of
 # '0'/'1', problem i at index i), which the paired tests need, and "config"; neither goes to the CSV.
 STATS = ("accuracy_ci_low", "accuracy_ci_high", "p_vs_ar", "p_vs_baseline")
-COLUMNS = REQUIRED[:7] + STATS[:2] + REQUIRED[7:] + STATS[2:]  # results.csv columns, in order
+EDITS = ("edits_per_token",)  # LLaDA2.x self-corrections per generated token (0 for loops that never edit)
+COLUMNS = REQUIRED[:7] + STATS[:2] + REQUIRED[7:] + STATS[2:] + EDITS  # results.csv columns, in order
 ROW_KEYS = ("i", "correct", "nfe", "generated", "wall_s", "query_tokens", "num_drafts", "num_draft_tokens",
             "num_accepted_tokens", "verify_steps", "decided_steps")
 
@@ -172,6 +173,7 @@ def summarize(cell: Cell, rows: list[dict[str, Any]]) -> dict[str, Any]:
         "draft_acceptance_rate": _div(tot["num_accepted_tokens"], tot["num_draft_tokens"]),
         "verify_rate": _div(tot["verify_steps"], tot["decided_steps"]),
         "baseline_ref": None, "speedup_nfe_vs_baseline": None, "speedup_wall_vs_baseline": None,
+        "edits_per_token": _div(sum(float(r.get("edits", 0)) for r in rows), tot["generated"]),
         "config": cfg.to_dict(),
     }
 

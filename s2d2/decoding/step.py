@@ -91,8 +91,8 @@ def run_step(ctx: StepContext, block: int, start: int, window: tuple[int, int], 
     chosen: list[tuple[int, int, str]] = []  # (candidate index, token, how)
     verification = None
     if decision is not None and decision.verify:
-        verification, chosen = _verify(ctx, block, step, start, block_ids, positions, mask_idx, masks, probs,
-                                       drafts, p, span_len, we)
+        verification, chosen = verify_span(ctx, block, step, start, block_ids, positions, mask_idx, masks, probs,
+                                           drafts, p, span_len, we)
     if cfg.always_check_high_conf:
         chosen += _hiconf_extras(cfg, p, drafts, {c[0] for c in chosen})
     fallback_k = max(0, min_k - len(chosen))
@@ -107,16 +107,18 @@ def run_step(ctx: StepContext, block: int, start: int, window: tuple[int, int], 
     commits = [Commit(start + masks[i], t, ctx.rec.text(t) if ctx.rec.detailed else "", how) for i, t, how in chosen]
     return StepRecord(
         index=-1, block=block, step=step, window=[ws, we], forwards=list(range(first_forward, ctx.rec.last_index + 1)),
-        masks_before=[start + m for m in masks], drafts=_draft_records(ctx, probs, drafts, p, masks, start),
+        masks_before=[start + m for m in masks], drafts=draft_records(ctx, probs, drafts, p, masks, start),
         span=[start + masks[0], span_len], policy_inputs=inputs, decision=decision, verification=verification,
         fallback_k=fallback_k, commits=commits, reward=reward,
     )
 
 
-def _verify(ctx: StepContext, block: int, step: int, start: int, block_ids: torch.Tensor, positions: torch.Tensor,
-            mask_idx: torch.Tensor, masks: list[int], probs: torch.Tensor, drafts: torch.Tensor, p: torch.Tensor,
-            span_len: int, window_end: int) -> tuple[Verification, list[tuple[int, int, str]]]:
-    """Verifier forward + acceptance test over the span: the record and the (index, token, how) it decodes."""
+def verify_span(ctx: StepContext, block: int, step: int, start: int, block_ids: torch.Tensor,
+                positions: torch.Tensor, mask_idx: torch.Tensor, masks: list[int], probs: torch.Tensor,
+                drafts: torch.Tensor, p: torch.Tensor, span_len: int,
+                window_end: int) -> tuple[Verification, list[tuple[int, int, str]]]:
+    """Verifier forward + acceptance test over the span: the record and the (index, token, how) it decodes.
+    Shared by the block loop and the editing loop (which passes its block with this step's edits applied)."""
     cfg = ctx.cfg
     q_probs, kind = verify_probs(ctx, block, step, start, block_ids, positions, mask_idx, drafts, span_len,
                                  window_end)
@@ -241,8 +243,8 @@ def _hiconf_extras(cfg: DecodeConfig, p: torch.Tensor, drafts: torch.Tensor,
     return [(i, toks[i], "hiconf_extra") for i in hi if i not in taken]
 
 
-def _draft_records(ctx: StepContext, probs: torch.Tensor, drafts: torch.Tensor, p: torch.Tensor,
-                   masks: list[int], start: int) -> list[MaskDraft]:
+def draft_records(ctx: StepContext, probs: torch.Tensor, drafts: torch.Tensor, p: torch.Tensor,
+                  masks: list[int], start: int) -> list[MaskDraft]:
     if not ctx.rec.detailed:
         return []
     stats = torch.stack([p, normalized_entropy(probs), top2_margin(probs)]).tolist()
