@@ -171,7 +171,7 @@ def build_sweep_tab(ctx: Any = None) -> dict[str, Any]:
     gr.Markdown("Accuracy against cost for every cell of a bench sweep. Lower-left is fast, higher is accurate; "
                 "dotted lines are each method's Pareto frontier, dashed lines mark AR. Error bars are 95 % "
                 "intervals (Wilson): where two cells' bars overlap, the sweep cannot tell their accuracies apart. "
-                "Speedups are per generated token, vs the AR cell (and vs the fastest baseline cell with equal or "
+                "Speedups are per generated token, vs the AR cell (and vs the baseline cell with the fewest forwards at equal or "
                 "better accuracy); p is McNemar's exact test on the same problems (small p: a real difference).")
     c["sweep_upload"] = gr.File(label=f"Upload a results.json (≤ {limits().max_upload_mb:g} MB)", file_types=[".json"],
                                 height=120)
