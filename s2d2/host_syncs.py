@@ -30,6 +30,7 @@ _aten = torch.ops.aten
 # Ops whose result size or value the host must read before it can go on.
 READS = {
     _aten._local_scalar_dense.default,  # item(), int(t), float(t), bool(t), t.__index__()
+    _aten.item.default,  # the same under inference mode, where the mode sees item before it decomposes
     _aten.nonzero.default, _aten.nonzero_numpy.default, _aten.masked_select.default,
     _aten.is_nonzero.default, _aten.equal.default,
     _aten.repeat_interleave.Tensor, _aten.repeat_interleave.self_Tensor,

@@ -83,11 +83,13 @@ class Recorder:
 
 
 def _takes_rows(model: Any) -> bool:
-    """Whether `model.forward` accepts `rows` (HFModel does: it picks them before its float32 copy)."""
+    """Whether `model.forward` accepts `rows` (HFModel does: it picks them before its float32 copy; a wrapper that
+    passes *args through is taken to wrap one)."""
     try:
-        return "rows" in inspect.signature(model.forward).parameters
+        params = inspect.signature(model.forward).parameters.values()
     except (TypeError, ValueError):
         return False
+    return any(p.name == "rows" or p.kind is inspect.Parameter.VAR_POSITIONAL for p in params)
 
 
 def top_k(probs: torch.Tensor) -> dict[str, torch.Tensor]:

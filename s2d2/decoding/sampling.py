@@ -12,7 +12,8 @@ def token_distribution(logits: torch.Tensor, cfg: DecodeConfig, mask_id: int, ow
     Greedy decoding uses T = 1 with no top-k / top-p, so p is the model's own probability of the argmax.
     `owned`: `logits` is a fresh float32 tensor nobody else reads, so it may be overwritten (no copy).
     """
-    writable = owned and logits.dtype == torch.float32 and (torch.is_inference_mode_enabled() or not logits.is_inference())
+    writable = owned and logits.dtype == torch.float32 and (torch.is_inference_mode_enabled()
+                                                            or not logits.is_inference())
     logits = logits if writable else logits.float().clone()
     logits[:, mask_id].fill_(-torch.inf)  # the mask token is never a draft, a verifier pick or a residual draw
     if not cfg.do_sample:
