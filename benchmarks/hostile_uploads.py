@@ -65,7 +65,7 @@ def issue_rows(base: dict) -> dict[str, bytes]:
     }
 
 
-def payload(outputs: tuple) -> int:
+def payload(outputs: list) -> int:
     import plotly.io as pio
 
     return sum(uf._size(o, pio) for o in outputs if o is not None and not isinstance(o, dict))
@@ -79,8 +79,9 @@ def upload(raw: bytes, folder: Path, name: str) -> tuple[float, float, int, bool
     out = handlers.upload_trace(str(path))
     seconds, cpu = time.perf_counter() - t0, time.thread_time() - c0
     path.unlink()
-    accepted = out[1] == "Loaded the uploaded trace."
-    return seconds, cpu, payload(out[2:]) if accepted else len(str(out[1])), accepted
+    accepted = out["load_status"] == "Loaded the uploaded trace."
+    views = [v for k, v in out.items() if k not in ("state", "load_status")]
+    return seconds, cpu, payload(views) if accepted else len(str(out["load_status"])), accepted
 
 
 def pct(values: list[float], q: float) -> float:

@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 
 from components.run_panel import KNOB_NAMES, preset_values  # noqa: E402
 
-TRACE = ROOT / "assets" / "traces" / "03-sdar-config-a--apples.json"
+TRACE = ROOT / "assets" / "traces" / "03-verify-when-it-pays--block-4.json"
 PROMPT = "Tom has 12 apples. He buys 7 more. How many apples does Tom have now?"
 
 
@@ -88,7 +88,7 @@ def session(url: str, args: argparse.Namespace, deadline: float) -> dict:
             out["errors"].append(f"upload: {status[:80]}")
         for step in range(args.steps):
             t0 = time.perf_counter()
-            client.predict(step % 6, "auto", api_name="/step")
+            client.predict(step % 6, "auto", "state", api_name="/step")
             out["step"].append(time.perf_counter() - t0)
         t0 = time.perf_counter()
         job = client.submit(PROMPT, args.model, *knobs(args.gen), api_name="/run")

@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from components.replay import metrics_table, render_step, render_timelines  # noqa: E402
+from components.replay import STEP_VIEWS, metrics_table, render_step, render_timelines  # noqa: E402
 from components.trace_index import build_index  # noqa: E402
 from s2d2.trace import Trace  # noqa: E402
 
@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     generated = sum(len(s.commits) for s in trace.steps)
     print(f"trace: {generated} generated tokens, {n} steps, {len(trace.forwards)} forwards, "
           f"{len(text) / 1e3:.0f} kB JSON; parse+validate {parse_s * 1e3:.0f} ms, index {index_s * 1e3:.1f} ms")
-    names = ("canvas", "strip", "routing", "mask", "summary")
+    names = tuple(STEP_VIEWS)
     times: dict[str, list[float]] = {k: [] for k in names}
     sizes: dict[str, list[int]] = {k: [] for k in names}
     totals: list[float] = []
@@ -65,19 +65,19 @@ def main(argv: list[str] | None = None) -> int:
         start = time.perf_counter()
         outputs = render_step(trace, step)
         totals.append(time.perf_counter() - start)
-        for name, value in zip(names, outputs):
-            sizes[name].append(payload(value))
+        for name in names:
+            sizes[name].append(payload(outputs[name]))
     # per-view timing on a sample of steps
     from components import canvas, figures, mask_view, replay, strip
 
     fns = {"canvas": canvas.render_canvas, "strip": strip.render_strip, "routing": figures.routing_figure,
-           "mask": mask_view.mask_figure, "summary": replay.step_summary}
+           "mask": mask_view.mask_figure, "summary": replay.step_summary, "legend": canvas.legend_html}
     for step in range(0, n + 1, max(1, n // 20)):
         for name, fn in fns.items():
             start = time.perf_counter()
             fn(trace, step)
             times[name].append(time.perf_counter() - start)
-    print(f"render_step (all 5 outputs), {len(totals)} steps: mean {statistics.mean(totals) * 1e3:.0f} ms, "
+    print(f"render_step (all {len(names)} outputs), {len(totals)} steps: mean {statistics.mean(totals) * 1e3:.0f} ms, "
           f"p95 {percentile(totals, 0.95) * 1e3:.0f} ms, max {max(totals) * 1e3:.0f} ms")
     per_step = sum(statistics.mean(v) for v in sizes.values())
     print(f"payload per step: {per_step / 1e3:.0f} kB total")

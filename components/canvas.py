@@ -2,7 +2,9 @@
 
 Each token carries a state class, a glyph (state is never colour alone) and a native tooltip (`title`) with
 token, p, q, ratio, draw, entropy and the top candidates. All token text is escaped; control and bidi characters
-are shown as visible escapes.
+are shown as visible escapes. Positions after the stop token are greyed as "after the end" (the model keeps
+filling its block, but those tokens are not part of the answer). `color_by` shades tokens by p, q or r instead of
+their state; `before_commit` shows a step at the moment its drafts exist and nothing is committed yet.
 """
 from __future__ import annotations
 
@@ -10,9 +12,11 @@ import html
 import unicodedata
 from typing import Optional
 
+from s2d2.trace import StepRecord
+
 from s2d2.trace import Trace
 
-from .trace_index import MASK_TEXT, TraceIndex, clamp_step, fmt, index_of
+from .trace_index import MASK_TEXT, TraceIndex, clamp_step, fmt, fmt_prob, index_of
 
 # state -> (glyph, label shown in the legend)
 STATES: dict[str, tuple[str, str]] = {
@@ -29,6 +33,8 @@ STATES: dict[str, tuple[str, str]] = {
     "ar_seed": ("◆", "AR seed of the block"),
 }
 MAX_PROMPT_SHOWN = 48
+COLOR_BY = ("state", "p", "q", "r")  # the canvas colour switch
+AFTER_END = "after the end: generated after the stop token, not part of the answer"
 
 
 def visible_text(text: str, limit: int = 40) -> str:
@@ -55,17 +61,34 @@ def _attr(text: str) -> str:
     return html.escape(text, quote=True)
 
 
-def position_state(idx: TraceIndex, step: int, pos: int) -> tuple[str, bool]:
-    """(state, committed in the current step) of `pos` after `step` steps."""
+def position_state(idx: TraceIndex, step: int, pos: int, before_commit: bool = False) -> tuple[str, bool]:
+    """(state, committed in the current step) of `pos` after `step` steps; with `before_commit`, at the moment
+    step `step` has drafted and not yet committed."""
     if pos < len(idx.trace.header.prompt_ids):
         return "prompt", False
+    done = step - 1 if before_commit and step > 0 else step
     hit = idx.commit_of.get(pos)
-    if hit is not None and hit[0] < step:
-        return hit[1].how, hit[0] == step - 1
+    if hit is not None and hit[0] < done:
+        return hit[1].how, hit[0] == done - 1 and not before_commit
     current = idx.step_record(step)
     if current is not None and idx.draft(current, pos) is not None:
         return "drafted", False
     return "masked", False
+
+
+def shade_value(idx: TraceIndex, step: int, pos: int, which: str) -> Optional[float]:
+    """p, q or r of a position as shown at `step`: from the step that committed it, else the current step."""
+    hit = idx.commit_of.get(pos)
+    rec: Optional[StepRecord] = idx.trace.steps[hit[0]] if hit is not None and hit[0] < step else idx.step_record(step)
+    if rec is None:
+        return None
+    if which == "p":
+        d = idx.draft(rec, pos)
+        return d.p if d is not None else None
+    row = idx.verify_row(rec, pos)
+    if row is None:
+        return None
+    return row.q if which == "q" else row.ratio
 
 
 def tooltip(idx: TraceIndex, step: int, pos: int, full: bool = True) -> str:
@@ -74,7 +97,9 @@ def tooltip(idx: TraceIndex, step: int, pos: int, full: bool = True) -> str:
     lines = [f"position {pos}"]
     block = idx.block_of_position(pos)
     if block is not None:
-        lines[0] += f" · block {block.index}"
+        lines[0] += f" · answer block {idx.answer_block(block.index)}"
+    if idx.after_end(step, pos):
+        lines.append(AFTER_END)
     state, _ = position_state(idx, step, pos)
     if state == "prompt":
         tokens = trace.header.prompt_tokens
@@ -87,7 +112,8 @@ def tooltip(idx: TraceIndex, step: int, pos: int, full: bool = True) -> str:
         shown_step = trace.steps[s_idx]
         label = STATES.get(commit.how, ("", commit.how))[1]
         lines.append(f"token '{visible_text(commit.text)}' (id {commit.token}) — {label}")
-        lines.append(f"committed at step {s_idx + 1} (block {shown_step.block}, step {shown_step.step + 1} of block)")
+        lines.append(f"committed at step {s_idx + 1} (answer block {idx.answer_block(shown_step.block)}, "
+                     f"step {shown_step.step + 1} of that block)")
     else:
         shown_step = idx.step_record(step)
         lines.append("masked")
@@ -96,12 +122,13 @@ def tooltip(idx: TraceIndex, step: int, pos: int, full: bool = True) -> str:
     d = idx.draft(shown_step, pos)
     row = idx.verify_row(shown_step, pos)
     if not full:  # compact form outside the current block: the numbers, no candidate lists
-        nums = f"p={fmt(d.p)} H={fmt(d.entropy)}" if d is not None else ""
+        nums = f"p={fmt_prob(d.p)} H={fmt(d.entropy)}" if d is not None else ""
         if row is not None:
-            nums += f" q={fmt(row.q)} r={fmt(row.ratio)} u={fmt(row.u)}"
+            nums += f" q={fmt_prob(row.q)} r={fmt_prob(row.ratio)} u={fmt(row.u)}"
         return "\n".join(lines + ([nums.strip()] if nums else []))
     if d is not None:
-        lines.append(f"draft '{visible_text(d.text)}' p={fmt(d.p)} entropy={fmt(d.entropy)} margin={fmt(d.margin)}")
+        lines.append(f"draft '{visible_text(d.text)}' p={fmt_prob(d.p)} entropy={fmt(d.entropy)} "
+                     f"margin={fmt(d.margin)}")
         if d.top:
             lines.append("top p: " + ", ".join(f"'{visible_text(c.text, 16)}' {c.prob:.2f}" for c in d.top[:5]))
     if row is not None:
@@ -109,16 +136,17 @@ def tooltip(idx: TraceIndex, step: int, pos: int, full: bool = True) -> str:
         first = v.first_reject if v is not None else None
         after = first is not None and v is not None and v.positions.index(row) > first
         verdict = "discarded (after the first rejection)" if after else ("accepted" if row.accepted else "rejected")
-        lines.append(f"verify: q={fmt(row.q)} r={fmt(row.ratio)} u={fmt(row.u)} -> {verdict}")
+        lines.append(f"verify: q={fmt_prob(row.q)} r={fmt_prob(row.ratio)} u={fmt(row.u)} -> {verdict}")
         lines.append(f"argmax q '{visible_text(row.argmax_q_text)}' {row.argmax_q_prob:.2f}")
         if row.top_q:
             lines.append("top q: " + ", ".join(f"'{visible_text(c.text, 16)}' {c.prob:.2f}" for c in row.top_q[:5]))
     return "\n".join(lines)
 
 
-def _token_html(idx: TraceIndex, step: int, pos: int, ids: list[int], full: bool = True) -> str:
-    state, new = position_state(idx, step, pos)
-    glyph, _ = STATES.get(state, ("", state))
+def _token_html(idx: TraceIndex, step: int, pos: int, ids: list[int], full: bool = True, color_by: str = "state",
+                before_commit: bool = False) -> str:
+    state, new = position_state(idx, step, pos, before_commit)
+    glyph, label = STATES.get(state, ("", state))
     trace = idx.trace
     if state == "prompt":
         tokens = trace.header.prompt_tokens
@@ -132,16 +160,34 @@ def _token_html(idx: TraceIndex, step: int, pos: int, ids: list[int], full: bool
         commit = idx.commit_of[pos][1]
         text = commit.text or f"#{commit.token}"
     classes = f"tok st-{state}" + (" new" if new else "")
+    style = ""
+    if state not in ("prompt", "masked"):
+        if idx.after_end(step, pos):
+            classes += " after-end"
+            label = AFTER_END
+        elif pos == idx.end_position and state != "drafted":
+            classes += " end-tok"
+            label += " · the stop token: the answer ends here"
+        if color_by in ("p", "q", "r"):
+            style = _shade_style(shade_value(idx, step, pos, color_by))
     body = html.escape(visible_text(text)) if text else ""
     if state == "resampled" and new:
         row = idx.verify_row(trace.steps[step - 1], pos)
         if row is not None:
             body = f"<s>{html.escape(visible_text(row.draft_text))}</s> " + body
     glyph_html = f'<span class="g" aria-hidden="true">{html.escape(glyph)}</span>' if glyph else ""
-    label = STATES.get(state, ("", state))[1]
     br = "<br>" if text.endswith("\n") and state != "masked" else ""
-    return (f'<span class="{classes}" data-pos="{pos}" title="{_attr(tooltip(idx, step, pos, full))}" '
+    return (f'<span class="{classes}"{style} data-pos="{pos}" title="{_attr(tooltip(idx, step, pos, full))}" '
             f'aria-label="{_attr(label)}">{glyph_html}{body}</span>{br}')
+
+
+def _shade_style(value: Optional[float]) -> str:
+    """Inline background for the p / q / r colouring: white (0) to indigo (1); hatched grey when there is none."""
+    if value is None:
+        return ' style="background:repeating-linear-gradient(45deg,#f1f5f9 0 3px,#e2e8f0 3px 6px)"'
+    v = max(0.0, min(1.0, float(value)))
+    ink = "#fff" if v > 0.55 else "#111"
+    return f' style="background:rgba(79,70,229,{0.08 + 0.87 * v:.2f});color:{ink}"'
 
 
 def current_block_span(idx: TraceIndex, step: int) -> Optional[tuple[int, int]]:
@@ -155,14 +201,22 @@ def current_block_span(idx: TraceIndex, step: int) -> Optional[tuple[int, int]]:
     return (block.start, block.start + block.length) if block else None
 
 
-def render_canvas(trace: Trace, step: int, show_future: bool = False) -> str:
-    """HTML of the whole sequence after `step` steps, the current block outlined, later blocks collapsed."""
+def render_canvas(trace: Trace, step: int, show_future: bool = False, color_by: str = "state",
+                  before_commit: bool = False, highlight: Optional[int] = None) -> str:
+    """HTML of the whole sequence after `step` steps, the current block outlined, later blocks collapsed;
+    `color_by` in COLOR_BY; `before_commit`: step `step` drafted, nothing of it committed yet; `highlight`: a
+    position ringed in red (the one a text points at)."""
     idx = index_of(trace)
     step = clamp_step(trace, step)
-    ids = trace.canvas_at(step)
+    ids = trace.canvas_at(step - 1 if before_commit and step > 0 else step)
     P = len(trace.header.prompt_ids)
     cur = current_block_span(idx, step)
     end = len(ids) if show_future or cur is None else cur[1]
+    if show_future:  # the whole run: no current block, and the blocks never decoded collapse into one note
+        last = max(idx.commit_of, default=P - 1)
+        block = idx.block_of_position(last)
+        end = max(P, block.start + block.length if block else last + 1)
+        cur = None
     parts = []
     first = max(0, P - MAX_PROMPT_SHOWN)
     if first:
@@ -170,30 +224,49 @@ def render_canvas(trace: Trace, step: int, show_future: bool = False) -> str:
     pos = first
     while pos < end:
         if cur and pos == cur[0]:
-            inner = "".join(_token_html(idx, step, p, ids) for p in range(cur[0], min(cur[1], end)))
+            inner = "".join(_token_html(idx, step, p, ids, True, color_by, before_commit)
+                            for p in range(cur[0], min(cur[1], end)))
             parts.append(f'<span class="blk cur" aria-label="current block">{inner}</span>')
             pos = cur[1]
             continue
         block = idx.block_of_position(pos)
         if pos >= P and block is not None and block.start == pos:
             parts.append('<span class="sep" aria-hidden="true">│</span>')
-        parts.append(_token_html(idx, step, pos, ids, full=False))
+        parts.append(_token_html(idx, step, pos, ids, False, color_by, before_commit))
         pos += 1
     if not trace.detailed:
         parts.insert(0, '<p class="more">Skeleton trace: recorded without token strings, drafts or verification '
                         'rows, so tokens show as #id and hover details are limited.</p>')
+    if highlight is not None:
+        parts = [p.replace(f'data-pos="{highlight}"', f'data-pos="{highlight}" data-watch="1"', 1) for p in parts]
     hidden = len(ids) - end
     if hidden > 0:
-        parts.append(f' <span class="more">… {hidden} positions in later blocks</span>')
+        never = "never decoded (the run had ended)" if show_future else "in later blocks"
+        parts.append(f' <span class="more">… {hidden} positions {never}</span>')
     return f'<div class="s2d2-canvas" role="group" aria-label="token canvas">{"".join(parts)}</div>'
 
 
-def legend_html() -> str:
-    items = "".join(
-        f'<span class="tok st-{k}"><span class="g" aria-hidden="true">{html.escape(g)}</span>'
-        f'{html.escape(label)}</span>'
-        for k, (g, label) in STATES.items() if k not in ("ratio_extra",))
-    return f'<div class="s2d2-legend">{items}<span class="tok new">bold underline = committed this step</span></div>'
+LEGEND_ALWAYS = ("prompt", "masked", "drafted")
+
+
+def legend_html(trace: Optional[Trace] = None, color_by: str = "state") -> str:
+    """The key to the canvas: the states this trace uses (all of them without a trace), the current-block outline,
+    "after the end" and the committed-this-step mark; a 0-1 scale when colouring by p, q or r."""
+    used = {c.how for s in trace.steps for c in s.commits} if trace is not None else set(STATES)
+    keys = [k for k in STATES if k in LEGEND_ALWAYS or k in used]
+    if color_by in ("p", "q", "r"):
+        scale = ('<span class="scale"><span>0</span><span class="bar"></span><span>1</span></span>'
+                 f'<span>background = {html.escape(color_by)} of the token (where it was drafted / verified); '
+                 'hatched = no value</span>')
+        items = scale
+    else:
+        items = "".join(
+            f'<span class="tok st-{k}"><span class="g" aria-hidden="true">{html.escape(STATES[k][0])}</span>'
+            f'{html.escape(STATES[k][1])}</span>' for k in keys)
+    extra = ('<span class="tok blk-key">current block (outlined)</span>'
+             '<span class="tok st-accepted after-end">after the end</span>'
+             '<span class="tok new">bold underline = committed this step</span>')
+    return f'<div class="s2d2-legend">{items}{extra}</div>'
 
 
 CANVAS_CSS = """
@@ -214,19 +287,36 @@ CANVAS_CSS = """
 .st-hiconf_extra,.st-ratio_extra{background:#99f6e4}
 .st-ar{background:#e9d5ff}
 .st-ar_seed{background:#fff;outline:2px solid #111}
-.s2d2-legend{display:flex;flex-wrap:wrap;gap:6px;font-size:0.85em;margin-top:6px}
+.s2d2-legend{display:flex;flex-wrap:wrap;gap:6px;font-size:0.85em;margin-top:6px;align-items:center}
+.s2d2-legend .blk-key{outline:2px solid #4f46e5;outline-offset:1px;background:#fff}
+.s2d2-legend .scale{display:inline-flex;align-items:center;gap:4px}
+.s2d2-legend .scale .bar{display:inline-block;width:90px;height:10px;border-radius:2px;
+  background:linear-gradient(90deg,rgba(79,70,229,.08),rgba(79,70,229,.95))}
+.s2d2-canvas .after-end,.s2d2-legend .after-end{opacity:.45;background:#e5e7eb!important;color:#475569!important;
+  text-decoration:line-through 1px}
+.s2d2-canvas .end-tok{box-shadow:inset -3px 0 0 #111}
+.s2d2-canvas [data-watch]{outline:3px solid #dc2626;outline-offset:1px}
+.s2d2-canvas .tok s{color:#b91c1c;text-decoration:line-through 2px #b91c1c}
 """
 
 
-def render_live(commits: list[list], prompt: str = "") -> str:
-    """Streaming preview during a run: the committed tokens so far ([position, text, how] rows), by position."""
-    rows = sorted((int(p), str(t), str(h)) for p, t, h in commits)
+def render_live(commits: list[list], prompt: str = "", stop_ids: tuple[int, ...] | list[int] = ()) -> str:
+    """Streaming preview during a run: the committed tokens so far, by position. Rows are [position, text, how] or
+    [position, text, how, token id]; with ids and `stop_ids`, tokens after the first committed stop token are greyed
+    as "after the end"."""
+    rows = sorted((int(r[0]), str(r[1]), str(r[2]), int(r[3]) if len(r) > 3 else None) for r in commits)
+    stops = set(stop_ids)
+    end = min((pos for pos, _, _, tok in rows if tok is not None and tok in stops), default=None)
     parts = []
-    for pos, text, how in rows:
-        glyph = STATES.get(how, ("", how))[0]
+    for pos, text, how, _ in rows:
+        glyph, label = STATES.get(how, ("", how))
         g = f'<span class="g" aria-hidden="true">{html.escape(glyph)}</span>' if glyph else ""
-        label = STATES.get(how, ("", how))[1]
-        parts.append(f'<span class="tok st-{html.escape(how)}" data-pos="{pos}" aria-label="{_attr(label)}" '
+        classes = f"tok st-{html.escape(how)}"
+        if end is not None and pos > end:
+            classes, label = classes + " after-end", AFTER_END
+        elif pos == end:
+            classes, label = classes + " end-tok", label + " · the stop token: the answer ends here"
+        parts.append(f'<span class="{classes}" data-pos="{pos}" aria-label="{_attr(label)}" '
                      f'title="position {pos}: {_attr(label)}">{g}{html.escape(visible_text(text))}</span>')
     head = f'<span class="tok st-prompt">{html.escape(visible_text(prompt, 200))}</span> ' if prompt else ""
     return f'<div class="s2d2-canvas" role="group" aria-label="live output">{head}{"".join(parts)}</div>'

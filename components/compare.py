@@ -1,8 +1,8 @@
-"""The Compare tab: 2-4 configurations on one prompt and seed, aligned by block, plus the honest what-if.
+"""Compare: 2-4 configurations on one prompt and seed, aligned by block (the pure part of the Compare tab).
 
 Handlers are pure functions of plain values (session state is {"prompt_ids", "seed", "model", "lanes": {name:
-trace dict}}) and are tested directly; `build_compare_tab` only lays out and wires them. The what-if handlers
-live in components/whatif_view.py.
+trace dict}}) that return {view name: value}, tested directly. The layout and wiring are in
+components/compare_tab.py; the what-if handlers in components/whatif_view.py (which builds on this module).
 """
 from __future__ import annotations
 
@@ -14,20 +14,20 @@ from typing import Any, Callable, Optional
 import plotly.graph_objects as go
 
 from s2d2.compare import PREFILL_BLOCK, Comparison, compare_traces, forward_blocks
-from s2d2.config import DecodeConfig, preset, presets
+from s2d2.config import DecodeConfig, preset
 from s2d2.limits import check_seed
 from s2d2.trace import Trace
 
 from .canvas import render_canvas
 from .figures import KIND_COLOURS
-from .replay import _show
-from .run_panel import check_config, check_prompt, record_lanes
+from .run_panel import RunStopped, check_config, check_prompt, record_lanes
+from .trace_index import show_value
 
 OFF = "(off)"
 MAX_LANES = 4
 DEFAULT_LANES = ["ar", "dynamic-baseline", "sdar-config-a", OFF]
 COMPARE_CSS = """
-.s2d2-lanes{display:grid;grid-template-columns:repeat(auto-fit,minmax(260px,1fr));gap:12px}
+.s2d2-lanes{display:grid;grid-template-columns:repeat(auto-fit,minmax(min(260px,100%),1fr));gap:12px}
 .s2d2-lane{border:1px solid #e5e7eb;border-radius:6px;padding:6px}
 .s2d2-lane h4{margin:0 0 4px 0}
 .s2d2-whatif-wrap{max-height:420px;overflow:auto}
@@ -73,14 +73,16 @@ def run_compare(prompt: str, model_name: str, seed: Any, gen_length: Any, *lane_
                 load: Optional[Callable[[str], Any]] = None, generate: Optional[Callable[..., Any]] = None
                 ) -> tuple[str, Optional[dict[str, Any]]]:
     """Run every lane on the prompt: (status markdown, new state or None on error). Same caps as Run: prompt
-    characters, tokens, seconds (all lanes together), and the Stop button."""
+    characters, tokens, seconds (all lanes together), and the Stop button (nothing is compared after a Stop)."""
     problem = check_prompt(prompt)
     if problem:
         return f"⚠ {problem}", None
     try:
         seed = check_seed(int(float(seed)))
         configs = lane_configs(list(lane_values[:MAX_LANES]), list(lane_values[MAX_LANES:]), gen_length)
-        traces = _lanes(model_name, prompt, configs, seed, load, generate)
+        traces = decode_lanes(model_name, prompt, configs, seed, load, generate)
+    except RunStopped as exc:
+        return f"⏹ {exc}", None
     except (ValueError, TypeError, OverflowError) as exc:
         return f"⚠ {exc}", None
     first = next(iter(traces.values()))
@@ -89,16 +91,18 @@ def run_compare(prompt: str, model_name: str, seed: Any, gen_length: Any, *lane_
     return f"Ran {len(traces)} lanes on the same prompt with seed {int(seed)}.", state
 
 
-def _lanes(model_name: str, prompt: Any, configs: dict[str, DecodeConfig], seed: int,
-           load: Optional[Callable[[str], Any]], generate: Optional[Callable[..., Any]]) -> dict[str, Trace]:
+def decode_lanes(model_name: str, prompt: Any, configs: dict[str, DecodeConfig], seed: int,
+                 load: Optional[Callable[[str], Any]], generate: Optional[Callable[..., Any]]) -> dict[str, Trace]:
     """Decode every lane; through the GPU-decorated `record_lanes` (time cap, Stop) unless a test injects load /
-    generate."""
+    generate. ValueError with the message of a failed lane; RunStopped after the job's Stop."""
     plain = {n: c.to_dict() for n, c in configs.items()}
     if load is None and generate is None:
         out = {}
         for event in record_lanes(prompt, model_name, plain, seed):
             if event["kind"] == "error":
                 raise ValueError(event["message"])
+            if event["kind"] == "stopped":
+                raise RunStopped(event["message"])
             if event["kind"] == "done":
                 out = event["traces"]
     else:
@@ -125,25 +129,39 @@ def _decode_lanes(prompt: Any, model_name: str, configs: dict[str, dict[str, Any
             for n, c in configs.items()}
 
 
+# -- views ------------------------------------------------------------------------------------------------------
+
+NO_RUN = ("No comparison yet: pick 2–4 lanes and press **▶ Run all lanes**. Every lane decodes the same prompt with "
+          "the same seed; the lanes, their forwards on one shared axis and their metrics appear here.")
+VIEW_OUT = ["cmp_lanes_html", "cmp_nfe", "cmp_wall", "cmp_metrics", "cmp_diff"]
+
+
 def traces_of(state: Any) -> dict[str, Trace]:
     if not isinstance(state, dict) or not isinstance(state.get("lanes"), dict):
         return {}
     return {n: Trace.from_dict(t) for n, t in state["lanes"].items()}
 
 
-# -- views ------------------------------------------------------------------------------------------------------
+def answer_blocks(comp: Comparison) -> dict[int, int]:
+    """Reader's block number (0 = the prompt prefill, 1 = the first aligned block holding answer tokens) -> index
+    into comp.blocks."""
+    out: dict[int, int] = {}
+    first = min((b.index for b in comp.blocks if b.index != PREFILL_BLOCK), default=0)
+    for i, b in enumerate(comp.blocks):
+        out[0 if b.index == PREFILL_BLOCK else b.index - first + 1] = i
+    return out
 
-def block_label(comp: Comparison, i: int) -> str:
-    b = comp.blocks[i]
+
+def block_label(comp: Comparison, number: int) -> str:
+    b = comp.blocks[answer_blocks(comp)[number]]
     if b.index == PREFILL_BLOCK:
-        return "prompt prefill"
-    return f"aligned block {b.index} (positions {b.start}–{b.start + b.length - 1}, grid of {comp.grid})"
+        return "the prompt prefill (block 0)"
+    return f"answer block {number} (positions {b.start}–{b.start + b.length - 1}, {comp.grid} positions per block)"
 
 
-def block_html(comp: Comparison, traces: dict[str, Trace], i: int) -> str:
-    """One column per lane: what it spent in aligned block i and its canvas after its last step there."""
-    i = max(0, min(int(i), len(comp.blocks) - 1))
-    block = comp.blocks[i]
+def block_html(comp: Comparison, traces: dict[str, Trace], number: int) -> str:
+    """One column per lane: what it spent in answer block `number` and its canvas after its last step there."""
+    block = comp.blocks[answer_blocks(comp)[number]]
     cols = []
     for name, trace in traces.items():
         lb = block.lanes[name]
@@ -152,13 +170,13 @@ def block_html(comp: Comparison, traces: dict[str, Trace], i: int) -> str:
         cols.append(f'<div class="s2d2-lane"><h4>{html.escape(name)}</h4><div>{html.escape(info)}</div>'
                     f'{render_canvas(trace, lb.last_step)}</div>')
     note = ("Lanes are aligned by block position (steps inside a block are not equivalent across methods). "
-            f"Showing {block_label(comp, i)}.")
+            f"Showing {block_label(comp, number)}.")
     return f'<p>{html.escape(note)}</p><div class="s2d2-lanes">{"".join(cols)}</div>'
 
 
-def lanes_figure(comp: Comparison, traces: dict[str, Trace], i: int, axis: str = "nfe") -> go.Figure:
+def lanes_figure(comp: Comparison, traces: dict[str, Trace], number: int, axis: str = "nfe") -> go.Figure:
     """Every forward of every lane on one shared axis (NFE or cumulative forward wall time), by kind."""
-    sel = comp.blocks[max(0, min(int(i), len(comp.blocks) - 1))].index
+    sel = comp.blocks[answer_blocks(comp)[number]].index
     pts: dict[str, dict[str, list[Any]]] = {}
     for name, trace in traces.items():
         wall = 0.0
@@ -168,12 +186,15 @@ def lanes_figure(comp: Comparison, traces: dict[str, Trace], i: int, axis: str =
             p["x"].append(f.nfe_after if axis == "nfe" else round(wall, 6))
             p["y"].append(name)
             p["size"].append(13 if blk == sel else 6)
-            p["text"].append(f"{name}: {f.kind}, block {f.block}, step {f.step}, {f.query_tokens} query tokens")
+            p["text"].append(f"{name}: {f.kind}, step {f.step}, {f.query_tokens} query tokens")
     title = "NFE (forwards so far)" if axis == "nfe" else "forward wall time so far (s)"
     fig = go.Figure()
-    fig.update_layout(template="plotly_white", height=120 + 45 * len(traces), margin=dict(l=110, r=20, t=40, b=40),
-                      title=dict(text=f"Lanes on a shared {title} axis (big markers: the selected block)",
-                                 font=dict(size=13)), xaxis_title=title, legend=dict(orientation="h", y=-0.35))
+    # Legend above the plot, axis title below it: the two never overlap, whatever the number of lanes.
+    fig.update_layout(template="plotly_white", height=150 + 45 * len(traces), margin=dict(l=110, r=20, t=80, b=50),
+                      title=dict(text=f"Every forward of every lane: {title.split(' (')[0]}<br>"
+                                      "<sup>big markers: the selected block</sup>", font=dict(size=13), y=0.98,
+                                 yanchor="top"),
+                      xaxis_title=title, legend=dict(orientation="h", x=0, y=1.0, yanchor="bottom"))
     for kind, p in pts.items():
         fig.add_trace(go.Scatter(x=p["x"], y=p["y"], mode="markers", name=kind, text=p["text"], hoverinfo="text",
                                  marker=dict(color=KIND_COLOURS.get(kind, "#444"), size=p["size"], symbol="square")))
@@ -190,7 +211,7 @@ METRIC_ROWS = [
 
 
 def metrics_rows(comp: Comparison) -> list[list[Any]]:
-    rows = [[label] + [_show(getattr(m, key)) for m in comp.lanes] for key, label in METRIC_ROWS]
+    rows = [[label] + [show_value(getattr(m, key)) for m in comp.lanes] for key, label in METRIC_ROWS]
     rows.append(["output equals AR"] + [_equal(m.equals_ar) for m in comp.lanes])
     return rows
 
@@ -204,130 +225,62 @@ def _equal(v: Optional[bool]) -> str:
     return "– (no AR lane)" if v is None else ("✓ token for token" if v else "✗ differs")
 
 
-def diff_markdown(comp: Comparison) -> str:
+def _routed(v: Optional[bool]) -> str:
+    return "ends (no step)" if v is None else ("verifies" if v else "skips")
+
+
+def divergence_text(comp: Comparison, traces: dict[str, Trace], d: Any) -> str:
+    """What differs at the first step where two S2D2 lanes part: the routing decision, the block each works in (an
+    earlier step committed a different number of tokens), or the number of steps."""
+    a, b = d.lanes
+    ba, bb = (d.block[0] - traces[a].blocks[0].index + 1, d.block[1] - traces[b].blocks[0].index + 1) \
+        if traces[a].blocks and traces[b].blocks else d.block
+    if d.verify[0] != d.verify[1] and None not in d.verify:
+        what = f"**{a}** {_routed(d.verify[0])} and **{b}** {_routed(d.verify[1])}"
+    elif None in d.verify:
+        done = a if d.verify[0] is None else b
+        what = f"**{done}** has already finished while the other lane still works"
+    else:
+        what = (f"both {'verify' if d.verify[0] else 'skip'}, but **{a}** is in its answer block {ba} and **{b}** in "
+                f"its answer block {bb}: earlier steps committed different numbers of tokens")
+    return f"* Step {d.step + 1} is the first where **{a}** and **{b}** differ: {what}."
+
+
+def diff_markdown(comp: Comparison, traces: Optional[dict[str, Trace]] = None) -> str:
     lines = [comp.reference_note + "."]
     for d in comp.diffs:
         lines.append(f"* **{d.lane}** first differs from AR at output token {d.first_index}: AR "
                      f"`{d.ar_ids[d.first_index:d.first_index + 5]}` vs `{d.lane_ids[d.first_index:d.first_index + 5]}`"
                      f" — AR text {json.dumps(d.ar_text[:80])}, lane text {json.dumps(d.lane_text[:80])}")
     for v in comp.divergences:
-        lines.append(f"* Routing: **{v.lanes[0]}** and **{v.lanes[1]}** first decide differently at step "
-                     f"{v.step + 1} (blocks {v.block[0]} / {v.block[1]}: verify {v.verify[0]} vs {v.verify[1]}).")
+        lines.append(divergence_text(comp, traces or {}, v) if traces else
+                     f"* Routing: **{v.lanes[0]}** and **{v.lanes[1]}** first differ at step {v.step + 1}.")
     return "\n".join(lines)
 
 
-def compare_views(state: Any, i: Any = 0) -> tuple[str, Any, Any, Any, str]:
-    """(block html, NFE-axis figure, wall-axis figure, metrics rows, diff markdown) for the selected block."""
+def compare_views(state: Any, number: Any = 1) -> dict[str, Any]:
+    """The lanes at answer block `number` (clamped; a blank box changes nothing)."""
+    if number is None:
+        return {}
     traces = traces_of(state)
     if not traces:
-        return "<p>Run a comparison first.</p>", None, None, {"headers": ["metric"], "data": []}, ""
+        return {"cmp_lanes_html": f"<p>{NO_RUN}</p>"}
     comp = compare_traces(traces)
-    i = max(0, min(int(float(i or 0)), len(comp.blocks) - 1))
-    return (block_html(comp, traces, i), lanes_figure(comp, traces, i, "nfe"), lanes_figure(comp, traces, i, "wall"),
-            metrics_table(comp), diff_markdown(comp))
+    numbers = answer_blocks(comp)
+    try:
+        k = int(round(float(number)))
+    except (TypeError, ValueError, OverflowError):
+        return {}
+    k = max(min(numbers), min(k, max(numbers)))
+    return {"cmp_lanes_html": block_html(comp, traces, k), "cmp_nfe": lanes_figure(comp, traces, k, "nfe"),
+            "cmp_wall": lanes_figure(comp, traces, k, "wall"), "cmp_metrics": metrics_table(comp),
+            "cmp_diff": diff_markdown(comp, traces)}
 
 
-def n_blocks(state: Any) -> int:
+def block_range(state: Any) -> tuple[int, int]:
+    """(lowest, highest) block number of a comparison: 0 with a prefill row, else 1; (1, 1) without one."""
     traces = traces_of(state)
-    return len(compare_traces(traces).blocks) if traces else 1
-
-
-def first_block(state: Any) -> int:
-    """Selector value of the first generation block (skipping the prompt-prefill row)."""
-    traces = traces_of(state)
-    blocks = compare_traces(traces).blocks if traces else []
-    return 1 if len(blocks) > 1 and blocks[0].index == PREFILL_BLOCK else 0
-
-
-# -- layout and wiring ------------------------------------------------------------------------------------------
-
-def build_compare_tab(ctx: Any = None, model_name: str = "tiny") -> dict[str, Any]:
-    """The Compare tab. Its state is its own (a comparison is not the Replay tab's trace)."""
-    import gradio as gr
-
-    from .run_panel import EXAMPLE_PROMPTS, MAX_PROMPT_CHARS
-    from .whatif_view import WHATIF_KNOBS, knob_values
-
-    private = dict(api_visibility="private")
-    names = [OFF] + list(presets())
-    c: dict[str, Any] = {}
-    c["cmp_state"] = gr.State(None)
-    with gr.Row():
-        c["cmp_prompt"] = gr.Textbox(EXAMPLE_PROMPTS[0], label="Prompt (all lanes)", lines=2, scale=3,
-                                     max_length=MAX_PROMPT_CHARS, elem_id="cmp-prompt")
-        c["cmp_seed"] = gr.Number(0, label="Seed (all lanes)", precision=0, minimum=0, scale=1)
-        c["cmp_gen"] = gr.Slider(8, 256, value=48, step=8, label="Generation length", scale=1)
-    with gr.Row():
-        c["cmp_lanes"] = [gr.Dropdown(names, value=v, label=f"Lane {i + 1}") for i, v in enumerate(DEFAULT_LANES)]
-    with gr.Accordion("Custom settings per lane (KEY=VALUE, e.g. acceptance=greedy_exact policy=always)", open=False):
-        with gr.Row():
-            c["cmp_extra"] = [gr.Textbox("", label=f"Lane {i + 1} overrides", lines=1) for i in range(MAX_LANES)]
-    with gr.Row():
-        c["cmp_run"] = gr.Button("▶ Run all lanes", variant="primary", elem_id="cmp-run")
-        c["cmp_stop"] = gr.Button("■ Stop", variant="stop", elem_id="cmp-stop")
-    c["cmp_status"] = gr.Markdown("Pick 2–4 lanes and run them on the same prompt and seed.", elem_id="cmp-status")
-    c["cmp_block"] = gr.Slider(0, 1, value=0, step=1, label="Aligned block (drives every lane)", elem_id="cmp-block")
-    c["cmp_lanes_html"] = gr.HTML("", elem_id="cmp-lanes")
-    with gr.Row():
-        c["cmp_nfe"] = gr.Plot(label="Shared NFE axis", elem_id="cmp-nfe")
-        c["cmp_wall"] = gr.Plot(label="Shared wall-time axis", elem_id="cmp-wall")
-    c["cmp_metrics"] = gr.Dataframe([], label="Metrics per lane", interactive=False, elem_id="cmp-metrics")
-    c["cmp_diff"] = gr.Markdown("", elem_id="cmp-diff")
-    with gr.Accordion("What if the thresholds were different?", open=True):
-        gr.Markdown("Moving a threshold re-decides every recorded step from its recorded inputs (no model call). "
-                    "Decisions are exact up to the first flip; after it, the run would have gone elsewhere.")
-        c["wi_lane"] = gr.Dropdown([], label="S2D2 lane", elem_id="wi-lane")
-        with gr.Row():
-            c["wi_knobs"] = [gr.Slider(lo, hi, value=v, step=st, label=label)
-                             for (_, label, lo, hi, st, _), v in zip(WHATIF_KNOBS, knob_values(None, None))]
-        c["wi_summary"] = gr.Markdown("", elem_id="wi-summary")
-        c["wi_table"] = gr.HTML("", elem_id="wi-table")
-        c["wi_rerun"] = gr.Button("↻ Re-run from the start with these thresholds", elem_id="wi-rerun")
-        c["wi_status"] = gr.Markdown("")
-        c["wi_metrics"] = gr.Dataframe([], label="Recorded vs re-run", interactive=False)
-        c["wi_side"] = gr.HTML("")
-    _wire_compare(c, model_name, private)
-    if ctx is not None and hasattr(ctx, "c"):
-        ctx.c.update({k: v for k, v in c.items()})
-    return c
-
-
-def _after_run(state: Any) -> tuple[Any, ...]:
-    from .whatif_view import knob_values, s2d2_lanes
-
-    lanes = s2d2_lanes(state)
-    lane = lanes[0] if lanes else None
-    start = first_block(state)
-    views = compare_views(state, start)
-    import gradio as gr
-
-    return (gr.Slider(0, max(1, n_blocks(state) - 1), value=start, step=1), *views,
-            gr.Dropdown(lanes, value=lane), *knob_values(state, lane))
-
-
-def _wire_compare(c: dict[str, Any], model_name: str, private: dict[str, Any]) -> None:
-    import gradio as gr
-
-    from .guard import admit, one_job, stop
-    from .whatif_view import knob_values, rerun_whatif, whatif_view
-
-    view_out = [c["cmp_lanes_html"], c["cmp_nfe"], c["cmp_wall"], c["cmp_metrics"], c["cmp_diff"]]
-    inputs = [c["cmp_prompt"], c["cmp_seed"], c["cmp_gen"], *c["cmp_lanes"], *c["cmp_extra"]]
-
-    def run(prompt: str, seed: Any, gen: Any, *lanes: Any) -> tuple[str, Any]:
-        return run_compare(prompt, model_name, seed, gen, *lanes)
-
-    # One GPU job per session (refused at the queue's door by `admit`); Stop ends it within one forward.
-    ev = c["cmp_run"].click(one_job(run, lambda msg: (msg, gr.skip())), inputs, [c["cmp_status"], c["cmp_state"]],
-                            api_name="compare", concurrency_limit=1, concurrency_id="gpu", validator=admit)
-    ev.then(_after_run, c["cmp_state"], [c["cmp_block"], *view_out, c["wi_lane"], *c["wi_knobs"]], **private)
-    c["cmp_block"].change(compare_views, [c["cmp_state"], c["cmp_block"]], view_out, **private)
-    wi_in = [c["cmp_state"], c["wi_lane"], *c["wi_knobs"]]
-    c["wi_lane"].change(lambda s, lane: knob_values(s, lane), [c["cmp_state"], c["wi_lane"]], c["wi_knobs"],
-                        **private)
-    for knob in [c["wi_lane"], *c["wi_knobs"]]:
-        knob.change(whatif_view, wi_in, [c["wi_summary"], c["wi_table"]], **private)
-    rerun = c["wi_rerun"].click(one_job(rerun_whatif, lambda msg: (msg, gr.skip(), gr.skip())), wi_in,
-                                [c["wi_status"], c["wi_metrics"], c["wi_side"]], **private, concurrency_limit=1,
-                                concurrency_id="gpu", validator=admit)
-    c["cmp_stop"].click(stop, None, c["cmp_status"], cancels=[ev, rerun], **private)
+    if not traces:
+        return 1, 1
+    numbers = answer_blocks(compare_traces(traces))
+    return min(numbers), max(numbers)

@@ -10,6 +10,7 @@ from plotly.subplots import make_subplots
 from s2d2.policies import figure_guides, plotted_score, score_label
 from s2d2.trace import FORWARD_KINDS, Trace
 
+from .describe import decision_line
 from .trace_index import clamp_step, num
 
 HOW_COLOURS = {
@@ -48,13 +49,15 @@ def commit_map(trace: Trace, step: Optional[int] = None) -> go.Figure:
     fig = _fig("Commit map: when each position was decided", xaxis_title="NFE (forward passes so far)",
                yaxis_title="position")
     xs = _step_x(trace)
+    first = trace.blocks[0].index if trace.blocks else 0
     by_how: dict[str, tuple[list[int], list[int], list[str]]] = {}
     for s, x in zip(trace.steps, xs):
         for c in s.commits:
             pts = by_how.setdefault(c.how, ([], [], []))
             pts[0].append(x)
             pts[1].append(c.position)
-            pts[2].append(f"step {s.index + 1}, block {s.block}: {c.text[:24]!r} ({c.how})")  # hover stays small
+            # hover text stays small: a token's text is cut to 24 characters
+            pts[2].append(f"step {s.index + 1}, answer block {s.block - first + 1}: {c.text[:24]!r} ({c.how})")
     for how, (x, y, text) in by_how.items():
         fig.add_trace(go.Scatter(x=x, y=y, mode="markers", name=how, text=text, hoverinfo="text",
                                  marker=dict(color=HOW_COLOURS.get(how, "#444"), symbol=HOW_SYMBOLS.get(how, "circle"),
@@ -72,7 +75,7 @@ def commit_map(trace: Trace, step: Optional[int] = None) -> go.Figure:
 def nfe_by_block(trace: Trace) -> go.Figure:
     """Stacked forwards per block by kind, with generated tokens per forward on a second axis."""
     blocks = [b.index for b in trace.blocks]
-    labels = [f"b{b}" for b in blocks]
+    labels = [f"block {i + 1}" for i in range(len(blocks))]  # answer blocks, counted from 1
     counts = {kind: [0] * len(blocks) for kind in FORWARD_KINDS}
     pos = {b: i for i, b in enumerate(blocks)}
     prefill = 0
@@ -116,6 +119,7 @@ def acceptance_histogram(trace: Trace) -> go.Figure:
                xaxis_title="accepted prefix length K", yaxis_title="verify calls")
     fig.add_trace(go.Bar(x=list(range(top + 1)), y=[counts.get(k, 0) for k in range(top + 1)],
                          marker_color="#16a34a", name="calls"))
+    fig.update_yaxes(tickformat="d", dtick=max(1, -(-max(counts.values(), default=1) // 6)))  # whole calls
     return fig
 
 
@@ -164,7 +168,7 @@ def routing_series(trace: Trace) -> dict[str, list[Any]]:
         out["verify"].append(bool(s.verification is not None or (d is not None and d.verify)))
         out["k_hat"].append(round(s.policy_inputs.k_hat, 4) if s.policy_inputs else None)
         out["accepted"].append(s.verification.accepted_len if s.verification else None)
-        out["reason"].append(d.reason if d else "no routing (method never verifies)")
+        out["reason"].append(decision_line(d))
     return out
 
 
@@ -234,8 +238,17 @@ def routing_figure(trace: Trace, step: Optional[int] = None) -> go.Figure:
         shapes.append(dict(type="line", xref="x", x0=cur, x1=cur, yref="paper", y0=0, y1=1,
                            line=dict(color="#4f46e5", width=2)))
     fig.update_layout(shapes=shapes)
+    if th.get("threshold") is not None:
+        fig.add_annotation(x=1, xref="paper", y=th["threshold"], yref="y", text=f"threshold {th['threshold']:g}",
+                           showarrow=False, xanchor="right", yanchor="bottom", font=dict(size=10, color="#dc2626"))
     if th.get("on") is not None:
         fig.add_annotation(x=0, xref="paper", y=th["on"], yref="y", text="band [τ_off, τ_on]", showarrow=False,
                            xanchor="left", yanchor="bottom", font=dict(size=10))
     fig.update_xaxes(title_text="step", row=2, col=1)
+    fig.update_xaxes(**step_ticks(len(steps)))
     return fig
+
+
+def step_ticks(n: int) -> dict[str, Any]:
+    """Whole-number step ticks (never 1.5), about a dozen of them."""
+    return dict(tickmode="linear", tick0=1, dtick=max(1, -(-n // 12)), tickformat="d")

@@ -2,10 +2,16 @@
 
 A job is registered when its event is admitted to the queue (the event's `validator`, keyed on
 `gr.Request.session_hash`), so one visitor cannot fill the queue: a second submission from the same session is
-refused with a message while the first waits or runs. The registration ends when the handler returns, when the
-visitor presses Stop (`stop_session`), or when the session goes away (`demo.unload`, which Gradio calls when the
-browser tab or the API client's heartbeat disconnects). A decode polls `cancelled(job_id)` before every forward,
-so Stop and a closed tab end it within one forward.
+refused with a message while the first waits or runs. The registration ends when the handler returns, or when the
+session goes away (`demo.unload`, which Gradio calls when the browser tab or the API client's heartbeat
+disconnects).
+
+This registry is the app's one stop mechanism. Stop (`stop`) only raises the job's flag and writes nothing: a decode
+polls `cancelled(job_id)` before every forward and ends within one forward with its trace up to the last complete
+block, and the job's own handler writes the final status ("Stopped — partial trace kept"), so no late progress line
+can overwrite it. A job stopped while still queued is withdrawn: the session may submit again at once, and the
+withdrawn event, when its turn comes, ends without doing anything (events start in queue order, so it is claimed
+before any later one of the session). A closed tab, a closed event stream and unload stop the job the same way.
 """
 from __future__ import annotations
 
@@ -21,7 +27,11 @@ import gradio as gr
 
 BUSY = ("⏳ You already have a run in progress (or waiting in the queue): wait for it to finish, or press "
         "Stop, then try again. One run per visitor at a time keeps the GPU fair.")
+LEAVING = ("⏳ The runs you stopped are still leaving the queue (they do no work): try again when one has left. "
+           "One run per visitor at a time keeps the GPU fair.")
+STOPPED_QUEUED = "⏹ Stopped before it started: nothing ran."
 STALE_QUEUED_S = 1800.0  # a registration whose event never started (its client vanished) is dropped after this
+MAX_WITHDRAWN = 2  # stopped-while-queued events a session may still have in the queue before it is refused
 
 
 @dataclass
@@ -38,7 +48,8 @@ class Jobs:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._by_session: dict[str, Job] = {}
+        self._by_session: dict[str, Job] = {}  # the session's live job, queued or running
+        self._withdrawn: dict[str, list[Job]] = {}  # stopped while queued; their events still queued, oldest first
         self._by_id: dict[str, Job] = {}
 
     def admit(self, session: str) -> Optional[str]:
@@ -47,13 +58,23 @@ class Jobs:
             self._drop_stale()
             if session in self._by_session:
                 return BUSY
+            if len(self._withdrawn.get(session, ())) >= MAX_WITHDRAWN:
+                return LEAVING
             self._add(session)
             return None
 
     def claim(self, session: str) -> Optional[Job]:
-        """The session's admitted job, now running (registered here if the event had no validator);
-        None when the session already runs another one."""
+        """The job a starting event runs as: the session's oldest withdrawn job first (its stop flag is up), else
+        its admitted job, now running (registered here if the event had no validator); None when the session
+        already runs another one."""
         with self._lock:
+            withdrawn = self._withdrawn.get(session)
+            if withdrawn:
+                job = withdrawn.pop(0)
+                if not withdrawn:
+                    del self._withdrawn[session]
+                job.started = True
+                return job
             job = self._by_session.get(session)
             if job is None:
                 job = self._add(session)
@@ -69,7 +90,7 @@ class Jobs:
             self._by_id.pop(job.id, None)
 
     def stop_session(self, session: str) -> bool:
-        """Stop the session's job (running: its decode ends at the next forward; queued: it is dropped)."""
+        """Stop the session's job (running: its decode ends at the next forward; queued: it is withdrawn)."""
         with self._lock:
             job = self._by_session.get(session)
             if job is None:
@@ -77,8 +98,21 @@ class Jobs:
             job.stop.set()
             if not job.started:
                 del self._by_session[session]
-                self._by_id.pop(job.id, None)
+                self._withdrawn.setdefault(session, []).append(job)
             return True
+
+    def end_session(self, session: str) -> None:
+        """The session went away: stop its running job; its queued events left with it (Gradio drops them)."""
+        with self._lock:
+            for gone in self._withdrawn.pop(session, []):
+                self._by_id.pop(gone.id, None)
+            job = self._by_session.get(session)
+            if job is None:
+                return
+            job.stop.set()  # a running job stays registered until its handler returns
+            if not job.started:
+                del self._by_session[session]
+                self._by_id.pop(job.id, None)
 
     def cancelled(self, job_id: str) -> bool:
         job = self._by_id.get(job_id)
@@ -103,6 +137,12 @@ class Jobs:
             if not job.started and now - job.admitted > STALE_QUEUED_S:
                 del self._by_session[s]
                 self._by_id.pop(job.id, None)
+        for s, jobs in list(self._withdrawn.items()):
+            for job in [j for j in jobs if now - j.admitted > STALE_QUEUED_S]:
+                jobs.remove(job)
+                self._by_id.pop(job.id, None)
+            if not jobs:
+                del self._withdrawn[s]
 
 
 JOBS = Jobs()
@@ -118,6 +158,11 @@ def cancelled(job_id: str) -> bool:
     return bool(job_id) and JOBS.cancelled(job_id)
 
 
+def stop_requested() -> bool:
+    """Has the visitor stopped the job the calling handler runs for?"""
+    return cancelled(current_job())
+
+
 def session_of(request: Any) -> str:
     return str(getattr(request, "session_hash", None) or "anonymous")
 
@@ -129,23 +174,35 @@ def admit(request: gr.Request, *inputs: Any) -> list[Any]:
     return [gr.validate(problem is None, problem or "")] + [gr.validate(True, "")] * (n - 1)
 
 
-def stop(request: gr.Request) -> str:
-    """The Stop buttons: end the session's job (a queued one is dropped)."""
-    return "Stopped." if JOBS.stop_session(session_of(request)) else "Nothing to stop."
-
-
-def on_unload(request: gr.Request) -> None:
+def stop(request: gr.Request) -> None:
+    """The Stop buttons: raise the session's job flag (a queued job is withdrawn). Writes nothing: the job's
+    handler writes the final status."""
     JOBS.stop_session(session_of(request))
 
 
-def one_job(fn: Callable[..., Any], busy: Callable[[str], Any]) -> Callable[..., Any]:
-    """Wrap a GPU handler: it runs as the session's one job; `busy(message)` is what it returns when refused.
-    Generators stay generators (Gradio streams them), so closing the stream closes the decode too."""
+def on_unload(request: gr.Request) -> None:
+    JOBS.end_session(session_of(request))
+
+
+def _refusal(job: Optional[Job]) -> Optional[str]:
+    """Why a claimed job must not run: None when it may."""
+    if job is None:
+        return BUSY
+    return STOPPED_QUEUED if job.stop.is_set() else None
+
+
+def one_job(fn: Callable[..., Any], refused: Callable[[str], Any]) -> Callable[..., Any]:
+    """Wrap a GPU handler: it runs as the session's one job; `refused(message)` is what it returns when it may not
+    run (the session runs another job, or this one was stopped while queued). Generators stay generators (Gradio
+    streams them), so closing the stream closes the decode too."""
     if inspect.isgeneratorfunction(fn):
         def guarded_gen(request: gr.Request, *args: Any) -> Any:
             job = JOBS.claim(session_of(request))
-            if job is None:
-                yield busy(BUSY)
+            problem = _refusal(job)
+            if problem is not None:
+                if job is not None:
+                    JOBS.finish(job)
+                yield refused(problem)
                 return
             gen = fn(*args)
             try:
@@ -161,15 +218,18 @@ def one_job(fn: Callable[..., Any], busy: Callable[[str], Any]) -> Callable[...,
                         _CURRENT.reset(token)
                     yield item
             finally:
-                gen.close()  # a closed stream (Stop, tab closed) closes the decode's generator too
+                gen.close()  # a closed stream (tab closed, client gone) closes the decode's generator too
                 JOBS.finish(job)
 
         wrapped: Callable[..., Any] = guarded_gen
     else:
         def guarded(request: gr.Request, *args: Any) -> Any:
             job = JOBS.claim(session_of(request))
-            if job is None:
-                return busy(BUSY)
+            problem = _refusal(job)
+            if problem is not None:
+                if job is not None:
+                    JOBS.finish(job)
+                return refused(problem)
             token = _CURRENT.set(job.id)
             try:
                 return fn(*args)

@@ -1,6 +1,8 @@
-"""Event handlers: thin adapters from Gradio values (session state dict, slider value, files) to the pure views.
+"""Event handlers: Gradio values in, {view name: value} out.
 
-Replay handlers never touch the model. Errors become one readable message, never a traceback.
+Every handler returns (or yields) a dict keyed by the names of the components it updates; a name it leaves out is
+left unchanged on screen. app.py maps names to components (components/ui.py `keyed`). The output lists below
+name what each event may update. Replay handlers never touch the model; errors become one readable message.
 """
 from __future__ import annotations
 
@@ -12,63 +14,125 @@ import gradio as gr
 from s2d2.trace import Trace
 
 from .canvas import render_live
-from .replay import md_escape, metrics_table, render_step, render_timelines, trace_title
-from .run_panel import check_model, check_prompt, config_dict, config_from_inputs, record
-from .traces_io import (TraceError, describe_error, example_traces, export_path, load_example, make_state,
-                        parse_upload, trace_from_state)
+from .examples import examples_dir, list_examples, load_pair
+from .guard import stop_requested
+from .knob_scope import shown
+from .mask_view import mask_figure
+from .replay import STEP_VIEWS, StepOptions, md_escape, metrics_table, render_step, render_timelines, trace_title
+from .run_panel import KNOB_NAMES, check_model, check_prompt, config_dict, config_from_inputs, preset_values, record
+from .story import pair_story, single_story
+from .trace_index import clamp_step
+from .traces_io import TraceError, describe_error, export_path, make_state, parse_upload, trace_from_state
 
 NO_TRACE = "No trace loaded: pick an example, upload a trace file, or record a run."
+DETAIL_HINT = ('<span class="on-hover">Hover a token for its details (p, q, r, the draw u, the top candidates); click '
+               'it to pin them here and outline its row in the mask viewer. Keys: ← → step through the run.</span>'
+               '<span class="on-touch">Tap a token to pin its details here (p, q, r, the draw u, the top candidates) '
+               'and outline its row in the mask viewer.</span>')
+RUNS = {"s2d2": "S2D2: draft, route, verify", "baseline": "Diffusion alone: same B, no verifier"}
+TIMELINES = ["commit_map", "nfe", "hist", "perpos"]
+STEP_OUT = list(STEP_VIEWS)
+TRACE_OUT = ["title", "slider", *STEP_OUT, *TIMELINES, "metrics", "download", "detail", "selected"]
+LOAD_OUT = ["state", "load_status", "headline", "toggle", "example", *TRACE_OUT]
+RUN_OUT = ["run_status", "live", "output", "state", "run_ok"]
+KNOB_OUT = [f"knob_{name}" for name in KNOB_NAMES]
+MAX_LATE_PROGRESS = 3  # progress events tolerated after Stop before the run is abandoned without a trace
 
 
-def step_views(state: Any, step: Any, mask_which: str = "auto") -> tuple[Any, ...]:
-    """(canvas, strip, routing, mask, summary) for the session's trace at `step`."""
+# -- replay ------------------------------------------------------------------------------------------------------
+
+def step_views(state: Any, step: Any, mask_which: str = "auto", color_by: str = "state",
+               selected: Optional[int] = None) -> dict[str, Any]:
+    """Every per-step view of the session's trace at `step`; nothing changes for a blank step box."""
+    if step is None:
+        return {}
     trace = trace_from_state(state)
     if trace is None:
-        return ("", "", None, None, NO_TRACE)
-    return render_step(trace, step, mask_which)
+        return {"canvas": "", "strip": "", "routing": None, "mask": None, "summary": NO_TRACE, "legend": ""}
+    return render_step(trace, step, StepOptions(mask_which, color_by, selected))
 
 
-def trace_views(trace: Trace, step: int = 0) -> tuple[Any, ...]:
-    """Everything that changes when a new trace is loaded (see LOAD_OUTPUTS in app.py for the order)."""
-    slider = gr.Slider(minimum=0, maximum=max(1, len(trace.steps)), value=step, step=1,
-                       label=f"Step (0 = prompt only; {len(trace.steps)} steps)")
-    views = render_step(trace, step)
-    timelines = render_timelines(trace)
-    return (trace_title(trace), slider, *views, *timelines, metrics_table(trace), export_path(trace))
+def trace_views(trace: Trace, step: int = 0) -> dict[str, Any]:
+    """Everything that changes when a new trace is loaded, opened at scrubber value `step`."""
+    n = len(trace.steps)
+    step = clamp_step(trace, step)
+    timelines = dict(zip(TIMELINES, render_timelines(trace)))
+    return {"title": trace_title(trace),
+            "slider": gr.Slider(minimum=0, maximum=max(1, n), value=step, step=1,
+                                label=f"Step (of {n})"),
+            **render_step(trace, step), **timelines, "metrics": metrics_table(trace), "download": export_path(trace),
+            "detail": DETAIL_HINT, "selected": None}
 
 
-def load_example_trace(name: str) -> tuple[Any, ...]:
-    """(state, status, *trace_views) for an example from assets/traces."""
-    examples = example_traces()
-    path: Optional[Path] = examples.get(name)
-    if path is None:
-        return (gr.skip(), f"Unknown example {name!r}.", *[gr.skip()] * 13)
+def open_example(name: Optional[str], run: str = RUNS["s2d2"], step: Optional[int] = None,
+                 directory: Optional[Path] = None) -> dict[str, Any]:
+    """Load example `name` (its S2D2 run, or its diffusion-alone partner when `run` says so), opened where its
+    story happens unless `step` is given."""
+    example = list_examples(directory or examples_dir()).get(name or "")
+    if example is None:
+        return {"load_status": f"Unknown example {md_escape(name, 80)!r}."}
     try:
-        trace = load_example(path)
+        main, partner = load_pair(example)
     except TraceError as exc:
-        return (gr.skip(), describe_error(exc), *[gr.skip()] * 13)
-    return (make_state(trace, name), f"Loaded example **{name}**.", *trace_views(trace))
+        return {"load_status": describe_error(exc)}
+    baseline = partner is not None and run == RUNS["baseline"]
+    story = pair_story(main, partner) if partner is not None else single_story(main)
+    trace = partner if baseline and partner is not None else main
+    at = step if step is not None else (story.baseline_step if baseline else story.step)
+    which = " (diffusion alone)" if baseline else ""
+    return {"state": make_state(trace, example.label), "load_status": f"Loaded example **{example.label}**{which}.",
+            "headline": story.text, "example": example.label,
+            "toggle": gr.Radio(visible=partner is not None, value=RUNS["baseline" if baseline else "s2d2"]),
+            **trace_views(trace, at)}
 
 
-def upload_trace(file: Any) -> tuple[Any, ...]:
-    """(state, status, *trace_views) for an uploaded trace file; one message on error, other outputs unchanged."""
+def _single(trace: Trace, state: dict[str, Any], status: str) -> dict[str, Any]:
+    """A trace of its own (an upload, a run): no example, no partner to toggle to."""
+    return {"state": state, "load_status": status, "headline": single_story(trace).text,
+            "toggle": gr.Radio(visible=False), "example": None, **trace_views(trace)}
+
+
+def upload_trace(file: Any) -> dict[str, Any]:
+    """Load an uploaded trace file; one message on error, every other output unchanged."""
     path = getattr(file, "name", file)
     try:
         trace = parse_upload(path if isinstance(path, str) else None)
     except TraceError as exc:
-        return (gr.skip(), f"⚠️ {md_escape(exc, 400)}", *[gr.skip()] * 13)
-    return (make_state(trace, "upload"), "Loaded the uploaded trace.", *trace_views(trace))
+        return {"load_status": f"⚠️ {md_escape(exc, 400)}"}
+    return _single(trace, make_state(trace, "upload"), "Loaded the uploaded trace.")
 
 
-def state_views(state: Any, ok: bool = True) -> tuple[Any, ...]:
-    """(tabs, status, *trace_views) for the trace in the session state; after a failed run, nothing changes."""
+def show_state(state: Any, ok: bool = True) -> dict[str, Any]:
+    """Open the session's trace (the run just recorded) in Replay; after a failed run nothing changes."""
     trace = trace_from_state(state) if ok else None
     if trace is None:
-        return (gr.skip(), gr.skip(), *[gr.skip()] * 13)
-    return (gr.Tabs(selected="replay"), "Showing the run just recorded.", *trace_views(trace))
+        return {}
+    return {"tabs": gr.Tabs(selected="replay"), **_single(trace, state, "Showing the run just recorded.")}
 
 
-def move(state: Any, step: Any, delta: int) -> int:
+def open_tour_step(example: str, step: int) -> dict[str, Any]:
+    """"Show in Replay" of a tour stop: the tour's own trace at that step, in the Replay tab."""
+    return {"tabs": gr.Tabs(selected="replay"), **open_example(example, RUNS["s2d2"], step)}
+
+
+def select_position(state: Any, step: Any, mask_which: str, evt: gr.EventData) -> dict[str, Any]:
+    """A clicked canvas token: remember it and outline its rows in the mask viewer."""
+    data = getattr(evt, "_data", None) or {}
+    trace = trace_from_state(state)
+    try:
+        pos = int(data.get("position"))
+    except (TypeError, ValueError):
+        return {}
+    if trace is None or not 0 <= pos < trace.header.total_length:
+        return {}
+    return {"selected": pos, "mask": mask_figure(trace, clamp_step(trace, step), mask_which, pos)}
+
+
+def move(state: Any, step: Any, delta: int) -> dict[str, Any]:
+    return {"slider": _moved(state, step, delta)}
+
+
+def _moved(state: Any, step: Any, delta: int) -> int:
     trace = trace_from_state(state)
     n = len(trace.steps) if trace else 0
     try:
@@ -78,28 +142,29 @@ def move(state: Any, step: Any, delta: int) -> int:
     return max(0, min(n, current + delta))
 
 
-def tick(state: Any, step: Any) -> tuple[Any, Any, Any, Any]:
-    """Autoplay: advance one step; at the end stop the timer. -> (step, timer, play button, playing)."""
+def tick(state: Any, step: Any) -> dict[str, Any]:
+    """Autoplay: advance one step; at the end stop the timer."""
     trace = trace_from_state(state)
-    n = len(trace.steps) if trace else 0
-    nxt = move(state, step, 1)
-    if nxt >= n:
-        return nxt, gr.Timer(active=False), gr.Button(value="▶ Play"), False
-    return nxt, gr.skip(), gr.skip(), gr.skip()
+    nxt = _moved(state, step, 1)
+    if nxt >= (len(trace.steps) if trace else 0):
+        return {"slider": nxt, "timer": gr.Timer(active=False), "play": gr.Button(value="▶ Play"), "playing": False}
+    return {"slider": nxt}
 
 
-def toggle_play(playing: bool, state: Any, step: Any, speed: float) -> tuple[Any, Any, Any, Any]:
-    """-> (playing, timer, button, step); starting at the end rewinds to 0."""
+def toggle_play(playing: bool, state: Any, step: Any, speed: float) -> dict[str, Any]:
+    """Play / pause; starting at the end rewinds to 0."""
     trace = trace_from_state(state)
     n = len(trace.steps) if trace else 0
     if playing:
-        return False, gr.Timer(active=False), gr.Button(value="▶ Play"), gr.skip()
-    start = 0 if move(state, step, 0) >= n else gr.skip()
-    return True, gr.Timer(value=_interval(speed), active=True), gr.Button(value="⏸ Pause"), start
+        return {"playing": False, "timer": gr.Timer(active=False), "play": gr.Button(value="▶ Play")}
+    out = {"playing": True, "timer": gr.Timer(value=_interval(speed), active=True), "play": gr.Button(value="⏸ Pause")}
+    if _moved(state, step, 0) >= n:
+        out["slider"] = 0
+    return out
 
 
-def set_speed(speed: float, playing: bool) -> Any:
-    return gr.Timer(value=_interval(speed), active=bool(playing))
+def set_speed(speed: float, playing: bool) -> dict[str, Any]:
+    return {"timer": gr.Timer(value=_interval(speed), active=bool(playing))}
 
 
 def _interval(speed: Any) -> float:
@@ -109,42 +174,84 @@ def _interval(speed: Any) -> float:
         return 1.0
 
 
-def apply_preset(name: str, seed: Any = 0) -> list[Any]:
-    from .run_panel import preset_values
+# -- run ---------------------------------------------------------------------------------------------------------
+
+def knob_visibility(method: str, policy: str, remasking: str) -> dict[str, Any]:
+    """Show the knobs of the chosen method, policy and remasking rule; hide the others."""
+    return {f"knob_{k}": gr.update(visible=shown(k, method, policy, remasking)) for k in KNOB_NAMES}
+
+
+def apply_preset(name: str, seed: Any = 0) -> dict[str, Any]:
+    """Every knob set from a preset (the seed kept), the knobs that matter shown."""
+    from .describe import preset_note
 
     try:
-        return preset_values(name, int(seed or 0))
+        values = dict(zip(KNOB_NAMES, preset_values(name, int(seed or 0))))
     except (ValueError, TypeError):
-        return [gr.skip()] * len(preset_values("sdar-config-a"))
+        return {}
+    shown_now = knob_visibility(values["method"], values["policy"], values["remasking"])
+    return {**{f"knob_{k}": gr.update(value=v, visible=shown_now[f"knob_{k}"]["visible"]) for k, v in values.items()},
+            "preset_note": preset_note(name)}
 
 
-def run(prompt: str, model_name: str, *knobs: Any) -> Iterator[tuple[Any, ...]]:
-    """Record a run, streaming (status, live canvas, output text, state, ok). State changes only on success."""
+def run_refused(message: str) -> dict[str, Any]:
+    """What a Run that may not start shows (guard.one_job): the session runs another job, or Stop withdrew it."""
+    return {"run_status": message, "run_ok": False}
+
+
+def run(prompt: str, model_name: str, *knobs: Any) -> Iterator[dict[str, Any]]:
+    """Record a run as the session's one job (guard.one_job), streaming status and the live canvas. The session's
+    trace changes only when a trace arrives: complete, or partial after Stop or the time limit. The run is the only
+    writer of its status: Stop raises the job's flag, the decode ends within one forward, and the last line says
+    what was kept."""
     problem = check_prompt(prompt) or check_model(model_name)
     cfg, seed, error = config_from_inputs(*knobs)
     if problem or error:
-        yield f"⚠️ {problem or error}", gr.skip(), gr.skip(), gr.skip(), False
+        yield {"run_status": f"⚠️ {problem or error}", "run_ok": False}
         return
     assert cfg is not None
-    yield "Loading the model and starting…", render_live([], ""), "", gr.skip(), False
-    for event in record(prompt, model_name, config_dict(cfg), seed):
-        if event["kind"] == "progress":
-            yield (event.get("status") or f"Decoding… {event['steps']} steps, {len(event['commits'])} tokens "
-                   f"committed ({event['elapsed']:.1f} s)", render_live(event["commits"]), gr.skip(), gr.skip(), False)
-        elif event["kind"] == "error":
-            yield f"⚠️ {event['message']}", gr.skip(), gr.skip(), gr.skip(), False
-            return
-        elif event["kind"] == "done":
-            try:
-                trace = Trace.from_dict(event["trace"])
-            except ValueError as exc:  # a run outside the limits in force (they changed, or a bug): no traceback
-                yield f"⚠️ The run finished but its trace is refused: {md_escape(exc, 300)}", gr.skip(), gr.skip(), \
-                    gr.skip(), False
+    yield {"run_status": "Loading the model and starting…", "live": render_live([]), "output": "", "run_ok": False}
+    events = record(prompt, model_name, config_dict(cfg), seed)
+    late = 0
+    try:
+        for event in events:
+            if event["kind"] == "progress":
+                stopping = stop_requested()
+                late += stopping
+                if late > MAX_LATE_PROGRESS:  # a worker that cannot see the flag (another process): abandon it
+                    yield {"run_status": "⏹ Stopped — the decoding worker ended without a partial trace.",
+                           "run_ok": False}
+                    return
+                status = ("Stopping…" if stopping else event.get("status") or
+                          f"Decoding… {event['steps']} steps, {len(event['commits'])} tokens committed "
+                          f"({event['elapsed']:.1f} s). Stop keeps the partial trace.")
+                yield {"run_status": status, "live": render_live(event["commits"], stop_ids=event.get("stop_ids", ()))}
+            elif event["kind"] == "error":
+                yield {"run_status": f"⚠️ {event['message']}", "run_ok": False}
                 return
-            commits = [[c.position, c.text, c.how] for s in trace.steps for c in s.commits]
-            reason = getattr(trace.footer, "finish_reason", "") if trace.footer else ""
-            note = f" — stopped early ({reason.replace('_', ' ')})" if reason in ("cancelled", "time_limit") else ""
-            yield (f"✅ Done in {event['elapsed']:.1f} s: {len(trace.steps)} steps, {len(trace.forwards)} forwards"
-                   f"{note}. The Replay tab now shows this run.", render_live(commits), event.get("text", ""),
-                   make_state(trace, "run"), True)
-            return
+            elif event["kind"] == "done":
+                yield _finished(event)
+                return
+    finally:
+        events.close()
+
+
+def _finished(event: dict[str, Any]) -> dict[str, Any]:
+    try:
+        trace = Trace.from_dict(event["trace"])
+    except ValueError as exc:  # a run outside the limits in force (they changed, or a bug): no traceback
+        return {"run_status": f"⚠️ The run finished but its trace is refused: {md_escape(exc, 300)}", "run_ok": False}
+    commits = [[c.position, c.text, c.how, c.token] for s in trace.steps for c in s.commits]
+    reason = trace.footer.finish_reason if trace.footer else ""
+    size = f"{len(trace.steps)} steps, {len(trace.forwards)} forwards"
+    if reason == "cancelled" and not trace.blocks:
+        return {"run_status": f"⏹ Stopped before the first block was complete ({size}): nothing to replay.",
+                "live": render_live([]), "run_ok": False}
+    if reason == "cancelled":
+        status = f"⏹ Stopped — partial trace kept ({size}). The Replay tab shows it."
+    elif reason == "time_limit":
+        status = f"⏹ Stopped at the time limit — partial trace kept ({size}). The Replay tab shows it."
+    else:
+        status = f"✅ Done in {event['elapsed']:.1f} s: {size}. The Replay tab now shows this run."
+    return {"run_status": status, "live": render_live(commits, stop_ids=trace.header.model.stop_ids),
+            "output": event.get("text", ""), "state": make_state(trace, "run"), "run_ok": True}

@@ -79,11 +79,20 @@ def _draft_prefix(rec: StepRecord, start: int) -> int:
     return max(0, (min(rec.masks_before) - start) if rec.masks_before else 0)
 
 
+def _query_start(f: ForwardRecord, folded: int = 0) -> int:
+    """Absolute position of forward `f`'s first query row shown: the cache holds [0, cache_len), so the first query
+    sits at cache_len (a prefill shows its rows after the `folded` first positions)."""
+    return f.cache_len + folded
+
+
+def _query_count(f: ForwardRecord, folded: int = 0) -> int:
+    """Query rows of forward `f` shown (a 2L verify: its first half; prefill: after the folded positions)."""
+    return f.input_len // 2 if f.kind == "verify_2l" else f.input_len - folded
+
+
 def _labels(trace: Trace, f: ForwardRecord, rec: Optional[StepRecord], folded: int = 0) -> list[str]:
-    """Query row labels: token text + absolute position id. The first query sits at position cache_len (a prefill
-    shows its rows after the `folded` first positions)."""
-    n = f.input_len // 2 if f.kind == "verify_2l" else f.input_len - folded
-    start = f.cache_len + folded
+    """Query row labels: token text + absolute position id (row_positions)."""
+    n, start = _query_count(f, folded), _query_start(f, folded)
     if f.kind == "prefill":
         ids_step = 0
     elif rec is not None:
@@ -117,8 +126,17 @@ def _texts_at(trace: Trace, step: int, start: int, n: int, fill: Optional[StepRe
     return out
 
 
-def mask_figure(trace: Trace, step: int, which: str = "auto") -> go.Figure:
-    """Heatmap: rows = query tokens, columns = [cache band | query columns]."""
+def row_positions(f: ForwardRecord, folded: int = 0) -> list[int]:
+    """Absolute position id of every query row shown for forward `f` (a 2L verify lists the block twice; a long
+    prefill shows only the rows after the `folded` first positions)."""
+    start = _query_start(f, folded)
+    rows = list(range(start, start + _query_count(f, folded)))
+    return rows + rows if f.kind == "verify_2l" else rows
+
+
+def mask_figure(trace: Trace, step: int, which: str = "auto", selected: Optional[int] = None) -> go.Figure:
+    """Heatmap: rows = query tokens, columns = [cache band | query columns]; the rows of the `selected` position
+    (a clicked token) are outlined."""
     f = pick_forward(trace, step, which if which in WHICH else "auto")
     fig = go.Figure()
     fig.update_layout(template="plotly_white", height=420, margin=dict(l=110, r=20, t=50, b=90))
@@ -152,9 +170,15 @@ def mask_figure(trace: Trace, step: int, which: str = "auto") -> go.Figure:
     fig.add_trace(go.Heatmap(z=z[::-1], x=xlab, y=ylab, zmin=0, zmax=1, showscale=False, xgap=1, ygap=1,
                              colorscale=[[0, "#f8fafc"], [1, "#4f46e5"]],
                              hovertemplate="query %{y}<br>key %{x}<br>attend %{z}<extra></extra>"))
-    title = f"Attention mask of forward #{f.index} ({f.kind}), cache {f.cache_len}, {f.query_tokens} queries"
+    title = f"Attention mask of forward #{f.index} ({f.kind})<br>cache {f.cache_len}, {f.query_tokens} queries"
     if folded:
         title += f" (last {MAX_QUERIES} shown)"
+    rows_at = row_positions(f, folded)
+    hits = [i for i, pos in enumerate(rows_at) if pos == selected] if selected is not None else []
+    fig.update_layout(shapes=[dict(type="rect", xref="paper", x0=0, x1=1, yref="y", y0=len(z) - 1 - i - 0.5,
+                                   y1=len(z) - 1 - i + 0.5, line=dict(color="#ea580c", width=3)) for i in hits])
+    if hits:
+        title += f" — outlined: position {selected}"
     if f.kind == "verify_2l":
         title += " — 2L: drafts | MASK copies"
     elif f.kind == "draft" and prefix:

@@ -1,22 +1,27 @@
-"""Replay: everything shown for one step of a recorded trace. Pure functions of (trace, step); no model."""
+"""Replay: everything shown for one step of a recorded trace. Pure functions of (trace, step, options); no model.
+
+`STEP_VIEWS` is the registry of per-step views: name -> (trace, step, options) -> value. The app's wiring maps each
+name to the component of the same name, so adding a view is one line here plus its component.
+"""
 from __future__ import annotations
 
 import html
-import math
 import re
 from collections import Counter
-from typing import Any, Optional
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
 
 import plotly.graph_objects as go
 
 from s2d2.metrics import trace_metrics
 from s2d2.trace import Trace
 
-from .canvas import render_canvas
+from .canvas import legend_html, render_canvas
+from .describe import decision_line
 from .figures import acceptance_histogram, commit_map, nfe_by_block, per_position_figure, routing_figure
 from .mask_view import mask_figure
 from .strip import render_strip
-from .trace_index import clamp_step, index_of
+from .trace_index import clamp_step, index_of, show_value
 
 
 def step_summary(trace: Trace, step: int) -> str:
@@ -30,24 +35,46 @@ def step_summary(trace: Trace, step: int) -> str:
         return (f"Start: prompt of {len(trace.header.prompt_ids)} tokens, {n} steps recorded, "
                 f"NFE {pre} (prefill). Move the scrubber to replay.")
     d = rec.decision
-    route = "no routing" if d is None else ("verify ON" if d.verify else "verify OFF")
+    method = trace.header.config.get("method")
+    if d is None:
+        route = "one autoregressive step" if method == "ar" else "no verifier (diffusion alone never verifies)"
+    else:
+        route = "verify ON" if d.verify else "verify OFF"
     hows = Counter(c.how for c in rec.commits)
     nfe = trace.forwards[rec.forwards[-1]].nfe_after if rec.forwards else 0
-    parts = [f"Block {rec.block}, step {rec.step + 1}: {route}", f"{len(rec.drafts)} drafted"]
+    parts = [f"Answer block {idx.answer_block(rec.block)}, step {rec.step + 1}: {route}", f"{len(rec.drafts)} drafted"]
     order = ("accepted", "resampled", "threshold", "fallback", "hiconf_extra", "ratio_extra", "ar", "ar_seed")
     parts += [f"{hows[h]} {h.replace('_', ' ')}" for h in order if hows.get(h)]
     parts.append(f"NFE {nfe}")
     text = ", ".join(parts)
     if d is not None:
-        text += f" ({d.reason})"
+        text += f" ({decision_line(d)})"
     return text + f". Step {s} of {n}."
 
 
-def render_step(trace: Trace, step: int, mask_which: str = "auto") -> tuple[str, str, go.Figure, go.Figure, str]:
-    """(canvas_html, strip_html, routing_fig, mask_fig, summary_text) for scrubber value `step`."""
+@dataclass(frozen=True)
+class StepOptions:
+    """The Replay tab's view switches: the mask viewer's forward, the canvas colouring, the selected position."""
+
+    mask_which: str = "auto"
+    color_by: str = "state"
+    selected: Optional[int] = None
+
+
+STEP_VIEWS: dict[str, Callable[[Trace, int, StepOptions], Any]] = {
+    "canvas": lambda t, s, o: render_canvas(t, s, color_by=o.color_by),
+    "strip": lambda t, s, o: render_strip(t, s),
+    "routing": lambda t, s, o: routing_figure(t, s),
+    "mask": lambda t, s, o: mask_figure(t, s, o.mask_which, o.selected),
+    "summary": lambda t, s, o: step_summary(t, s),
+    "legend": lambda t, s, o: legend_html(t, o.color_by),
+}
+
+
+def render_step(trace: Trace, step: Any, options: StepOptions = StepOptions()) -> dict[str, Any]:
+    """Every per-step view (STEP_VIEWS) for scrubber value `step`, keyed by view name."""
     s = clamp_step(trace, step)
-    return (render_canvas(trace, s), render_strip(trace, s), routing_figure(trace, s),
-            mask_figure(trace, s, mask_which), step_summary(trace, s))
+    return {name: view(trace, s, options) for name, view in STEP_VIEWS.items()}
 
 
 def render_timelines(trace: Trace, step: Optional[int] = None) -> tuple[go.Figure, go.Figure, go.Figure, go.Figure]:
@@ -74,16 +101,27 @@ def basic_metrics(trace: Trace) -> dict[str, Any]:
     }
 
 
-METRIC_LABELS = [
-    ("nfe", "NFE (forward passes)"), ("generated_tokens", "generated tokens"),
-    ("tokens_per_forward", "tokens per forward (TPF)"), ("mean_acceptance_length", "mean acceptance length (vLLM)"),
-    ("tokens_per_verify", "tokens per verify (S2D2-exact, no bonus token)"),
-    ("draft_acceptance_rate", "draft acceptance rate (vLLM)"), ("num_drafts", "verify calls (vLLM num_drafts)"),
-    ("verify_rate", "verify rate"), ("steps_per_block", "steps per block"),
-    ("estimator_mae", "estimator MAE |K̂ − K|"), ("query_tokens", "query tokens"), ("wall_seconds", "wall time (s)"),
-    ("finish_reason", "finish reason"),
+# (key, label, what it means): one line next to every metric whose meaning is not obvious
+METRICS = [
+    ("nfe", "NFE (forward passes)", "every model call: prefill + drafts + verifies + commits"),
+    ("generated_tokens", "generated tokens", "answer tokens, up to the stop token"),
+    ("tokens_per_forward", "tokens per forward (TPF)", "generated tokens ÷ NFE (higher is faster)"),
+    ("mean_acceptance_length", "mean acceptance length (vLLM)",
+     "1 + accepted drafts per verify call: vLLM counts a bonus token per call, which S2D2 never makes"),
+    ("tokens_per_verify", "tokens per verify (S2D2)",
+     "tokens a verify step really commits: its accepted drafts + the resampled one"),
+    ("draft_acceptance_rate", "draft acceptance rate (vLLM)", "accepted drafts ÷ drafts sent to the verifier"),
+    ("num_drafts", "verify calls (vLLM num_drafts)", "steps that ran the verifier"),
+    ("verify_rate", "verify rate", "verify steps ÷ steps where the policy decided"),
+    ("steps_per_block", "steps per block", "draft steps per block (diffusion denoising steps)"),
+    ("estimator_mae", "estimator MAE |K̂ − K|", "how far the predicted accepted length was from the real one"),
+    ("query_tokens", "query tokens", "tokens fed through the model (a 2L verify feeds 2B)"),
+    ("wall_seconds", "wall time (s)", "time the recorded run took on its machine"),
+    ("finish_reason", "finish reason", "stop token, length, cancelled (Stop) or time limit"),
 ]
+METRIC_LABELS = [(key, label) for key, label, _ in METRICS]
 OPTIONAL = {"tokens_per_verify", "num_drafts", "steps_per_block", "estimator_mae", "finish_reason"}
+METRIC_HEADERS = ["metric", "value", "what it means"]
 
 
 def metrics_of(trace: Trace) -> dict[str, Any]:
@@ -94,25 +132,16 @@ def metrics_of(trace: Trace) -> dict[str, Any]:
 
 
 def metrics_table(trace: Trace) -> list[list[str]]:
-    """Rows [metric, value] for a gr.Dataframe; NFE by kind listed after the main rows."""
+    """Rows [metric, value, what it means] for a gr.Dataframe; NFE by kind listed after the main rows."""
     m = metrics_of(trace)
     rows = []
-    for key, label in METRIC_LABELS:
+    for key, label, meaning in METRICS:
         if key in OPTIONAL and key not in m:
             continue
-        value = m.get(key)
-        rows.append([label, _show(value)])
+        rows.append([label, show_value(m.get(key)), meaning])
     for kind, count in sorted((m.get("nfe_by_kind") or {}).items()):
-        rows.append([f"NFE: {kind}", _show(count)])
+        rows.append([f"NFE: {kind}", show_value(count), "forwards of this kind"])
     return rows
-
-
-def _show(value: Any) -> str:
-    if value is None:
-        return "–"
-    if isinstance(value, float):
-        return "–" if math.isnan(value) else f"{value:.3f}"
-    return str(value)
 
 
 def md_escape(value: Any, limit: int = 120) -> str:

@@ -3,8 +3,9 @@
 `config_from_inputs` is pure (UI values -> DecodeConfig or one readable message, within s2d2/limits.py).
 `record` runs s2d2.generate in a worker thread and yields plain dicts (ZeroGPU pickles results): progress after
 every block, then the trace; `record_lanes` does the same for several configurations under one time budget
-(Compare, what-if re-run). Every forward of a run first checks its stop flag (Stop button, closed tab, closed
-stream), and every run ends at the time limit with the partial trace. Which models may run: components/models.py.
+(Compare, what-if re-run). Every forward of a run first checks its job's stop flag (components/guard.py: Stop
+button, closed tab, closed stream), and a stopped or timed-out run still returns its trace up to the last complete
+block. Which models may run: components/models.py.
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Optional
 
-from s2d2.config import ACCEPTANCE, ESTIMATORS, METHODS, POLICIES, REMASKING, DecodeConfig, preset, presets
+from s2d2.config import ACCEPTANCE, ESTIMATORS, METHODS, POLICIES, REMASKING, DecodeConfig, preset
 from s2d2.decoding.layout import block_lengths
 from s2d2.limits import SEED_MAX, check_lengths, check_prompt_chars, check_prompt_tokens, check_seed, limits
 from s2d2.policies import Knob as PolicyKnob
@@ -112,10 +113,6 @@ def preset_values(name: str, seed: int = 0) -> list[Any]:
     return values
 
 
-def preset_choices() -> list[tuple[str, str]]:
-    return [(f"{name} — {line}", name) for name, line in presets().items()]
-
-
 def _coerce(knob: Knob, value: Any) -> Any:
     if value is None or (isinstance(value, str) and not value.strip() and knob.kind != "choice"):
         raise ValueError(f"{knob.name}: no value given")
@@ -184,22 +181,25 @@ def gpu_duration(prompt: Any, model_name: str, config: dict[str, Any], seed: int
 
 
 class RunStopped(Exception):
-    """Raised before a forward of a run that was stopped (Stop button, closed tab or stream)."""
+    """Compare lanes or a what-if re-run that the visitor stopped; the message says what was kept."""
 
 
 class _Stoppable:
-    """The model as one run sees it: every forward first checks the run's stop flag, so a stopped run frees the
-    GPU within one forward instead of at the end of its block. Everything else is the model's."""
+    """The model as one run sees it: every forward first checks the run's stop flag and, once it is up, raises
+    s2d2's StopDecoding instead, so a stopped run frees the GPU within one forward and still returns its trace up to
+    the last complete block. Everything else is the model's."""
 
     def __init__(self, model: Any, stopped: Callable[[], bool]) -> None:
-        self._model, self._stopped = model, stopped
+        from s2d2.api import StopDecoding
+
+        self._model, self._stopped, self._stop = model, stopped, StopDecoding
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._model, name)
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         if self._stopped():
-            raise RunStopped()
+            raise self._stop()
         return self._model.forward(*args, **kwargs)
 
 
@@ -213,8 +213,9 @@ def record_stream(prompt: Any, model_name: str, config: dict[str, Any], seed: in
                   max_seconds: Optional[float] = None, min_interval: float = 0.2,
                   cancel: Callable[[], bool] = lambda: False) -> Iterator[dict[str, Any]]:
     """Run `generate` in a thread; yield {"kind": "progress"|"done"|"error", ...} plain dicts. The run ends early
-    (partial trace, finish_reason "time_limit") after `max_seconds` (default: S2D2_MAX_RUN_SECONDS), and within one
-    forward when this generator is closed or `cancel()` turns true."""
+    with its partial trace as "done": after `max_seconds` (default: S2D2_MAX_RUN_SECONDS; finish_reason
+    "time_limit"), and within one forward once `cancel()` turns true ("cancelled": the blocks completed before it).
+    Closing this generator stops the decode within one forward too."""
     try:
         cfg = check_config(DecodeConfig.from_dict(config))
         model = load(model_name)
@@ -230,8 +231,9 @@ def record_stream(prompt: Any, model_name: str, config: dict[str, Any], seed: in
         return stop.is_set() or cancel()
 
     def on_block(steps: list[Any], *_: Any, **__: Any) -> None:
-        commits = [[c.position, c.text, c.how] for s in steps for c in s.commits]
+        commits = [[c.position, c.text, c.how, c.token] for s in steps for c in s.commits]
         events.put({"kind": "progress", "steps": len(steps), "commits": commits,
+                    "stop_ids": list(getattr(getattr(model, "spec", None), "stop_ids", ())),
                     "elapsed": round(time.monotonic() - start, 2)})
 
     def work() -> None:
@@ -244,8 +246,6 @@ def record_stream(prompt: Any, model_name: str, config: dict[str, Any], seed: in
                               should_stop=stopped, max_seconds=seconds)
             events.put({"kind": "done", "trace": result.trace.to_dict(), "text": result.text,
                         "elapsed": round(time.monotonic() - start, 2)})
-        except RunStopped:
-            events.put({"kind": "error", "message": "Stopped."})
         except ValueError as exc:
             events.put({"kind": "error", "message": str(exc)[:500]})
         except Exception as exc:  # the UI shows a message, never a traceback
@@ -286,7 +286,8 @@ def _record_on_gpu(prompt: str, model_name: str, config: dict[str, Any], seed: i
 def record_lanes(prompt: Any, model_name: str, configs: dict[str, dict[str, Any]],
                  seed: int) -> Iterator[dict[str, Any]]:
     """Decode several configurations one after the other, all within one S2D2_MAX_RUN_SECONDS budget; yields
-    progress (with "lane"), then {"kind": "done", "traces": {name: trace dict}} or one error."""
+    progress (with "lane"), then {"kind": "done", "traces": {name: trace dict}}, or one "error", or one "stopped"
+    (the job's Stop: its lane ends within one forward and later lanes do not start)."""
     return _lanes_on_gpu(prompt, model_name, configs, seed, current_job())
 
 
@@ -309,6 +310,10 @@ def _lanes_on_gpu(prompt: Any, model_name: str, configs: dict[str, dict[str, Any
             return
         for event in record_stream(prompt, model_name, config, seed, generate_within_limits, get_model,
                                    max_seconds=left, cancel=lambda: cancelled(job_id)):
+            if event["kind"] == "done" and event["trace"]["footer"]["finish_reason"] == "cancelled":
+                kept = ", ".join(traces) or "none"
+                yield {"kind": "stopped", "message": f"Stopped during lane {name} (lanes finished before: {kept})."}
+                return
             if event["kind"] == "done":
                 traces[name] = event["trace"]
             elif event["kind"] == "error":

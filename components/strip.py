@@ -7,7 +7,7 @@ from typing import Any
 from s2d2.trace import StepRecord, Trace
 
 from .canvas import visible_text
-from .trace_index import clamp_step, fmt, index_of
+from .trace_index import clamp_step, fmt, fmt_prob, index_of
 
 
 def strip_rows(step: StepRecord) -> list[dict[str, Any]]:
@@ -43,6 +43,11 @@ def _bar(ratio: float, u: float | None) -> str:
                                  f'title="u = {u:.3f}"></span>')
     return (f'<div class="rbar" role="img" aria-label="r {ratio:.2f}">'
             f'<span class="r" style="width:{width:.1f}%"></span>{tick}</div>')
+
+
+def _mark(r: dict[str, Any]) -> str:
+    """The first rejected column stands out (the moment the verifier catches a draft)."""
+    return ' class="first-reject"' if r["first_reject"] else ""
 
 
 def _outcome(r: dict[str, Any]) -> str:
@@ -90,12 +95,12 @@ def render_strip(trace: Trace, step: int) -> str:
         return f'<div class="s2d2-strip">{head}</div>'
     greedy = rec.verification is not None and rec.verification.mode == "greedy_exact"
     e = html.escape
-    cols = [f'<th scope="col">i={r["span_index"]}<br><small>pos {r["position"]}</small></th>' for r in rows]
+    cols = [f'<th scope="col"{_mark(r)}>i={r["span_index"]}<br><small>pos {r["position"]}</small></th>' for r in rows]
     body = [
         ("draft x₀", [f'<code>{e(visible_text(r["draft"], 16))}</code>' for r in rows]),
-        ("p(x₀)", [f'<span title="top p: {_top(r["top_p"])}">{fmt(r["p"])}</span>' for r in rows]),
-        ("q(x₀)", [f'<span title="top q: {_top(r["top_q"])}">{fmt(r["q"])}</span>' for r in rows]),
-        ("r = min(1, q/p)", [f'{fmt(r["ratio"])}{_bar(r["ratio"], r["u"])}' for r in rows]),
+        ("p(x₀)", [f'<span title="top p: {_top(r["top_p"])}">{fmt_prob(r["p"])}</span>' for r in rows]),
+        ("q(x₀)", [f'<span title="top q: {_top(r["top_q"])}">{fmt_prob(r["q"])}</span>' for r in rows]),
+        ("r = min(1, q/p)", [f'{fmt_prob(r["ratio"])}{_bar(r["ratio"], r["u"])}' for r in rows]),
     ]
     if greedy:
         body.append(("x₀ == argmax q", ["yes" if r["passed"] else "no" for r in rows]))
@@ -108,14 +113,19 @@ def render_strip(trace: Trace, step: int) -> str:
          (f'↻ <code>{e(visible_text(r["resampled"], 16))}</code>' if r["resampled"] is not None else
           ("discarded" if r["outcome"] == "after" else "masked")))
         for r in rows]))
-    trs = "".join(f'<tr><th scope="row">{e(name)}</th>{"".join(f"<td>{c}</td>" for c in cells)}</tr>'
+    trs = "".join(f'<tr><th scope="row">{e(name)}</th>'
+                  f'{"".join(f"<td{_mark(r)}>{c}</td>" for r, c in zip(rows, cells))}</tr>'
                   for name, cells in body)
-    return (f'<div class="s2d2-strip">{head}<table><thead><tr><th></th>{"".join(cols)}</tr></thead>'
-            f'<tbody>{trs}</tbody></table></div>')
+    return (f'<div class="s2d2-strip">{head}<div class="tbl"><table><thead><tr><th></th>{"".join(cols)}</tr></thead>'
+            f'<tbody>{trs}</tbody></table></div></div>')
 
 
 STRIP_CSS = """
+.s2d2-strip .tbl{overflow-x:auto;max-width:100%;-webkit-overflow-scrolling:touch}
+.s2d2-strip th[scope=row]{position:sticky;left:0;background:#f8fafc;z-index:1;text-align:left}
 .s2d2-strip table{border-collapse:collapse;font-size:0.85em}
+.s2d2-strip td.first-reject,.s2d2-strip th.first-reject{background:#ffedd5;border-left:2px solid #ea580c;
+  border-right:2px solid #ea580c}
 .s2d2-strip th,.s2d2-strip td{border:1px solid #cbd5e1;padding:2px 6px;text-align:center}
 .s2d2-strip .rbar{position:relative;height:8px;width:60px;background:#e2e8f0;margin:2px auto}
 .s2d2-strip .rbar .r{position:absolute;left:0;top:0;bottom:0;background:#22c55e}

@@ -12,6 +12,7 @@ from typing import Any, Optional
 
 import plotly.graph_objects as go
 
+from s2d2.limits import limits
 from s2d2.results_file import read_results
 from s2d2.sweep import accuracy_interval, format_p, pareto_frontier, validate_results
 
@@ -46,7 +47,7 @@ def pareto_figure(data: dict[str, Any], axis: str = "nfe") -> go.Figure:
                       title=dict(text=f"Accuracy vs {title.split(' (')[0]} · {_plain(meta.get('model', '?'))} on "
                                       f"{_plain(meta.get('task', '?'))} (n = {_plain(meta.get('n', '?'))})",
                                  font=dict(size=14)),
-                      xaxis_title=title, yaxis=dict(title="accuracy", range=[-0.03, 1.03]),
+                      xaxis_title=title, yaxis=dict(title="accuracy", range=accuracy_range(cells)),
                       legend=dict(orientation="h", y=-0.2))
     for method, (colour, symbol, label) in METHOD_STYLE.items():
         pts = [c for c in cells if c["method"] == method]
@@ -69,9 +70,22 @@ def pareto_figure(data: dict[str, Any], axis: str = "nfe") -> go.Figure:
     ar = next((c for c in cells if c["method"] == "ar"), None)
     if ar is not None:
         fig.add_vline(x=float(ar[key]), line=dict(color="#111827", width=1, dash="dash"))
-        fig.add_hline(y=float(ar["accuracy"]), line=dict(color="#111827", width=1, dash="dash"),
-                      annotation_text="AR reference", annotation_position="bottom right")
+        fig.add_hline(y=float(ar["accuracy"]), line=dict(color="#111827", width=1, dash="dash"))
+        fig.add_annotation(x=float(ar[key]), y=1, yref="paper", text="AR", showarrow=False, xanchor="left",
+                           yanchor="top", xshift=4, font=dict(size=11, color="#111827"))
     return fig
+
+
+def accuracy_range(cells: list[dict[str, Any]]) -> list[float]:
+    """A y range that fits the data and its error bars (with a margin), not 0-1: 0.63-0.98 should fill the plot,
+    not its top 15 %."""
+    ys = [float(c["accuracy"]) for c in cells]
+    if not ys:
+        return [-0.03, 1.03]
+    bars = [accuracy_interval(c) or (y, y) for c, y in zip(cells, ys)]
+    lo, hi = min(b[0] for b in bars), max(b[1] for b in bars)
+    pad = max(0.02, 0.08 * (hi - lo))
+    return [max(-0.03, lo - pad), min(1.03, hi + pad)]
 
 
 def pareto_html(data: dict[str, Any]) -> str:
@@ -159,7 +173,8 @@ def build_sweep_tab(ctx: Any = None) -> dict[str, Any]:
                 "intervals (Wilson): where two cells' bars overlap, the sweep cannot tell their accuracies apart. "
                 "Speedups are per generated token, vs the AR cell (and vs the fastest baseline cell with equal or "
                 "better accuracy); p is McNemar's exact test on the same problems (small p: a real difference).")
-    c["sweep_upload"] = gr.File(label="Upload a results.json (≤ 5 MB)", file_types=[".json"], height=90)
+    c["sweep_upload"] = gr.File(label=f"Upload a results.json (≤ {limits().max_upload_mb:g} MB)", file_types=[".json"],
+                                height=120)
     c["sweep_status"] = gr.Markdown(views[0], elem_id="sweep-status")
     with gr.Row():
         c["sweep_nfe"] = gr.Plot(views[1], label="Accuracy vs NFE per token", elem_id="sweep-nfe")

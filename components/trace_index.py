@@ -38,6 +38,28 @@ class TraceIndex:
     def block_of_position(self, pos: int) -> Optional[BlockRecord]:
         return self.block_at.get(pos)
 
+    def answer_block(self, block_index: int) -> int:
+        """The block's number as a reader counts it: 1 = the first block that decodes answer tokens (the engine's
+        indices also count the blocks that hold only prompt)."""
+        first = self.trace.blocks[0].index if self.trace.blocks else 0
+        return block_index - first + 1
+
+    @property
+    def end_position(self) -> Optional[int]:
+        """Absolute position of the stop token that ends the answer (None when the run did not stop on one)."""
+        footer = self.trace.footer
+        if footer is None or footer.stop_position is None:
+            return None
+        return len(self.trace.header.prompt_ids) + footer.stop_position
+
+    def after_end(self, step: int, pos: int) -> bool:
+        """True when `pos` lies after the stop token and that token is committed by scrubber value `step`."""
+        end = self.end_position
+        if end is None or pos <= end:
+            return False
+        hit = self.commit_of.get(end)
+        return hit is not None and hit[0] < step
+
 
 def build_index(trace: Trace) -> TraceIndex:
     idx = TraceIndex(trace)
@@ -91,6 +113,29 @@ def num(value: Any) -> Optional[float]:
     return None
 
 
+def show_value(value: Any) -> str:
+    """A metric or score for a table cell: "–" for missing or NaN, 3 decimals for floats."""
+    if value is None:
+        return "–"
+    if isinstance(value, float):
+        return "–" if math.isnan(value) else fmt(value)
+    return str(value)
+
+
+def decisive(value: float, reference: float, digits: int = 2, most: int = 6) -> tuple[str, str]:
+    """(value, reference) printed with enough decimals to tell them apart, never a bare "-0.00": "s = 2.00 < τ 2.00"
+    becomes "s = 1.9987 < τ 2.0000". The precision that decides a comparison is the precision it is printed with."""
+    if not (math.isfinite(value) and math.isfinite(reference)):
+        return fmt(value, digits), fmt(reference, digits)
+    d = digits
+    for d in range(digits, most + 1):
+        a, b = f"{value:.{d}f}", f"{reference:.{d}f}"
+        rounded_to_zero = float(a) == 0.0 and value != 0.0
+        if (a != b or value == reference) and not rounded_to_zero:
+            break
+    return f"{value:.{d}f}".replace("-", "−"), f"{reference:.{d}f}".replace("-", "−")
+
+
 def fmt(value: Optional[float], digits: int = 3) -> str:
     if value is None:
         return "–"
@@ -99,3 +144,10 @@ def fmt(value: Optional[float], digits: int = 3) -> str:
     if math.isnan(value):
         return "nan"
     return f"{value:.{digits}f}"
+
+
+def fmt_prob(value: Optional[float], digits: int = 3) -> str:
+    """A probability or ratio: like fmt, but a tiny non-zero value keeps its size (2e-05, not a false 0.000)."""
+    if value is not None and 0 < abs(value) < 0.5 * 10 ** -digits:
+        return f"{value:.0e}"
+    return fmt(value, digits)

@@ -170,19 +170,6 @@ def prune_exports(root: Path, keep: int = MAX_EXPORTS, max_age: float = EXPORT_M
     return removed
 
 
-def example_traces(directory: Path = ASSETS) -> dict[str, Path]:
-    """Precomputed example traces shipped in assets/traces: label -> path (sorted by file name)."""
-    if not directory.is_dir():
-        return {}
-    return {example_label(p.stem): p for p in sorted(directory.glob("*.json"))}
-
-
-def example_label(stem: str) -> str:
-    """"01-sdar-config-b--arithmetic" -> "sdar-config-b · arithmetic" (the numeric prefix only orders files)."""
-    label = re.sub(r"^\d+-", "", stem)
-    return label.replace("--", " · ").replace("_", " ")
-
-
 def load_example(path: Path) -> Trace:
     return parse_text(path.read_bytes())
 

@@ -15,7 +15,7 @@ from .trace import Trace  # noqa: E402
 
 def __getattr__(name: str):
     # Heavy modules (torch, transformers) load on first use so `import s2d2` stays cheap.
-    if name in ("generate", "GenerateResult", "encode_prompt"):
+    if name in ("generate", "GenerateResult", "encode_prompt", "StopDecoding"):
         from . import api
 
         return getattr(api, name)
@@ -26,5 +26,5 @@ def __getattr__(name: str):
     raise AttributeError(f"module 's2d2' has no attribute {name!r}")
 
 
-__all__ = ["DecodeConfig", "preset", "presets", "Trace", "generate", "GenerateResult", "load_model",
+__all__ = ["DecodeConfig", "preset", "presets", "Trace", "generate", "GenerateResult", "StopDecoding", "load_model",
            "from_transformers", "ModelLoadError", "known_models", "__version__"]

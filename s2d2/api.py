@@ -14,6 +14,7 @@ from .decoding.ar import ar_loop
 from .decoding.decoder import block_loop, make_check
 from .decoding.layout import block_lengths, block_plan
 from .decoding.recorder import Recorder
+from .decoding.result import StopDecoding  # noqa: F401 (public: a model's forward raises it to stop a run)
 from .metrics import trace_metrics
 from .output import trim_output
 from .trace import SCHEMA_VERSION, Footer, Header, ModelInfo, StepRecord, Trace
@@ -90,7 +91,8 @@ def generate(
 
     `detailed=False` records the forward and step skeleton only (what metrics need), not per-mask drafts,
     top-k candidates or token strings. `on_block` receives the steps so far after every block;
-    `should_stop` / `max_seconds` end the run early with the partial output (finish_reason says why).
+    `should_stop` / `max_seconds` end the run early with the partial output (finish_reason says why); a
+    `StopDecoding` raised by the model's forward ends it at once, at its last complete block ("cancelled").
     """
     cfg = (cfg or DecodeConfig()).validate()
     ids, text = encode_prompt(model, prompt, chat)

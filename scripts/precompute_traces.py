@@ -4,6 +4,7 @@
     python scripts/precompute_traces.py --model tiny --gen-length 48 --out assets/traces
 
 CPU is enough for the tiny model. File names sort in the order the app lists them; the first is shown at start.
+A `*.baseline.json` file is the diffusion baseline on its example's prompt and seed (the Replay tab's toggle).
 """
 from __future__ import annotations
 
@@ -12,23 +13,44 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any, Union
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-# (file stem, preset, prompt index, seed, overrides). The first one opens the app, so it should skip some steps,
-# verify others and reject a draft: a sampled run (T = 0.7) that verifies only when K̂ >= 3.
-RUNS = [
-    ("01-s2d2-sampled--apples", "sdar-config-a", 0, 1, {"temperature": 0.7, "score_threshold": 2.0, "block_length": 8}),
-    ("02-sdar-config-b--apples", "sdar-config-b", 0, 0, {}),
-    ("03-sdar-config-a--apples", "sdar-config-a", 0, 0, {}),
-    ("04-dynamic-baseline--apples", "dynamic-baseline", 0, 0, {}),
-    ("05-ar--apples", "ar", 0, 0, {}),
-    ("06-s2d2-hysteresis--noah", "sdar-config-b", 1, 0, {"policy": "score_hysteresis", "hysteresis_on": 0.5,
-                                                           "hysteresis_off": -0.5, "score_type": "difference_dynamic",
-                                                           "penalty_coef": 1.0, "block_length": 8}),
+# A prompt: an index into components.run_panel.EXAMPLE_PROMPTS, or ("heldout", i) for held-out arithmetic question i.
+Prompt = Union[int, tuple[str, int]]
+# The first example opens the app. It is the pair scripts/find_catch.py found (held-out question 8, seed 8): at
+# B = 16 the dynamic-threshold baseline (τ 0.9, the sweep's 88.5 % cell) writes "33 + 20 = 53"; S2D2 at the same B
+# (verify iff K̂ − 1 ≥ 1.5, the sweep's 96.5 % cell) drafts the same wrong "2", its verifier rejects it and
+# resamples "3": "#### 63". It also skips verification once, so one trace shows every idea of the tour.
+CATCH_PROMPT: Prompt = ("heldout", 8)
+# (file stem, preset, prompt, seed, overrides)
+RUNS: list[tuple[str, str, Prompt, int, dict[str, Any]]] = [
+    ("01-verifier-catches-a-wrong-digit", "sdar-config-a", CATCH_PROMPT, 8,
+     {"block_length": 16, "score_threshold": 1.5}),
+    ("01-verifier-catches-a-wrong-digit.baseline", "dynamic-baseline", CATCH_PROMPT, 8,
+     {"block_length": 16, "confidence_threshold": 0.9}),
+    ("02-always-verify--block-16", "sdar-config-b", 0, 0, {}),
+    ("03-verify-when-it-pays--block-4", "sdar-config-a", 0, 0, {}),
+    ("04-diffusion-alone--block-4", "dynamic-baseline", 0, 0, {}),
+    ("05-one-token-per-forward--autoregressive", "ar", 0, 0, {}),
+    ("06-hysteresis-switches-verification-on", "sdar-config-b", 1, 0,
+     {"policy": "score_hysteresis", "hysteresis_on": 0.5, "hysteresis_off": -0.5, "score_type": "difference_dynamic",
+      "penalty_coef": 1.0, "block_length": 8}),
+    ("07-sampled-drafts--temperature-0.7", "sdar-config-a", 0, 1,
+     {"temperature": 0.7, "score_threshold": 2.0, "block_length": 8}),
 ]
+
+
+def prompt_text(prompt: Prompt) -> str:
+    from components.run_panel import EXAMPLE_PROMPTS
+    from s2d2.tasks.arithmetic import heldout
+
+    if isinstance(prompt, tuple):
+        return heldout(prompt[1] + 1)[prompt[1]].question
+    return EXAMPLE_PROMPTS[prompt]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -39,7 +61,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=ROOT / "assets" / "traces")
     args = ap.parse_args(argv)
     import s2d2
-    from components.run_panel import EXAMPLE_PROMPTS
 
     try:
         model = s2d2.load_model(args.model)
@@ -47,16 +68,28 @@ def main(argv: list[str] | None = None) -> int:
         print(f"Could not load model {args.model!r}: {exc}", file=sys.stderr)
         return 1
     args.out.mkdir(parents=True, exist_ok=True)
-    for stem, name, prompt_idx, seed, overrides in RUNS:
+    for stem, name, prompt, seed, overrides in RUNS:
         cfg = s2d2.preset(name, gen_length=args.gen_length, **overrides)
         t0 = time.perf_counter()
-        result = s2d2.generate(model, EXAMPLE_PROMPTS[prompt_idx], cfg, seed=seed + args.seed)
+        result = s2d2.generate(model, prompt_text(prompt), cfg, seed=seed + args.seed)
         path = args.out / f"{stem}.json"
         path.write_text(result.trace.to_json(), encoding="utf-8")
         m = result.metrics
         print(f"{path.name}: {m['nfe']} NFE, {m['generated_tokens']} tokens, verify rate {m['verify_rate']:.2f}, "
               f"{time.perf_counter() - t0:.1f} s, {path.stat().st_size / 1e3:.0f} kB: {result.text[:60]!r}")
+    print_stories(args.out)
     return 0
+
+
+def print_stories(directory: Path) -> None:
+    """The headline each example pair will show (the app computes the same line from the same files)."""
+    from components.examples import list_examples, load_pair
+    from components.story import pair_story
+
+    for label, example in list_examples(directory).items():
+        main_trace, baseline = load_pair(example)
+        if baseline is not None:
+            print(f"{label}: {pair_story(main_trace, baseline).text}")
 
 
 if __name__ == "__main__":

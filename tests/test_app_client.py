@@ -104,25 +104,35 @@ def test_api_surface(served):
     client.close()
 
 
+def api_values(values, names) -> dict:
+    """An endpoint's outputs by component name (gradio_client leaves out states and layout blocks)."""
+    shown = [n for n in names if n not in ("state", "selected", "tabs")]
+    assert len(values) == len(shown)
+    return dict(zip(shown, values))
+
+
 def _run_and_replay(url: str, model: str, tmp_path: Path) -> None:
+    from components.handlers import LOAD_OUT, STEP_OUT
+
     client = Client(url, verbose=False)
     status, live, text = client.predict("2+3=", model, *knob_values("sdar-config-b", gen_length=16, block_length=4),
                                         api_name="/run")
     assert status.startswith("✅ Done"), status
     assert "data-pos" in live
-    shown = client.predict(api_name="/show_trace")
-    title, summary, download = shown[1], shown[7], shown[-1]
+    shown = api_values(client.predict(api_name="/show_trace"), ["tabs", *LOAD_OUT])
+    title, summary, download = shown["title"], shown["summary"], shown["download"]
     assert "measured trace" in title and re.match(r"Start: prompt of \d+ tokens", summary)
     data = json.loads(Path(download).read_text())
     assert data["header"]["provenance"] == "measured" and data["header"]["config"]["gen_length"] == 16
-    canvas, strip_html, routing, mask, summary = client.predict(1, "auto", api_name="/step")
-    assert re.match(r"Block \d+, step 1: verify ON", summary) and "verifier" in strip_html
+    step = api_values(client.predict(1, "auto", "state", api_name="/step"), STEP_OUT)
+    canvas, strip_html, routing, summary = step["canvas"], step["strip"], step["routing"], step["summary"]
+    assert re.match(r"Answer block 1, step 1: verify ON", summary) and "verifier" in strip_html
     assert routing["type"] == "plotly" and "bdata" not in routing["plot"]
     # download -> upload -> replay in a fresh session gives the same step view
     other = Client(url, verbose=False)
     up = other.predict(handle_file(download), api_name="/upload_trace")
     assert up[0] == "Loaded the uploaded trace."
-    assert other.predict(1, "auto", api_name="/step")[0] == canvas
+    assert other.predict(1, "auto", "state", api_name="/step")[0] == canvas
     client.close()
     other.close()
 
@@ -157,7 +167,7 @@ def _session(url: str, name: str, tmp: Path) -> tuple[str, str, str]:
     client = Client(url, verbose=False)
     try:
         assert client.predict(handle_file(str(path)), api_name="/upload_trace")[0] == "Loaded the uploaded trace."
-        views = [client.predict(s, "auto", api_name="/step") for s in (1, 0, 1)]
+        views = [client.predict(s, "auto", "state", api_name="/step") for s in (1, 0, 1)]
         return name, views[0][0], views[2][4]
     finally:
         client.close()
@@ -278,6 +288,27 @@ def test_closing_the_event_stream_stops_the_decode(served):
     assert _wait(lambda: not _decoding(), 20), "the decode kept running after its stream closed"
 
 
+def test_stop_keeps_the_partial_trace_and_opens_it(served):
+    """The Stop button's path end to end: the job's flag ends the decode within one forward, the run itself writes
+    "Stopped — partial trace kept", and the session's trace is that partial run."""
+    from components import guard
+    from components.handlers import LOAD_OUT
+
+    client = Client(served[1], verbose=False)
+    job = client.submit("Once", SLOW_MODEL, *knob_values("dynamic-baseline", gen_length=480, block_length=4),
+                        api_name="/run")
+    assert _wait(lambda: any(str(o[0]).startswith("Decoding") for o in job.outputs())), "the run never decoded"
+    guard.JOBS.stop_session(client.session_hash)  # what the Stop button does
+    status = job.result(timeout=30)[0]
+    assert status.startswith("⏹ Stopped — partial trace kept ("), status
+    assert _wait(lambda: not _decoding(), 10) and not guard.JOBS.running(client.session_hash)
+    shown = api_values(client.predict(api_name="/show_trace"), ["tabs", *LOAD_OUT])
+    data = json.loads(Path(shown["download"]).read_text())
+    assert data["footer"]["finish_reason"] == "cancelled" and 0 < len(data["steps"]) < 480
+    assert f"{len(data['steps'])} steps, {len(data['forwards'])} forwards" in status
+    client.close()
+
+
 def test_models_off_the_list_and_huge_seeds_are_refused(served):
     """Rows 3 and 7: the 30B is not offered (refused before any download); a 250-digit seed is a message."""
     client = Client(served[1], verbose=False)
@@ -303,7 +334,8 @@ def test_compare_is_one_job_and_stops_within_a_forward(served):
         client.predict("hi", RANDOM_MODEL, *knob_values(gen_length=8), api_name="/run")
     start = time.time()
     guard.JOBS.stop_session(client.session_hash)  # what the Stop button does
-    assert job.result(timeout=30).endswith("Stopped.") and time.time() - start < 10
+    status = job.result(timeout=30)
+    assert status.startswith("⏹ Stopped during lane 1·dynamic-baseline*") and time.time() - start < 10, status
     assert client.predict("x" * 2001, 0, 8, *lanes, api_name="/compare").startswith("⚠ The prompt: 2001 characters")
     client.close()
 

@@ -226,6 +226,8 @@ def test_sweep_tab_shows_intervals_for_new_and_old_results_files(tmp_path):
     fig = sw.pareto_figure(validate_results(new), "wall")
     s2d2 = next(t for t in fig.data if t.name == "S2D2")
     assert list(s2d2.error_y.arrayminus) == [0.5] and list(s2d2.error_y.array) == [0.0]
+    low, high = fig.layout.yaxis.range  # the y-axis fits the data and its error bars (0.2-1.0), not just 0.5-1.0
+    assert low < 0.2 and 1.0 < high <= 1.03
     assert sw.results_table(new)[1][headers.index("p vs AR (McNemar)")] == "0.5"
     assert '"error_y"' in sw.pareto_html(new)
     for bad in ({"p_vs_ar": 1.5}, {"correct_by_problem": "11"}, {"correct_by_problem": "11x1"},

@@ -1,6 +1,9 @@
-"""A real browser (Debian Chromium via Playwright): example on screen, scrubbing, every plot mounts, a run completes.
+"""A real browser (Debian Chromium via Playwright) on the whole app, desktop (1440×900) and phone (390×844):
+the first screen shows the verifier catching a wrong draft, the tour walks draft → … → the whole run, Run shows
+few knobs and Stop keeps the partial trace, the phone layout fits, and no console errors.
 
-Saves docs/screenshot.png. Skips when Playwright or /usr/bin/chromium is missing.
+One launched app for the module. docs/screenshot.png, docs/screenshot-tour.png and docs/screenshot-phone.png are
+rewritten when S2D2_UPDATE_SCREENSHOT=1 (or when missing). Skips when Playwright or /usr/bin/chromium is missing.
 """
 from __future__ import annotations
 
@@ -16,94 +19,244 @@ sys.path.insert(0, str(HERE))
 CHROMIUM = os.environ.get("S2D2_CHROMIUM", "/usr/bin/chromium")
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
         "--no-first-run", "--disable-sync"]
+DESKTOP = {"width": 1440, "height": 900}
+PHONE = {"width": 390, "height": 844}
 
 sync_api = pytest.importorskip("playwright.sync_api")
 if not Path(CHROMIUM).exists():
     pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)", allow_module_level=True)
 
-from test_app_client import RANDOM_MODEL, served  # noqa: E402,F401  (the launched-app fixture)
+from test_app_client import RANDOM_MODEL, SLOW_MODEL, served  # noqa: E402,F401  (the launched-app fixture)
+
+STOP_KEYS = ("draft", "route", "verify", "reject", "resample", "skip", "run")
+SHIPPED_PAIR = any((ROOT / "assets" / "traces").glob("*.baseline.json"))
 
 
 @pytest.fixture(scope="module")
-def page(served):  # noqa: F811
+def browser():
     with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        pg = browser.new_page(viewport={"width": 1400, "height": 1000})
-        errors: list[str] = []
-        pg.on("pageerror", lambda e: errors.append(str(e)))
-        pg.goto(served[1])
-        pg.wait_for_selector("#canvas .s2d2-canvas", timeout=60_000)
-        yield pg, errors
-        browser.close()
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield b
+        b.close()
 
 
-def screenshot_path() -> Path:
-    """docs/screenshot.png (the README's) when missing or S2D2_UPDATE_SCREENSHOT=1; else a temp file, so a test run
-    does not leave the tracked image modified."""
-    target = ROOT / "docs" / "screenshot.png"
+def _open(browser, url: str, viewport: dict, phone: bool = False):
+    pg = browser.new_page(viewport=viewport, is_mobile=phone, has_touch=phone)
+    errors: list[str] = []
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    pg.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    pg.goto(url)
+    pg.wait_for_selector("#canvas .s2d2-canvas", timeout=60_000)
+    return pg, errors
+
+
+@pytest.fixture(scope="module")
+def desktop(browser, served):  # noqa: F811
+    pg, errors = _open(browser, served[1], DESKTOP)
+    yield pg, errors
+    pg.close()
+
+
+def shot_path(name: str) -> Path:
+    """docs/<name> when missing or S2D2_UPDATE_SCREENSHOT=1; else a temp file, so a test run leaves the tracked
+    images alone."""
+    target = ROOT / "docs" / name
     if os.environ.get("S2D2_UPDATE_SCREENSHOT") == "1" or not target.exists():
         target.parent.mkdir(exist_ok=True)
         return target
-    return Path(os.environ.get("GRADIO_TEMP_DIR", "/tmp")) / "screenshot.png"
+    return Path(os.environ.get("GRADIO_TEMP_DIR", "/tmp")) / name
 
 
 def _summary(pg) -> str:
     return pg.locator("#summary textarea").input_value()
 
 
-def test_example_on_screen_scrub_and_plots(page):
-    pg, errors = page
-    assert _summary(pg).startswith("Start: prompt of")
-    pg.wait_for_function("document.querySelectorAll('#routing .js-plotly-plot, #mask .js-plotly-plot').length == 2",
-                         timeout=30_000)
-    before = pg.locator("#canvas").inner_html()
-    pg.get_by_role("button", name="Next ▶").click()
-    pg.wait_for_function("document.querySelector('#summary textarea').value.startsWith('Block')", timeout=20_000)
-    assert pg.locator("#canvas").inner_html() != before
-    assert "Step 1 of" in _summary(pg)
-    number = pg.locator("#step-slider input[type=number]")
-    number.fill("3")
-    number.press("Enter")
-    pg.wait_for_function("document.querySelector('#summary textarea').value.includes('Step 3 of')", timeout=20_000)
-    assert pg.locator("#canvas .tok.new").count() >= 1
-    pg.locator("#canvas .tok.new").first.click()
-    assert pg.locator("#token-detail").inner_text().startswith("position ")
-    pg.locator("body").click(position={"x": 5, "y": 5})
-    pg.keyboard.press("ArrowRight")
-    pg.wait_for_function("document.querySelector('#summary textarea').value.includes('Step 4 of')", timeout=20_000)
-    pg.keyboard.press("ArrowLeft")
-    pg.wait_for_function("document.querySelector('#summary textarea').value.includes('Step 3 of')", timeout=20_000)
-    assert pg.locator("#strip table, #strip .sum").count() >= 1
-    pg.wait_for_timeout(500)
-    pg.screenshot(path=str(screenshot_path()), full_page=True)
-    pg.get_by_role("tab", name="Metrics & about").click()
-    pg.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 6", timeout=30_000)
-    pg.get_by_role("tab", name="Learn").click()
-    pg.wait_for_selector("#tour .s2d2-canvas", timeout=20_000)
-    tour = pg.locator("#tour")
-    tour.locator(".tour-next:visible").click()  # the walkthrough advances only through its own buttons
-    tour.get_by_text("S2D2 looks at the").wait_for(state="visible", timeout=20_000)
-    assert not tour.get_by_text("The model fills").is_visible()
-    tour.locator(".tour-back:visible").click()
-    tour.get_by_text("The model fills").wait_for(state="visible", timeout=20_000)
-    tour.get_by_role("button", name="Show in Replay").first.click()
-    pg.wait_for_function("document.querySelector('#summary textarea').value.includes('Step 1 of')", timeout=20_000)
-    assert pg.locator("#canvas").is_visible()
+def _no_error_badges(pg) -> None:
+    assert pg.locator(".toast-body").count() == 0, pg.locator(".toast-body").all_inner_texts()
+    assert pg.locator("[data-testid='status-tracker'].error, .error-message").count() == 0
+
+
+def _plots_mounted(pg, selector: str, n: int) -> None:
+    pg.wait_for_function(f"document.querySelectorAll('{selector}').length >= {n}", timeout=30_000)
+
+
+def test_first_screen_shows_the_catch(desktop):
+    pg, errors = desktop
+    if SHIPPED_PAIR:
+        headline = pg.locator("#headline").inner_text()
+        assert "✗" in headline and "✓" in headline and "rejected the draft" in headline
+        canvas = pg.locator("#canvas")
+        assert canvas.locator(".st-resampled.new").count() == 1 and canvas.locator(".st-resampled s").count() == 1
+        assert pg.locator("#strip td.first-reject").count() > 0 and "✗ reject" in pg.locator("#strip").inner_text()
+        _plots_mounted(pg, "#routing .js-plotly-plot, #mask .js-plotly-plot", 2)
+        pg.wait_for_timeout(300)
+        pg.screenshot(path=str(shot_path("screenshot.png")), full_page=True)
+        pg.get_by_text("Diffusion alone: same B, no verifier").click()
+        pg.wait_for_function("document.querySelector('#summary textarea').value.includes('never verifies')",
+                             timeout=20_000)
+        assert pg.locator("#canvas .st-resampled").count() == 0 and "never verifies" in _summary(pg)
+        assert pg.locator("#headline").inner_text() == headline
+        pg.get_by_text("S2D2: draft, route, verify").click()
+        pg.wait_for_function("document.querySelectorAll('#canvas .st-resampled').length == 1", timeout=20_000)
     assert not errors, errors
 
 
-def test_run_completes_in_browser(page):
-    pg, errors = page
+def test_scrub_keys_and_a_step_box_that_never_errors(desktop):
+    pg, errors = desktop
+    pg.get_by_role("tab", name="Replay", exact=True).click()
+    number = pg.locator("#step-slider input[type=number]")
+    number.fill("0")
+    number.press("Enter")
+    pg.wait_for_function("document.querySelector('#summary textarea').value.startsWith('Start')", timeout=20_000)
+    before = pg.locator("#canvas").inner_html()
+    pg.locator("#next-btn").click()
+    pg.wait_for_function("document.querySelector('#summary textarea').value.includes('Step 1 of')", timeout=20_000)
+    assert pg.locator("#canvas").inner_html() != before
+    for typed, expect in (("1000", "Step 4 of"), ("-3", "Start"), ("", "Start")):  # clamped, clamped, ignored
+        number.fill(typed)
+        number.press("Tab")
+        pg.wait_for_function(f"document.querySelector('#summary textarea').value.includes('{expect}')",
+                             timeout=20_000)
+        _no_error_badges(pg)
+    number.fill("2")
+    number.press("Enter")
+    pg.wait_for_function("document.querySelector('#summary textarea').value.includes('Step 2 of')", timeout=20_000)
+    tok = pg.locator("#canvas .tok.new").first
+    tok.click()
+    assert pg.locator("#token-detail").inner_text().startswith("position ")
+    pg.wait_for_function("document.querySelector('#mask .gtitle') && "
+                         "document.querySelector('#mask .gtitle').textContent.includes('outlined: position')",
+                         timeout=20_000)
+    pg.locator("body").click(position={"x": 5, "y": 5})
+    pg.keyboard.press("ArrowRight")
+    pg.wait_for_function("document.querySelector('#summary textarea').value.includes('Step 3 of')", timeout=20_000)
+    pg.keyboard.press("ArrowLeft")
+    pg.wait_for_function("document.querySelector('#summary textarea').value.includes('Step 2 of')", timeout=20_000)
+    pg.get_by_text("q (verifier)").click()
+    pg.wait_for_function("document.querySelector('#legend').innerText.includes('background = q')", timeout=20_000)
+    pg.get_by_text("state", exact=True).click()
+    pg.get_by_role("tab", name="Metrics & about").click()
+    _plots_mounted(pg, ".js-plotly-plot", 6)
+    assert "what it means" in pg.locator("#metrics").inner_text()
+    assert not errors, errors
+
+
+def _wait_heading(pg, heading: str, same: bool = True) -> None:
+    """Wait until the visible tour heading is (or, same=False, is no longer) `heading`."""
+    op = "===" if same else "!=="
+    pg.wait_for_function(f"[...document.querySelectorAll('#tour .prose.tour-text h3')].filter(e => e.offsetParent)"
+                         f".map(e => e.innerText).join() {op} {heading!r}", timeout=20_000)
+
+
+def test_tour_walks_the_core_moment_in_order(desktop):
+    pg, errors = desktop
+    pg.get_by_role("tab", name="Learn").click()
+    tour = pg.locator("#tour")
+    tour.locator(".prose.tour-text:visible").wait_for(timeout=20_000)
+    headings, keys = [], []
+    while True:
+        text = tour.locator(".prose.tour-text:visible")
+        headings.append(text.locator("h3").inner_text())
+        keys.append(next(f"tour-{k}" for k in STOP_KEYS if tour.locator(f".tour-{k}").is_visible()))
+        if keys[-1] == "tour-reject":
+            assert tour.locator(".tour-strip:visible td.first-reject").count() > 0
+        if keys[-1] == "tour-resample":
+            assert tour.locator(".tour-canvas:visible .st-resampled.new").count() == 1
+            pg.screenshot(path=str(shot_path("screenshot-tour.png")), full_page=True)
+        if keys[-1] == "tour-draft":
+            assert tour.locator(".tour-canvas_draft:visible .s2d2-canvas .st-drafted").count() > 1
+            assert tour.locator(".tour-canvas_draft:visible .s2d2-canvas .st-resampled").count() == 0
+        nxt = tour.locator(".tour-next:visible")
+        if not nxt.is_enabled():
+            break
+        nxt.click()
+        _wait_heading(pg, headings[-1], same=False)
+    assert [h.split(" · ")[0] for h in headings] == [str(i + 1) for i in range(len(headings))]
+    if SHIPPED_PAIR:
+        assert keys == ["tour-draft", "tour-route", "tour-verify", "tour-reject", "tour-resample", "tour-skip",
+                        "tour-run"]
+    tour.locator(".tour-back:visible").click()
+    _wait_heading(pg, headings[-2])
+    show = tour.locator(".tour-show:visible")
+    step = show.inner_text().split()[2]  # "Show step N in Replay": the tour's own trace at that step
+    show.click()
+    pg.locator("#canvas").wait_for(state="visible", timeout=20_000)
+    pg.wait_for_function(f"document.querySelector('#summary textarea').value.includes('Step {step} of')",
+                         timeout=20_000)
+    assert not errors, errors
+
+
+def _wait_replay_shows_run(pg, headline: str) -> None:
+    """After a run the Replay tab opens on it, its one-line story above the canvas."""
+    pg.wait_for_function(f"document.querySelector('#headline').innerText.startsWith({headline!r})", timeout=30_000)
+    pg.locator("#canvas").wait_for(state="visible", timeout=20_000)
+
+
+def test_run_shows_few_knobs_and_stop_keeps_the_partial_trace(desktop):
+    pg, errors = desktop
+    pg.get_by_role("tab", name="Run", exact=True).click()
+    settings = pg.locator("#run-settings")
+    visible = settings.locator("[id^=knob-]:visible")
+    assert 0 < visible.count() <= 8
+    assert pg.locator("#advanced [id^=knob-]:visible").count() == 0  # Advanced is closed
+    assert pg.locator("#preset input").input_value().startswith("Verify when it pays")
+    box = pg.locator("#model input")
+    box.fill(SLOW_MODEL)
+    box.press("Enter")
+    gen = pg.locator("#knob-gen_length input[type=number]")
+    gen.fill("400")  # the random model's context is 512 positions
+    gen.press("Tab")
+    pg.get_by_role("button", name="▶ Record a run").click()
+    pg.wait_for_function("['Decoding', '⚠'].some(s => document.querySelector('#run-status').innerText.includes(s))",
+                         timeout=60_000)
+    assert "Decoding" in pg.locator("#run-status").inner_text()
+    pg.get_by_role("button", name="■ Stop").click()
+    pg.wait_for_function("document.querySelector('#run-status').innerText.includes('Stopped — partial trace kept')",
+                         timeout=60_000)
+    pg.wait_for_timeout(2500)  # a late progress update must never overwrite the final line
+    assert "Stopped — partial trace kept" in pg.locator("#run-status").inner_text()
+    _wait_replay_shows_run(pg, "Stopped — partial trace")
     pg.get_by_role("tab", name="Run", exact=True).click()
     model = "tiny" if (ROOT / "assets" / "tiny").exists() else RANDOM_MODEL
-    box = pg.locator("#model input")
     box.fill(model)
     box.press("Enter")
+    gen.fill("32")
+    gen.press("Tab")
     pg.locator("#prompt textarea").fill("2+3=")
     pg.get_by_role("button", name="▶ Record a run").click()
     pg.wait_for_function("document.querySelector('#run-status').innerText.includes('Done')", timeout=90_000)
-    pg.wait_for_function("document.querySelector('#load-status').innerText.includes('run just recorded')",
-                         timeout=30_000)
-    pg.get_by_role("tab", name="Replay", exact=True).click()
-    assert "measured trace" in pg.locator("body").inner_text()
+    _wait_replay_shows_run(pg, "S2D2 answered")
+    assert pg.locator("#example input").input_value() == ""  # no stale example name after a run
+    pg.locator("#files").get_by_text("This trace: details").click()
+    assert "measured trace" in pg.locator("#trace-title").inner_text()
+    assert "run just recorded" in pg.locator("#load-status").inner_text()
     assert not errors, errors
+
+
+def test_phone_layout(browser, served):  # noqa: F811
+    pg, errors = _open(browser, served[1], PHONE, phone=True)
+    try:
+        if SHIPPED_PAIR:
+            assert pg.locator("#canvas .st-resampled.new").count() == 1 and "✗" in pg.locator("#headline").inner_text()
+        _plots_mounted(pg, "#routing .js-plotly-plot", 1)
+        assert pg.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]  # nothing overflows the page
+        strip = pg.locator("#strip .s2d2-strip .tbl")
+        assert pg.evaluate("(e) => getComputedStyle(e).overflowX", strip.element_handle()) == "auto"
+        bar = pg.locator("#step-slider").bounding_box()
+        for button in ("#prev-btn", "#next-btn"):
+            box = pg.locator(button).bounding_box()
+            middle = box["y"] + box["height"] / 2
+            assert bar["y"] <= middle <= bar["y"] + bar["height"], f"the scrubber wraps at {button}"
+        assert pg.locator("#routing .modebar-container:visible").count() == 0
+        # the phone's first screens: the story, the toggle, the scrubber and the canvas with the catch
+        pg.set_viewport_size({"width": PHONE["width"], "height": 1500})  # a tall phone: a plain (touch) capture
+        pg.evaluate("window.scrollTo(0, 0)")
+        pg.wait_for_timeout(300)
+        pg.screenshot(path=str(shot_path("screenshot-phone.png")))
+        pg.set_viewport_size(PHONE)
+        pg.get_by_role("tab", name="Learn").click()
+        pg.locator("#tour .prose.tour-text:visible").wait_for(timeout=20_000)
+        assert "tap" in pg.locator("#tour .prose.tour-text:visible").inner_text().lower()
+        assert not errors, errors
+    finally:
+        pg.close()

@@ -1,4 +1,5 @@
-"""A real browser on the Compare and Sweep tabs: run lanes, move a what-if threshold, re-run, see the Pareto plots.
+"""A real browser on the Compare and Sweep tabs: an empty state first, run lanes, type 10, −1 and nothing in the
+block box (never an error badge), move a what-if threshold, re-run, see the Pareto plots.
 
 Skips when Playwright or /usr/bin/chromium is missing.
 """
@@ -42,6 +43,7 @@ def url(tmp_path_factory):
     import gradio as gr
 
     from components import compare as cc
+    from components import compare_tab as ct
     from components import run_panel
     from components import sweep as sw
     from components.canvas import CANVAS_CSS
@@ -51,7 +53,7 @@ def url(tmp_path_factory):
     bundled, sw.BUNDLED = sw.BUNDLED, _results_file(tmp_path_factory.mktemp("results"))
     with gr.Blocks() as demo:
         with gr.Tab("Compare"):
-            cc.build_compare_tab(model_name=MODEL)
+            ct.build_compare_tab(model_name=MODEL)
         with gr.Tab("Sweep"):
             sw.build_sweep_tab()
     sw.BUNDLED = bundled
@@ -71,12 +73,31 @@ def test_compare_whatif_and_sweep_in_a_browser(url):
         errors: list[str] = []
         pg.on("pageerror", lambda e: errors.append(str(e)))
         pg.goto(url)
+        pg.locator("#cmp-empty").wait_for(timeout=30_000)
+        assert "No comparison yet" in pg.locator("#cmp-empty").inner_text()
+        assert not pg.locator("#cmp-results").is_visible() and not pg.locator("#cmp-block").is_visible()
         pg.locator("#cmp-prompt textarea").fill(PROMPT)
         pg.get_by_role("button", name="▶ Run all lanes").click()
         pg.wait_for_selector("#cmp-lanes .s2d2-lane", timeout=60_000)
-        assert pg.locator("#cmp-lanes .s2d2-lane").count() == 3
+        assert pg.locator("#cmp-lanes .s2d2-lane").count() == 3 and not pg.locator("#cmp-empty").is_visible()
         pg.wait_for_function("document.querySelectorAll('#cmp-nfe .js-plotly-plot, #cmp-wall .js-plotly-plot')"
                              ".length == 2", timeout=30_000)
+        assert "answer block 1 (positions" in pg.locator("#cmp-lanes").inner_text()
+        block = pg.locator("#cmp-block input[type=number]")
+        top = pg.locator("#cmp-block input[type=range]").get_attribute("max")
+        assert int(top) > 1
+        ten = f"answer block {min(10, int(top))} ("
+        for typed, expect in (("10", ten), ("999", f"answer block {top} ("), ("-1", "prompt prefill"),
+                              ("", "prompt prefill")):
+            block.fill(typed)
+            block.press("Tab")
+            pg.wait_for_function(f"document.querySelector('#cmp-lanes').innerText.includes({expect!r})",
+                                 timeout=20_000)
+            pg.wait_for_timeout(300)
+            assert pg.locator(".toast-body").count() == 0, pg.locator(".toast-body").all_inner_texts()
+            assert "Error" not in pg.locator("#cmp-results").inner_text()
+        # the chosen S2D2 lane is sdar-config-a (score threshold): its knobs only
+        assert pg.locator("#wi-score_threshold").is_visible() and not pg.locator("#wi-hysteresis_on").is_visible()
         box = pg.locator("input[type=number][aria-label*='τ_score']").first
         box.fill("-5")
         box.press("Enter")

@@ -11,9 +11,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import trace_factory as tf  # noqa: E402
 from trace_factory import V  # noqa: E402
 
-from components import canvas, figures, mask_view, replay, strip  # noqa: E402
+from components import canvas, describe, figures, mask_view, replay, strip, trace_index  # noqa: E402
 from s2d2.config import preset  # noqa: E402
-from s2d2.trace import Trace  # noqa: E402
+from s2d2.trace import PolicyDecision, Trace  # noqa: E402
 
 
 def _no_bdata(fig) -> bool:
@@ -29,8 +29,8 @@ def test_factory_traces_are_valid_and_replay(name):
     assert back.replay() == t.footer.output_ids
     for s in range(len(t.steps) + 1):  # every view renders at every step
         out = replay.render_step(t, s)
-        assert len(out) == 5 and isinstance(out[0], str) and isinstance(out[4], str)
-        assert all(_no_bdata(f) for f in out[2:4])
+        assert list(out) == list(replay.STEP_VIEWS) and isinstance(out["canvas"], str)
+        assert isinstance(out["summary"], str) and _no_bdata(out["routing"]) and _no_bdata(out["mask"])
     assert all(_no_bdata(f) for f in replay.render_timelines(t, 1))
 
 
@@ -211,11 +211,94 @@ def test_mask_figure_picks_forwards():
 
 def test_step_summary_text():
     t = tf.mixed()
-    assert replay.step_summary(t, 1).startswith("Block 1, step 1: verify ON, 2 drafted, 1 resampled, NFE 3")
+    assert replay.step_summary(t, 1).startswith("Answer block 1, step 1: verify ON, 2 drafted, 1 resampled, NFE 3")
     assert "verify OFF" in replay.step_summary(t, 2) and "1 threshold" in replay.step_summary(t, 2)
     assert replay.step_summary(t, 0).startswith("Start: prompt of 6 tokens, 7 steps recorded")
     assert replay.step_summary(t, 999) == replay.step_summary(t, 7)
     assert replay.step_summary(t, "junk") == replay.step_summary(t, 0)
+
+
+def test_numbers_on_screen_are_true_as_printed():
+    t = tf.mixed()
+    # answer blocks count from 1 whatever the engine's index of the first decoding block
+    first = t.blocks[0].index
+    assert replay.step_summary(t, 1).startswith("Answer block 1, step 1")
+    t.blocks = [type(b)(b.index + 2, b.start, b.length, b.prompt_tail) for b in t.blocks]
+    for s in t.steps:
+        s.block += 2
+    assert replay.step_summary(t, 1).startswith("Answer block 1, step 1") and first + 2 == t.blocks[0].index
+    # comparisons are printed with the precision that decides them
+    assert trace_index.decisive(1.9987, 2.0) == ("1.999", "2.000")  # the fewest decimals that tell them apart
+    assert trace_index.decisive(-0.00001, 1.5) == ("−0.00001", "1.50000")
+    assert trace_index.decisive(2.0, 2.0) == ("2.00", "2.00") and trace_index.decisive(3.0, 1.0) == ("3.00", "1.00")
+    d = PolicyDecision("score_threshold", False, 1.9987, "s = 2.00 < τ 2.00 → skip",
+                       {"k_hat": 1.9987, "score": 1.9987, "score_type": "difference_static", "penalty_coef": 0.0,
+                        "n_hi": 0, "score_threshold": 2.0})
+    assert describe.decision_line(d) == "s = K̂ − c = 1.999 − 0 = 1.999 < τ 2.000 → skip"
+    hostile = PolicyDecision("score_threshold", False, 1.9987, "recorded reason", {**d.details, "penalty_coef": ""})
+    assert describe.decision_line(hostile) == "recorded reason"  # an upload's free-form details: never a crash
+    # integer ticks on the routing panel's step axis
+    fig = figures.routing_figure(t, 1)
+    assert fig.layout.xaxis.dtick == 1 and fig.layout.xaxis.tickformat == "d"
+    # a one-line definition next to the metrics that need one
+    rows = {r[0]: r for r in replay.metrics_table(tf.mixed())}
+    assert "bonus token" in rows["mean acceptance length (vLLM)"][2]
+    assert "resampled" in rows["tokens per verify (S2D2)"][2]
+
+
+def _with_stop_token(t: Trace, offset: int) -> Trace:
+    """The trace with its output token `offset` replaced by the stop id (footer recomputed)."""
+    from s2d2.output import trim_output
+
+    pos = len(t.header.prompt_ids) + offset
+    for s in t.steps:
+        for c in s.commits:
+            if c.position == pos:
+                c.token, c.text = tf.STOP_ID, "<|im_end|>"
+    ids = t.canvas_at()[len(t.header.prompt_ids):]
+    out, stop = trim_output(ids, t.header.gen_length, tf.MASK_ID, [tf.STOP_ID])
+    t.footer.output_ids, t.footer.stop_position, t.footer.generated_length = out, stop, len(out)
+    return Trace.from_json(t.to_json())
+
+
+def test_after_the_end_is_greyed():
+    t = _with_stop_token(tf.mixed(), 3)
+    idx = canvas.index_of(t)
+    end = idx.end_position
+    assert end is not None
+    later = [c.position for s in t.steps for c in s.commits if c.position > end]
+    stop_step = idx.commit_of[end][0] + 1
+    full = canvas.render_canvas(t, len(t.steps), show_future=True)
+    assert full.count("after-end") == len(later) > 0 and "end-tok" in full
+    assert all(not idx.after_end(stop_step - 1, p) for p in later)  # not before the stop token is committed
+    assert "after the end" in canvas.legend_html(t)
+    live = canvas.render_live([[9, "a", "accepted", 5], [8, "<end>", "accepted", 297], [10, "b", "accepted", 6]],
+                              stop_ids=[297, 298])
+    assert live.count('class="tok st-accepted after-end"') == 2 and 'st-accepted end-tok" data-pos="8"' in live
+
+
+def test_canvas_before_commit_and_colour_switch():
+    t = tf.reject_at_zero()  # step 1 drafts 4..7, rejects 4 and resamples it
+    draft = canvas.render_canvas(t, 1, before_commit=True, highlight=4)
+    assert draft.count("st-drafted") == 4 and "st-resampled" not in draft and 'data-watch="1"' in draft
+    after = canvas.render_canvas(t, 1)
+    assert "st-resampled" in after
+    shaded = canvas.render_canvas(t, 1, color_by="q")
+    assert "rgba(79,70,229," in shaded  # q of every verified position
+    assert "repeating-linear-gradient" in canvas.render_canvas(tf.diffusion_only(), 1, color_by="q")  # none: hatched
+    assert "background = q" in canvas.legend_html(t, "q")
+    legend = canvas.legend_html(t)
+    assert "current block (outlined)" in legend and "autoregressive" not in legend  # only the states this trace uses
+
+
+def test_mask_viewer_outlines_the_selected_position():
+    t = tf.mixed()
+    f = mask_view.pick_forward(t, 1)
+    rows = mask_view.row_positions(f)
+    assert f.kind == "verify_2l" and rows[: len(rows) // 2] == rows[len(rows) // 2:]
+    fig = mask_view.mask_figure(t, 1, "auto", rows[1])
+    assert len(fig.layout.shapes) == 2 and f"outlined: position {rows[1]}" in fig.layout.title.text
+    assert not mask_view.mask_figure(t, 1).layout.shapes
 
 
 def test_markdown_from_files_is_inert():
@@ -227,7 +310,7 @@ def test_markdown_from_files_is_inert():
 
 
 def test_metrics_table_values():
-    rows = dict(replay.metrics_table(tf.all_accepted()))
+    rows = {r[0]: r[1] for r in replay.metrics_table(tf.all_accepted())}
     assert rows["NFE (forward passes)"] == "4" and rows["generated tokens"] == "4"
     assert rows["verify rate"] == "1.000" and rows["NFE: verify_2l"] == "1"
     local = replay.basic_metrics(tf.mixed())

@@ -7,6 +7,7 @@ import pytest
 
 from lanes_helpers import PROMPT, tiny_with_tokenizer
 from components import compare as cc
+from components import compare_tab as ct
 from components import whatif_view as wv
 from components import sweep as sw
 
@@ -30,12 +31,14 @@ def state(model):
 def test_run_compare_state_and_views(state):
     assert list(state["lanes"]) == ["1·ar", "2·dynamic-baseline", "3·sdar-config-a", "4·sdar-config-b*"]
     json.dumps(state)  # plain, deep-copyable session state
-    html, nfe_fig, wall_fig, table, diff = cc.compare_views(state, 1)
+    views = cc.compare_views(state, 1)
+    assert list(views) == cc.VIEW_OUT
+    html, nfe_fig, wall_fig, table, diff = (views[k] for k in cc.VIEW_OUT)
     assert table["headers"] == ["metric", *state["lanes"]]
     rows = table["data"]
     for name in state["lanes"]:
         assert name in html
-    assert "aligned block 1" in html and "s2d2-canvas" in html
+    assert "answer block 1 (positions" in html and "s2d2-canvas" in html
     nfe = state["lanes"]["3·sdar-config-a"]
     total = sum(len(t.x) for t in nfe_fig.data)
     assert total == sum(len(t["forwards"]) for t in state["lanes"].values())
@@ -45,7 +48,43 @@ def test_run_compare_state_and_views(state):
     assert "speedup vs AR (NFE/token)" in labels and rows[-1][0] == "output equals AR"
     assert rows[-1][1].startswith("✓") and rows[-1][4].startswith("✓")  # AR itself, and greedy_exact always-verify
     assert "fused accounting" in diff
-    assert cc.n_blocks(state) >= 3 and cc.first_block(state) == 1
+    lo, hi = cc.block_range(state)
+    assert lo == 0 and hi >= 2  # 0 = the prompt prefill, answer blocks from 1
+
+
+def test_block_control_clamps_and_ignores_blank(state):
+    lo, hi = cc.block_range(state)
+    top = cc.compare_views(state, hi)["cmp_lanes_html"]
+    assert cc.compare_views(state, 10 * hi)["cmp_lanes_html"] == top  # typed 10: clamped to the last block
+    assert "prompt prefill" in cc.compare_views(state, -1)["cmp_lanes_html"]  # typed −1: clamped to 0
+    assert cc.compare_views(state, None) == {}  # blank box: nothing changes
+    assert cc.compare_views(None, 3)["cmp_lanes_html"].startswith("<p>No comparison yet")
+    out = ct.after_run(state)
+    assert out["cmp_results"].visible is True and out["cmp_empty"].visible is False
+    assert (out["cmp_block"].minimum, out["cmp_block"].value) == (0, 1) and out["cmp_block"].maximum == hi
+    assert ct.after_run(None) == {}
+
+
+def test_only_the_chosen_policys_whatif_knobs_show(state):
+    ups = wv.knob_updates(state, "3·sdar-config-a")  # score_threshold, static, negexp
+    shown = {k for k, u in ups.items() if u["visible"]}
+    assert shown == {"wi_score_threshold", "wi_penalty_coef", "wi_negexp_beta"}
+    assert not any(u["visible"] for u in wv.knob_updates(state, "4·sdar-config-b*").values())  # policy always
+    assert not any(u["visible"] for u in wv.knob_updates(state, None).values())
+
+
+def test_divergence_text_names_what_differs(state):
+    comp = cc.compare_traces(cc.traces_of(state))
+    traces = cc.traces_of(state)
+    from s2d2.compare import DecisionDivergence
+
+    a, b = "3·sdar-config-a", "4·sdar-config-b*"
+    first = traces[a].blocks[0].index
+    text = cc.divergence_text(comp, traces, DecisionDivergence((a, b), 2, (first + 1, first + 2), (True, True)))
+    assert "both verifies" not in text and "answer block 2" in text and "answer block 3" in text
+    assert "True" not in text
+    text = cc.divergence_text(comp, traces, DecisionDivergence((a, b), 0, (first, first), (True, False)))
+    assert f"**{a}** verifies and **{b}** skips" in text
 
 
 def test_lane_validation_messages():
@@ -58,25 +97,27 @@ def test_lane_validation_messages():
     assert cc.parse_overrides("a=1, b=x\nc=true") == {"a": 1, "b": "x", "c": True}
     status, st = cc.run_compare(PROMPT, "tiny", 0, 8, "ar", cc.OFF, cc.OFF, cc.OFF, "", "", "", "")
     assert st is None and status.startswith("⚠")
-    assert cc.compare_views(None, 0)[0].startswith("<p>Run a comparison")
+    assert cc.compare_views(None, 0)["cmp_lanes_html"].startswith("<p>No comparison yet")
+    assert cc.run_compare(PROMPT, "tiny", -1, 8, "ar", "ar", cc.OFF, cc.OFF, "", "", "", "")[0].startswith("⚠ seed")
 
 
 def test_whatif_view_marks_flips_and_greys_the_rest(state):
     lanes = wv.s2d2_lanes(state)
     assert lanes == ["3·sdar-config-a", "4·sdar-config-b*"]
     values = wv.knob_values(state, lanes[0])
-    summary, table = wv.whatif_view(state, lanes[0], *values)
+    out = wv.whatif_view(state, lanes[0], *values)
+    summary, table = out["wi_summary"], out["wi_table"]
     assert summary.startswith("No decision flips") and "unknown" not in table
     assert "Knobs applied to `score_threshold`: score_threshold = 0, penalty_coef = 1, negexp_beta = 1" in summary
     changed = list(values)
     changed[0] = -5.0  # τ_score: every span verifies now
-    summary, table = wv.whatif_view(state, lanes[0], *changed)
+    summary, table = wv.whatif_view(state, lanes[0], *changed).values()
     assert "flip" in summary and 'class="flip"' in table
     assert table.count("trajectory unknown: re-run") == table.count('class="unknown"') > 0
-    summary, table = wv.whatif_view(state, lanes[1], *wv.knob_values(state, lanes[1]))
+    summary, table = wv.whatif_view(state, lanes[1], *wv.knob_values(state, lanes[1])).values()
     assert summary.startswith("No decision flips")  # policy "always": no knob applies
-    assert wv.whatif_view(state, "1·ar", *values)[0].startswith("⚠ what-if needs an S2D2 trace")
-    assert wv.whatif_view(state, "no such lane", *values)[0].startswith("Run a comparison")
+    assert wv.whatif_view(state, "1·ar", *values)["wi_summary"].startswith("⚠ what-if needs an S2D2 trace")
+    assert wv.whatif_view(state, "no such lane", *values)["wi_summary"].startswith("Run a comparison")
 
 
 def test_rerun_shows_old_and_new_side_by_side(state, model):
@@ -85,7 +126,9 @@ def test_rerun_shows_old_and_new_side_by_side(state, model):
     lane = "3·sdar-config-a"
     values = list(wv.knob_values(state, lane))
     values[0] = -5.0
-    status, table, side = wv.rerun_whatif(state, lane, *values, load=lambda n: model, generate=s2d2.generate)
+    out = wv.rerun_whatif(state, lane, *values, load=lambda n: model, generate=s2d2.generate)
+    status, table, side = out["wi_status"], out["wi_metrics"].value, out["wi_side"]
+    assert out["wi_metrics"].visible is True  # the table appears only once there is a re-run to show
     assert "Re-ran" in status and "score_threshold" in status
     assert table["headers"] == ["metric", "recorded", "re-run"]
     rows = table["data"]
@@ -133,7 +176,7 @@ def test_tabs_structure_and_private_handlers():
     with gr.Blocks() as demo:
         with gr.Tabs():
             with gr.Tab("Compare"):
-                cc.build_compare_tab()
+                ct.build_compare_tab()
             with gr.Tab("Sweep"):
                 sw.build_sweep_tab()
     config = demo.get_config_file()
@@ -157,7 +200,7 @@ def test_tabs_through_gradio_client(model, tmp_path, monkeypatch):
     run_panel.register_model("test-compare-model", model)
     with gr.Blocks() as demo:
         with gr.Tab("Compare"):
-            cc.build_compare_tab(model_name="test-compare-model")
+            ct.build_compare_tab(model_name="test-compare-model")
         with gr.Tab("Sweep"):
             sw.build_sweep_tab()
     with socket.socket() as s:

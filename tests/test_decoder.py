@@ -9,7 +9,7 @@ import torch
 
 import s2d2
 from conftest import MASK_ID, tiny_qwen2, tiny_qwen3, tiny_qwen3_model
-from s2d2 import DecodeConfig
+from s2d2 import DecodeConfig, Trace
 from s2d2.models.loading import from_transformers
 from s2d2.policies import redecide
 
@@ -312,3 +312,55 @@ def test_stop_and_time_limit_end_early_with_partial_output(aligned):
     res = s2d2.generate(aligned, PROMPTS[0], DecodeConfig(method="diffusion", block_length=4, gen_length=16),
                         on_block=lambda steps: seen.append(len(steps)))
     assert seen == sorted(seen) and len(seen) >= 3
+
+
+class StopAt:
+    """The model, except that forward number `n` (from 0) raises StopDecoding, as the app's per-forward stop check
+    does when Stop is pressed."""
+
+    def __init__(self, model, n):
+        self._model, self.n, self.calls = model, n, 0
+
+    def __getattr__(self, name):
+        return getattr(self._model, name)
+
+    def forward(self, *args, **kwargs):
+        if self.calls == self.n:
+            raise s2d2.StopDecoding()
+        self.calls += 1
+        return self._model.forward(*args, **kwargs)
+
+
+def _shape(t):
+    """A run's records without their timings."""
+    return ([(f.kind, f.block, f.step, f.cache_len, f.query_tokens) for f in t.forwards], t.blocks, t.steps,
+            t.footer.output_ids)
+
+
+BEYOND = {"kv_reuse": True, "fused_commit": True, "adaptive_block": True, "cache_ver": True, "draft_ver": True}
+
+
+@pytest.mark.parametrize("family,options", [("aligned", {}), ("shifted", {}), ("aligned", {"method": "ar"}),
+                                            ("aligned", BEYOND), ("shifted", {"fused_commit": True})])
+def test_a_stop_raised_by_a_forward_keeps_the_run_up_to_its_last_complete_block(aligned, shifted, family, options):
+    """Stop within one forward, nothing lost: whichever forward raises, the run ends there, and its trace is the one
+    `should_stop` gives at the end of the last complete block (AR: the full run up to the last token): a prefix of
+    the full run, valid and replayable."""
+    model = aligned if family == "aligned" else shifted
+    cfg = DecodeConfig(**{"method": "s2d2", "block_length": 4, "gen_length": 16, **options})
+    full = s2d2.generate(model, PROMPTS[1], cfg).trace
+    forwards, blocks, steps, output = _shape(full)
+    kept = set()
+    for n in range(len(full.forwards)):
+        stopped = StopAt(model, n)
+        t = s2d2.generate(stopped, PROMPTS[1], cfg).trace
+        assert stopped.calls == n and t.footer.finish_reason == "cancelled"
+        f, b, s, out = _shape(t)
+        assert (f, b, s, out) == (forwards[:len(f)], blocks[:len(b)], steps[:len(s)], output[:len(out)])
+        assert out == t.replay() and Trace.from_json(t.to_json()).to_dict() == t.to_dict()  # valid, replayable
+        if cfg.method != "ar" and t.blocks:  # exactly what should_stop gives after the same blocks
+            checks = iter(range(1, len(full.blocks) + 1))
+            same = s2d2.generate(model, PROMPTS[1], cfg, should_stop=lambda: next(checks) == len(t.blocks)).trace
+            assert _shape(same) == (f, b, s, out)
+        kept.add(len(t.blocks))
+    assert kept == set(range(len(full.blocks)))  # every block boundary is reached by some stop

@@ -13,6 +13,7 @@ from components import compare as cc
 from components import guard, models, run_panel, traces_io
 from s2d2.config import preset
 from s2d2.limits import SEED_MAX
+from s2d2.trace import Trace
 
 
 def _slow(seconds: float = 0.02):
@@ -86,7 +87,12 @@ def test_one_job_per_session_and_stop():
     assert jobs.stop_session("s1") and jobs.cancelled(job.id)
     assert jobs.admit("s1") == guard.BUSY  # still running until its handler returns
     jobs.finish(job)
-    assert jobs.admit("s1") is None and jobs.stop_session("s1") and jobs.admit("s1") is None  # queued: dropped
+    assert jobs.admit("s1") is None and jobs.stop_session("s1") and jobs.admit("s1") is None  # queued: withdrawn
+    withdrawn = jobs.claim("s1")  # the withdrawn event's turn comes first (queue order): it must not run
+    assert withdrawn is not None and withdrawn.stop.is_set() and jobs.running("s1") is False
+    jobs.finish(withdrawn)
+    job = jobs.claim("s1")
+    assert job is not None and not job.stop.is_set() and jobs.running("s1")
 
 
 def test_guarded_generator_sees_its_job_in_every_fresh_context():
@@ -113,7 +119,7 @@ def test_guarded_generator_sees_its_job_in_every_fresh_context():
 
 # -- stopping and time caps ----------------------------------------------------------------------------------------
 
-def test_a_cancelled_run_stops_within_one_forward():
+def test_a_cancelled_run_stops_within_one_forward_and_keeps_its_trace():
     from s2d2.api import generate
 
     model = _slow(0.01)
@@ -125,7 +131,10 @@ def test_a_cancelled_run_stops_within_one_forward():
     stop.set()
     at_stop = model.calls
     rest = list(events)
-    assert rest[-1] == {"kind": "error", "message": "Stopped."} and model.calls - at_stop <= 1
+    assert rest[-1]["kind"] == "done" and model.calls - at_stop <= 1
+    trace = Trace.from_dict(rest[-1]["trace"])  # the partial trace: every block completed before the stop
+    assert trace.footer.finish_reason == "cancelled" and trace.blocks  # progress comes after a whole block
+    assert len(trace.forwards) <= at_stop + 1 and trace.replay() == trace.footer.output_ids
 
 
 def test_runs_and_lanes_end_at_the_time_limit(monkeypatch):
@@ -144,6 +153,36 @@ def test_runs_and_lanes_end_at_the_time_limit(monkeypatch):
     finally:
         run_panel.forget_model("test-slow-lanes")
     assert out[-1]["kind"] == "error" and out[-1]["message"].startswith("Time limit: the lanes together may run 0.5 s")
+
+
+def test_stopped_lanes_end_within_one_forward_and_compare_nothing():
+    """Compare's Stop is the same job flag: the lane in flight ends within one forward, later lanes never start."""
+    model = _slow(0.01)
+    configs = {n: preset(n, gen_length=256).to_dict() for n in ("dynamic-baseline", "sdar-config-a")}
+    at_stop = []
+
+    def stop_soon():
+        while model.calls < 3:
+            time.sleep(0.002)
+        at_stop.append(model.calls)
+        guard.JOBS.stop_session("lanes-session")  # what the Stop button does
+
+    class Request:
+        session_hash = "lanes-session"
+
+    run_panel.register_model("test-slow-stop", model)
+    watcher = threading.Thread(target=stop_soon)
+    watcher.start()
+    try:
+        lanes = guard.one_job(lambda: list(run_panel.record_lanes([10, 11, 12], "test-slow-stop", configs, 0)),
+                              lambda msg: msg)
+        out = lanes(Request())
+    finally:
+        watcher.join()
+        run_panel.forget_model("test-slow-stop")
+    assert out[-1] == {"kind": "stopped", "message": "Stopped during lane dynamic-baseline (lanes finished before: "
+                                                     "none)."}
+    assert model.calls - at_stop[0] <= 1 and not guard.JOBS.running("lanes-session")
 
 
 def test_compare_obeys_the_run_caps(monkeypatch):

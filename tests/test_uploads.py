@@ -23,7 +23,7 @@ from s2d2.limits import limits  # noqa: E402
 from s2d2.trace import Trace, trace_json_schema  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-BASE = json.loads((ROOT / "assets" / "traces" / "03-sdar-config-a--apples.json").read_text())
+BASE = json.loads((ROOT / "assets" / "traces" / "03-verify-when-it-pays--block-4.json").read_text())
 BASES = [json.loads(p.read_text()) for p in uf.SHIPPED]
 
 
@@ -142,6 +142,9 @@ def test_worst_accepted_trace_costs_what_a_legit_512_token_trace_costs():
     accepted = traces_io.parse_text(worst.to_json())
     prefill = mask_figure(accepted, 0)  # a 2048-token prefill folds into the cache band: 128 rows shown
     assert len(prefill.data[0].y) == 128 and "(last 128 shown)" in prefill.layout.title.text
+    shown = len(accepted.header.prompt_ids) - 1  # the last prompt row is shown (outlined); the first is folded
+    assert "outlined: position" in mask_figure(accepted, 0, "auto", shown).layout.title.text
+    assert not mask_figure(accepted, 0, "auto", 0).layout.shapes
     worst_size = uf.render_everything(accepted)
     legit_size = uf.render_everything(uf.legit_trace())  # built here, so not re-read (it exceeds an upload)
     assert worst_size <= 1.6 * legit_size, (worst_size, legit_size)

@@ -93,16 +93,20 @@ def dumps(data: Any) -> bytes:
 
 def render_everything(trace: Any, scrub: bool = True) -> int:
     """What the app builds for an accepted upload (and, with `scrub`, a scrub through the first, second, middle and
-    last steps in every mask mode); returns the payload size in bytes."""
+    last steps in every mask mode and canvas colouring, a token selected); returns the payload size in bytes."""
+    import itertools
+
     import plotly.io as pio
 
-    from components import handlers, mask_view, replay
+    from components import canvas, handlers, mask_view, replay
 
-    size = sum(_size(part, pio) for part in handlers.trace_views(trace))
+    size = sum(_size(part, pio) for part in handlers.trace_views(trace).values())
     n = len(trace.steps)
     shown = [(s, w) for s in sorted({0, 1, n // 2, n}) for w in mask_view.WHICH] if scrub else [(n, "verify")]
-    for step, which in shown:
-        size += sum(_size(part, pio) for part in replay.render_step(trace, step, which))
+    picked = len(trace.header.prompt_ids)  # the first generated position: its mask rows are outlined
+    for (step, which), colour in zip(shown, itertools.cycle(canvas.COLOR_BY)):
+        views = replay.render_step(trace, step, replay.StepOptions(which, colour, picked))
+        size += sum(_size(part, pio) for part in views.values())
     return size
 
 

@@ -14,7 +14,7 @@ from ..config import DecodeConfig
 from ..trace import BlockRecord, Commit, MaskDraft, StepRecord
 from ..estimators import normalized_entropy, top2_margin
 from .recorder import Recorder, top_k
-from .result import LoopResult, number_steps
+from .result import Kept, LoopResult, StopDecoding, number_steps
 from .sampling import draw_tokens, token_distribution
 
 CHECK_EVERY = 8  # tokens between progress callbacks
@@ -24,15 +24,27 @@ CHECK_EVERY = 8  # tokens between progress callbacks
 def ar_loop(model: Any, cfg: DecodeConfig, prompt: torch.Tensor, rec: Recorder, generator: torch.Generator,
             check: Callable[[list[StepRecord]], str | None]) -> LoopResult:
     P, G, mask_id = int(prompt.shape[0]), cfg.gen_length, model.spec.mask_id
-    aligned = model.spec.alignment == "aligned"
     x = torch.full((P + G,), mask_id, dtype=torch.long, device=prompt.device)
     x[:P] = prompt
+    steps: list[StepRecord] = []
+    blocks: list[BlockRecord] = []
+    kept = Kept(rec, x, blocks, steps)
+    try:
+        return _ar_tokens(model, cfg, prompt, rec, generator, check, x, blocks, steps, kept)
+    except StopDecoding:
+        return LoopResult(x, *kept.restore(mask_id), "cancelled")
+
+
+def _ar_tokens(model: Any, cfg: DecodeConfig, prompt: torch.Tensor, rec: Recorder, generator: torch.Generator,
+               check: Callable[[list[StepRecord]], str | None], x: torch.Tensor, blocks: list[BlockRecord],
+               steps: list[StepRecord], kept: Kept) -> LoopResult:
+    P, G, mask_id = int(prompt.shape[0]), cfg.gen_length, model.spec.mask_id
+    aligned = model.spec.alignment == "aligned"
     cache = model.new_cache()
     mask = torch.full((1,), mask_id, dtype=torch.long, device=x.device)
     stops = set(model.spec.stop_ids)
-    steps: list[StepRecord] = []
-    blocks: list[BlockRecord] = []
     for i in range(P, P + G):
+        kept.mark()  # every token so far is whole
         if i == P:
             ids = torch.cat([prompt, mask]) if aligned else prompt
             logits = rec.forward("prefill", i, 0, cache, ids, torch.arange(ids.shape[0], device=x.device),

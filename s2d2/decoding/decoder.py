@@ -16,6 +16,9 @@ End of a block: the commit forward (paper), or with `fused_commit` (beyond the p
 first draft forward caches the uncached tail, and the last block (or one whose output already stopped) is never
 committed, since nothing reads its KV. With `adaptive_block` (beyond the paper) the next block's length comes from
 the finished block's verifications (s2d2/policies/adaptive_block.py).
+
+A StopDecoding raised by the model's forward (the app's Stop) ends the run at once, rolled back to its last complete
+block (result.py `Kept`): the trace `should_stop` would have given at that block's end.
 """
 from __future__ import annotations
 
@@ -28,9 +31,9 @@ from ..config import DecodeConfig
 from ..policies import AdaptiveBlock, BlockFeedback, make_policy
 from ..trace import BlockRecord, StepRecord
 from .blocks import ar_seed, block_masks, carry_tail, commit_block, prefill, stop_reached, stopped_in
-from .layout import block_plan
+from .layout import BlockPlan, block_plan
 from .recorder import Recorder
-from .result import LoopResult, number_steps
+from .result import Kept, LoopResult, StopDecoding, number_steps
 from .step import StepContext, run_step
 
 
@@ -46,9 +49,22 @@ def block_loop(model: Any, cfg: DecodeConfig, prompt: torch.Tensor, rec: Recorde
     rule = AdaptiveBlock(cfg) if cfg.adaptive_block else None
     steps: list[StepRecord] = []
     blocks: list[BlockRecord] = []
+    kept = Kept(rec, x, blocks, steps)
+    try:
+        return _decode_blocks(ctx, plan, rule, blocks, steps, check, kept)
+    except StopDecoding:
+        return _result(ctx, *kept.restore(mask_id), "cancelled")
+
+
+def _decode_blocks(ctx: StepContext, plan: BlockPlan, rule: Optional[AdaptiveBlock], blocks: list[BlockRecord],
+                   steps: list[StepRecord],
+                   check: Callable[[list[StepRecord]], Optional[str]], kept: Kept) -> LoopResult:
+    """Prefill, then block after block until the plan's end or a stop; `kept` follows the last complete block."""
+    cfg, P, shifted = ctx.cfg, ctx.prompt_len, not ctx.aligned
     seed_logits = prefill(ctx, plan.first_start, shifted and P % cfg.block_length == 0)
     if seed_logits is not None:
         steps.append(ar_seed(ctx, seed_logits, P, plan.first_start // cfg.block_length))
+    kept.mark()
     start, length, why = plan.first_start, cfg.block_length, ""
     index = start // length
     while start < plan.end:
@@ -60,6 +76,7 @@ def block_loop(model: Any, cfg: DecodeConfig, prompt: torch.Tensor, rec: Recorde
             finish = check(number_steps(steps))
         if finish is not None:
             return _result(ctx, blocks, steps, finish)
+        kept.mark()
         start += length
         index += 1
         length, why = _next_length(rule, cfg, blk, steps[first_step:], start)

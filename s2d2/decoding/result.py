@@ -1,7 +1,9 @@
-"""What a decode loop hands back to `generate`, shared by the block loop and the AR loop."""
+"""What a decode loop hands back to `generate`, shared by the block loop and the AR loop, and how a loop stopped
+mid-block by its model (StopDecoding) rolls back to the last complete block."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -14,6 +16,33 @@ class LoopResult:
     blocks: list[BlockRecord]
     steps: list[StepRecord]
     finish_reason: str
+
+
+class StopDecoding(Exception):
+    """Raised by the model's forward to end a run at once (the app's Stop button, a closed tab): the loop drops the
+    block in flight and returns the run as its last complete block (AR: token) left it, finish_reason "cancelled" —
+    what `should_stop` returns at that block's end, without the rest of the block's forwards."""
+
+
+class Kept:
+    """Where the run stood after its last complete block: what a StopDecoding rolls back to."""
+
+    def __init__(self, rec: Any, x: torch.Tensor, blocks: list[BlockRecord], steps: list[StepRecord]) -> None:
+        self.rec, self.x, self.blocks, self.steps = rec, x, blocks, steps
+        self.mark()
+
+    def mark(self) -> None:
+        """Everything recorded so far is complete."""
+        self.counts = (len(self.blocks), len(self.steps), len(self.rec.forwards))
+
+    def restore(self, mask_id: int) -> tuple[list[BlockRecord], list[StepRecord]]:
+        """Drop the records after the mark and undo their commits (x changes only through commits)."""
+        n_blocks, n_steps, n_forwards = self.counts
+        undone = [c.position for s in self.steps[n_steps:] for c in s.commits]
+        if undone:
+            self.x[torch.tensor(undone, device=self.x.device)] = mask_id
+        del self.blocks[n_blocks:], self.steps[n_steps:], self.rec.forwards[n_forwards:]
+        return self.blocks, number_steps(self.steps)
 
 
 def number_steps(steps: list[StepRecord]) -> list[StepRecord]:

@@ -162,6 +162,37 @@ def extract_answer(text: str) -> int | None:
         return None
 
 
+_START_RE = re.compile(r"^[A-Z][a-z]+ has (\d+) \w+\.")
+_STEP_RES = (
+    (re.compile(r"^(?:He|She) buys (\d+) more\.$"), lambda cur, m: cur + int(m[1])),
+    (re.compile(r"^(?:He|She) gives (\d+) to [A-Z][a-z]+\.$"), lambda cur, m: cur - int(m[1])),
+    (re.compile(r"^(?:He|She) gets (\d+) bags with (\d+) \w+ in each bag\.$"),
+     lambda cur, m: cur + int(m[1]) * int(m[2])),
+    (re.compile(r"^(?:He|She) doubles the \w+\.$"), lambda cur, m: cur * 2),
+)
+
+
+def solve(question: str) -> int | None:
+    """The exact answer of a question in this generator's grammar (None for any other text), so a viewer can mark
+    a recorded answer right or wrong from the prompt alone."""
+    m = _START_RE.match(question or "")
+    if not m:
+        return None
+    cur = int(m[1])
+    sentences = re.findall(r"[^.?]+[.?]", question[m.end():])
+    for sentence in (s.strip() for s in sentences[:-1]):
+        for pattern, apply in _STEP_RES:
+            hit = pattern.match(sentence)
+            if hit:
+                cur = apply(cur, hit)
+                break
+        else:
+            return None
+    if not sentences or not re.match(r"^How many \w+ does [A-Z][a-z]+ have now\?$", sentences[-1].strip()):
+        return None
+    return cur
+
+
 def score(text: str, gold: int | Problem) -> bool:
     """Exact-answer match of the ``#### N`` line (GSM8K strict match)."""
     g = gold.answer if isinstance(gold, Problem) else int(gold)

@@ -1,0 +1,75 @@
+"""Gradio glue shared by the tab builders: the component registry, the name -> component adapter for handlers,
+and a slider whose number box cannot error.
+
+Handlers (components/handlers.py) are pure: they return {view name: value}. `keyed` turns that into Gradio's
+{component: value} with the registry, so an output a handler does not mention stays as it is, and a new view is a
+new name, not a new position in a tuple.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Optional
+
+import gradio as gr
+from gradio.components.number import Number
+
+PRIVATE: dict[str, Any] = dict(api_visibility="private")
+
+
+@dataclass
+class Ctx:
+    """Components by name, shared between tabs (filled as tabs are built, wired in app.py)."""
+
+    example: Optional[Any] = None  # the Trace the app opens with
+    c: dict[str, Any] = field(default_factory=dict)
+
+    def __getitem__(self, name: str) -> Any:
+        return self.c[name]
+
+    def __setitem__(self, name: str, component: Any) -> None:
+        self.c[name] = component
+
+    def outputs(self, names: Iterable[str]) -> list[Any]:
+        return [self.c[n] for n in names]
+
+
+def keyed(fn: Callable[..., Any], ctx: Ctx) -> Callable[..., Any]:
+    """Adapt a handler that returns (or yields) {name: value} to one that returns {component: value}."""
+
+    def convert(out: dict[str, Any]) -> Any:
+        return {ctx.c[name]: value for name, value in out.items()} if out else gr.skip()
+
+    if inspect.isgeneratorfunction(fn):
+        @functools.wraps(fn)
+        def stream(*args: Any, **kwargs: Any) -> Any:
+            for out in fn(*args, **kwargs):
+                yield convert(out)
+
+        return stream
+
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return convert(fn(*args, **kwargs))
+
+    return call
+
+
+class ClampedSlider(gr.Slider):
+    """The stock slider, except that its number box never raises an error badge: a typed value outside
+    [minimum, maximum] is clamped, and a blank or non-numeric box arrives as None (handlers ignore it)."""
+
+    is_template = True  # rendered by the stock slider front end
+
+    def preprocess(self, payload: Any) -> Optional[float]:
+        try:
+            value = float(payload)
+        except (TypeError, ValueError):
+            return None
+        if math.isnan(value):
+            return None
+        lo = self.minimum if self.minimum is not None else value
+        hi = self.maximum if self.maximum is not None else value
+        return Number.round_to_precision(min(max(value, lo), hi), self.precision)
