@@ -13,7 +13,8 @@ Rows, in order:
    sync on both sides) for AR / the dynamic-threshold baseline / S2D2 (sdar-config-b), per backend, at SDAR-1.7B
    shapes and on the bundled model; then S2D2's wall speedup over AR against its NFE speedup.
 4. Host syncs per S2D2 step on the bundled model, lean and traced: the engine's reads outside forwards
-   (s2d2/host_syncs.py) and, on CUDA, every sync of the decode, forwards included (torch's sync debug mode).
+   (s2d2/host_syncs.py) and, on CUDA, every sync of the decode, forwards included (torch's sync debug mode); and
+   S2D2's wall with and without the model-side savers (query masks, row picks: benchmarks/model_savers.py).
 
 On an H200 (the image has transformers 5.17 and no registry access, so a 5.24 wheel travels in `.whl/`: see
 `python3 -m pip download` in .library/device/README.md; `regex` too, transformers 5.24 wants >= 2025.10.22), one
@@ -320,6 +321,7 @@ def bundled_rows(budget: Budget, cuda: bool, gen_length: int) -> None:
             models[backend].set_backend("static", graphs=backend == "static+graphs")
     decode_rows("bundled", models, heldout(1)[0].question, gen_length, budget, {})
     sync_rows("bundled", models, heldout(1)[0].question, budget)
+    savers_rows("bundled", models, heldout(1)[0].question, budget)
 
 
 def sync_rows(tag: str, models: dict[str, Any], prompt: Any, budget: Budget) -> None:
@@ -331,12 +333,30 @@ def sync_rows(tag: str, models: dict[str, Any], prompt: Any, budget: Budget) -> 
             if not budget.allows(label, 5):
                 continue
             with HostSyncCounter(model) as counter:
-                res = s2d2.generate(model, prompt, cfg, seed=0, detailed=detailed)
-            steps = max(1, len(res.trace.steps))
-            text = f"engine reads {counter.reads / steps:.2f}, uploads {counter.uploads / steps:.2f}"
-            if model.device.type == "cuda":
-                text += f"; all CUDA syncs {cuda_syncs(model, prompt, cfg, detailed) / steps:.2f}"
-            row(label, text)
+                steps = max(1, len(s2d2.generate(model, prompt, cfg, seed=0, detailed=detailed).trace.steps))
+            on_gpu = model.device.type == "cuda"
+            cuda = f"; all CUDA syncs {cuda_syncs(model, prompt, cfg, detailed) / steps:.2f}" if on_gpu else ""
+            row(label, f"engine reads {counter.reads / steps:.2f}, uploads {counter.uploads / steps:.2f}{cuda}")
+
+
+def savers_rows(tag: str, models: dict[str, Any], prompt: Any, budget: Budget, runs: int = 3) -> None:
+    """S2D2 (sdar-config-b, lean) wall per token with the model-side savers and without them, interleaved."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from model_savers import WithoutSavers
+
+    cfg = s2d2.preset("sdar-config-b", gen_length=32)
+    for backend, model in models.items():
+        if not budget.allows(f"{tag} savers [{backend}]", 10):
+            continue
+        walls = {"with": 0.0, "without": 0.0}
+        for arm, m in [("with", model), ("without", WithoutSavers(model))] * runs:
+            sync(model.device)
+            t0 = time.perf_counter()
+            s2d2.generate(m, prompt, cfg, seed=0, detailed=False)
+            sync(model.device)
+            walls[arm] += time.perf_counter() - t0
+        row(f"{tag} savers [{backend}]", f"wall without / with query masks + row picks: "
+            f"{walls['without'] / walls['with']:.3f}")
 
 
 def cuda_syncs(model: Any, prompt: Any, cfg: Any, detailed: bool) -> int:
