@@ -336,7 +336,8 @@ def sync_rows(tag: str, models: dict[str, Any], prompt: Any, budget: Budget) -> 
                 steps = max(1, len(s2d2.generate(model, prompt, cfg, seed=0, detailed=detailed).trace.steps))
             on_gpu = model.device.type == "cuda"
             cuda = f"; all CUDA syncs {cuda_syncs(model, prompt, cfg, detailed) / steps:.2f}" if on_gpu else ""
-            row(label, f"engine reads {counter.reads / steps:.2f}, uploads {counter.uploads / steps:.2f}{cuda}")
+            row(label, f"engine reads {counter.reads / steps:.2f}, uploads {counter.uploads / steps:.2f}, "
+                f"waits {counter.waits / steps:.2f}{cuda}")
 
 
 def savers_rows(tag: str, models: dict[str, Any], prompt: Any, budget: Budget, runs: int = 3) -> None:

@@ -8,7 +8,7 @@ them on CUDA only; this counter sees the same operations on any device, at the d
 
     with HostSyncCounter(model) as syncs:
         s2d2.generate(model, prompt, cfg, detailed=False)
-    syncs.reads, syncs.uploads, syncs.events
+    syncs.reads, syncs.uploads, syncs.waits, syncs.events
 
 Model forwards are not counted (`model.forward` is paused): what happens inside one is the forward backend's
 business (the static backend runs it as one captured graph); the counter measures the engine around it. A
@@ -42,7 +42,7 @@ _BOOL_INDEXED = {_aten.index.Tensor, _aten.index_put_.default, _aten.index_put.d
 
 @dataclass
 class SyncEvent:
-    kind: str  # "read" | "upload"
+    kind: str  # "read" | "upload" | "wait" (an explicit torch.cuda.synchronize)
     op: str
     where: str  # the innermost s2d2 frame, "file:line function"
 
@@ -65,6 +65,11 @@ class HostSyncCounter(TorchDispatchMode):
     @property
     def uploads(self) -> int:
         return sum(e.kind == "upload" for e in self.events)
+
+    @property
+    def waits(self) -> int:
+        """Explicit device synchronizations (a detailed trace times every forward exactly on CUDA)."""
+        return sum(e.kind == "wait" for e in self.events)
 
     def total(self) -> int:
         return len(self.events)
@@ -95,6 +100,7 @@ class HostSyncCounter(TorchDispatchMode):
     def __enter__(self) -> "HostSyncCounter":
         self._patch(torch.Tensor, "tolist")
         self._patch(torch.Tensor, "numpy")
+        self._patch(torch.cuda, "synchronize", kind="wait")
         if self.model is not None:
             self._pause_in(self.model, "forward")
         if self.packed_fetch:
@@ -108,15 +114,15 @@ class HostSyncCounter(TorchDispatchMode):
         while self._undo:
             self._undo.pop()()
 
-    def _patch(self, owner: Any, name: str) -> None:
+    def _patch(self, owner: Any, name: str, kind: str = "read") -> None:
         original = getattr(owner, name)
         counter = self
 
-        def counted(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
-            counter._note("read", f"Tensor.{name}")
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            counter._note(kind, f"{getattr(owner, '__name__', 'Tensor')}.{name}")
             counter._paused += 1
             try:
-                return original(tensor, *args, **kwargs)
+                return original(*args, **kwargs)
             finally:
                 counter._paused -= 1
 
@@ -142,7 +148,7 @@ class HostSyncCounter(TorchDispatchMode):
         self._undo.append(lambda: setattr(obj, name, own) if own is not None else delattr(obj, name))
 
     def summary(self) -> str:
-        lines = [f"{self.reads} reads, {self.uploads} uploads"]
+        lines = [f"{self.reads} reads, {self.uploads} uploads, {self.waits} waits"]
         lines += [f"  {e.kind:6s} {e.op:40s} {e.where}" for e in self.events]
         return "\n".join(lines)
 

@@ -38,7 +38,7 @@ from .verifier import verify_probs, verify_step
 
 __all__ = [
     "StepContext", "Draft", "run_step", "first_mask_span", "draft_step", "draft_forward", "policy_inputs",
-    "policy_summary", "fallback_picks", "draft_records", "verification_record", "verify_probs", "write_picks",
+    "policy_summary", "fallback_picks", "draft_records", "verification_record", "verify_probs",
 ]
 
 
