@@ -118,9 +118,11 @@ def wire(ctx: Ctx, o: Opening, tour: list[tuple[gr.Button, int]]) -> None:
     c["upload"].upload(k(h.upload_trace), c["upload"], out(h.LOAD_OUT), api_name="upload_trace")
     c["preset"].input(k(h.apply_preset), [c["preset"], c["knob_seed"]], out([*h.KNOB_OUT, "preset_note"]),
                       **PRIVATE)
-    rules = out(["knob_method", "knob_policy", "knob_remasking"])
+    rules = out(["knob_method", "knob_policy", "knob_remasking", "knob_loop"])
     for rule in rules:
         rule.input(k(h.knob_visibility), rules, out(h.KNOB_OUT), **PRIVATE)
+    c["model"].input(k(h.model_changed), [c["model"], c["knob_loop"], c["knob_seed"]],
+                     out(["preset", *h.KNOB_OUT, "preset_note"]), **PRIVATE)
     # One GPU job per session: a second submission is refused before it enters the queue (guard.admit). Stop only
     # raises the job's flag: the decode ends within one forward and the run itself writes the final status.
     run_ev = c["run"].click(k(guard.one_job(h.run, h.run_refused)), [c["prompt"], c["model"], *out(h.KNOB_OUT)],

@@ -12,9 +12,7 @@ import html
 import unicodedata
 from typing import Optional
 
-from s2d2.trace import StepRecord
-
-from s2d2.trace import Trace
+from s2d2.trace import StepRecord, Trace
 
 from .trace_index import MASK_TEXT, TraceIndex, clamp_step, fmt, fmt_prob, index_of
 
@@ -31,6 +29,7 @@ STATES: dict[str, tuple[str, str]] = {
     "ratio_extra": ("+", "ratio extra (r ≥ thr)"),
     "ar": ("→", "autoregressive"),
     "ar_seed": ("◆", "AR seed of the block"),
+    "edited": ("✎", "edited (self-correction): old token struck through"),
 }
 MAX_PROMPT_SHOWN = 48
 COLOR_BY = ("state", "p", "q", "r")  # the canvas colour switch
@@ -66,9 +65,12 @@ def position_state(idx: TraceIndex, step: int, pos: int, before_commit: bool = F
     step `step` has drafted and not yet committed."""
     if pos < len(idx.trace.header.prompt_ids):
         return "prompt", False
-    done = step - 1 if before_commit and step > 0 else step
+    done = _done(step, before_commit)
     hit = idx.commit_of.get(pos)
     if hit is not None and hit[0] < done:
+        edits = idx.edits_before(pos, done)
+        if edits:  # a decoded token replaced later (LLaDA2.x editing)
+            return "edited", edits[-1][0] == done - 1 and not before_commit
         return hit[1].how, hit[0] == done - 1 and not before_commit
     current = idx.step_record(step)
     if current is not None and idx.draft(current, pos) is not None:
@@ -76,8 +78,17 @@ def position_state(idx: TraceIndex, step: int, pos: int, before_commit: bool = F
     return "masked", False
 
 
+def _done(step: int, before_commit: bool) -> int:
+    """Steps whose updates are on screen: `step`, or one fewer at the moment before a step commits."""
+    return step - 1 if before_commit and step > 0 else step
+
+
 def shade_value(idx: TraceIndex, step: int, pos: int, which: str) -> Optional[float]:
-    """p, q or r of a position as shown at `step`: from the step that committed it, else the current step."""
+    """p, q or r of a position as shown at `step`: from the step that committed it, else the current step. An
+    edited token shows its edit's p and no q or r (edits are never verified, docs/editing.md rule V1)."""
+    edits = idx.edits_before(pos, step)
+    if edits:
+        return edits[-1][1].p if which == "p" else None
     hit = idx.commit_of.get(pos)
     rec: Optional[StepRecord] = idx.trace.steps[hit[0]] if hit is not None and hit[0] < step else idx.step_record(step)
     if rec is None:
@@ -114,6 +125,9 @@ def tooltip(idx: TraceIndex, step: int, pos: int, full: bool = True) -> str:
         lines.append(f"token '{visible_text(commit.text)}' (id {commit.token}) — {label}")
         lines.append(f"committed at step {s_idx + 1} (answer block {idx.answer_block(shown_step.block)}, "
                      f"step {shown_step.step + 1} of that block)")
+        for e_idx, e in idx.edits_before(pos, step):
+            lines.append(f"edited at step {e_idx + 1}: '{visible_text(e.old_text)}' → '{visible_text(e.new_text)}' "
+                         f"(p={fmt(e.p)} > τ_edit)")
     else:
         shown_step = idx.step_record(step)
         lines.append("masked")
@@ -156,6 +170,9 @@ def _token_html(idx: TraceIndex, step: int, pos: int, ids: list[int], full: bool
     elif state == "drafted":
         d = idx.draft(idx.step_record(step), pos)  # type: ignore[arg-type]
         text = d.text if d else ""
+    elif state == "edited":
+        edit = idx.edits_before(pos, _done(step, before_commit))[-1][1]
+        text = edit.new_text or f"#{edit.new}"
     else:
         commit = idx.commit_of[pos][1]
         text = commit.text or f"#{commit.token}"
@@ -171,6 +188,8 @@ def _token_html(idx: TraceIndex, step: int, pos: int, ids: list[int], full: bool
         if color_by in ("p", "q", "r"):
             style = _shade_style(shade_value(idx, step, pos, color_by))
     body = html.escape(visible_text(text)) if text else ""
+    if state == "edited":  # old → new: the replaced token struck through
+        body = f"<s>{html.escape(visible_text(edit.old_text or f'#{edit.old}'))}</s> " + body
     if state == "resampled" and new:
         row = idx.verify_row(trace.steps[step - 1], pos)
         if row is not None:
@@ -252,7 +271,10 @@ LEGEND_ALWAYS = ("prompt", "masked", "drafted")
 def legend_html(trace: Optional[Trace] = None, color_by: str = "state") -> str:
     """The key to the canvas: the states this trace uses (all of them without a trace), the current-block outline,
     "after the end" and the committed-this-step mark; a 0-1 scale when colouring by p, q or r."""
-    used = {c.how for s in trace.steps for c in s.commits} if trace is not None else set(STATES)
+    used = set(STATES)
+    if trace is not None:
+        used = {c.how for s in trace.steps for c in s.commits} | ({"edited"} if any(s.edits for s in trace.steps)
+                                                                 else set())
     keys = [k for k in STATES if k in LEGEND_ALWAYS or k in used]
     if color_by in ("p", "q", "r"):
         scale = ('<span class="scale"><span>0</span><span class="bar"></span><span>1</span></span>'
@@ -297,7 +319,21 @@ CANVAS_CSS = """
 .s2d2-canvas .end-tok{box-shadow:inset -3px 0 0 #111}
 .s2d2-canvas [data-watch]{outline:3px solid #dc2626;outline-offset:1px}
 .s2d2-canvas .tok s{color:#b91c1c;text-decoration:line-through 2px #b91c1c}
+.st-edited{background:#d8b4fe;outline:1px dashed #7e22ce}
+.s2d2-canvas .st-edited s{color:#6b21a8;text-decoration:line-through 2px #6b21a8;opacity:.8}
 """
+
+
+def live_rows(steps: list[StepRecord]) -> list[list]:
+    """[position, text, how, token id] of every decided position after `steps`, for render_live: an edited
+    position (LLaDA2.x self-correction) shows its new token as "edited"."""
+    rows: dict[int, list] = {}
+    for s in steps:
+        for c in s.commits:
+            rows[c.position] = [c.position, c.text, c.how, c.token]
+        for e in s.edits:
+            rows[e.position] = [e.position, e.new_text, "edited", e.new]
+    return list(rows.values())
 
 
 def render_live(commits: list[list], prompt: str = "", stop_ids: tuple[int, ...] | list[int] = ()) -> str:

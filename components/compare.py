@@ -207,6 +207,7 @@ METRIC_ROWS = [
     ("speedup_nfe", "speedup vs AR (NFE/token)"), ("speedup_wall", "speedup vs AR (wall/token)"),
     ("mean_acceptance_length", "mean acceptance length (vLLM)"), ("draft_acceptance_rate", "draft acceptance rate"),
     ("verify_rate", "verify rate"), ("query_tokens", "query tokens"), ("generated_tokens", "generated tokens"),
+    ("edits_per_token", "edits per token (self-correction)"),
 ]
 
 

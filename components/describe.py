@@ -51,6 +51,9 @@ def plain_title(cfg: DecodeConfig | Mapping[str, Any]) -> str:
     beyond = [words for on, words in ((cfg.kv_reuse, "reusing the verifier's KV"),
                                       (cfg.fused_commit, "commits fused into drafts")) if on]
     size += "".join(f", {words}" for words in beyond)
+    if cfg.loop == "editing":  # the LLaDA2.x loop
+        tau = cfg.editing_threshold
+        size += f", edits at p > {_g(tau)}" if tau is not None else ", LLaDA2 loop, no edits"
     if cfg.method == "diffusion":
         if cfg.remasking == "low_confidence_dynamic":
             return f"Diffusion alone (commit drafts with p > {_g(cfg.confidence_threshold)}), {size}"

@@ -16,10 +16,12 @@ from .trace_index import clamp_step, num
 HOW_COLOURS = {
     "accepted": "#16a34a", "resampled": "#ea580c", "threshold": "#2563eb", "fallback": "#60a5fa",
     "hiconf_extra": "#0d9488", "ratio_extra": "#14b8a6", "ar": "#9333ea", "ar_seed": "#111827",
+    "edit": "#7e22ce",
 }
 HOW_SYMBOLS = {
     "accepted": "circle", "resampled": "x", "threshold": "triangle-up", "fallback": "diamond",
     "hiconf_extra": "cross", "ratio_extra": "cross", "ar": "square", "ar_seed": "star",
+    "edit": "star-diamond",
 }
 KIND_COLOURS = {
     "prefill": "#94a3b8", "draft": "#60a5fa", "verify_2l": "#f97316", "verify_causal": "#fb923c",
@@ -58,6 +60,12 @@ def commit_map(trace: Trace, step: Optional[int] = None) -> go.Figure:
             pts[1].append(c.position)
             # hover text stays small: a token's text is cut to 24 characters
             pts[2].append(f"step {s.index + 1}, answer block {s.block - first + 1}: {c.text[:24]!r} ({c.how})")
+        for e in s.edits:  # LLaDA2.x self-corrections: a decoded position decided again
+            pts = by_how.setdefault("edit", ([], [], []))
+            pts[0].append(x)
+            pts[1].append(e.position)
+            pts[2].append(f"step {s.index + 1}, answer block {s.block - first + 1}: edit {e.old_text[:24]!r} → "
+                          f"{e.new_text[:24]!r} (p={e.p:.2f})")
     for how, (x, y, text) in by_how.items():
         fig.add_trace(go.Scatter(x=x, y=y, mode="markers", name=how, text=text, hoverinfo="text",
                                  marker=dict(color=HOW_COLOURS.get(how, "#444"), symbol=HOW_SYMBOLS.get(how, "circle"),
@@ -85,9 +93,11 @@ def nfe_by_block(trace: Trace) -> go.Figure:
             continue
         counts[f.kind][pos[f.block]] += 1
     tokens = [0] * len(blocks)
+    edits = [0] * len(blocks)
     for s in trace.steps:
         if s.block in pos:
             tokens[pos[s.block]] += len(s.commits)
+            edits[pos[s.block]] += len(s.edits)
     fig = make_subplots(specs=[[{"secondary_y": True}]])
     fig.update_layout(title=dict(text=f"Forwards per block by kind (prefill: {prefill})", font=dict(size=14)),
                       barmode="stack", **_LAYOUT)
@@ -98,6 +108,11 @@ def nfe_by_block(trace: Trace) -> go.Figure:
     tpf = [round(t / n, 3) if n else 0.0 for t, n in zip(tokens, totals)]
     fig.add_trace(go.Scatter(x=labels, y=tpf, name="tokens / forward", mode="lines+markers",
                              line=dict(color="#111827")), secondary_y=True)
+    if any(edits):  # LLaDA2.x: self-corrections per block, written above each bar
+        fig.add_trace(go.Scatter(x=labels, y=totals, mode="text", name=f"✎ edits per block ({sum(edits)} in all)",
+                                 text=[f"✎{n}" if n else "" for n in edits], textposition="top center",
+                                 textfont=dict(color=HOW_COLOURS["edit"]), customdata=edits,
+                                 hovertemplate="%{x}: %{customdata} edits<extra></extra>"), secondary_y=False)
     fig.update_yaxes(title_text="forwards", secondary_y=False)
     fig.update_yaxes(title_text="tokens per forward", secondary_y=True, rangemode="tozero")
     return fig

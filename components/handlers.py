@@ -13,13 +13,14 @@ import gradio as gr
 
 from s2d2.trace import Trace
 
-from .canvas import render_live
+from .canvas import live_rows, render_live
 from .examples import examples_dir, list_examples, load_pair
 from .guard import stop_requested
 from .knob_scope import shown
 from .mask_view import mask_figure
 from .replay import STEP_VIEWS, StepOptions, md_escape, metrics_table, render_step, render_timelines, trace_title
-from .run_panel import KNOB_NAMES, check_model, check_prompt, config_dict, config_from_inputs, preset_values, record
+from .run_panel import (KNOB_NAMES, check_model, check_prompt, config_dict, config_from_inputs, preset_for_model,
+                        preset_values, record)
 from .story import pair_story, single_story
 from .trace_index import clamp_step
 from .traces_io import TraceError, describe_error, export_path, make_state, parse_upload, trace_from_state
@@ -176,9 +177,9 @@ def _interval(speed: Any) -> float:
 
 # -- run ---------------------------------------------------------------------------------------------------------
 
-def knob_visibility(method: str, policy: str, remasking: str) -> dict[str, Any]:
-    """Show the knobs of the chosen method, policy and remasking rule; hide the others."""
-    return {f"knob_{k}": gr.update(visible=shown(k, method, policy, remasking)) for k in KNOB_NAMES}
+def knob_visibility(method: str, policy: str, remasking: str, loop: str = "block") -> dict[str, Any]:
+    """Show the knobs of the chosen method, policy, remasking rule and block loop; hide the others."""
+    return {f"knob_{k}": gr.update(visible=shown(k, method, policy, remasking, loop)) for k in KNOB_NAMES}
 
 
 def apply_preset(name: str, seed: Any = 0) -> dict[str, Any]:
@@ -189,9 +190,18 @@ def apply_preset(name: str, seed: Any = 0) -> dict[str, Any]:
         values = dict(zip(KNOB_NAMES, preset_values(name, int(seed or 0))))
     except (ValueError, TypeError):
         return {}
-    shown_now = knob_visibility(values["method"], values["policy"], values["remasking"])
+    shown_now = knob_visibility(values["method"], values["policy"], values["remasking"], values["loop"])
     return {**{f"knob_{k}": gr.update(value=v, visible=shown_now[f"knob_{k}"]["visible"]) for k, v in values.items()},
             "preset_note": preset_note(name)}
+
+
+def model_changed(model_name: str, loop: str, seed: Any = 0) -> dict[str, Any]:
+    """A model that edits (LLaDA2.x) opens on its family's preset, another model leaves the editing loop for the
+    default preset; nothing changes when the loop already fits the model."""
+    name = preset_for_model(model_name, loop)
+    if name is None:
+        return {}
+    return {"preset": name, **apply_preset(name, seed)}
 
 
 def run_refused(message: str) -> dict[str, Any]:
@@ -241,7 +251,7 @@ def _finished(event: dict[str, Any]) -> dict[str, Any]:
         trace = Trace.from_dict(event["trace"])
     except ValueError as exc:  # a run outside the limits in force (they changed, or a bug): no traceback
         return {"run_status": f"⚠️ The run finished but its trace is refused: {md_escape(exc, 300)}", "run_ok": False}
-    commits = [[c.position, c.text, c.how, c.token] for s in trace.steps for c in s.commits]
+    commits = live_rows(trace.steps)
     reason = trace.footer.finish_reason if trace.footer else ""
     size = f"{len(trace.steps)} steps, {len(trace.forwards)} forwards"
     if reason == "cancelled" and not trace.blocks:

@@ -3,7 +3,9 @@
 own), so a new policy needs no line here; the table below covers the decoder's other options.
 
 A knob is shown when the chosen method is in its `methods`, and (if it names them) the chosen policy is in its
-`policies` and the chosen remasking rule in its `remasking`. Hidden knobs keep their values (a preset sets them all).
+`policies`, the chosen remasking rule in its `remasking` and the chosen block loop in its `loops`. Hidden knobs keep
+their values (a preset sets them all). The editing loop (LLaDA2.x self-correction) shows τ_edit and the post-mask
+steps and hides the block-loop options it refuses (sub-blocks, KV reuse, fused commits, adaptive blocks).
 """
 from __future__ import annotations
 
@@ -16,7 +18,9 @@ ALL = ("ar", "diffusion", "s2d2")
 BLOCKS = ("diffusion", "s2d2")  # methods that decode a block at a time
 S2D2 = ("s2d2",)
 SCORING = ("score_threshold", "score_hysteresis")  # policies that compute s = K̂ − c(·N_hi)
-MAX_MAIN = 8  # knobs shown before "Advanced", for any method and policy
+EDITING = ("editing",)
+BLOCK_LOOP = ("block",)
+MAX_MAIN = 8  # knobs shown before "Advanced", for any method, policy and loop
 
 
 @dataclass(frozen=True)
@@ -25,6 +29,7 @@ class Scope:
     policies: Optional[tuple[str, ...]] = None  # None: every policy (and methods without one)
     remasking: Optional[tuple[str, ...]] = None  # None: every remasking rule
     main: bool = False  # shown before "Advanced"
+    loops: Optional[tuple[str, ...]] = None  # None: both block loops ("block", "editing")
 
 
 def policy_scopes() -> dict[str, Scope]:
@@ -52,7 +57,7 @@ KNOB_SCOPE: dict[str, Scope] = {
     "remasking": Scope(BLOCKS),
     "eb_gamma": Scope(BLOCKS, remasking=("entropy_bounded",)),
     "denoising_steps": Scope(BLOCKS),
-    "sub_block_length": Scope(BLOCKS),
+    "sub_block_length": Scope(BLOCKS, loops=BLOCK_LOOP),
     "estimator": Scope(S2D2, SCORING),
     "negexp_beta": Scope(S2D2, SCORING),
     "acceptance": Scope(S2D2),
@@ -64,19 +69,26 @@ KNOB_SCOPE: dict[str, Scope] = {
     "seed": Scope(ALL),
     # beyond the paper (s2d2/policies/speedups.py, adaptive_block.py): the first two and the adaptive size read the
     # verifier's results, fusing the commit needs only blocks
-    "kv_reuse": Scope(S2D2),
-    "fused_commit": Scope(BLOCKS),
-    "adaptive_block": Scope(S2D2),
-    "adaptive_min_block": Scope(S2D2),
-    "adaptive_max_block": Scope(S2D2),
-    "adaptive_shrink_below": Scope(S2D2),
+    "kv_reuse": Scope(S2D2, loops=BLOCK_LOOP),
+    "fused_commit": Scope(BLOCKS, loops=BLOCK_LOOP),
+    "adaptive_block": Scope(S2D2, loops=BLOCK_LOOP),
+    "adaptive_min_block": Scope(S2D2, loops=BLOCK_LOOP),
+    "adaptive_max_block": Scope(S2D2, loops=BLOCK_LOOP),
+    "adaptive_shrink_below": Scope(S2D2, loops=BLOCK_LOOP),
+    # the editing loop (s2d2/policies/self_correction.py): the loop itself for any block method, τ_edit before
+    # "Advanced" once it is on
+    "loop": Scope(BLOCKS),
+    "editing_threshold": Scope(BLOCKS, loops=EDITING, main=True),
+    "max_post_steps": Scope(BLOCKS, loops=EDITING),
 }
 
 
-def shown(knob: str, method: str, policy: str, remasking: str) -> bool:
-    """Does `knob` matter for this method / policy / remasking rule?"""
+def shown(knob: str, method: str, policy: str, remasking: str, loop: str = "block") -> bool:
+    """Does `knob` matter for this method / policy / remasking rule / block loop?"""
     scope = KNOB_SCOPE[knob]
     if method not in scope.methods:
+        return False
+    if scope.loops is not None and loop not in scope.loops:
         return False
     if scope.policies is not None and (method != "s2d2" or policy not in scope.policies):
         return False

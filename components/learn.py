@@ -1,5 +1,5 @@
 """The guided tour over one recorded run: draft → span and routing → verify with the same model → accept / reject →
-residual resample → skipped verification → the whole run.
+residual resample → skipped verification → (self-correction, for a run that edits) → the whole run.
 
 `tour_stops` is pure: it picks the step that illustrates each idea (the tour centres on the first step whose
 verifier rejected a draft and resampled it) and writes each text from that step's recorded numbers, so the words
@@ -26,14 +26,14 @@ from .trace_index import fmt, index_of
 from .ui import PRIVATE, Ctx
 
 HOVER = '<span class="on-hover">hover over</span><span class="on-touch">tap</span>'
-PICTURES = ("canvas_draft", "canvas", "routing", "mask", "strip", "pair")
+PICTURES = ("canvas_draft", "canvas", "canvas_edit", "routing", "mask", "strip", "pair")
 SHORT = {"draft": "Draft", "route": "Route", "verify": "Verify", "reject": "Accept / reject", "resample": "Resample",
-         "skip": "Skip", "run": "Whole run"}
+         "skip": "Skip", "edit": "Self-correct", "run": "Whole run"}
 
 
 @dataclass(frozen=True)
 class Stop:
-    key: str  # draft | route | verify | reject | resample | skip | run
+    key: str  # draft | route | verify | reject | resample | skip | edit | run
     title: str
     text: str  # Markdown (may hold the hover/tap spans)
     step: int  # scrubber value the stop shows (state after this many steps)
@@ -119,8 +119,30 @@ def tour_stops(trace: Trace, story: Optional[Story] = None, baseline: Optional[T
             "diffusion step. "
             f"Confident drafts (p > τ, ▲) or the single most confident one (•) are committed without a verifier "
             f"forward: {len(skip.commits)} token(s) for 1 forward. Cheap, but not checked."), k, ("routing", "canvas")))
+    edit = _edit_stop(trace)
+    if edit is not None:
+        stops.append(edit)
     stops.append(_whole_run(trace, story, baseline))
     return stops
+
+
+def _edit_stop(trace: Trace) -> Optional[Stop]:
+    """Self-correction (LLaDA2.x editing loop), for a trace that has edits: the step of the first edit, its canvas
+    ringing the edited position (old token struck through)."""
+    rec = _first(trace, lambda s: bool(s.edits))
+    if rec is None:
+        return None
+    k, e = rec.index + 1, rec.edits[0]
+    total = sum(len(s.edits) for s in trace.steps)
+    more = f" This run edits {total} tokens in all." if total > 1 else ""
+    tau = trace.header.config.get("editing_threshold")
+    bound = f" > τ_edit = {tau:g}" if isinstance(tau, (int, float)) else ""
+    return Stop("edit", "Self-correction", (
+        f"A LLaDA2.1-style model re-reads its whole block at every step. At step {k} it predicts "
+        f"{_code(e.new_text)} at position {e.position}, which it had already decoded as {_code(e.old_text)}, with "
+        f"p = {fmt(e.p)}{bound}: it **edits** the token (✎, purple, the old one struck through).{more} Edits are "
+        "decided by the draft before any verification: the verifier judges only drafts of masked positions, and "
+        "reads the edited block as context."), k, ("canvas_edit",))
 
 
 def _whole_run(trace: Trace, story: Optional[Story], baseline: Optional[Trace]) -> Stop:
@@ -154,6 +176,10 @@ def picture(kind: str, trace: Trace, step: int, baseline: Optional[Trace] = None
         return render_canvas(trace, step, before_commit=True, highlight=watched(trace, step)) + legend_html(trace)
     if kind == "canvas":
         return render_canvas(trace, step, highlight=watched(trace, step)) + legend_html(trace)
+    if kind == "canvas_edit":  # the step's first edit ringed
+        rec = index_of(trace).step_record(step)
+        at = rec.edits[0].position if rec is not None and rec.edits else None
+        return render_canvas(trace, step, highlight=at) + legend_html(trace)
     if kind == "routing":
         return routing_figure(trace, step)
     if kind == "mask":

@@ -16,6 +16,8 @@ ABOUT = """
 * **Draft acceptance rate** (vLLM): accepted / drafted span tokens. **Per-position acceptance**: #(K > i) / calls,
   and conditional on the span reaching i.
 * **Tokens per forward**: generated tokens / NFE. **Verify rate**: verify steps / all steps.
+* **Edits** (LLaDA2.x self-correction, editing loop only): decoded tokens the model replaced because it now drafts a
+  different token there with p > τ_edit; **edits per token** = edits / generated tokens.
 
 Traces are plain JSON (schema version 1, provenance `measured` or `synthetic`); download one and upload it to replay
 it without a model. Paper: Han et al., *S2D2: Fast Decoding for Diffusion LLMs via Training-Free Self-Speculation*

@@ -1,9 +1,9 @@
 """Which models a visitor may run, and the few kept in memory.
 
 A public Space must not download whatever a visitor names. Only the allow-list is offered and loaded:
-`S2D2_MODELS="tiny,JetLM/SDAR-1.7B-Chat"` sets it; by default it holds the bundled models plus the registry
-checkpoints whose estimated weights (ModelEntry.size_gb, with headroom) fit the free GPU memory, or the available
-RAM without a GPU, and never one over MAX_DEFAULT_GB (the 30B MoE is 61 GB). A name off the list is refused
+`S2D2_MODELS="tiny,JetLM/SDAR-1.7B-Chat"` sets it; by default it holds the bundled models (tiny, tiny-llada2) plus
+the registry checkpoints whose estimated weights (ModelEntry.size_gb, with headroom) fit the free GPU memory, or the
+available RAM without a GPU, and never one over MAX_DEFAULT_GB (the 30B MoE is 61 GB). A name off the list is refused
 before anything is downloaded. At most S2D2_MAX_LOADED_MODELS models stay loaded; the least recently used one is
 evicted before another loads. `S2D2_ALLOW_ANY_MODEL=1` lifts the list (for a private machine only).
 """
@@ -53,15 +53,11 @@ def default_models() -> tuple[str, ...]:
     from s2d2.models.registry import known_models, lookup
 
     budget = min(free_memory_gb(), MAX_DEFAULT_GB * HEADROOM)
-    names = [DEFAULT_MODEL]
-    for name in known_models():
-        entry = lookup(name)
-        if entry is None or name in names:
-            continue
-        bundled = entry.path is not None and entry.path.is_dir()
-        if bundled or (entry.repo and 0 < entry.size_gb <= MAX_DEFAULT_GB and entry.size_gb * HEADROOM <= budget):
-            names.append(name)
-    return tuple(names)
+    entries = [(name, lookup(name)) for name in known_models()]
+    bundled = [n for n, e in entries if e is not None and e.path is not None and e.path.is_dir()]
+    fits = [n for n, e in entries if e is not None and e.repo and 0 < e.size_gb <= MAX_DEFAULT_GB
+            and e.size_gb * HEADROOM <= budget]
+    return tuple(dict.fromkeys([DEFAULT_MODEL, *bundled, *fits]))
 
 
 def allowed_models() -> list[str]:

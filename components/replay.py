@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 from s2d2.metrics import trace_metrics
 from s2d2.trace import Trace
 
-from .canvas import legend_html, render_canvas
+from .canvas import legend_html, render_canvas, visible_text
 from .describe import decision_line
 from .figures import acceptance_histogram, commit_map, nfe_by_block, per_position_figure, routing_figure
 from .mask_view import mask_figure
@@ -36,7 +36,9 @@ def step_summary(trace: Trace, step: int) -> str:
                 f"NFE {pre} (prefill). Move the scrubber to replay.")
     d = rec.decision
     method = trace.header.config.get("method")
-    if d is None:
+    if d is None and method != "ar" and not rec.masks_before:  # the editing loop's mask-free steps
+        route = "no masks left: the model re-reads the block for edits"
+    elif d is None:
         route = "one autoregressive step" if method == "ar" else "no verifier (diffusion alone never verifies)"
     else:
         route = "verify ON" if d.verify else "verify OFF"
@@ -45,6 +47,9 @@ def step_summary(trace: Trace, step: int) -> str:
     parts = [f"Answer block {idx.answer_block(rec.block)}, step {rec.step + 1}: {route}", f"{len(rec.drafts)} drafted"]
     order = ("accepted", "resampled", "threshold", "fallback", "hiconf_extra", "ratio_extra", "ar", "ar_seed")
     parts += [f"{hows[h]} {h.replace('_', ' ')}" for h in order if hows.get(h)]
+    if rec.edits:
+        shown = ", ".join(f"'{visible_text(e.old_text)}' → '{visible_text(e.new_text)}'" for e in rec.edits[:3])
+        parts.append(f"{len(rec.edits)} edited ({shown}{', …' if len(rec.edits) > 3 else ''})")
     parts.append(f"NFE {nfe}")
     text = ", ".join(parts)
     if d is not None:
@@ -98,6 +103,8 @@ def basic_metrics(trace: Trace) -> dict[str, Any]:
         "verify_rate": len(vsteps) / len(trace.steps) if trace.steps else 0.0,
         "wall_seconds": trace.footer.wall_s if trace.footer else None,
         "query_tokens": sum(f.query_tokens for f in trace.forwards),
+        "edits": sum(len(s.edits) for s in trace.steps),
+        "edits_per_token": sum(len(s.edits) for s in trace.steps) / generated if generated else 0.0,
     }
 
 
@@ -106,6 +113,8 @@ METRICS = [
     ("nfe", "NFE (forward passes)", "every model call: prefill + drafts + verifies + commits"),
     ("generated_tokens", "generated tokens", "answer tokens, up to the stop token"),
     ("tokens_per_forward", "tokens per forward (TPF)", "generated tokens ÷ NFE (higher is faster)"),
+    ("edits", "edits (self-correction)", "decoded tokens the model replaced by a confident different draft (LLaDA2.x)"),
+    ("edits_per_token", "edits per token", "edits ÷ generated tokens"),
     ("mean_acceptance_length", "mean acceptance length (vLLM)",
      "1 + accepted drafts per verify call: vLLM counts a bonus token per call, which S2D2 never makes"),
     ("tokens_per_verify", "tokens per verify (S2D2)",
@@ -121,6 +130,7 @@ METRICS = [
 ]
 METRIC_LABELS = [(key, label) for key, label, _ in METRICS]
 OPTIONAL = {"tokens_per_verify", "num_drafts", "steps_per_block", "estimator_mae", "finish_reason"}
+EDITING_ONLY = {"edits", "edits_per_token"}  # shown for traces of the editing loop (LLaDA2.x)
 METRIC_HEADERS = ["metric", "value", "what it means"]
 
 
@@ -134,9 +144,10 @@ def metrics_of(trace: Trace) -> dict[str, Any]:
 def metrics_table(trace: Trace) -> list[list[str]]:
     """Rows [metric, value, what it means] for a gr.Dataframe; NFE by kind listed after the main rows."""
     m = metrics_of(trace)
+    editing = trace.header.config.get("loop") == "editing"
     rows = []
     for key, label, meaning in METRICS:
-        if key in OPTIONAL and key not in m:
+        if (key in OPTIONAL and key not in m) or (key in EDITING_ONLY and not editing):
             continue
         rows.append([label, show_value(m.get(key)), meaning])
     for kind, count in sorted((m.get("nfe_by_kind") or {}).items()):
@@ -156,6 +167,9 @@ def trace_title(trace: Trace) -> str:
     method = md_escape(cfg.get("method", "?"), 20)
     policy = md_escape(cfg.get("policy", ""), 40) if method == "s2d2" else ""
     block = md_escape(cfg.get("block_length"), 10)
+    if cfg.get("loop") == "editing":
+        tau = cfg.get("editing_threshold")
+        block += f" · editing {'τ_edit=' + md_escape(tau, 10) if tau is not None else 'off'}"
     return (f"**{md_escape(h.model.name, 80)}** · {method}{' / ' + policy if policy else ''} · B={block} · "
             f"seed {h.seed} · {md_escape(h.provenance, 20)} trace · {len(trace.steps)} steps, "
             f"{len(trace.forwards)} forwards")

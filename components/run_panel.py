@@ -20,8 +20,9 @@ from s2d2.config import ACCEPTANCE, ESTIMATORS, METHODS, POLICIES, REMASKING, De
 from s2d2.decoding.layout import block_lengths
 from s2d2.limits import SEED_MAX, check_lengths, check_prompt_chars, check_prompt_tokens, check_seed, limits
 from s2d2.policies import Knob as PolicyKnob
-from s2d2.policies import option_knobs, routing_knobs
+from s2d2.policies import editing_knobs, option_knobs, routing_knobs
 
+from .canvas import live_rows
 from .guard import cancelled, current_job
 from .models import (DEFAULT_MODEL, check_model, forget_model, get_model, model_choices,  # noqa: F401
                      preload_on_spaces, register_model)
@@ -41,6 +42,7 @@ MAX_GEN_LENGTH = limits().max_gen_tokens
 MAX_BLOCK_LENGTH = limits().max_block_length
 MAX_RUN_SECONDS = limits().max_run_seconds
 DEFAULT_PRESET = "sdar-config-a"
+FAMILY_PRESETS = {"llada2": "llada2-quality"}  # model family (registry) -> the preset it opens on: S2D2 + editing
 EXAMPLE_PROMPTS = [
     "Tom has 12 apples. He buys 7 more. How many apples does Tom have now?",
     "Noah has 24 apples. He doubles the apples. He buys 6 more. How many apples does Noah have now?",
@@ -63,13 +65,14 @@ class Knob:
 
 
 def _knob(k: PolicyKnob, group: str) -> Knob:
-    """A Run-panel knob from a policy's (or decoder option's) own declaration."""
+    """A Run-panel knob from a policy's (or decoder option's) own declaration; an optional one shows None as 0."""
     lo, hi = k.slider
-    return Knob(k.field, k.label, k.kind, k.choices, lo, hi, k.step, k.help, group=group)
+    return Knob(k.field, k.label, k.kind, k.choices, lo, hi, k.step, k.help, optional_zero=k.optional, group=group)
 
 
 _B, _R, _P = "Blocks and length", "Baseline remasking (skipped steps)", "Routing policy"
 _E, _S, _F = "Estimator and verification", "Sampling", "Fewer forwards (beyond the paper)"
+_L = "Self-correction (LLaDA2.x editing loop)"
 KNOBS: tuple[Knob, ...] = (
     Knob("method", "Method", "choice", METHODS, group=_B,
          info="ar: one token per forward; diffusion: the baseline, never verifies; s2d2: draft, route, verify"),
@@ -94,6 +97,7 @@ KNOBS: tuple[Knob, ...] = (
     Knob("cache_ver", "cache_ver (causal cache)", "bool", group=_E,
          info="causal prefill and commit: the verifier then equals exact AR"),
     Knob("draft_ver", "draft_ver (causal decoded prefix in drafts)", "bool", group=_E),
+    *(_knob(k, _L) for k in editing_knobs()),  # the editing loop declares its own (s2d2/policies/self_correction.py)
     Knob("temperature", "Temperature", "float", lo=0.0, hi=2.0, step=0.05, group=_S),
     Knob("seed", "Seed", "int", lo=0, hi=SEED_MAX, group=_S),
     *(_knob(k, _F) for k in option_knobs() if not k.advanced),
@@ -113,6 +117,21 @@ def preset_values(name: str, seed: int = 0) -> list[Any]:
     return values
 
 
+def preset_for_model(model_name: Any, loop: Any) -> Optional[str]:
+    """The preset to switch to when the model changes: its family's (a LLaDA2.x model opens on S2D2 with editing)
+    when the loop does not fit it yet, DEFAULT_PRESET when leaving the editing loop for another model; None to
+    keep the knobs as they are (same kind of model, or a folder the registry does not know)."""
+    from s2d2.models.registry import lookup
+
+    entry = lookup(model_name) if isinstance(model_name, str) else None
+    if entry is None:
+        return None
+    family = FAMILY_PRESETS.get(entry.family)
+    if family is not None:
+        return family if loop != "editing" else None
+    return DEFAULT_PRESET if loop == "editing" else None
+
+
 def _coerce(knob: Knob, value: Any) -> Any:
     if value is None or (isinstance(value, str) and not value.strip() and knob.kind != "choice"):
         raise ValueError(f"{knob.name}: no value given")
@@ -123,7 +142,8 @@ def _coerce(knob: Knob, value: Any) -> Any:
         v: Any = int(f)
         return None if knob.optional_zero and v == 0 else v
     if knob.kind == "float":
-        return float(value)
+        f = float(value)
+        return None if knob.optional_zero and f == 0 else f
     if knob.kind == "bool":
         return bool(value)
     return str(value)[:100]
@@ -175,7 +195,8 @@ def gpu_duration(prompt: Any, model_name: str, config: dict[str, Any], seed: int
     """Seconds to request from ZeroGPU, from the worst-case forward count of the request."""
     gen = int(config.get("gen_length", 64))
     block = max(1, int(config.get("block_length", 4)))
-    forwards = 2 * gen + gen // block + 2  # draft + verify per token at worst, plus commits and prefill
+    post = int(config.get("max_post_steps") or 0)  # the editing loop's mask-free steps, per block
+    forwards = 2 * gen + (gen // block + 1) * (1 + post) + 1  # draft + verify per token at worst, commits, prefill
     per_forward = 0.002 if model_name.startswith("tiny") else 0.04
     return int(min(limits().max_run_seconds, 20 + forwards * per_forward))
 
@@ -231,8 +252,7 @@ def record_stream(prompt: Any, model_name: str, config: dict[str, Any], seed: in
         return stop.is_set() or cancel()
 
     def on_block(steps: list[Any], *_: Any, **__: Any) -> None:
-        commits = [[c.position, c.text, c.how, c.token] for s in steps for c in s.commits]
-        events.put({"kind": "progress", "steps": len(steps), "commits": commits,
+        events.put({"kind": "progress", "steps": len(steps), "commits": live_rows(steps),
                     "stop_ids": list(getattr(getattr(model, "spec", None), "stop_ids", ())),
                     "elapsed": round(time.monotonic() - start, 2)})
 

@@ -38,7 +38,7 @@ def _knob_component(knob: Knob, value: Any, visible: bool) -> Any:
 
 def build_run_tab(ctx: Ctx) -> None:
     values = dict(zip((k.name for k in KNOBS), preset_values(DEFAULT_PRESET)))
-    method, policy, remasking = values["method"], values["policy"], values["remasking"]
+    rules = (values["method"], values["policy"], values["remasking"], values["loop"])
     with gr.Row():
         with gr.Column(scale=2, elem_id="run-settings"):
             ctx["prompt"] = gr.Textbox(EXAMPLE_PROMPTS[0], label="Prompt", lines=3, max_length=MAX_PROMPT_CHARS,
@@ -46,8 +46,9 @@ def build_run_tab(ctx: Ctx) -> None:
             gr.Examples(EXAMPLE_PROMPTS, inputs=[ctx["prompt"]], label="Example prompts")
             ctx["model"] = gr.Dropdown(model_choices(), value=DEFAULT_MODEL, label="Model", allow_custom_value=True,
                                        elem_id="model",
-                                       info="The bundled tiny model runs on CPU; the others load on first use. "
-                                       "Names off this list are refused.")
+                                       info="The bundled tiny models run on CPU (picking tiny-llada2, which "
+                                       "edits its own tokens, switches to S2D2 with self-correction); the others "
+                                       "load on first use. Names off this list are refused.")
             ctx["preset"] = gr.Dropdown(preset_choices(), value=DEFAULT_PRESET, label="Preset (sets every knob)",
                                         elem_id="preset")
             ctx["preset_note"] = gr.Markdown(preset_note(DEFAULT_PRESET), elem_id="preset-note")
@@ -57,13 +58,13 @@ def build_run_tab(ctx: Ctx) -> None:
             for knob in KNOBS:
                 if is_main(knob.name):
                     ctx[f"knob_{knob.name}"] = _knob_component(knob, values[knob.name],
-                                                               shown(knob.name, method, policy, remasking))
+                                                               shown(knob.name, *rules))
             with gr.Accordion("Advanced: every other setting of this method and policy", open=False,
                               elem_id="advanced"):
                 for knob in KNOBS:
                     if not is_main(knob.name):
                         ctx[f"knob_{knob.name}"] = _knob_component(knob, values[knob.name],
-                                                                   shown(knob.name, method, policy, remasking))
+                                                                   shown(knob.name, *rules))
         with gr.Column(scale=3):
             ctx["run_status"] = gr.Markdown("Pick a prompt and a preset, then record a run.", elem_id="run-status")
             ctx["live"] = gr.HTML(render_live([]), elem_id="live", label="Live output")

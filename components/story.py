@@ -105,12 +105,26 @@ def _single(trace: Trace) -> Story:
     method = trace.header.config.get("method")
     answer = _answer(trace, solve(question_of(trace)))
     cost = f"{len(trace.forwards)} forwards for {trace.footer.generated_length if trace.footer else 0} tokens"
+    edit, edited = _edits(trace)
     if method != "s2d2":
         who = "Autoregressive decoding" if method == "ar" else "Diffusion alone (never verifies)"
-        return Story(f"{who} answered **{answer}** · {cost}.")
+        return Story(f"{who} answered **{answer}**{edited} · {cost}.", edit.index + 1 if edit else 0)
     verified = [s for s in trace.steps if s.verification is not None]
     caught = [s for s in verified if s.verification.first_reject is not None]  # type: ignore[union-attr]
     skipped = sum(1 for s in trace.steps if s.decision is not None and not s.decision.verify)
     text = (f"S2D2 answered **{answer}** · {len(verified)} verified steps, {len(caught)} with a rejected draft, "
-            f"{skipped} skipped · {cost}.")
-    return Story(text, caught[0].index + 1 if caught else 0)
+            f"{skipped} skipped{edited} · {cost}.")
+    moment = caught[0] if caught else edit
+    return Story(text, moment.index + 1 if moment else 0)
+
+
+def _edits(trace: Trace) -> tuple[Optional[StepRecord], str]:
+    """The first step that edits (LLaDA2.x self-correction) and a clause saying what it changed ("" for none)."""
+    first = next((s for s in trace.steps if s.edits), None)
+    if first is None:
+        return None, ""
+    e = first.edits[0]
+    total = sum(len(s.edits) for s in trace.steps)
+    more = f" ({total} edits in all)" if total > 1 else ""
+    return first, (f" — it corrected itself at step {first.index + 1}, editing {_code(e.old_text)} → "
+                   f"{_code(e.new_text)}{more}")

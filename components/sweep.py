@@ -33,7 +33,7 @@ TABLE_COLUMNS = [("name", "cell"), ("method", "method"), ("accuracy", "accuracy"
                  ("speedup_nfe_vs_ar", "speedup vs AR (NFE)"), ("speedup_wall_vs_ar", "speedup vs AR (wall)"),
                  ("mean_acceptance_length", "mean acc. len"), ("draft_acceptance_rate", "draft acc. rate"),
                  ("verify_rate", "verify rate"), ("speedup_wall_vs_baseline", "wall speedup vs best baseline ≥ acc."),
-                 ("p_vs_baseline", "p vs that baseline")]
+                 ("p_vs_baseline", "p vs that baseline"), ("edits_per_token", "edits/token")]
 NO_RESULTS = "No results file yet: run `python -m s2d2 bench ... --out results/` and upload results/results.json."
 
 
@@ -171,7 +171,7 @@ def build_sweep_tab(ctx: Any = None) -> dict[str, Any]:
     gr.Markdown("Accuracy against cost for every cell of a bench sweep. Lower-left is fast, higher is accurate; "
                 "dotted lines are each method's Pareto frontier, dashed lines mark AR. Error bars are 95 % "
                 "intervals (Wilson): where two cells' bars overlap, the sweep cannot tell their accuracies apart. "
-                "Speedups are per generated token, vs the AR cell (and vs the fastest baseline cell with equal or "
+                "Speedups are per generated token, vs the AR cell (and vs the baseline cell with the fewest forwards at equal or "
                 "better accuracy); p is McNemar's exact test on the same problems (small p: a real difference).")
     c["sweep_upload"] = gr.File(label=f"Upload a results.json (≤ {limits().max_upload_mb:g} MB)", file_types=[".json"],
                                 height=120)

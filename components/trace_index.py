@@ -5,7 +5,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from s2d2.trace import BlockRecord, Commit, MaskDraft, StepRecord, Trace, VerifyPosition
+from s2d2.trace import BlockRecord, Commit, Edit, MaskDraft, StepRecord, Trace, VerifyPosition
 
 MASK_TEXT = "░"
 
@@ -18,6 +18,7 @@ class TraceIndex:
     block_by_index: dict[int, BlockRecord] = field(default_factory=dict)
     commit_forward: dict[int, int] = field(default_factory=dict)  # block -> the forward that committed it
     block_at: dict[int, BlockRecord] = field(default_factory=dict)  # position -> the block holding it
+    edits_of: dict[int, list[tuple[int, Edit]]] = field(default_factory=dict)  # position -> [(step index, edit)]
 
     @property
     def n_steps(self) -> int:
@@ -57,8 +58,20 @@ class TraceIndex:
         end = self.end_position
         if end is None or pos <= end:
             return False
-        hit = self.commit_of.get(end)
-        return hit is not None and hit[0] < step
+        settled = self.final_step(end)
+        return settled is not None and settled < step
+
+    def final_step(self, pos: int) -> Optional[int]:
+        """Index of the step that gave `pos` its final token: its last edit (LLaDA2.x), else its commit."""
+        edits = self.edits_of.get(pos)
+        if edits:
+            return edits[-1][0]
+        hit = self.commit_of.get(pos)
+        return hit[0] if hit is not None else None
+
+    def edits_before(self, pos: int, step: int) -> list[tuple[int, Edit]]:
+        """The edits of `pos` made by the first `step` steps (scrubber value), oldest first."""
+        return [(i, e) for i, e in self.edits_of.get(pos, []) if i < step]
 
 
 def build_index(trace: Trace) -> TraceIndex:
@@ -70,6 +83,8 @@ def build_index(trace: Trace) -> TraceIndex:
     for s in trace.steps:
         for c in s.commits:
             idx.commit_of[c.position] = (s.index, c)
+        for e in s.edits:
+            idx.edits_of.setdefault(e.position, []).append((s.index, e))
         block = idx.block_by_index.get(s.block)
         if block is None and s.window:
             block = BlockRecord(s.block, s.window[0], s.window[1] - s.window[0], 0)

@@ -80,19 +80,24 @@ def whatif_view(state: Any, lane: Optional[str], *values: Any) -> dict[str, str]
 
 
 def whatif_table(w: Any, first_block: int = 0) -> str:
-    """One row per routed step; blocks numbered as a reader counts them (1 = the first answer block)."""
+    """One row per routed step; blocks numbered as a reader counts them (1 = the first answer block). A trace of the
+    editing loop (LLaDA2.x) adds the edits each step made, and its edit-only steps (no masks left, not routed)."""
+    editing = w.config.get("loop") == "editing"
     rows = []
     for s in w.steps:
-        if s.old_verify is None:
+        if s.old_verify is None and not (editing and s.edits):
             continue
         cls = "flip" if s.flipped and s.exact else ("unknown" if not s.exact else "")
         mark = "⇄ flips" if s.flipped else ""
         if not s.exact:
             mark = (mark + " · " if mark else "") + "trajectory unknown: re-run"
+        edits = f"<td>{s.edits or ''}</td>" if editing else ""
         rows.append(f'<tr class="{cls}"><td>{s.index + 1}</td><td>{s.block - first_block + 1}</td>'
-                    f"<td>{_route(s.old_verify)}</td><td>{show_value(s.old_score)}</td><td>{_route(s.new_verify)}</td><td>{show_value(s.new_score)}</td>"
-                    f"<td>{html.escape(mark)}</td></tr>")
-    head = "<tr><th>step</th><th>block</th><th>recorded</th><th>score</th><th>new</th><th>new score</th><th></th></tr>"
+                    f"<td>{_route(s.old_verify)}</td><td>{show_value(s.old_score)}</td><td>{_route(s.new_verify)}</td>"
+                    f"<td>{show_value(s.new_score)}</td>{edits}<td>{html.escape(mark)}</td></tr>")
+    edit_head = "<th>edits</th>" if editing else ""
+    head = (f"<tr><th>step</th><th>block</th><th>recorded</th><th>score</th><th>new</th><th>new score</th>{edit_head}"
+            "<th></th></tr>")
     return f'<div class="s2d2-whatif-wrap"><table class="s2d2-whatif">{head}{"".join(rows)}</table></div>'
 
 

@@ -157,6 +157,7 @@ def format_metrics(m: dict[str, Any]) -> str:
         ("verify rate", m["verify_rate"]),
         ("mean acceptance length (vLLM)", m["mean_acceptance_length"]),
         ("draft acceptance rate", m["draft_acceptance_rate"]),
+        ("edits (self-correction)", m.get("edits", 0)),
         ("wall seconds", m["wall_seconds"]),
         ("finish reason", m["finish_reason"]),
     ]

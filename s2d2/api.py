@@ -12,6 +12,7 @@ from . import __version__
 from .config import DecodeConfig
 from .decoding.ar import ar_loop
 from .decoding.decoder import block_loop, make_check
+from .decoding.editing import editing_loop
 from .decoding.layout import block_lengths, block_plan
 from .decoding.recorder import Recorder
 from .decoding.result import StopDecoding  # noqa: F401 (public: a model's forward raises it to stop a run)
@@ -62,7 +63,8 @@ def encode_prompt(model: Any, prompt: str | Sequence[int], chat: bool | None = N
 
 
 def check_fits(model: Any, cfg: DecodeConfig, prompt_len: int) -> int:
-    """Total positions the run needs (block padding included); ValueError if over the model's context."""
+    """Total positions the run needs (block padding included); ValueError if over the model's context, or for a
+    block plan the model cannot run (the editing loop on a right-shifted model)."""
     if cfg.method == "ar":
         total = prompt_len + cfg.gen_length
     else:
@@ -87,7 +89,8 @@ def generate(
     should_stop: Callable[[], bool] | None = None,
     max_seconds: float | None = None,
 ) -> GenerateResult:
-    """Decode `prompt` with `cfg` (AR, a diffusion baseline or S2D2) and record the trace.
+    """Decode `prompt` with `cfg` (AR, a diffusion baseline or S2D2; block loop or, with loop="editing", the
+    LLaDA2.x loop with self-correction) and record the trace.
 
     `detailed=False` records the forward and step skeleton only (what metrics need), not per-mask drafts,
     top-k candidates or token strings. `on_block` receives the steps so far after every block;
@@ -106,7 +109,9 @@ def generate(
     rec = Recorder(model, detailed)
     prompt_t = torch.tensor(ids, dtype=torch.long, device=device)
     check = make_check(should_stop, max_seconds, on_block)
-    if cfg.method == "ar" and cfg.ar_accounting == "fused":
+    if cfg.loop == "editing":
+        loop = editing_loop(model, cfg, prompt_t, rec, generator, check)
+    elif cfg.method == "ar" and cfg.ar_accounting == "fused":
         loop = ar_loop(model, cfg, prompt_t, rec, generator, check)
     else:
         run_cfg = cfg

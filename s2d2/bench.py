@@ -41,6 +41,7 @@ def problem_row(cell: str, i: int, result: Any, correct: bool) -> dict[str, Any]
         "num_draft_tokens": m["num_draft_tokens"], "num_accepted_tokens": m["num_accepted_tokens"],
         "verify_steps": sum(s.verification is not None for s in steps),
         "decided_steps": sum(s.decision is not None for s in steps),
+        "edits": m.get("edits", 0),
     }
 
 

@@ -42,6 +42,8 @@ class LaneMetrics:
     equals_ar: Optional[bool]  # None without an AR lane
     output_ids: list[int]
     output_text: str
+    edits: int = 0  # LLaDA2.x self-corrections (editing loop)
+    edits_per_token: float = 0.0
 
 
 @dataclass
@@ -182,6 +184,7 @@ def lane_metrics(name: str, trace: Trace, ar: Optional[Trace]) -> LaneMetrics:
         speedup_nfe=sp_nfe, speedup_wall=sp_wall, mean_acceptance_length=m["mean_acceptance_length"],
         draft_acceptance_rate=m["draft_acceptance_rate"], verify_rate=m["verify_rate"], equals_ar=equal,
         output_ids=_out_ids(trace), output_text=trace.footer.output_text if trace.footer else "",
+        edits=m["edits"], edits_per_token=m["edits_per_token"],
     )
 
 

@@ -10,13 +10,15 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from .policies import POLICIES, REGISTRY, SCORE_TYPES, UCB_ENTROPY_SCOPES, AdaptiveBlock, all_knobs, speedups
+from .policies import (POLICIES, REGISTRY, SCORE_TYPES, UCB_ENTROPY_SCOPES, AdaptiveBlock, all_knobs,
+                       self_correction, speedups)
 from .policies.knob import check_choice as _choice
 from .policies.knob import check_float as _float_range
 from .policies.knob import check_int as _int_range
 
 __all__ = ["DecodeConfig", "preset", "presets", "METHODS", "REMASKING", "POLICIES", "SCORE_TYPES", "ESTIMATORS",
-           "ACCEPTANCE", "AR_ACCOUNTING", "UCB_ENTROPY_SCOPES", "MAX_GEN_LENGTH", "MAX_BLOCK_LENGTH"]
+           "ACCEPTANCE", "AR_ACCOUNTING", "UCB_ENTROPY_SCOPES", "LOOPS", "MAX_POST_STEPS", "MAX_GEN_LENGTH",
+           "MAX_BLOCK_LENGTH"]
 
 METHODS = ("ar", "diffusion", "s2d2")
 REMASKING = ("low_confidence_static", "low_confidence_dynamic", "sequential", "entropy_bounded")
@@ -30,6 +32,7 @@ ESTIMATORS = (
 )
 ACCEPTANCE = ("paper", "sampled", "greedy_exact")
 AR_ACCOUNTING = ("fused", "reference")
+LOOPS, MAX_POST_STEPS = self_correction.LOOPS, self_correction.MAX_POST_STEPS
 MAX_GEN_LENGTH = 4096
 MAX_BLOCK_LENGTH = 256
 
@@ -89,6 +92,12 @@ class DecodeConfig:
     adaptive_min_block: int = 4
     adaptive_max_block: int = 32
     adaptive_shrink_below: float = 0.25
+    # LLaDA2.x loop (spec §3.9, docs/editing.md; knobs and checks in s2d2/policies/self_correction.py): "editing"
+    # runs edits (tau_edit = editing_threshold; None: off), up to max_post_steps mask-free editing steps per block,
+    # EOS early stop, and no commit after the last block. confidence_threshold is its tau_mask.
+    loop: str = "block"
+    editing_threshold: float | None = None
+    max_post_steps: int = 0
 
     @property
     def steps(self) -> int:
@@ -156,6 +165,7 @@ class DecodeConfig:
         _int_range("top_k", self.top_k, 0, 10_000_000)
         _float_range("top_p", self.top_p, 0.0, 1.0, lo_open=True)
         _choice("ar_accounting", self.ar_accounting, AR_ACCOUNTING)
+        self_correction.check(self)  # before the block-loop options: it names the one the editing loop refuses
         if self.acceptance == "greedy_exact" and self.do_sample:
             raise ValueError(f"temperature: acceptance='greedy_exact' needs temperature 0, got {self.temperature}")
         if self.acceptance == "sampled" and not self.do_sample:
@@ -255,6 +265,43 @@ _PRESETS.update({
     "sdar-config-b+all": (
         {**_PRESETS["sdar-config-b"][0], "kv_reuse": True, "fused_commit": True, "adaptive_block": True},
         _BEYOND + "sdar-config-b with KV reuse, fused commits and adaptive block size together.",
+    ),
+})
+
+
+# LLaDA2.x (spec §3.9, §7): block 32, one token per step at least (k_s = 1), tau_mask = confidence_threshold.
+_LLADA2 = dict(loop="editing", block_length=32, remasking="low_confidence_dynamic")
+_LLADA2_S2D2 = dict(**_S2D2, **_LLADA2, policy="score_threshold", score_type="difference_static", penalty_coef=4.0)
+_PRESETS.update({
+    "llada2-static": (
+        {**_LLADA2, "method": "diffusion", "remasking": "low_confidence_static"},
+        "LLaDA2 static baseline: one token per step (the most confident mask), no editing, never verifies.",
+    ),
+    "llada2-dynamic": (
+        dict(**_LLADA2, method="diffusion", confidence_threshold=0.7),
+        "LLaDA2 threshold decoder: every mask with p > 0.7, else the most confident one; no editing.",
+    ),
+    "llada2-dynamic-edit": (
+        dict(**_LLADA2, method="diffusion", confidence_threshold=0.7, editing_threshold=0.5),
+        "LLaDA2.1 threshold decoder with self-correction: unmask at p > 0.7, edit decoded tokens at p > 0.5.",
+    ),
+    "llada2-conservative": (
+        dict(**_LLADA2_S2D2, confidence_threshold=0.95, editing_threshold=0.9, score_threshold=-5.0),
+        "Paper's Conservative setting: K_hat - 4 >= -4 > -5, so it ALWAYS verifies (the README calls it "
+        "selective); tau_mask 0.95, edits at p > 0.9.",
+    ),
+    "llada2-conservative-noedit": (
+        dict(**_LLADA2_S2D2, confidence_threshold=0.95, score_threshold=-5.0),
+        "Conservative without self-correction (always verifies, tau_mask 0.95, no edits): the editing ablation.",
+    ),
+    "llada2-quality": (
+        dict(**_LLADA2_S2D2, confidence_threshold=0.7, editing_threshold=0.5, score_threshold=0.0),
+        "Paper's Quality setting: verify iff K_hat >= 4 (a span of >= 5 confident drafts); tau_mask 0.7, edits at "
+        "p > 0.5.",
+    ),
+    "llada2-quality-noedit": (
+        dict(**_LLADA2_S2D2, confidence_threshold=0.7, score_threshold=0.0),
+        "Quality without self-correction (verify iff K_hat >= 4, tau_mask 0.7, no edits): the editing ablation.",
     ),
 })
 

@@ -23,6 +23,7 @@ def trace_metrics(trace: Trace) -> dict[str, Any]:
     fwd_wall = sum(f.wall_s for f in forwards)
     longest = max(spans, default=0)
     k_err = [s.policy_inputs.k_hat - s.verification.accepted_len for s in verified if s.policy_inputs]
+    edits = sum(len(s.edits) for s in steps)
     return {
         "nfe": nfe,
         "nfe_by_kind": {k: by_kind.get(k, 0) for k in FORWARD_KINDS if by_kind.get(k, 0)},
@@ -30,6 +31,8 @@ def trace_metrics(trace: Trace) -> dict[str, Any]:
         "generated_tokens": generated,
         "tokens_per_forward": generated / nfe if nfe else 0.0,
         "nfe_per_token": nfe / generated if generated else None,
+        "edits": edits,  # LLaDA2.x self-corrections (decoded tokens replaced)
+        "edits_per_token": edits / generated if generated else 0.0,
         "steps": sum(steps_per_block.values()),
         "steps_per_block": sum(steps_per_block.values()) / len(steps_per_block) if steps_per_block else 0.0,
         "verify_rate": len(verified) / len(decided) if decided else 0.0,

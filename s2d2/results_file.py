@@ -52,6 +52,8 @@ class ResultsCell:
     p_vs_ar: Rate = None
     p_vs_baseline: Rate = None
     correct_by_problem: Optional[Annotated[str, Strict(), Field(max_length=MAX_PROBLEMS, pattern=r"^[01]*$")]] = None
+    # Added with the LLaDA2.x editing loop (optional, absent in older files): self-corrections per generated token.
+    edits_per_token: Cost = None
 
 
 @dataclass

@@ -68,6 +68,7 @@ Bool = Annotated[bool, Strict()]
 Num = Annotated[float, Strict(), BeforeValidator(_nonfinite),
                 WithJsonSchema({"anyOf": [{"type": "number"}, {"enum": list(NONFINITE)}]})]
 Seconds = Annotated[float, Strict(), Field(ge=0, allow_inf_nan=False)]
+Prob = Annotated[float, Strict(), Field(ge=0, le=1, allow_inf_nan=False)]  # a probability
 Text = Annotated[str, Strict(), Field(max_length=MAX_TEXT)]
 TokenText = Annotated[str, Strict(), Field(max_length=MAX_TOKEN_TEXT)]
 Name = Annotated[str, Strict(), Field(max_length=MAX_NAME)]

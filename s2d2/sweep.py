@@ -24,7 +24,8 @@ REQUIRED = (  # every results file has these per cell (version 1 as first writte
 # cell and vs `baseline_ref` (both paired on the same problems). Cells also carry "correct_by_problem" (a string of
 # '0'/'1', problem i at index i), which the paired tests need, and "config"; neither goes to the CSV.
 STATS = ("accuracy_ci_low", "accuracy_ci_high", "p_vs_ar", "p_vs_baseline")
-COLUMNS = REQUIRED[:7] + STATS[:2] + REQUIRED[7:] + STATS[2:]  # results.csv columns, in order
+EDITS = ("edits_per_token",)  # LLaDA2.x self-corrections per generated token (0 for loops that never edit)
+COLUMNS = REQUIRED[:7] + STATS[:2] + REQUIRED[7:] + STATS[2:] + EDITS  # results.csv columns, in order
 ROW_KEYS = ("i", "correct", "nfe", "generated", "wall_s", "query_tokens", "num_drafts", "num_draft_tokens",
             "num_accepted_tokens", "verify_steps", "decided_steps")
 
@@ -172,12 +173,14 @@ def summarize(cell: Cell, rows: list[dict[str, Any]]) -> dict[str, Any]:
         "draft_acceptance_rate": _div(tot["num_accepted_tokens"], tot["num_draft_tokens"]),
         "verify_rate": _div(tot["verify_steps"], tot["decided_steps"]),
         "baseline_ref": None, "speedup_nfe_vs_baseline": None, "speedup_wall_vs_baseline": None,
+        "edits_per_token": _div(sum(float(r.get("edits", 0)) for r in rows), tot["generated"]),
         "config": cfg.to_dict(),
     }
 
 
 def add_speedups(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Speedups vs the AR cell, and for S2D2 cells vs the fastest baseline at equal or better accuracy."""
+    """Speedups vs the AR cell, and for S2D2 cells vs the baseline with the fewest forwards per token at equal or
+    better accuracy (NFE is exact and deterministic, so the reference does not move between runs; wall time does)."""
     ar = next((c for c in cells if c["method"] == "ar"), None)
     base = [c for c in cells if c["method"] == "dynamic" and c["accuracy"] is not None]
     for c in cells:
@@ -186,9 +189,9 @@ def add_speedups(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
             c["speedup_wall_vs_ar"] = _ratio(ar["wall_per_token"], c["wall_per_token"])
         if c["method"] != "s2d2" or c["accuracy"] is None:
             continue
-        peers = [b for b in base if b["accuracy"] >= c["accuracy"] and b["wall_per_token"]]
+        peers = [b for b in base if b["accuracy"] >= c["accuracy"] and b["nfe_per_token"]]
         if peers:
-            best = min(peers, key=lambda b: b["wall_per_token"])
+            best = min(peers, key=lambda b: (b["nfe_per_token"], b["name"]))
             c["baseline_ref"] = best["name"]
             c["speedup_nfe_vs_baseline"] = _ratio(best["nfe_per_token"], c["nfe_per_token"])
             c["speedup_wall_vs_baseline"] = _ratio(best["wall_per_token"], c["wall_per_token"])

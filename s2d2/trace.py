@@ -22,8 +22,8 @@ from pydantic import Field, Strict
 
 from .limits import Limits, limits
 from .output import trim_output
-from .schema import (MAX_TOP, Bool, Count, Free, Int, Name, Num, Pair, Seconds, Text, TokenText, forbid_extra,
-                     items, json_schema, load_as, parse_json, shown)
+from .schema import (MAX_TOP, Bool, Count, Free, Int, Name, Num, Pair, Prob, Seconds, Text, TokenText,
+                     forbid_extra, items, json_schema, load_as, parse_json, shown)
 
 SCHEMA_VERSION = 1
 # "commit+draft" (fused_commit, beyond the paper): one forward that caches the previous block's uncached tail and
@@ -158,6 +158,21 @@ class Commit:
 
 @forbid_extra
 @dataclass(slots=True)
+class Edit:
+    """A self-correction (LLaDA2.1 editing, docs/editing.md): at a decoded, non-prompt position of the current
+    block the draft differs from the token there with probability p > editing_threshold, so it replaces it. The
+    step is the StepRecord holding the edit."""
+
+    position: Count
+    old: Count
+    old_text: TokenText
+    new: Count
+    new_text: TokenText
+    p: Prob  # draft probability of the new token
+
+
+@forbid_extra
+@dataclass(slots=True)
 class StepRecord:
     index: Count
     block: Int
@@ -173,6 +188,7 @@ class StepRecord:
     fallback_k: Count
     commits: items(Commit)
     reward: Optional[Num] = None  # UCB reward recorded for replay
+    edits: items(Edit) = field(default_factory=list)  # editing loop only: decoded tokens replaced at this step
 
 
 @forbid_extra
@@ -262,6 +278,8 @@ class Trace:
         for s in self.steps[:upto]:
             for c in s.commits:
                 ids[c.position] = c.token
+            for e in s.edits:  # edits touch decoded positions, commits masked ones: disjoint within a step
+                ids[e.position] = e.new
         return ids
 
     def replay(self) -> list[int]:
@@ -283,8 +301,9 @@ def trace_json_schema() -> dict[str, Any]:
 
 # -- cross-field rules: after the type checks, before any viewer touches the trace -------------------------------
 
-STEP_SLACK = 1  # steps per decoded position: every engine step commits at least one token (a loop whose steps may
-#                commit none, e.g. edit-only steps, raises this); the shifted family adds one AR-seed step per block
+STEP_SLACK = 1  # steps per decoded position: every step that starts with masks commits at least one token; the
+#                shifted family adds one AR-seed step per block, the editing loop up to max_post_steps mask-free
+#                (edit-only) steps per block (Layout.max_steps)
 FORWARDS_PER_STEP = 3  # draft and verify, and room for one more kind
 
 
@@ -300,6 +319,8 @@ class Layout:
     ar: bool
     adaptive: Optional[tuple[int, int]] = None  # (smallest, largest) block length with adaptive_block
     extents: Optional[dict[int, tuple[int, int]]] = None  # adaptive: block index -> [start, end)
+    editing: Optional[float] = None  # the editing loop's tau_edit: steps may record edits with p above it
+    post_steps: int = 0  # the editing loop's max_post_steps: mask-free steps allowed per block
 
     def extent(self, index: int) -> tuple[int, int]:
         if self.extents is not None:
@@ -316,7 +337,7 @@ class Layout:
 
     @property
     def max_steps(self) -> int:
-        return STEP_SLACK * (self.total - self.prompt) + self.max_blocks
+        return STEP_SLACK * (self.total - self.prompt) + self.max_blocks * (1 + self.post_steps)
 
 
 def _fail(path: str, problem: str) -> None:
@@ -372,7 +393,10 @@ def layout_of(h: Header, lim: Limits) -> Layout:
         _fail("trace.header.config.block_length", f"{top}; at most {lim.max_block_length} (S2D2_MAX_BLOCK_LENGTH)")
     ar = cfg.method == "ar"
     B = 1 if ar else cfg.block_length
-    plan = block_plan(cfg, P, h.model.alignment == "shifted", G)
+    try:
+        plan = block_plan(cfg, P, h.model.alignment == "shifted", G)
+    except ValueError as exc:  # a plan the decoder refuses (the editing loop on a right-shifted model)
+        raise ValueError(f"trace.header.config.{str(exc)[:200]}") from None
     total = P + G if ar else plan.total
     if h.total_length != total and not (cfg.adaptive_block and plan.first_start < h.total_length <= total):
         _fail("trace.header.total_length", f"{h.total_length}; must be prompt ({P}) + gen_length ({G}) padded to "
@@ -385,6 +409,9 @@ def layout_of(h: Header, lim: Limits) -> Layout:
     if cfg.adaptive_block and not ar:
         return Layout(P, cfg.adaptive_max_block, plan.first_start, h.total_length, False,
                       (cfg.adaptive_min_block, cfg.adaptive_max_block))
+    if cfg.loop == "editing":
+        return Layout(P, B, plan.first_start, total, False, editing=cfg.editing_threshold,
+                      post_steps=cfg.max_post_steps)
     return Layout(P, B, P if ar else P // B * B, total, ar)
 
 
@@ -448,6 +475,8 @@ def _check_step(i: int, s: StepRecord, lay: Layout, n_forwards: int, vocab: int)
             _fail(f"{path}.{name}", f"at most {lay.block} positions, each in [{bottom}, {hi}) (block {s.block})")
     if any(c.token >= vocab for c in s.commits):
         _fail(f"{path}.commits", f"a token id outside the vocabulary [0, {vocab})")
+    if s.edits:
+        _check_edits(path, s, lay, max(lo, lay.prompt), hi, vocab)
     pi = s.policy_inputs
     if pi is not None and max(pi.span_len, len(pi.alphas), pi.n_hi, pi.window_len) > lay.block:
         _fail(f"{path}.policy_inputs", f"span_len, alphas, n_hi and window_len are at most B = {lay.block}")
@@ -455,6 +484,25 @@ def _check_step(i: int, s: StepRecord, lay: Layout, n_forwards: int, vocab: int)
     if v is not None and (v.accepted_len > len(rows) or (v.first_reject is not None and v.first_reject >= len(rows))):
         _fail(f"{path}.verification", f"accepted_len {v.accepted_len} and first_reject {v.first_reject} must index "
               f"the {len(rows)} verified positions")
+
+
+def _check_edits(path: str, s: StepRecord, lay: Layout, lo: int, hi: int, vocab: int) -> None:
+    """Rule E (docs/editing.md): an edit replaces a decoded, non-prompt token of the step's block by a different
+    one whose draft probability is above tau_edit; a position is edited at most once per step, never also filled."""
+    if lay.editing is None:
+        _fail(f"{path}.edits", "only the editing loop with an edit threshold (config loop='editing', "
+              "editing_threshold set) records edits")
+    at = [e.position for e in s.edits]
+    if len(at) > lay.block or any(not lo <= p < hi for p in at):
+        _fail(f"{path}.edits", f"at most {lay.block} positions, each a generated position in [{lo}, {hi}) "
+              f"(block {s.block})")
+    if len(set(at)) < len(at) or set(at) & set(s.masks_before) or set(at) & {c.position for c in s.commits}:
+        _fail(f"{path}.edits", "each position once, at a position decoded before the step (not among "
+              "masks_before, not filled by a commit of the same step)")
+    for e in s.edits:
+        if max(e.old, e.new) >= vocab or e.old == e.new or not e.p > lay.editing:
+            _fail(f"{path}.edits", f"position {e.position}: old {e.old} -> new {e.new} at p {e.p:.3g} must be two "
+                  f"different token ids below {vocab}, with p above editing_threshold {lay.editing:g}")
 
 
 # -- JSON encoding: non-finite floats are not JSON; store them as strings (restored by the reader) ---------------
@@ -481,4 +529,6 @@ def encode(obj: Any) -> Any:
     out = {name: encode(getattr(obj, name)) for name in names}
     if out.get("length_reason") == "":  # only adaptive runs write it: fixed-block traces keep their old form
         del out["length_reason"]
+    if out.get("edits") == []:  # only editing steps write it: traces without edits keep their old form
+        del out["edits"]
     return out

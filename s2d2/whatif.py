@@ -44,6 +44,7 @@ class WhatIfStep:
     new_reason: str
     flipped: bool
     exact: bool  # False after the first flip: the real trajectory would differ
+    edits: int = 0  # edits recorded at this step (editing loop); decided before routing, so exact while `exact`
 
 
 @dataclass
@@ -55,18 +56,21 @@ class WhatIf:
     first_flip: Optional[int]
     exact_until: int  # steps[:exact_until] are exactly as recorded; the rest depend on a re-run
     config: dict[str, Any] = field(default_factory=dict)  # the changed configuration, ready to re-run
+    exact_edits: int = 0  # recorded edits that stand under the change (editing loop): those up to the first flip
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
     @property
     def summary(self) -> str:
+        edits = (f" Editing state carried: the {self.exact_edits} edit(s) recorded up to there stand (edits are "
+                 "decided by the draft before routing)." if self.exact_edits else "")
         if self.first_flip is None:
-            return f"No decision flips: all {len(self.steps)} recorded steps stay exactly as recorded."
+            return f"No decision flips: all {len(self.steps)} recorded steps stay exactly as recorded.{edits}"
         s = self.steps[self.first_flip]
         before = f"Steps 1–{s.index} are exactly as recorded; " if s.index else ""
         return (f"{len(self.flipped)} decision(s) flip; the first at step {s.index + 1} (block {s.block}). {before}"
-                f"after step {s.index + 1} the trajectory is unknown: re-run to see it.")
+                f"after step {s.index + 1} the trajectory is unknown: re-run to see it.{edits}")
 
 
 # The estimator parameter of the paper presets' estimator, as a what-if knob for the policies that read K̂.
@@ -122,10 +126,12 @@ def what_if(trace: Trace, **changes: Any) -> WhatIf:
             new_verify=nd.verify if nd else None, old_score=old.score if old else None,
             new_score=nd.score if nd else None, old_reason=old.reason if old else "",
             new_reason=nd.reason if nd else "", flipped=flip, exact=not flipped or s.index <= flipped[0],
+            edits=len(s.edits),
         ))
     first = flipped[0] if flipped else None
     exact_until = first if first is not None else len(trace.steps)
-    return WhatIf(dict(changes), cfg.policy, rows, flipped, first, exact_until, new.to_dict())
+    exact_edits = sum(r.edits for r in rows if r.exact)
+    return WhatIf(dict(changes), cfg.policy, rows, flipped, first, exact_until, new.to_dict(), exact_edits)
 
 
 def _inputs(cfg: DecodeConfig, step: StepRecord) -> PolicyInputs:

@@ -5,6 +5,8 @@
 
 CPU is enough for the tiny model. File names sort in the order the app lists them; the first is shown at start.
 A `*.baseline.json` file is the diffusion baseline on its example's prompt and seed (the Replay tab's toggle).
+The LLaDA2 example (08-editing-fixes-a-wrong-digit--LLaDA2.json) comes from the bundled LLaDA2 model:
+`python -m s2d2.tiny.report_llada2 --example-trace assets/traces/08-editing-fixes-a-wrong-digit--LLaDA2.json`.
 """
 from __future__ import annotations
 

@@ -116,3 +116,22 @@ def tiny_qwen3_fixture():
 def tiny_qwen2_fixture():
     """Factory fixture: `tiny_qwen2(seed=0, dtype=torch.float64, attn="sdpa")` -> HFModel."""
     return tiny_qwen2
+
+
+class StopAt:
+    """The model, except that forward number `n` (from 0) raises StopDecoding, as the app's per-forward stop check
+    does when Stop is pressed."""
+
+    def __init__(self, model, n):
+        self._model, self.n, self.calls = model, n, 0
+
+    def __getattr__(self, name):
+        return getattr(self._model, name)
+
+    def forward(self, *args, **kwargs):
+        from s2d2 import StopDecoding
+
+        if self.calls == self.n:
+            raise StopDecoding()
+        self.calls += 1
+        return self._model.forward(*args, **kwargs)

@@ -1,5 +1,8 @@
 """Golden decodes: traces recorded before the device-side step (issue 11) and compared byte for byte since.
 
+Recorded with the engine of main before that change (re-recorded once when main's trace schema gained the editing
+loop's fields: every earlier trace was unchanged but for those fields), then checked against the new engine.
+
 `python tests/golden_cases.py` records them into tests/data/golden_traces.json.gz. Only record again when a change
 is *meant* to change traces, and say so in the commit: the file is what "same tokens, same NFE, same trace" means.
 
@@ -22,7 +25,8 @@ PROMPTS = {"a": list(range(5, 15)), "b": [3, 1, 4, 1, 5, 9, 2, 6], "c": list(ran
 
 _B8 = dict(block_length=8)
 # (name, model, prompt, seed, config) — models: "aligned"/"shifted" are the sharpened tiny random models of
-# test_decoder.py (float64), "bundled" is assets/tiny (float32, trained, with a tokenizer).
+# test_decoder.py (float64), "bundled" is assets/tiny (float32, trained, with a tokenizer), "llada2" is
+# assets/tiny-llada2 (the editing loop's bundled model).
 CASES: list[tuple[str, str, str, int, dict[str, Any]]] = [
     ("diff-static-S3", "aligned", "a", 0, dict(method="diffusion", denoising_steps=3,
                                                remasking="low_confidence_static", **_B8)),
@@ -78,8 +82,16 @@ CASES: list[tuple[str, str, str, int, dict[str, Any]]] = [
     ("tiny-baseline", "bundled", "q", 0, dict(preset="dynamic-baseline")),
     ("tiny-sdar-b-all", "bundled", "q", 0, dict(preset="sdar-config-b+all")),
     ("tiny-ar", "bundled", "q", 0, dict(preset="ar")),
+    ("edit-baseline", "aligned", "b", 0, dict(loop="editing", method="diffusion", confidence_threshold=0.7,
+                                              editing_threshold=0.5, **_B8)),
+    ("edit-s2d2-sampled", "aligned", "a", 1, dict(loop="editing", method="s2d2", policy="score_threshold",
+                                                  score_threshold=0.0, score_type="difference_static",
+                                                  penalty_coef=1.0, confidence_threshold=0.7, editing_threshold=0.5,
+                                                  temperature=1.0, **_B8)),
+    ("tiny-llada2-quality", "llada2", "q", 0, dict(preset="llada2-quality")),
+    ("tiny-llada2-conservative", "llada2", "q", 0, dict(preset="llada2-conservative")),
 ]
-GEN_LENGTH = {"aligned": 24, "shifted": 24, "bundled": 40}
+GEN_LENGTH = {"aligned": 24, "shifted": 24, "bundled": 40, "llada2": 40}
 VOLATILE = ("wall_s", "forward_wall_s", "created")
 
 
@@ -88,22 +100,22 @@ def golden_model(name: str) -> Any:
     sys.path.insert(0, str(ROOT / "tests"))
     from conftest import tiny_qwen2, tiny_qwen3
 
-    if name == "bundled":
+    if name in ("bundled", "llada2"):
         import s2d2
 
-        return s2d2.load_model("tiny")
+        return s2d2.load_model("tiny" if name == "bundled" else "tiny-llada2")
     model = tiny_qwen3(seed=0) if name == "aligned" else tiny_qwen2(seed=1)
     model.model.model.norm.weight.data *= 25.0  # test_decoder.sharpen: drafts and verifier often disagree
     return model
 
 
-def bundled_available() -> bool:
-    folder = ROOT / "assets" / "tiny"
+def bundled_available(model_name: str = "bundled") -> bool:
+    folder = ROOT / "assets" / ("tiny" if model_name == "bundled" else "tiny-llada2")
     return (folder / "config.json").is_file() and any(folder.glob("*.safetensors"))
 
 
 def prompt_for(model_name: str, key: str) -> Any:
-    if model_name == "bundled":
+    if model_name in ("bundled", "llada2"):
         from s2d2.tasks.arithmetic import heldout
 
         return heldout(1)[0].question
@@ -142,7 +154,7 @@ def record() -> None:
     torch.set_num_threads(1)
     out = {}
     for case in CASES:
-        if case[1] == "bundled" and not bundled_available():
+        if case[1] in ("bundled", "llada2") and not bundled_available(case[1]):
             continue
         out[case[0]] = stable(run_case(case).trace.to_dict())
         print(case[0], len(out[case[0]]["steps"]), "steps")

@@ -63,7 +63,7 @@ def served(tmp_path_factory):
     shipped = ROOT / "assets" / "traces"  # the real examples once precomputed; synthetic ones until then
     examples = shipped if any(shipped.glob("*.json")) else write_examples(tmp_path_factory.mktemp("examples"))
     os.environ["S2D2_EXAMPLE_TRACES"] = str(examples)
-    os.environ["S2D2_MODELS"] = "tiny,JetLM/SDAR-1.7B-Chat"  # the allow-list, whatever this machine's memory
+    os.environ["S2D2_MODELS"] = "tiny,tiny-llada2,JetLM/SDAR-1.7B-Chat"  # the allow-list, whatever the memory
     os.environ["GRADIO_HEARTBEAT_INTERVAL"] = "0.25"  # a closed client is noticed quickly (unload)
     os.environ["S2D2_EXPORT_DIR"] = str(tmp_path_factory.mktemp("exports"))
     app = importlib.import_module("app")
@@ -350,4 +350,25 @@ def test_repeated_uploads_share_one_export(served, tmp_path):
     after = set(Path(os.environ["S2D2_EXPORT_DIR"]).iterdir())
     assert len(after - before) <= 1 and len({Path(d).name for d in downloads}) == 1
     assert served[0].demo.delete_cache == (600, 3600)
+    client.close()
+
+
+def test_bundled_llada2_model_runs_and_replays_its_edits(served):
+    """The official-layout LLaDA2 tiny model decodes in the app with the editing loop; a step with an edit
+    replays with the old token struck through."""
+    from components.handlers import LOAD_OUT, STEP_OUT
+
+    if not (ROOT / "assets" / "tiny-llada2").exists():
+        pytest.skip("assets/tiny-llada2 (the bundled LLaDA2 model) is not trained yet")
+    client = Client(served[1], verbose=False)
+    prompt = "Tom has 12 apples. He buys 7 more. He doubles the apples. How many apples does Tom have now?"
+    status = client.predict(prompt, "tiny-llada2", *knob_values("llada2-dynamic-edit", gen_length=64,
+                                                                editing_threshold=0.3), api_name="/run")[0]
+    assert status.startswith("✅ Done"), status
+    shown = api_values(client.predict(api_name="/show_trace"), ["tabs", *LOAD_OUT])
+    data = json.loads(Path(shown["download"]).read_text())
+    assert data["header"]["config"]["loop"] == "editing"
+    step = next(i for i, s in enumerate(data["steps"]) if s.get("edits"))
+    view = api_values(client.predict(step + 1, "auto", "state", api_name="/step"), STEP_OUT)
+    assert "st-edited" in view["canvas"] and "<s>" in view["canvas"] and " edited (" in view["summary"]
     client.close()

@@ -81,15 +81,16 @@ def test_config_from_inputs_presets_and_errors():
 
 def test_run_knobs_follow_the_policy_registry_and_presets_read_true():
     from components import describe, knob_scope
-    from s2d2.config import METHODS, POLICIES, REMASKING
+    from s2d2.config import LOOPS, METHODS, POLICIES, REMASKING
     from s2d2.policies import REGISTRY
 
     assert set(run_panel.KNOB_NAMES) <= set(knob_scope.KNOB_SCOPE)  # every Run knob has a scope
     for method in METHODS:
         for policy in POLICIES:
             for rule in REMASKING:
-                shown = [k for k in run_panel.KNOB_NAMES if knob_scope.shown(k, method, policy, rule)]
-                assert sum(knob_scope.is_main(k) for k in shown) <= knob_scope.MAX_MAIN
+                for loop in LOOPS:
+                    shown = [k for k in run_panel.KNOB_NAMES if knob_scope.shown(k, method, policy, rule, loop)]
+                    assert sum(knob_scope.is_main(k) for k in shown) <= knob_scope.MAX_MAIN
     for name, cls in REGISTRY.items():  # a policy's knobs are shown exactly with the policies declaring them
         for knob in cls.knobs:
             users = {p for p, c in REGISTRY.items() if any(k.field == knob.field for k in c.knobs)}
@@ -476,3 +477,85 @@ def test_find_catch_finds_the_shipped_pair():
     hit = script.check(8, arithmetic.heldout(9)[8], s2d2.load_model("tiny"), 16, 64)
     assert hit is not None and hit.strong and (hit.baseline_answer, hit.s2d2_answer, hit.gold) == (53, 63, 63)
     assert (hit.rejected, hit.resampled, hit.step) == ("2", "3", 2)
+
+
+# -- LLaDA2.x self-correction: the example, the tour stop, the Run panel on a model that edits ---------------------
+
+LLADA2_EXAMPLE = "Editing fixes a wrong digit · LLaDA2"
+
+
+def test_llada2_example_loads_through_the_validator_and_shows_its_edit():
+    listed = examples.list_examples()
+    if LLADA2_EXAMPLE not in listed:
+        pytest.skip("no shipped LLaDA2 example trace")
+    trace, partner = examples.load_pair(listed[LLADA2_EXAMPLE])  # parsed and checked like an upload
+    assert partner is None and trace.header.config["loop"] == "editing" and trace.header.model.name == "tiny-llada2"
+    edit_step = next(s for s in trace.steps if s.edits)
+    e = edit_step.edits[0]
+    out = handlers.open_example(LLADA2_EXAMPLE)
+    assert out["slider"].value == edit_step.index + 1  # it opens on the moment of the edit
+    assert (f"corrected itself at step {edit_step.index + 1}, editing `{e.old_text}` → `{e.new_text}`"
+            in out["headline"]) and "answered **38 ✓**" in out["headline"]
+    assert 'class="tok st-edited new"' in out["canvas"] and f"<s>{e.old_text}</s> {e.new_text}" in out["canvas"]
+    assert "edited (self-correction)" in out["legend"]
+    assert f"1 edited ('{e.old_text}' → '{e.new_text}')" in out["summary"]
+    assert "no masks left" in replay.step_summary(trace, edit_step.index + 1)  # a post step: nothing to route
+    rows = {r[0]: r[1] for r in out["metrics"]}
+    assert rows["edits (self-correction)"] == "1"
+    assert "editing τ_edit=0.5" in out["title"]
+    # the tour: a self-correction stop, numbered by position, its canvas the moment of the edit with it ringed
+    stops = learn.tour_stops(trace)
+    assert [s.key for s in stops] == ["draft", "edit", "run"]
+    assert learn.numbered(stops)[1] == "2 · Self-correction" and stops[1].step == edit_step.index + 1
+    assert f"`{e.old_text}`" in stops[1].text and f"p = {e.p:.3f} > τ_edit = 0.5" in stops[1].text
+    pic = learn.picture("canvas_edit", trace, stops[1].step).split('class="s2d2-legend"')[0]
+    assert f'data-pos="{e.position}" data-watch="1"' in pic and "st-edited new" in pic
+    # only traces that edit have the stop
+    assert "edit" not in [s.key for s in learn.tour_stops(tf.mixed())]
+
+
+def test_run_panel_on_a_model_that_edits_shows_the_editing_knobs():
+    from components import describe, knob_scope
+
+    out = handlers.model_changed("tiny-llada2", "block", 3)  # a LLaDA2 model opens on S2D2 with editing
+    assert out["preset"] == run_panel.FAMILY_PRESETS["llada2"] == "llada2-quality"
+    assert out["knob_loop"]["value"] == "editing" and out["knob_editing_threshold"]["value"] == 0.5
+    assert out["knob_seed"]["value"] == 3 and "llada2-quality" in out["preset_note"]
+    visible = {k for k in run_panel.KNOB_NAMES if out[f"knob_{k}"]["visible"]}
+    assert {"loop", "editing_threshold", "max_post_steps"} <= visible
+    assert not visible & {"kv_reuse", "fused_commit", "adaptive_block", "sub_block_length"}  # refused by the loop
+    assert sum(knob_scope.is_main(k) for k in visible) <= knob_scope.MAX_MAIN
+    assert knob_scope.is_main("editing_threshold") and not knob_scope.is_main("max_post_steps")
+    assert handlers.model_changed("tiny-llada2", "editing") == {}  # already on the editing loop: knobs kept
+    assert handlers.model_changed("tiny", "editing")["preset"] == run_panel.DEFAULT_PRESET
+    assert handlers.model_changed("tiny", "block") == {} and handlers.model_changed("/a/folder", "block") == {}
+    hidden = handlers.knob_visibility("s2d2", "score_threshold", "low_confidence_dynamic", "block")
+    assert not hidden["knob_editing_threshold"]["visible"] and hidden["knob_loop"]["visible"]
+    # the UI's values make the preset's config; τ_edit 0 means editing off
+    values = dict(zip(run_panel.KNOB_NAMES, run_panel.preset_values("llada2-quality")))
+    cfg, _, error = run_panel.config_from_inputs(*values.values())
+    assert error is None and (cfg.loop, cfg.editing_threshold, cfg.block_length) == ("editing", 0.5, 32)
+    cfg, _, _ = run_panel.config_from_inputs(*{**values, "editing_threshold": 0}.values())
+    assert cfg.editing_threshold is None
+    message = run_panel.config_from_inputs(*{**values, "kv_reuse": True, "cache_ver": True,
+                                             "draft_ver": True}.values())[2]
+    assert message.startswith("Invalid setting — kv_reuse: not available with loop='editing'")
+    assert describe.plain_title(preset("llada2-dynamic-edit")) == (
+        "Diffusion alone (commit drafts with p > 0.7), block 32, edits at p > 0.5")
+    post = {"gen_length": 256, "block_length": 4, "max_post_steps": 4}  # mask-free steps are forwards too
+    assert run_panel.gpu_duration("", "JetLM/SDAR-1.7B-Chat", post) > \
+        run_panel.gpu_duration("", "JetLM/SDAR-1.7B-Chat", {**post, "max_post_steps": 0})
+
+
+def test_live_output_shows_edits():
+    trace = Trace.from_json(examples.list_examples()[LLADA2_EXAMPLE].path.read_text()) \
+        if LLADA2_EXAMPLE in examples.list_examples() else None
+    if trace is None:
+        pytest.skip("no shipped LLaDA2 example trace")
+    e = next(e for s in trace.steps for e in s.edits)
+    rows = {r[0]: r for r in canvas.live_rows(trace.steps)}
+    assert rows[e.position] == [e.position, e.new_text, "edited", e.new]
+    assert len(rows) == sum(len(s.commits) for s in trace.steps)  # one row per position
+    html = canvas.render_live(list(rows.values()), stop_ids=trace.header.model.stop_ids)
+    assert f'class="tok st-edited" data-pos="{e.position}"' in html
+

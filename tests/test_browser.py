@@ -1,6 +1,7 @@
 """A real browser (Debian Chromium via Playwright) on the whole app, desktop (1440×900) and phone (390×844):
 the first screen shows the verifier catching a wrong draft, the tour walks draft → … → the whole run, Run shows
-few knobs and Stop keeps the partial trace, the phone layout fits, and no console errors.
+few knobs and Stop keeps the partial trace, the LLaDA2 example shows its edit, the phone layout fits, and no
+console errors.
 
 One launched app for the module. docs/screenshot.png, docs/screenshot-tour.png and docs/screenshot-phone.png are
 rewritten when S2D2_UPDATE_SCREENSHOT=1 (or when missing). Skips when Playwright or /usr/bin/chromium is missing.
@@ -230,6 +231,36 @@ def test_run_shows_few_knobs_and_stop_keeps_the_partial_trace(desktop):
     pg.locator("#files").get_by_text("This trace: details").click()
     assert "measured trace" in pg.locator("#trace-title").inner_text()
     assert "run just recorded" in pg.locator("#load-status").inner_text()
+    assert not errors, errors
+
+
+LLADA2_EXAMPLE = "Editing fixes a wrong digit · LLaDA2"
+
+
+def test_llada2_example_shows_its_edit_and_run_offers_the_editing_knobs(desktop):
+    """The LLaDA2 example opens on the step where the model edits a digit it decoded (old token struck through, in
+    the legend); picking the LLaDA2 model in Run switches to S2D2 with self-correction and shows τ_edit."""
+    pg, errors = desktop
+    if not (ROOT / "assets" / "traces" / "08-editing-fixes-a-wrong-digit--LLaDA2.json").exists():
+        pytest.skip("no shipped LLaDA2 example trace")
+    pg.get_by_role("tab", name="Replay", exact=True).click()
+    pg.locator("#example input").click()
+    pg.get_by_role("option", name=LLADA2_EXAMPLE).click()
+    pg.wait_for_function("document.querySelector('#headline').innerText.includes('corrected itself')", timeout=30_000)
+    edited = pg.locator("#canvas .st-edited.new")
+    assert edited.count() == 1 and edited.locator("s").inner_text() == "2" and "1" in edited.inner_text()
+    assert "edited (self-correction)" in pg.locator("#legend").inner_text()
+    assert "1 edited ('2' → '1')" in _summary(pg)
+    _no_error_badges(pg)
+    if (ROOT / "assets" / "tiny-llada2").exists():
+        pg.get_by_role("tab", name="Run", exact=True).click()
+        pg.locator("#model input").click()
+        pg.get_by_role("option", name="tiny-llada2").click()
+        pg.wait_for_function("document.querySelector('#preset input').value.includes('edits at p > 0.5')",
+                             timeout=20_000)
+        assert pg.locator("#knob-editing_threshold").is_visible()
+        assert 0 < pg.locator("#run-settings [id^=knob-]:visible").count() <= 8
+        assert pg.locator("#knob-kv_reuse").count() == 0 or not pg.locator("#knob-kv_reuse").is_visible()
     assert not errors, errors
 
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import s2d2
-from conftest import MASK_ID, tiny_qwen2, tiny_qwen3, tiny_qwen3_model
+from conftest import MASK_ID, StopAt, tiny_qwen2, tiny_qwen3, tiny_qwen3_model
 from s2d2 import DecodeConfig, Trace
 from s2d2.models.loading import from_transformers
 from s2d2.policies import redecide
@@ -312,23 +312,6 @@ def test_stop_and_time_limit_end_early_with_partial_output(aligned):
     res = s2d2.generate(aligned, PROMPTS[0], DecodeConfig(method="diffusion", block_length=4, gen_length=16),
                         on_block=lambda steps: seen.append(len(steps)))
     assert seen == sorted(seen) and len(seen) >= 3
-
-
-class StopAt:
-    """The model, except that forward number `n` (from 0) raises StopDecoding, as the app's per-forward stop check
-    does when Stop is pressed."""
-
-    def __init__(self, model, n):
-        self._model, self.n, self.calls = model, n, 0
-
-    def __getattr__(self, name):
-        return getattr(self._model, name)
-
-    def forward(self, *args, **kwargs):
-        if self.calls == self.n:
-            raise s2d2.StopDecoding()
-        self.calls += 1
-        return self._model.forward(*args, **kwargs)
 
 
 def _shape(t):

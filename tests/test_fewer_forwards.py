@@ -12,6 +12,7 @@ from conftest import tiny_qwen2, tiny_qwen3
 from s2d2 import DecodeConfig
 from s2d2.models.base import ModelSpec
 from s2d2.policies import AdaptiveBlock, BlockFeedback
+from scripted_model import ScriptedCache
 
 PROMPTS = [list(range(5, 15)), [3, 1, 4, 1, 5, 9, 2, 6]]
 GEN = 24
@@ -167,18 +168,6 @@ def test_paper_presets_keep_the_options_off():
 
 # -- the right-shifted family: the reference budget and stop rule -------------------------------------------------
 
-class _Cache:
-    def __init__(self) -> None:
-        self.n = 0
-
-    def get_seq_length(self) -> int:
-        return self.n
-
-    def crop(self, n: int) -> None:
-        assert n < 0
-        self.n += n
-
-
 class Scripted:
     """A stub whose logits put all mass on `script[position]`; shifted: row r predicts position r + 1."""
 
@@ -187,8 +176,8 @@ class Scripted:
         self.script, self.fill, self.tokenizer = script, fill, None
         self.device, self.dtype, self.attn_implementation = torch.device("cpu"), torch.float32, "sdpa"
 
-    def new_cache(self) -> _Cache:
-        return _Cache()
+    def new_cache(self) -> ScriptedCache:
+        return ScriptedCache()
 
     def forward(self, cache, ids, positions, attention, keep, last=None):
         cache.n += keep

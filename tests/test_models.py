@@ -155,7 +155,7 @@ def test_registry_entries_sane() -> None:
     for name in names:
         e = registry.lookup(name)
         assert e is not None and e.name == name
-        assert e.model_class in ("Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "Qwen2ForCausalLM")
+        assert e.model_class in ("Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "Qwen2ForCausalLM", "Glm4MoeForCausalLM")
         if e.path is not None:  # bundled: facts come from config.json
             continue
         assert e.repo == name and e.alignment in ("aligned", "shifted") and e.size_gb > 0

@@ -44,6 +44,9 @@ def test_default_allow_list_fits_memory_and_never_offers_the_30b(monkeypatch):
     finally:
         models.default_models.cache_clear()
     assert names[0] == "tiny" and "JetLM/SDAR-1.7B-Chat" in names and "JetLM/SDAR-4B-Chat" in names
+    if (Path(__file__).resolve().parent.parent / "assets" / "tiny-llada2").is_dir():
+        assert names[1] == "tiny-llada2"  # the bundled models come first, the LLaDA2 one included
+        assert "inclusionAI/LLaDA2.1-mini" not in names  # 32 GB of weights: never by default
     assert "JetLM/SDAR-8B-Chat" not in names and "JetLM/SDAR-30B-A3B-Chat" not in names
     assert "not offered on this server (about 61 GB" in models.check_model("JetLM/SDAR-30B-A3B-Chat")
     monkeypatch.setenv("S2D2_MODELS", "tiny, JetLM/SDAR-8B-Chat")

@@ -4,7 +4,10 @@ context check and the trace validator.
 * position-aligned (SDAR): blocks from the one holding the prompt tail while their start is below P + G, i.e.
   ceil((P+G)/B) blocks in all (the SDAR reference);
 * right-shifted (Fast-dLLM v2): G // B blocks (at least one) from the prompt-tail block, as the reference's
-  `max_new_tokens // block_size`.
+  `max_new_tokens // block_size`;
+* the editing loop (LLaDA2.x, `loop="editing"`, decoding/editing.py): the position-aligned plan, as the LLaDA2
+  reference (`ceil((P+G)/B)` blocks); it runs position-aligned models only, so a right-shifted one is refused here,
+  before any work (generate's context check) and when a trace is read.
 
 With adaptive_block the lengths vary, but a block of length L starts at a multiple of L, so no block crosses a
 multiple of the largest size: `total` rounds the end up to it (an upper bound; the run ends where its last block
@@ -25,7 +28,10 @@ class BlockPlan:
 
 
 def block_plan(cfg: Any, prompt_len: int, shifted: bool, gen_length: int | None = None) -> BlockPlan:
-    """`gen_length` overrides cfg's (a trace header records the run's own)."""
+    """`gen_length` overrides cfg's (a trace header records the run's own). ValueError for a plan no loop runs."""
+    if shifted and getattr(cfg, "loop", "block") == "editing":
+        raise ValueError("loop: 'editing' (the LLaDA2.x loop) needs a position-aligned model with the 2L verifier; "
+                         "this model's logits are right-shifted")
     B, G = cfg.block_length, cfg.gen_length if gen_length is None else gen_length
     first = prompt_len // B * B
     end = first + max(1, G // B) * B if shifted else prompt_len + G

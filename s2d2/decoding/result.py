@@ -36,9 +36,11 @@ class Kept:
         self.counts = (len(self.blocks), len(self.steps), len(self.rec.forwards))
 
     def restore(self, mask_id: int) -> tuple[list[BlockRecord], list[StepRecord]]:
-        """Drop the records after the mark and undo their commits (x changes only through commits)."""
+        """Drop the records after the mark and undo their commits and edits (x changes only through those, and
+        only inside the dropped block, whose positions all go back to MASK)."""
         n_blocks, n_steps, n_forwards = self.counts
         undone = [c.position for s in self.steps[n_steps:] for c in s.commits]
+        undone += [e.position for s in self.steps[n_steps:] for e in s.edits]
         if undone:
             self.x[torch.tensor(undone, device=self.x.device)] = mask_id
         del self.blocks[n_blocks:], self.steps[n_steps:], self.rec.forwards[n_forwards:]

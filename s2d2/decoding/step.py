@@ -34,11 +34,11 @@ from .remasking import choose, rule_inputs
 from .sampling import draw_with_probs, entropy, token_distribution
 from .selection import fallback_k, skip_inputs, skip_picks, write_picks
 from .transfers import HostReads
-from .verifier import verify_probs, verify_step
+from .verifier import verify_probs, verify_span, verify_step
 
 __all__ = [
     "StepContext", "Draft", "run_step", "first_mask_span", "draft_step", "draft_forward", "policy_inputs",
-    "policy_summary", "fallback_picks", "draft_records", "verification_record", "verify_probs",
+    "policy_summary", "fallback_picks", "draft_records", "verification_record", "verify_probs", "verify_span",
 ]
 
 

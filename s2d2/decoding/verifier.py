@@ -15,10 +15,10 @@ import torch
 from ..models.masks import verify_2l_query
 from ..trace import Verification
 from .kv import remember_verified, settle_verified_rows
-from .records import verify_detail, verify_rows
+from .records import verification_record, verify_detail, verify_rows
 from .sampling import token_distribution
 from .selection import Pick, StepPicks, verify_inputs, verify_picks, write_picks
-from .verify import acceptance, residual_token
+from .verify import accept_span, acceptance, residual_token
 
 if TYPE_CHECKING:
     from .step import Draft, StepContext
@@ -100,3 +100,26 @@ def first_changed(masks: list[int], picks: list[Pick], resampled_same: bool, end
     while i in same:
         i += 1
     return masks[i] if i < len(masks) else end
+
+
+def verify_span(ctx: "StepContext", block: int, step: int, start: int, block_ids: torch.Tensor,
+                positions: torch.Tensor, mask_idx: torch.Tensor, masks: list[int], probs: torch.Tensor,
+                drafts: torch.Tensor, p: torch.Tensor, span_len: int,
+                window_end: int) -> tuple[Verification, list[tuple[int, int, str]]]:
+    """Verifier forward + acceptance test over the span, read back: the record and the (index, token, how) it
+    decodes (accepted, resampled, ratio extras). For loops that keep their picks on the host (the editing loop,
+    which passes its block with this step's edits applied); the block loop uses `verify_step`."""
+    cfg = ctx.cfg
+    q_probs, kind = verify_probs(ctx, block, step, start, block_ids, positions, mask_idx, drafts, span_len,
+                                 window_end)
+    out = accept_span(cfg.acceptance, drafts[:span_len], p[:span_len], probs[:span_len], q_probs, cfg.ratio_gamma,
+                      cfg.allow_resample, ctx.generator)
+    tokens = drafts[:span_len].tolist()
+    chosen = [(i, tokens[i], "accepted") for i in range(out.accepted_len)]
+    if out.resampled is not None:
+        chosen.append((out.accepted_len, out.resampled, "resampled"))
+    if cfg.ratio_threshold is not None and out.first_reject is not None:
+        ratio = out.ratio.tolist()
+        chosen += [(i, tokens[i], "ratio_extra") for i in range(out.first_reject + 1, span_len)
+                   if ratio[i] >= cfg.ratio_threshold]
+    return verification_record(ctx, kind, out, masks, start, tokens, p, q_probs, span_len), chosen

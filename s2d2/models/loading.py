@@ -8,21 +8,18 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
+import warnings
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterable, Iterator
-from urllib.parse import urlparse
 
 import torch
 
+from . import llada2
 from .base import ALIGNMENTS, ModelSpec
 from .hf import BACKENDS, HFModel
+from .hub import ModelLoadError, fetch_from_hub
 from .registry import ModelEntry, known_models, lookup
-
-
-class ModelLoadError(ValueError):
-    """A checkpoint could not be resolved or loaded; the message says why and what to do."""
 
 
 # model_type / architectures (lower-cased) -> native class name. SDAR and Fast-dLLM ship remote code that
@@ -34,6 +31,7 @@ _BY_MODEL_TYPE = {
     "sdar_moe": "Qwen3MoeForCausalLM",
     "qwen2": "Qwen2ForCausalLM",
     "fast_dllm_qwen": "Qwen2ForCausalLM",
+    llada2.MODEL_TYPE: "Glm4MoeForCausalLM",  # official LLaDA2 layout, mapped at load time (models/llada2.py)
 }
 _BY_ARCHITECTURE = {
     "qwen3forcausallm": "Qwen3ForCausalLM",
@@ -42,6 +40,7 @@ _BY_ARCHITECTURE = {
     "sdarmoeforcausallm": "Qwen3MoeForCausalLM",
     "qwen2forcausallm": "Qwen2ForCausalLM",
     "fast_dllm_qwenforcausallm": "Qwen2ForCausalLM",
+    llada2.ARCHITECTURE.lower(): "Glm4MoeForCausalLM",
 }
 # The native model_type for each class: the 5.x weight conversions (MoE expert packing) are keyed on it.
 _NATIVE_TYPE = {"Qwen3ForCausalLM": "qwen3", "Qwen3MoeForCausalLM": "qwen3_moe", "Qwen2ForCausalLM": "qwen2"}
@@ -51,7 +50,6 @@ _DTYPES = {
     "half": torch.float16, "fp32": torch.float32, "float32": torch.float32, "float": torch.float32,
     "fp64": torch.float64, "float64": torch.float64, "double": torch.float64,
 }
-_HUB_PATTERNS = ["*.json", "*.safetensors", "*.txt", "*.model", "*.jinja", "*.tiktoken"]  # never *.bin
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model")
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
@@ -134,19 +132,26 @@ def load_model(
     config = _read_config(folder)
     cls_name = _model_class(entry, config, folder)
     device, dtype = _device_and_dtype(device, dtype)
-    model, unexpected = _load_weights(folder, cls_name, dtype, attn_implementation)
+    is_llada2 = llada2.is_llada2(config)
+    if is_llada2:
+        model, unexpected = _load_llada2(folder, config, dtype, attn_implementation)
+    else:
+        model, unexpected = _load_weights(folder, cls_name, dtype, attn_implementation)
     model.to(device)
     tokenizer = _load_tokenizer(folder)
     is_fast_dllm = str(config.get("model_type", "")).lower() == "fast_dllm_qwen" or "bd_size" in config
     alignment = config.get("logits_alignment") or (entry.alignment if entry else None)
     alignment = alignment or ("shifted" if is_fast_dllm else "aligned")
     block = config.get("block_size") or config.get("bd_size") or (entry.block_size if entry else None)
+    block = block or (llada2.BLOCK if is_llada2 else None)
     use_chat = entry.use_chat_template if entry else None
     hf = from_transformers(
         model,
         tokenizer,
-        mask_token_id=_resolve_mask_id(tokenizer, config, entry, int(model.config.vocab_size)),
-        stop_token_ids=_resolve_stop_ids(tokenizer, config, entry, folder),
+        mask_token_id=_resolve_mask_id(tokenizer, config, entry, int(model.config.vocab_size),
+                                       default=llada2.MASK_ID if is_llada2 else None),
+        stop_token_ids=_resolve_stop_ids(tokenizer, config, entry, folder,
+                                         default=[llada2.EOS_ID] if is_llada2 else []),
         logits=alignment,
         block_size=block,
         name=entry.name if entry else str(id_or_path),
@@ -155,7 +160,7 @@ def load_model(
     )
     hf.spec.revision = revision
     hf.spec.extra.update(
-        family=entry.family if entry else str(config.get("model_type", "")),
+        family=entry.family if entry else ("llada2" if is_llada2 else str(config.get("model_type", ""))),
         folder=str(folder),
         unexpected_keys=sorted(unexpected),
     )
@@ -177,7 +182,7 @@ def resolve_checkpoint(id_or_path: str | os.PathLike[str]) -> tuple[Path, ModelE
         return entry.path, entry, ""
     if entry is not None or _HUB_ID.match(text):
         repo = entry.repo if entry is not None and entry.repo else text
-        snapshot = _fetch_from_hub(repo)
+        snapshot = fetch_from_hub(repo)
         return snapshot, entry, snapshot.name
     if text.startswith((".", "/", "~")) or os.sep in text:
         raise ModelLoadError(f"no checkpoint folder at {text!r}")
@@ -185,49 +190,6 @@ def resolve_checkpoint(id_or_path: str | os.PathLike[str]) -> tuple[Path, ModelE
         f"unknown model {text!r}: pass a local checkpoint folder, a Hub id (owner/name), or one of "
         f"{', '.join(known_models())}"
     )
-
-
-def _offline() -> bool:
-    # Read the environment at call time too: huggingface_hub reads it only once, at import.
-    truthy = {"1", "true", "yes", "on"}
-    env = any(os.environ.get(k, "").strip().lower() in truthy for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
-    from huggingface_hub import constants
-
-    return env or bool(constants.HF_HUB_OFFLINE)
-
-
-def _hub_reachable(timeout: float = 3.0) -> bool:
-    from huggingface_hub import constants
-
-    url = urlparse(constants.ENDPOINT)
-    port = url.port or (443 if url.scheme == "https" else 80)
-    try:
-        with socket.create_connection((url.hostname or "huggingface.co", port), timeout=timeout):
-            return True
-    except OSError:
-        return False
-
-
-def _fetch_from_hub(repo: str) -> Path:
-    """A local snapshot of `repo` (config, tokenizer, safetensors only): the cache first, then the Hub."""
-    from huggingface_hub import snapshot_download
-
-    try:
-        return Path(snapshot_download(repo, allow_patterns=_HUB_PATTERNS, local_files_only=True))
-    except Exception:  # not cached; try the network below
-        pass
-    why = "offline mode: HF_HUB_OFFLINE is set" if _offline() else None
-    if why is None and not _hub_reachable():
-        why = "no network connection"
-    if why:
-        raise ModelLoadError(
-            f"{repo!r} is not in the local Hugging Face cache and the Hub is unreachable ({why}); "
-            "pass a local checkpoint folder instead"
-        )
-    try:
-        return Path(snapshot_download(repo, allow_patterns=_HUB_PATTERNS))
-    except Exception as e:
-        raise ModelLoadError(f"could not download {repo!r} from the Hub: {_first_line(e)}") from e
 
 
 def _read_config(folder: Path) -> dict[str, Any]:
@@ -321,6 +283,17 @@ def _load_weights(folder: Path, cls_name: str, dtype: torch.dtype, attn: str) ->
     return model.eval(), list(info.get("unexpected_keys") or [])
 
 
+def _load_llada2(folder: Path, config: dict[str, Any], dtype: torch.dtype, attn: str) -> tuple[Any, list[str]]:
+    """An official-layout LLaDA2 folder onto native Glm4MoeForCausalLM (the map in models/llada2.py)."""
+    _check_weight_files(folder)
+    try:
+        return llada2.load_native(folder, config, dtype, attn, _quiet)
+    except llada2.UnsupportedLLaDA2Config as e:
+        raise ModelLoadError(f"{folder}: {e}") from e
+    except Exception as e:
+        raise ModelLoadError(f"could not load {folder} as LLaDA2 (Glm4MoeForCausalLM): {_first_line(e)}") from e
+
+
 def _load_tokenizer(folder: Path) -> Any:
     """AutoTokenizer from the folder (no network: the folder is local), or None if it ships none."""
     if not any((folder / name).is_file() for name in _TOKENIZER_FILES):
@@ -328,14 +301,19 @@ def _load_tokenizer(folder: Path) -> Any:
     from transformers import AutoTokenizer
 
     try:
-        with _quiet():
+        with _quiet(), warnings.catch_warnings():
+            # AutoTokenizer reads config.json; an unknown model_type (llada2_moe) with "rope_scaling": null
+            # makes transformers warn about the deprecated key: noise for a tokenizer load.
+            warnings.filterwarnings("ignore", message=".*rope_scaling.*", category=FutureWarning)
             return AutoTokenizer.from_pretrained(folder, trust_remote_code=False)
     except Exception as e:
         raise ModelLoadError(f"could not load the tokenizer in {folder}: {_first_line(e)}") from e
 
 
-def _resolve_mask_id(tokenizer: Any, config: dict[str, Any], entry: ModelEntry | None, vocab: int) -> int:
-    """tokenizer.mask_token, config mask_token_id and the registry must agree (model-families.md §3)."""
+def _resolve_mask_id(tokenizer: Any, config: dict[str, Any], entry: ModelEntry | None, vocab: int,
+                     default: int | None = None) -> int:
+    """tokenizer.mask_token, config mask_token_id and the registry must agree (model-families.md §3);
+    `default` (the family's id) only when none of them says anything."""
     sources: dict[str, int] = {}
     token = getattr(tokenizer, "mask_token", None) if tokenizer is not None else None
     if token:
@@ -347,6 +325,8 @@ def _resolve_mask_id(tokenizer: Any, config: dict[str, Any], entry: ModelEntry |
         sources["config.json mask_token_id"] = config["mask_token_id"]
     if entry is not None and entry.mask_id is not None:
         sources["registry"] = entry.mask_id
+    if not sources and default is not None:
+        sources["family default"] = default
     if not sources:
         raise ModelLoadError(
             "cannot tell the mask token: the tokenizer has no mask_token, config.json has no mask_token_id and "
@@ -361,8 +341,10 @@ def _resolve_mask_id(tokenizer: Any, config: dict[str, Any], entry: ModelEntry |
     return mask_id
 
 
-def _resolve_stop_ids(tokenizer: Any, config: dict[str, Any], entry: ModelEntry | None, folder: Path) -> list[int]:
-    """config stop_token_ids, else the registry, else generation_config eos ids, else the tokenizer's eos."""
+def _resolve_stop_ids(tokenizer: Any, config: dict[str, Any], entry: ModelEntry | None, folder: Path,
+                      default: list[int] | None = None) -> list[int]:
+    """config stop_token_ids, else the registry, else generation_config eos ids, else the tokenizer's eos,
+    else the family's `default`."""
     if config.get("stop_token_ids"):
         return [int(t) for t in config["stop_token_ids"]]
     if entry is not None and entry.stop_ids:
@@ -376,7 +358,7 @@ def _resolve_stop_ids(tokenizer: Any, config: dict[str, Any], entry: ModelEntry 
         if eos is not None:
             return [int(t) for t in (eos if isinstance(eos, list) else [eos])]
     eos_id = getattr(tokenizer, "eos_token_id", None) if tokenizer is not None else None
-    return [int(eos_id)] if eos_id is not None else []
+    return [int(eos_id)] if eos_id is not None else list(default or [])
 
 
 @contextmanager
@@ -386,11 +368,15 @@ def _quiet() -> Iterator[None]:
     from transformers.utils import logging
 
     level = logging.get_verbosity()
+    bars = logging.is_progress_bar_enabled()
     logging.set_verbosity_error()
+    logging.disable_progress_bar()  # the "Loading weights" bar
     try:
         yield
     finally:
         logging.set_verbosity(level)
+        if bars:
+            logging.enable_progress_bar()
 
 
 def _first_line(e: BaseException) -> str:

@@ -1,6 +1,6 @@
 """Known checkpoints as data (model-families.md §1). No transformers import here: this is plain facts.
 
-Keys are Hub ids (matched case-insensitively) plus the bundled names "tiny" and "tiny-shift". Bundled
+Keys are Hub ids (matched case-insensitively) plus the bundled names "tiny", "tiny-llada2" and "tiny-shift". Bundled
 entries leave the block-diffusion facts to the checkpoint's config.json (`mask_token_id`, `block_size`,
 `logits_alignment`, `stop_token_ids`), so they hold None there.
 """
@@ -16,6 +16,8 @@ SDAR_MASK = 151669  # <|MASK|>
 SDAR_STOPS = (151645, 151643)  # <|im_end|>, <|endoftext|>
 FAST_DLLM_MASK = 151665  # |<MASK>|
 FAST_DLLM_STOPS = (151645,)
+LLADA2_MASK = 156895  # <|mask|>; mirrors s2d2.models.llada2 (this module stays free of torch imports)
+LLADA2_STOPS = (156892,)  # <|endoftext|>
 
 
 @dataclass(frozen=True)
@@ -23,7 +25,8 @@ class ModelEntry:
     """One known checkpoint: where it lives and the facts the decoder needs."""
 
     name: str
-    model_class: str  # concrete native class: Qwen3ForCausalLM | Qwen3MoeForCausalLM | Qwen2ForCausalLM
+    model_class: str  # concrete native class: Qwen3ForCausalLM | Qwen3MoeForCausalLM | Qwen2ForCausalLM |
+    # Glm4MoeForCausalLM (LLaDA2, official layout mapped at load time)
     repo: str | None = None  # Hub id; None for bundled models
     path: Path | None = None  # local folder for bundled models
     mask_id: int | None = None  # None: read from the checkpoint
@@ -32,7 +35,7 @@ class ModelEntry:
     block_size: int | None = None
     use_chat_template: bool | None = None
     size_gb: float = 0.0  # approximate weight size on disk (bf16)
-    family: str = ""  # "sdar" | "sdar_moe" | "fast_dllm" | "tiny"
+    family: str = ""  # "sdar" | "sdar_moe" | "fast_dllm" | "llada2" | "tiny"
 
 
 def _sdar(size: str, gb: float, block: int | None) -> ModelEntry:
@@ -51,6 +54,13 @@ def _fast_dllm(size: str, gb: float) -> ModelEntry:
     )
 
 
+def _llada2(repo: str, gb: float) -> ModelEntry:
+    return ModelEntry(
+        name=repo, repo=repo, model_class="Glm4MoeForCausalLM", mask_id=LLADA2_MASK, stop_ids=LLADA2_STOPS,
+        alignment="aligned", block_size=32, use_chat_template=True, size_gb=gb, family="llada2",
+    )
+
+
 def _build() -> dict[str, ModelEntry]:
     entries: list[ModelEntry] = []
     for size, gb in (("1.7B", 4.06), ("4B", 8.8), ("8B", 16.4)):
@@ -62,7 +72,11 @@ def _build() -> dict[str, ModelEntry]:
         size_gb=61.0, family="sdar_moe",
     ))
     entries += [_fast_dllm("1.5B", 3.1), _fast_dllm("7B", 15.2)]
+    # LLaDA2 mini: 16B-parameter MoE (~1.4B active), bf16 ~32 GB on disk.
+    entries += [_llada2("inclusionAI/LLaDA2.1-mini", 32.5), _llada2("inclusionAI/LLaDA2.0-mini", 32.5)]
     entries.append(ModelEntry(name="tiny", path=ASSETS / "tiny", model_class="Qwen3ForCausalLM", family="tiny"))
+    entries.append(ModelEntry(name="tiny-llada2", path=ASSETS / "tiny-llada2", model_class="Glm4MoeForCausalLM",
+                              family="llada2"))
     return {e.name.lower(): e for e in entries}
 
 

@@ -23,7 +23,7 @@ from .never import Never
 from .score import SCORE_KNOBS, SCORE_TYPES, score, score_expression
 from .score_hysteresis import ScoreHysteresis
 from .score_threshold import ScoreThreshold
-from . import speedups
+from . import self_correction, speedups
 
 REGISTRY: dict[str, type[Policy]] = {
     p.name: p for p in (MaskSpanLength, ScoreThreshold, ScoreHysteresis, ContextualBanditUCB, Always, Never)
@@ -34,7 +34,8 @@ __all__ = [
     "REGISTRY", "POLICIES", "SCORE_TYPES", "UCB_ENTROPY_SCOPES", "SKIP", "VERIFY", "Knob", "Policy",
     "MaskSpanLength", "ScoreThreshold", "ScoreHysteresis", "ContextualBanditUCB", "Always", "Never",
     "AdaptiveBlock", "BlockChoice", "BlockFeedback", "score", "score_expression", "ucb_bin", "make_policy",
-    "redecide", "policy_class", "scoring_policies", "routing_knobs", "option_knobs", "all_knobs", "whatif_knobs",
+    "redecide", "policy_class", "scoring_policies", "routing_knobs", "option_knobs", "editing_knobs", "all_knobs",
+    "whatif_knobs",
     "figure_guides",
     "score_label", "plotted_score",
 ]
@@ -62,8 +63,13 @@ def option_knobs() -> list[Knob]:
     return list(speedups.KNOBS) + list(AdaptiveBlock.knobs)
 
 
+def editing_knobs() -> list[Knob]:
+    """Knobs of the editing loop (LLaDA2.x self-correction): loop, τ_edit, post steps."""
+    return list(self_correction.KNOBS)
+
+
 def all_knobs() -> list[Knob]:
-    return unique(routing_knobs() + option_knobs())
+    return unique(routing_knobs() + option_knobs() + editing_knobs())
 
 
 def whatif_knobs(include_advanced: bool = False) -> list[tuple[Knob, tuple[str, ...]]]:

@@ -28,6 +28,7 @@ class Knob:
     advanced: bool = False  # valid and documented, but not on the Run panel's short list
     whatif: bool = True  # acts only on recorded policy inputs, so a what-if may change it
     short: str = ""  # compact label (what-if sliders); the label when empty
+    optional: bool = False  # None is a value too (off); the Run panel shows it as 0
 
     @property
     def short_label(self) -> str:
@@ -39,6 +40,8 @@ class Knob:
 
     def check(self, value: Any) -> None:
         """Raise one ValueError naming the field when `value` is outside the knob's range or choices."""
+        if value is None and self.optional:
+            return
         if self.kind == "choice":
             check_choice(self.field, value, self.choices)
         elif self.kind == "int":

@@ -22,7 +22,7 @@ def evaluate(model: Any, cfg: Any, problems: Sequence[A.Problem], seed: int = 0,
     n = len(problems)
     correct = 0
     nfe = gen = 0
-    drafts = accepted = verifies = decided = 0
+    drafts = accepted = verifies = decided = edits = 0
     mal = []
     texts: list[str] = []
     t0 = time.perf_counter()
@@ -39,6 +39,7 @@ def evaluate(model: Any, cfg: Any, problems: Sequence[A.Problem], seed: int = 0,
         gen += m["generated_tokens"]
         drafts += m.get("num_drafts") or 0
         accepted += m.get("num_accepted_tokens") or 0
+        edits += m.get("edits") or 0
         if m.get("mean_acceptance_length") is not None:
             mal.append(m["mean_acceptance_length"])
         texts.append(r.text)
@@ -54,6 +55,8 @@ def evaluate(model: Any, cfg: Any, problems: Sequence[A.Problem], seed: int = 0,
         "mean_nfe": nfe / n if n else 0.0,
         "num_drafts": drafts,
         "mean_acceptance_length": (1 + accepted / drafts) if drafts else None,
+        "edits": edits,
+        "edits_per_token": edits / gen if gen else 0.0,
         "wall_seconds": wall,
     }
     if keep_texts:

@@ -1,10 +1,9 @@
-"""The bundled tiny block-diffusion model: data, tokenizer, objectives, training (`train_tiny`) and reporting.
-
-Heavy imports (torch, transformers) happen on first use.
-"""
+"""The bundled tiny models: data, tokenizer, objectives, training (`train_tiny`, stages ar / sdar / llada2) and
+reporting. torch loads on first use; transformers only through `s2d2.models.builders` (the one package that
+imports it)."""
 from __future__ import annotations
 
-__all__ = ["train_tiny", "TrainOptions", "export_model"]
+__all__ = ["train_tiny", "TrainOptions", "export_model", "export_llada2"]
 
 
 def __getattr__(name: str):

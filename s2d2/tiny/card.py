@@ -7,6 +7,8 @@ from pathlib import Path
 
 FIELDS = ("stage", "step", "tokens", "elapsed_s", "lr", "loss", "val_arith", "val_text", "val_arith_armode",
           "val_text_armode", "val_arith_bd4", "arith_acc_greedy")
+LLADA2_FIELDS = ("stage", "step", "tokens", "elapsed_s", "lr", "loss", "expert_load_max", "val_arith_armode",
+                 "val_text_armode", "val_arith_bd4", "val_arith_bd32", "val_arith_edit", "arith_acc_greedy")
 
 
 def read_log(stage_dir: str | Path) -> list[dict]:
@@ -14,12 +16,12 @@ def read_log(stage_dir: str | Path) -> list[dict]:
     return [json.loads(ln) for ln in p.read_text().splitlines() if ln.strip()] if p.exists() else []
 
 
-def write_loss_csv(run_dir: str | Path, dest: str | Path) -> Path:
+def write_loss_csv(run_dir: str | Path, dest: str | Path, stages: tuple[str, ...] = ("ar", "sdar")) -> Path:
     dest = Path(dest)
     with dest.open("w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=FIELDS, extrasaction="ignore")
+        w = csv.DictWriter(fh, fieldnames=LLADA2_FIELDS if stages == ("llada2",) else FIELDS, extrasaction="ignore")
         w.writeheader()
-        for stage in ("ar", "sdar"):
+        for stage in stages:
             for rec in read_log(Path(run_dir) / stage):
                 if "final" in rec:
                     continue

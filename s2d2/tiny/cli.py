@@ -5,39 +5,8 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 
-from .train import TrainOptions
-
-
-def add_train_tiny_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    d = TrainOptions()
-    for f in dataclasses.fields(TrainOptions):
-        name = "--" + f.name.replace("_", "-")
-        default = getattr(d, f.name)
-        if f.type in ("bool", bool):
-            parser.add_argument(name, action=argparse.BooleanOptionalAction, default=default)
-        elif f.name == "stage":
-            parser.add_argument(name, choices=("ar", "sdar"), default=default,
-                                help="ar: stage 1 causal pretraining; sdar: stage 2 block-diffusion adaptation")
-        else:
-            typ = {"int": int, "float": float, "str": str}.get(str(f.type).split(" ")[0].replace("|", "").strip(),
-                                                               None)
-            if typ is None:
-                t = str(f.type)
-                typ = float if "float" in t else int if "int" in t else str
-            parser.add_argument(name, type=typ, default=default)
-    return parser
-
-
-def options_from_argv(argv: list[str]) -> TrainOptions:
-    p = add_train_tiny_args(argparse.ArgumentParser(prog="train-tiny"))
-    return options_from_args(p.parse_args(argv))
-
-
-def options_from_args(args: argparse.Namespace) -> TrainOptions:
-    names = {f.name for f in dataclasses.fields(TrainOptions)}
-    return TrainOptions(**{k: v for k, v in vars(args).items() if k in names})
+from .options import add_train_tiny_args, options_from_args
 
 
 def run_train_tiny(args: argparse.Namespace) -> int:

@@ -1,6 +1,8 @@
 """Model configurations for the tiny block-diffusion LM (plain Qwen3ForCausalLM, tied embeddings)."""
 from __future__ import annotations
 
+from typing import Any
+
 SIZES = {
     # name: (hidden, layers, heads, kv_heads, head_dim, ffn)
     "h128": (128, 4, 4, 2, 32, 384),
@@ -10,11 +12,10 @@ SIZES = {
 }
 
 
-def build_config(size: str, vocab_size: int, max_positions: int = 1024, eos_id: int = 0):
-    from transformers import Qwen3Config
-
+def build_config(size: str, vocab_size: int, max_positions: int = 1024, eos_id: int = 0) -> dict[str, Any]:
+    """Qwen3Config keyword arguments for a named size."""
     h, n_layers, heads, kv, hd, ffn = SIZES[size]
-    return Qwen3Config(
+    return dict(
         vocab_size=vocab_size,
         hidden_size=h,
         intermediate_size=ffn,
@@ -34,11 +35,6 @@ def build_config(size: str, vocab_size: int, max_positions: int = 1024, eos_id: 
 
 
 def build_model(size: str, vocab_size: int, seed: int = 0, max_positions: int = 1024, eos_id: int = 0):
-    import torch
-    from transformers import Qwen3ForCausalLM
+    from ..models.builders import qwen3
 
-    torch.manual_seed(seed)
-    cfg = build_config(size, vocab_size, max_positions, eos_id)
-    cfg._attn_implementation = "sdpa"
-    model = Qwen3ForCausalLM(cfg)
-    return model
+    return qwen3(build_config(size, vocab_size, max_positions, eos_id), seed=seed)

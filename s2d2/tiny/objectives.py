@@ -113,3 +113,36 @@ def sdar_loss(model, inp, pos, attn, targets) -> torch.Tensor:
     sel = targets != -100
     logits = model.lm_head(hidden[sel])
     return F.cross_entropy(logits.float(), targets[sel])
+
+
+def corrupt_visible(inp: torch.Tensor, targets: torch.Tensor, gen: torch.Generator, mask_id: int, p_edit: float,
+                    p_keep: float, vocab: int, first_regular: int, digit_ids: torch.Tensor
+                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The editing (token-to-token) objective on top of a block-diffusion batch (LLaDA2.1-style self-correction).
+
+    In the noisy half, each visible (unmasked) token is replaced with probability `p_edit` by a wrong token and
+    becomes a target for its original token: half the time a uniformly random regular token, half the time a
+    plausible one (a digit by another digit, any other token by a token drawn from the same row). Of the visible
+    tokens left alone, a fraction `p_keep` become targets for themselves, so that at decode time a confident
+    *different* prediction at a filled position means "this token is wrong" (an edit), not noise from an
+    untrained output. Returns (input ids, targets, corrupted flags [N, L]).
+    """
+    n, two_l = inp.shape
+    L = two_l // 2
+    noisy, clean = inp[:, :L], inp[:, L:]
+    visible = (targets == -100) & (noisy != mask_id)
+    if p_edit <= 0 and p_keep <= 0:
+        return inp, targets, torch.zeros_like(visible)
+    u = torch.rand(n, L, generator=gen)
+    corrupt = visible & (u < p_edit)
+    keep = visible & ~corrupt & (torch.rand(n, L, generator=gen) < p_keep)
+    uniform = torch.randint(first_regular, vocab, (n, L), generator=gen)
+    is_digit = torch.isin(clean, digit_ids)
+    other_digit = digit_ids[torch.randint(len(digit_ids), (n, L), generator=gen)]
+    from_row = torch.gather(clean, 1, torch.randint(L, (n, L), generator=gen))
+    plausible = torch.where(is_digit, other_digit, from_row)
+    wrong = torch.where(torch.rand(n, L, generator=gen) < 0.5, uniform, plausible)
+    corrupt &= (wrong != clean) & (wrong != mask_id)  # a draw that equals the original is no corruption
+    new_noisy = torch.where(corrupt, wrong, noisy)
+    new_targets = torch.where(corrupt | keep, clean, targets)
+    return torch.cat([new_noisy, clean], dim=1), new_targets, corrupt

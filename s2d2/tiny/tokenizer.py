@@ -43,10 +43,10 @@ def build_backend(texts: Iterable[str], vocab_size: int = 2048):
 
 def wrap(backend):
     """Wrap a trained backend as a transformers fast tokenizer with the special tokens and chat template."""
-    from transformers import PreTrainedTokenizerFast
+    from ..models.builders import fast_tokenizer
 
-    t = PreTrainedTokenizerFast(
-        tokenizer_object=backend,
+    t = fast_tokenizer(
+        backend,
         eos_token=EOT,
         pad_token=EOT,
         bos_token=None,

@@ -1,10 +1,13 @@
-"""Training loop for the tiny block-diffusion model: stage 1 causal AR, stage 2 SDAR in-place adaptation.
+"""Training loop for the tiny block-diffusion models: stage 1 causal AR, stage 2 SDAR in-place adaptation
+(Qwen3), and stage `llada2`: a LLaDA2-architecture MoE upcycled from the stage-2 model (`s2d2/tiny/llada2.py`),
+trained with block diffusion + the editing objective (`objectives.corrupt_visible`).
 
 Everything lives in a run folder (default `runs/tiny/`, git-ignored):
 
     runs/tiny/tokenizer/           the trained tokenizer (shared by both stages)
     runs/tiny/data.npz             the tokenised training / validation streams (cache)
-    runs/tiny/<stage>/             model.safetensors + config.json (latest), state.pt (optimizer, step, RNG),
+    runs/tiny/<stage>/             latest/ (model; stage llada2: in the official LLaDA2 layout), state.pt
+                                   (optimizer, step, RNG),
                                    log.jsonl (one line per logged step), snap_<step>/ (snapshots)
 
 A run resumes from `<stage>/state.pt` when it exists. With `minutes`, the cosine learning-rate schedule follows
@@ -18,74 +21,40 @@ import math
 import os
 import shutil
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from ..models.builders import load_tokenizer, quiet_progress
 from ..tasks import arithmetic as ar_task
+from . import llada2 as tiny_llada2
 from . import objectives as obj
-from .data import DEFAULT_DATA_DIR, DocStream, austen_split
+from .data import DocStream, austen_split
+from .export import export_llada2, export_model
 from .model import build_model
+from .options import STAGES, TrainOptions, options_from_argv
 from .tokenizer import special_ids, train_tokenizer
 
-
-@dataclass
-class TrainOptions:
-    stage: str = "ar"  # "ar" (stage 1) | "sdar" (stage 2)
-    out: str = "runs/tiny"
-    data_dir: str = str(DEFAULT_DATA_DIR)
-    size: str = "h192"
-    vocab: int = 2048
-    seed: int = 0
-    steps: int = 3000
-    minutes: float | None = None
-    batch: int = 16
-    seq_len: int = 256
-    lr: float = 2e-3
-    min_lr_frac: float = 0.1
-    warmup: int = 50
-    weight_decay: float = 0.1
-    grad_clip: float = 1.0
-    p_arith: float = 0.7
-    p_ar: float = 0.4
-    blocks: str = "4,8,16"
-    p_causal_clean: float = 0.05
-    t_min: float = 0.0
-    t_max: float = 1.0
-    init: str | None = None  # stage 2: folder with the stage-1 model.safetensors (default <out>/ar)
-    n_arith: int = 200_000
-    log_every: int = 10
-    ckpt_every: int = 100
-    eval_every: int = 200
-    acc_every: int = 1000
-    acc_n: int = 50
-    snap_every: int = 500
-    bf16: bool = True
-    threads: int = 2
-    export: str | None = None
-    block_size: int = 4
-    fresh: bool = False
-    progress: bool = True
-    max_tokens: int | None = None  # test hook: stop after this many tokens
+__all__ = ["train_tiny", "TrainOptions", "export_model", "export_llada2"]
+DEFAULT_LLADA2_INIT = Path(__file__).resolve().parents[2] / "assets" / "tiny"
 
 
 # ----------------------------------------------------------------------------------------------- data
 
 def _tokenizer_and_data(o: TrainOptions):
-    from transformers import AutoTokenizer
-
     out = Path(o.out)
     tok_dir = out / "tokenizer"
     cache = out / "data.npz"
     train_docs = val_docs = None
+    if o.stage == "llada2" and not (tok_dir / "tokenizer.json").exists():  # reuse the upcycled model's tokenizer
+        load_tokenizer(_llada2_init(o)).save_pretrained(str(tok_dir))
     if not (tok_dir / "tokenizer.json").exists() or not cache.exists():
         train_docs, val_docs = austen_split(o.data_dir)
     if not (tok_dir / "tokenizer.json").exists():
         sample = [ar_task.training_text(p) for p in ar_task.train_examples(o.seed + 1_000_003, 20_000)]
         train_tokenizer(train_docs + sample, tok_dir, o.vocab)
-    tok = AutoTokenizer.from_pretrained(str(tok_dir))
+    tok = load_tokenizer(tok_dir)
     eot = tok.eos_token_id
     if not cache.exists():
         arith_train = [ar_task.training_text(p) for p in ar_task.train_examples(o.seed, o.n_arith)]
@@ -136,11 +105,21 @@ def _make_optimizer(model, o: TrainOptions):
     ], lr=o.lr, betas=(0.9, 0.95), eps=1e-8)
 
 
+def _llada2_init(o: TrainOptions) -> Path:
+    return Path(o.init) if o.init else DEFAULT_LLADA2_INIT
+
+
 def _save_model(model, folder: Path) -> None:
+    """Qwen3: save_pretrained. Glm4Moe: the official LLaDA2 layout (so every checkpoint exercises the map)."""
     tmp = folder.with_name(folder.name + ".tmp")
     if tmp.exists():
         shutil.rmtree(tmp)
-    model.save_pretrained(str(tmp), safe_serialization=True)
+    if model.config.model_type == "glm4_moe":
+        from ..models.llada2 import write_official
+
+        write_official(model, tmp)
+    else:
+        model.save_pretrained(str(tmp), safe_serialization=True)
     if folder.exists():
         shutil.rmtree(folder)
     os.replace(tmp, folder)
@@ -150,6 +129,10 @@ def _load_weights(model, folder: Path) -> None:
     from safetensors.torch import load_file
 
     sd = load_file(str(folder / "model.safetensors"))
+    if model.config.model_type == "glm4_moe":
+        from ..models.llada2 import to_native
+
+        sd = to_native(sd, json.loads((folder / "config.json").read_text()))
     missing, unexpected = model.load_state_dict(sd, strict=False)
     bad = [k for k in missing if "lm_head" not in k]
     if bad or unexpected:
@@ -158,7 +141,7 @@ def _load_weights(model, folder: Path) -> None:
 
 
 @torch.no_grad()
-def _evaluate(model, o: TrainOptions, val_batches: dict, mask_id: int) -> dict:
+def _evaluate(model, o: TrainOptions, val_batches: dict, mask_id: int, edit: dict | None = None) -> dict:
     model.eval()
     res = {}
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=o.bf16):
@@ -173,8 +156,39 @@ def _evaluate(model, o: TrainOptions, val_batches: dict, mask_id: int) -> dict:
                     b = obj.make_sdar_batch(ids, g, mask_id, p_ar=0.0, blocks=(4,), p_causal_clean=0.0,
                                             complementary=False, t_min=0.5, t_max=0.5)
                     res["val_arith_bd4"] = float(obj.sdar_loss(model, *b))
+                if name == "arith" and edit is not None:
+                    res.update(_evaluate_llada2(model, ids, mask_id, edit))
     model.train()
     return res
+
+
+def _evaluate_llada2(model, ids: torch.Tensor, mask_id: int, edit: dict) -> dict:
+    """Block 32 at 50 % masking: loss on the masked positions, and on 15 % corrupted visible ones (editing)."""
+    g = torch.Generator().manual_seed(321)
+    inp, pos, attn, tg = obj.make_sdar_batch(ids, g, mask_id, p_ar=0.0, blocks=(32,), p_causal_clean=0.0,
+                                             complementary=False, t_min=0.5, t_max=0.5)
+    out = {"val_arith_bd32": float(obj.sdar_loss(model, inp, pos, attn, tg))}
+    inp, tg2, corrupt = obj.corrupt_visible(inp, tg, g, mask_id, 0.15, 0.0, **edit)
+    only_edits = torch.where(corrupt, tg2, torch.full_like(tg2, -100))
+    if bool(corrupt.any()):
+        out["val_arith_edit"] = float(obj.sdar_loss(model, inp, pos, attn, only_edits))
+    return out
+
+
+def _build(o: TrainOptions, tok, eot: int, resume: bool):
+    """The model to train: a fresh Qwen3 (stage ar), Qwen3 to be initialised (sdar), or the upcycled MoE."""
+    if o.stage != "llada2":
+        return build_model(o.size, len(tok), seed=o.seed, eos_id=eot)
+    init = _llada2_init(o)
+    model = tiny_llada2.build_from_qwen3(init, seed=o.seed, rope_fraction=o.rope_fraction)
+    if not resume:
+        print(f"[train-tiny] llada2 upcycled from {init}")
+    return model
+
+
+def _edit_args(tok) -> dict:
+    digits = torch.tensor(tok.convert_tokens_to_ids([str(d) for d in range(10)]), dtype=torch.long)
+    return {"vocab": len(tok), "first_regular": len(special_ids(tok)), "digit_ids": digits}
 
 
 # ----------------------------------------------------------------------------------------------- main loop
@@ -182,22 +196,15 @@ def _evaluate(model, o: TrainOptions, val_batches: dict, mask_id: int) -> dict:
 def train_tiny(options: TrainOptions | dict | list[str] | None = None) -> Path:
     """Train one stage. Accepts TrainOptions, a dict of its fields, or a CLI argv list. Returns the stage folder."""
     if isinstance(options, list) or options is None:
-        from .cli import options_from_argv
-
         o = options_from_argv(options or [])
     elif isinstance(options, dict):
         o = TrainOptions(**options)
     else:
         o = options
-    if o.stage not in ("ar", "sdar"):
-        raise ValueError(f"stage: must be 'ar' or 'sdar', got {o.stage!r}")
+    if o.stage not in STAGES:
+        raise ValueError(f"stage: must be one of {', '.join(STAGES)}, got {o.stage!r}")
     torch.set_num_threads(o.threads)
-    try:
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.disable_progress_bar()
-    except Exception:  # pragma: no cover
-        pass
+    quiet_progress()
     out = Path(o.out)
     stage_dir = out / o.stage
     if o.fresh and stage_dir.exists():
@@ -207,12 +214,14 @@ def train_tiny(options: TrainOptions | dict | list[str] | None = None) -> Path:
     tok, streams = _tokenizer_and_data(o)
     ids_ = special_ids(tok)
     mask_id, eot = ids_["<|MASK|>"], ids_["<|endoftext|>"]
-    model = build_model(o.size, len(tok), seed=o.seed, eos_id=eot)
+    state_path = stage_dir / "state.pt"
+    model = _build(o, tok, eot, resume=state_path.exists())
+    edit = _edit_args(tok) if o.stage == "llada2" else None
+    balancer = tiny_llada2.ExpertBalancer(model, o.balance_rate) if o.stage == "llada2" else None
     opt = _make_optimizer(model, o)
     step, tokens, elapsed = 0, 0, 0.0
     rng = np.random.default_rng(o.seed + (0 if o.stage == "ar" else 17))
     gen = torch.Generator().manual_seed(o.seed + 99)
-    state_path = stage_dir / "state.pt"
     if state_path.exists():
         st = torch.load(state_path, map_location="cpu", weights_only=False)
         _load_weights(model, stage_dir / "latest")
@@ -266,13 +275,17 @@ def train_tiny(options: TrainOptions | dict | list[str] | None = None) -> Path:
             if o.stage == "ar":
                 loss = obj.ar_loss(model, ids)
             else:
-                batch = obj.make_sdar_batch(ids, gen, mask_id, p_ar=o.p_ar, blocks=blocks,
-                                            p_causal_clean=o.p_causal_clean, t_min=o.t_min, t_max=o.t_max)
-                loss = obj.sdar_loss(model, *batch)
+                inp, pos, attn, tg = obj.make_sdar_batch(ids, gen, mask_id, p_ar=o.p_ar, blocks=blocks,
+                                                         p_causal_clean=o.p_causal_clean, t_min=o.t_min,
+                                                         t_max=o.t_max)
+                if edit is not None:
+                    inp, tg, _ = obj.corrupt_visible(inp, tg, gen, mask_id, o.p_edit, o.p_keep, **edit)
+                loss = obj.sdar_loss(model, inp, pos, attn, tg)
         loss.backward()
         gn = torch.nn.utils.clip_grad_norm_(model.parameters(), o.grad_clip)
         opt.step()
         opt.zero_grad(set_to_none=True)
+        load = balancer.step() if balancer is not None else None
         step += 1
         tokens += int(ids.numel())
         now = time.time()
@@ -289,10 +302,12 @@ def train_tiny(options: TrainOptions | dict | list[str] | None = None) -> Path:
         if step % o.log_every == 0:
             rec = {"step": step, "tokens": tokens, "elapsed_s": round(elapsed, 1), "lr": lr,
                    "loss": round(run_loss / run_n, 4), "grad_norm": round(float(gn), 3)}
+            if load is not None:
+                rec["expert_load_max"] = round(load, 3)
             run_loss, run_n = 0.0, 0
         if step % o.eval_every == 0:
             rec = rec or {"step": step, "tokens": tokens, "elapsed_s": round(elapsed, 1)}
-            rec.update(_evaluate(model, o, val_batches, mask_id))
+            rec.update(_evaluate(model, o, val_batches, mask_id, edit))
         if o.acc_every and step % o.acc_every == 0:
             rec = rec or {"step": step, "tokens": tokens, "elapsed_s": round(elapsed, 1)}
             from .evalquick import arithmetic_accuracy
@@ -313,41 +328,16 @@ def train_tiny(options: TrainOptions | dict | list[str] | None = None) -> Path:
             _save_model(model, stage_dir / f"snap_{step:06d}")
     save_state()
     final = {"step": step, "tokens": tokens, "elapsed_s": round(elapsed, 1), "final": True}
-    final.update(_evaluate(model, o, val_batches, mask_id))
+    final.update(_evaluate(model, o, val_batches, mask_id, edit))
     log_f.write(json.dumps(final) + "\n")
     log_f.close()
     if bar is not None:
         bar.close()
     print(f"[train-tiny] done {json.dumps(final)}", flush=True)
-    if o.export:
+    if o.export and o.stage == "llada2":
+        export_llada2(model, tok, o.export, block_size=o.block_size)
+    elif o.export:
         export_model(stage_dir / "latest", tok, o.export, block_size=o.block_size,
                      alignment="aligned" if o.stage == "sdar" else "causal")
     return stage_dir
 
-
-def export_model(src: str | Path, tok, dest: str | Path, block_size: int = 4, alignment: str = "aligned",
-                 logs: dict[str, str | Path] | None = None) -> Path:
-    """Write a shippable folder: bf16 model.safetensors, tokenizer, config.json with the block-diffusion keys."""
-    from transformers import Qwen3ForCausalLM
-
-    dest = Path(dest)
-    dest.mkdir(parents=True, exist_ok=True)
-    model = Qwen3ForCausalLM.from_pretrained(str(src), dtype=torch.bfloat16)
-    model.save_pretrained(str(dest), safe_serialization=True)
-    tok.save_pretrained(str(dest))
-    ids_ = special_ids(tok)
-    cfg_path = dest / "config.json"
-    cfg = json.loads(cfg_path.read_text())
-    cfg.update({
-        "mask_token_id": ids_["<|MASK|>"],
-        "block_size": int(block_size),
-        "logits_alignment": alignment,
-        "stop_token_ids": [ids_["<|im_end|>"], ids_["<|endoftext|>"]],
-    })
-    cfg_path.write_text(json.dumps(cfg, indent=2) + "\n")
-    gc = dest / "generation_config.json"
-    if gc.exists():
-        g = json.loads(gc.read_text())
-        g["eos_token_id"] = [ids_["<|im_end|>"], ids_["<|endoftext|>"]]
-        gc.write_text(json.dumps(g, indent=2) + "\n")
-    return dest
