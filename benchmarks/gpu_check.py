@@ -196,10 +196,11 @@ class SyncedForwards:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._model, name)
 
-    def forward(self, *args: Any, **kwargs: Any) -> torch.Tensor:
+    def forward(self, cache: Any, ids: torch.Tensor, positions: torch.Tensor, attention: Any, keep: int,
+                last: int | None = None, rows: torch.Tensor | None = None) -> torch.Tensor:
         sync(self._model.device)
         t0 = time.perf_counter()
-        out = self._model.forward(*args, **kwargs)
+        out = self._model.forward(cache, ids, positions, attention, keep, last, rows)
         sync(self._model.device)
         self.seconds += time.perf_counter() - t0
         return out

@@ -83,13 +83,12 @@ class Recorder:
 
 
 def _takes_rows(model: Any) -> bool:
-    """Whether `model.forward` accepts `rows` (HFModel does: it picks them before its float32 copy; a wrapper that
-    passes *args through is taken to wrap one)."""
+    """Whether `model.forward` names a `rows` parameter (HFModel does: it picks them before its float32 copy). A
+    wrapper that passes *args on may wrap a model without it, so it gets all rows and the recorder picks them."""
     try:
-        params = inspect.signature(model.forward).parameters.values()
+        return "rows" in inspect.signature(model.forward).parameters
     except (TypeError, ValueError):
         return False
-    return any(p.name == "rows" or p.kind is inspect.Parameter.VAR_POSITIONAL for p in params)
 
 
 def top_k(probs: torch.Tensor) -> dict[str, torch.Tensor]:

@@ -18,6 +18,11 @@ class QueryMask:
 
     pattern: torch.Tensor
 
+    @property
+    def dtype(self) -> torch.dtype:
+        """The mask's element type (bool), as for a mask tensor."""
+        return self.pattern.dtype
+
 
 # "causal": cache + causal rows; "full": cache + the whole query, bidirectional; an explicit bool mask of shape
 # [q, cache_len + q] (True = attend); or a QueryMask. s2d2.models.masks builds the last two.
