@@ -120,11 +120,7 @@ class HostSyncCounter(TorchDispatchMode):
 
         def counted(*args: Any, **kwargs: Any) -> Any:
             counter._note(kind, f"{getattr(owner, '__name__', 'Tensor')}.{name}")
-            counter._paused += 1
-            try:
-                return original(*args, **kwargs)
-            finally:
-                counter._paused -= 1
+            return counter._uncounted(original, args, kwargs)
 
         setattr(owner, name, counted)
         self._undo.append(lambda: setattr(owner, name, original))
@@ -138,14 +134,17 @@ class HostSyncCounter(TorchDispatchMode):
         def paused(*args: Any, **kwargs: Any) -> Any:
             if note and (any(t is not None for t in args[1].values()) or args[0].pending):
                 counter._note("read", note)
-            counter._paused += 1
-            try:
-                return original(*args, **kwargs)
-            finally:
-                counter._paused -= 1
+            return counter._uncounted(original, args, kwargs)
 
         setattr(obj, name, paused)
         self._undo.append(lambda: setattr(obj, name, own) if own is not None else delattr(obj, name))
+
+    def _uncounted(self, call: Callable[..., Any], args: Any, kwargs: Any) -> Any:
+        self._paused += 1
+        try:
+            return call(*args, **kwargs)
+        finally:
+            self._paused -= 1
 
     def summary(self) -> str:
         lines = [f"{self.reads} reads, {self.uploads} uploads, {self.waits} waits"]
