@@ -6,7 +6,9 @@ outside model forwards, and the dynamic vs the static forward backend (s2d2/mode
 
 Runs are interleaved (every arm on every backend, prompt by prompt, repeat by repeat), so machine noise hits every
 arm alike; figures are totals over all runs. Every arm is lean (`detailed=False`) except `s2d2_traced`, which
-records the full trace (its ratio to `s2d2` is the cost of tracing). Nothing is asserted.
+records the full trace (its ratio to `s2d2` is the cost of tracing). `reads/step` is the device-to-host reads per
+decode step outside model forwards, counted in one extra untimed run per arm (s2d2/host_syncs.py): on a GPU each
+is a sync. Nothing is asserted.
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 
 import s2d2  # noqa: E402
+from s2d2.host_syncs import HostSyncCounter  # noqa: E402
 from s2d2.models import HFModel  # noqa: E402
 
 
@@ -70,6 +73,13 @@ def main() -> None:
                 for backend, model in models.items():
                     runs[(name, backend)].append(s2d2.generate(model, prompt, cfg, seed=0, detailed=detailed).metrics)
 
+    reads: dict[tuple[str, str], float] = {}
+    for name, (cfg, detailed) in arms.items():
+        for backend, model in models.items():
+            with HostSyncCounter(model) as counter:
+                res = s2d2.generate(model, prompts[0], cfg, seed=0, detailed=detailed)
+            reads[(name, backend)] = counter.reads / max(1, len(res.trace.steps))
+
     def total(key: tuple[str, str], field: str) -> float:
         return sum(m[field] for m in runs[key])
 
@@ -79,11 +89,12 @@ def main() -> None:
     print(f"model: {base.spec.name} ({'random weights' if random_weights else 'trained'}), device {base.device}, "
           f"dtype {base.dtype}, threads {args.threads}, gen_length {args.gen_length}, "
           f"{len(prompts)} prompts x {args.repeats} repeats")
-    print(f"{'arm':18s} {'backend':8s} {'tokens':>7s} {'NFE/token':>10s} {'wall ms/token':>14s} {'outside forwards':>17s}")
+    print(f"{'arm':18s} {'backend':8s} {'tokens':>7s} {'NFE/token':>10s} {'wall ms/token':>14s} "
+          f"{'outside forwards':>17s} {'reads/step':>11s}")
     for key in runs:
         outside = 1 - total(key, "forward_seconds") / total(key, "wall_seconds")
         print(f"{key[0]:18s} {key[1]:8s} {total(key, 'generated_tokens'):7.0f} {per_token(key, 'nfe'):10.3f} "
-              f"{per_token(key, 'wall_seconds') * 1000:14.2f} {outside:17.1%}")
+              f"{per_token(key, 'wall_seconds') * 1000:14.2f} {outside:17.1%} {reads[key]:11.2f}")
     for backend in models:
         ar, sp = ("ar", backend), ("s2d2", backend)
         print(f"\n[{backend}] S2D2 vs AR  NFE speedup:  {per_token(ar, 'nfe') / per_token(sp, 'nfe'):.2f}x  "

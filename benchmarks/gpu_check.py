@@ -12,6 +12,9 @@ Rows, in order:
 3. Decodes: tokens/s, NFE/token and the share of decode time outside model forwards (forwards timed with a device
    sync on both sides) for AR / the dynamic-threshold baseline / S2D2 (sdar-config-b), per backend, at SDAR-1.7B
    shapes and on the bundled model; then S2D2's wall speedup over AR against its NFE speedup.
+4. Host syncs per S2D2 step on the bundled model, lean and traced: the engine's reads outside forwards
+   (s2d2/host_syncs.py) and, on CUDA, every sync of the decode, forwards included (torch's sync debug mode); and
+   S2D2's wall with and without the model-side savers (query masks, row picks: benchmarks/model_savers.py).
 
 On an H200 (the image has transformers 5.17 and no registry access, so a 5.24 wheel travels in `.whl/`: see
 `python3 -m pip download` in .library/device/README.md; `regex` too, transformers 5.24 wants >= 2025.10.22), one
@@ -36,6 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 
 import s2d2  # noqa: E402
+from s2d2.host_syncs import HostSyncCounter  # noqa: E402
 from s2d2.models import masks  # noqa: E402
 
 SDAR_MASK = 151669
@@ -192,10 +196,11 @@ class SyncedForwards:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._model, name)
 
-    def forward(self, *args: Any, **kwargs: Any) -> torch.Tensor:
+    def forward(self, cache: Any, ids: torch.Tensor, positions: torch.Tensor, attention: Any, keep: int,
+                last: int | None = None, rows: torch.Tensor | None = None) -> torch.Tensor:
         sync(self._model.device)
         t0 = time.perf_counter()
-        out = self._model.forward(*args, **kwargs)
+        out = self._model.forward(cache, ids, positions, attention, keep, last, rows)
         sync(self._model.device)
         self.seconds += time.perf_counter() - t0
         return out
@@ -316,6 +321,58 @@ def bundled_rows(budget: Budget, cuda: bool, gen_length: int) -> None:
         if backend != "dynamic":
             models[backend].set_backend("static", graphs=backend == "static+graphs")
     decode_rows("bundled", models, heldout(1)[0].question, gen_length, budget, {})
+    sync_rows("bundled", models, heldout(1)[0].question, budget)
+    savers_rows("bundled", models, heldout(1)[0].question, budget)
+
+
+def sync_rows(tag: str, models: dict[str, Any], prompt: Any, budget: Budget) -> None:
+    """Host syncs per S2D2 step (sdar-config-b), lean and with the full trace."""
+    cfg = s2d2.preset("sdar-config-b", gen_length=32)
+    for backend, model in models.items():
+        for detailed in (False, True):
+            label = f"{tag} syncs/step [{backend}{', traced' if detailed else ''}]"
+            if not budget.allows(label, 5):
+                continue
+            with HostSyncCounter(model) as counter:
+                steps = max(1, len(s2d2.generate(model, prompt, cfg, seed=0, detailed=detailed).trace.steps))
+            on_gpu = model.device.type == "cuda"
+            cuda = f"; all CUDA syncs {cuda_syncs(model, prompt, cfg, detailed) / steps:.2f}" if on_gpu else ""
+            row(label, f"engine reads {counter.reads / steps:.2f}, uploads {counter.uploads / steps:.2f}, "
+                f"waits {counter.waits / steps:.2f}{cuda}")
+
+
+def savers_rows(tag: str, models: dict[str, Any], prompt: Any, budget: Budget, runs: int = 3) -> None:
+    """S2D2 (sdar-config-b, lean) wall per token with the model-side savers and without them, interleaved."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from model_savers import WithoutSavers
+
+    cfg = s2d2.preset("sdar-config-b", gen_length=32)
+    for backend, model in models.items():
+        if not budget.allows(f"{tag} savers [{backend}]", 10):
+            continue
+        walls = {"with": 0.0, "without": 0.0}
+        for arm, m in [("with", model), ("without", WithoutSavers(model))] * runs:
+            sync(model.device)
+            t0 = time.perf_counter()
+            s2d2.generate(m, prompt, cfg, seed=0, detailed=False)
+            sync(model.device)
+            walls[arm] += time.perf_counter() - t0
+        row(f"{tag} savers [{backend}]", f"wall without / with query masks + row picks: "
+            f"{walls['without'] / walls['with']:.3f}")
+
+
+def cuda_syncs(model: Any, prompt: Any, cfg: Any, detailed: bool) -> int:
+    """Every synchronizing CUDA call of one decode, forwards included (torch.cuda.set_sync_debug_mode)."""
+    import warnings
+
+    torch.cuda.set_sync_debug_mode("warn")
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            s2d2.generate(model, prompt, cfg, seed=0, detailed=detailed)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    return sum("synchroniz" in str(w.message) for w in caught)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -44,8 +44,9 @@ def _hard_margin(cfg: DecodeConfig, probs: Tensor, p_draft: Tensor) -> Tensor:
     return (top2_margin(probs) > cfg.margin_threshold).to(_as_float(probs).dtype)
 
 
-def _hard_entropy(cfg: DecodeConfig, probs: Tensor, p_draft: Tensor) -> Tensor:
-    return (normalized_entropy(probs) < cfg.entropy_threshold).to(_as_float(probs).dtype)
+def _hard_entropy(cfg: DecodeConfig, probs: Tensor, p_draft: Tensor, h: Tensor | None = None) -> Tensor:
+    h = normalized_entropy(probs) if h is None else h
+    return (h < cfg.entropy_threshold).to(_as_float(probs).dtype)
 
 
 def _confidence_power(cfg: DecodeConfig, probs: Tensor, p_draft: Tensor) -> Tensor:
@@ -56,8 +57,8 @@ def _clipped_linear_margin(cfg: DecodeConfig, probs: Tensor, p_draft: Tensor) ->
     return (cfg.margin_scale * top2_margin(probs)).clamp(0.0, 1.0)
 
 
-def _entropy_negexp(cfg: DecodeConfig, probs: Tensor, p_draft: Tensor) -> Tensor:
-    return torch.exp(-cfg.negexp_beta * normalized_entropy(probs))
+def _entropy_negexp(cfg: DecodeConfig, probs: Tensor, p_draft: Tensor, h: Tensor | None = None) -> Tensor:
+    return torch.exp(-cfg.negexp_beta * (normalized_entropy(probs) if h is None else h))
 
 
 def _renyi_2(cfg: DecodeConfig, probs: Tensor, p_draft: Tensor) -> Tensor:
@@ -76,13 +77,19 @@ _ESTIMATORS: dict[str, Callable[[DecodeConfig, Tensor, Tensor], Tensor]] = {
 }
 
 
-def acceptance_alphas(cfg: DecodeConfig, probs: Tensor, p_draft: Tensor) -> Tensor:
-    """α_i per span position for cfg.estimator, with that estimator's parameters from cfg."""
+def acceptance_alphas(cfg: DecodeConfig, probs: Tensor, p_draft: Tensor, entropy: Tensor | None = None) -> Tensor:
+    """α_i per span position for cfg.estimator, with that estimator's parameters from cfg.
+
+    `entropy`: `normalized_entropy(probs)` when the caller has it already (the entropy estimators then reuse it).
+    """
     if cfg.estimator not in _ESTIMATORS:
         raise ValueError(f"estimator: unknown value {cfg.estimator!r}; allowed: {', '.join(_ESTIMATORS)}")
     if probs.dim() != 2 or p_draft.shape != probs.shape[:1]:
         raise ValueError(f"acceptance_alphas: expected probs [n, V] and p_draft [n], got "
                          f"{tuple(probs.shape)} and {tuple(p_draft.shape)}")
+    if entropy is not None and cfg.estimator in ("soft_entropy_negexp", "hard_entropy_threshold"):
+        return (_entropy_negexp if cfg.estimator == "soft_entropy_negexp" else _hard_entropy)(cfg, probs, p_draft,
+                                                                                            entropy)
     return _ESTIMATORS[cfg.estimator](cfg, probs, p_draft)
 
 

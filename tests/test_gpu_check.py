@@ -29,6 +29,10 @@ def test_small_run_prints_every_section(gpu_check, capsys) -> None:
                          r"([\d.]+)\s+([\d.]+)", out, re.M)
     assert len(decodes) == 12 and all(float(tps) > 0 for *_, tps, _ in decodes)
     assert re.search(r"S2D2 vs AR \[static\]\s+wall x[\d.]+, NFE x[\d.]+", out)
+    reads = re.findall(r"^bundled syncs/step \[(\w+)(, traced)?\]\s+engine reads ([\d.]+)", out, re.M)
+    assert len(reads) == 4 and all(float(r) <= 3 for *_, r in reads)
+    assert len(re.findall(r"^bundled savers \[\w+\]\s+wall without / with query masks \+ row picks: [\d.]+$", out,
+                          re.M)) == 2
     assert re.search(r"^done\s+[\d.]+ s of 120 s", out, re.M)
 
 

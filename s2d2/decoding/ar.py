@@ -13,13 +13,14 @@ import torch
 from ..config import DecodeConfig
 from ..trace import BlockRecord, Commit, MaskDraft, StepRecord
 from ..estimators import normalized_entropy, top2_margin
-from .recorder import Recorder
+from .recorder import Recorder, top_k
 from .result import Kept, LoopResult, StopDecoding, number_steps
 from .sampling import draw_tokens, token_distribution
 
 CHECK_EVERY = 8  # tokens between progress callbacks
 
 
+@torch.inference_mode()  # no autograd bookkeeping on any op of the loop
 def ar_loop(model: Any, cfg: DecodeConfig, prompt: torch.Tensor, rec: Recorder, generator: torch.Generator,
             check: Callable[[list[StepRecord]], str | None]) -> LoopResult:
     P, G, mask_id = int(prompt.shape[0]), cfg.gen_length, model.spec.mask_id
@@ -40,7 +41,7 @@ def _ar_tokens(model: Any, cfg: DecodeConfig, prompt: torch.Tensor, rec: Recorde
     P, G, mask_id = int(prompt.shape[0]), cfg.gen_length, model.spec.mask_id
     aligned = model.spec.alignment == "aligned"
     cache = model.new_cache()
-    mask = torch.tensor([mask_id], device=x.device)
+    mask = torch.full((1,), mask_id, dtype=torch.long, device=x.device)
     stops = set(model.spec.stop_ids)
     for i in range(P, P + G):
         kept.mark()  # every token so far is whole
@@ -55,9 +56,10 @@ def _ar_tokens(model: Any, cfg: DecodeConfig, prompt: torch.Tensor, rec: Recorde
         probs = token_distribution(logits[-1:], cfg, mask_id)
         token = draw_tokens(probs, cfg, generator)
         x[i] = token[0]
-        tok = int(token[0])
+        got = rec.reads.fetch({"token": token[0], **_detail(rec, probs, token)})  # the step's one read
+        tok = got["token"]
         blocks.append(BlockRecord(i, i, 1, 0))
-        steps.append(_ar_step(rec, probs, tok, i))
+        steps.append(_ar_step(rec, got, tok, i))
         if tok in stops:
             return LoopResult(x, blocks, number_steps(steps), "stop_token")
         if (i - P + 1) % CHECK_EVERY == 0:
@@ -67,11 +69,19 @@ def _ar_tokens(model: Any, cfg: DecodeConfig, prompt: torch.Tensor, rec: Recorde
     return LoopResult(x, blocks, number_steps(steps), "length")
 
 
-def _ar_step(rec: Recorder, probs: torch.Tensor, token: int, position: int) -> StepRecord:
+def _detail(rec: Recorder, probs: torch.Tensor, token: torch.Tensor) -> dict[str, torch.Tensor]:
+    if not rec.detailed:
+        return {}
+    stats = torch.stack([probs[0].gather(0, token), normalized_entropy(probs)[:1], top2_margin(probs)[:1]])
+    return {"stats": stats, **top_k(probs)}
+
+
+def _ar_step(rec: Recorder, got: dict, token: int, position: int) -> StepRecord:
     text = rec.text(token) if rec.detailed else ""
     drafts: list[MaskDraft] = []
     if rec.detailed:
-        p, ent, margin = torch.stack([probs[0, token], normalized_entropy(probs)[0], top2_margin(probs)[0]]).tolist()
-        drafts = [MaskDraft(position, token, text, p, ent, margin, rec.candidates(probs)[0])]
+        p, ent, margin = got["stats"]
+        drafts = [MaskDraft(position, token, text, p, ent, margin, rec.candidate_rows(got["top_ids"],
+                                                                                      got["top_probs"], 1)[0])]
     return StepRecord(-1, position, 0, [position, position + 1], [rec.last_index], [position], drafts,
                       [position, 1], None, None, None, 0, [Commit(position, token, text, "ar")])

@@ -4,7 +4,7 @@ the right-shifted stop rule.
 * commit (§2.7): stores the finished block's KV, causal with cache_ver, else block-bidirectional. With kv_reuse
   only the uncached tail [start + cached, end) is processed, and nothing at all when it is empty.
 * commit+draft (`fused_commit`, beyond the paper): the next block's first draft forward carries the previous
-  block's uncached tail as rows `[tail | block]` (masks.fused_draft_mask); the tail's KV is kept, the block's is
+  block's uncached tail as rows `[tail | block]` (masks.fused_draft_pattern); the tail's KV is kept, the block's is
   cropped. Right-shifted models: the new block's position 0 goes in as MASK and is seeded from the tail's last
   row, which is exactly the commit's last logit (no extra NFE, as without fusing).
 """
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Optional
 
 import torch
 
-from ..models.masks import block_causal_mask, fused_draft_mask
+from ..models.masks import block_causal_mask, fused_draft_query
 from ..trace import BlockRecord, Commit, StepRecord
 from .kv import kept_prefix_rows
 from .sampling import token_distribution
@@ -28,7 +28,7 @@ def prefill(ctx: "StepContext", n: int, want_logits: bool) -> Optional[torch.Ten
     if n == 0:
         return None
     attention = "causal" if ctx.cfg.cache_ver else block_causal_mask(n, ctx.cfg.block_length, 0, ctx.x.device)
-    logits = ctx.rec.forward("prefill", -1, -1, ctx.cache, ctx.x[:n], torch.arange(n, device=ctx.x.device),
+    logits = ctx.rec.forward("prefill", -1, -1, ctx.cache, ctx.x[:n], ctx.index[:n],
                              attention, keep=n, last=1)
     return logits if want_logits else None
 
@@ -39,7 +39,7 @@ def commit_block(ctx: "StepContext", blk: BlockRecord) -> Optional[torch.Tensor]
     ctx.cached = 0
     if lo >= end:
         return None
-    positions = torch.arange(lo, end, device=ctx.x.device)
+    positions = ctx.index[lo:end]
     return ctx.rec.forward("commit", blk.index, -1, ctx.cache, ctx.x[lo:end], positions,
                            "causal" if ctx.cfg.cache_ver else "full", keep=end - lo, last=1)
 
@@ -47,44 +47,67 @@ def commit_block(ctx: "StepContext", blk: BlockRecord) -> Optional[torch.Tensor]
 def carry_tail(ctx: "StepContext", blk: BlockRecord) -> Optional[StepRecord]:
     """The fused commit+draft forward that opens `blk`; leaves its draft logits in ctx.carried.
 
-    Returns the AR-seed step of a right-shifted model (None for position-aligned ones).
+    Returns the AR-seed step of a right-shifted model (None for position-aligned ones). `ctx.masks` must already
+    hold the block's masks.
     """
     assert ctx.tail is not None
     t0, t1 = ctx.tail
     ctx.tail = None
     t, start, B = t1 - t0, blk.start, blk.length
     block_ids = ctx.x[start : start + B]
-    masked = (block_ids == ctx.mask_id).nonzero()
-    first_mask = int(masked[0, 0]) if masked.numel() else B
+    first_mask = ctx.masks[0] if ctx.masks else B
     prefix = first_mask if ctx.cfg.draft_ver else 0
     keep = kept_prefix_rows(ctx, prefix)
-    mask = fused_draft_mask(ctx.cache.get_seq_length(), t, B, ctx.cfg.cache_ver, prefix, ctx.x.device)
+    mask = fused_draft_query(t, B, ctx.cfg.cache_ver, prefix, ctx.x.device)
     ids = torch.cat([ctx.x[t0:t1], block_ids])
     logits = ctx.rec.forward("commit+draft", blk.index, 0, ctx.cache, ids,
-                             torch.arange(t0, start + B, device=ctx.x.device), mask, keep=t + keep)
+                             ctx.index[t0 : start + B], mask, keep=t + keep)
     ctx.cached = keep
     ctx.carried = (logits, -t if ctx.aligned else 1 - t)  # block position i is drafted by row t + i (- 1)
     if ctx.aligned:
         return None
+    ctx.masks = [m for m in ctx.masks if m != 0]
     return ar_seed(ctx, logits[t - 1 : t], start, blk.index)
 
 
 def ar_seed(ctx: "StepContext", logits: torch.Tensor, position: int, block: int) -> StepRecord:
-    """Right-shifted family: argmax of the last logit becomes the next block's first token (no extra NFE)."""
+    """Right-shifted family: argmax of the last logit becomes the next block's first token (no extra NFE).
+
+    The token is written on the device; the record gets it with the next read."""
     probs = token_distribution(logits[-1:], ctx.cfg, ctx.mask_id)
-    token = int(torch.argmax(probs, dim=-1))
+    token = torch.argmax(probs, dim=-1)[0]
     ctx.x[position] = token
-    text = ctx.rec.text(token) if ctx.rec.detailed else ""
+    ctx.seeded.add(position)
+    commit = Commit(position, -1, "", "ar_seed")
+    ctx.reads.later(token, lambda v: _settle_seed(ctx, commit, int(v[0])))
     return StepRecord(-1, block, -1, [position, position + 1], [ctx.rec.last_index], [position], [], [position, 0],
-                      None, None, None, 0, [Commit(position, token, text, "ar_seed")])
+                      None, None, None, 0, [commit])
 
 
-def stop_reached(ctx: "StepContext", blk: BlockRecord, stops: torch.Tensor) -> bool:
+def _settle_seed(ctx: "StepContext", commit: Commit, token: int) -> None:
+    commit.token = token
+    commit.text = ctx.rec.text(token) if ctx.rec.detailed else ""
+    if token in ctx.stop_set:
+        ctx.stop_hits.append(commit.position)
+
+
+def block_masks(ctx: "StepContext", blk: BlockRecord) -> list[int]:
+    """The block's masks when it begins (block-relative): every position past the prompt that no AR seed filled.
+    Nothing writes ahead of the current block but a seed, so the host knows this without reading the sequence."""
+    lo = max(0, ctx.prompt_len - blk.start)
+    return [i for i in range(lo, blk.length) if blk.start + i not in ctx.seeded]
+
+
+def stopped_in(ctx: "StepContext", lo: int, end: int) -> Optional[int]:
+    """The first known stop id in positions [lo, end), after reading any token still on the device."""
+    ctx.reads.flush()
+    hits = [h for h in ctx.stop_hits if lo <= h < end]
+    return min(hits) if hits else None
+
+
+def stop_reached(ctx: "StepContext", blk: BlockRecord) -> bool:
     """Right-shifted stop rule (the Fast-dLLM v2 reference): a stop id in the generated part of the block with no
     mask to its left. Earlier blocks are complete and stop-free, so looking inside the block is enough."""
     lo = max(ctx.prompt_len, blk.start)
-    region = ctx.x[lo : blk.start + blk.length]
-    hits = torch.isin(region, stops).nonzero()
-    if hits.numel() == 0:
-        return False
-    return not bool((region[: int(hits[0, 0])] == ctx.mask_id).any())
+    first = stopped_in(ctx, lo, blk.start + blk.length)
+    return first is not None and not any(lo <= blk.start + m < first for m in ctx.masks)

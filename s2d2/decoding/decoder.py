@@ -30,13 +30,14 @@ import torch
 from ..config import DecodeConfig
 from ..policies import AdaptiveBlock, BlockFeedback, make_policy
 from ..trace import BlockRecord, StepRecord
-from .blocks import ar_seed, carry_tail, commit_block, prefill, stop_reached
+from .blocks import ar_seed, block_masks, carry_tail, commit_block, prefill, stop_reached, stopped_in
 from .layout import BlockPlan, block_plan
 from .recorder import Recorder
 from .result import Kept, LoopResult, StopDecoding, number_steps
 from .step import StepContext, run_step
 
 
+@torch.inference_mode()  # no autograd bookkeeping on any op of the loop
 def block_loop(model: Any, cfg: DecodeConfig, prompt: torch.Tensor, rec: Recorder, generator: torch.Generator,
                check: Callable[[list[StepRecord]], Optional[str]]) -> LoopResult:
     P, mask_id, shifted = int(prompt.shape[0]), model.spec.mask_id, model.spec.alignment == "shifted"
@@ -46,18 +47,17 @@ def block_loop(model: Any, cfg: DecodeConfig, prompt: torch.Tensor, rec: Recorde
     policy = make_policy(cfg) if cfg.method == "s2d2" else None
     ctx = StepContext(model, cfg, rec, generator, x, model.new_cache(), policy, P)
     rule = AdaptiveBlock(cfg) if cfg.adaptive_block else None
-    stops = torch.tensor(model.spec.stop_ids or [-1], device=x.device)
     steps: list[StepRecord] = []
     blocks: list[BlockRecord] = []
     kept = Kept(rec, x, blocks, steps)
     try:
-        return _decode_blocks(ctx, plan, rule, stops, blocks, steps, check, kept)
+        return _decode_blocks(ctx, plan, rule, blocks, steps, check, kept)
     except StopDecoding:
         return _result(ctx, *kept.restore(mask_id), "cancelled")
 
 
-def _decode_blocks(ctx: StepContext, plan: BlockPlan, rule: Optional[AdaptiveBlock], stops: torch.Tensor,
-                   blocks: list[BlockRecord], steps: list[StepRecord],
+def _decode_blocks(ctx: StepContext, plan: BlockPlan, rule: Optional[AdaptiveBlock], blocks: list[BlockRecord],
+                   steps: list[StepRecord],
                    check: Callable[[list[StepRecord]], Optional[str]], kept: Kept) -> LoopResult:
     """Prefill, then block after block until the plan's end or a stop; `kept` follows the last complete block."""
     cfg, P, shifted = ctx.cfg, ctx.prompt_len, not ctx.aligned
@@ -71,7 +71,7 @@ def _decode_blocks(ctx: StepContext, plan: BlockPlan, rule: Optional[AdaptiveBlo
         blk = BlockRecord(index, start, length, max(0, min(P - start, length)), why)
         blocks.append(blk)
         first_step, last = len(steps), start + length >= plan.end
-        finish = _decode_block(ctx, blk, steps, stops) or _end_block(ctx, blk, steps, stops, last)
+        finish = _decode_block(ctx, blk, steps) or _end_block(ctx, blk, steps, last)
         if finish is None:
             finish = check(number_steps(steps))
         if finish is not None:
@@ -83,9 +83,10 @@ def _decode_blocks(ctx: StepContext, plan: BlockPlan, rule: Optional[AdaptiveBlo
     return _result(ctx, blocks, steps, "length")
 
 
-def _decode_block(ctx: StepContext, blk: BlockRecord, steps: list[StepRecord], stops: torch.Tensor) -> Optional[str]:
+def _decode_block(ctx: StepContext, blk: BlockRecord, steps: list[StepRecord]) -> Optional[str]:
     """Every step of the block's windows; "stop_token" when the right-shifted stop rule ends the run mid-block."""
     ctx.block_length, ctx.cached = blk.length, 0
+    ctx.masks = block_masks(ctx, blk)  # the host's view of the block from here on (steps keep it current)
     if ctx.tail is not None:  # fused_commit: this block's first draft also caches the previous block's tail
         seed = carry_tail(ctx, blk)
         if seed is not None:
@@ -93,8 +94,8 @@ def _decode_block(ctx: StepContext, blk: BlockRecord, steps: list[StepRecord], s
     schedule = ctx.cfg.transfer_schedule() if not ctx.cfg.adaptive_block else [1]
     step = 0
     for ws, we in _windows(ctx.cfg, blk):
-        while bool((ctx.x[ws:we] == ctx.mask_id).any()):
-            if not ctx.aligned and stop_reached(ctx, blk, stops):
+        while any(ws <= blk.start + m < we for m in ctx.masks):
+            if not ctx.aligned and stop_reached(ctx, blk):
                 return "stop_token"
             k_s = schedule[min(step, len(schedule) - 1)]
             steps.append(run_step(ctx, blk.index, blk.start, (ws, we), step, k_s))
@@ -103,11 +104,12 @@ def _decode_block(ctx: StepContext, blk: BlockRecord, steps: list[StepRecord], s
     return None
 
 
-def _end_block(ctx: StepContext, blk: BlockRecord, steps: list[StepRecord], stops: torch.Tensor,
-               last: bool) -> Optional[str]:
-    """Commit the block (or hand its tail to the next draft); "stop_token" when the output has stopped."""
+def _end_block(ctx: StepContext, blk: BlockRecord, steps: list[StepRecord], last: bool) -> Optional[str]:
+    """Commit the block (or hand its tail to the next draft); "stop_token" when the output has stopped.
+
+    Reads the tokens still on the device (the block's records are complete after this)."""
     end = blk.start + blk.length
-    stopped = bool(torch.isin(ctx.x[ctx.prompt_len : end], stops).any())
+    stopped = stopped_in(ctx, ctx.prompt_len, end) is not None
     if stopped and not ctx.aligned:  # the Fast-dLLM v2 reference stops before committing such a block
         return "stop_token"
     if ctx.cfg.fused_commit:
@@ -139,6 +141,7 @@ def _windows(cfg: DecodeConfig, blk: BlockRecord) -> list[tuple[int, int]]:
 
 def _result(ctx: StepContext, blocks: list[BlockRecord], steps: list[StepRecord], reason: str) -> LoopResult:
     """The allocated layout; with adaptive blocks it ends where the last decoded block ends."""
+    ctx.reads.flush()
     x = ctx.x
     if ctx.cfg.adaptive_block and blocks:
         x = x[: blocks[-1].start + blocks[-1].length]

@@ -24,8 +24,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import torch
-
 if TYPE_CHECKING:
     from .step import StepContext
 
@@ -37,20 +35,19 @@ def kept_prefix_rows(ctx: "StepContext", prefix: int) -> int:
     return prefix if ctx.aligned else max(0, prefix - 1)
 
 
-def remember_verified(ctx: "StepContext", seen: torch.Tensor) -> None:
-    """Note the block tokens [0, end) the verifier read; its rows [ctx.cached, end) are in the cache until settled."""
+def remember_verified(ctx: "StepContext", end: int) -> None:
+    """Note that the verifier read the block's [0, end); its rows [ctx.cached, end) are in the cache until settled."""
     if ctx.cfg.kv_reuse:
-        ctx.seen = seen
+        ctx.seen_end = end
 
 
-def settle_verified_rows(ctx: "StepContext", start: int) -> None:
-    """After the step's updates: keep the verifier rows of the prefix that still equals what it read; crop the rest."""
-    if ctx.seen is None:
+def settle_verified_rows(ctx: "StepContext", j: int) -> None:
+    """After the step's updates: keep the verifier rows of the prefix that still equals what it read (block positions
+    [0, j), which the step computes on the host from what it decoded); crop the rest."""
+    if ctx.seen_end is None:
         return
-    seen, ctx.seen = ctx.seen, None
-    end, k = int(seen.shape[0]), ctx.cached
-    differs = (ctx.x[start : start + end] != seen).nonzero()
-    j = int(differs[0, 0]) if differs.numel() else end
+    end, k = ctx.seen_end, ctx.cached
+    ctx.seen_end = None
     keep = j if ctx.aligned else j - 1  # shifted: the row before the first undecided position stays a query
     keep = max(k, min(keep, end))
     drop_rows(ctx.cache, end - keep)

@@ -1,6 +1,10 @@
-"""Runs every forward for the decoder and records it: the one place NFE, query tokens and timing are counted."""
+"""Runs every forward for the decoder and records it: the one place NFE, query tokens and timing are counted.
+
+It also owns the run's host reads (`reads`, transfers.py): the loop reads device values only through it.
+"""
 from __future__ import annotations
 
+import inspect
 import time
 from typing import Any
 
@@ -8,6 +12,7 @@ import torch
 
 from ..models.base import Attention
 from ..trace import Candidate, ForwardRecord
+from .transfers import HostReads
 
 TOP_K = 5
 
@@ -19,6 +24,8 @@ class Recorder:
         self.forwards: list[ForwardRecord] = []
         self._texts: dict[int, str] = {}
         self._sync = model.device.type == "cuda" and detailed  # exact per-forward timing needs a sync on CUDA
+        self.reads = HostReads(model.device)
+        self._rows = _takes_rows(model)
 
     def forward(
         self,
@@ -31,10 +38,15 @@ class Recorder:
         attention: Attention,
         keep: int,
         last: int | None = None,
+        rows: torch.Tensor | None = None,
     ) -> torch.Tensor:
         cache_len = cache.get_seq_length()
         t0 = time.perf_counter()
-        logits = self.model.forward(cache, ids, positions, attention, keep, last)
+        if self._rows:
+            logits = self.model.forward(cache, ids, positions, attention, keep, last, rows)
+        else:  # a model without the `rows` option (e.g. a test stub): pick them here
+            logits = self.model.forward(cache, ids, positions, attention, keep, last)
+            logits = logits if rows is None else logits.index_select(0, rows)
         if self._sync:
             torch.cuda.synchronize()
         wall = time.perf_counter() - t0
@@ -60,8 +72,27 @@ class Recorder:
 
     def candidates(self, probs: torch.Tensor) -> list[list[Candidate]]:
         """Top-k summaries of each row of a distribution (one host transfer)."""
-        values, ids = probs.topk(min(TOP_K, probs.shape[-1]), dim=-1)
-        return [
-            [Candidate(t, self.text(t), v) for t, v in zip(row_ids, row_vals)]
-            for row_ids, row_vals in zip(ids.tolist(), values.tolist())
-        ]
+        got = self.reads.fetch(top_k(probs))
+        return self.candidate_rows(got["top_ids"], got["top_probs"], int(probs.shape[0]))
+
+    def candidate_rows(self, ids: list[int], probs: list[float], rows: int) -> list[list[Candidate]]:
+        """The `rows` rows of `top_k`'s tensors, read back flat."""
+        k = len(ids) // rows if rows else 0
+        return [[Candidate(t, self.text(t), v) for t, v in zip(ids[i : i + k], probs[i : i + k])]
+                for i in range(0, k * rows, k)] if k else [[] for _ in range(rows)]
+
+
+def _takes_rows(model: Any) -> bool:
+    """Whether `model.forward` names a `rows` parameter (HFModel does: it picks them before its float32 copy). A
+    wrapper that passes *args on may wrap a model without it, so it gets all rows and the recorder picks them."""
+    try:
+        return "rows" in inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def top_k(probs: torch.Tensor) -> dict[str, torch.Tensor]:
+    """The TOP_K most likely tokens of each row of a distribution, on the device (`Recorder.candidate_rows` reads
+    them)."""
+    values, ids = probs.topk(min(TOP_K, probs.shape[-1]), dim=-1)
+    return {"top_ids": ids, "top_probs": values}

@@ -9,23 +9,37 @@ Beyond the paper (off in the paper presets): with `kv_reuse` the first `ctx.cach
 have their causal KV in the cache, so the draft and the verifier query only the rest (same logits in exact
 arithmetic, see kv.py); with `fused_commit` the block's first draft logits come from the fused forward that also
 cached the previous block (`ctx.carried`).
+
+On the device: the host keeps its own list of the block's masks (`StepContext.masks`), so it never reads the
+sequence to find them. A step reads device values back once before routing (the drafts, the policy's inputs and
+what a skip would decode, in one transfer) and, if it verifies, once after the verifier (what the acceptance test
+decoded; verifier.py). Commits are scattered on the device; the detailed trace's fields ride along in the same
+reads (records.py); a resampled token, already written on the device, is read with the next transfer.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Optional
 
 import torch
 
 from ..config import DecodeConfig
-from ..estimators import acceptance_alphas, expected_accepted_tokens, normalized_entropy, top2_margin
-from ..models.masks import draft_mask, verify_2l_mask
-from ..trace import Commit, MaskDraft, PolicyInputs, StepRecord, Verification, VerifyPosition
-from . import remasking
-from .kv import kept_prefix_rows, remember_verified, settle_verified_rows
+from ..estimators import acceptance_alphas, expected_accepted_tokens, normalized_entropy
+from ..models.masks import draft_query
+from ..trace import Commit, PolicyInputs, StepRecord, Verification
+from .kv import kept_prefix_rows
 from .recorder import Recorder
-from .sampling import draw_tokens, entropy, token_distribution
-from .verify import Outcome, accept_span
+from .records import draft_detail, draft_records, draft_rows, verification_record
+from .remasking import choose, rule_inputs
+from .sampling import draw_with_probs, entropy, token_distribution
+from .selection import fallback_k, skip_inputs, skip_picks, write_picks
+from .transfers import HostReads
+from .verifier import verify_probs, verify_span, verify_step
+
+__all__ = [
+    "StepContext", "Draft", "run_step", "first_mask_span", "draft_step", "draft_forward", "policy_inputs",
+    "policy_summary", "fallback_picks", "draft_records", "verification_record", "verify_probs", "verify_span",
+]
 
 
 @dataclass
@@ -44,7 +58,14 @@ class StepContext:
     cached: int = 0  # leading positions of the current block whose KV is already in the cache (kv_reuse)
     carried: Optional[tuple[torch.Tensor, int]] = None  # (draft logits, offset) from a fused forward, unconsumed
     tail: Optional[tuple[int, int]] = None  # [start, end) of the finished block still to cache (fused_commit)
-    seen: Optional[torch.Tensor] = None  # verifier input tokens whose KV rows are kept until acceptance settles
+    seen_end: Optional[int] = None  # kv_reuse: the verifier's rows [cached, seen_end) wait in the cache to settle
+    masks: list[int] = field(default_factory=list)  # block-relative positions of the current block still masked
+    seeded: set[int] = field(default_factory=set)  # positions an AR seed filled before their block began
+    stop_hits: list[int] = field(default_factory=list)  # positions known to hold a stop id
+
+    def __post_init__(self) -> None:
+        self.stop_set = frozenset(self.model.spec.stop_ids)
+        self.index = torch.arange(self.x.shape[0], device=self.x.device)  # index[a:b] is arange(a, b), as a view
 
     @property
     def B(self) -> int:
@@ -58,6 +79,29 @@ class StepContext:
     def aligned(self) -> bool:
         return self.model.spec.alignment == "aligned"
 
+    @property
+    def reads(self) -> HostReads:
+        return self.rec.reads
+
+
+@dataclass
+class Draft:
+    """A step's draft of its masks, on the device."""
+
+    mask_idx: torch.Tensor  # [n] block-relative positions, ascending
+    run: Optional[int]  # the first mask when the masks are consecutive (mask_idx is then a slice of arange)
+    positions: torch.Tensor  # [B] the block's absolute positions
+    probs: torch.Tensor  # [n, V] draft distribution
+    tokens: torch.Tensor  # [n] drafted tokens
+    p: torch.Tensor  # [n] their probabilities
+    _entropy: Optional[torch.Tensor] = None
+
+    def entropy(self) -> torch.Tensor:
+        """Full-distribution entropy per mask (only `entropy_bounded` asks for it)."""
+        if self._entropy is None:
+            self._entropy = entropy(self.probs)
+        return self._entropy
+
 
 def first_mask_span(mask_positions: list[int]) -> int:
     """Length of the first maximal run of consecutive masked positions (never 0 while masks remain)."""
@@ -68,68 +112,81 @@ def first_mask_span(mask_positions: list[int]) -> int:
 
 
 def run_step(ctx: StepContext, block: int, start: int, window: tuple[int, int], step: int, k_s: int) -> StepRecord:
-    cfg, x, B = ctx.cfg, ctx.x, ctx.B
     ws, we = window
-    block_ids = x[start : start + B]
-    positions = torch.arange(start, start + B, device=x.device)
-    in_window = torch.zeros(B, dtype=torch.bool, device=x.device)
-    in_window[ws - start : we - start] = True
-    mask_idx = ((block_ids == ctx.mask_id) & in_window).nonzero().squeeze(-1)  # block-relative, ascending
-    masks = mask_idx.tolist()
+    masks = [m for m in ctx.masks if ws - start <= m < we - start]
+    n, span_len = len(masks), first_mask_span(masks)
+    min_k = min(k_s, n)
     first_forward = ctx.rec.last_index + (0 if ctx.carried is not None else 1)
+    run = masks[0] if masks[-1] - masks[0] + 1 == n else None  # one run: always the case when every step verifies
+    mask_idx = ctx.index[run : run + n] if run is not None else window_mask_index(ctx, start, masks, ws, we)
 
-    # 1. draft; 2-5. target, first span, route
-    probs, drafts, p = draft_step(ctx, block, step, block_ids, positions, mask_idx, masks[0])
-    min_k = min(k_s, len(masks))
-    span_len = first_mask_span(masks)
+    # 1. draft; 2-5. target, first span, route: one read for the drafts, the policy inputs and a skip's picks
+    positions = ctx.index[start : start + ctx.B]
+    draft = Draft(mask_idx, run, positions, *draft_step(ctx, block, step, ctx.x[start : start + ctx.B], positions,
+                                                   mask_idx, masks[0]))
+    summary = policy_summary(ctx, draft.probs, draft.p, span_len) if ctx.policy is not None else {}
+    skip = skip_inputs(ctx.cfg, draft.p, draft.entropy, summary.get("n_hi"))
+    got = ctx.reads.fetch({"drafts": draft.tokens, **summary, **skip, **draft_detail(ctx, draft.probs, draft.p)})
     inputs, decision = None, None
     if ctx.policy is not None:
-        inputs = policy_inputs(ctx, probs, p, span_len, len(masks), we - ws, _prompt_in(ctx, ws, we))
+        inputs = inputs_from_summary(got, span_len, n, we - ws, _prompt_in(ctx, ws, we))
         decision = ctx.policy.decide(inputs)
 
-    # 6. verify; 7. extras; 8. fallback
-    chosen: list[tuple[int, int, str]] = []  # (candidate index, token, how)
-    verification = None
+    # 6. verify; 7. extras; 8. fallback (a skip's device work was done before the read)
+    verification, pending = None, None
     if decision is not None and decision.verify:
-        verification, chosen = verify_span(ctx, block, step, start, block_ids, positions, mask_idx, masks, probs,
-                                           drafts, p, span_len, we)
-    if cfg.always_check_high_conf:
-        chosen += _hiconf_extras(cfg, p, drafts, {c[0] for c in chosen})
-    fallback_k = max(0, min_k - len(chosen))
-    if fallback_k > 0:
-        chosen += fallback_picks(cfg, probs, drafts, p, chosen, fallback_k, topup=verification is not None)
+        picks, verification, pending = verify_step(ctx, block, step, start, draft, masks, span_len, min_k, we,
+                                                   got["drafts"])
+    else:
+        picks = skip_picks(ctx.cfg, got, n, min_k, skip)
+        write_picks(ctx.x, start, mask_idx, picks, draft.tokens, run)
 
-    # 9. reward; 10. apply every update at once
-    reward = ctx.policy.update(decision, len(chosen)) if ctx.policy is not None else None
-    cand = torch.tensor([c[0] for c in chosen], dtype=torch.long, device=x.device)
-    x[start + mask_idx[cand]] = torch.tensor([c[1] for c in chosen], dtype=torch.long, device=x.device)
-    settle_verified_rows(ctx, start)
-    commits = [Commit(start + masks[i], t, ctx.rec.text(t) if ctx.rec.detailed else "", how) for i, t, how in chosen]
+    # 9. reward; 10. record (every update is already written on the device)
+    reward = ctx.policy.update(decision, len(picks.picks)) if ctx.policy is not None else None
+    commits = _commits(ctx, start, masks, picks.picks, got["drafts"], verification, pending)
     return StepRecord(
         index=-1, block=block, step=step, window=[ws, we], forwards=list(range(first_forward, ctx.rec.last_index + 1)),
-        masks_before=[start + m for m in masks], drafts=draft_records(ctx, probs, drafts, p, masks, start),
+        masks_before=[start + m for m in masks], drafts=draft_rows(ctx, got, got["drafts"], masks, start),
         span=[start + masks[0], span_len], policy_inputs=inputs, decision=decision, verification=verification,
-        fallback_k=fallback_k, commits=commits, reward=reward,
+        fallback_k=fallback_k(picks, min_k), commits=commits, reward=reward,
     )
 
 
-def verify_span(ctx: StepContext, block: int, step: int, start: int, block_ids: torch.Tensor,
-                positions: torch.Tensor, mask_idx: torch.Tensor, masks: list[int], probs: torch.Tensor,
-                drafts: torch.Tensor, p: torch.Tensor, span_len: int,
-                window_end: int) -> tuple[Verification, list[tuple[int, int, str]]]:
-    """Verifier forward + acceptance test over the span: the record and the (index, token, how) it decodes.
-    Shared by the block loop and the editing loop (which passes its block with this step's edits applied)."""
-    cfg = ctx.cfg
-    q_probs, kind = verify_probs(ctx, block, step, start, block_ids, positions, mask_idx, drafts, span_len,
-                                 window_end)
-    outcome = accept_span(cfg.acceptance, drafts[:span_len], p[:span_len], probs[:span_len], q_probs,
-                          cfg.ratio_gamma, cfg.allow_resample, ctx.generator)
-    drafts_host = drafts[:span_len].tolist()
-    chosen = [(i, drafts_host[i], "accepted") for i in range(outcome.accepted_len)]
-    if outcome.resampled is not None:
-        chosen.append((outcome.accepted_len, outcome.resampled, "resampled"))
-    verification = _verification_record(ctx, kind, outcome, masks, start, drafts_host, p, q_probs, span_len)
-    return verification, chosen + _ratio_extras(cfg, outcome, span_len, drafts_host)
+def window_mask_index(ctx: StepContext, start: int, masks: list[int], ws: int, we: int) -> torch.Tensor:
+    """The window's mask positions (block-relative, ascending) as a device tensor, without reading the sequence:
+    the host knows how many there are, so a sort of the window's positions (masks first) gives them."""
+    n = len(masks)
+    ar = ctx.index[ws - start : we - start]
+    key = torch.where(ctx.x[ws:we] == ctx.mask_id, ar, ar + ctx.B)
+    return key.sort().values[:n]
+
+
+def _commits(ctx: StepContext, start: int, masks: list[int], picks: list[tuple[int, str]], tokens: list[int],
+             verification: Optional[Verification], pending: Optional[torch.Tensor]) -> list[Commit]:
+    """The commit records, and the host's view of the block (its masks, its stop ids) after them."""
+    text = ctx.rec.text if ctx.rec.detailed else (lambda t: "")
+    commits = []
+    for i, how in picks:
+        tok = tokens[i] if how != "resampled" else verification.resampled  # type: ignore[union-attr]
+        commits.append(Commit(start + masks[i], -1 if tok is None else tok, "" if tok is None else text(tok), how))
+    done = {masks[i] for i, _ in picks}
+    ctx.masks = [m for m in ctx.masks if m not in done]
+    ctx.stop_hits += [c.position for c in commits if c.token in ctx.stop_set]
+    if pending is not None:  # the residual token, its mass and the fallback flag: read with the next transfer
+        assert verification is not None
+        resampled = next(c for c in commits if c.how == "resampled")
+        ctx.reads.later(pending, lambda v: _settle_residual(ctx, verification, resampled, v))
+    return commits
+
+
+def _settle_residual(ctx: StepContext, verification: Verification, commit: Commit, values: list[float]) -> None:
+    token = int(values[0])
+    verification.resampled, verification.residual_mass, verification.fallback_to_q = token, values[1], bool(values[2])
+    commit.token = token
+    if ctx.rec.detailed:
+        verification.resampled_text = commit.text = ctx.rec.text(token)
+    if token in ctx.stop_set:
+        ctx.stop_hits.append(commit.position)
 
 
 def draft_step(ctx: StepContext, block: int, step: int, block_ids: torch.Tensor, positions: torch.Tensor,
@@ -142,16 +199,17 @@ def draft_step(ctx: StepContext, block: int, step: int, block_ids: torch.Tensor,
     cfg = ctx.cfg
     if ctx.carried is not None:
         (logits, offset), ctx.carried = ctx.carried, None
+        logits = logits.index_select(0, mask_idx - offset)
     else:
-        logits, offset = draft_forward(ctx, block, step, block_ids, positions, first_mask)
-    probs = token_distribution(logits[mask_idx - offset], cfg, ctx.mask_id)
-    drafts = draw_tokens(probs, cfg, ctx.generator)
-    return probs, drafts, probs.gather(-1, drafts[:, None]).squeeze(-1)
+        logits = draft_forward(ctx, block, step, block_ids, positions, first_mask, mask_idx)
+    probs = token_distribution(logits, cfg, ctx.mask_id, owned=True)  # rows picked for this step only
+    drafts, p = draw_with_probs(probs, cfg, ctx.generator)
+    return probs, drafts, p
 
 
 def draft_forward(ctx: StepContext, block: int, step: int, block_ids: torch.Tensor, positions: torch.Tensor,
-                  first_mask: int) -> tuple[torch.Tensor, int]:
-    """(logits, offset): the logit that drafts block position i is row i - offset.
+                  first_mask: int, mask_idx: torch.Tensor) -> torch.Tensor:
+    """The logits of the masked positions `mask_idx` (block-relative).
 
     Only the uncached positions [ctx.cached, B) are queried. Right-shifted models read the logit at i-1 for i
     (block position 0 is never masked). With kv_reuse, causal decoded-prefix rows stay in the cache (kv.py).
@@ -159,115 +217,57 @@ def draft_forward(ctx: StepContext, block: int, step: int, block_ids: torch.Tens
     k = ctx.cached
     prefix = max(0, first_mask - k)  # decoded rows before the first mask among the queried ones
     n = int(block_ids.shape[0]) - k
-    cache_len = ctx.cache.get_seq_length()
-    attention = draft_mask(cache_len, n, prefix, block_ids.device) if ctx.cfg.draft_ver else "full"
+    attention = draft_query(n, prefix, block_ids.device) if ctx.cfg.draft_ver else "full"
     keep = kept_prefix_rows(ctx, prefix)
-    logits = ctx.rec.forward("draft", block, step, ctx.cache, block_ids[k:], positions[k:], attention, keep=keep)
+    rows = mask_idx - (k + (0 if ctx.aligned else 1))
+    logits = ctx.rec.forward("draft", block, step, ctx.cache, block_ids[k:], positions[k:], attention, keep=keep,
+                             rows=rows)
     ctx.cached += keep
-    return logits, k + (0 if ctx.aligned else 1)
+    return logits
 
 
 def fallback_picks(cfg: DecodeConfig, probs: torch.Tensor, drafts: torch.Tensor, p: torch.Tensor,
                    chosen: list[tuple[int, int, str]], k: int, topup: bool) -> list[tuple[int, int, str]]:
-    """The remasking rule over the masks not yet chosen this step (a whole baseline step when none are)."""
+    """The remasking rule over the masks not yet chosen this step (a whole baseline step when none are), read back
+    as (index, token, how) (for loops that keep their picks on the host)."""
+    taken = {c[0] for c in chosen}
     rest = torch.ones(p.shape[0], dtype=torch.bool, device=p.device)
-    rest[[c[0] for c in chosen]] = False
-    rest = rest.nonzero().squeeze(-1)
-    picks, hows = remasking.select(cfg.remasking, p[rest], entropy(probs[rest]), k, cfg.confidence_threshold,
-                                   cfg.eb_gamma, topup=topup)
-    idx = rest[picks]
-    return list(zip(idx.tolist(), drafts[idx].tolist(), hows))
+    rest[list(taken)] = False
+    device = rule_inputs(cfg.remasking, p, lambda: entropy(probs), cfg.confidence_threshold, cfg.eb_gamma, rest)
+    got = {name: (t.tolist() if t.dim() else int(t)) for name, t in device.items()}
+    picks, how = choose(cfg.remasking, k, [i for i in range(p.shape[0]) if i not in taken], got, topup)
+    tokens = drafts.tolist()
+    return [(i, tokens[i], how) for i in picks]
 
 
 def _prompt_in(ctx: StepContext, ws: int, we: int) -> int:
     return max(0, min(we, ctx.prompt_len) - ws)
 
 
+def policy_summary(ctx: StepContext, probs: torch.Tensor, p: torch.Tensor, span_len: int) -> dict[str, torch.Tensor]:
+    """α over the span, K̂, N_hi and the mean normalized entropy, on the device (read with the step's transfer)."""
+    cfg = ctx.cfg
+    span = probs[:span_len]
+    h_span = normalized_entropy(span) if cfg.ucb_entropy_scope == "span" else None  # shared with the estimator
+    alphas = acceptance_alphas(cfg, span, p[:span_len], entropy=h_span)
+    return {
+        "alphas": alphas.float(),
+        "k_hat": expected_accepted_tokens(alphas).to(torch.float32),  # type: ignore[union-attr]
+        "n_hi": (p > cfg.confidence_threshold).sum(),
+        "mean_entropy": (h_span if h_span is not None else normalized_entropy(probs)).mean(),
+    }
+
+
+def inputs_from_summary(got: dict[str, Any], span_len: int, n_masks: int, window_len: int,
+                        prompt_in_window: int) -> PolicyInputs:
+    decoded = window_len - n_masks - prompt_in_window
+    return PolicyInputs(span_len=span_len, alphas=got["alphas"], k_hat=got["k_hat"], n_hi=got["n_hi"],
+                        window_len=window_len, progress=decoded / window_len, mean_entropy=got["mean_entropy"])
+
+
 def policy_inputs(ctx: StepContext, probs: torch.Tensor, p: torch.Tensor, span_len: int, n_masks: int,
                   window_len: int, prompt_in_window: int) -> PolicyInputs:
     """Estimator outputs for the span plus the counts a policy reads, in one host transfer."""
-    cfg = ctx.cfg
-    alphas = acceptance_alphas(cfg, probs[:span_len], p[:span_len])
-    k_hat = torch.as_tensor(expected_accepted_tokens(alphas), device=p.device, dtype=torch.float32)
-    scope = probs[:span_len] if cfg.ucb_entropy_scope == "span" else probs
-    summary = torch.cat([alphas.float(), k_hat.reshape(1), (p > cfg.confidence_threshold).sum().reshape(1).float(),
-                         normalized_entropy(scope).mean().reshape(1)]).tolist()
-    decoded = window_len - n_masks - prompt_in_window
-    return PolicyInputs(
-        span_len=span_len, alphas=summary[:span_len], k_hat=summary[span_len], n_hi=int(summary[span_len + 1]),
-        window_len=window_len, progress=decoded / window_len, mean_entropy=summary[span_len + 2],
-    )
+    got = ctx.reads.fetch(policy_summary(ctx, probs, p, span_len))
+    return inputs_from_summary(got, span_len, n_masks, window_len, prompt_in_window)
 
-
-def verify_probs(ctx: StepContext, block: int, step: int, start: int, block_ids: torch.Tensor,
-                 positions: torch.Tensor, mask_idx: torch.Tensor, drafts: torch.Tensor, span_len: int,
-                 window_end: int) -> tuple[torch.Tensor, str]:
-    """Run the verifier on the draft-filled block and return q over the span positions.
-
-    The queried rows start at ctx.cached (0 unless kv_reuse keeps part of the block in the cache). With kv_reuse
-    the verifier's causal rows stay in the cache until `settle_verified_rows` trims them to the accepted prefix.
-    """
-    k, B = ctx.cached, int(block_ids.shape[0])
-    filled = block_ids.clone()
-    filled[mask_idx] = drafts
-    span_idx = mask_idx[:span_len]
-    cache_len = ctx.cache.get_seq_length()
-    if ctx.aligned:  # 2L: [x~ | MASK x n] at duplicated positions; row n+i is one AR query at i
-        n, end = B - k, B
-        ids = torch.cat([filled[k:], torch.full_like(filled[k:], ctx.mask_id)])
-        logits = ctx.rec.forward("verify_2l", block, step, ctx.cache, ids, torch.cat([positions[k:]] * 2),
-                                 verify_2l_mask(cache_len, n, filled.device), keep=n if ctx.cfg.kv_reuse else 0,
-                                 last=n)
-        rows, kind = logits[span_idx - k], "2l"
-    else:  # causal pass from the first uncached position to the window end; the logit at j-1 predicts j
-        end = window_end - start
-        logits = ctx.rec.forward("verify_causal", block, step, ctx.cache, filled[k:end], positions[k:end],
-                                 "causal", keep=end - k if ctx.cfg.kv_reuse else 0)
-        rows, kind = logits[span_idx - 1 - k], "causal"
-    remember_verified(ctx, filled[:end])
-    return token_distribution(rows, ctx.cfg, ctx.mask_id), kind
-
-
-def _ratio_extras(cfg: DecodeConfig, out: Outcome, span_len: int, drafts: list[int]) -> list[tuple[int, int, str]]:
-    if cfg.ratio_threshold is None or out.first_reject is None:
-        return []
-    ratio = out.ratio.tolist()
-    return [(i, drafts[i], "ratio_extra") for i in range(out.first_reject + 1, span_len)
-            if ratio[i] >= cfg.ratio_threshold]
-
-
-def _hiconf_extras(cfg: DecodeConfig, p: torch.Tensor, drafts: torch.Tensor,
-                   taken: set[int]) -> list[tuple[int, int, str]]:
-    hi = (p > cfg.confidence_threshold).nonzero().squeeze(-1).tolist()
-    toks = drafts.tolist()
-    return [(i, toks[i], "hiconf_extra") for i in hi if i not in taken]
-
-
-def draft_records(ctx: StepContext, probs: torch.Tensor, drafts: torch.Tensor, p: torch.Tensor,
-                  masks: list[int], start: int) -> list[MaskDraft]:
-    if not ctx.rec.detailed:
-        return []
-    stats = torch.stack([p, normalized_entropy(probs), top2_margin(probs)]).tolist()
-    tops = ctx.rec.candidates(probs)
-    toks = drafts.tolist()
-    return [
-        MaskDraft(start + m, toks[i], ctx.rec.text(toks[i]), stats[0][i], stats[1][i], stats[2][i], tops[i])
-        for i, m in enumerate(masks)
-    ]
-
-
-def _verification_record(ctx: StepContext, kind: str, out: Outcome, masks: list[int], start: int,
-                         drafts: list[int], p: torch.Tensor, q_probs: torch.Tensor, span_len: int) -> Verification:
-    rows: list[VerifyPosition] = []
-    if ctx.rec.detailed:
-        cols = torch.stack([p[:span_len], out.q_draft, out.ratio, out.argmax_q_prob]).tolist()
-        draws = out.draws.tolist() if out.draws is not None else [None] * span_len
-        acc, amax, tops = out.accepted.tolist(), out.argmax_q.tolist(), ctx.rec.candidates(q_probs)
-        rows = [
-            VerifyPosition(start + masks[i], drafts[i], ctx.rec.text(drafts[i]), cols[0][i], cols[1][i], cols[2][i],
-                           draws[i], acc[i], amax[i], ctx.rec.text(amax[i]), cols[3][i], tops[i])
-            for i in range(span_len)
-        ]
-    text = ctx.rec.text(out.resampled) if (out.resampled is not None and ctx.rec.detailed) else ""
-    return Verification(kind, ctx.cfg.acceptance, rows, out.accepted_len, out.first_reject, out.residual_mass,
-                        out.fallback_to_q, out.resampled, text)

@@ -1,13 +1,63 @@
-"""Acceptance test, first rejection and residual resampling (§3.6, §5).
+"""Acceptance test, first rejection and residual resampling (§3.6, §5), on the device.
 
 Modes: `paper` (u < min(1, (q/p)^gamma), residual (q - p)+), `sampled` (the same test on a sampled draft:
 exact speculative sampling), `greedy_exact` (draft == argmax q, argmax q at the first disagreement).
+
+`acceptance` tests every span position at once, reading nothing back (the accepted prefix ends at the first
+failure: a cumulative product on the device when the device needs it, else the host finds it in the read-back
+test results). The residual draw is separate because it consumes the generator only when a position was rejected:
+the host decides whether to draw (it has read the outcome by then), the draw and its fallback to q stay on the
+device (`residual_token`). `accept_span` is the whole test read back in one `Outcome` (tests, the editing loop).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
 
 import torch
+
+
+@dataclass
+class Acceptance:
+    q_draft: torch.Tensor  # [n] verifier probability of each draft
+    ratio: torch.Tensor  # [n]
+    draws: Optional[torch.Tensor]  # [n] uniform draws; None in greedy_exact
+    accepted: torch.Tensor  # [n] bool, the per-position test result
+    argmax_q: Optional[torch.Tensor]  # [n] (greedy_exact, or when asked for the record)
+    argmax_q_prob: Optional[torch.Tensor]  # [n]
+
+
+def acceptance(mode: str, drafts: torch.Tensor, p_draft: torch.Tensor, q_probs: torch.Tensor, gamma: float,
+               generator: torch.Generator, with_argmax: bool = False) -> Acceptance:
+    """Test every span position at once; the accepted prefix ends at the first failure. One uniform draw per
+    position (one call) unless greedy_exact."""
+    q_draft = q_probs.gather(-1, drafts[:, None]).squeeze(-1)
+    ratio = q_draft / p_draft.clamp_min(1e-12)
+    ratio = torch.clamp(ratio if gamma == 1.0 else ratio**gamma, max=1.0)  # x ** 1 is x exactly: skip the op
+    argmax_prob = argmax_q = None
+    if with_argmax or mode == "greedy_exact":
+        argmax_prob, argmax_q = q_probs.max(dim=-1)
+    if mode == "greedy_exact":
+        draws = None
+        accepted = drafts == argmax_q
+    else:
+        draws = torch.rand(drafts.shape[0], generator=generator, device=drafts.device)
+        accepted = draws < ratio
+    return Acceptance(q_draft, ratio, draws, accepted, argmax_q, argmax_prob)
+
+
+def residual_token(p: torch.Tensor, q: torch.Tensor,
+                   generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Draw from normalize((q - p)+) using the full draft distribution p; from q if the mass is 0 or not finite.
+
+    Returns device tensors (token, mass, fell back to q). One multinomial call either way, over the same width, so
+    the generator advances exactly as a host-side branch would.
+    """
+    residual = (q - p).clamp_min(0.0)
+    mass = residual.sum()
+    usable = (mass > 0.0) & torch.isfinite(mass)
+    token = torch.multinomial(torch.where(usable, residual / mass, q), 1, generator=generator)[0]
+    return token, mass, ~usable
 
 
 @dataclass
@@ -25,44 +75,20 @@ class Outcome:
     argmax_q_prob: torch.Tensor  # [n]
 
 
-def accept_span(
-    mode: str,
-    drafts: torch.Tensor,
-    p_draft: torch.Tensor,
-    p_probs: torch.Tensor,
-    q_probs: torch.Tensor,
-    gamma: float,
-    allow_resample: bool,
-    generator: torch.Generator,
-) -> Outcome:
-    """Test every span position at once; the accepted prefix ends at the first failure."""
-    q_draft = q_probs.gather(-1, drafts[:, None]).squeeze(-1)
-    ratio = torch.clamp((q_draft / p_draft.clamp_min(1e-12)) ** gamma, max=1.0)
-    argmax_prob, argmax_q = q_probs.max(dim=-1)
-    if mode == "greedy_exact":
-        draws = None
-        accepted = drafts == argmax_q
-    else:
-        draws = torch.rand(drafts.shape[0], generator=generator, device=drafts.device)
-        accepted = draws < ratio
-    failed = (~accepted).nonzero()
-    if failed.numel() == 0:
-        return Outcome(int(drafts.shape[0]), None, None, None, False, q_draft, ratio, draws, accepted,
-                       argmax_q, argmax_prob)
-    first = int(failed[0, 0])
+def accept_span(mode: str, drafts: torch.Tensor, p_draft: torch.Tensor, p_probs: torch.Tensor,
+                q_probs: torch.Tensor, gamma: float, allow_resample: bool, generator: torch.Generator) -> Outcome:
+    """`acceptance` + the residual draw, read back (host ints and floats in the Outcome)."""
+    acc = acceptance(mode, drafts, p_draft, q_probs, gamma, generator, with_argmax=True)
+    n, first = int(drafts.shape[0]), int(torch.cumprod(acc.accepted.to(torch.long), dim=0).sum())
+    assert acc.argmax_q is not None and acc.argmax_q_prob is not None
+    rest = (acc.q_draft, acc.ratio, acc.draws, acc.accepted, acc.argmax_q, acc.argmax_q_prob)
+    if first == n:
+        return Outcome(n, None, None, None, False, *rest)
     resampled, mass, to_q = None, None, False
     if allow_resample:
         if mode == "greedy_exact":
-            resampled = int(argmax_q[first])
+            resampled = int(acc.argmax_q[first])
         else:
-            resampled, mass, to_q = _residual_draw(p_probs[first], q_probs[first], generator)
-    return Outcome(first, first, resampled, mass, to_q, q_draft, ratio, draws, accepted, argmax_q, argmax_prob)
-
-
-def _residual_draw(p: torch.Tensor, q: torch.Tensor, generator: torch.Generator) -> tuple[int, float, bool]:
-    """Draw from normalize((q - p)+) using the full draft distribution p; from q if the mass is 0 or not finite."""
-    residual = (q - p).clamp_min(0.0)
-    mass = float(residual.sum())
-    if mass > 0.0 and mass == mass and mass != float("inf"):
-        return int(torch.multinomial(residual / mass, 1, generator=generator)), mass, False
-    return int(torch.multinomial(q, 1, generator=generator)), mass, True
+            token, mass_t, to_q_t = residual_token(p_probs[first], q_probs[first], generator)
+            resampled, mass, to_q = int(token), float(mass_t), bool(to_q_t)
+    return Outcome(first, first, resampled, mass, to_q, *rest)

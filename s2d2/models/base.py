@@ -8,9 +8,25 @@ import torch
 
 ALIGNMENTS = ("aligned", "shifted")
 
-# "causal": cache + causal rows; "full": cache + the whole query, bidirectional; or an explicit bool mask
-# of shape [q, cache_len + q] (True = attend) built by s2d2.models.masks.
-Attention = Union[Literal["causal", "full"], torch.Tensor]
+
+@dataclass(frozen=True)
+class QueryMask:
+    """An attention mask whose cache columns are all True, given by its query block alone: `pattern` is [q, q] bool
+    (True = attend). Every mask the decoder builds has this form, so it never builds the [q, cache_len + q] mask on
+    the host: the dynamic backend widens the pattern, the static one writes it into its mask buffer in place.
+    Patterns may be cached and shared (s2d2.models.masks); backends never write to them."""
+
+    pattern: torch.Tensor
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """The mask's element type (bool), as for a mask tensor."""
+        return self.pattern.dtype
+
+
+# "causal": cache + causal rows; "full": cache + the whole query, bidirectional; an explicit bool mask of shape
+# [q, cache_len + q] (True = attend); or a QueryMask. s2d2.models.masks builds the last two.
+Attention = Union[Literal["causal", "full"], torch.Tensor, QueryMask]
 
 
 @dataclass

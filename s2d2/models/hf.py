@@ -12,8 +12,8 @@ from typing import Any
 import torch
 from transformers import DynamicCache
 
-from .base import Attention, ModelSpec
-from .masks import full_mask, to_additive
+from .base import Attention, ModelSpec, QueryMask
+from .masks import full_mask, to_additive, widen
 from .static_backend import StaticBackend
 from .static_cache import StaticCacheHandle
 
@@ -91,17 +91,24 @@ class HFModel:
         attention: Attention,
         keep: int,
         last: int | None = None,
+        rows: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Run the model on `input_ids` ([q]) at absolute `positions` ([q]) after the cached tokens.
 
         `keep` appended tokens stay in the cache (the rest are cropped: a "no-store" forward keeps 0).
-        Returns float32 logits [q, V], or the last `last` rows only.
+        Returns float32 logits [q, V], or the last `last` rows only; `rows` (a device index into those) picks the
+        rows wanted, before the float32 copy. `last` computes fewer logits; `rows` only copies fewer, so the
+        numbers never depend on which rows are asked for.
         """
         if isinstance(cache, StaticCacheHandle):
-            return cache.backend.forward(cache, input_ids, positions, attention, keep, last)
+            return cache.backend.forward(cache, input_ids, positions, attention, keep, last, rows)
         q = int(input_ids.shape[0])
         cache_len = cache.get_seq_length()
-        if isinstance(attention, str) and attention == "full":
+        if isinstance(attention, QueryMask):
+            if tuple(attention.pattern.shape) != (q, q):
+                raise ValueError(f"query mask shape {tuple(attention.pattern.shape)} != {(q, q)}")
+            attention = widen(attention.pattern, cache_len)
+        elif isinstance(attention, str) and attention == "full":
             attention = full_mask(cache_len, q, self.device)
         mask = None
         if isinstance(attention, torch.Tensor):
@@ -127,4 +134,5 @@ class HFModel:
         drop = q - keep
         if drop > 0:
             cache.crop(-drop)
-        return out.logits[0].float()
+        logits = out.logits[0]
+        return (logits if rows is None else logits.index_select(0, rows)).float()

@@ -1,18 +1,92 @@
-"""Attention masks, built fresh for every call and never mutated (spec §3.4, §3.8, §9).
+"""Attention masks (spec §3.4, §3.8, §9). Bool, True = attend.
 
-All masks are bool with True = attend, shape [queries, cache_len + queries]; the columns are the cached
-positions followed by the query tokens.
+Every mask of the decoder sees the whole cache, so each is a query pattern `[q, q]` behind all-True cache columns.
+The `*_query` functions give that pattern as a `QueryMask` (what the decoder passes to a forward: no
+`[q, cache_len + q]` mask is built on the host). A pattern depends only on its shape arguments, so it is built once
+per shape and device and shared; nothing ever writes to it (§9's "never mutate a shared mask": the backends copy
+or widen it). The `*_mask` functions give the full `[queries, cache_len + queries]` mask (cache columns first), a
+fresh tensor on every call.
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
 import torch
 
+from .base import QueryMask
+
+
+def widen(pattern: torch.Tensor, cache_len: int) -> torch.Tensor:
+    """The full mask of a query pattern: all-True cache columns, then the pattern (a new tensor)."""
+    q = pattern.shape[0]
+    return torch.cat([torch.ones(q, cache_len, dtype=torch.bool, device=pattern.device), pattern], dim=1)
+
+
+def _ij(q: int, device: torch.device | str) -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.arange(q, device=device)[:, None], torch.arange(q, device=device)[None, :]
+
+
+def causal_pattern(q: int, device: torch.device | str = "cpu") -> torch.Tensor:
+    i, j = _ij(q, device)
+    return j <= i
+
+
+def draft_pattern(block: int, causal_prefix: int, device: torch.device | str = "cpu") -> torch.Tensor:
+    """Block-bidirectional, except the first `causal_prefix` rows (draft_ver) are causal."""
+    i, j = _ij(block, device)
+    return (j <= i) | (i >= causal_prefix)
+
+
+def verify_2l_pattern(length: int, device: torch.device | str = "cpu") -> torch.Tensor:
+    """The 2L layout (§3.4) over [first half | second half]: first-half row i sees first-half j <= i; second-half
+    row L+i sees first-half j < i and itself."""
+    i, j = _ij(length, device)
+    none = torch.zeros(length, length, dtype=torch.bool, device=device)
+    return torch.cat([torch.cat([j <= i, none], dim=1), torch.cat([j < i, j == i], dim=1)], dim=0)
+
+
+def fused_draft_pattern(tail: int, block: int, causal_tail: bool = True, causal_prefix: int = 0,
+                        device: torch.device | str = "cpu") -> torch.Tensor:
+    """A commit fused into the next draft (beyond the paper), over [tail | block].
+
+    Tail rows (the finished block's uncached positions) see the tail, causally with cache_ver (else the whole tail,
+    as a block-bidirectional commit), never the new block: their KV is exactly what a separate commit would store.
+    Block rows see the whole tail and the block as draft rows (`draft_pattern`).
+    """
+    tail_rows = causal_pattern(tail, device) if causal_tail else torch.ones(tail, tail, dtype=torch.bool, device=device)
+    top = torch.cat([tail_rows, torch.zeros(tail, block, dtype=torch.bool, device=device)], dim=1)
+    rows = torch.cat([torch.ones(block, tail, dtype=torch.bool, device=device),
+                      draft_pattern(block, causal_prefix, device)], dim=1)
+    return torch.cat([top, rows], dim=0)
+
+
+# -- query masks for the decoder (cached per shape and device) ---------------------------------------------------
+
+@lru_cache(maxsize=1024)
+def _shared(kind: str, args: tuple[int, ...], device: str) -> torch.Tensor:
+    build = {"draft": draft_pattern, "2l": verify_2l_pattern, "fused": fused_draft_pattern}[kind]
+    with torch.inference_mode(False):  # a normal tensor even when first built inside inference mode
+        return build(*args, device=device)
+
+
+def draft_query(block: int, causal_prefix: int, device: torch.device | str) -> QueryMask:
+    return QueryMask(_shared("draft", (block, causal_prefix), str(device)))
+
+
+def verify_2l_query(length: int, device: torch.device | str) -> QueryMask:
+    return QueryMask(_shared("2l", (length,), str(device)))
+
+
+def fused_draft_query(tail: int, block: int, causal_tail: bool, causal_prefix: int,
+                      device: torch.device | str) -> QueryMask:
+    return QueryMask(_shared("fused", (tail, block, int(causal_tail), causal_prefix), str(device)))
+
+
+# -- full masks [q, cache_len + q] -------------------------------------------------------------------------------
 
 def causal_mask(cache_len: int, q: int, device: torch.device | str = "cpu") -> torch.Tensor:
     """Row i sees the whole cache and query columns j <= i."""
-    rows = torch.arange(q, device=device)[:, None]
-    cols = torch.arange(q, device=device)[None, :]
-    return torch.cat([torch.ones(q, cache_len, dtype=torch.bool, device=device), cols <= rows], dim=1)
+    return widen(causal_pattern(q, device), cache_len)
 
 
 def full_mask(cache_len: int, q: int, device: torch.device | str = "cpu") -> torch.Tensor:
@@ -30,47 +104,23 @@ def block_causal_mask(
     """
     ids = (torch.arange(q, device=device) + start) // block
     rule = ids[:, None] >= ids[None, :]
-    if cache_len == 0:
-        return rule
-    return torch.cat([torch.ones(q, cache_len, dtype=torch.bool, device=device), rule], dim=1)
+    return rule if cache_len == 0 else widen(rule, cache_len)
 
 
 def draft_mask(cache_len: int, block: int, causal_prefix: int, device: torch.device | str = "cpu") -> torch.Tensor:
     """Draft rows: cache + block-bidirectional, except the first `causal_prefix` rows (draft_ver) are causal."""
-    mask = full_mask(cache_len, block, device)
-    if causal_prefix > 0:
-        rows = torch.arange(causal_prefix, device=device)[:, None]
-        cols = torch.arange(block, device=device)[None, :]
-        mask[:causal_prefix, cache_len:] = cols <= rows
-    return mask
+    return widen(draft_pattern(block, causal_prefix, device), cache_len)
 
 
 def fused_draft_mask(cache_len: int, tail: int, block: int, causal_tail: bool = True, causal_prefix: int = 0,
                      device: torch.device | str = "cpu") -> torch.Tensor:
-    """A commit fused into the next draft (beyond the paper): columns [cache | tail | block].
-
-    Tail rows (the finished block's uncached positions) see the cache and the tail, causally with cache_ver (else
-    the whole tail, as a block-bidirectional commit), never the new block: their KV is exactly what a separate
-    commit would store. Block rows see the cache, the whole tail and the block as draft rows (`draft_mask`).
-    """
-    top = torch.cat([causal_mask(cache_len, tail, device) if causal_tail else full_mask(cache_len, tail, device),
-                     torch.zeros(tail, block, dtype=torch.bool, device=device)], dim=1)
-    rows = draft_mask(cache_len + tail, block, causal_prefix, device)
-    return torch.cat([top, rows], dim=0)
+    """`fused_draft_pattern` behind the cache columns: [cache | tail | block]."""
+    return widen(fused_draft_pattern(tail, block, causal_tail, causal_prefix, device), cache_len)
 
 
 def verify_2l_mask(cache_len: int, length: int, device: torch.device | str = "cpu") -> torch.Tensor:
-    """The 2L layout (§3.4): columns [cache | first half | second half].
-
-    First-half row i: cache, first-half j <= i. Second-half row L+i: cache, first-half j < i, and itself.
-    """
-    n = length
-    i = torch.arange(n, device=device)[:, None]
-    j = torch.arange(n, device=device)[None, :]
-    cache = torch.ones(2 * n, cache_len, dtype=torch.bool, device=device)
-    first = torch.cat([j <= i, torch.zeros(n, n, dtype=torch.bool, device=device)], dim=1)
-    second = torch.cat([j < i, j == i], dim=1)
-    return torch.cat([cache, torch.cat([first, second], dim=0)], dim=1)
+    """The 2L layout (§3.4): columns [cache | first half | second half] (`verify_2l_pattern`)."""
+    return widen(verify_2l_pattern(length, device), cache_len)
 
 
 def to_additive(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:

@@ -34,6 +34,7 @@ from typing import Any
 
 import torch
 
+from .base import QueryMask
 from .static_cache import CacheCapacityError, StaticCacheHandle, StaticKV
 
 PAD_LIMIT = 512  # 2 x the largest block (config.MAX_BLOCK_LENGTH): every decoder forward but a long prefill
@@ -213,19 +214,13 @@ class StaticBackend:
 
     @torch.inference_mode()
     def forward(self, handle: StaticCacheHandle, input_ids: torch.Tensor, positions: torch.Tensor,
-                attention: Any, keep: int, last: int | None = None) -> torch.Tensor:
+                attention: Any, keep: int, last: int | None = None, pick: torch.Tensor | None = None) -> torch.Tensor:
         if self._lease is None or self._lease() is not handle:
             raise RuntimeError("this static cache handle was released; take a new one with new_cache()")
         q, cache_len = int(input_ids.shape[0]), handle.length
         if not 0 <= keep <= q:
             raise ValueError(f"keep must be in [0, {q}], got {keep}")
-        if isinstance(attention, torch.Tensor):
-            if tuple(attention.shape) != (q, cache_len + q):
-                raise ValueError(f"attention mask shape {tuple(attention.shape)} != {(q, cache_len + q)}")
-            if attention.dtype != torch.bool:
-                raise ValueError(f"attention masks are bool (True = attend), got {attention.dtype}")
-        elif attention not in ("causal", "full"):
-            raise ValueError(f"attention must be 'causal', 'full' or a bool mask, got {attention!r}")
+        _check_attention(attention, q, cache_len)
         rows = padded_length(q)
         self._reserve(cache_len + rows, live=cache_len)
         slots = self._slots_for(rows) if rows <= PAD_LIMIT else self._new_slots(rows)
@@ -244,6 +239,8 @@ class StaticBackend:
         handle.length = cache_len + keep
         if last:
             logits = logits[-last:]
+        if pick is not None:  # only the rows asked for leave the static output buffer
+            return logits.index_select(0, pick).to(torch.float32)
         return logits.to(torch.float32, copy=True)
 
     def _run(self, slots: ShapeSlots, logits_to_keep: int = 0) -> torch.Tensor:
@@ -274,7 +271,10 @@ class StaticBackend:
         slots.positions[:q].copy_(positions)
         torch.add(slots.arange, cache_len, out=slots.write)
         mask = slots.mask
-        if isinstance(attention, torch.Tensor):
+        if isinstance(attention, QueryMask):  # all-True cache columns, then the pattern, written in place
+            torch.lt(cols.expand(q, cap), cache_len, out=mask[:q])
+            mask[:q, cache_len : cache_len + q].copy_(attention.pattern)
+        elif isinstance(attention, torch.Tensor):
             mask[:q, : cache_len + q].copy_(attention)
             mask[:q, cache_len + q :].fill_(False)
         elif attention == "full":
@@ -290,6 +290,18 @@ class StaticBackend:
                 self._bias_values = (torch.zeros((), dtype=self.dtype, device=self.device),
                                      torch.full((), torch.finfo(self.dtype).min, dtype=self.dtype, device=self.device))
             torch.where(mask, *self._bias_values, out=slots.bias)
+
+
+def _check_attention(attention: Any, q: int, cache_len: int) -> None:
+    if isinstance(attention, (torch.Tensor, QueryMask)):
+        mask = attention.pattern if isinstance(attention, QueryMask) else attention
+        want = (q, q) if isinstance(attention, QueryMask) else (q, cache_len + q)
+        if tuple(mask.shape) != want:
+            raise ValueError(f"attention mask shape {tuple(mask.shape)} != {want}")
+        if mask.dtype != torch.bool:
+            raise ValueError(f"attention masks are bool (True = attend), got {mask.dtype}")
+    elif attention not in ("causal", "full"):
+        raise ValueError(f"attention must be 'causal', 'full', a bool mask or a QueryMask, got {attention!r}")
 
 
 def _compiled(model: Any) -> Any:
