@@ -88,6 +88,17 @@ def tour_stops(trace: Trace, story: Optional[Story] = None, baseline: Optional[T
             f"verifier forward pays: **{html.escape(decision_line(f.decision))}**. The routing plot shows that "
             f"decision at step {n} (the vertical line; the dashed red line is the threshold). *What to try:* in Run, "
             "raise the score threshold and watch verify steps disappear from this plot."), n, ("routing",)))
+    stops += _verification_stops(f, n)
+    stops += [s for s in (_skip_stop(trace), _edit_stop(trace)) if s is not None]
+    stops.append(_whole_run(trace, story, baseline))
+    return stops
+
+
+def _verification_stops(f: StepRecord, n: int) -> list[Stop]:
+    """Verify, then accept/reject and residual resampling when the focus step has a rejection."""
+    stops: list[Stop] = []
+    v = f.verification
+    rej = v.positions[v.first_reject] if v is not None and v.first_reject is not None else None
     if v is not None:
         where = (f" At position {rej.position}: p = {fmt(rej.p)} but q = {fmt(rej.q, 5)}: the verifier finds "
                  f"{_code(rej.draft_text)} very unlikely there." if rej is not None else "")
@@ -102,8 +113,8 @@ def tour_stops(trace: Trace, story: Optional[Story] = None, baseline: Optional[T
         stops.append(Stop("reject", "Accept or reject", (
             f"Each draft passes if a uniform draw u falls below **r = min(1, q/p)** (the black tick on the r bar). "
             f"Here the first {v.accepted_len} drafts pass; the draft {_code(rej.draft_text)} has "
-            f"r = {fmt(rej.ratio, 5)} and {u}: **rejected** (the orange column). Acceptance stops at the first rejection: the drafts after it "
-            "are discarded even if they would pass."), n, ("strip",)))
+            f"r = {fmt(rej.ratio, 5)} and {u}: **rejected** (the orange column). Acceptance stops at the first "
+            "rejection: the drafts after it are discarded even if they would pass."), n, ("strip",)))
     if rej is not None and v is not None and v.resampled is not None:
         source = "q (the residual was empty)" if v.fallback_to_q else "the residual (q − p)+, renormalised"
         stops.append(Stop("resample", "Residual resampling", (
@@ -111,19 +122,19 @@ def tour_stops(trace: Trace, story: Optional[Story] = None, baseline: Optional[T
             f"(↻, the rejected {_code(rej.draft_text)} struck through). Step {n} commits {v.accepted_len} accepted "
             f"drafts + 1 resampled token for 2 forwards (draft + verify). With a sampled draft this makes every "
             "verified token an exact sample of the verifier."), n, ("canvas", "strip")))
-    skip = _first(trace, lambda s: s.decision is not None and not s.decision.verify)
-    if skip is not None:
-        k = skip.index + 1
-        stops.append(Stop("skip", "Skipping verification", (
-            f"At step {k} the policy said **skip** ({html.escape(decision_line(skip.decision))}): a plain "
-            "diffusion step. "
-            f"Confident drafts (p > τ, ▲) or the single most confident one (•) are committed without a verifier "
-            f"forward: {len(skip.commits)} token(s) for 1 forward. Cheap, but not checked."), k, ("routing", "canvas")))
-    edit = _edit_stop(trace)
-    if edit is not None:
-        stops.append(edit)
-    stops.append(_whole_run(trace, story, baseline))
     return stops
+
+
+def _skip_stop(trace: Trace) -> Optional[Stop]:
+    skip = _first(trace, lambda s: s.decision is not None and not s.decision.verify)
+    if skip is None:
+        return None
+    k = skip.index + 1
+    return Stop("skip", "Skipping verification", (
+        f"At step {k} the policy said **skip** ({html.escape(decision_line(skip.decision))}): a plain "
+        "diffusion step. "
+        f"Confident drafts (p > τ, ▲) or the single most confident one (•) are committed without a verifier "
+        f"forward: {len(skip.commits)} token(s) for 1 forward. Cheap, but not checked."), k, ("routing", "canvas"))
 
 
 def _edit_stop(trace: Trace) -> Optional[Stop]:

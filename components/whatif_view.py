@@ -10,6 +10,7 @@ from typing import Any, Callable, Optional
 
 from s2d2.compare import compare_traces, token_diff
 from s2d2.config import DecodeConfig
+from s2d2.trace import Trace
 from s2d2.whatif import knob_specs, what_if
 
 from .canvas import render_canvas

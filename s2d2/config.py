@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from .policies import (POLICIES, REGISTRY, SCORE_TYPES, UCB_ENTROPY_SCOPES, AdaptiveBlock, all_knobs,

@@ -10,7 +10,7 @@ the right-shifted stop rule.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
 import torch
 
@@ -18,12 +18,11 @@ from ..models.masks import block_causal_mask, fused_draft_query
 from ..trace import BlockRecord, Commit, StepRecord
 from .kv import kept_prefix_rows
 from .sampling import token_distribution
-
-if TYPE_CHECKING:
-    from .step import StepContext
+from .context import StepContext
 
 
-def prefill(ctx: "StepContext", n: int, want_logits: bool) -> Optional[torch.Tensor]:
+
+def prefill(ctx: StepContext, n: int, want_logits: bool) -> Optional[torch.Tensor]:
     """Store the prompt's full blocks: block-causal, or causal with cache_ver. Returns the last logit if asked."""
     if n == 0:
         return None
@@ -33,7 +32,7 @@ def prefill(ctx: "StepContext", n: int, want_logits: bool) -> Optional[torch.Ten
     return logits if want_logits else None
 
 
-def commit_block(ctx: "StepContext", blk: BlockRecord) -> Optional[torch.Tensor]:
+def commit_block(ctx: StepContext, blk: BlockRecord) -> Optional[torch.Tensor]:
     """Store the block's uncached positions; returns the last logit (None when everything was cached)."""
     lo, end = blk.start + ctx.cached, blk.start + blk.length
     ctx.cached = 0
@@ -44,7 +43,7 @@ def commit_block(ctx: "StepContext", blk: BlockRecord) -> Optional[torch.Tensor]
                            "causal" if ctx.cfg.cache_ver else "full", keep=end - lo, last=1)
 
 
-def carry_tail(ctx: "StepContext", blk: BlockRecord) -> Optional[StepRecord]:
+def carry_tail(ctx: StepContext, blk: BlockRecord) -> Optional[StepRecord]:
     """The fused commit+draft forward that opens `blk`; leaves its draft logits in ctx.carried.
 
     Returns the AR-seed step of a right-shifted model (None for position-aligned ones). `ctx.masks` must already
@@ -70,7 +69,7 @@ def carry_tail(ctx: "StepContext", blk: BlockRecord) -> Optional[StepRecord]:
     return ar_seed(ctx, logits[t - 1 : t], start, blk.index)
 
 
-def ar_seed(ctx: "StepContext", logits: torch.Tensor, position: int, block: int) -> StepRecord:
+def ar_seed(ctx: StepContext, logits: torch.Tensor, position: int, block: int) -> StepRecord:
     """Right-shifted family: argmax of the last logit becomes the next block's first token (no extra NFE).
 
     The token is written on the device; the record gets it with the next read."""
@@ -84,28 +83,28 @@ def ar_seed(ctx: "StepContext", logits: torch.Tensor, position: int, block: int)
                       None, None, None, 0, [commit])
 
 
-def _settle_seed(ctx: "StepContext", commit: Commit, token: int) -> None:
+def _settle_seed(ctx: StepContext, commit: Commit, token: int) -> None:
     commit.token = token
     commit.text = ctx.rec.text(token) if ctx.rec.detailed else ""
     if token in ctx.stop_set:
         ctx.stop_hits.append(commit.position)
 
 
-def block_masks(ctx: "StepContext", blk: BlockRecord) -> list[int]:
+def block_masks(ctx: StepContext, blk: BlockRecord) -> list[int]:
     """The block's masks when it begins (block-relative): every position past the prompt that no AR seed filled.
     Nothing writes ahead of the current block but a seed, so the host knows this without reading the sequence."""
     lo = max(0, ctx.prompt_len - blk.start)
     return [i for i in range(lo, blk.length) if blk.start + i not in ctx.seeded]
 
 
-def stopped_in(ctx: "StepContext", lo: int, end: int) -> Optional[int]:
+def stopped_in(ctx: StepContext, lo: int, end: int) -> Optional[int]:
     """The first known stop id in positions [lo, end), after reading any token still on the device."""
     ctx.reads.flush()
     hits = [h for h in ctx.stop_hits if lo <= h < end]
     return min(hits) if hits else None
 
 
-def stop_reached(ctx: "StepContext", blk: BlockRecord) -> bool:
+def stop_reached(ctx: StepContext, blk: BlockRecord) -> bool:
     """Right-shifted stop rule (the Fast-dLLM v2 reference): a stop id in the generated part of the block with no
     mask to its left. Earlier blocks are complete and stop-free, so looking inside the block is enough."""
     lo = max(ctx.prompt_len, blk.start)

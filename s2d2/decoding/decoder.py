@@ -31,10 +31,11 @@ from ..config import DecodeConfig
 from ..policies import AdaptiveBlock, BlockFeedback, make_policy
 from ..trace import BlockRecord, StepRecord
 from .blocks import ar_seed, block_masks, carry_tail, commit_block, prefill, stop_reached, stopped_in
+from .context import StepContext
 from .layout import BlockPlan, block_plan
 from .recorder import Recorder
 from .result import Kept, LoopResult, StopDecoding, number_steps
-from .step import StepContext, run_step
+from .step import run_step
 
 
 @torch.inference_mode()  # no autograd bookkeeping on any op of the loop

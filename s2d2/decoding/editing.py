@@ -39,11 +39,11 @@ from ..config import DecodeConfig
 from ..policies import make_policy
 from ..trace import BlockRecord, Commit, Edit, StepRecord
 from .blocks import commit_block, prefill
+from .context import StepContext
 from .layout import block_plan
 from .recorder import Recorder
 from .result import Kept, LoopResult, StopDecoding, number_steps
-from .step import (StepContext, draft_records, draft_step, fallback_picks, first_mask_span, policy_inputs,
-                   verify_span)
+from .step import draft_records, draft_step, fallback_picks, first_mask_span, policy_inputs, verify_span
 
 
 def edit_positions(is_mask: torch.Tensor, prompt_tail: int, current: torch.Tensor, drafts: torch.Tensor,

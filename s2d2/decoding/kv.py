@@ -22,26 +22,23 @@ The cache object needs `get_seq_length()` and `crop(-n)`; a DynamicCache has bot
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from .step import StepContext
+from .context import StepContext
 
 
-def kept_prefix_rows(ctx: "StepContext", prefix: int) -> int:
+def kept_prefix_rows(ctx: StepContext, prefix: int) -> int:
     """How many of a draft's leading causal rows (decoded, final tokens) to keep in the cache."""
     if not ctx.cfg.kv_reuse:
         return 0
     return prefix if ctx.aligned else max(0, prefix - 1)
 
 
-def remember_verified(ctx: "StepContext", end: int) -> None:
+def remember_verified(ctx: StepContext, end: int) -> None:
     """Note that the verifier read the block's [0, end); its rows [ctx.cached, end) are in the cache until settled."""
     if ctx.cfg.kv_reuse:
         ctx.seen_end = end
 
 
-def settle_verified_rows(ctx: "StepContext", j: int) -> None:
+def settle_verified_rows(ctx: StepContext, j: int) -> None:
     """After the step's updates: keep the verifier rows of the prefix that still equals what it read (block positions
     [0, j), which the step computes on the host from what it decoded); crop the rest."""
     if ctx.seen_end is None:

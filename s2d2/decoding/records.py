@@ -7,7 +7,7 @@ the rows from what was read. `draft_records` and `verification_record` do both f
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional
 
 import torch
 
@@ -15,12 +15,11 @@ from ..estimators import normalized_entropy, top2_margin
 from ..trace import MaskDraft, Verification, VerifyPosition
 from .recorder import top_k
 from .verify import Acceptance, Outcome
-
-if TYPE_CHECKING:
-    from .step import StepContext
+from .context import StepContext
 
 
-def draft_detail(ctx: "StepContext", probs: torch.Tensor, p: torch.Tensor) -> dict[str, torch.Tensor]:
+
+def draft_detail(ctx: StepContext, probs: torch.Tensor, p: torch.Tensor) -> dict[str, torch.Tensor]:
     """Per mask: p, normalized entropy, top-1 minus top-2 margin, and the top-k of the draft distribution."""
     if not ctx.rec.detailed:
         return {}
@@ -29,7 +28,7 @@ def draft_detail(ctx: "StepContext", probs: torch.Tensor, p: torch.Tensor) -> di
             "d_top_ids": top["top_ids"], "d_top_probs": top["top_probs"]}
 
 
-def draft_rows(ctx: "StepContext", got: dict[str, Any], tokens: list[int], masks: list[int],
+def draft_rows(ctx: StepContext, got: dict[str, Any], tokens: list[int], masks: list[int],
                start: int) -> list[MaskDraft]:
     if not ctx.rec.detailed:
         return []
@@ -40,7 +39,7 @@ def draft_rows(ctx: "StepContext", got: dict[str, Any], tokens: list[int], masks
             for i, m in enumerate(masks)]
 
 
-def draft_records(ctx: "StepContext", probs: torch.Tensor, drafts: torch.Tensor, p: torch.Tensor,
+def draft_records(ctx: StepContext, probs: torch.Tensor, drafts: torch.Tensor, p: torch.Tensor,
                   masks: list[int], start: int) -> list[MaskDraft]:
     """`draft_rows` with its own read (for loops that do not batch it)."""
     if not ctx.rec.detailed:
@@ -49,7 +48,7 @@ def draft_records(ctx: "StepContext", probs: torch.Tensor, drafts: torch.Tensor,
     return draft_rows(ctx, got, got["drafts"], masks, start)
 
 
-def verify_detail(ctx: "StepContext", acc: Acceptance, p_span: torch.Tensor,
+def verify_detail(ctx: StepContext, acc: Acceptance, p_span: torch.Tensor,
                   q_probs: torch.Tensor) -> dict[str, Optional[torch.Tensor]]:
     """Per span position: p, q(draft), r, argmax-q probability, the draw, the test, argmax q and the top-k of q."""
     if not ctx.rec.detailed:
@@ -61,7 +60,7 @@ def verify_detail(ctx: "StepContext", acc: Acceptance, p_span: torch.Tensor,
             "v_top_probs": top["top_probs"]}
 
 
-def verify_rows(ctx: "StepContext", got: dict[str, Any], masks: list[int], start: int,
+def verify_rows(ctx: StepContext, got: dict[str, Any], masks: list[int], start: int,
                 drafts: list[int]) -> list[VerifyPosition]:
     if not ctx.rec.detailed:
         return []
@@ -74,7 +73,7 @@ def verify_rows(ctx: "StepContext", got: dict[str, Any], masks: list[int], start
             for i in range(s)]
 
 
-def verification_record(ctx: "StepContext", kind: str, out: Outcome, masks: list[int], start: int,
+def verification_record(ctx: StepContext, kind: str, out: Outcome, masks: list[int], start: int,
                         drafts: list[int], p: torch.Tensor, q_probs: torch.Tensor, span_len: int) -> Verification:
     """The record of an `accept_span` outcome (for loops that do not batch it; one read when detailed)."""
     rows: list[VerifyPosition] = []

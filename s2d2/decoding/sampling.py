@@ -4,6 +4,7 @@ from __future__ import annotations
 import torch
 
 from ..config import DecodeConfig
+from ..models.warpers import warp_logits
 
 
 def token_distribution(logits: torch.Tensor, cfg: DecodeConfig, mask_id: int, owned: bool = False) -> torch.Tensor:
@@ -18,18 +19,7 @@ def token_distribution(logits: torch.Tensor, cfg: DecodeConfig, mask_id: int, ow
     logits[:, mask_id].fill_(-torch.inf)  # the mask token is never a draft, a verifier pick or a residual draw
     if not cfg.do_sample:
         return torch.softmax(logits, dim=-1)
-    logits = logits / cfg.temperature
-    vocab = logits.shape[-1]
-    if 0 < cfg.top_k < vocab:
-        kth = torch.topk(logits, cfg.top_k, dim=-1).values[:, -1:]
-        logits = logits.masked_fill(logits < kth, -torch.inf)
-    if cfg.top_p < 1.0:
-        sorted_logits, order = torch.sort(logits, dim=-1, descending=True)
-        sorted_probs = torch.softmax(sorted_logits, dim=-1)
-        before = torch.cumsum(sorted_probs, dim=-1) - sorted_probs  # mass strictly before each token
-        remove_sorted = before >= cfg.top_p  # the first token always survives
-        remove = torch.zeros_like(remove_sorted).scatter(-1, order, remove_sorted)
-        logits = logits.masked_fill(remove, -torch.inf)
+    logits = warp_logits(logits, cfg.temperature, cfg.top_k, cfg.top_p)
     return torch.softmax(logits, dim=-1)
 
 

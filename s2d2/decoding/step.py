@@ -18,7 +18,6 @@ reads (records.py); a resampled token, already written on the device, is read wi
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, Optional
 
 import torch
@@ -27,80 +26,18 @@ from ..config import DecodeConfig
 from ..estimators import acceptance_alphas, expected_accepted_tokens, normalized_entropy
 from ..models.masks import draft_query
 from ..trace import Commit, PolicyInputs, StepRecord, Verification
+from .context import Draft, StepContext
 from .kv import kept_prefix_rows
-from .recorder import Recorder
 from .records import draft_detail, draft_records, draft_rows, verification_record
 from .remasking import choose, rule_inputs
 from .sampling import draw_with_probs, entropy, token_distribution
 from .selection import fallback_k, skip_inputs, skip_picks, write_picks
-from .transfers import HostReads
 from .verifier import verify_probs, verify_span, verify_step
 
 __all__ = [
-    "StepContext", "Draft", "run_step", "first_mask_span", "draft_step", "draft_forward", "policy_inputs",
+    "run_step", "first_mask_span", "draft_step", "draft_forward", "policy_inputs",
     "policy_summary", "fallback_picks", "draft_records", "verification_record", "verify_probs", "verify_span",
 ]
-
-
-@dataclass
-class StepContext:
-    """What a step reads and mutates: the sequence, the cache, the policy state and the recorder."""
-
-    model: Any
-    cfg: DecodeConfig
-    rec: Recorder
-    generator: torch.Generator
-    x: torch.Tensor  # [total] token ids, MASK where undecided
-    cache: Any
-    policy: Any  # None for method "diffusion"
-    prompt_len: int
-    block_length: Optional[int] = None  # the current block's length (varies with adaptive_block); None: cfg's
-    cached: int = 0  # leading positions of the current block whose KV is already in the cache (kv_reuse)
-    carried: Optional[tuple[torch.Tensor, int]] = None  # (draft logits, offset) from a fused forward, unconsumed
-    tail: Optional[tuple[int, int]] = None  # [start, end) of the finished block still to cache (fused_commit)
-    seen_end: Optional[int] = None  # kv_reuse: the verifier's rows [cached, seen_end) wait in the cache to settle
-    masks: list[int] = field(default_factory=list)  # block-relative positions of the current block still masked
-    seeded: set[int] = field(default_factory=set)  # positions an AR seed filled before their block began
-    stop_hits: list[int] = field(default_factory=list)  # positions known to hold a stop id
-
-    def __post_init__(self) -> None:
-        self.stop_set = frozenset(self.model.spec.stop_ids)
-        self.index = torch.arange(self.x.shape[0], device=self.x.device)  # index[a:b] is arange(a, b), as a view
-
-    @property
-    def B(self) -> int:
-        return self.block_length or self.cfg.block_length
-
-    @property
-    def mask_id(self) -> int:
-        return self.model.spec.mask_id
-
-    @property
-    def aligned(self) -> bool:
-        return self.model.spec.alignment == "aligned"
-
-    @property
-    def reads(self) -> HostReads:
-        return self.rec.reads
-
-
-@dataclass
-class Draft:
-    """A step's draft of its masks, on the device."""
-
-    mask_idx: torch.Tensor  # [n] block-relative positions, ascending
-    run: Optional[int]  # the first mask when the masks are consecutive (mask_idx is then a slice of arange)
-    positions: torch.Tensor  # [B] the block's absolute positions
-    probs: torch.Tensor  # [n, V] draft distribution
-    tokens: torch.Tensor  # [n] drafted tokens
-    p: torch.Tensor  # [n] their probabilities
-    _entropy: Optional[torch.Tensor] = None
-
-    def entropy(self) -> torch.Tensor:
-        """Full-distribution entropy per mask (only `entropy_bounded` asks for it)."""
-        if self._entropy is None:
-            self._entropy = entropy(self.probs)
-        return self._entropy
 
 
 def first_mask_span(mask_positions: list[int]) -> int:

@@ -8,7 +8,7 @@ written on the device and read with the next transfer.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional
 
 import torch
 
@@ -19,12 +19,11 @@ from .records import verification_record, verify_detail, verify_rows
 from .sampling import token_distribution
 from .selection import Pick, StepPicks, verify_inputs, verify_picks, write_picks
 from .verify import accept_span, acceptance, residual_token
-
-if TYPE_CHECKING:
-    from .step import Draft, StepContext
+from .context import Draft, StepContext
 
 
-def verify_probs(ctx: "StepContext", block: int, step: int, start: int, block_ids: torch.Tensor,
+
+def verify_probs(ctx: StepContext, block: int, step: int, start: int, block_ids: torch.Tensor,
                  positions: torch.Tensor, mask_idx: torch.Tensor, drafts: torch.Tensor, span_len: int,
                  window_end: int) -> tuple[torch.Tensor, str]:
     """Run the verifier on the draft-filled block and return q over the span positions.
@@ -54,7 +53,7 @@ def verify_probs(ctx: "StepContext", block: int, step: int, start: int, block_id
     return token_distribution(logits, ctx.cfg, ctx.mask_id, owned=True), kind
 
 
-def verify_step(ctx: "StepContext", block: int, step: int, start: int, draft: "Draft", masks: list[int],
+def verify_step(ctx: StepContext, block: int, step: int, start: int, draft: Draft, masks: list[int],
                 span_len: int, min_k: int, window_end: int,
                 tokens: list[int]) -> tuple[StepPicks, Verification, Optional[torch.Tensor]]:
     """Verifier forward + acceptance test over the span, extras and the top-up, written on the device.
@@ -102,7 +101,7 @@ def first_changed(masks: list[int], picks: list[Pick], resampled_same: bool, end
     return masks[i] if i < len(masks) else end
 
 
-def verify_span(ctx: "StepContext", block: int, step: int, start: int, block_ids: torch.Tensor,
+def verify_span(ctx: StepContext, block: int, step: int, start: int, block_ids: torch.Tensor,
                 positions: torch.Tensor, mask_idx: torch.Tensor, masks: list[int], probs: torch.Tensor,
                 drafts: torch.Tensor, p: torch.Tensor, span_len: int,
                 window_end: int) -> tuple[Verification, list[tuple[int, int, str]]]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Optional
 
-from ..trace import PolicyDecision, PolicyInputs
+from ..trace_records import PolicyDecision, PolicyInputs
 from .adaptive_block import AdaptiveBlock, BlockChoice, BlockFeedback
 from .always import Always
 from .base import SKIP, VERIFY, Policy

@@ -11,7 +11,7 @@ import dataclasses
 import math
 from typing import Any, ClassVar, Optional
 
-from ..trace import PolicyDecision, PolicyInputs
+from ..trace_records import PolicyDecision, PolicyInputs
 from .knob import Knob
 
 SKIP, VERIFY = "skip", "verify"

@@ -22,7 +22,7 @@ def evaluate(model: Any, cfg: Any, problems: Sequence[A.Problem], seed: int = 0,
     n = len(problems)
     correct = 0
     nfe = gen = 0
-    drafts = accepted = verifies = decided = edits = 0
+    drafts = accepted = edits = 0
     mal = []
     texts: list[str] = []
     t0 = time.perf_counter()

@@ -21,7 +21,9 @@ import math
 import os
 import shutil
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -193,8 +195,53 @@ def _edit_args(tok) -> dict:
 
 # ----------------------------------------------------------------------------------------------- main loop
 
-def train_tiny(options: TrainOptions | dict | list[str] | None = None) -> Path:
-    """Train one stage. Accepts TrainOptions, a dict of its fields, or a CLI argv list. Returns the stage folder."""
+@dataclass
+class TrainRun:
+    """One stage's live state: what a checkpoint (`<stage>/state.pt` + `latest/`) saves and a resume restores."""
+
+    o: TrainOptions
+    stage_dir: Path
+    model: Any
+    opt: torch.optim.Optimizer
+    rng: np.random.Generator  # batch sampling
+    gen: torch.Generator  # masking and corruption draws
+    step: int = 0
+    tokens: int = 0
+    elapsed: float = 0.0  # training seconds (evaluation excluded)
+
+    @property
+    def state_path(self) -> Path:
+        return self.stage_dir / "state.pt"
+
+    def progress(self) -> float:
+        """Fraction of the budget spent: wall time with `minutes`, else steps."""
+        if self.o.minutes:
+            return self.elapsed / (60.0 * self.o.minutes)
+        return self.step / max(1, self.o.steps)
+
+    def done(self) -> bool:
+        return self.progress() >= 1.0 or bool(self.o.max_tokens and self.tokens >= self.o.max_tokens)
+
+    def stamp(self) -> dict:
+        return {"step": self.step, "tokens": self.tokens, "elapsed_s": round(self.elapsed, 1)}
+
+    def save(self) -> None:
+        _save_model(self.model, self.stage_dir / "latest")
+        tmp = str(self.state_path) + ".tmp"
+        torch.save({"opt": self.opt.state_dict(), "step": self.step, "tokens": self.tokens, "elapsed": self.elapsed,
+                    "np_rng": self.rng.bit_generator.state, "torch_gen": self.gen.get_state()}, tmp)
+        os.replace(tmp, self.state_path)
+
+    def resume(self) -> None:
+        st = torch.load(self.state_path, map_location="cpu", weights_only=True)  # plain tensors, numbers, strings
+        _load_weights(self.model, self.stage_dir / "latest")
+        self.opt.load_state_dict(st["opt"])
+        self.step, self.tokens, self.elapsed = st["step"], st["tokens"], st["elapsed"]
+        self.rng.bit_generator.state = st["np_rng"]
+        self.gen.set_state(st["torch_gen"])
+
+
+def _options(options: TrainOptions | dict | list[str] | None) -> TrainOptions:
     if isinstance(options, list) or options is None:
         o = options_from_argv(options or [])
     elif isinstance(options, dict):
@@ -203,141 +250,144 @@ def train_tiny(options: TrainOptions | dict | list[str] | None = None) -> Path:
         o = options
     if o.stage not in STAGES:
         raise ValueError(f"stage: must be one of {', '.join(STAGES)}, got {o.stage!r}")
+    return o
+
+
+def _start_run(o: TrainOptions, tok, stage_dir: Path) -> TrainRun:
+    """A fresh, initialised or resumed run of stage `o.stage`."""
+    resume = (stage_dir / "state.pt").exists()
+    model = _build(o, tok, special_ids(tok)["<|endoftext|>"], resume=resume)
+    run = TrainRun(o, stage_dir, model, _make_optimizer(model, o),
+                   np.random.default_rng(o.seed + (0 if o.stage == "ar" else 17)),
+                   torch.Generator().manual_seed(o.seed + 99))
+    if resume:
+        run.resume()
+        print(f"[train-tiny] resumed {o.stage} at step {run.step} ({run.tokens} tokens, {run.elapsed / 60:.1f} min)")
+    elif o.stage == "sdar":
+        init = Path(o.init) if o.init else Path(o.out) / "ar" / "latest"
+        _load_weights(model, init)
+        print(f"[train-tiny] stage 2 initialised from {init}")
+    return run
+
+
+def _train_batch(run: TrainRun, streams: dict, mask_id: int, blocks: tuple[int, ...],
+                 edit: dict | None) -> tuple[float, float, float]:
+    """One optimiser step on a fresh batch; returns (learning rate, loss, gradient norm)."""
+    o = run.o
+    lr = _lr_at(o, run.step, run.progress())
+    for group in run.opt.param_groups:
+        group["lr"] = lr
+    ids = _sample_rows(streams, run.rng, o.batch, o.seq_len, o.p_arith)
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=o.bf16):
+        if o.stage == "ar":
+            loss = obj.ar_loss(run.model, ids)
+        else:
+            inp, pos, attn, tg = obj.make_sdar_batch(ids, run.gen, mask_id, p_ar=o.p_ar, blocks=blocks,
+                                                     p_causal_clean=o.p_causal_clean, t_min=o.t_min, t_max=o.t_max)
+            if edit is not None:
+                inp, tg, _ = obj.corrupt_visible(inp, tg, run.gen, mask_id, o.p_edit, o.p_keep, **edit)
+            loss = obj.sdar_loss(run.model, inp, pos, attn, tg)
+    loss.backward()
+    grad_norm = torch.nn.utils.clip_grad_norm_(run.model.parameters(), o.grad_clip)
+    run.opt.step()
+    run.opt.zero_grad(set_to_none=True)
+    run.step += 1
+    run.tokens += int(ids.numel())
+    return lr, float(loss.detach()), float(grad_norm)
+
+
+def _progress_bar(run: TrainRun):
+    if not run.o.progress:
+        return None
+    from tqdm import tqdm
+
+    o = run.o
+    total = round(60 * o.minutes) if o.minutes else o.steps
+    return tqdm(total=total, initial=round(run.elapsed, 1) if o.minutes else run.step,
+                unit="s" if o.minutes else "step", desc=f"train-tiny {o.stage}", mininterval=5)
+
+
+def _accuracy(run: TrainRun, tok) -> float:
+    from .evalquick import arithmetic_accuracy
+
+    run.model.eval()
+    acc = arithmetic_accuracy(run.model, tok, run.o.acc_n, mode="causal" if run.o.stage == "ar" else "aligned")
+    run.model.train()
+    return acc
+
+
+def _export(run: TrainRun, tok) -> None:
+    o = run.o
+    if o.export and o.stage == "llada2":
+        export_llada2(run.model, tok, o.export, block_size=o.block_size)
+    elif o.export:
+        export_model(run.stage_dir / "latest", tok, o.export, block_size=o.block_size,
+                     alignment="aligned" if o.stage == "sdar" else "causal")
+
+
+def train_tiny(options: TrainOptions | dict | list[str] | None = None) -> Path:
+    """Train one stage. Accepts TrainOptions, a dict of its fields, or a CLI argv list. Returns the stage folder."""
+    o = _options(options)
     torch.set_num_threads(o.threads)
     quiet_progress()
-    out = Path(o.out)
-    stage_dir = out / o.stage
+    stage_dir = Path(o.out) / o.stage
     if o.fresh and stage_dir.exists():
         shutil.rmtree(stage_dir)
     stage_dir.mkdir(parents=True, exist_ok=True)
-
     tok, streams = _tokenizer_and_data(o)
-    ids_ = special_ids(tok)
-    mask_id, eot = ids_["<|MASK|>"], ids_["<|endoftext|>"]
-    state_path = stage_dir / "state.pt"
-    model = _build(o, tok, eot, resume=state_path.exists())
+    mask_id = special_ids(tok)["<|MASK|>"]
+    run = _start_run(o, tok, stage_dir)
     edit = _edit_args(tok) if o.stage == "llada2" else None
-    balancer = tiny_llada2.ExpertBalancer(model, o.balance_rate) if o.stage == "llada2" else None
-    opt = _make_optimizer(model, o)
-    step, tokens, elapsed = 0, 0, 0.0
-    rng = np.random.default_rng(o.seed + (0 if o.stage == "ar" else 17))
-    gen = torch.Generator().manual_seed(o.seed + 99)
-    if state_path.exists():
-        st = torch.load(state_path, map_location="cpu", weights_only=False)
-        _load_weights(model, stage_dir / "latest")
-        opt.load_state_dict(st["opt"])
-        step, tokens, elapsed = st["step"], st["tokens"], st["elapsed"]
-        rng.bit_generator.state = st["np_rng"]
-        gen.set_state(st["torch_gen"])
-        print(f"[train-tiny] resumed {o.stage} at step {step} ({tokens} tokens, {elapsed / 60:.1f} min)")
-    elif o.stage == "sdar":
-        init = Path(o.init) if o.init else out / "ar" / "latest"
-        _load_weights(model, init)
-        print(f"[train-tiny] stage 2 initialised from {init}")
+    balancer = tiny_llada2.ExpertBalancer(run.model, o.balance_rate) if o.stage == "llada2" else None
     (stage_dir / "options.json").write_text(json.dumps(dataclasses.asdict(o), indent=1))
-    model.train()
-
+    run.model.train()
     vrng = np.random.default_rng(4242)
-    val_batches = {
-        "arith": _sample_rows(streams, vrng, 16, o.seq_len, 1.0, "val"),
-        "text": _sample_rows(streams, vrng, 16, o.seq_len, 0.0, "val"),
-    }
+    val_batches = {"arith": _sample_rows(streams, vrng, 16, o.seq_len, 1.0, "val"),
+                   "text": _sample_rows(streams, vrng, 16, o.seq_len, 0.0, "val")}
     blocks = tuple(int(b) for b in o.blocks.split(","))
-    log_f = open(stage_dir / "log.jsonl", "a")
-
-    def progress_of(step_: int, elapsed_: float) -> float:
-        if o.minutes:
-            return elapsed_ / (60.0 * o.minutes)
-        return step_ / max(1, o.steps)
-
-    def save_state():
-        _save_model(model, stage_dir / "latest")
-        torch.save({"opt": opt.state_dict(), "step": step, "tokens": tokens, "elapsed": elapsed,
-                    "np_rng": rng.bit_generator.state, "torch_gen": gen.get_state()},
-                   str(state_path) + ".tmp")
-        os.replace(str(state_path) + ".tmp", state_path)
-
-    bar = None
-    if o.progress:
-        from tqdm import tqdm
-
-        total = round(60 * o.minutes) if o.minutes else o.steps
-        bar = tqdm(total=total, initial=round(elapsed, 1) if o.minutes else step,
-                   unit="s" if o.minutes else "step", desc=f"train-tiny {o.stage}", mininterval=5)
-    t_last = time.time()
-    run_loss, run_n = 0.0, 0
-    while progress_of(step, elapsed) < 1.0 and not (o.max_tokens and tokens >= o.max_tokens):
-        lr = _lr_at(o, step, progress_of(step, elapsed))
-        for g_ in opt.param_groups:
-            g_["lr"] = lr
-        ids = _sample_rows(streams, rng, o.batch, o.seq_len, o.p_arith)
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=o.bf16):
-            if o.stage == "ar":
-                loss = obj.ar_loss(model, ids)
-            else:
-                inp, pos, attn, tg = obj.make_sdar_batch(ids, gen, mask_id, p_ar=o.p_ar, blocks=blocks,
-                                                         p_causal_clean=o.p_causal_clean, t_min=o.t_min,
-                                                         t_max=o.t_max)
-                if edit is not None:
-                    inp, tg, _ = obj.corrupt_visible(inp, tg, gen, mask_id, o.p_edit, o.p_keep, **edit)
-                loss = obj.sdar_loss(model, inp, pos, attn, tg)
-        loss.backward()
-        gn = torch.nn.utils.clip_grad_norm_(model.parameters(), o.grad_clip)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        load = balancer.step() if balancer is not None else None
-        step += 1
-        tokens += int(ids.numel())
-        now = time.time()
-        dt = now - t_last
-        t_last = now
-        elapsed += dt
-        run_loss += float(loss.detach())
-        run_n += 1
-        if bar is not None:
-            bar.update(dt if o.minutes else 1)
-            if step % o.log_every == 0:
-                bar.set_postfix(loss=f"{run_loss / run_n:.3f}", lr=f"{lr:.2e}")
-        rec = None
-        if step % o.log_every == 0:
-            rec = {"step": step, "tokens": tokens, "elapsed_s": round(elapsed, 1), "lr": lr,
-                   "loss": round(run_loss / run_n, 4), "grad_norm": round(float(gn), 3)}
-            if load is not None:
-                rec["expert_load_max"] = round(load, 3)
-            run_loss, run_n = 0.0, 0
-        if step % o.eval_every == 0:
-            rec = rec or {"step": step, "tokens": tokens, "elapsed_s": round(elapsed, 1)}
-            rec.update(_evaluate(model, o, val_batches, mask_id, edit))
-        if o.acc_every and step % o.acc_every == 0:
-            rec = rec or {"step": step, "tokens": tokens, "elapsed_s": round(elapsed, 1)}
-            from .evalquick import arithmetic_accuracy
-
-            model.eval()
-            rec["arith_acc_greedy"] = arithmetic_accuracy(model, tok, o.acc_n,
-                                                          mode="causal" if o.stage == "ar" else "aligned")
-            model.train()
-            t_last = time.time()  # evaluation time is not training time
-        if rec is not None:
-            log_f.write(json.dumps(rec) + "\n")
-            log_f.flush()
-            if any(k.startswith("val") or k.startswith("arith") for k in rec):
-                print(f"[train-tiny] {json.dumps(rec)}", flush=True)
-        if step % o.ckpt_every == 0:
-            save_state()
-        if o.snap_every and step % o.snap_every == 0:
-            _save_model(model, stage_dir / f"snap_{step:06d}")
-    save_state()
-    final = {"step": step, "tokens": tokens, "elapsed_s": round(elapsed, 1), "final": True}
-    final.update(_evaluate(model, o, val_batches, mask_id, edit))
-    log_f.write(json.dumps(final) + "\n")
-    log_f.close()
+    bar = _progress_bar(run)
+    with open(stage_dir / "log.jsonl", "a") as log_f:
+        t_last, losses = time.time(), []
+        while not run.done():
+            lr, loss, grad_norm = _train_batch(run, streams, mask_id, blocks, edit)
+            load = balancer.step() if balancer is not None else None
+            now = time.time()
+            run.elapsed += now - t_last
+            if bar is not None:
+                bar.update(now - t_last if o.minutes else 1)
+            t_last = now
+            losses.append(loss)
+            rec = {}
+            if run.step % o.log_every == 0:
+                rec = {"lr": lr, "loss": round(sum(losses) / len(losses), 4), "grad_norm": round(grad_norm, 3)}
+                if load is not None:
+                    rec["expert_load_max"] = round(load, 3)
+                if bar is not None:
+                    bar.set_postfix(loss=f"{rec['loss']:.3f}", lr=f"{lr:.2e}")
+                losses = []
+            if run.step % o.eval_every == 0:
+                rec.update(_evaluate(run.model, o, val_batches, mask_id, edit))
+            if o.acc_every and run.step % o.acc_every == 0:
+                rec["arith_acc_greedy"] = _accuracy(run, tok)
+                t_last = time.time()  # evaluation time is not training time
+            if rec:
+                _log(log_f, {**run.stamp(), **rec})
+            if run.step % o.ckpt_every == 0:
+                run.save()
+            if o.snap_every and run.step % o.snap_every == 0:
+                _save_model(run.model, stage_dir / f"snap_{run.step:06d}")
+        run.save()
+        final = {**run.stamp(), "final": True, **_evaluate(run.model, o, val_batches, mask_id, edit)}
+        log_f.write(json.dumps(final) + "\n")
     if bar is not None:
         bar.close()
     print(f"[train-tiny] done {json.dumps(final)}", flush=True)
-    if o.export and o.stage == "llada2":
-        export_llada2(model, tok, o.export, block_size=o.block_size)
-    elif o.export:
-        export_model(stage_dir / "latest", tok, o.export, block_size=o.block_size,
-                     alignment="aligned" if o.stage == "sdar" else "causal")
+    _export(run, tok)
     return stage_dir
 
+
+def _log(log_f, rec: dict) -> None:
+    log_f.write(json.dumps(rec) + "\n")
+    log_f.flush()
+    if any(k.startswith("val") or k.startswith("arith") for k in rec):
+        print(f"[train-tiny] {json.dumps(rec)}", flush=True)

@@ -1,0 +1,77 @@
+"""What one step of the block loop reads and mutates (`StepContext`), and a step's draft on the device (`Draft`).
+
+Shared by step.py, verifier.py, kv.py, records.py and blocks.py, which is why it lives on its own."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import torch
+
+from ..config import DecodeConfig
+from .recorder import Recorder
+from .sampling import entropy
+from .transfers import HostReads
+
+__all__ = ["StepContext", "Draft"]
+
+
+@dataclass
+class StepContext:
+    """What a step reads and mutates: the sequence, the cache, the policy state and the recorder."""
+
+    model: Any
+    cfg: DecodeConfig
+    rec: Recorder
+    generator: torch.Generator
+    x: torch.Tensor  # [total] token ids, MASK where undecided
+    cache: Any
+    policy: Any  # None for method "diffusion"
+    prompt_len: int
+    block_length: Optional[int] = None  # the current block's length (varies with adaptive_block); None: cfg's
+    cached: int = 0  # leading positions of the current block whose KV is already in the cache (kv_reuse)
+    carried: Optional[tuple[torch.Tensor, int]] = None  # (draft logits, offset) from a fused forward, unconsumed
+    tail: Optional[tuple[int, int]] = None  # [start, end) of the finished block still to cache (fused_commit)
+    seen_end: Optional[int] = None  # kv_reuse: the verifier's rows [cached, seen_end) wait in the cache to settle
+    masks: list[int] = field(default_factory=list)  # block-relative positions of the current block still masked
+    seeded: set[int] = field(default_factory=set)  # positions an AR seed filled before their block began
+    stop_hits: list[int] = field(default_factory=list)  # positions known to hold a stop id
+
+    def __post_init__(self) -> None:
+        self.stop_set = frozenset(self.model.spec.stop_ids)
+        self.index = torch.arange(self.x.shape[0], device=self.x.device)  # index[a:b] is arange(a, b), as a view
+
+    @property
+    def B(self) -> int:
+        return self.block_length or self.cfg.block_length
+
+    @property
+    def mask_id(self) -> int:
+        return self.model.spec.mask_id
+
+    @property
+    def aligned(self) -> bool:
+        return self.model.spec.alignment == "aligned"
+
+    @property
+    def reads(self) -> HostReads:
+        return self.rec.reads
+
+
+@dataclass
+class Draft:
+    """A step's draft of its masks, on the device."""
+
+    mask_idx: torch.Tensor  # [n] block-relative positions, ascending
+    run: Optional[int]  # the first mask when the masks are consecutive (mask_idx is then a slice of arange)
+    positions: torch.Tensor  # [B] the block's absolute positions
+    probs: torch.Tensor  # [n, V] draft distribution
+    tokens: torch.Tensor  # [n] drafted tokens
+    p: torch.Tensor  # [n] their probabilities
+    _entropy: Optional[torch.Tensor] = None
+
+    def entropy(self) -> torch.Tensor:
+        """Full-distribution entropy per mask (only `entropy_bounded` asks for it)."""
+        if self._entropy is None:
+            self._entropy = entropy(self.probs)
+        return self._entropy

@@ -1,0 +1,218 @@
+"""The records a trace is made of: one dataclass per thing the decoder does (a forward, a step, a draft, a
+verification, a commit, an edit) and the run's header and footer. Their annotated field types (s2d2/schema.py) carry
+the bounds pydantic checks when a trace is read; s2d2/trace.py assembles them into a Trace and s2d2/trace_rules.py
+relates them to each other. Routing policies read and return PolicyInputs / PolicyDecision from here."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Annotated, Literal, Optional
+
+from pydantic import Field, Strict
+
+from .schema import MAX_TOP, Bool, Count, Free, Int, Name, Num, Pair, Prob, Seconds, Text, TokenText, forbid_extra, items
+
+
+SCHEMA_VERSION = 1
+# "commit+draft" (fused_commit, beyond the paper): one forward that caches the previous block's uncached tail and
+# drafts the next block; its query count is tail + block.
+FORWARD_KINDS = ("prefill", "draft", "verify_2l", "verify_causal", "commit", "ar", "commit+draft")
+COMMIT_HOWS = (
+    "ar",  # autoregressive step (method ar)
+    "accepted",  # draft accepted by verification
+    "resampled",  # first rejected position, drawn from the residual (q - p)+ or argmax q
+    "threshold",  # diffusion pick because p > confidence threshold (dynamic rule)
+    "fallback",  # any other remasking pick (top-k, sequential, entropy-bounded)
+    "hiconf_extra",  # extra: high-confidence mask unmasked on a verify step
+    "ratio_extra",  # extra: span position with r >= ratio_threshold
+    "ar_seed",  # right-shifted family: argmax of the last logit opens the next block
+)
+PROVENANCE = ("measured", "derived", "synthetic")
+MAX_VOCAB = 1 << 22
+
+
+@forbid_extra
+@dataclass(slots=True)
+class Candidate:
+    token: Count
+    text: TokenText
+    prob: Num
+
+
+@forbid_extra
+@dataclass(slots=True)
+class ModelInfo:
+    name: Name
+    alignment: Name  # "aligned" (SDAR, 2L verifier) | "shifted" (Fast-dLLM v2, causal verifier)
+    verifier: Name  # "2l" | "causal"
+    mask_id: Count
+    stop_ids: items(Count, MAX_TOP)
+    vocab_size: Annotated[int, Strict(), Field(ge=1, le=MAX_VOCAB)]
+    dtype: Name
+    device: Name
+    attn_implementation: Name
+    revision: Name = ""
+
+
+@forbid_extra
+@dataclass(slots=True)
+class ForwardRecord:
+    index: Count
+    kind: Literal[FORWARD_KINDS]
+    block: Int
+    step: Int  # step within the block; -1 for prefill / commit
+    cache_len: Count  # cache length before the call
+    input_len: Count
+    query_tokens: Count
+    nfe_after: Count
+    wall_s: Seconds
+
+
+@forbid_extra
+@dataclass(slots=True)
+class MaskDraft:
+    position: Count
+    token: Count
+    text: TokenText
+    p: Num
+    entropy: Num  # normalized entropy H / ln V
+    margin: Num  # top-1 minus top-2 probability
+    top: items(Candidate, MAX_TOP) = field(default_factory=list)
+
+
+@forbid_extra
+@dataclass(slots=True)
+class PolicyInputs:
+    """Everything a routing policy reads at one step; replaying `decide` on these reproduces the decision."""
+
+    span_len: Count
+    alphas: items(Num)
+    k_hat: Num
+    n_hi: Count
+    window_len: Count  # positions in the current window (block, or sub-block for the shifted family)
+    progress: Num  # decoded positions in the window / window_len (prompt tail excluded)
+    mean_entropy: Num  # mean normalized entropy over the span (or over all masks, per ucb_entropy_scope)
+
+
+@forbid_extra
+@dataclass(slots=True)
+class PolicyDecision:
+    policy: Name
+    verify: Bool
+    score: Optional[Num]  # None when the policy has no score; -inf (empty span) is a float
+    reason: Name  # one line a human reads: "s = 1.73 >= 0.00 -> verify"
+    details: Free = field(default_factory=dict)  # thresholds, state before/after, UCB values
+
+
+@forbid_extra
+@dataclass(slots=True)
+class VerifyPosition:
+    position: Count
+    draft: Count
+    draft_text: TokenText
+    p: Num
+    q: Num  # verifier probability of the draft token
+    ratio: Num  # r = min(1, (q/p)^gamma)
+    u: Optional[Num]  # uniform draw; None in greedy_exact
+    accepted: Bool  # this position's own test (u < r, or draft == argmax q); rows after first_reject are discarded
+    argmax_q: Count
+    argmax_q_text: TokenText
+    argmax_q_prob: Num
+    top_q: items(Candidate, MAX_TOP) = field(default_factory=list)
+
+
+@forbid_extra
+@dataclass(slots=True)
+class Verification:
+    kind: Name  # "2l" | "causal"
+    mode: Name  # acceptance mode
+    positions: items(VerifyPosition)
+    accepted_len: Count
+    first_reject: Optional[Count]  # span index of the first rejection
+    residual_mass: Optional[Num]
+    fallback_to_q: Bool
+    resampled: Optional[Count]
+    resampled_text: TokenText = ""
+
+
+@forbid_extra
+@dataclass(slots=True)
+class Commit:
+    position: Count
+    token: Count
+    text: TokenText
+    how: Literal[COMMIT_HOWS]
+
+
+@forbid_extra
+@dataclass(slots=True)
+class Edit:
+    """A self-correction (LLaDA2.1 editing, docs/editing.md): at a decoded, non-prompt position of the current
+    block the draft differs from the token there with probability p > editing_threshold, so it replaces it. The
+    step is the StepRecord holding the edit."""
+
+    position: Count
+    old: Count
+    old_text: TokenText
+    new: Count
+    new_text: TokenText
+    p: Prob  # draft probability of the new token
+
+
+@forbid_extra
+@dataclass(slots=True)
+class StepRecord:
+    index: Count
+    block: Int
+    step: Int
+    window: Pair  # [start, end) positions of the window this step works in
+    forwards: items(Count, 8)  # indices into Trace.forwards spent by this step
+    masks_before: items(Count)
+    drafts: items(MaskDraft)
+    span: Pair  # [start, length]
+    policy_inputs: Optional[PolicyInputs]
+    decision: Optional[PolicyDecision]
+    verification: Optional[Verification]
+    fallback_k: Count
+    commits: items(Commit)
+    reward: Optional[Num] = None  # UCB reward recorded for replay
+    edits: items(Edit) = field(default_factory=list)  # editing loop only: decoded tokens replaced at this step
+
+
+@forbid_extra
+@dataclass(slots=True)
+class BlockRecord:
+    index: Count
+    start: Count
+    length: Count
+    prompt_tail: Count  # prompt tokens inside this block (never decoded)
+    length_reason: Text = ""  # adaptive_block: why the block has this length (empty for a fixed block size)
+
+
+@forbid_extra
+@dataclass(slots=True)
+class Header:
+    schema_version: Literal[SCHEMA_VERSION]
+    library_version: Name
+    provenance: Literal[PROVENANCE]
+    model: ModelInfo
+    config: Free
+    seed: Annotated[int, Strict(), Field(ge=0, le=2**63 - 1)]
+    prompt_text: Text
+    prompt_ids: items(Count)
+    prompt_tokens: items(TokenText)
+    gen_length: Count
+    total_length: Count
+    created: Name = ""
+
+
+@forbid_extra
+@dataclass(slots=True)
+class Footer:
+    output_ids: items(Count)
+    output_text: Text
+    output_tokens: items(TokenText)
+    generated_length: Count  # after trimming to gen_length, the last non-mask and the first stop id
+    stop_position: Optional[Count]  # index in output of the first stop id, if any
+    wall_s: Seconds
+    forward_wall_s: Seconds
+    finish_reason: Name = "length"  # "stop_token" | "length" | "cancelled" | "time_limit"

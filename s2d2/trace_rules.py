@@ -1,0 +1,227 @@
+"""The cross-field rules of a trace: after pydantic has checked types and bounds, and before any viewer builds an
+index, a canvas or a figure, relate the fields to each other and to the run-size limits (s2d2/limits.py). Every
+rejection is one ValueError line naming the field path and the bound."""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Optional, Protocol
+
+from .config import DecodeConfig
+from .decoding.layout import block_plan
+from .limits import Limits
+from .trace_records import BlockRecord, Footer, ForwardRecord, Header, StepRecord
+
+
+class TraceParts(Protocol):
+    """What the rules read of a Trace (s2d2.trace.Trace)."""
+
+    header: Header
+    blocks: list[BlockRecord]
+    forwards: list[ForwardRecord]
+    steps: list[StepRecord]
+    footer: Optional[Footer]
+
+
+# -- cross-field rules: after the type checks, before any viewer touches the trace -------------------------------
+
+STEP_SLACK = 1  # steps per decoded position: every step that starts with masks commits at least one token; the
+#                shifted family adds one AR-seed step per block, the editing loop up to max_post_steps mask-free
+#                (edit-only) steps per block (Layout.max_steps)
+FORWARDS_PER_STEP = 3  # draft and verify, and room for one more kind
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where a run's blocks lie: block k spans [k*B, k*B + B) (AR: [k, k + 1)); the first holds the prompt tail.
+    With adaptive_block the blocks' own records give their extents, and `block` bounds every block's length."""
+
+    prompt: int
+    block: int
+    first: int  # start of the first block
+    total: int
+    ar: bool
+    adaptive: Optional[tuple[int, int]] = None  # (smallest, largest) block length with adaptive_block
+    extents: Optional[dict[int, tuple[int, int]]] = None  # adaptive: block index -> [start, end)
+    editing: Optional[float] = None  # the editing loop's tau_edit: steps may record edits with p above it
+    post_steps: int = 0  # the editing loop's max_post_steps: mask-free steps allowed per block
+
+    def extent(self, index: int) -> tuple[int, int]:
+        if self.extents is not None:
+            return self.extents.get(index, (self.total, self.total + 1))  # unknown block: outside the run
+        start = index if self.ar else index * self.block
+        return start, start + self.block
+
+    def index_at(self, start: int) -> int:
+        return start if self.ar else start // self.block
+
+    @property
+    def max_blocks(self) -> int:
+        return (self.total - self.first) // (self.adaptive[0] if self.adaptive else self.block)
+
+    @property
+    def max_steps(self) -> int:
+        return STEP_SLACK * (self.total - self.prompt) + self.max_blocks * (1 + self.post_steps)
+
+
+def _fail(path: str, problem: str) -> None:
+    raise ValueError(f"{path}: {problem}")
+
+
+def check_trace(t: TraceParts, lim: Limits) -> None:
+    """Relate the fields to each other and to the run-size limits; one ValueError naming the field."""
+    lay = layout_of(t.header, lim)
+    if lay.adaptive:
+        lay = _check_adaptive_blocks(t, lay)
+    for i, b in enumerate(t.blocks if not lay.adaptive else []):
+        start = lay.first + i * lay.block
+        if (b.index, b.start, b.length) != (lay.index_at(start), start, lay.block) or start + b.length > lay.total:
+            _fail(f"trace.blocks[{i}]", f"index {b.index}, start {b.start}, length {b.length}: blocks must tile "
+                  f"[{lay.first}, {lay.total}) in order, {lay.block} positions each (expected index "
+                  f"{lay.index_at(start)}, start {start})")
+        if b.prompt_tail != max(0, min(lay.prompt - start, lay.block)):
+            _fail(f"trace.blocks[{i}].prompt_tail", f"{b.prompt_tail} disagrees with a prompt of {lay.prompt} tokens")
+    if len(t.steps) > lay.max_steps:
+        _fail("trace.steps", f"{len(t.steps)} steps; a run of {lay.total - lay.prompt} positions has at most "
+              f"{lay.max_steps}")
+    if len(t.forwards) > FORWARDS_PER_STEP * len(t.steps) + 2 * len(t.blocks) + 2:
+        _fail("trace.forwards", f"{len(t.forwards)} forwards for {len(t.steps)} steps and {len(t.blocks)} blocks")
+    for i, f in enumerate(t.forwards):
+        _check_forward(i, f, lay, len(t.forwards))
+    vocab = t.header.model.vocab_size
+    for i, s in enumerate(t.steps):
+        _check_step(i, s, lay, len(t.forwards), vocab)
+    if t.footer is not None:
+        gen = t.header.gen_length
+        f = t.footer
+        if max(len(f.output_ids), len(f.output_tokens), f.generated_length, f.stop_position or 0) > gen:
+            _fail("trace.footer", f"output longer than gen_length {gen}")
+
+
+def layout_of(h: Header, lim: Limits) -> Layout:
+    """The header's run geometry, checked against the limits in force."""
+
+    try:
+        cfg = DecodeConfig.from_dict(dict(h.config))
+    except (ValueError, TypeError, OverflowError) as exc:
+        raise ValueError(f"trace.header.config: {str(exc)[:200]}") from None
+    P, G = len(h.prompt_ids), h.gen_length
+    if not 1 <= P <= lim.max_prompt_tokens:
+        _fail("trace.header.prompt_ids", f"{P} tokens; must be 1 to {lim.max_prompt_tokens} (S2D2_MAX_PROMPT_TOKENS)")
+    if not 1 <= G <= lim.max_gen_tokens:
+        _fail("trace.header.gen_length", f"{G}; must be 1 to {lim.max_gen_tokens} (S2D2_MAX_GEN_TOKENS)")
+    top = max(cfg.block_length, cfg.adaptive_max_block if cfg.adaptive_block else 0)
+    if top > lim.max_block_length:
+        _fail("trace.header.config.block_length", f"{top}; at most {lim.max_block_length} (S2D2_MAX_BLOCK_LENGTH)")
+    ar = cfg.method == "ar"
+    B = 1 if ar else cfg.block_length
+    try:
+        plan = block_plan(cfg, P, h.model.alignment == "shifted", G)
+    except ValueError as exc:  # a plan the decoder refuses (the editing loop on a right-shifted model)
+        raise ValueError(f"trace.header.config.{str(exc)[:200]}") from None
+    total = P + G if ar else plan.total
+    if h.total_length != total and not (cfg.adaptive_block and plan.first_start < h.total_length <= total):
+        _fail("trace.header.total_length", f"{h.total_length}; must be prompt ({P}) + gen_length ({G}) padded to "
+              f"blocks of {B}: {total}")
+    m = h.model
+    if m.mask_id >= m.vocab_size or any(t >= m.vocab_size for t in [*m.stop_ids, *h.prompt_ids]):
+        _fail("trace.header", f"a token id outside the vocabulary [0, {m.vocab_size})")
+    if len(h.prompt_tokens) not in (0, P):
+        _fail("trace.header.prompt_tokens", f"{len(h.prompt_tokens)} strings for {P} prompt ids")
+    if cfg.adaptive_block and not ar:
+        return Layout(P, cfg.adaptive_max_block, plan.first_start, h.total_length, False,
+                      (cfg.adaptive_min_block, cfg.adaptive_max_block))
+    if cfg.loop == "editing":
+        return Layout(P, B, plan.first_start, total, False, editing=cfg.editing_threshold,
+                      post_steps=cfg.max_post_steps)
+    return Layout(P, B, P if ar else P // B * B, total, ar)
+
+
+def _check_adaptive_blocks(t: TraceParts, lay: Layout) -> Layout:
+    """adaptive_block: blocks run back to back from the prompt-tail block to total_length, each a power of two in
+    [smallest, largest] starting at a multiple of its length; returns the layout with their extents."""
+    smallest, largest = lay.adaptive or (1, 1)
+    start, index = lay.first, None
+    extents: dict[int, tuple[int, int]] = {}
+    for i, b in enumerate(t.blocks):
+        ok = (b.start == start and smallest <= b.length <= largest and b.length & (b.length - 1) == 0
+              and b.start % b.length == 0 and b.start + b.length <= lay.total
+              and (index is None or b.index == index + 1))
+        if not ok:
+            _fail(f"trace.blocks[{i}]", f"index {b.index}, start {b.start}, length {b.length}: adaptive blocks run "
+                  f"back to back from {lay.first}, each a power of two in [{smallest}, {largest}] starting at a "
+                  "multiple of its length")
+        if b.prompt_tail != max(0, min(lay.prompt - b.start, b.length)):
+            _fail(f"trace.blocks[{i}].prompt_tail", f"{b.prompt_tail} disagrees with a prompt of {lay.prompt} tokens")
+        extents[b.index] = (b.start, b.start + b.length)
+        start, index = b.start + b.length, b.index
+    if t.blocks and start != lay.total:
+        _fail("trace.header.total_length", f"{lay.total}; adaptive blocks end at {start}")
+    return dataclasses.replace(lay, extents=extents)
+
+
+def _check_forward(i: int, f: ForwardRecord, lay: Layout, n: int) -> None:
+    path = f"trace.forwards[{i}]"
+    most = lay.prompt + 1 if f.kind == "prefill" else 2 * lay.block  # a 2L verify reads 2B queries
+    if f.index != i:
+        _fail(f"{path}.index", f"{f.index}; must be its position in the list ({i})")
+    if not 1 <= f.input_len <= most or f.query_tokens > most:
+        _fail(path, f"input_len {f.input_len}, query_tokens {f.query_tokens}: a {f.kind} forward reads 1 to {most}")
+    if f.cache_len > lay.total or f.nfe_after > n or f.block > lay.total or f.step > lay.max_steps:
+        _fail(path, f"cache_len {f.cache_len}, nfe_after {f.nfe_after}, block {f.block}, step {f.step}: beyond "
+              f"the run (total_length {lay.total}, {n} forwards)")
+
+
+def _check_step(i: int, s: StepRecord, lay: Layout, n_forwards: int, vocab: int) -> None:
+    path = f"trace.steps[{i}]"
+    lo, hi = lay.extent(s.block)
+    if s.index != i:
+        _fail(f"{path}.index", f"{s.index}; must be its position in the list ({i})")
+    if lo < lay.first or hi > lay.total:
+        _fail(f"{path}.block", f"{s.block} lies outside the sequence [{lay.first}, {lay.total})")
+    inside = f"inside block {s.block} = [{lo}, {hi})"
+    if not lo <= s.window[0] < s.window[1] <= hi:
+        _fail(f"{path}.window", f"{s.window} must be [start, end) {inside}")
+    if not (lo <= s.span[0] <= hi and 0 <= s.span[1] <= hi - s.span[0]):
+        _fail(f"{path}.span", f"{s.span} must be [start, length] {inside}")
+    if not -1 <= s.step <= lay.max_steps or not 0 <= s.fallback_k <= lay.block:
+        _fail(path, f"step {s.step}, fallback_k {s.fallback_k}: beyond the run")
+    if len(s.forwards) > FORWARDS_PER_STEP or any(f >= n_forwards for f in s.forwards):
+        _fail(f"{path}.forwards", f"{s.forwards} must be at most {FORWARDS_PER_STEP} indices below {n_forwards}")
+    rows = s.verification.positions if s.verification else []
+    for name, positions in (("masks_before", s.masks_before), ("drafts", [d.position for d in s.drafts]),
+                            ("verification.positions", [r.position for r in rows]),
+                            ("commits", [c.position for c in s.commits])):
+        bottom = max(lo, lay.prompt) if name == "commits" else lo  # a commit never overwrites the prompt
+        if len(positions) > lay.block or any(not bottom <= p < hi for p in positions):
+            _fail(f"{path}.{name}", f"at most {lay.block} positions, each in [{bottom}, {hi}) (block {s.block})")
+    if any(c.token >= vocab for c in s.commits):
+        _fail(f"{path}.commits", f"a token id outside the vocabulary [0, {vocab})")
+    if s.edits:
+        _check_edits(path, s, lay, max(lo, lay.prompt), hi, vocab)
+    pi = s.policy_inputs
+    if pi is not None and max(pi.span_len, len(pi.alphas), pi.n_hi, pi.window_len) > lay.block:
+        _fail(f"{path}.policy_inputs", f"span_len, alphas, n_hi and window_len are at most B = {lay.block}")
+    v = s.verification
+    if v is not None and (v.accepted_len > len(rows) or (v.first_reject is not None and v.first_reject >= len(rows))):
+        _fail(f"{path}.verification", f"accepted_len {v.accepted_len} and first_reject {v.first_reject} must index "
+              f"the {len(rows)} verified positions")
+
+
+def _check_edits(path: str, s: StepRecord, lay: Layout, lo: int, hi: int, vocab: int) -> None:
+    """Rule E (docs/editing.md): an edit replaces a decoded, non-prompt token of the step's block by a different
+    one whose draft probability is above tau_edit; a position is edited at most once per step, never also filled."""
+    if lay.editing is None:
+        _fail(f"{path}.edits", "only the editing loop with an edit threshold (config loop='editing', "
+              "editing_threshold set) records edits")
+    at = [e.position for e in s.edits]
+    if len(at) > lay.block or any(not lo <= p < hi for p in at):
+        _fail(f"{path}.edits", f"at most {lay.block} positions, each a generated position in [{lo}, {hi}) "
+              f"(block {s.block})")
+    if len(set(at)) < len(at) or set(at) & set(s.masks_before) or set(at) & {c.position for c in s.commits}:
+        _fail(f"{path}.edits", "each position once, at a position decoded before the step (not among "
+              "masks_before, not filled by a commit of the same step)")
+    for e in s.edits:
+        if max(e.old, e.new) >= vocab or e.old == e.new or not e.p > lay.editing:
+            _fail(f"{path}.edits", f"position {e.position}: old {e.old} -> new {e.new} at p {e.p:.3g} must be two "
+                  f"different token ids below {vocab}, with p above editing_threshold {lay.editing:g}")
