@@ -4,11 +4,11 @@ A trace is plain data (dataclasses <-> JSON lists, numbers and strings). Figures
 touching a model or a tokenizer: decoded token strings are stored next to ids. Random draws are stored, never
 redrawn, so a replay is exact.
 
-The dataclasses below are the one declaration of the file format: their annotated field types (s2d2/schema.py)
-carry the bounds that pydantic checks when a trace is read, and `trace_json_schema()` publishes them as
-docs/trace.schema.json. Adding a field is one line. `check_trace` then applies the rules that relate fields to each
-other and to the run-size limits (s2d2/limits.py), before any viewer builds an index, a canvas or a figure.
-Every rejection is one ValueError line naming the field path and the bound.
+The dataclasses (here and in s2d2/trace_records.py) are the one declaration of the file format: their annotated
+field types (s2d2/schema.py) carry the bounds that pydantic checks when a trace is read, and `trace_json_schema()`
+publishes them as docs/trace.schema.json. Adding a field is one line. `check_trace` (s2d2/trace_rules.py) then
+applies the rules that relate fields to each other and to the run-size limits (s2d2/limits.py), before any viewer
+builds an index, a canvas or a figure. Every rejection is one ValueError line naming the field path and the bound.
 """
 from __future__ import annotations
 
@@ -95,7 +95,7 @@ def trace_json_schema() -> dict[str, Any]:
     """The JSON Schema of a trace file (published as docs/trace.schema.json)."""
     schema = json_schema(Trace)
     schema["$comment"] = ("Types and bounds only. Cross-field rules (blocks tile the sequence, positions lie in "
-                          "their block, counts fit the run) are s2d2.trace.check_trace; run-size limits are "
+                          "their block, counts fit the run) are s2d2/trace_rules.py; run-size limits are "
                           "s2d2/limits.py.")
     return schema
 
