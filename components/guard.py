@@ -184,11 +184,16 @@ def on_unload(request: gr.Request) -> None:
     JOBS.end_session(session_of(request))
 
 
-def _refusal(job: Optional[Job]) -> Optional[str]:
-    """Why a claimed job must not run: None when it may."""
+def _claim(request: gr.Request) -> tuple[Optional[Job], Optional[str]]:
+    """The session's job, or (None, why it must not run): the session runs another job, or this one was stopped
+    while queued (its claim is released)."""
+    job = JOBS.claim(session_of(request))
     if job is None:
-        return BUSY
-    return STOPPED_QUEUED if job.stop.is_set() else None
+        return None, BUSY
+    if job.stop.is_set():
+        JOBS.finish(job)
+        return None, STOPPED_QUEUED
+    return job, None
 
 
 def one_job(fn: Callable[..., Any], refused: Callable[[str], Any]) -> Callable[..., Any]:
@@ -197,11 +202,8 @@ def one_job(fn: Callable[..., Any], refused: Callable[[str], Any]) -> Callable[.
     streams them), so closing the stream closes the decode too."""
     if inspect.isgeneratorfunction(fn):
         def guarded_gen(request: gr.Request, *args: Any) -> Any:
-            job = JOBS.claim(session_of(request))
-            problem = _refusal(job)
-            if problem is not None:
-                if job is not None:
-                    JOBS.finish(job)
+            job, problem = _claim(request)
+            if job is None:
                 yield refused(problem)
                 return
             gen = fn(*args)
@@ -224,11 +226,8 @@ def one_job(fn: Callable[..., Any], refused: Callable[[str], Any]) -> Callable[.
         wrapped: Callable[..., Any] = guarded_gen
     else:
         def guarded(request: gr.Request, *args: Any) -> Any:
-            job = JOBS.claim(session_of(request))
-            problem = _refusal(job)
-            if problem is not None:
-                if job is not None:
-                    JOBS.finish(job)
+            job, problem = _claim(request)
+            if job is None:
                 return refused(problem)
             token = _CURRENT.set(job.id)
             try:

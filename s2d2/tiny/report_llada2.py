@@ -13,11 +13,11 @@ processes can split the table into two files that `--table` merges.
 """
 from __future__ import annotations
 
-import argparse
 import json
-import time
 from pathlib import Path
 from typing import Any
+
+from .report import card_args, measure_rows
 
 BLOCKS = (8, 16, 32)
 DECODERS = [  # (label, preset): the S2D2 rows use the paper's Quality setting (spec §7)
@@ -38,14 +38,13 @@ ROWS: list[tuple[str, str, dict[str, Any]]] = [("AR greedy (B = 1)", "ar", {})] 
 ]
 
 
+def _row_line(i: int, r: dict[str, Any], res: dict[str, Any]) -> str:
+    return (f"{i:2d} {r['label']:32s} B={r['block_length']:2d} acc {r['accuracy']:.2f} "
+            f"NFE/tok {r['nfe_per_token']:.3f} edits/tok {r['edits_per_token']:.4f}")
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m s2d2.tiny.report_llada2")
-    ap.add_argument("--model", default="tiny-llada2")
-    ap.add_argument("--n", type=int, default=100)
-    ap.add_argument("--gen-length", type=int, default=128)
-    ap.add_argument("--out", default="runs/tiny-llada2/card.json")
-    ap.add_argument("--rows", default=None, help="comma-separated row indices (default: all)")
-    ap.add_argument("--threads", type=int, default=1)
+    ap = card_args("python -m s2d2.tiny.report_llada2", "tiny-llada2", "runs/tiny-llada2/card.json")
     ap.add_argument("--table", nargs="+", default=None, help="print the markdown table of these result files")
     ap.add_argument("--example-trace", default=None, help="write the app's example trace (a run with an edit)")
     a = ap.parse_args(argv)
@@ -54,29 +53,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if a.example_trace:
         return write_example(a.model, Path(a.example_trace))
-    import torch
-
-    import s2d2
-    from s2d2.tasks import arithmetic as A
-    from s2d2.tasks.evaluate import evaluate
-
-    torch.set_num_threads(a.threads)
-    model = s2d2.load_model(a.model, device="cpu", dtype=torch.float32)
-    problems = A.heldout(a.n)
-    out = Path(a.out)
-    res = json.loads(out.read_text()) if out.exists() else {"rows": {}}
-    res.update(model=str(a.model), n=a.n, gen_length=a.gen_length)
-    for i in ([int(r) for r in a.rows.split(",")] if a.rows else range(len(ROWS))):
-        label, name, overrides = ROWS[i]
-        cfg = s2d2.preset(name, gen_length=a.gen_length, **overrides)
-        t0 = time.time()
-        r = evaluate(model, cfg, problems, seed=0)
-        r.update(label=label, preset=name, overrides=overrides, block_length=cfg.block_length if name != "ar" else 1)
-        res["rows"][str(i)] = r
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(res, indent=1, ensure_ascii=False))
-        print(f"{i:2d} {label:32s} B={r['block_length']:2d} acc {r['accuracy']:.2f} NFE/tok {r['nfe_per_token']:.3f} "
-              f"edits/tok {r['edits_per_token']:.4f} ({time.time() - t0:.0f}s)", flush=True)
+    measure_rows(a, ROWS, _row_line)
     return 0
 
 
