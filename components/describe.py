@@ -25,6 +25,8 @@ def routing_words(cfg: DecodeConfig) -> str:
         return f"Verify spans of {cfg.min_span_length} or more"
     if policy == "contextual_bandit_ucb":
         return "Learn when to verify (UCB bandit)"
+    if policy == "cost_aware":
+        return "Verify when it pays in seconds (measured forward costs)"
     c = cfg.penalty_coef
     if policy == "score_threshold":
         if cfg.score_type == "difference_static":

@@ -30,6 +30,7 @@ from .context import Draft, StepContext
 from .kv import kept_prefix_rows
 from .records import draft_detail, draft_records, draft_rows, verification_record
 from .remasking import choose, rule_inputs
+from .routing_costs import skip_token_count, step_costs
 from .sampling import draw_with_probs, entropy, token_distribution
 from .selection import fallback_k, skip_inputs, skip_picks, write_picks
 from .verifier import verify_probs, verify_span, verify_step
@@ -64,9 +65,12 @@ def run_step(ctx: StepContext, block: int, start: int, window: tuple[int, int], 
     summary = policy_summary(ctx, draft.probs, draft.p, span_len) if ctx.policy is not None else {}
     skip = skip_inputs(ctx.cfg, draft.p, draft.entropy, summary.get("n_hi"))
     got = ctx.reads.fetch({"drafts": draft.tokens, **summary, **skip, **draft_detail(ctx, draft.probs, draft.p)})
-    inputs, decision = None, None
+    inputs, decision, skipped = None, None, None
     if ctx.policy is not None:
         inputs = inputs_from_summary(got, span_len, n, we - ws, _prompt_in(ctx, ws, we))
+        if ctx.rec.costs is not None:  # routing in seconds: what a skip would decode, and both forwards' costs
+            skipped = skip_picks(ctx.cfg, got, n, min_k, skip)
+            inputs.costs = step_costs(ctx, masks, span_len, we - start, len(skipped.picks), min_k)
         decision = ctx.policy.decide(inputs)
 
     # 6. verify; 7. extras; 8. fallback (a skip's device work was done before the read)
@@ -75,7 +79,7 @@ def run_step(ctx: StepContext, block: int, start: int, window: tuple[int, int], 
         picks, verification, pending = verify_step(ctx, block, step, start, draft, masks, span_len, min_k, we,
                                                    got["drafts"])
     else:
-        picks = skip_picks(ctx.cfg, got, n, min_k, skip)
+        picks = skipped if skipped is not None else skip_picks(ctx.cfg, got, n, min_k, skip)
         write_picks(ctx.x, start, mask_idx, picks, draft.tokens, run)
 
     # 9. reward; 10. record (every update is already written on the device)
@@ -203,8 +207,14 @@ def inputs_from_summary(got: dict[str, Any], span_len: int, n_masks: int, window
 
 
 def policy_inputs(ctx: StepContext, probs: torch.Tensor, p: torch.Tensor, span_len: int, n_masks: int,
-                  window_len: int, prompt_in_window: int) -> PolicyInputs:
-    """Estimator outputs for the span plus the counts a policy reads, in one host transfer."""
+                  window_len: int, prompt_in_window: int, masks: Optional[list[int]] = None,
+                  min_k: int = 1) -> PolicyInputs:
+    """Estimator outputs for the span plus the counts a policy reads, in one host transfer (with the step's costs
+    when the run routes in seconds: pass `masks`, block-relative, and k_s)."""
     got = ctx.reads.fetch(policy_summary(ctx, probs, p, span_len))
-    return inputs_from_summary(got, span_len, n_masks, window_len, prompt_in_window)
+    inputs = inputs_from_summary(got, span_len, n_masks, window_len, prompt_in_window)
+    if ctx.rec.costs is not None and masks is not None:  # this loop picks after routing: count what a skip takes
+        inputs.costs = step_costs(ctx, masks, span_len, window_len, skip_token_count(ctx.cfg, inputs.n_hi, min_k),
+                                  min_k)
+    return inputs
 

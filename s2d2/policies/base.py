@@ -58,6 +58,7 @@ class Policy:
     Settings: ClassVar[type] = NoSettings
     scores: ClassVar[bool] = False  # reads K̂ (so the estimator's parameter matters to it)
     score_label: ClassVar[str] = ""  # routing figure: what the plotted score means, when not the score s
+    uses_costs: ClassVar[bool] = False  # reads PolicyInputs.costs (the run's measured forward costs)
 
     def __init__(self, cfg: Any):
         self.cfg = cfg
