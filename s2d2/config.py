@@ -279,6 +279,21 @@ _PRESETS.update({
         {**_PRESETS["sdar-config-b"][0], "kv_reuse": True, "fused_commit": True, "adaptive_block": True},
         _BEYOND + "sdar-config-b with KV reuse, fused commits and adaptive block size together.",
     ),
+    "sdar-config-b+trim": (
+        {**_PRESETS["sdar-config-b"][0], "trim_verify": True},
+        _BEYOND + "sdar-config-b whose 2L verifier queries only the rows its span reads (same tokens).",
+    ),
+    "sdar-config-b+reuse+fused+trim": (
+        {**_PRESETS["sdar-config-b"][0], "kv_reuse": True, "fused_commit": True, "trim_verify": True},
+        _BEYOND + "sdar-config-b with KV reuse, fused commits and the trimmed verifier: the fewest query tokens.",
+    ),
+    "sdar-config-b+cost-aware": (
+        {**_PRESETS["sdar-config-b"][0], "policy": "cost_aware", "confidence_threshold": 0.99, "kv_reuse": True,
+         "fused_commit": True, "trim_verify": True},
+        _BEYOND + "sdar-config-b routing in seconds: verify when a verify's expected tokens per second beat a "
+        "skip's, from this machine's measured forward costs; skips commit drafts above 0.99; KV reuse, fused "
+        "commits, trimmed verifier.",
+    ),
 })
 
 
