@@ -63,7 +63,8 @@ def run_step(ctx: StepContext, block: int, start: int, window: tuple[int, int], 
     draft = Draft(mask_idx, run, positions, *draft_step(ctx, block, step, ctx.x[start : start + ctx.B], positions,
                                                    mask_idx, masks[0]))
     summary = policy_summary(ctx, draft.probs, draft.p, span_len) if ctx.policy is not None else {}
-    skip = skip_inputs(ctx.cfg, draft.p, draft.entropy, summary.get("n_hi"))
+    verifies = ctx.policy is not None and ctx.rec.costs is None and ctx.policy.always_verifies()
+    skip = {} if verifies else skip_inputs(ctx.cfg, draft.p, draft.entropy, summary.get("n_hi"))
     got = ctx.reads.fetch({"drafts": draft.tokens, **summary, **skip, **draft_detail(ctx, draft.probs, draft.p)})
     inputs, decision, skipped = None, None, None
     if ctx.policy is not None:
@@ -79,6 +80,9 @@ def run_step(ctx: StepContext, block: int, start: int, window: tuple[int, int], 
         picks, verification, pending = verify_step(ctx, block, step, start, draft, masks, span_len, min_k, we,
                                                    got["drafts"])
     else:
+        if verifies:  # only a policy that broke its always_verifies() promise gets here: read a skip's inputs now
+            skip = skip_inputs(ctx.cfg, draft.p, draft.entropy, summary.get("n_hi"))
+            got.update(ctx.reads.fetch(skip))
         picks = skipped if skipped is not None else skip_picks(ctx.cfg, got, n, min_k, skip)
         write_picks(ctx.x, start, mask_idx, picks, draft.tokens, run)
 
@@ -192,7 +196,7 @@ def policy_summary(ctx: StepContext, probs: torch.Tensor, p: torch.Tensor, span_
     h_span = normalized_entropy(span) if cfg.ucb_entropy_scope == "span" else None  # shared with the estimator
     alphas = acceptance_alphas(cfg, span, p[:span_len], entropy=h_span)
     return {
-        "alphas": alphas.float(),
+        "alphas": alphas if alphas.dtype == torch.float32 else alphas.float(),
         "k_hat": expected_accepted_tokens(alphas).to(torch.float32),  # type: ignore[union-attr]
         "n_hi": (p > cfg.confidence_threshold).sum(),
         "mean_entropy": (h_span if h_span is not None else normalized_entropy(probs)).mean(),

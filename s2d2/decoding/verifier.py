@@ -88,8 +88,8 @@ def _trimmed_verify(ctx: StepContext, block: int, step: int, start: int, block_i
         ids = torch.full((n + s,), ctx.mask_id, dtype=block_ids.dtype, device=block_ids.device)
         ids[:n] = block_ids[k:end]
         ids[n - s : n] = drafts[:s]
-        logits = ctx.rec.forward("verify_2l", block, step, ctx.cache, ids,
-                                 torch.cat([positions[k:end], positions[m0:end]]), verify_2l_span_query(n, s, ids.device),
+        pos = torch.cat([positions[k:end], positions[m0:end]])
+        logits = ctx.rec.forward("verify_2l", block, step, ctx.cache, ids, pos, verify_2l_span_query(n, s, ids.device),
                                  keep=keep, last=s)
         kind = "2l"
     else:  # [k, last span position): the span's drafts but the last are inputs; row j-1 predicts j

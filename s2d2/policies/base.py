@@ -90,6 +90,10 @@ class Policy:
     def decide(self, inputs: PolicyInputs) -> PolicyDecision:
         raise NotImplementedError
 
+    def always_verifies(self) -> bool:
+        """True when every step with a span verifies, whatever its inputs (the step then prepares no skip)."""
+        return False
+
     def update(self, decision: PolicyDecision, decoded: int) -> float:
         """Report how many tokens the step decoded; return the reward, tokens per forward (§4.3)."""
         reward = decoded / (2 if decision.verify else 1)

@@ -12,7 +12,8 @@ forward costs (s2d2/models/costs.py, frozen per decode and recorded in the trace
 Verify iff E / (D + V) ≥ k / D, i.e. iff the score s = E − k · (D + V) / D ≥ τ_cost: the tokens a verify is
 expected to decode beyond what skipping would decode in the same time (τ_cost = 0 compares the two rates). With
 "confident" this is the paper's dynamic score s = K̂ − c·N_hi with c = 1 + V/D measured instead of chosen: a step
-whose skip could only commit drafts below τ (the baseline's errors) always verifies. "all" is the pure speed rule. Everything it reads is in `PolicyInputs` (α, K̂ and `costs`), so replay and what-if are exact;
+whose skip could only commit drafts below τ (the baseline's errors) always verifies. "all" is the pure speed rule.
+Everything it reads is in `PolicyInputs` (α, K̂ and `costs`), so replay and what-if are exact;
 `cost_verify_scale` asks "what if a verify cost this many times as much" of a recorded run (a GPU, where the
 verifier's extra queries are nearly free, is a scale below 1).
 """
