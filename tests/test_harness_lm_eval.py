@@ -159,7 +159,8 @@ def test_cli_writes_results_records_and_traces_beside_lm_evals(tmp_path) -> None
     assert trace.footer.generated_length == records[0]["generated_tokens"] and trace.detailed
 
 
-BLOCK_LM_EVAL = "import sys; sys.modules['lm_eval'] = None; from s2d2.__main__ import main; sys.exit(main(sys.argv[1:]))"
+BLOCK_LM_EVAL = ("import sys; sys.modules['lm_eval'] = None; from s2d2.__main__ import main; "
+                 "sys.exit(main(sys.argv[1:]))")
 
 
 @pytest.mark.parametrize("args, message", [

@@ -48,6 +48,7 @@ def make_readonly(work):
         for option in fields[5].split(","):
             flags |= MOUNT_FLAGS.get(option, 0)
         _check(_libc.mount(None, point.encode(), None, flags, None), f"remount {point} read-only")
+    os.chdir(work)  # the cwd still pointed into the mount below the bind: enter the writable one
 
 
 def drop_capabilities():

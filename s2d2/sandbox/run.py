@@ -49,6 +49,11 @@ def code_eval_allowed() -> bool:
     return os.environ.get(ALLOW_ENV, "").strip() == "1"
 
 
+def allow_code_eval() -> None:
+    """The CLI flag's opt-in: this process (and its ranks' children) may run code in the sandbox."""
+    os.environ[ALLOW_ENV] = "1"
+
+
 def require_code_eval() -> None:
     if not code_eval_allowed():
         raise CodeEvalRefused(REFUSAL)
