@@ -101,7 +101,10 @@ def run_program(source: str, limits: SandboxLimits = SandboxLimits(), *, namespa
         prefix, missing, applied = _layers(namespaces, python_guards)
         root, why = iso.pids_cgroup_root()
         if root is not None:
-            cgroup = iso.make_cgroup(root, f"s2d2-sandbox-{marker}", limits.processes)
+            try:
+                cgroup = iso.make_cgroup(root, f"s2d2-sandbox-{marker}", limits.processes)
+            except OSError as exc:
+                missing["pids-cgroup"] = f"could not make one under {root} ({exc.strerror})"
         elif os.geteuid() == 0:
             missing["pids-cgroup"] = why
         status_r, status_w = os.pipe()
