@@ -116,16 +116,7 @@ def generate(
     generator = torch.Generator(device=device).manual_seed(int(seed))
     rec = Recorder(model, detailed, table)
     prompt_t = torch.tensor(ids, dtype=torch.long, device=device)
-    check = make_check(should_stop, max_seconds, on_block)
-    if cfg.loop == "editing":
-        loop = editing_loop(model, cfg, prompt_t, rec, generator, check)
-    elif cfg.method == "ar" and cfg.ar_accounting == "fused":
-        loop = ar_loop(model, cfg, prompt_t, rec, generator, check)
-    else:
-        run_cfg = cfg
-        if cfg.method == "ar":  # the reference accounting: B = 1 diffusion, a query and a commit per token
-            run_cfg = cfg.replace(method="diffusion", block_length=1, denoising_steps=None, sub_block_length=None)
-        loop = block_loop(model, run_cfg, prompt_t, rec, generator, check)
+    loop = run_loop(model, cfg, prompt_t, rec, generator, make_check(should_stop, max_seconds, on_block))
     wall = time.perf_counter() - t0
     observe = getattr(model, "observe_forwards", None)
     if observe is not None and rec.timed:  # online refinement of the cost fits (exact timings only)
@@ -147,6 +138,19 @@ def generate(
     )
     trace = Trace(header, loop.blocks, rec.forwards, loop.steps, footer, detailed)
     return GenerateResult(footer.output_text, out, trace_metrics(trace), trace)
+
+
+def run_loop(model: Any, cfg: DecodeConfig, prompt: torch.Tensor, rec: Recorder, generator: torch.Generator,
+             check: Callable[[list[StepRecord]], str | None]) -> Any:
+    """The decode loop cfg asks for: the editing loop, honest AR, or the block loop (AR with the reference
+    accounting is B = 1 diffusion: a query and a commit per token)."""
+    if cfg.loop == "editing":
+        return editing_loop(model, cfg, prompt, rec, generator, check)
+    if cfg.method == "ar" and cfg.ar_accounting == "fused":
+        return ar_loop(model, cfg, prompt, rec, generator, check)
+    if cfg.method == "ar":
+        cfg = cfg.replace(method="diffusion", block_length=1, denoising_steps=None, sub_block_length=None)
+    return block_loop(model, cfg, prompt, rec, generator, check)
 
 
 def routing_costs(model: Any, cfg: DecodeConfig, given: CostTable | None) -> CostTable:
