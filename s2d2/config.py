@@ -36,7 +36,7 @@ LOOPS, MAX_POST_STEPS = self_correction.LOOPS, self_correction.MAX_POST_STEPS
 MAX_GEN_LENGTH = 4096
 MAX_BLOCK_LENGTH = 256
 # Options added after traces and sweep rows were first written: `to_dict` leaves them out at these defaults.
-LATER_DEFAULTS: dict[str, Any] = {"cost_threshold": 0.0, "cost_verify_scale": 1.0, "cost_skip_value": "confident",
+LATER_DEFAULTS: dict[str, Any] = {"cost_threshold": 0.0, "cost_verify_scale": 1.0, "cost_skip_value": "prefix",
                                   "trim_verify": False}
 
 
@@ -69,7 +69,8 @@ class DecodeConfig:
     ucb_entropy_scope: str = "span"
     cost_threshold: float = 0.0  # cost_aware (beyond the paper): verify iff E − skip·(D+V)/D >= this, in tokens
     cost_verify_scale: float = 1.0  # cost_aware: multiply the measured verifier cost (a what-if knob)
-    cost_skip_value: str = "confident"  # cost_aware: a skip's tokens that count: above τ only, or every pick
+    cost_skip_value: str = "prefix"  # cost_aware: a skip's tokens that count: the span's leading ones above τ, any
+    #                                  above τ ("confident"), or every pick ("all")
     # acceptance estimator
     estimator: str = "soft_entropy_negexp"
     margin_threshold: float = 0.05

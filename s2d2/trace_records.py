@@ -143,6 +143,7 @@ class StepCosts:
     verify_s: CostSeconds  # what verifying adds: the verifier forward
     skip_tokens: Count  # tokens a skip decodes here (the remasking rule's picks)
     min_tokens: Count  # k_s: tokens any step decodes at least
+    sure_prefix: Count = 0  # the span's leading drafts above τ: what a skip decodes without splitting the span
 
 
 @forbid_extra

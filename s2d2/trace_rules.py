@@ -206,10 +206,10 @@ def _check_step(i: int, s: StepRecord, lay: Layout, n_forwards: int, vocab: int)
     if pi is not None and max(pi.span_len, len(pi.alphas), pi.n_hi, pi.window_len) > lay.block:
         _fail(f"{path}.policy_inputs", f"span_len, alphas, n_hi and window_len are at most B = {lay.block}")
     c = pi.costs if pi is not None else None
-    if c is not None and (max(c.draft_queries, c.skip_tokens, c.min_tokens) > lay.block
+    if c is not None and (max(c.draft_queries, c.skip_tokens, c.min_tokens, c.sure_prefix) > lay.block
                           or c.verify_queries > 2 * lay.block):
-        _fail(f"{path}.policy_inputs.costs", f"draft_queries, skip_tokens and min_tokens are at most B = {lay.block}, "
-              f"verify_queries at most 2B")
+        _fail(f"{path}.policy_inputs.costs", f"draft_queries, skip_tokens, min_tokens and sure_prefix are at most "
+              f"B = {lay.block}, verify_queries at most 2B")
     v = s.verification
     if v is not None and (v.accepted_len > len(rows) or (v.first_reject is not None and v.first_reject >= len(rows))):
         _fail(f"{path}.verification", f"accepted_len {v.accepted_len} and first_reject {v.first_reject} must index "

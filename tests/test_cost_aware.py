@@ -85,10 +85,11 @@ def test_calibration_times_every_shape_once():
 
 # -- the policy -------------------------------------------------------------------------------------------------
 
-def inputs(alphas, n_hi, skip, draft_s=1e-3, verify_s=1e-3, min_tokens=1) -> PolicyInputs:
+def inputs(alphas, n_hi, skip, draft_s=1e-3, verify_s=1e-3, min_tokens=1, prefix=None) -> PolicyInputs:
     k_hat = sum(math.prod(alphas[: i + 1]) for i in range(len(alphas)))
+    prefix = min(n_hi, skip) if prefix is None else prefix
     return PolicyInputs(len(alphas), list(alphas), k_hat, n_hi, 8, 0.0, 0.1,
-                        StepCosts(8, draft_s, 16, verify_s, skip, min_tokens))
+                        StepCosts(8, draft_s, 16, verify_s, skip, min_tokens, prefix))
 
 
 def test_cost_aware_compares_tokens_per_second():
@@ -99,17 +100,21 @@ def test_cost_aware_compares_tokens_per_second():
     assert d.details["expected_tokens"] == 2.0 and d.details["verify_tokens_per_s"] == 1000.0
     assert not p.decide(inputs([1.0, 1.0, 1.0], n_hi=2, skip=2)).verify  # 2 sure tokens in 1 ms beat 3 in 2 ms
     assert p.decide(inputs([1.0, 1.0, 1.0], n_hi=2, skip=2, verify_s=1e-4)).verify  # ... but not 3 in 1.1 ms
-    # "confident": a skip that could only commit unsure drafts is worth nothing, so it verifies; "all" counts it
+    # a skip that could only commit unsure drafts is worth nothing, so it verifies; "all" counts it
     unsure = inputs([0.4], n_hi=0, skip=1)
     assert p.decide(unsure).verify
     assert not make_policy(DecodeConfig(policy="cost_aware", cost_skip_value="all")).decide(unsure).verify
+    # "prefix" (the default) credits only the span's leading sure drafts; "confident" every sure pick
+    split = inputs([1.0, 1.0, 1.0], n_hi=2, skip=2, prefix=0)  # 2 sure drafts, neither at the span's front
+    assert p.decide(split).verify and p.decide(split).details["skip_value"] == 0
+    assert not make_policy(DecodeConfig(policy="cost_aware", cost_skip_value="confident")).decide(split).verify
     assert not make_policy(DecodeConfig(policy="cost_aware", cost_threshold=0.5)).decide(
         inputs([1.0, 0.75], n_hi=1, skip=1)).verify
     empty = PolicyInputs(0, [], 0.0, 0, 8, 0.0, 0.0, StepCosts(8, 1e-3, 16, 1e-3, 1, 1))
     assert not p.decide(empty).verify and p.decide(empty).score == -math.inf
     no_costs = PolicyInputs(2, [1.0, 1.0], 2.0, 0, 8, 0.0, 0.0)
     assert not p.decide(no_costs).verify and "no forward costs" in p.decide(no_costs).reason
-    assert "verify ≈ 2.00 tokens in 2.00 ms vs skip 1 sure in 1.00 ms" in d.reason
+    assert "verify ≈ 2.00 tokens in 2.00 ms vs skip 1 sure in front in 1.00 ms" in d.reason
 
 
 def test_cost_aware_is_registered_with_its_knobs():
@@ -137,6 +142,9 @@ def test_decode_records_the_table_and_each_steps_costs(aligned):
         c = s.policy_inputs.costs
         assert c.draft_s == header.costs.cost("draft", c.draft_queries)
         assert c.verify_s == header.costs.cost("verify_2l", c.verify_queries)
+        tau = res.trace.header.config["confidence_threshold"]
+        lead = next((i for i, d in enumerate(s.drafts[: s.span[1]]) if not d.p > tau), s.span[1])
+        assert c.sure_prefix == min(lead, c.skip_tokens)  # the span's leading drafts above τ
         if s.verification is not None:  # the verifier ran exactly the queries the policy was charged for
             verify = next(res.trace.forwards[i] for i in s.forwards if res.trace.forwards[i].kind == "verify_2l")
             assert verify.query_tokens == c.verify_queries
@@ -171,9 +179,9 @@ def test_replay_with_the_recorded_costs_is_exact(aligned, kw):
 
 def test_the_table_decides_and_what_if_predicts_the_rerun(aligned):
     cheap = table(verify=(1e-4, 0.0))  # a verify costs a tenth of a draft
-    dear = table(verify=(0.1, 0.0))  # a verify costs 100 drafts: only steps with no sure skip token verify
-    runs = {name: s2d2.generate(aligned, PROMPT, DecodeConfig(**COST, confidence_threshold=0.3), costs=t).trace
-            for name, t in (("cheap", cheap), ("dear", dear))}
+    dear = table(verify=(0.1, 0.0))  # a verify costs 100 drafts: only steps with no sure draft verify
+    cfg = DecodeConfig(**COST, confidence_threshold=0.3, cost_skip_value="confident")
+    runs = {name: s2d2.generate(aligned, PROMPT, cfg, costs=t).trace for name, t in (("cheap", cheap), ("dear", dear))}
     assert runs["cheap"].header.costs == cheap
     rate = {n: sum(s.decision.verify for s in t.steps if s.decision) / sum(1 for s in t.steps if s.decision)
             for n, t in runs.items()}

@@ -14,14 +14,16 @@ from .verifier import verifier_extent
 
 
 def step_costs(ctx: StepContext, masks: list[int], span_len: int, window_end: int, skip_tokens: int,
-               min_k: int) -> StepCosts:
-    """The StepCosts of a step over `masks` (block-relative; `window_end` block-relative too)."""
+               min_k: int, sure_prefix: int) -> StepCosts:
+    """The StepCosts of a step over `masks` (block-relative; `window_end` block-relative too); `sure_prefix`: the
+    span's leading drafts above τ."""
     table = ctx.rec.costs
     assert table is not None
     draft_q = ctx.B - ctx.cached
     _, verify_q = verifier_extent(ctx, masks, span_len, window_end)
     kind = "verify_2l" if ctx.aligned else "verify_causal"
-    return StepCosts(draft_q, table.cost("draft", draft_q), verify_q, table.cost(kind, verify_q), skip_tokens, min_k)
+    return StepCosts(draft_q, table.cost("draft", draft_q), verify_q, table.cost(kind, verify_q), skip_tokens, min_k,
+                     min(sure_prefix, skip_tokens))
 
 
 def skip_token_count(cfg: DecodeConfig, n_hi: int, min_k: int) -> int:

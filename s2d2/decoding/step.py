@@ -71,7 +71,7 @@ def run_step(ctx: StepContext, block: int, start: int, window: tuple[int, int], 
         inputs = inputs_from_summary(got, span_len, n, we - ws, _prompt_in(ctx, ws, we))
         if ctx.rec.costs is not None:  # routing in seconds: what a skip would decode, and both forwards' costs
             skipped = skip_picks(ctx.cfg, got, n, min_k, skip)
-            inputs.costs = step_costs(ctx, masks, span_len, we - start, len(skipped.picks), min_k)
+            inputs.costs = step_costs(ctx, masks, span_len, we - start, len(skipped.picks), min_k, got["sure_prefix"])
         decision = ctx.policy.decide(inputs)
 
     # 6. verify; 7. extras; 8. fallback (a skip's device work was done before the read)
@@ -195,12 +195,16 @@ def policy_summary(ctx: StepContext, probs: torch.Tensor, p: torch.Tensor, span_
     span = probs[:span_len]
     h_span = normalized_entropy(span) if cfg.ucb_entropy_scope == "span" else None  # shared with the estimator
     alphas = acceptance_alphas(cfg, span, p[:span_len], entropy=h_span)
-    return {
+    hi = p > cfg.confidence_threshold
+    out = {
         "alphas": alphas if alphas.dtype == torch.float32 else alphas.float(),
         "k_hat": expected_accepted_tokens(alphas).to(torch.float32),  # type: ignore[union-attr]
-        "n_hi": (p > cfg.confidence_threshold).sum(),
+        "n_hi": hi.sum(),
         "mean_entropy": (h_span if h_span is not None else normalized_entropy(probs)).mean(),
     }
+    if ctx.rec.costs is not None:  # routing in seconds: how many of the span's leading drafts are above τ
+        out["sure_prefix"] = torch.cumprod(hi[:span_len].to(torch.long), dim=0).sum()
+    return out
 
 
 def inputs_from_summary(got: dict[str, Any], span_len: int, n_masks: int, window_len: int,
@@ -219,6 +223,6 @@ def policy_inputs(ctx: StepContext, probs: torch.Tensor, p: torch.Tensor, span_l
     inputs = inputs_from_summary(got, span_len, n_masks, window_len, prompt_in_window)
     if ctx.rec.costs is not None and masks is not None:  # this loop picks after routing: count what a skip takes
         inputs.costs = step_costs(ctx, masks, span_len, window_len, skip_token_count(ctx.cfg, inputs.n_hi, min_k),
-                                  min_k)
+                                  min_k, got["sure_prefix"])
     return inputs
 

@@ -4,15 +4,18 @@ The paper's scores charge a verify in forwards (`s = K̂ − c`); on a CPU a 2L 
 draft of B, on a GPU both cost about one weight read. This policy prices the step in seconds, from the run's measured
 forward costs (s2d2/models/costs.py, frozen per decode and recorded in the trace):
 
-* a skip costs one draft forward, D seconds, and decodes k tokens: with `cost_skip_value = "confident"` (the
-  default) its picks above τ (N_hi, at most what the remasking rule picks), with "all" every pick;
+* a skip costs one draft forward, D seconds, and is credited with k tokens: with `cost_skip_value = "prefix"` (the
+  default) the span's leading drafts above τ, the ones it decodes without splitting the span a verify would cover
+  (confident drafts further on do get committed, but they cut the span, so later verifies accept less); with
+  "confident" every pick above τ (N_hi); with "all" every pick;
 * a verify costs D + V seconds (V: the verifier forward at this step's query count) and decodes, in expectation,
   E = K̂ + (1 − Π α) tokens: the accepted prefix, plus the resampled token when some position is rejected.
 
 Verify iff E / (D + V) ≥ k / D, i.e. iff the score s = E − k · (D + V) / D ≥ τ_cost: the tokens a verify is
 expected to decode beyond what skipping would decode in the same time (τ_cost = 0 compares the two rates). With
-"confident" this is the paper's dynamic score s = K̂ − c·N_hi with c = 1 + V/D measured instead of chosen: a step
-whose skip could only commit drafts below τ (the baseline's errors) always verifies. "all" is the pure speed rule.
+"confident" this is the paper's dynamic score s = K̂ − c·N_hi with c = 1 + V/D measured instead of chosen. With
+"prefix" or "confident", a step whose skip could only commit drafts below τ (the baseline's errors) always
+verifies; "all" is the pure speed rule.
 Everything it reads is in `PolicyInputs` (α, K̂ and `costs`), so replay and what-if are exact;
 `cost_verify_scale` asks "what if a verify cost this many times as much" of a recorded run (a GPU, where the
 verifier's extra queries are nearly free, is a scale below 1).
@@ -28,7 +31,7 @@ from .base import Policy, arrow, as_float, fmt
 from .knob import Knob
 
 
-COST_SKIP_VALUES = ("confident", "all")
+COST_SKIP_VALUES = ("confident", "prefix", "all")
 
 
 @dataclass(frozen=True)
@@ -40,9 +43,13 @@ class CostAwareSettings:
 
 
 def skip_value(inputs: PolicyInputs, which: str) -> int:
-    """The tokens a skip is credited with: every pick ("all") or those above τ ("confident", N_hi)."""
-    assert inputs.costs is not None
-    return inputs.costs.skip_tokens if which == "all" else min(inputs.n_hi, inputs.costs.skip_tokens)
+    """The tokens a skip is credited with: every pick ("all"), those above τ ("confident", N_hi), or only the span's
+    leading ones above τ ("prefix": what it decodes without splitting the span a later verify would cover)."""
+    c = inputs.costs
+    assert c is not None
+    if which == "all":
+        return c.skip_tokens
+    return min(inputs.n_hi, c.skip_tokens) if which == "confident" else c.sure_prefix
 
 
 def expected_verify_tokens(inputs: PolicyInputs, allow_resample: bool) -> tuple[float, float]:
@@ -68,7 +75,8 @@ class CostAware(Policy):
              advanced=True, short="verify cost ×",
              help="multiply the measured verifier cost (what-if: a GPU, where the 2L's extra queries are cheaper)"),
         Knob("cost_skip_value", "A skip's tokens that count", "choice", choices=COST_SKIP_VALUES, advanced=True,
-             help="confident: only picks above τ (unsure drafts get verified); all: every pick (pure speed)"),
+             help="prefix: the span's leading picks above τ (they keep the span whole); confident: every pick above "
+                  "τ; all: every pick (pure speed)"),
     )
     scores = True
     uses_costs = True
@@ -87,7 +95,7 @@ class CostAware(Policy):
         k = skip_value(inputs, st.cost_skip_value)
         s = tokens - k * (draft + verify) / draft
         ok = s >= st.cost_threshold
-        sure = " sure" if st.cost_skip_value == "confident" else ""
+        sure = {"confident": " sure", "prefix": " sure in front"}.get(st.cost_skip_value, "")
         reason = (f"verify ≈ {fmt(tokens)} tokens in {ms(draft + verify)} vs skip {k}{sure} in {ms(draft)}: "
                   f"s = {fmt(tokens)} − {k}·{fmt((draft + verify) / draft)} = {fmt(s)} "
                   f"{'≥' if ok else '<'} τ {fmt(st.cost_threshold)} {arrow(ok)}")
