@@ -6,15 +6,19 @@ outside model forwards, and the dynamic vs the static forward backend (s2d2/mode
 
 Runs are interleaved (every arm on every backend, prompt by prompt, repeat by repeat), so machine noise hits every
 arm alike; figures are totals over all runs. Every arm is lean (`detailed=False`) except `s2d2_traced`, which
-records the full trace (its ratio to `s2d2` is the cost of tracing). `reads/step` is the device-to-host reads per
+records the full trace (its ratio to `s2d2` is the cost of tracing). "outside forwards" is wall time; "(CPU)" is the
+same share in this thread's CPU time (the decode loop's, against its model forwards'), which other jobs' time
+slices on a shared machine do not inflate. `reads/step` is the device-to-host reads per
 decode step outside model forwards, counted in one extra untimed run per arm (s2d2/host_syncs.py): on a GPU each
 is a sync. Nothing is asserted.
 """
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -22,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 
 import s2d2  # noqa: E402
+import s2d2.api as api  # noqa: E402
 from s2d2.host_syncs import HostSyncCounter  # noqa: E402
 from s2d2.models import HFModel  # noqa: E402
 
@@ -43,6 +48,26 @@ def load(name: str):
         m = Qwen3ForCausalLM(cfg).eval()
         return s2d2.from_transformers(m, None, mask_token_id=4095, stop_token_ids=[], logits="aligned"), True
     return s2d2.load_model(name), False
+
+
+LOOPS = ("block_loop", "ar_loop", "editing_loop")  # what s2d2.api.generate runs inside its timer
+
+
+class CpuClock:
+    """This thread's CPU time inside decode loops (s2d2.api's block / AR / editing loop) and inside model forwards."""
+
+    def __init__(self) -> None:
+        self.loop = self.forward = 0.0
+
+    def timed(self, fn, slot: str):
+        @functools.wraps(fn)  # keeps the signature (the recorder asks whether forward takes `rows`)
+        def run(*args, **kwargs):
+            t0 = time.thread_time()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                setattr(self, slot, getattr(self, slot) + time.thread_time() - t0)
+        return run
 
 
 def main() -> None:
@@ -67,11 +92,23 @@ def main() -> None:
     for model in models.values():
         s2d2.generate(model, prompts[0], arms["ar"][0])  # warm-up
     runs: dict[tuple[str, str], list[dict]] = {(a, b): [] for a in arms for b in models}
+    cpu = {key: CpuClock() for key in runs}
+    loops = {name: getattr(api, name) for name in LOOPS}
     for _ in range(args.repeats):
         for prompt in prompts:
             for name, (cfg, detailed) in arms.items():
                 for backend, model in models.items():
-                    runs[(name, backend)].append(s2d2.generate(model, prompt, cfg, seed=0, detailed=detailed).metrics)
+                    clock = cpu[(name, backend)]
+                    for loop, fn in loops.items():
+                        setattr(api, loop, clock.timed(fn, "loop"))
+                    model.forward = clock.timed(HFModel.forward.__get__(model), "forward")
+                    try:
+                        res = s2d2.generate(model, prompt, cfg, seed=0, detailed=detailed)
+                    finally:
+                        for loop, fn in loops.items():
+                            setattr(api, loop, fn)
+                        del model.forward
+                    runs[(name, backend)].append(res.metrics)
 
     reads: dict[tuple[str, str], float] = {}
     for name, (cfg, detailed) in arms.items():
@@ -89,12 +126,14 @@ def main() -> None:
     print(f"model: {base.spec.name} ({'random weights' if random_weights else 'trained'}), device {base.device}, "
           f"dtype {base.dtype}, threads {args.threads}, gen_length {args.gen_length}, "
           f"{len(prompts)} prompts x {args.repeats} repeats")
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores (other jobs share the machine)")
     print(f"{'arm':18s} {'backend':8s} {'tokens':>7s} {'NFE/token':>10s} {'wall ms/token':>14s} "
-          f"{'outside forwards':>17s} {'reads/step':>11s}")
+          f"{'outside forwards':>17s} {'(CPU)':>7s} {'reads/step':>11s}")
     for key in runs:
         outside = 1 - total(key, "forward_seconds") / total(key, "wall_seconds")
+        outside_cpu = 1 - cpu[key].forward / max(cpu[key].loop, 1e-12)
         print(f"{key[0]:18s} {key[1]:8s} {total(key, 'generated_tokens'):7.0f} {per_token(key, 'nfe'):10.3f} "
-              f"{per_token(key, 'wall_seconds') * 1000:14.2f} {outside:17.1%} {reads[key]:11.2f}")
+              f"{per_token(key, 'wall_seconds') * 1000:14.2f} {outside:17.1%} {outside_cpu:7.1%} {reads[key]:11.2f}")
     for backend in models:
         ar, sp = ("ar", backend), ("s2d2", backend)
         print(f"\n[{backend}] S2D2 vs AR  NFE speedup:  {per_token(ar, 'nfe') / per_token(sp, 'nfe'):.2f}x  "

@@ -57,10 +57,9 @@ def verify_probs(ctx: StepContext, block: int, step: int, start: int, block_ids:
     at = mask_idx - k  # the masks' rows among the queried positions [k, B)
     if ctx.aligned:  # 2L: [x~ | MASK x n] at duplicated positions; row n+i is one AR query at i
         n, end = B - k, B
-        ids = torch.full((2 * n,), ctx.mask_id, dtype=block_ids.dtype, device=block_ids.device)
-        ids[:n] = block_ids[k:]
+        ids = torch.cat([block_ids[k:], torch.full((n,), ctx.mask_id, dtype=block_ids.dtype, device=block_ids.device)])
         ids[at] = drafts
-        logits = ctx.rec.forward("verify_2l", block, step, ctx.cache, ids, positions[k:].repeat(2),
+        logits = ctx.rec.forward("verify_2l", block, step, ctx.cache, ids, torch.cat([positions[k:], positions[k:]]),
                                  verify_2l_query(n, ids.device), keep=n if ctx.cfg.kv_reuse else 0, last=n,
                                  rows=at[:span_len])
         kind = "2l"
