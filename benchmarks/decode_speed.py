@@ -15,18 +15,17 @@ is a sync. Nothing is asserted.
 from __future__ import annotations
 
 import argparse
-import functools
 import os
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
 
 import s2d2  # noqa: E402
-import s2d2.api as api  # noqa: E402
+from cpu_clock import CpuClock  # noqa: E402
 from s2d2.host_syncs import HostSyncCounter  # noqa: E402
 from s2d2.models import HFModel  # noqa: E402
 
@@ -48,26 +47,6 @@ def load(name: str):
         m = Qwen3ForCausalLM(cfg).eval()
         return s2d2.from_transformers(m, None, mask_token_id=4095, stop_token_ids=[], logits="aligned"), True
     return s2d2.load_model(name), False
-
-
-LOOPS = ("block_loop", "ar_loop", "editing_loop")  # what s2d2.api.generate runs inside its timer
-
-
-class CpuClock:
-    """This thread's CPU time inside decode loops (s2d2.api's block / AR / editing loop) and inside model forwards."""
-
-    def __init__(self) -> None:
-        self.loop = self.forward = 0.0
-
-    def timed(self, fn, slot: str):
-        @functools.wraps(fn)  # keeps the signature (the recorder asks whether forward takes `rows`)
-        def run(*args, **kwargs):
-            t0 = time.thread_time()
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                setattr(self, slot, getattr(self, slot) + time.thread_time() - t0)
-        return run
 
 
 def main() -> None:
@@ -93,21 +72,12 @@ def main() -> None:
         s2d2.generate(model, prompts[0], arms["ar"][0])  # warm-up
     runs: dict[tuple[str, str], list[dict]] = {(a, b): [] for a in arms for b in models}
     cpu = {key: CpuClock() for key in runs}
-    loops = {name: getattr(api, name) for name in LOOPS}
     for _ in range(args.repeats):
         for prompt in prompts:
             for name, (cfg, detailed) in arms.items():
                 for backend, model in models.items():
-                    clock = cpu[(name, backend)]
-                    for loop, fn in loops.items():
-                        setattr(api, loop, clock.timed(fn, "loop"))
-                    model.forward = clock.timed(HFModel.forward.__get__(model), "forward")
-                    try:
+                    with cpu[(name, backend)].watching(model):
                         res = s2d2.generate(model, prompt, cfg, seed=0, detailed=detailed)
-                    finally:
-                        for loop, fn in loops.items():
-                            setattr(api, loop, fn)
-                        del model.forward
                     runs[(name, backend)].append(res.metrics)
 
     reads: dict[tuple[str, str], float] = {}
@@ -131,14 +101,20 @@ def main() -> None:
           f"{'outside forwards':>17s} {'(CPU)':>7s} {'reads/step':>11s}")
     for key in runs:
         outside = 1 - total(key, "forward_seconds") / total(key, "wall_seconds")
-        outside_cpu = 1 - cpu[key].forward / max(cpu[key].loop, 1e-12)
+        outside_cpu = cpu[key].outside
         print(f"{key[0]:18s} {key[1]:8s} {total(key, 'generated_tokens'):7.0f} {per_token(key, 'nfe'):10.3f} "
               f"{per_token(key, 'wall_seconds') * 1000:14.2f} {outside:17.1%} {outside_cpu:7.1%} {reads[key]:11.2f}")
+    def cpu_per_token(key: tuple[str, str]) -> float:
+        return cpu[key].loop / max(1, total(key, "generated_tokens"))
+
     for backend in models:
         ar, sp = ("ar", backend), ("s2d2", backend)
-        print(f"\n[{backend}] S2D2 vs AR  NFE speedup:  {per_token(ar, 'nfe') / per_token(sp, 'nfe'):.2f}x  "
-              f"(AR accounting: 1 forward per token)")
-        print(f"[{backend}] S2D2 vs AR  wall speedup: {per_token(ar, 'wall_seconds') / per_token(sp, 'wall_seconds'):.2f}x")
+        nfe_x = per_token(ar, 'nfe') / per_token(sp, 'nfe')
+        wall_x = per_token(ar, 'wall_seconds') / per_token(sp, 'wall_seconds')
+        cpu_x = cpu_per_token(ar) / cpu_per_token(sp)
+        print(f"\n[{backend}] S2D2 vs AR  NFE speedup:  {nfe_x:.2f}x  (AR accounting: 1 forward per token)")
+        print(f"[{backend}] S2D2 vs AR  wall speedup: {wall_x:.2f}x (wall/NFE {wall_x / nfe_x:.2f}); CPU-time speedup "
+              f"{cpu_x:.2f}x (CPU/NFE {cpu_x / nfe_x:.2f})")
         print(f"[{backend}] S2D2 vs dynamic baseline wall speedup: "
               f"{per_token(('dynamic_baseline', backend), 'wall_seconds') / per_token(sp, 'wall_seconds'):.2f}x")
         print(f"[{backend}] trace on / off wall ratio: "

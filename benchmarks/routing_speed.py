@@ -11,9 +11,11 @@ second beat a skip's, from this machine's measured forward costs). Decodes are i
 by arm, repeat by repeat) so load from other jobs hits every arm alike; problem i decodes with seed i in every arm.
 
 Printed per arm: accuracy over the problems (every repeat counted: only the cost-aware arm can differ between
-repeats, as its costs are measured), tokens/s (generated tokens / decode wall time, all repeats), NFE and query
-tokens per generated token, the verify rate, the wall and NFE speedups over AR and their ratio; then, for each S2D2
-arm, its wall speedup over the fastest baseline at least as accurate. The measured cost table of each model and the
+repeats, as its costs are measured), tokens/s (generated tokens / decode wall time, all repeats) and the same in
+this thread's CPU time (benchmarks/cpu_clock.py: other jobs' time slices on a shared machine do not count), NFE and
+query tokens per generated token, the verify rate, the wall, CPU-time and NFE speedups over AR and the ratios of
+the first two to the third; then, for each S2D2 arm, its wall (and CPU-time) speedup over the fastest baseline at
+least as accurate. The measured cost table of each model and the
 machine's load average before and after are printed too. Nothing is asserted.
 
 `--query-tokens` prints, instead, NFE and query tokens per generated token of every preset the model runs (SDAR and
@@ -30,10 +32,12 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
 
 import s2d2  # noqa: E402
+from cpu_clock import CpuClock  # noqa: E402
 from s2d2.tasks.arithmetic import heldout, messages_for, score  # noqa: E402
 
 
@@ -77,6 +81,7 @@ class Tally:
     decided: int = 0
     verified: int = 0
     per_repeat: list[int] = field(default_factory=list)
+    clock: CpuClock = field(default_factory=CpuClock)
 
     def add(self, res: Any, ok: bool) -> None:
         m, steps = res.metrics, [s for s in res.trace.steps if s.decision is not None]
@@ -93,6 +98,16 @@ class Tally:
     def accuracy(self) -> float:
         return self.correct / max(1, self.decodes)
 
+    @property
+    def rate(self) -> float:
+        """Tokens per wall second."""
+        return self.tokens / max(self.wall, 1e-12)
+
+    @property
+    def cpu_rate(self) -> float:
+        """Tokens per CPU second of the decode loop."""
+        return self.tokens / max(self.clock.loop, 1e-12)
+
     def per_token(self, total: float) -> float:
         return total / max(1, self.tokens)
 
@@ -107,7 +122,8 @@ def run_model(name: str, problems: list[Any], repeats: int, gen: int) -> None:
     for r in range(repeats):
         for i, (prompt, problem) in enumerate(zip(prompts, problems)):
             for arm, cfg in arms.items():
-                res = s2d2.generate(model, prompt, cfg, seed=i, detailed=False)
+                with tallies[arm].clock.watching(model):
+                    res = s2d2.generate(model, prompt, cfg, seed=i, detailed=False)
                 tallies[arm].add(res, score(res.text, problem))
         for t in tallies.values():
             t.per_repeat.append(t.correct - sum(t.per_repeat))
@@ -116,16 +132,17 @@ def run_model(name: str, problems: list[Any], repeats: int, gen: int) -> None:
 
 def report(name: str, tallies: dict[str, Tally], n: int, model: Any) -> None:
     ar = tallies["AR"]
-    ar_wall, ar_nfe = ar.per_token(ar.wall), ar.per_token(ar.nfe)
+    ar_nfe = ar.per_token(ar.nfe)
     print(f"\n== {name}: {n} held-out problems x {len(ar.per_repeat)} repeats, load average now "
           f"{os.getloadavg()[0]:.1f}", flush=True)
-    print(f"{'arm':48s} {'accuracy':>9s} {'tokens/s':>9s} {'NFE/tok':>8s} {'query/tok':>10s} {'verify':>7s} "
-          f"{'wall x AR':>10s} {'NFE x AR':>9s} {'wall/NFE':>9s}")
+    print(f"{'arm':48s} {'accuracy':>9s} {'tokens/s':>9s} {'CPU tok/s':>10s} {'NFE/tok':>8s} {'query/tok':>10s} "
+          f"{'verify':>7s} {'wall x AR':>10s} {'CPU x AR':>9s} {'NFE x AR':>9s} {'wall/NFE':>9s} {'CPU/NFE':>8s}")
     for arm, t in tallies.items():
-        wall_x, nfe_x = ar_wall / t.per_token(t.wall), ar_nfe / t.per_token(t.nfe)
+        wall_x, cpu_x, nfe_x = t.rate / ar.rate, t.cpu_rate / ar.cpu_rate, ar_nfe / t.per_token(t.nfe)
         rate = f"{t.verified / t.decided:.2f}" if t.decided else "–"
-        print(f"{arm:48s} {t.accuracy:9.1%} {t.tokens / t.wall:9.1f} {t.per_token(t.nfe):8.3f} "
-              f"{t.per_token(t.queries):10.2f} {rate:>7s} {wall_x:9.2f}x {nfe_x:8.2f}x {wall_x / nfe_x:9.2f}")
+        print(f"{arm:48s} {t.accuracy:9.1%} {t.rate:9.1f} {t.cpu_rate:10.1f} {t.per_token(t.nfe):8.3f} "
+              f"{t.per_token(t.queries):10.2f} {rate:>7s} {wall_x:9.2f}x {cpu_x:8.2f}x {nfe_x:8.2f}x "
+              f"{wall_x / nfe_x:9.2f} {cpu_x / nfe_x:8.2f}")
     baselines = {a: t for a, t in tallies.items() if a.startswith("dynamic")}
     for arm, t in tallies.items():
         if arm == "AR" or arm in baselines:
@@ -134,10 +151,10 @@ def report(name: str, tallies: dict[str, Tally], n: int, model: Any) -> None:
         if not fair:
             print(f"{arm}: no baseline arm is as accurate ({t.accuracy:.1%})")
             continue
-        best = max(fair, key=lambda a: fair[a].tokens / fair[a].wall)
-        speedup = (t.tokens / t.wall) / (fair[best].tokens / fair[best].wall)
-        print(f"{arm}: wall speedup over the fastest baseline at >= its accuracy ({best}, "
-              f"{fair[best].accuracy:.1%}): {speedup:.2f}x")
+        best = max(fair, key=lambda a: fair[a].rate)
+        best_cpu = max(fair, key=lambda a: fair[a].cpu_rate)
+        print(f"{arm}: over the fastest baseline at >= its accuracy: wall {t.rate / fair[best].rate:.2f}x ({best}, "
+              f"{fair[best].accuracy:.1%}), CPU time {t.cpu_rate / fair[best_cpu].cpu_rate:.2f}x ({best_cpu})")
     table = getattr(model, "cost_table", None)
     if table is not None:
         fits = ", ".join(f"{f.kind} {f.base_s * 1e3:.2f} ms + {f.per_query_s * 1e6:.1f} us/query"
