@@ -16,7 +16,8 @@ runs that preset with our forward-saving options on our side only: the reference
 
 Decodes are interleaved (ours, reference, prompt by prompt, repeat by repeat) so machine noise hits both alike.
 Printed per setting: how many decodes gave identical tokens (the first gen_length generated ids), forwards per
-decode on each side, and the wall ratio ours / reference (total, and the median of the per-decode ratios).
+decode on each side, the wall ratio ours / reference (total, and the median of the per-decode ratios) and the same
+ratio in this thread's CPU time (which other jobs on a shared machine do not inflate).
 """
 from __future__ import annotations
 
@@ -147,24 +148,27 @@ def main() -> None:
           f"gen_length {args.gen_length}, {len(prompts)} prompts x {args.repeats} repeats, load average "
           f"{os.getloadavg()[0]:.1f}", flush=True)
     print(f"{'setting':34s} {'same tokens':>11s} {'NFE ours':>9s} {'NFE ref':>8s} {'wall ours/ref':>14s} "
-          f"{'median pair':>12s}", flush=True)
+          f"{'median pair':>12s} {'CPU ours/ref':>13s}", flush=True)
     for name, ours, paper in settings:
         kwargs = reference_kwargs(paper, spec.stop_ids, spec.mask_id)
         s2d2.generate(model, prompts[0], ours, seed=args.seed, detailed=False)  # first-call costs, both sides
         ref.block_diffusion_generate(adapter, torch.tensor([prompts[0]]), **kwargs)
         same = n = 0
         walls = {"ours": 0.0, "ref": 0.0}
+        cpu = {"ours": 0.0, "ref": 0.0}
         nfe = {"ours": 0, "ref": 0}
         ratios = []
         for _ in range(args.repeats):
             for ids in prompts:
-                t0 = time.perf_counter()
+                c0, t0 = time.thread_time(), time.perf_counter()
                 mine = s2d2.generate(model, ids, ours, seed=args.seed, detailed=False)
-                t1 = time.perf_counter()
+                c1, t1 = time.thread_time(), time.perf_counter()
                 torch.manual_seed(args.seed)
                 adapter.forwards = 0
                 x = ref.block_diffusion_generate(adapter, torch.tensor([ids]), **kwargs)
-                t2 = time.perf_counter()
+                c2, t2 = time.thread_time(), time.perf_counter()
+                cpu["ours"] += c1 - c0
+                cpu["ref"] += c2 - c1
                 theirs = x[0, len(ids):].tolist()[: args.gen_length]
                 same += mine.token_ids == theirs
                 n += 1
@@ -174,7 +178,8 @@ def main() -> None:
                 nfe["ref"] += adapter.forwards
                 ratios.append((t1 - t0) / (t2 - t1))
         print(f"{name:34s} {same:>5d} / {n:<3d} {nfe['ours'] / n:9.1f} {nfe['ref'] / n:8.1f} "
-              f"{walls['ours'] / walls['ref']:14.2f} {statistics.median(ratios):12.2f}", flush=True)
+              f"{walls['ours'] / walls['ref']:14.2f} {statistics.median(ratios):12.2f} "
+              f"{cpu['ours'] / cpu['ref']:13.2f}", flush=True)
 
 
 if __name__ == "__main__":

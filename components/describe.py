@@ -51,7 +51,8 @@ def plain_title(cfg: DecodeConfig | Mapping[str, Any]) -> str:
     if cfg.adaptive_block:
         size = f"adaptive blocks starting at {cfg.block_length}"
     beyond = [words for on, words in ((cfg.kv_reuse, "reusing the verifier's KV"),
-                                      (cfg.fused_commit, "commits fused into drafts")) if on]
+                                      (cfg.fused_commit, "commits fused into drafts"),
+                                      (cfg.trim_verify, "a trimmed verifier")) if on]
     size += "".join(f", {words}" for words in beyond)
     if cfg.loop == "editing":  # the LLaDA2.x loop
         tau = cfg.editing_threshold

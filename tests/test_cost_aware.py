@@ -235,3 +235,12 @@ def test_trace_rules_bound_the_recorded_costs(aligned):
     data["header"]["costs"]["kinds"][0]["base_s"] = -1.0
     with pytest.raises(ValueError, match=r"trace.header.costs.kinds\[0\].base_s: must be >= 0"):
         Trace.from_dict(data)
+
+
+def test_the_app_names_the_policy_and_its_guide():
+    from components import describe
+    from s2d2.policies import figure_guides
+
+    title = describe.plain_title(s2d2.preset("sdar-config-b+cost-aware"))
+    assert title.startswith("Verify when it pays in seconds") and "a trimmed verifier" in title
+    assert figure_guides({"policy": "cost_aware", "cost_threshold": 0.5}) == {"threshold": 0.5}
