@@ -177,14 +177,7 @@ def mask_figure(trace: Trace, step: int, which: str = "auto", selected: Optional
     if folded:
         title += f" (last {MAX_QUERIES} shown)"
     rows_at = row_positions(f, folded)
-    hits = [i for i, pos in enumerate(rows_at) if pos == selected] if selected is not None else []
-    copy_row = copy_only and f.kind == "verify_2l" and len(hits) == 2
-    if copy_row:
-        hits = hits[1:]
-    fig.update_layout(shapes=[dict(type="rect", xref="paper", x0=0, x1=1, yref="y", y0=len(z) - 1 - i - 0.5,
-                                   y1=len(z) - 1 - i + 0.5, line=dict(color="#ea580c", width=3)) for i in hits])
-    if hits and not copy_row:
-        title += f" — outlined: position {selected}"
+    title += _outline(fig, f, rows_at, ylab, selected, copy_only)
     if f.kind == "verify_2l":
         title += " — 2L: drafts | MASK copies"
     elif f.kind == "draft" and prefix:
@@ -192,16 +185,32 @@ def mask_figure(trace: Trace, step: int, which: str = "auto", selected: Optional
     elif f.kind == "commit+draft":
         how = "causal" if cfg.get("cache_ver") else "block-bidirectional"
         title += f" — fused: {tail} tail rows committed ({how}) | {f.input_len - tail} draft rows"
-    if copy_row:  # the row the text talks about, named on the plot itself (its tick label may be thinned out)
-        title += "<br>" + copy_row_note(f, hits[0], rows_at)
-        fig.add_annotation(x=1, xref="paper", y=ylab[len(z) - 1 - hits[0]], yref="y", xanchor="right",
-                           text=f"row {hits[0]}: [M] @{rows_at[hits[0]]}", showarrow=False, bgcolor="#fff7ed",
-                           bordercolor="#ea580c", font=dict(size=10, color="#9a3412"))
-        fig.update_layout(margin=dict(l=110, r=20, t=95, b=90))
+    if copy_only and fig.layout.annotations:  # the MASK copy's row: what it sees, under the title
+        title += "<br>" + copy_row_note(f, int(fig.layout.annotations[0].name), rows_at)
     fig.update_layout(title=dict(text=title, font=dict(size=13)))
     fig.update_xaxes(tickangle=-60, tickfont=dict(size=9))
     fig.update_yaxes(tickfont=dict(size=9))
     return fig
+
+
+def _outline(fig: go.Figure, f: ForwardRecord, rows_at: list[int], ylab: list[str], selected: Optional[int],
+             copy_only: bool) -> str:
+    """Outline the rows of `selected` (only its MASK-copy row of a 2L verify with `copy_only`, named on the plot
+    itself, since its tick label may be thinned out); returns the title's note for a plain outline."""
+    hits = [i for i, pos in enumerate(rows_at) if pos == selected] if selected is not None else []
+    copy_row = copy_only and f.kind == "verify_2l" and len(hits) == 2
+    if copy_row:
+        hits = hits[1:]
+    n = len(rows_at)
+    fig.update_layout(shapes=[dict(type="rect", xref="paper", x0=0, x1=1, yref="y", y0=n - 1 - i - 0.5,
+                                   y1=n - 1 - i + 0.5, line=dict(color="#ea580c", width=3)) for i in hits])
+    if not copy_row:
+        return f" — outlined: position {selected}" if hits else ""
+    fig.add_annotation(x=1, xref="paper", y=ylab[n - 1 - hits[0]], yref="y", xanchor="right", name=str(hits[0]),
+                       text=f"row {hits[0]}: [M] @{rows_at[hits[0]]}", showarrow=False, bgcolor="#fff7ed",
+                       bordercolor="#ea580c", font=dict(size=10, color="#9a3412"))
+    fig.update_layout(margin=dict(l=110, r=20, t=95, b=90))
+    return ""
 
 
 def copy_row_note(f: ForwardRecord, row: int, rows_at: list[int]) -> str:
