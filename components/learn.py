@@ -75,7 +75,7 @@ def build_learn_tab(ctx: Ctx, material: Optional[TourMaterial]) -> Optional[Tour
         gr.Markdown("## Learn S2D2\nNo example trace is available yet.")
         return None
     stops = tour_stops(material)
-    gr.Markdown(f"## Learn S2D2 in {len(stops)} steps\nA guided tour over the recorded example run that opens the "
+    gr.Markdown(f"## Learn S2D2 in {len(stops)} stops\nA guided tour over the recorded example run that opens the "
                 "app. The pictures below the text change as you go; **Show in Replay** opens the full panel at the "
                 "moment a stop describes.")
     tau0 = recorded_tau(material.trace) if can_move(material.trace) else None

@@ -88,8 +88,9 @@ def step_costs(trace: Trace) -> list[str]:
         got = f"{len(s.commits)} token{'s' if len(s.commits) != 1 else ''}"
         if v is not None:
             got += f" ({v.accepted_len} accepted" + (" + 1 resampled)" if v.resampled is not None else ")")
+        rate = f": {len(s.commits) / len(kinds):.2f} per forward" if kinds else ""
         lines.append(f"Step {s.index + 1} (answer block {idx.answer_block(s.block)}): {decision_line(s.decision)} — "
-                     f"{len(kinds)} forward{'s' if len(kinds) != 1 else ''} ({spent}) committed {got}.")
+                     f"{len(kinds)} forward{'s' if len(kinds) != 1 else ''} ({spent}) committed {got}{rate}.")
     return lines
 
 

@@ -53,8 +53,9 @@ def cost_stop(m: TourMaterial) -> Optional[Stop]:
     if m.baseline is not None:
         base = lane_ledger(BASELINE, m.baseline)
         text += (f" Diffusion alone spent **{base.forwards}**. " + _block_balance(lanes) + " The boxes below are the "
-                 "forwards, block by block; the list says what each routed step paid and got — the score "
-                 "s = K̂ − c is the policy's bet that the verifier forward returns more than it costs.")
+                 "forwards, block by block; the list says what each routed step paid and got. A verify step "
+                 "pays when its tokens per forward beat what a plain diffusion step would commit for its one "
+                 "forward; s = K̂ − c ≥ τ_score is the policy's bet on that, made before paying.")
     return Stop("cost", "What it costs", text, len(m.trace.steps), (Pic("ledger"),), example=m.label)
 
 
