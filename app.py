@@ -142,10 +142,13 @@ def wire(ctx: Ctx, o: Opening, tour: list[tuple[gr.Button, int]]) -> None:
 def wire_share(ctx: Ctx, demo: gr.Blocks) -> None:
     """Share a moment: a link's query parameters read on load; copy a link; make the HTML replay."""
     c, out = ctx.c, ctx.outputs
-    demo.load(keyed(share.open_shared, ctx), None, out([*h.LOAD_OUT, "share_note"]), **PRIVATE)
+    # Every page load reads the link into a State (no visible output, so no spinner on the first screen); only a
+    # link that names a moment changes it, and that change opens the moment.
+    demo.load(keyed(share.link_params, ctx), None, c["moment"], show_progress="hidden", **PRIVATE)
+    c["moment"].change(keyed(share.open_link, ctx), c["moment"], out([*h.LOAD_OUT, "share_note"]), **PRIVATE)
     c["share"].click(keyed(share.share_link, ctx), [c["state"], c["toggle"], c["slider"]],
                      out(["share_link", "share_status"]), **PRIVATE).then(
-        None, c["share_link"], c["share_link"], js=COPY_JS, **PRIVATE)
+        None, out(["share_link", "share_status"]), out(["share_link", "share_status"]), js=COPY_JS, **PRIVATE)
     c["make_html"].click(keyed(share.html_replay, ctx), [c["state"], c["slider"]], out(["html_file", "share_status"]),
                          **PRIVATE)
     c["state"].change(keyed(share.reset_share, ctx), None, out(["share_link", "html_file", "share_status"]),

@@ -118,15 +118,22 @@ def open_moment(params: Mapping[str, Any], directory: Optional[Path] = None) -> 
         return {}
     out = open_example(moment.label, RUNS[moment.run], moment.step, directory) if moment.label else {}
     if moment.ignored:
-        line = "🔗 Part of this link was ignored: " + "; ".join(moment.ignored) + "."
+        line = "⚠ Part of this link was ignored: " + "; ".join(moment.ignored) + "."
         out["share_note"] = gr.Markdown(line, visible=True)
     return out
 
 
-def open_shared(request: gr.Request) -> dict[str, Any]:
-    """Page load: open the moment named by the page's query parameters (nothing changes without them)."""
-    params = getattr(request, "query_params", None)
-    return open_moment(params if params is not None else {})
+def link_params(request: gr.Request) -> dict[str, Any]:
+    """Page load: the page's link parameters into the session's `moment` (their change opens it), bounded in
+    length; nothing at all for a page opened without them, so the first screen never waits on this."""
+    params = getattr(request, "query_params", None) or {}
+    found = {k: str(_param(params, k))[: MAX_VALUE_CHARS + 1] for k in KEYS if _param(params, k) is not None}
+    return {"moment": found} if found else {}
+
+
+def open_link(moment: Any) -> dict[str, Any]:
+    """The moment read from a link (link_params) opened: open_moment of the session's `moment`."""
+    return open_moment(moment) if isinstance(moment, dict) else {}
 
 
 def share_link(state: Any, run: Any, step: Any) -> dict[str, Any]:
@@ -137,7 +144,7 @@ def share_link(state: Any, run: Any, step: Any) -> dict[str, Any]:
     if trace is None or example is None:
         return {"share_link": gr.Textbox(visible=False),
                 "share_status": "Links open the shipped examples only. To share this trace, make an HTML replay "
-                                "(below) or download the trace (JSON) and upload it."}
+                                "(the button beside) or download the trace (JSON) from the panel below."}
     key = "baseline" if run == RUNS["baseline"] and example.baseline is not None else "s2d2"
     query = f"?example={example_slug(example)}&run={key}&step={clamp_step(trace, step)}"
     return {"share_link": gr.Textbox(value=query, visible=True), "share_status": ""}

@@ -65,13 +65,20 @@ def test_an_example_is_named_by_slug_file_name_or_label(name):
 
 def test_no_parameters_or_only_foreign_ones_change_nothing():
     assert _open() == {} and _open(__theme="dark", utm_source="x") == {}
-    assert share.open_shared(SimpleNamespace(query_params={"__theme": "dark"})) == {}
-    assert share.open_shared(SimpleNamespace()) == {}  # a request without parameters
+    assert share.link_params(SimpleNamespace(query_params={"__theme": "dark"})) == {}  # the load leaves state alone
+    assert share.link_params(SimpleNamespace()) == {}  # a request without parameters
+    assert share.open_link(None) == {} and share.open_link("junk") == {}
 
 
-def test_open_shared_reads_the_requests_query_parameters():
-    out = share.open_shared(SimpleNamespace(query_params={"example": share.example_slug(PAIR), "step": "2"}))
+def test_page_load_reads_the_link_bounded_and_its_change_opens_it():
+    slug = share.example_slug(PAIR)
+    moment = share.link_params(SimpleNamespace(query_params={"example": slug, "step": "2", "utm": "x"}))["moment"]
+    assert moment == {"example": slug, "step": "2"}
+    out = share.open_link(moment)
     assert out["example"] == PAIR.label and _slider(out) == 2
+    huge = share.link_params(SimpleNamespace(query_params={"example": "x" * 10**6}))["moment"]["example"]
+    assert len(huge) == share.MAX_VALUE_CHARS + 1
+    _one_line(share.open_link({"example": huge}), "is not one of the shipped examples")
 
 
 HOSTILE_EXAMPLES = ["../../etc/passwd", "/etc/passwd", "assets/traces/01-x.json", "x" * 10_000, "",
@@ -117,7 +124,7 @@ def _one_line(out, why: str) -> str:
     note = out["share_note"]
     assert note.visible is True
     text = note.value
-    assert text.startswith("🔗 Part of this link was ignored: ") and why in text and "\n" not in text
+    assert text.startswith("⚠ Part of this link was ignored: ") and why in text and "\n" not in text
     assert "<" not in text.replace("&lt;", "") and len(text) < 400  # escaped, bounded
     return text
 
