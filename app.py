@@ -149,8 +149,9 @@ def wire_share(ctx: Ctx, demo: gr.Blocks) -> None:
     c["share"].click(keyed(share.share_link, ctx), [c["state"], c["toggle"], c["slider"]],
                      out(["share_link", "share_status"]), **PRIVATE).then(
         None, out(["share_link", "share_status"]), out(["share_link", "share_status"]), js=COPY_JS, **PRIVATE)
+    # A replay of the largest trace takes seconds of CPU: two builds at a time, whoever asks.
     c["make_html"].click(keyed(share.html_replay, ctx), [c["state"], c["slider"]], out(["html_file", "share_status"]),
-                         **PRIVATE)
+                         concurrency_limit=2, concurrency_id="html_export", **PRIVATE)
     c["state"].change(keyed(share.reset_share, ctx), None, out(["share_link", "html_file", "share_status"]),
                       **PRIVATE)
 

@@ -25,7 +25,7 @@ from .traces_io import TraceError, export_folder, export_name, trace_from_state
 KEYS = ("example", "run", "step")
 MAX_VALUE_CHARS = 120  # a longer value is not one of ours
 RUN_KEYS = {"s2d2": "s2d2", "baseline": "baseline", "diffusion": "baseline"}
-STEP_RE = re.compile(r"\d{1,6}")
+STEP_RE = re.compile(r"[0-9]{1,6}")  # ASCII digits only (\d would also take "３")
 
 
 def example_slug(example: Example) -> str:

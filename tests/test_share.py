@@ -95,7 +95,8 @@ def test_an_unknown_example_opens_the_first_one_with_one_line(value):
 
 @pytest.mark.parametrize("step,why", [("abc", "is not a whole number"), ("-1", "is not a whole number"),
                                       ("2.5", "is not a whole number"), ("1e3", "is not a whole number"),
-                                      ("9" * 40, "is not a whole number"), ("999", "is past the end of this run"),
+                                      ("9" * 40, "is not a whole number"), ("\uff13", "is not a whole number"),
+                                      ("999", "is past the end of this run"),
                                       ("<img src=x onerror=alert(1)>", "is not a whole number")])
 def test_a_bad_step_is_ignored_and_the_story_step_shown(step, why):
     out = _open(example=share.example_slug(PAIR), step=step)
