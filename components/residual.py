@@ -160,7 +160,7 @@ def residual_rows(data: ResidualData) -> str:
         rows.append(f'<tr{cls} data-token="{b.token}"><th scope="row">{_label(b)}</th>'
                     f'<td>{_bar(b.p, None, "p", p_floor, data.p_kept)}</td>'
                     f'<td>{_bar(b.q, None, "q", q_floor, data.q_kept)}</td><td>{res}</td></tr>')
-    head = ('<tr><th scope="col">token</th><th scope="col">p (drafter)</th><th scope="col">q (verifier)</th>'
+    head = ('<tr><th scope="col">token</th><th scope="col">p: drafter</th><th scope="col">q: verifier</th>'
             '<th scope="col">(q − p)+ / Z</th></tr>')
     return f'<div class="rs-tbl"><table>{head}{"".join(rows)}</table></div>'
 
