@@ -13,6 +13,7 @@ loads the material and assembles the tour.
 from __future__ import annotations
 
 import html
+import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
@@ -157,11 +158,13 @@ def _what_to_try(trace: Trace) -> str:
     skipped = [s.decision.score for s in trace.steps if s.decision is not None and not s.decision.verify
                and isinstance(s.decision.score, float)]
     lo, hi = tau_range(trace)
-    hints = []
+    hints = []  # thresholds printed so that the claim holds at the printed value (2 decimals, rounded outwards)
     if verified:
-        hints.append(f"raise it above {min(verified):.2f} and a verify step turns into a skip")
+        hints.append(f"raise it to {math.ceil(min(verified) * 100) / 100:.2f} or above and a verify step turns into "
+                     "a skip")
     if skipped:
-        hints.append(f"lower it to {max(skipped):.2f} or below and a skip turns into a verify")
+        hints.append(f"lower it to {math.floor(max(skipped) * 100) / 100:.2f} or below and a skip turns into a "
+                     "verify")
     how = "; ".join(hints) or "move it"
     span = f"{lo:g} to {hi:g}".replace("-", "−")
     return (f"*What to try:* the **τ_score** slider below ({span}) re-decides the recorded steps: {how}. "

@@ -295,3 +295,14 @@ def test_material_without_the_tour_runs_leaves_their_stops_out(tmp_path):
     lean = dataclasses.replace(t, steps=[dataclasses.replace(s, verification=dataclasses.replace(
         s.verification, positions=[])) if s.verification else s for s in t.steps])
     assert tour.tour_stops(lean)[0].key == "draft"  # a lean trace (no verification rows) still tours
+
+
+def test_route_hints_hold_at_the_printed_thresholds(material):
+    """"Raise it to X" / "lower it to Y": at exactly the printed value the recorded decision flips."""
+    t = material.trace
+    stop = next(s for s in tour.tour_stops(material) if s.key == "route")
+    up = float(re.search(r"raise it to (−?[\d.]+) or above", stop.text).group(1))
+    down = float(re.search(r"lower it to (−?[\d.]+) or below", stop.text).group(1))
+    assert what_if(t, score_threshold=up).first_flip is not None
+    assert what_if(t, score_threshold=down).first_flip is not None
+    assert what_if(t, score_threshold=route_whatif.recorded_tau(t)).first_flip is None
