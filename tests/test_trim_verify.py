@@ -94,3 +94,6 @@ def test_mask_viewer_draws_the_trimmed_verifier(models):
     assert len(fig.data[0].z) == f.input_len and "span only" in fig.layout.title.text
     rows = mask_view.row_positions(f, 0, step.span[1])
     assert rows[-step.span[1]:] == list(range(step.span[0], step.span[0] + step.span[1]))
+    last = step.span[0] + step.span[1] - 1  # the span's last position: its MASK copy sees the drafts before it
+    note = mask_view.mask_figure(trace, step.index + 1, "verify", selected=last, copy_only=True).layout.title.text
+    assert f"the MASK copy of position {last}" in note and f"drafts {rows[0]}–{last - 1}" in note
