@@ -195,7 +195,7 @@ def test_handlers_state_and_scrubbing():
     state = traces_io.make_state(tf.mixed(), "m")
     assert handlers.step_views(None, 1)["summary"] == handlers.NO_TRACE
     views = handlers.step_views(state, 1)
-    assert set(views) == set(handlers.STEP_OUT) and views["summary"].startswith("Answer block 1, step 1")
+    assert set(views) == set(handlers.STEP_OUT) and views["summary"].startswith("Step 1 of")
     assert handlers.step_views(state, None) == {}  # a blank step box changes nothing
     assert handlers.move(state, 0, -1) == {"slider": 0} and handlers.move(state, 7, 1) == {"slider": 7}
     assert handlers.move(state, 3.0, 1) == {"slider": 4}
@@ -351,7 +351,8 @@ def test_views_on_engine_traces(family, preset_name, gen):
     for s in range(len(trace.steps) + 1):
         out = replay.render_step(trace, s)
         block = idx.answer_block(trace.steps[s - 1].block) if s else 0
-        assert out["summary"].startswith("Start" if s == 0 else f"Answer block {block}")
+        head = f"Step {s} of {len(trace.steps)} (answer block {block})"
+        assert out["summary"].startswith("Start" if s == 0 else head)
         for which in mask_view.WHICH:
             fig = mask_view.mask_figure(trace, s, which)
             if fig.data:
@@ -361,7 +362,7 @@ def test_views_on_engine_traces(family, preset_name, gen):
     committed = {c.position for st in trace.steps for c in st.commits}
     assert all(f'data-pos="{p}"' in final for p in committed) and set(idx.commit_of) == committed
     rows = {r[0]: r[1] for r in replay.metrics_table(trace)}
-    assert rows["NFE (forward passes)"] == str(len(trace.forwards))
+    assert rows["forwards (NFE)"] == str(len(trace.forwards))
     skeleton = s2d2.generate(model, list(range(10, 17)), preset(preset_name, gen_length=gen), seed=0,
                              detailed=False).trace
     html = canvas.render_canvas(skeleton, len(skeleton.steps), show_future=True)
@@ -410,7 +411,8 @@ def test_example_and_state_handlers():
     assert traces_io.trace_from_state(out["state"]).header.provenance == "measured"
     assert handlers.open_example("nope") == {"load_status": "Unknown example 'nope'."}
     shown = handlers.show_state(out["state"], True)
-    assert shown["example"] is None and shown["detail"] == handlers.DETAIL_HINT  # nothing stale after a run
+    assert shown["example"] is None and shown["selected"] is None  # nothing stale after a run
+    assert "data-pinned" not in shown["detail"]
     assert handlers.show_state(out["state"], False) == {}
     assert handlers.set_speed(4, True)["timer"].value == 0.25 and handlers.set_speed(0, False)["timer"].value == 1.0
 

@@ -1,10 +1,12 @@
-"""A real browser (Debian Chromium via Playwright) on the whole app, desktop (1440×900) and phone (390×844):
+"""A real browser (Debian Chromium via Playwright) on the whole app, desktop (1366×900) and phone (390×844):
 the first screen shows the verifier catching a wrong draft, the tour walks draft → … → the whole run, Run shows
 few knobs and Stop keeps the partial trace, the LLaDA2 example shows its edit, the phone layout fits, and no
 console errors.
 
 One launched app for the module. docs/screenshot.png, docs/screenshot-tour.png and docs/screenshot-phone.png are
-rewritten when S2D2_UPDATE_SCREENSHOT=1 (or when missing). Skips when Playwright or /usr/bin/chromium is missing.
+rewritten when S2D2_UPDATE_SCREENSHOT=1 (or when missing), each exactly what its viewport shows (1366×900, and
+390×844 for the phone: what a visitor sees first, not a full page). Skips when Playwright or /usr/bin/chromium is
+missing.
 """
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ sys.path.insert(0, str(HERE))
 CHROMIUM = os.environ.get("S2D2_CHROMIUM", "/usr/bin/chromium")
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
         "--no-first-run", "--disable-sync"]
-DESKTOP = {"width": 1440, "height": 900}
+DESKTOP = {"width": 1366, "height": 900}
 PHONE = {"width": 390, "height": 844}
 
 sync_api = pytest.importorskip("playwright.sync_api")
@@ -68,6 +70,13 @@ def shot_path(name: str) -> Path:
     return Path(os.environ.get("GRADIO_TEMP_DIR", "/tmp")) / name
 
 
+def screenshot(pg, name: str) -> None:
+    """What the viewport shows, at its real size (never a full page): the README's pictures are first screens."""
+    pg.evaluate("window.scrollTo(0, 0)")
+    pg.wait_for_timeout(300)
+    pg.screenshot(path=str(shot_path(name)), full_page=False)
+
+
 def _summary(pg) -> str:
     return pg.locator("#summary textarea").input_value()
 
@@ -90,13 +99,24 @@ def test_first_screen_shows_the_catch(desktop):
         assert canvas.locator(".st-resampled.new").count() == 1 and canvas.locator(".st-resampled s").count() == 1
         assert pg.locator("#strip td.first-reject").count() > 0 and "✗ reject" in pg.locator("#strip").inner_text()
         _plots_mounted(pg, "#routing .js-plotly-plot, #mask .js-plotly-plot", 2)
-        pg.wait_for_timeout(300)
-        pg.screenshot(path=str(shot_path("screenshot.png")), full_page=True)
+        screenshot(pg, "screenshot.png")
+        rejected = pg.locator("#canvas .st-resampled.new").get_attribute("data-pos")
+        pg.locator(f"#canvas [data-pos='{rejected}']").click()  # pin the caught token, then switch runs
+        pg.wait_for_function("document.querySelector('#token-detail [data-pinned]') !== null && "
+                             "document.querySelector('#mask .gtitle').textContent.includes('outlined: position')",
+                             timeout=20_000)  # the server has the pin too
+        assert "resampled" in pg.locator("#token-detail").inner_text()
         pg.get_by_text("Diffusion alone: same B, no verifier").click()
         pg.wait_for_function("document.querySelector('#summary textarea').value.includes('never verifies')",
                              timeout=20_000)
         assert pg.locator("#canvas .st-resampled").count() == 0 and "never verifies" in _summary(pg)
         assert pg.locator("#headline").inner_text() == headline
+        # the pinned detail follows the run on screen (row 4); no empty routing axes for the baseline (row 6)
+        pg.wait_for_function("!document.querySelector('#token-detail').innerText.includes('resampled')",
+                             timeout=20_000)
+        assert f"position {rejected}" in pg.locator("#token-detail").inner_text()
+        _plots_mounted(pg, "#routing .js-plotly-plot", 1)
+        pg.wait_for_function("document.querySelector('#routing').textContent.includes('No routing')", timeout=20_000)
         pg.get_by_text("S2D2: draft, route, verify").click()
         pg.wait_for_function("document.querySelectorAll('#canvas .st-resampled').length == 1", timeout=20_000)
     assert not errors, errors
@@ -124,7 +144,7 @@ def test_scrub_keys_and_a_step_box_that_never_errors(desktop):
     pg.wait_for_function("document.querySelector('#summary textarea').value.includes('Step 2 of')", timeout=20_000)
     tok = pg.locator("#canvas .tok.new").first
     tok.click()
-    assert pg.locator("#token-detail").inner_text().startswith("position ")
+    assert pg.locator("#token-detail .s2d2-detail").inner_text().startswith("📌 position ")
     pg.wait_for_function("document.querySelector('#mask .gtitle') && "
                          "document.querySelector('#mask .gtitle').textContent.includes('outlined: position')",
                          timeout=20_000)
@@ -133,6 +153,13 @@ def test_scrub_keys_and_a_step_box_that_never_errors(desktop):
     pg.wait_for_function("document.querySelector('#summary textarea').value.includes('Step 3 of')", timeout=20_000)
     pg.keyboard.press("ArrowLeft")
     pg.wait_for_function("document.querySelector('#summary textarea').value.includes('Step 2 of')", timeout=20_000)
+    for _ in range(2):  # presses faster than a server round trip: none is dropped (row 14)
+        pg.keyboard.press("ArrowLeft")
+    pg.wait_for_function("document.querySelector('#summary textarea').value.startsWith('Start')", timeout=20_000)
+    number.fill("2.5")  # a typed half step snaps to a step in the box too
+    number.press("Tab")
+    pg.wait_for_function("document.querySelector('#summary textarea').value.includes('Step 3 of')", timeout=20_000)
+    assert number.input_value() == "3"
     pg.get_by_text("q (verifier)").click()
     pg.wait_for_function("document.querySelector('#legend').innerText.includes('background = q')", timeout=20_000)
     pg.get_by_text("state", exact=True).click()
@@ -163,7 +190,7 @@ def test_tour_walks_the_core_moment_in_order(desktop):
             assert tour.locator(".tour-strip:visible td.first-reject").count() > 0
         if keys[-1] == "tour-resample":
             assert tour.locator(".tour-canvas:visible .st-resampled.new").count() == 1
-            pg.screenshot(path=str(shot_path("screenshot-tour.png")), full_page=True)
+            screenshot(pg, "screenshot-tour.png")
         if keys[-1] == "tour-draft":
             assert tour.locator(".tour-canvas_draft:visible .s2d2-canvas .st-drafted").count() > 1
             assert tour.locator(".tour-canvas_draft:visible .s2d2-canvas .st-resampled").count() == 0
@@ -279,12 +306,18 @@ def test_phone_layout(browser, served):  # noqa: F811
             middle = box["y"] + box["height"] / 2
             assert bar["y"] <= middle <= bar["y"] + bar["height"], f"the scrubber wraps at {button}"
         assert pg.locator("#routing .modebar-container:visible").count() == 0
-        # the phone's first screens: the story, the toggle, the scrubber and the canvas with the catch
-        pg.set_viewport_size({"width": PHONE["width"], "height": 1500})  # a tall phone: a plain (touch) capture
-        pg.evaluate("window.scrollTo(0, 0)")
-        pg.wait_for_timeout(300)
-        pg.screenshot(path=str(shot_path("screenshot-phone.png")))
-        pg.set_viewport_size(PHONE)
+        if SHIPPED_PAIR:  # the first screen: the story, the canvas around the rejected token and its evidence (row 2)
+            pg.evaluate("window.scrollTo(0, 0)")
+            rejected = pg.locator("#canvas .st-resampled.new")
+            for part in (pg.locator("#headline"), rejected, pg.locator("#token-detail .evidence")):
+                box = part.bounding_box()
+                assert box["y"] >= 0 and box["y"] + box["height"] <= PHONE["height"], box
+            assert "q = " in pg.locator("#token-detail .evidence").inner_text()
+            # the strip opens scrolled to the column its text names
+            col = pg.locator("#strip th.first-reject").bounding_box()
+            tbl = strip.bounding_box()
+            assert tbl["x"] <= col["x"] and col["x"] + col["width"] <= tbl["x"] + tbl["width"]
+        screenshot(pg, "screenshot-phone.png")
         pg.get_by_role("tab", name="Learn").click()
         pg.locator("#tour .prose.tour-text:visible").wait_for(timeout=20_000)
         assert "tap" in pg.locator("#tour .prose.tour-text:visible").inner_text().lower()
