@@ -83,6 +83,11 @@ def test_compare_whatif_and_sweep_in_a_browser(url):
         pg.wait_for_function("document.querySelectorAll('#cmp-nfe .js-plotly-plot, #cmp-wall .js-plotly-plot')"
                              ".length == 2", timeout=30_000)
         assert "answer block 1 (positions" in pg.locator("#cmp-lanes").inner_text()
+        for plot in ("#cmp-nfe", "#cmp-wall"):  # titles have their own room: not clipped, not under the legend
+            title = pg.locator(f"{plot} .gtitle").first.bounding_box()
+            frame = pg.locator(f"{plot} .js-plotly-plot").bounding_box()
+            legend = pg.locator(f"{plot} .legend").first.bounding_box()
+            assert title["y"] >= frame["y"] and title["y"] + title["height"] <= legend["y"], (title, legend)
         block = pg.locator("#cmp-block input[type=number]")
         top = pg.locator("#cmp-block input[type=range]").get_attribute("max")
         assert int(top) > 1
