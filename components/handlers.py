@@ -100,10 +100,11 @@ def _single(trace: Trace, state: dict[str, Any], status: str) -> dict[str, Any]:
 def upload_trace(file: Any) -> dict[str, Any]:
     """Load an uploaded trace file; one message on error, every other output unchanged."""
     path = getattr(file, "name", file)
+    name = Path(path).name if isinstance(path, str) else ""
     try:
         trace = parse_upload(path if isinstance(path, str) else None)
-    except TraceError as exc:
-        return {"load_status": f"⚠️ {md_escape(exc, 400)}"}
+    except TraceError as exc:  # the file's own name first: a new file's message always replaces the last one
+        return {"load_status": f"⚠️ {md_escape(name, 80) + ': ' if name else ''}{md_escape(exc, 400)}"}
     return _single(trace, make_state(trace, "upload"), "Loaded the uploaded trace.")
 
 

@@ -106,6 +106,8 @@ def _files(ctx: Ctx, first: dict[str, Any]) -> None:
         ctx["title"] = gr.Markdown(first.get("title", ""), elem_id="trace-title")
         ctx["load_status"] = gr.Markdown(first.get("load_status", NO_TRACE), elem_id="load-status")
         with gr.Row():
+            # Any file type reaches the handler: a wrong one gets a message that replaces the last one on the
+            # status line (the browser's own file-type check shows a toast and leaves a stale message behind).
             ctx["upload"] = gr.UploadButton(f"⬆ Upload a trace (.json, ≤ {limits().max_upload_mb:g} MB)",
-                                            file_types=[".json"], elem_id="upload")
+                                            elem_id="upload")
             ctx["download"] = gr.DownloadButton("⬇ Download this trace (JSON)", value=first.get("download"))

@@ -102,8 +102,9 @@ def build_sweep_tab(ctx: Any = None, sweeps: Optional[dict[str, Path]] = None) -
     with gr.Row():
         c["sweep_pick"] = gr.Dropdown(list(sweeps), value=first, label="Shipped sweep", elem_id="sweep-pick",
                                       scale=2, min_width=280, visible=bool(sweeps))
+        # any file type reaches the handler, which says what the box takes (no browser toast, no stale message)
         c["sweep_upload"] = gr.File(label=f"…or upload a results.json (≤ {limits().max_upload_mb:g} MB)",
-                                    file_types=[".json"], height=120, scale=1, min_width=240)
+                                    height=120, scale=1, min_width=240)
     c["sweep_status"] = gr.Markdown(views[0], elem_id="sweep-status")
     with gr.Row():
         c["sweep_nfe"] = gr.Plot(views[1], label="Accuracy vs forwards per token", elem_id="sweep-nfe", min_width=320,

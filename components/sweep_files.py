@@ -17,6 +17,7 @@ from s2d2.results_file import read_results
 
 from .traces_io import read_upload
 
+RESULTS_BOX = "This box takes the results.json that `python -m s2d2 bench ... --out DIR` writes."
 RESULTS_DIR = Path(__file__).resolve().parent.parent / "assets" / "results"
 log = logging.getLogger(__name__)
 
@@ -27,7 +28,10 @@ def load_results_file(path: Optional[str | Path]) -> dict[str, Any]:
     try:
         return read_results(raw)
     except ValueError as exc:
-        raise ValueError(f"Not a results file: {str(exc)[:300]}") from None
+        if b'"header"' in raw[:4096] and b'"steps"' in raw:  # a trace dropped on the wrong box
+            raise ValueError("This is a trace, not a sweep results file: open it with the Replay tab's ⬆ Upload a "
+                             "trace. " + RESULTS_BOX) from None
+        raise ValueError(f"Not a results file: {str(exc)[:300]}. {RESULTS_BOX}") from None
 
 
 def sweep_label(data: dict[str, Any], path: Path, root: Path) -> str:

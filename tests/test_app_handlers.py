@@ -35,7 +35,7 @@ def test_upload_validation_messages(tmp_path):
     assert ".commits[0].how: must be one of" in _bad(lambda d: d["steps"][0]["commits"][0].__setitem__("how", "<x>"))
     assert "longer than" in _bad(lambda d: d["header"].__setitem__("prompt_text", "x" * 20_001))
     assert "unknown field" in _bad(lambda d: d.__setitem__("__class__", "os.system"))
-    for raw, msg in [(b"\xff\xfe", "UTF-8"), (b"{not json", "not valid JSON"), (b"[]", "JSON object")]:
+    for raw, msg in [(b"\xff\xfe", "not a text file"), (b"{not json", "not valid JSON"), (b"[]", "JSON object")]:
         with pytest.raises(traces_io.TraceError, match=msg):
             traces_io.parse_text(raw)
     big = tmp_path / "big.json"
@@ -213,7 +213,7 @@ def test_handlers_upload_and_run_messages(tmp_path):
     bad.write_text('{"header": {"schema_version": 7}}')
     out = handlers.upload_trace(str(bad))
     assert list(out) == ["load_status"]  # one message, every other output unchanged
-    assert out["load_status"].startswith("⚠️ Invalid trace file") and "schema\\_version" in out["load_status"]
+    assert out["load_status"].startswith("⚠️ bad.json: Invalid trace file") and "schema\\_version" in out["load_status"]
     good = traces_io.export_path(tf.all_accepted(), str(tmp_path))
     out = handlers.upload_trace(str(good))
     assert out["load_status"] == "Loaded the uploaded trace." and out["example"] is None

@@ -261,6 +261,25 @@ def test_run_shows_few_knobs_and_stop_keeps_the_partial_trace(desktop):
     assert not errors, errors
 
 
+def test_each_upload_replaces_the_last_message(desktop, tmp_path):
+    """A results file on the trace box says which box takes it; a PNG after it gets its own message, no toast (row 11)."""
+    pg, errors = desktop
+    pg.get_by_role("tab", name="Replay", exact=True).click()
+    pg.locator("#files").get_by_text("This trace: details").click()
+    results = tmp_path / "results.json"
+    results.write_text('{"version": 1, "meta": {}, "cells": []}')
+    png = tmp_path / "picture.png"
+    png.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(256)))
+    box = pg.locator("#files input[type=file]").first
+    box.set_input_files(str(results))
+    pg.wait_for_function("document.querySelector('#load-status').innerText.includes('Sweep tab')", timeout=20_000)
+    box.set_input_files(str(png))
+    pg.wait_for_function("document.querySelector('#load-status').innerText.includes('picture.png')", timeout=20_000)
+    assert "Sweep tab" not in pg.locator("#load-status").inner_text()
+    _no_error_badges(pg)
+    assert not errors, errors
+
+
 LLADA2_EXAMPLE = "Editing fixes a wrong digit · LLaDA2"
 
 

@@ -181,3 +181,40 @@ def test_a_length_shorter_than_a_block_says_whole_blocks_were_decoded():
             "and the answer keeps at most the first 1") in line
     full = s2d2.generate(model, list(range(10, 17)), preset("sdar-config-b", block_length=8, gen_length=9), seed=0)
     assert "rounded up" not in story.single_story(full.trace).text  # 7 + 9 = 16 positions: two whole blocks
+
+
+# -- row 11: messages that name the box and the fix; probabilities outside [0, 1] refused ------------------------------
+
+def test_upload_messages_name_the_file_and_the_box_that_takes_it(tmp_path):
+    import json
+
+    from components import sweep_files
+
+    results = tmp_path / "results.json"
+    results.write_text(json.dumps({"version": 1, "meta": {}, "cells": []}))
+    out = handlers.upload_trace(str(results))["load_status"]
+    assert out.startswith("⚠️ results.json: This is a sweep results file") and "Sweep tab" in out
+    assert "schema_version" not in out
+    png = tmp_path / "picture.png"
+    png.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(256)))
+    out = handlers.upload_trace(str(png))["load_status"]  # its own message: the last file's error is gone
+    assert out.startswith("⚠️ picture.png: Not a trace: this is not a text file") and "results.json" not in out
+    trace = tmp_path / "trace.json"
+    trace.write_text(tf.mixed().to_json())
+    with pytest.raises(ValueError, match="This is a trace, not a sweep results file: open it with the Replay tab"):
+        sweep_files.load_results_file(trace)
+
+
+def test_probabilities_outside_zero_one_are_refused(tmp_path):
+    import json
+
+    from components import traces_io
+
+    data = tf.reject_at_zero().to_dict()
+    data["steps"][0]["verification"]["positions"][0]["q"] = 5.0
+    with pytest.raises(traces_io.TraceError, match=r"verification\.positions\[0\]\.q: must be <= 1\.0 \(got 5\.0\)"):
+        traces_io.parse_text(json.dumps(data))
+    data = tf.reject_at_zero().to_dict()
+    data["steps"][0]["drafts"][0]["top"][0]["prob"] = -0.5
+    with pytest.raises(traces_io.TraceError, match=r"prob"):
+        traces_io.parse_text(json.dumps(data))
