@@ -13,6 +13,7 @@ from typing import Optional
 
 from s2d2.trace import StepRecord, Trace
 
+from .focus import focus_attr
 from .token_detail import tooltip
 from .token_state import (AFTER_END, STATES, discarded, done_steps, position_state, shade_value,  # noqa: F401
                           visible_text)
@@ -96,10 +97,11 @@ def current_block_span(idx: TraceIndex, step: int) -> Optional[tuple[int, int]]:
 
 
 def render_canvas(trace: Trace, step: int, show_future: bool = False, color_by: str = "state",
-                  before_commit: bool = False, highlight: Optional[int] = None) -> str:
+                  before_commit: bool = False, highlight: Optional[int] = None, focus: Optional[int] = None) -> str:
     """HTML of the whole sequence after `step` steps, the current block outlined, later blocks collapsed;
     `color_by` in COLOR_BY; `before_commit`: step `step` drafted, nothing of it committed yet; `highlight`: a
-    position ringed in red (the one a text points at)."""
+    position ringed in red (the one a text points at); `focus`: the position components/focus.py's FOCUS_JS keeps in
+    view when the canvas sits in a scrolling box."""
     idx = index_of(trace)
     step = clamp_step(trace, step)
     ids = trace.canvas_at(step - 1 if before_commit and step > 0 else step)
@@ -137,7 +139,8 @@ def render_canvas(trace: Trace, step: int, show_future: bool = False, color_by: 
     if hidden > 0:
         never = "never decoded (the run had ended)" if show_future else "in later blocks"
         parts.append(f' <span class="more">… {hidden} positions {never}</span>')
-    return f'<div class="s2d2-canvas" role="group" aria-label="token canvas">{"".join(parts)}</div>'
+    return (f'<div class="s2d2-canvas" role="group" aria-label="token canvas"{focus_attr(focus)}>{"".join(parts)}'
+            '</div>')
 
 
 LEGEND_ALWAYS = ("prompt", "masked", "drafted")

@@ -113,6 +113,7 @@ def test_the_strip_names_its_focus_column():
     assert 'data-focus="4"' in table and 'data-col="4"' in table
     assert 'data-focus="6"' in strip.render_strip(t, 1, focus=6)  # another view (the tour) picks its own
     assert "data-focus" not in strip.render_strip(tf.all_accepted(), 1)
+    assert 'data-focus="5"' in canvas.render_canvas(t, 1, focus=5)  # the canvas takes a focus the same way
 
 
 # -- row 10: a run or an upload opens at the moment its headline names ------------------------------------------------
