@@ -15,6 +15,7 @@ from .examples import examples_dir, list_examples
 from .focus import FOCUS_JS
 from .handlers import DETAIL_HINT, NO_TRACE, RUNS
 from .mask_view import WHICH
+from .share_row import build_share_note, build_share_row
 from .ui import ClampedSlider, Ctx
 
 # Click a token: copy its details (the title attribute, already escaped text) into the detail box, and tell the
@@ -57,6 +58,7 @@ def build_replay_tab(ctx: Ctx, example_label: Optional[str], first: dict[str, An
     story, then the canvas with the verifier's evidence under it, then the scrubber; the run toggle and the
     example pick come after (on a 390 x 844 screen the canvas around the rejected token is on the first screen)."""
     ctx["headline"] = gr.Markdown(first.get("headline", NO_TRACE), elem_id="headline")
+    build_share_note(ctx)  # says what part of an opened share link was ignored (hidden otherwise)
     ctx["selected"] = gr.State(None)
     ctx["canvas"] = gr.HTML(first.get("canvas", ""), elem_id="canvas", label="Token canvas", js_on_load=CANVAS_JS)
     ctx["detail"] = gr.HTML(first.get("detail", DETAIL_HINT), elem_id="token-detail",
@@ -79,6 +81,7 @@ def build_replay_tab(ctx: Ctx, example_label: Optional[str], first: dict[str, An
         with gr.Column():
             ctx["mask_which"] = gr.Radio(list(WHICH), value="auto", label="Forward shown in the mask viewer")
             ctx["mask"] = gr.Plot(first.get("mask"), label="Attention mask", show_label=False, elem_id="mask")
+    build_share_row(ctx)
     _files(ctx, first)
 
 

@@ -27,6 +27,7 @@ from .distributed import DistEnv, broadcast, dist_env, rank_device, start, stop,
 from .shards import ROWS_DIR, RowCounter, RowWriter, plan_items, rank_file, read_all_rows, shard
 from .sweep import (GRIDS, RESULTS_VERSION, Cell, add_paired_tests, add_speedups, cell_key, csv_rows,
                     format_accuracy, load_grid, readme_table, summarize)
+from .sandbox import allow_code_eval
 from .tasks.scoring import SCORERS
 from .tasks.sets import TASKS, Task, load_task
 
@@ -130,6 +131,8 @@ def add_bench_args(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--dtype", default=None, choices=[None, "float32", "bfloat16", "float16", "float64"])
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads per process")
     p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--allow-code-eval", action="store_true",
+                   help="run model-written code in the sandbox (humaneval / mbpp scorers; or S2D2_ALLOW_CODE_EVAL=1)")
     return p
 
 
@@ -142,6 +145,8 @@ def run_bench(args: argparse.Namespace) -> int:
 
         torch.set_num_threads(args.threads)
     cells = load_grid(args.grid)
+    if getattr(args, "allow_code_eval", False):
+        allow_code_eval()
     task = load_task(args.task, args.problems, args.scorer, say=_say(env))
     from .models.loading import load_model
 
