@@ -19,20 +19,25 @@ from components.canvas import CANVAS_CSS
 from components.compare import COMPARE_CSS
 from components.compare_tab import build_compare_tab
 from components.examples import examples_dir, first_example, list_examples, load_pair
-from components.learn import build_learn_tab
+from components.learn import TOUR_CSS, TourHandles, build_learn_tab
+from components.ledger import LEDGER_CSS
 from components.metrics_tab import build_metrics_tab
 from components.replay_tab import build_replay_tab, step_js
+from components.residual import RESIDUAL_CSS
 from components.run_panel import preload_on_spaces
 from components.run_tab import build_run_tab
 from components.share_row import COPY_JS
 from components.story import Story, pair_story, single_story
 from components.strip import STRIP_CSS
 from components.sweep import build_sweep_tab
+from components.tour import load_material
+from components.tour_stops import TourMaterial
+from components.tour_views import target
 from components.ui import PRIVATE, Ctx, keyed
 from s2d2.limits import limits
 from s2d2.trace import Trace
 
-CSS = CANVAS_CSS + STRIP_CSS + COMPARE_CSS + """
+CSS = CANVAS_CSS + STRIP_CSS + COMPARE_CSS + RESIDUAL_CSS + LEDGER_CSS + TOUR_CSS + """
 .s2d2-detail{font-size:0.92em;color:#1e293b;border-left:3px solid #4f46e5;padding:4px 8px;min-height:2.5em}
 .s2d2-detail [data-pinned]{display:block;white-space:pre-line;font-family:ui-monospace,monospace;font-size:0.92em;
   color:#334155}
@@ -83,6 +88,7 @@ class Opening:
     trace: Optional[Trace] = None
     baseline: Optional[Trace] = None
     story: Optional[Story] = None
+    material: Optional[TourMaterial] = None  # what the Learn tour draws (the opening pair and the tour's own runs)
 
 
 def opening() -> Opening:
@@ -91,12 +97,13 @@ def opening() -> Opening:
         return Opening()
     trace, baseline = load_pair(list_examples(examples_dir())[label])
     story = pair_story(trace, baseline) if baseline is not None else single_story(trace)
-    return Opening(label, h.open_example(label), trace, baseline, story)
+    material = load_material(trace, label, baseline, story, examples_dir())
+    return Opening(label, h.open_example(label), trace, baseline, story, material)
 
 
 TABS: list[tuple[str, str, Callable[[Ctx, Opening], Any]]] = [
     ("Replay", "replay", lambda ctx, o: build_replay_tab(ctx, o.label, o.first)),
-    ("Learn", "learn", lambda ctx, o: build_learn_tab(ctx, o.trace, o.story, o.baseline)),
+    ("Learn", "learn", lambda ctx, o: build_learn_tab(ctx, o.material)),
     ("Run", "run", lambda ctx, o: build_run_tab(ctx)),
     ("Metrics & about", "metrics", lambda ctx, o: build_metrics_tab(ctx, o.first)),
     ("Compare", "compare", lambda ctx, o: build_compare_tab(ctx)),
@@ -104,7 +111,7 @@ TABS: list[tuple[str, str, Callable[[Ctx, Opening], Any]]] = [
 ]
 
 
-def wire(ctx: Ctx, o: Opening, tour: list[tuple[gr.Button, int]]) -> None:
+def wire(ctx: Ctx, o: Opening, tour: Optional[TourHandles]) -> None:
     c, out = ctx.c, ctx.outputs
 
     def k(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -115,7 +122,7 @@ def wire(ctx: Ctx, o: Opening, tour: list[tuple[gr.Button, int]]) -> None:
     for switch in (c["mask_which"], c["color_by"]):
         switch.change(k(h.step_views), step_in, out(h.STEP_OUT), show_progress="hidden", **PRIVATE)
     c["canvas"].select(k(h.select_position), [c["state"], c["slider"], c["mask_which"]],
-                       out(["selected", "mask", "detail"]), show_progress="hidden", **PRIVATE)
+                       out(["selected", "mask", "detail", "residual"]), show_progress="hidden", **PRIVATE)
     c["slider"].change(None, c["slider"], c["slider"], js=step_js(0), **PRIVATE)  # a typed 2.5 shows as a step
     c["prev"].click(None, c["slider"], c["slider"], js=step_js(-1), **PRIVATE)  # in the browser: no dropped presses
     c["next"].click(None, c["slider"], c["slider"], js=step_js(1), **PRIVATE)
@@ -141,8 +148,9 @@ def wire(ctx: Ctx, o: Opening, tour: list[tuple[gr.Button, int]]) -> None:
                             validator=guard.admit)
     run_ev.then(k(h.show_state), [c["state"], c["run_ok"]], out(["tabs", *h.LOAD_OUT]), **PRIVATE)
     c["stop"].click(guard.stop, None, None, **PRIVATE)
-    for btn, step in tour:
-        btn.click(k(lambda s=step: h.open_tour_step(o.label or "", s)), None, out(["tabs", *h.LOAD_OUT]), **PRIVATE)
+    if tour is not None:  # "Show in Replay": the example and step of the stop on screen
+        tour.show.click(k(lambda at: h.open_tour_step(*target(tour.stops, at)) if target(tour.stops, at) else {}),
+                        tour.at, out(["tabs", *h.LOAD_OUT]), **PRIVATE)
     # A public endpoint that shows the session's current trace (gradio_client runs no chained events).
     show = gr.Button(visible=False)
     show.click(k(h.show_state), [c["state"]], out(["tabs", *h.LOAD_OUT]), api_name="show_trace")
@@ -179,7 +187,7 @@ def build_demo() -> gr.Blocks:
             for label, tab_id, build in TABS:
                 with gr.Tab(label, id=tab_id):
                     built[tab_id] = build(ctx, o)
-        wire(ctx, o, built["learn"] or [])
+        wire(ctx, o, built["learn"])
         wire_share(ctx, demo)
         demo.unload(guard.on_unload)  # a closed tab or client stops its job within one forward
     demo.queue(default_concurrency_limit=4, max_size=limits().queue_size)

@@ -75,6 +75,7 @@ def build_replay_tab(ctx: Ctx, example_label: Optional[str], first: dict[str, An
             ctx["speed"] = ClampedSlider(0.25, 4, value=1, step=0.25, label="Play speed (steps per second)", scale=2)
     ctx["legend"] = gr.HTML(first.get("legend", ""), elem_id="legend")
     ctx["strip"] = gr.HTML(first.get("strip", ""), elem_id="strip", label="Verification strip", js_on_load=FOCUS_JS)
+    ctx["residual"] = gr.HTML(first.get("residual", ""), elem_id="residual", label="The residual draw")
     with gr.Row():
         ctx["routing"] = gr.Plot(first.get("routing"), label="Routing: score vs threshold per step",
                                  show_label=False, elem_id="routing", min_width=320)
