@@ -103,8 +103,9 @@ def _label_named(fig: go.Figure, cells: list[dict[str, Any]], key: str) -> None:
     for cell, colour, ay, ring in labels:
         x, y = float(cell[key]), float(cell["accuracy"])
         # annotation coordinates on a log axis are log10 of the value (shapes and traces take the value itself)
-        fig.add_annotation(x=math.log10(x), y=y, text=_plain(cell["name"], 40), showarrow=True, arrowhead=0, arrowcolor=colour,
-                           ax=0, ay=ay, font=dict(size=11, color=colour), bgcolor="rgba(255,255,255,0.85)")
+        fig.add_annotation(x=math.log10(x), y=y, text=_plain(cell["name"], 40), showarrow=True, arrowhead=0,
+                           arrowcolor=colour, ax=0, ay=ay, font=dict(size=11, color=colour),
+                           bgcolor="rgba(255,255,255,0.85)")
         if ring:
             fig.add_trace(go.Scatter(x=[x], y=[y], mode="markers", hoverinfo="skip", showlegend=False,
                                      name=f"named: {_plain(cell['name'])}",

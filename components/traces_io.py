@@ -124,8 +124,8 @@ def parse_text(raw: str | bytes) -> Trace:
 
 TRACE_BOX = ("This box takes a trace (.json): one saved with ⬇ Download this trace, or written by "
              "`python -m s2d2 generate --trace out.json`.")
-RESULTS_IN_TRACE_BOX = ("This is a sweep results file (the results.json of `python -m s2d2 bench`), not a trace: open it "
-                        "with the Sweep tab's upload box. " + TRACE_BOX)
+RESULTS_IN_TRACE_BOX = ("This is a sweep results file (the results.json of `python -m s2d2 bench`), not a trace: "
+                        "open it with the Sweep tab's upload box. " + TRACE_BOX)
 
 
 def looks_like_results(raw: str) -> bool:

@@ -138,7 +138,8 @@ def compare(model: Any, prompt: Any, configs: dict[str, DecodeConfig], seed: int
     for _ in range(1 + max(0, int(timed_rounds))):
         for name, cfg in configs.items():
             runs[name].append(generate(model, prompt, cfg.validate(), seed=seed, detailed=detailed).trace)
-    walls = {n: [t.footer.wall_s if t.footer else 0.0 for t in r[1:]] for n, r in runs.items()} if timed_rounds else None
+    walls = ({n: [t.footer.wall_s if t.footer else 0.0 for t in r[1:]] for n, r in runs.items()} if timed_rounds
+             else None)
     traces = {n: r[1 + median_index(walls[n])] if walls else r[0] for n, r in runs.items()}
     return compare_traces(traces, walls)
 

@@ -231,8 +231,9 @@ def test_tour_changes_in_place_and_its_route_control_redecides(browser, served, 
                                      "return c && c.classList.contains('first-reject'); })()", timeout=20_000)
                 pg.wait_for_timeout(500)
                 assert _strip_col_in_view(pg)
-            if keys[-1] == "resample":
-                assert pg.locator("#tour-canvas .st-resampled.new").count() == 1
+            if keys[-1] == "resample":  # the stop's pictures arrive after its heading: wait for them under load
+                pg.wait_for_function("document.querySelectorAll('#tour-canvas .st-resampled.new').length === 1 && "
+                                     "document.querySelector('#tour-residual .rs-tbl') !== null", timeout=20_000)
                 assert "↻" in pg.locator("#tour-strip").inner_text() and pg.locator("#tour-residual .rs-tbl").count()
                 if not phone:
                     screenshot(pg, "screenshot-tour.png")
@@ -319,7 +320,8 @@ def test_run_shows_few_knobs_and_stop_keeps_the_partial_trace(desktop):
 
 
 def test_each_upload_replaces_the_last_message(desktop, tmp_path):
-    """A results file on the trace box says which box takes it; a PNG after it gets its own message, no toast (row 11)."""
+    """A results file on the trace box says which box takes it; a PNG after it gets its own message, no toast
+    (row 11)."""
     pg, errors = desktop
     pg.get_by_role("tab", name="Replay", exact=True).click()
     pg.locator("#files").get_by_text("This trace: details").click()

@@ -32,7 +32,8 @@ def test_drafts_after_the_first_rejection_are_drawn_discarded():
     # the strip strikes the same drafts; the tooltip says why
     table = strip.render_strip(t, 1)
     assert table.count("<s><code>") == 3 and table.count('class="discarded"') >= 3
-    assert "checked with" in canvas.tooltip(index_of(t), 1, 6) and "discarded draft" in canvas.tooltip(index_of(t), 1, 6)
+    tip = canvas.tooltip(index_of(t), 1, 6)
+    assert "checked with" in tip and "discarded draft" in tip
 
 
 # -- row 13: the rejected column cuts the rest ----------------------------------------------------------------------
