@@ -244,3 +244,23 @@ def test_the_app_names_the_policy_and_its_guide():
     title = describe.plain_title(s2d2.preset("sdar-config-b+cost-aware"))
     assert title.startswith("Verify when it pays in seconds") and "a trimmed verifier" in title
     assert figure_guides({"policy": "cost_aware", "cost_threshold": 0.5}) == {"threshold": 0.5}
+
+
+def test_compare_rounds_route_a_cost_aware_lane_alike(aligned, monkeypatch):
+    import s2d2.api as api
+    from s2d2.compare import compare
+
+    seen = []
+    real = api.generate
+
+    def generate(*args, **kwargs):
+        res = real(*args, **kwargs)
+        seen.append(res.trace)
+        return res
+
+    monkeypatch.setattr(api, "generate", generate)
+    configs = {"ar": DecodeConfig(method="ar", gen_length=24), "cost": DecodeConfig(**COST, temperature=1.0)}
+    compare(aligned, PROMPT, configs, seed=1, timed_rounds=2)
+    lane = [t for t in seen if t.header.config.get("policy") == "cost_aware"]
+    assert len(lane) == 3 and all(t.header.costs == lane[0].header.costs for t in lane)
+    assert len({tuple(t.replay()) for t in lane}) == 1  # the warm-up's table: the same decode every round
