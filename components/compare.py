@@ -20,6 +20,7 @@ from s2d2.trace import Trace
 
 from .canvas import render_canvas
 from .figures import KIND_COLOURS
+from .numbers import as_int
 from .run_panel import RunStopped, check_config, check_prompt, record_lanes
 from .trace_index import show_value
 
@@ -50,17 +51,25 @@ def parse_overrides(text: Any) -> dict[str, Any]:
             out[key] = json.loads(raw)
         except json.JSONDecodeError:
             out[key] = raw
+        except RecursionError:
+            raise ValueError(f"custom settings: the value of {key[:40]!r} is nested too deeply") from None
     return out
 
 
 def lane_configs(presets_: list[Any], overrides: list[Any], gen_length: Any) -> dict[str, DecodeConfig]:
     """Named configurations for the lanes that are on; one ValueError naming the lane and the problem."""
     configs: dict[str, DecodeConfig] = {}
+    length = as_int(gen_length)
+    if length is None:
+        raise ValueError("Generation length: expected a whole number")
     for i, (name, extra) in enumerate(zip(presets_, overrides)):
         if not name or name == OFF:
             continue
         try:
-            cfg = check_config(preset(str(name)[:100], gen_length=int(gen_length), **parse_overrides(extra)))
+            options = parse_overrides(extra)
+            if "gen_length" in options:
+                raise ValueError("gen_length is set for every lane by the Generation length slider")
+            cfg = check_config(preset(str(name)[:100], gen_length=length, **options))
         except (ValueError, TypeError, OverflowError) as exc:
             raise ValueError(f"lane {i + 1}: {exc}") from None
         configs[f"{i + 1}·{name}{'*' if str(extra or '').strip() else ''}"] = cfg
@@ -78,7 +87,7 @@ def run_compare(prompt: str, model_name: str, seed: Any, gen_length: Any, *lane_
     if problem:
         return f"⚠ {problem}", None
     try:
-        seed = check_seed(int(float(seed)))
+        seed = check_seed(seed)
         configs = lane_configs(list(lane_values[:MAX_LANES]), list(lane_values[MAX_LANES:]), gen_length)
         traces = decode_lanes(model_name, prompt, configs, seed, load, generate)
     except RunStopped as exc:
