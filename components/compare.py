@@ -22,6 +22,8 @@ from .canvas import render_canvas
 from .figures import KIND_COLOURS
 from .numbers import as_int
 from .run_panel import RunStopped, check_config, check_prompt, record_lanes
+from .state_store import STORE
+from .traces_io import parsed, remember_parsed, trace_json
 from .trace_index import show_value
 
 OFF = "(off)"
@@ -95,9 +97,17 @@ def run_compare(prompt: str, model_name: str, seed: Any, gen_length: Any, *lane_
     except (ValueError, TypeError, OverflowError) as exc:
         return f"⚠ {exc}", None
     first = next(iter(traces.values()))
-    state = {"prompt_ids": first.header.prompt_ids, "seed": int(seed), "model": model_name,
-             "lanes": {n: t.to_dict() for n, t in traces.items()}}
+    state = {"prompt_ids": first.header.prompt_ids, "seed": int(seed), "model": model_name, **lanes_state(traces)}
     return f"Ran {len(traces)} lanes on the same prompt with seed {int(seed)}.", state
+
+
+def lanes_state(traces: dict[str, Trace]) -> dict[str, Any]:
+    """The lanes as session state: their headers (the what-if reads configs from them) and a handle to the traces'
+    JSON in the state store (components/state_store.py: compressed, under the visitors' byte budgets)."""
+    text = "{" + ",".join(f"{json.dumps(n)}:{trace_json(t)}" for n, t in traces.items()) + "}"
+    key = STORE.put(text)
+    remember_parsed(key, dict(traces), len(text))
+    return {"key": key, "lanes": {n: {"header": t.to_dict()["header"]} for n, t in traces.items()}}
 
 
 def decode_lanes(model_name: str, prompt: Any, configs: dict[str, DecodeConfig], seed: int,
@@ -148,7 +158,17 @@ VIEW_OUT = ["cmp_lanes_html", "cmp_nfe", "cmp_wall", "cmp_metrics", "cmp_diff"]
 def traces_of(state: Any) -> dict[str, Trace]:
     if not isinstance(state, dict) or not isinstance(state.get("lanes"), dict):
         return {}
-    return {n: Trace.from_dict(t) for n, t in state["lanes"].items()}
+    if "key" not in state:  # lanes kept whole (states written before the store)
+        return {n: Trace.from_dict(t) for n, t in state["lanes"].items()}
+    hit = parsed(state["key"])
+    if hit is not None:
+        return hit
+    text = STORE.get(state["key"])
+    if text is None:  # dropped by the store's budgets: no comparison to show
+        return {}
+    traces = {n: Trace.from_dict(t) for n, t in json.loads(text).items()}
+    remember_parsed(state["key"], traces, len(text))
+    return traces
 
 
 def answer_blocks(comp: Comparison) -> dict[int, int]:

@@ -83,7 +83,7 @@ def open_example(name: Optional[str], run: str = RUNS["s2d2"], step: Optional[in
     trace = partner if baseline and partner is not None else main
     at = step if step is not None else (story.baseline_step if baseline else story.step)
     which = " (diffusion alone)" if baseline else ""
-    return {"state": make_state(trace, example.label), "load_status": f"Loaded example **{example.label}**{which}.",
+    return {"state": make_state(trace, example.label, pinned=True), "load_status": f"Loaded example **{example.label}**{which}.",
             "headline": story.text, "example": example.label,
             "toggle": gr.Radio(visible=partner is not None, value=RUNS["baseline" if baseline else "s2d2"]),
             **trace_views(trace, at)}
@@ -110,7 +110,8 @@ def show_state(state: Any, ok: bool = True) -> dict[str, Any]:
     trace = trace_from_state(state) if ok else None
     if trace is None:
         return {}
-    return {"tabs": gr.Tabs(selected="replay"), **_single(trace, state, "Showing the run just recorded.")}
+    shown = "the run just recorded" if state.get("name") == "run" else "this session's trace"
+    return {"tabs": gr.Tabs(selected="replay"), **_single(trace, state, f"Showing {shown}.")}
 
 
 def open_tour_step(example: str, step: int) -> dict[str, Any]:
