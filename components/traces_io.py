@@ -14,7 +14,6 @@ import json
 import os
 import re
 import shutil
-import tempfile
 import time
 from collections import OrderedDict
 from pathlib import Path
@@ -23,6 +22,7 @@ from typing import Any, Optional
 from s2d2.limits import limits
 from s2d2.trace import Trace
 
+from .disk import DISK, export_dir  # noqa: F401  (export_dir: where downloads go)
 from .state_store import STORE
 
 MAX_EXPORTS = 256  # trace folders kept in the export directory
@@ -139,26 +139,22 @@ def _short(text: str, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def export_dir() -> Path:
-    """The one directory exported traces are written to (created on demand)."""
-    d = Path(os.environ.get("S2D2_EXPORT_DIR") or Path(tempfile.gettempdir()) / "s2d2-exports")
-    d.mkdir(parents=True, exist_ok=True)
-    return d
-
-
-def export_path(trace: Trace, directory: Optional[str] = None) -> str:
+def export_path(trace: Trace, directory: Optional[str] = None) -> Optional[str]:
     """Write the trace JSON and return its path (for gr.DownloadButton). Without `directory`, the file goes in
-    export_dir()/<content hash>/, so loading the same trace again reuses it, and old folders are pruned."""
+    export_dir()/<content hash>/, so loading the same trace again reuses it, and old folders are pruned; None (no
+    download offered) when the app's disk budget has no room for it."""
     text = trace_json(trace)
     model = re.sub(r"[^A-Za-z0-9_.-]+", "-", trace.header.model.name)[:40].strip(".") or "model"
     method = re.sub(r"[^A-Za-z0-9_.-]+", "-", str(trace.header.config.get("method", "run")))[:20].strip(".")
     name = f"s2d2-trace-{model}-{method or 'run'}-seed{trace.header.seed}.json"
     if directory is None:
         root = export_dir()
-        folder = root / hashlib.sha256(text.encode()).hexdigest()[:20]
+        folder = root / hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:20]
+        prune_exports(root)
+        if not (folder / name).exists() and not DISK.make_room(len(text)):
+            return None
         folder.mkdir(exist_ok=True)
         os.utime(folder)  # recently used: pruned last
-        prune_exports(root)
         directory = str(folder)
     path = os.path.join(directory, name)
     if not os.path.exists(path):
