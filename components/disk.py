@@ -24,6 +24,7 @@ from typing import Iterator, Optional
 MIN_AGE_S = 60.0  # files younger than this are never pruned (an upload being read, a download being fetched)
 WINDOW_S = 3600.0  # the per-client upload allowance is per hour
 SCAN_EVERY_S = 2.0  # the folder is re-measured at most this often (between scans admitted bytes are added)
+_PREPARED = False
 
 
 def _mb(name: str, default: int) -> int:
@@ -52,9 +53,12 @@ def cache_root() -> Path:
 def prepare_cache() -> Path:
     """Delete the folders of runs that are gone, create this run's, and point Gradio's cache at it (unless
     GRADIO_TEMP_DIR is set). Returns the folder Gradio writes to."""
+    global _PREPARED
     root = cache_root()
     root.mkdir(parents=True, exist_ok=True)
-    wipe_dead_runs(root)
+    if not _PREPARED:  # once per process: a second app built in it keeps the first one's files
+        wipe_dead_runs(root)
+        _PREPARED = True
     mine = root / f"run-{os.getpid()}"
     mine.mkdir(exist_ok=True)
     os.environ.setdefault("GRADIO_TEMP_DIR", str(mine / "gradio"))
