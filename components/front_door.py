@@ -23,6 +23,7 @@ import asyncio
 import json
 import logging
 import re
+import uuid
 from typing import Any, Awaitable, Callable, Optional
 from urllib.parse import parse_qs
 
@@ -119,14 +120,17 @@ class FrontDoor:
         except ValueError:
             raise Refusal(400, "The request body is not valid JSON.") from None
         cleaned, changed = checked(data)
+        if sub.startswith("/call/") and not sub.startswith("/call/v2/") and isinstance(cleaned, dict) \
+                and not cleaned.get("session_hash"):
+            # An API call without a session hash is given one, so it is fenced like any other (one decode per
+            # session, the watchdog); GET /call/<name>/<event_id> still finds it (Gradio looks the event up).
+            cleaned["session_hash"], changed = "call-" + uuid.uuid4().hex, True
         blocks = blocks_of(scope)
         if blocks is not None and isinstance(cleaned, dict):
             admit(sub, cleaned, client, blocks)
         if changed:
             body = json.dumps(cleaned).encode()
             scope = with_length(scope, len(body))
-        if sub.startswith("/call/") and isinstance(cleaned, dict) and not cleaned.get("session_hash"):
-            send = joined_on_reply(send)  # the event is its own session: the watchdog follows its event id
         await self.app(scope, replay(body, receive), send)
 
     async def _upload(self, scope: dict, receive: Receive, send: Send, client: str) -> None:
@@ -298,21 +302,6 @@ def header(scope: dict, name: bytes) -> Optional[str]:
 def with_length(scope: dict, length: int) -> dict:
     headers = [(k, v) for k, v in scope.get("headers", ()) if k.lower() != b"content-length"]
     return {**scope, "headers": headers + [(b"content-length", str(length).encode())]}
-
-
-def joined_on_reply(send: Send) -> Send:
-    """Mark the event id of a /call reply as a session that joined the queue over HTTP."""
-    async def watch(message: dict) -> None:
-        if message.get("type") == "http.response.body":
-            try:
-                event_id = json.loads(message.get("body", b"") or b"{}").get("event_id")
-            except (ValueError, AttributeError):
-                event_id = None
-            if isinstance(event_id, str):
-                LISTENERS.joined(event_id)
-        await send(message)
-
-    return watch
 
 
 def quiet_errors(send: Send) -> Send:

@@ -40,6 +40,7 @@ CLIENT_BUSY = ("⏳ Another session from your network address (or account) alrea
                "waiting: wait for it to finish, or stop it there, then try again. One run per visitor at a time "
                "keeps the GPU fair.")
 STOPPED_QUEUED = "⏹ Stopped before it started: nothing ran."
+NO_SESSION = "A run needs a session: call it through /gradio_api/call/<name> or /gradio_api/queue/join."
 STALE_QUEUED_S = 1800.0  # a registration whose event never started (its client vanished) is dropped after this
 MAX_WITHDRAWN = 2  # stopped-while-queued events a session may still have in the queue before it is refused
 
@@ -221,7 +222,8 @@ def session_of(request: Any) -> str:
 def admit(request: gr.Request, *inputs: Any) -> Any:
     """Event validator of a decode: refuse a second job from the same session or client before it enters the
     queue (Gradio wants one gr.validate per input, a bare one for a single input)."""
-    problem = JOBS.admit(session_of(request), request_key(request))
+    session = getattr(request, "session_hash", None)
+    problem = JOBS.admit(session, request_key(request)) if session else NO_SESSION
     checks = [gr.validate(problem is None, problem or "")] + [gr.validate(True, "")] * (max(1, len(inputs)) - 1)
     return checks[0] if len(inputs) == 1 else checks
 
