@@ -165,6 +165,8 @@ class DiskBudget:
         return used + nbytes <= budget
 
     def _files(self) -> Iterator[tuple[Path, int, float]]:
+        """Every file under the folders (a file linked under two names counts its bytes once)."""
+        seen: set[tuple[int, int]] = set()
         for folder in self.folders():
             for dirpath, _, names in os.walk(folder):
                 for name in names:
@@ -173,7 +175,9 @@ class DiskBudget:
                         st = path.stat()
                     except OSError:
                         continue
-                    yield path, st.st_size, st.st_mtime
+                    first = (st.st_dev, st.st_ino) not in seen
+                    seen.add((st.st_dev, st.st_ino))
+                    yield path, st.st_size if first else 0, st.st_mtime
 
 
 DISK = DiskBudget()

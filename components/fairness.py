@@ -2,14 +2,19 @@
 objects, keyed by components/client_id.py's client key; every map is bounded (the quietest clients are forgotten).
 
 - `Rate`: a token bucket per client over every API request (S2D2_CLIENT_RATE per second, bursts of 3x).
-- `queued_by`: a client's events in Gradio's queue, waiting or running (capped at S2D2_CLIENT_QUEUED), read from the
-  queue itself, so an event that left it (finished, cancelled, dropped with its client) never counts.
+- `queue_events`: the events in Gradio's queue, waiting or running. The front door caps a client's pending events
+  (S2D2_CLIENT_QUEUED): those waiting or running, and those finished whose result its sessions have not read yet
+  (Gradio keeps them until they are read), so a client that never reads cannot pile up results in memory either.
 - `Sessions`: who minted which session hash. A client may hold S2D2_CLIENT_SESSIONS sessions; a new one beyond that
   evicts the client's own least recently used session. When the app holds S2D2_MAX_SESSIONS, a new session takes
   the place of the least recently used one that is idle (no open stream or heartbeat, no event for
   S2D2_SESSION_IDLE_S), and is refused when every session is active: the cap never evicts a visitor in use.
 - `Listeners`: open event streams and heartbeats per session, for the decode watchdog (guard.Jobs.silence) and
   for the idle test above.
+- `trim_sessions`: Gradio keeps, per session, a copy of every component's config with the last value sent (about
+  0.4 MB at the start, plus the last views: 1-2 MB for the heaviest trace), read only by deep links, which this
+  app does not offer; trimming it to the components an event touched since keeps a session's own memory to its
+  last views.
 """
 from __future__ import annotations
 
@@ -17,7 +22,7 @@ import os
 import threading
 import time
 from collections import OrderedDict
-from typing import Any, Callable, Iterable, Optional
+from typing import Any, Callable, Optional
 
 MAX_CLIENTS = 10_000  # clients remembered by each map
 
@@ -72,10 +77,6 @@ class Rate:
             while len(self._buckets) > MAX_CLIENTS:
                 self._buckets.popitem(last=False)
             return ok
-
-
-def queued_by(events: Iterable[Any], client: str, key_of: Callable[[Any], str]) -> int:
-    return sum(1 for event in events if key_of(event) == client)
 
 
 def queue_events(queue: Any) -> list[Any]:
@@ -146,6 +147,21 @@ class Listeners:
         return float("inf") if closed is None else now - closed
 
 
+TRIM_ABOVE = 48  # configs a session may hold before it is trimmed (the app's events touch fewer at a time)
+
+
+def trim_sessions(holder: Any) -> int:
+    """Clear the per-session config copies Gradio keeps for deep links (see the module docstring); returns how
+    many sessions were trimmed."""
+    trimmed = 0
+    for state in list(getattr(holder, "session_data", {}).values()):
+        values = getattr(state, "config_values", None)
+        if isinstance(values, dict) and len(values) > TRIM_ABOVE:
+            values.clear()
+            trimmed += 1
+    return trimmed
+
+
 class Sessions:
     """Which client minted each session hash, and the session-count policy (see the module docstring)."""
 
@@ -174,6 +190,11 @@ class Sessions:
             if len(self._owner) > 2 * capacity + 1000:  # forget sessions Gradio no longer holds
                 self._owner = OrderedDict((s, c) for s, c in self._owner.items() if s in data or s == session)
             return None
+
+    def of(self, client: str) -> list[str]:
+        """The sessions `client` minted that are still known."""
+        with self._lock:
+            return [s for s, who in self._owner.items() if who == client]
 
     def _idle_victim(self, holder: Any, listeners: Listeners, now: Optional[float]) -> Optional[str]:
         import datetime

@@ -9,8 +9,8 @@ For every API request it
 - refuses a private event called by name (`/gradio_api/call/<name>`, or `/run/<name>` without an fn_index): the
   page calls events by index, only the public API by name;
 - makes room for a new session hash, or refuses it, before Gradio creates its state (fairness `Sessions`);
-- caps the events a client has in the queue (S2D2_CLIENT_QUEUED, waiting or running, counted in Gradio's own queue)
-  and keeps the last RESERVED places of the queue for clients with nothing in it;
+- caps the events a client has pending (S2D2_CLIENT_QUEUED: waiting, running, or finished but unread, counted in
+  Gradio's own queue) and keeps the last RESERVED places of the queue for clients with nothing in it;
 - checks an upload against the disk budget and the client's upload allowance (components/disk.py);
 - counts open event streams and heartbeats per session, for the decode watchdog (guard.Jobs.silence) and the
   session policy, and caps them per client;
@@ -32,7 +32,7 @@ from s2d2.limits import limits
 from . import guard
 from .client_id import client_key, scope_key
 from .disk import DISK
-from .fairness import Listeners, Rate, Sessions, client_queued, queue_events
+from .fairness import Listeners, Rate, Sessions, client_queued, queue_events, trim_sessions
 
 API = "/gradio_api"
 MAX_JSON_BYTES = 256 * 1024
@@ -188,10 +188,13 @@ def admit(sub: str, data: dict, client: str, blocks: Any) -> None:
             problem = SESSIONS.admit(session, client, holder, limits().max_sessions, LISTENERS)
             if problem:
                 raise Refusal(503, problem)
+            trim_sessions(holder)
     if fn is None or path[0] not in ("call", "queue"):
         return
     events = queue_events(blocks._queue)
-    mine = sum(event_client(e) == client for e in events)
+    unread = getattr(blocks._queue, "pending_event_ids_session", {})  # pushed, result not yet read
+    mine = max(sum(event_client(e) == client for e in events),
+               sum(len(unread.get(s, ())) for s in SESSIONS.of(client)))
     if mine >= client_queued():
         raise Refusal(429, TOO_MANY_QUEUED)
     if mine and len(events) >= limits().queue_size - RESERVED:

@@ -51,8 +51,8 @@ def client_decodes() -> int:
 
 
 def listen_grace_s() -> float:
-    """S2D2_LISTEN_GRACE_S: seconds a running decode may go on with no open event stream, default 5."""
-    return float(_env_int("S2D2_LISTEN_GRACE_S", 5, 1, 3600))
+    """S2D2_LISTEN_GRACE_S: seconds a running decode may go on with no open event stream, default 3."""
+    return float(_env_int("S2D2_LISTEN_GRACE_S", 3, 1, 3600))
 
 
 def _env_int(name: str, default: int, lo: int, hi: int) -> int:

@@ -27,7 +27,7 @@ LEVEL = 6  # zlib level: a 4 MB trace compresses in ~0.1 s to about a sixth
 
 
 def state_budget_bytes() -> int:
-    return _mb("S2D2_STATE_MB", 256) * 2**20
+    return _mb("S2D2_STATE_MB", 128) * 2**20
 
 
 def client_budget_bytes() -> int:

@@ -114,7 +114,9 @@ def read_upload(path: Optional[str], what: str = "trace .json file") -> bytes:
 
 def parse_upload(path: Optional[str]) -> Trace:
     """Read and validate an uploaded trace file; raise TraceError with one readable message."""
-    return parse_text(read_upload(path))
+    trace = parse_text(read_upload(path))
+    trace.__dict__["_s2d2_source"] = path  # its download can be this very file (export_path links it)
+    return trace
 
 
 def parse_text(raw: str | bytes) -> Trace:
@@ -157,6 +159,12 @@ def export_path(trace: Trace, directory: Optional[str] = None) -> Optional[str]:
         os.utime(folder)  # recently used: pruned last
         directory = str(folder)
     path = os.path.join(directory, name)
+    source = trace.__dict__.get("_s2d2_source")
+    if not os.path.exists(path) and source:
+        try:
+            os.link(source, path)  # the uploaded file is the trace's text: a second name, not a second copy
+        except OSError:
+            pass
     if not os.path.exists(path):
         with open(path, "w", encoding="utf-8") as fh:
             fh.write(text)

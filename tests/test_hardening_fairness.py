@@ -73,6 +73,23 @@ def test_a_client_may_have_a_few_events_in_the_queue(monkeypatch):
     front_door.admit("/queue/join", {"fn_index": 0, "session_hash": "b"}, "ip:1.1.1.1", blocks)  # others: fine
 
 
+def test_results_nobody_reads_count_against_the_client(monkeypatch):
+    """Fire-and-forget joins: Gradio keeps each finished result until its session reads it; a client with
+    S2D2_CLIENT_QUEUED unread results is refused, so it cannot pile them up in memory."""
+    monkeypatch.setenv("S2D2_CLIENT_QUEUED", "6")
+    monkeypatch.setattr(front_door, "SESSIONS", fairness.Sessions())
+    blocks = fake_blocks([], [])
+    blocks._queue.pending_event_ids_session = {}
+    for i in range(3):
+        front_door.admit("/queue/join", {"fn_index": 0, "session_hash": f"u{i}"}, "ip:6.6.6.6", blocks)
+        blocks.state_holder.session_data[f"u{i}"] = object()
+        blocks._queue.pending_event_ids_session[f"u{i}"] = {f"e{i}a", f"e{i}b"}  # finished, never read
+    with pytest.raises(front_door.Refusal, match="several requests waiting"):
+        front_door.admit("/queue/join", {"fn_index": 0, "session_hash": "u9"}, "ip:6.6.6.6", blocks)
+    blocks._queue.pending_event_ids_session["u0"] = set()  # one session read its results
+    front_door.admit("/queue/join", {"fn_index": 0, "session_hash": "u9"}, "ip:6.6.6.6", blocks)
+
+
 def test_the_last_places_of_the_queue_go_to_clients_with_nothing_queued(monkeypatch):
     monkeypatch.setenv("S2D2_TRUSTED_PROXY_HOPS", "1")
     monkeypatch.setenv("S2D2_QUEUE_SIZE", "20")
