@@ -81,6 +81,23 @@ def one_session(url: str, i: int, path: Path) -> str:
         client.close()
 
 
+def upload_phase(url: str, cache: Path, pid: int, args: argparse.Namespace) -> None:
+    """--uploads back-to-back raw uploads of --upload-mb, from one address, then from one address each."""
+    blob = b" " * int(args.upload_mb * 2**20 - 200)
+    for label, address in (("one address", lambda i: "10.200.0.1"),
+                           ("an address each", lambda i: f"10.201.{i // 250}.{i % 250}")):
+        codes: Counter = Counter()
+        disk_peak, t0 = 0, time.time()
+        for i in range(args.uploads):
+            r = httpx.post(url + "/gradio_api/upload", headers={"x-forwarded-for": address(i)}, timeout=120,
+                           files={"files": (f"u{i}.json", blob, "application/json")})
+            codes[r.status_code] += 1
+            disk_peak = max(disk_peak, folder_bytes(cache))
+        print(f"phase 2, {args.uploads} x {args.upload_mb:g} MB from {label}: {dict(codes)} in "
+              f"{time.time() - t0:.1f} s; cache peak {disk_peak / 2**20:.0f} MB, now "
+              f"{folder_bytes(cache) / 2**20:.0f} MB; RSS {server_rss_mb(pid):.0f} MB", flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sessions", type=int, default=300)
@@ -125,19 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         rss1 = server_rss_mb(proc.pid)
         print(f"phase 1: {dict(statuses)}; RSS {rss0:.0f} -> {rss1:.0f} MB (peak {peak:.0f}), "
               f"{(rss1 - rss0) / max(1, args.sessions):.2f} MB per session", flush=True)
-        blob = b" " * int(args.upload_mb * 2**20 - 200)
-        for label, address in (("one address", lambda i: "10.200.0.1"), ("an address each",
-                                                                          lambda i: f"10.201.{i // 250}.{i % 250}")):
-            codes: Counter = Counter()
-            disk_peak, t0 = 0, time.time()
-            for i in range(args.uploads):
-                r = httpx.post(url + "/gradio_api/upload", headers={"x-forwarded-for": address(i)}, timeout=120,
-                               files={"files": (f"u{i}.json", blob, "application/json")})
-                codes[r.status_code] += 1
-                disk_peak = max(disk_peak, folder_bytes(cache))
-            print(f"phase 2, {args.uploads} x {args.upload_mb:g} MB from {label}: {dict(codes)} in "
-                  f"{time.time() - t0:.1f} s; cache peak {disk_peak / 2**20:.0f} MB, now "
-                  f"{folder_bytes(cache) / 2**20:.0f} MB; RSS {server_rss_mb(proc.pid):.0f} MB", flush=True)
+        upload_phase(url, cache, proc.pid, args)
     finally:
         proc.terminate()
         try:

@@ -83,7 +83,8 @@ def open_example(name: Optional[str], run: str = RUNS["s2d2"], step: Optional[in
     trace = partner if baseline and partner is not None else main
     at = step if step is not None else (story.baseline_step if baseline else story.step)
     which = " (diffusion alone)" if baseline else ""
-    return {"state": make_state(trace, example.label, pinned=True), "load_status": f"Loaded example **{example.label}**{which}.",
+    return {"state": make_state(trace, example.label, pinned=True),
+            "load_status": f"Loaded example **{example.label}**{which}.",
             "headline": story.text, "example": example.label,
             "toggle": gr.Radio(visible=partner is not None, value=RUNS["baseline" if baseline else "s2d2"]),
             **trace_views(trace, at)}
