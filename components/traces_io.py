@@ -22,7 +22,7 @@ from typing import Any, Optional
 from s2d2.limits import limits
 from s2d2.trace import Trace
 
-from .disk import DISK, export_dir  # noqa: F401  (export_dir: where downloads go)
+from .disk import DISK, export_dir
 from .state_store import STORE
 
 MAX_EXPORTS = 256  # trace folders kept in the export directory
@@ -141,23 +141,36 @@ def _short(text: str, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def export_path(trace: Trace, directory: Optional[str] = None) -> Optional[str]:
-    """Write the trace JSON and return its path (for gr.DownloadButton). Without `directory`, the file goes in
-    export_dir()/<content hash>/, so loading the same trace again reuses it, and old folders are pruned; None (no
-    download offered) when the app's disk budget has no room for it."""
-    text = trace_json(trace)
+def export_name(trace: Trace, kind: str = "trace") -> str:
+    """A file name (no suffix) that says what the trace is, e.g. "s2d2-trace-tiny-s2d2-seed0"; safe characters only."""
     model = re.sub(r"[^A-Za-z0-9_.-]+", "-", trace.header.model.name)[:40].strip(".") or "model"
     method = re.sub(r"[^A-Za-z0-9_.-]+", "-", str(trace.header.config.get("method", "run")))[:20].strip(".")
-    name = f"s2d2-trace-{model}-{method or 'run'}-seed{trace.header.seed}.json"
+    return f"s2d2-{kind}-{model}-{method or 'run'}-seed{trace.header.seed}"
+
+
+def _folder_of(trace: Trace) -> Path:
+    return export_dir() / hashlib.sha256(trace_json(trace).encode("utf-8", "surrogatepass")).hexdigest()[:20]
+
+
+def export_folder(trace: Trace) -> Path:
+    """export_dir()/<content hash>/: one folder per distinct trace (loading it again reuses it); old ones pruned."""
+    root = export_dir()
+    folder = _folder_of(trace)
+    folder.mkdir(exist_ok=True)
+    os.utime(folder)  # recently used: pruned last
+    prune_exports(root)
+    return folder
+
+
+def export_path(trace: Trace, directory: Optional[str] = None) -> Optional[str]:
+    """Write the trace JSON and return its path (for gr.DownloadButton), in `directory` or export_folder(trace);
+    None (no download offered) when the app's disk budget has no room for it."""
+    text = trace_json(trace)
+    name = export_name(trace) + ".json"
     if directory is None:
-        root = export_dir()
-        folder = root / hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:20]
-        prune_exports(root)
-        if not (folder / name).exists() and not DISK.make_room(len(text)):
+        if not (_folder_of(trace) / name).exists() and not DISK.make_room(len(text)):
             return None
-        folder.mkdir(exist_ok=True)
-        os.utime(folder)  # recently used: pruned last
-        directory = str(folder)
+        directory = str(export_folder(trace))
     path = os.path.join(directory, name)
     source = trace.__dict__.get("_s2d2_source")
     if not os.path.exists(path) and source:
