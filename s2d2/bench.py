@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from . import __version__
+from . import cli_checks as c
 from .distributed import DistEnv, broadcast, dist_env, rank_device, start, stop, wait_for_all
 from .shards import ROWS_DIR, RowCounter, RowWriter, plan_items, rank_file, read_all_rows, shard
 from .sweep import (GRIDS, RESULTS_VERSION, Cell, add_paired_tests, add_speedups, cell_key, csv_rows,
@@ -136,15 +137,32 @@ def add_bench_args(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     return p
 
 
+MAX_GRID_CELLS = 1000  # cells of one sweep (the default grid has 50)
+MAX_PROBLEMS = 100_000
+
+
+def check_bench_args(args: argparse.Namespace) -> list[Cell]:
+    """Every bench argument before a task or model loads; the grid's cells (ValueError, one line)."""
+    c.whole(args.problems, "--problems", 1, MAX_PROBLEMS)
+    c.seed(args.seed)
+    if args.gen_length is not None:
+        c.whole(args.gen_length, "--gen-length", 1, 8192)
+    if args.threads is not None:
+        c.whole(args.threads, "--threads", 1, 1024)
+    c.writable_folder(args.out, "--out")
+    cells = load_grid(args.grid)
+    if len(cells) > MAX_GRID_CELLS:
+        raise ValueError(f"--grid: at most {MAX_GRID_CELLS} cells, got {len(cells)}")
+    return cells
+
+
 def run_bench(args: argparse.Namespace) -> int:
     env = dist_env()
+    cells = check_bench_args(args)
     if args.threads is not None:
-        if args.threads < 1:
-            raise ValueError(f"--threads: must be at least 1, got {args.threads}")
         import torch
 
         torch.set_num_threads(args.threads)
-    cells = load_grid(args.grid)
     if getattr(args, "allow_code_eval", False):
         allow_code_eval()
     task = load_task(args.task, args.problems, args.scorer, say=_say(env))

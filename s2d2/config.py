@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from .limits import value_text
 from .policies import (POLICIES, REGISTRY, SCORE_TYPES, UCB_ENTROPY_SCOPES, AdaptiveBlock, all_knobs,
                        self_correction, speedups)
 from .policies.knob import check_choice as _choice
@@ -191,7 +192,7 @@ def _check_type(name: str, value: Any, annotation: Any) -> None:
         ok = isinstance(value, int) and not isinstance(value, bool)
     elif text.startswith("float"):
         ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-        if ok and math.isnan(float(value)):
+        if ok and isinstance(value, float) and math.isnan(value):
             raise ValueError(f"{name}: must be a number, got NaN")
     elif text.startswith("str"):
         ok = isinstance(value, str)
@@ -314,6 +315,6 @@ def presets() -> dict[str, str]:
 def preset(name: str, **overrides: Any) -> DecodeConfig:
     """A named paper configuration, optionally with overrides (validated)."""
     if name not in _PRESETS:
-        raise ValueError(f"preset: unknown preset {name!r}; allowed: {', '.join(_PRESETS)}")
+        raise ValueError(f"preset: unknown preset {value_text(name)}; allowed: {', '.join(_PRESETS)}")
     settings = {**_PRESETS[name][0], **overrides}
     return DecodeConfig.from_dict(settings)

@@ -101,6 +101,7 @@ def quick_grid() -> list[Cell]:
 
 
 GRIDS = {"default": default_grid, "quick": quick_grid}
+MAX_GRID_BYTES = 16 * 2**20
 
 
 def load_grid(spec: str) -> list[Cell]:
@@ -110,10 +111,14 @@ def load_grid(spec: str) -> list[Cell]:
     path = Path(spec)
     if not path.is_file():
         raise ValueError(f"--grid: {spec!r} is neither a named grid ({', '.join(GRIDS)}) nor a JSON file")
+    if path.stat().st_size > MAX_GRID_BYTES:
+        raise ValueError(f"--grid: {spec[:200]} is larger than {MAX_GRID_BYTES // 2**20} MiB")
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ValueError(f"--grid: {spec} is not valid JSON ({exc})") from None
+        raise ValueError(f"--grid: {spec[:200]} is not valid JSON ({str(exc)[:200]})") from None
+    except RecursionError:
+        raise ValueError(f"--grid: {spec[:200]} is nested too deeply") from None
     items = data.get("cells") if isinstance(data, dict) else data
     if not isinstance(items, list) or not items:
         raise ValueError("--grid: expected a non-empty list of cells (or {\"cells\": [...]})")
@@ -135,7 +140,7 @@ def _grid_item(i: int, item: Any) -> Cell:
         raise ValueError(f"--grid: cell {i} 'config' must be an object of DecodeConfig options")
     try:
         cfg = preset(item["preset"], **overrides) if "preset" in item else DecodeConfig.from_dict(overrides)
-    except ValueError as exc:
+    except (ValueError, TypeError) as exc:
         raise ValueError(f"--grid: cell {i}: {exc}") from None
     return Cell(str(item.get("name") or item.get("preset") or f"cell{i}"), cfg)
 
