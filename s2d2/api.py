@@ -96,6 +96,10 @@ def generate(
     top-k candidates or token strings. `on_block` receives the steps so far after every block;
     `should_stop` / `max_seconds` end the run early with the partial output (finish_reason says why); a
     `StopDecoding` raised by the model's forward ends it at once, at its last complete block ("cancelled").
+
+    `seed` seeds the one generator every draw of the run uses (draft samples for the masked positions only,
+    acceptance tests, residuals): the same seed gives the same run. The reference scripts draw drafts for every row
+    of the draft window, so a sampled (T > 0) run matches theirs only when their draw is restricted to masked rows.
     """
     cfg = (cfg or DecodeConfig()).validate()
     ids, text = encode_prompt(model, prompt, chat)
