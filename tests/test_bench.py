@@ -205,7 +205,13 @@ def test_cli_messages_are_one_line(tmp_path, capsys, monkeypatch):
 def test_sweep_tab_shows_intervals_for_new_and_old_results_files(tmp_path):
     from components import sweep as sw
 
-    old = sw.load_results_file(sw.BUNDLED)  # written before intervals: computed from accuracy and n
+    # A file as written before intervals (the shipped one without them): intervals computed from accuracy and n
+    shipped = json.loads(sw.BUNDLED.read_text())
+    later = {"accuracy_ci_low", "accuracy_ci_high", "p_vs_ar", "p_vs_baseline", "correct_by_problem", "equals_ar",
+             "equals_ar_by_problem"}
+    shipped["cells"] = [{k: v for k, v in c.items() if k not in later} for c in shipped["cells"]]
+    (tmp_path / "old.json").write_text(json.dumps(shipped))
+    old = sw.load_results_file(tmp_path / "old.json")
     ar = next(c for c in old["cells"] if c["method"] == "ar")
     fig = sw.pareto_figure(old, "nfe")
     star = next(t for t in fig.data if t.name == "AR (B = 1)")
