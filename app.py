@@ -14,6 +14,7 @@ import gradio as gr
 
 from components import guard
 from components import handlers as h
+from components import share
 from components.canvas import CANVAS_CSS
 from components.compare import COMPARE_CSS
 from components.compare_tab import build_compare_tab
@@ -23,6 +24,7 @@ from components.metrics_tab import build_metrics_tab
 from components.replay_tab import build_replay_tab
 from components.run_panel import preload_on_spaces
 from components.run_tab import build_run_tab
+from components.share_row import COPY_JS
 from components.story import Story, pair_story, single_story
 from components.strip import STRIP_CSS
 from components.sweep import build_sweep_tab
@@ -137,6 +139,23 @@ def wire(ctx: Ctx, o: Opening, tour: list[tuple[gr.Button, int]]) -> None:
     show.click(k(h.show_state), [c["state"]], out(["tabs", *h.LOAD_OUT]), api_name="show_trace")
 
 
+def wire_share(ctx: Ctx, demo: gr.Blocks) -> None:
+    """Share a moment: a link's query parameters read on load; copy a link; make the HTML replay."""
+    c, out = ctx.c, ctx.outputs
+    # Every page load reads the link into a State (no visible output, so no spinner on the first screen); only a
+    # link that names a moment changes it, and that change opens the moment.
+    demo.load(keyed(share.link_params, ctx), None, c["moment"], show_progress="hidden", **PRIVATE)
+    c["moment"].change(keyed(share.open_link, ctx), c["moment"], out([*h.LOAD_OUT, "share_note"]), **PRIVATE)
+    c["share"].click(keyed(share.share_link, ctx), [c["state"], c["toggle"], c["slider"]],
+                     out(["share_link", "share_status"]), **PRIVATE).then(
+        None, out(["share_link", "share_status"]), out(["share_link", "share_status"]), js=COPY_JS, **PRIVATE)
+    # A replay of the largest trace takes seconds of CPU: two builds at a time, whoever asks.
+    c["make_html"].click(keyed(share.html_replay, ctx), [c["state"], c["slider"]], out(["html_file", "share_status"]),
+                         concurrency_limit=2, concurrency_id="html_export", **PRIVATE)
+    c["state"].change(keyed(share.reset_share, ctx), None, out(["share_link", "html_file", "share_status"]),
+                      **PRIVATE)
+
+
 def build_demo() -> gr.Blocks:
     preload_on_spaces()
     o = opening()
@@ -152,6 +171,7 @@ def build_demo() -> gr.Blocks:
                 with gr.Tab(label, id=tab_id):
                     built[tab_id] = build(ctx, o)
         wire(ctx, o, built["learn"] or [])
+        wire_share(ctx, demo)
         demo.unload(guard.on_unload)  # a closed tab or client stops its job within one forward
     demo.queue(default_concurrency_limit=4, max_size=limits().queue_size)
     return demo
