@@ -96,10 +96,8 @@ def generate(
     top-k candidates or token strings. `on_block` receives the steps so far after every block;
     `should_stop` / `max_seconds` end the run early with the partial output (finish_reason says why); a
     `StopDecoding` raised by the model's forward ends it at once, at its last complete block ("cancelled").
-
-    `seed` seeds the one generator every draw of the run uses (draft samples for the masked positions only,
-    acceptance tests, residuals): the same seed gives the same run. The reference scripts draw drafts for every row
-    of the draft window, so a sampled (T > 0) run matches theirs only when their draw is restricted to masked rows.
+    `seed` seeds the generator of every draw (drafts of masked positions only, acceptance, residuals); the reference
+    draws for every row of the window, so sampled runs match it only with its draw restricted to masked rows.
     """
     cfg = (cfg or DecodeConfig()).validate()
     ids, text = encode_prompt(model, prompt, chat)
