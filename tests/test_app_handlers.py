@@ -11,8 +11,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import trace_factory as tf  # noqa: E402
 
-from components import (canvas, examples, figures, handlers, learn, mask_view, replay, run_panel, story,  # noqa: E402
-                        traces_io)
+from components import (canvas, examples, figures, handlers, mask_view, replay, run_panel, story,  # noqa: E402
+                        tour, tour_stops, tour_views, traces_io)
 from s2d2.config import preset  # noqa: E402
 from s2d2.limits import limits  # noqa: E402
 from s2d2.tasks import arithmetic  # noqa: E402
@@ -35,7 +35,7 @@ def test_upload_validation_messages(tmp_path):
     assert ".commits[0].how: must be one of" in _bad(lambda d: d["steps"][0]["commits"][0].__setitem__("how", "<x>"))
     assert "longer than" in _bad(lambda d: d["header"].__setitem__("prompt_text", "x" * 20_001))
     assert "unknown field" in _bad(lambda d: d.__setitem__("__class__", "os.system"))
-    for raw, msg in [(b"\xff\xfe", "UTF-8"), (b"{not json", "not valid JSON"), (b"[]", "JSON object")]:
+    for raw, msg in [(b"\xff\xfe", "not a text file"), (b"{not json", "not valid JSON"), (b"[]", "JSON object")]:
         with pytest.raises(traces_io.TraceError, match=msg):
             traces_io.parse_text(raw)
     big = tmp_path / "big.json"
@@ -195,7 +195,7 @@ def test_handlers_state_and_scrubbing():
     state = traces_io.make_state(tf.mixed(), "m")
     assert handlers.step_views(None, 1)["summary"] == handlers.NO_TRACE
     views = handlers.step_views(state, 1)
-    assert set(views) == set(handlers.STEP_OUT) and views["summary"].startswith("Answer block 1, step 1")
+    assert set(views) == set(handlers.STEP_OUT) and views["summary"].startswith("Step 1 of")
     assert handlers.step_views(state, None) == {}  # a blank step box changes nothing
     assert handlers.move(state, 0, -1) == {"slider": 0} and handlers.move(state, 7, 1) == {"slider": 7}
     assert handlers.move(state, 3.0, 1) == {"slider": 4}
@@ -213,7 +213,7 @@ def test_handlers_upload_and_run_messages(tmp_path):
     bad.write_text('{"header": {"schema_version": 7}}')
     out = handlers.upload_trace(str(bad))
     assert list(out) == ["load_status"]  # one message, every other output unchanged
-    assert out["load_status"].startswith("⚠️ Invalid trace file") and "schema\\_version" in out["load_status"]
+    assert out["load_status"].startswith("⚠️ bad.json: Invalid trace file") and "schema\\_version" in out["load_status"]
     good = traces_io.export_path(tf.all_accepted(), str(tmp_path))
     out = handlers.upload_trace(str(good))
     assert out["load_status"] == "Loaded the uploaded trace." and out["example"] is None
@@ -314,26 +314,33 @@ def test_a_run_stopped_while_queued_does_nothing_when_its_turn_comes(monkeypatch
     guard.on_unload(_Request("s3"))
 
 
+def _pic(trace, stop, kind):
+    """The value a stop draws for one picture kind (the tour's shared views)."""
+    pic = next(p for p in stop.pictures if p.kind == kind)
+    return tour_views.picture(tour_stops.TourMaterial(trace), stop, pic)
+
+
 def test_tour_stops_follow_the_story_in_order():
     t = tf.mixed()
-    stops = learn.tour_stops(t)
-    assert [s.key for s in stops] == ["draft", "route", "verify", "reject", "resample", "skip", "run"]
-    assert learn.numbered(stops)[:2] == ["1 · Draft", "2 · Span and routing"]
-    focus = learn.focus_step(t)
+    stops = tour.tour_stops(t)
+    assert [s.key for s in stops] == ["draft", "route", "verify", "reject", "resample", "skip", "calibration",
+                                      "cost", "run"]
+    assert tour.numbered(stops)[:2] == ["1 · Draft", "2 · Span and routing"]
+    focus = tour_stops.focus_step(t)
     v = focus.verification
     assert v.first_reject is not None and v.resampled is not None
     assert all(s.step == focus.index + 1 for s in stops[:5])
     skip = next(s for s in stops if s.key == "skip")
     assert t.steps[skip.step - 1].decision.verify is False
     # each picture is the moment its text describes: drafts before commit, the rejected column, the routing plot
-    draft = learn.picture("canvas_draft", t, stops[0].step).split('class="s2d2-legend"')[0]
+    draft = _pic(t, stops[0], "canvas").split('class="s2d2-legend"')[0]
     assert "st-drafted" in draft and "st-resampled" not in draft and 'data-watch="1"' in draft
-    assert 'class="first-reject"' in learn.picture("strip", t, stops[3].step)
-    assert "st-resampled new" in learn.picture("canvas", t, stops[4].step).split('class="s2d2-legend"')[0]
-    assert stops[1].pictures == ("routing",) and stops[5].pictures[0] == "routing"
-    keys = [s.key for s in learn.tour_stops(tf.diffusion_only())]
+    assert 'class="first-reject' in _pic(t, stops[3], "strip")
+    assert "st-resampled new" in _pic(t, stops[4], "canvas").split('class="s2d2-legend"')[0]
+    assert stops[1].kinds == ("canvas", "routing") and stops[5].kinds[0] == "routing"
+    keys = [s.key for s in tour.tour_stops(tf.diffusion_only())]
     assert keys == ["draft", "run"]
-    assert [s.key for s in learn.tour_stops(tf.all_accepted())] == ["draft", "route", "verify", "run"]
+    assert [s.key for s in tour.tour_stops(tf.all_accepted())] == ["draft", "route", "verify", "cost", "run"]
 
 
 # -- traces recorded by the real engine (random tiny models): the views read what the decoder writes -------------
@@ -351,7 +358,8 @@ def test_views_on_engine_traces(family, preset_name, gen):
     for s in range(len(trace.steps) + 1):
         out = replay.render_step(trace, s)
         block = idx.answer_block(trace.steps[s - 1].block) if s else 0
-        assert out["summary"].startswith("Start" if s == 0 else f"Answer block {block}")
+        head = f"Step {s} of {len(trace.steps)} (answer block {block})"
+        assert out["summary"].startswith("Start" if s == 0 else head)
         for which in mask_view.WHICH:
             fig = mask_view.mask_figure(trace, s, which)
             if fig.data:
@@ -361,7 +369,7 @@ def test_views_on_engine_traces(family, preset_name, gen):
     committed = {c.position for st in trace.steps for c in st.commits}
     assert all(f'data-pos="{p}"' in final for p in committed) and set(idx.commit_of) == committed
     rows = {r[0]: r[1] for r in replay.metrics_table(trace)}
-    assert rows["NFE (forward passes)"] == str(len(trace.forwards))
+    assert rows["forwards (NFE)"] == str(len(trace.forwards))
     skeleton = s2d2.generate(model, list(range(10, 17)), preset(preset_name, gen_length=gen), seed=0,
                              detailed=False).trace
     html = canvas.render_canvas(skeleton, len(skeleton.steps), show_future=True)
@@ -388,7 +396,10 @@ def test_precompute_script_writes_loadable_examples(tmp_path, monkeypatch):
     listed = examples.list_examples(tmp_path)
     pairs = [e for e in listed.values() if e.baseline is not None]
     assert list(listed)[0] == "Verifier catches a wrong digit" and pairs == [listed["Verifier catches a wrong digit"]]
-    assert len(listed) + len(pairs) == len(script.RUNS) and "Always verify · block 16" in listed
+    tour_files = sorted(f.name for f in (tmp_path / "tour").glob("*.json"))  # the tour's material, not examples
+    assert tour_files == ["lossless-ar.json", "lossless-s2d2.json"]
+    assert len(listed) + len(pairs) + len(tour_files) == len(script.RUNS) and "Always verify · block 16" in listed
+    assert "Self correction meets verification · LLaDA2" in listed  # recorded with its own model (here: the stub)
     for example in listed.values():
         trace, baseline = examples.load_pair(example)
         assert trace.header.provenance == "measured" and trace.steps
@@ -410,7 +421,8 @@ def test_example_and_state_handlers():
     assert traces_io.trace_from_state(out["state"]).header.provenance == "measured"
     assert handlers.open_example("nope") == {"load_status": "Unknown example 'nope'."}
     shown = handlers.show_state(out["state"], True)
-    assert shown["example"] is None and shown["detail"] == handlers.DETAIL_HINT  # nothing stale after a run
+    assert shown["example"] is None and shown["selected"] is None  # nothing stale after a run
+    assert "data-pinned" not in shown["detail"]
     assert handlers.show_state(out["state"], False) == {}
     assert handlers.set_speed(4, True)["timer"].value == 0.25 and handlers.set_speed(0, False)["timer"].value == 1.0
 
@@ -504,14 +516,15 @@ def test_llada2_example_loads_through_the_validator_and_shows_its_edit():
     assert rows["edits (self-correction)"] == "1"
     assert "editing τ_edit=0.5" in out["title"]
     # the tour: a self-correction stop, numbered by position, its canvas the moment of the edit with it ringed
-    stops = learn.tour_stops(trace)
+    m = tour.load_material(trace)
+    stops = tour.tour_stops(m)
     assert [s.key for s in stops] == ["draft", "edit", "run"]
-    assert learn.numbered(stops)[1] == "2 · Self-correction" and stops[1].step == edit_step.index + 1
+    assert tour.numbered(stops)[1] == "2 · Self-correction" and stops[1].step == edit_step.index + 1
     assert f"`{e.old_text}`" in stops[1].text and f"p = {e.p:.3f} > τ_edit = 0.5" in stops[1].text
-    pic = learn.picture("canvas_edit", trace, stops[1].step).split('class="s2d2-legend"')[0]
+    pic = tour_views.picture(m, stops[1], stops[1].pictures[0]).split('class="s2d2-legend"')[0]
     assert f'data-pos="{e.position}" data-watch="1"' in pic and "st-edited new" in pic
     # only traces that edit have the stop
-    assert "edit" not in [s.key for s in learn.tour_stops(tf.mixed())]
+    assert "edit" not in [s.key for s in tour.tour_stops(tf.mixed())]
 
 
 def test_run_panel_on_a_model_that_edits_shows_the_editing_knobs():
