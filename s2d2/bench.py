@@ -24,6 +24,7 @@ from typing import Any, Callable, Optional
 
 from . import __version__
 from . import cli_checks as c
+from .agreement import add_equals_ar, format_equals_ar, lossless_line
 from .distributed import DistEnv, broadcast, dist_env, rank_device, start, stop, wait_for_all
 from .shards import ROWS_DIR, RowCounter, RowWriter, plan_items, rank_file, read_all_rows, shard
 from .sweep import (GRIDS, RESULTS_VERSION, Cell, add_paired_tests, add_speedups, cell_key, csv_rows,
@@ -44,6 +45,7 @@ def problem_row(cell: str, i: int, result: Any, correct: bool) -> dict[str, Any]
         "verify_steps": sum(s.verification is not None for s in steps),
         "decided_steps": sum(s.decision is not None for s in steps),
         "edits": m.get("edits", 0),
+        "output": list(result.token_ids), "stopped": result.trace.footer.stop_position is not None,
     }
 
 
@@ -92,8 +94,9 @@ def merge_results(out: Path, cells: list[Cell], keys: list[str], n: int) -> list
     if missing:
         raise ValueError(f"{missing} of {len(keys) * n} work items have no row under {out / ROWS_DIR}: with several "
                          f"nodes, --out must be a folder that every node shares")
-    summaries = [summarize(cell, [rows[(key, i)] for i in range(n)]) for cell, key in zip(cells, keys)]
-    return add_paired_tests(add_speedups(summaries))
+    by_cell = [[rows[(key, i)] for i in range(n)] for key in keys]
+    summaries = [summarize(cell, cell_rows) for cell, cell_rows in zip(cells, by_cell)]
+    return add_equals_ar(add_paired_tests(add_speedups(summaries)), by_cell)
 
 
 def _progress(total: int, initial: int, enabled: bool) -> Any:
@@ -200,10 +203,11 @@ def _say(env: DistEnv) -> Callable[[str], None]:
 
 def format_table(cells: list[dict[str, Any]]) -> str:
     cols = [("name", 26), ("accuracy [95% CI]", 22), ("nfe_per_token", 13), ("wall_per_token", 14),
-            ("speedup_nfe_vs_ar", 17), ("speedup_wall_vs_ar", 18)]
+            ("speedup_nfe_vs_ar", 17), ("speedup_wall_vs_ar", 18), ("output = AR", 11)]
     lines = ["  ".join(f"{k:>{w}}" if i else f"{k:<{w}}" for i, (k, w) in enumerate(cols))]
     for c in cells:
         vals = [c["name"][:26], format_accuracy(c)]
-        vals += [("-" if c[k] is None else f"{c[k]:.4g}") for k, _ in cols[2:]]
+        vals += [("-" if c[k] is None else f"{c[k]:.4g}") for k, _ in cols[2:-1]] + [format_equals_ar(c)]
         lines.append("  ".join(f"{v:>{w}}" if i else f"{v:<{w}}" for i, (v, (_, w)) in enumerate(zip(vals, cols))))
-    return "\n".join(lines)
+    line = lossless_line(cells)
+    return "\n".join(lines + ([line] if line else []))

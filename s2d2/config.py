@@ -267,6 +267,16 @@ _PRESETS.update({
         {**_PRESETS["sdar-config-b"][0], "kv_reuse": True, "fused_commit": True, "adaptive_block": True},
         _BEYOND + "sdar-config-b with KV reuse, fused commits and adaptive block size together.",
     ),
+    # Lossless mode (spec §5): greedy_exact acceptance, a verify at every step, the causal verifier cache; the
+    # forward savers kept are those that never change a token (KV reuse and the fused commit only move where a KV
+    # row is computed). Adaptive blocks keep exactness too but cost forwards on the bundled model, so they are off.
+    "lossless": (
+        dict(**_S2D2, block_length=16, remasking="low_confidence_dynamic", confidence_threshold=0.85,
+             policy="mask_span_length", min_span_length=1, acceptance="greedy_exact", cache_ver=True, draft_ver=True,
+             kv_reuse=True, fused_commit=True),
+        _BEYOND + "greedy AR's output token for token (greedy_exact acceptance, always verify, cache_ver), block 16 "
+        "with KV reuse and fused commits: fewer forwards, the same text.",
+    ),
 })
 
 
