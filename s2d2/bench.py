@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from . import __version__
-from . import cli_checks as c
+from . import cli_checks as checks
 from .agreement import add_equals_ar, format_equals_ar, lossless_line
 from .distributed import DistEnv, broadcast, dist_env, rank_device, start, stop, wait_for_all
 from .shards import ROWS_DIR, RowCounter, RowWriter, plan_items, rank_file, read_all_rows, shard
@@ -146,13 +146,13 @@ MAX_PROBLEMS = 100_000
 
 def check_bench_args(args: argparse.Namespace) -> list[Cell]:
     """Every bench argument before a task or model loads; the grid's cells (ValueError, one line)."""
-    c.whole(args.problems, "--problems", 1, MAX_PROBLEMS)
-    c.seed(args.seed)
+    checks.whole(args.problems, "--problems", 1, MAX_PROBLEMS)
+    checks.seed(args.seed)
     if args.gen_length is not None:
-        c.whole(args.gen_length, "--gen-length", 1, 8192)
+        checks.whole(args.gen_length, "--gen-length", 1, 8192)
     if args.threads is not None:
-        c.whole(args.threads, "--threads", 1, 1024)
-    c.writable_folder(args.out, "--out")
+        checks.whole(args.threads, "--threads", 1, 1024)
+    checks.writable_folder(args.out, "--out")
     cells = load_grid(args.grid)
     if len(cells) > MAX_GRID_CELLS:
         raise ValueError(f"--grid: at most {MAX_GRID_CELLS} cells, got {len(cells)}")
