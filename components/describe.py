@@ -57,6 +57,8 @@ def plain_title(cfg: DecodeConfig | Mapping[str, Any]) -> str:
     if cfg.loop == "editing":  # the LLaDA2.x loop
         tau = cfg.editing_threshold
         size += f", edits at p > {_g(tau)}" if tau is not None else ", LLaDA2 loop, no edits"
+    if cfg.method == "s2d2" and cfg.acceptance == "greedy_exact":
+        size += ", greedy-exact acceptance"
     if cfg.method == "diffusion":
         if cfg.remasking == "low_confidence_dynamic":
             return f"Diffusion alone (commit drafts with p > {_g(cfg.confidence_threshold)}), {size}"

@@ -98,11 +98,11 @@ def generate(
     top-k candidates or token strings. `on_block` receives the steps so far after every block;
     `should_stop` / `max_seconds` end the run early with the partial output (finish_reason says why); a
     `StopDecoding` raised by the model's forward ends it at once, at its last complete block ("cancelled").
-
-    A policy that routes in seconds (`cost_aware`) uses `costs` (e.g. a recorded trace's `header.costs`, to replay
-    it exactly), else the model's measured forward costs (`model.cost_table()`, calibrated before the timer starts
-    when this configuration's shapes were never timed), frozen for the whole decode and recorded in the header.
-    Every decode's exact per-forward timings then refine the model's cost fits.
+    `seed` seeds the generator of every draw (drafts of masked positions only, acceptance, residuals); the reference
+    draws for every row of the window, so sampled runs match it only with its draw restricted to masked rows.
+    A cost-aware policy routes with `costs` (a recorded `header.costs` replays a run exactly), else with the model's
+    measured forward costs (`routing_costs`), frozen for the decode and recorded in the header; every decode's exact
+    per-forward timings then refine the model's cost fits.
     """
     cfg = (cfg or DecodeConfig()).validate()
     ids, text = encode_prompt(model, prompt, chat)

@@ -39,11 +39,13 @@ def test_run_compare_state_and_views(state):
     for name in state["lanes"]:
         assert name in html
     assert "answer block 1 (positions" in html and "s2d2-canvas" in html
-    nfe = state["lanes"]["3·sdar-config-a"]
+    traces = cc.traces_of(state)  # the lanes' traces live in the state store; the state keeps their headers
+    assert list(traces) == list(state["lanes"]) and set(state["lanes"]["1·ar"]) == {"header"}
+    nfe = traces["3·sdar-config-a"]
     total = sum(len(t.x) for t in nfe_fig.data)
-    assert total == sum(len(t["forwards"]) for t in state["lanes"].values())
-    assert max(max(t.x) for t in nfe_fig.data) == max(len(t["forwards"]) for t in state["lanes"].values())
-    assert len(nfe["forwards"]) > 0 and all(isinstance(t.x, tuple) for t in wall_fig.data)
+    assert total == sum(len(t.forwards) for t in traces.values())
+    assert max(max(t.x) for t in nfe_fig.data) == max(len(t.forwards) for t in traces.values())
+    assert len(nfe.forwards) > 0 and all(isinstance(t.x, tuple) for t in wall_fig.data)
     labels = [r[0] for r in rows]
     assert "speedup vs AR (forwards per token)" in labels and rows[-1][0] == "output equals AR"
     assert rows[-1][1].startswith("✓") and rows[-1][4].startswith("✓")  # AR itself, and greedy_exact always-verify
@@ -133,7 +135,7 @@ def test_rerun_shows_old_and_new_side_by_side(state, model):
     # the comparison's AR lane is in the table: "output equals AR" is about lanes on screen (issue 17 row 7)
     assert table["headers"] == ["metric", "recorded", "re-run", "1·ar"]
     rows = {r[0]: r[1:] for r in table["data"]}
-    assert rows["forwards (NFE: model calls)"][0] == str(len(state["lanes"][lane]["forwards"]))
+    assert rows["forwards (NFE: model calls)"][0] == str(len(cc.traces_of(state)[lane].forwards))
     assert rows["verify rate"][1] == "100 %"
     assert "no AR lane" not in str(rows["output equals AR"]) and rows["output equals AR"][2].startswith("✓")
     assert "wall time" not in rows and "not timed together" in status  # walls of lanes not timed together
@@ -231,8 +233,8 @@ def test_lanes_are_timed_in_interleaved_rounds_after_a_warmup(state):
 
     walls = state["walls"]
     assert set(walls) == set(state["lanes"]) and all(len(w) == TIMED_ROUNDS for w in walls.values())
-    for name, trace in state["lanes"].items():  # each lane keeps its median timed run
-        assert trace["footer"]["wall_s"] in walls[name]
+    for name, trace in cc.traces_of(state).items():  # each lane keeps its median timed run
+        assert trace.footer.wall_s in walls[name]
     table = cc.compare_views(state, 1)["cmp_metrics"]
     rows = {r[0]: r[1:] for r in table["data"]}
     assert all(f"median of {TIMED_ROUNDS} runs, ±" in c for c in rows["wall time"])
