@@ -6,7 +6,9 @@ outside model forwards, and the dynamic vs the static forward backend (s2d2/mode
 
 Runs are interleaved (every arm on every backend, prompt by prompt, repeat by repeat), so machine noise hits every
 arm alike; figures are totals over all runs. Every arm is lean (`detailed=False`) except `s2d2_traced`, which
-records the full trace (its ratio to `s2d2` is the cost of tracing). `reads/step` is the device-to-host reads per
+records the full trace (its ratio to `s2d2` is the cost of tracing). "outside forwards" is wall time; "(CPU)" is the
+same share in this thread's CPU time (the decode loop's, against its model forwards'), which other jobs' time
+slices on a shared machine do not inflate. `reads/step` is the device-to-host reads per
 decode step outside model forwards, counted in one extra untimed run per arm (s2d2/host_syncs.py): on a GPU each
 is a sync. Nothing is asserted.
 """
@@ -18,10 +20,12 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
 
 import s2d2  # noqa: E402
+from cpu_clock import CpuClock  # noqa: E402
 from s2d2.host_syncs import HostSyncCounter  # noqa: E402
 from s2d2.models import HFModel  # noqa: E402
 
@@ -67,11 +71,14 @@ def main() -> None:
     for model in models.values():
         s2d2.generate(model, prompts[0], arms["ar"][0])  # warm-up
     runs: dict[tuple[str, str], list[dict]] = {(a, b): [] for a in arms for b in models}
+    cpu = {key: CpuClock() for key in runs}
     for _ in range(args.repeats):
         for prompt in prompts:
             for name, (cfg, detailed) in arms.items():
                 for backend, model in models.items():
-                    runs[(name, backend)].append(s2d2.generate(model, prompt, cfg, seed=0, detailed=detailed).metrics)
+                    with cpu[(name, backend)].watching(model):
+                        res = s2d2.generate(model, prompt, cfg, seed=0, detailed=detailed)
+                    runs[(name, backend)].append(res.metrics)
 
     reads: dict[tuple[str, str], float] = {}
     for name, (cfg, detailed) in arms.items():
@@ -89,17 +96,25 @@ def main() -> None:
     print(f"model: {base.spec.name} ({'random weights' if random_weights else 'trained'}), device {base.device}, "
           f"dtype {base.dtype}, threads {args.threads}, gen_length {args.gen_length}, "
           f"{len(prompts)} prompts x {args.repeats} repeats")
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores (other jobs share the machine)")
     print(f"{'arm':18s} {'backend':8s} {'tokens':>7s} {'NFE/token':>10s} {'wall ms/token':>14s} "
-          f"{'outside forwards':>17s} {'reads/step':>11s}")
+          f"{'outside forwards':>17s} {'(CPU)':>7s} {'reads/step':>11s}")
     for key in runs:
         outside = 1 - total(key, "forward_seconds") / total(key, "wall_seconds")
+        outside_cpu = cpu[key].outside
         print(f"{key[0]:18s} {key[1]:8s} {total(key, 'generated_tokens'):7.0f} {per_token(key, 'nfe'):10.3f} "
-              f"{per_token(key, 'wall_seconds') * 1000:14.2f} {outside:17.1%} {reads[key]:11.2f}")
+              f"{per_token(key, 'wall_seconds') * 1000:14.2f} {outside:17.1%} {outside_cpu:7.1%} {reads[key]:11.2f}")
+    def cpu_per_token(key: tuple[str, str]) -> float:
+        return cpu[key].loop / max(1, total(key, "generated_tokens"))
+
     for backend in models:
         ar, sp = ("ar", backend), ("s2d2", backend)
-        print(f"\n[{backend}] S2D2 vs AR  NFE speedup:  {per_token(ar, 'nfe') / per_token(sp, 'nfe'):.2f}x  "
-              f"(AR accounting: 1 forward per token)")
-        print(f"[{backend}] S2D2 vs AR  wall speedup: {per_token(ar, 'wall_seconds') / per_token(sp, 'wall_seconds'):.2f}x")
+        nfe_x = per_token(ar, 'nfe') / per_token(sp, 'nfe')
+        wall_x = per_token(ar, 'wall_seconds') / per_token(sp, 'wall_seconds')
+        cpu_x = cpu_per_token(ar) / cpu_per_token(sp)
+        print(f"\n[{backend}] S2D2 vs AR  NFE speedup:  {nfe_x:.2f}x  (AR accounting: 1 forward per token)")
+        print(f"[{backend}] S2D2 vs AR  wall speedup: {wall_x:.2f}x (wall/NFE {wall_x / nfe_x:.2f}); CPU-time speedup "
+              f"{cpu_x:.2f}x (CPU/NFE {cpu_x / nfe_x:.2f})")
         print(f"[{backend}] S2D2 vs dynamic baseline wall speedup: "
               f"{per_token(('dynamic_baseline', backend), 'wall_seconds') / per_token(sp, 'wall_seconds'):.2f}x")
         print(f"[{backend}] trace on / off wall ratio: "

@@ -10,8 +10,11 @@ Rows, in order:
 2. Per-forward wall (median, synchronized) and GPU kernel time (torch.profiler) by forward kind, for the dynamic
    backend, the static backend run eagerly, and the static backend replaying CUDA graphs (+ the capture time).
 3. Decodes: tokens/s, NFE/token and the share of decode time outside model forwards (forwards timed with a device
-   sync on both sides) for AR / the dynamic-threshold baseline / S2D2 (sdar-config-b), per backend, at SDAR-1.7B
-   shapes and on the bundled model; then S2D2's wall speedup over AR against its NFE speedup.
+   sync on both sides) for AR / the dynamic-threshold baseline / S2D2 (sdar-config-b) / S2D2 with KV reuse, fused
+   commits and the trimmed verifier / the cost-aware policy (sdar-config-b+cost-aware: routing in seconds from the
+   forward costs it measures on this device during warm-up), per backend, at SDAR-1.7B shapes and on the bundled
+   model; then each S2D2 arm's wall speedup over AR against its NFE speedup (target >= 0.9), and the measured
+   cost table (per-kind base + per-query cost) the cost-aware arm routed with.
 4. Host syncs per S2D2 step on the bundled model, lean and traced: the engine's reads outside forwards
    (s2d2/host_syncs.py) and, on CUDA, every sync of the decode, forwards included (torch's sync debug mode); and
    S2D2's wall with and without the model-side savers (query masks, row picks: benchmarks/model_savers.py).
@@ -51,7 +54,8 @@ SMALL = dict(vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_l
              num_key_value_heads=2, head_dim=16, max_position_embeddings=4096, tie_word_embeddings=False)
 KINDS = [("ar, 1 query", 1), ("ar, 2 queries", 2), ("draft B=4", 4), ("draft B=16", 16), ("commit B=16", 16),
          ("verify_2l B=16", 32)]
-ARMS = [("AR", "ar"), ("dynamic baseline", "dynamic-baseline"), ("S2D2 sdar-config-b", "sdar-config-b")]
+ARMS = [("AR", "ar"), ("dynamic baseline", "dynamic-baseline"), ("S2D2 sdar-config-b", "sdar-config-b"),
+        ("S2D2 reuse+fused+trim", "sdar-config-b+reuse+fused+trim"), ("S2D2 cost-aware", "sdar-config-b+cost-aware")]
 
 
 class Budget:
@@ -222,6 +226,8 @@ def decode_rows(tag: str, models: dict[str, Any], prompt: Any, gen_length: int, 
                 continue
             total = check_fits(model, cfg, len(encode_prompt(model, prompt)[0]))
             model.warmup(block_lengths=[1 if name == "ar" else cfg.block_length], max_length=total)  # as generate
+            if cfg.policy == "cost_aware":  # its warm-up times the forwards it routes with (outside the timer)
+                row(f"{tag} cost calibration [{backend}]", f"{model.calibrate_costs([cfg.block_length]):.2f} s")
             limit = max(1.0, budget.left() - 2)
             sync(model.device)
             t0 = time.perf_counter()
@@ -239,12 +245,24 @@ def decode_rows(tag: str, models: dict[str, Any], prompt: Any, gen_length: int, 
             cut = " (time limit)" if res.trace.footer.finish_reason == "time_limit" else ""
             print(f"{tag + ' ' + arm:<34} {backend:<15} {tokens / wall:9.1f} {nfe / max(1, tokens):10.3f} "
                   f"{outside:>12}{cut}", flush=True)
-    for backend in models:
-        ar, s2 = results.get(("ar", backend)), results.get(("sdar-config-b", backend))
-        if ar and s2:
-            wall_x, nfe_x = ar[0] / s2[0], ar[1] / s2[1]
-            row(f"{tag} S2D2 vs AR [{backend}]", f"wall x{wall_x:.2f}, NFE x{nfe_x:.2f}, wall/NFE speedup "
-                f"{wall_x / nfe_x:.2f} (target >= 0.9)")
+    for backend, model in models.items():
+        ar = results.get(("ar", backend))
+        for arm, name in ARMS[2:]:
+            s2 = results.get((name, backend))
+            if ar and s2:
+                wall_x, nfe_x = ar[0] / s2[0], ar[1] / s2[1]
+                label = "S2D2" if name == "sdar-config-b" else arm
+                row(f"{tag} {label} vs AR [{backend}]", f"wall x{wall_x:.2f}, NFE x{nfe_x:.2f}, wall/NFE speedup "
+                    f"{wall_x / nfe_x:.2f} (target >= 0.9)")
+        cost_row(f"{tag} cost table [{backend}]", model)
+
+
+def cost_row(label: str, model: Any) -> None:
+    """The forward costs the cost-aware arm routed with (measured during its warm-up on this device)."""
+    table = getattr(model, "cost_table", None)
+    fits = [f for f in table().kinds if f.kind in ("draft", "verify_2l", "commit", "commit+draft")] if table else []
+    if fits and table().source == "measured":
+        row(label, "; ".join(f"{f.kind} {f.base_s * 1e3:.2f} ms + {f.per_query_s * 1e3:.4f} ms/query" for f in fits))
 
 
 def invariant_rows(model32: Any, backends: list[str], mask_id: int, budget: Budget, small: bool) -> None:

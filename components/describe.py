@@ -25,6 +25,8 @@ def routing_words(cfg: DecodeConfig) -> str:
         return f"Verify spans of {cfg.min_span_length} or more"
     if policy == "contextual_bandit_ucb":
         return "Learn when to verify (UCB bandit)"
+    if policy == "cost_aware":
+        return "Verify when it pays in seconds (measured forward costs)"
     c = cfg.penalty_coef
     if policy == "score_threshold":
         if cfg.score_type == "difference_static":
@@ -49,7 +51,8 @@ def plain_title(cfg: DecodeConfig | Mapping[str, Any]) -> str:
     if cfg.adaptive_block:
         size = f"adaptive blocks starting at {cfg.block_length}"
     beyond = [words for on, words in ((cfg.kv_reuse, "reusing the verifier's KV"),
-                                      (cfg.fused_commit, "commits fused into drafts")) if on]
+                                      (cfg.fused_commit, "commits fused into drafts"),
+                                      (cfg.trim_verify, "a trimmed verifier")) if on]
     size += "".join(f", {words}" for words in beyond)
     if cfg.loop == "editing":  # the LLaDA2.x loop
         tau = cfg.editing_threshold

@@ -17,7 +17,7 @@ from s2d2.policies import REGISTRY
 ALL = ("ar", "diffusion", "s2d2")
 BLOCKS = ("diffusion", "s2d2")  # methods that decode a block at a time
 S2D2 = ("s2d2",)
-SCORING = ("score_threshold", "score_hysteresis")  # policies that compute s = K̂ − c(·N_hi)
+SCORING = ("score_threshold", "score_hysteresis", "cost_aware")  # policies that read K̂ (the estimator matters)
 EDITING = ("editing",)
 BLOCK_LOOP = ("block",)
 MAX_MAIN = 8  # knobs shown before "Advanced", for any method, policy and loop
@@ -75,6 +75,7 @@ KNOB_SCOPE: dict[str, Scope] = {
     "adaptive_min_block": Scope(S2D2, loops=BLOCK_LOOP),
     "adaptive_max_block": Scope(S2D2, loops=BLOCK_LOOP),
     "adaptive_shrink_below": Scope(S2D2, loops=BLOCK_LOOP),
+    "trim_verify": Scope(S2D2),
     # the editing loop (s2d2/policies/self_correction.py): the loop itself for any block method, τ_edit before
     # "Advanced" once it is on
     "loop": Scope(BLOCKS),

@@ -22,11 +22,12 @@ MAX_QUERIES = 128  # prefill rows shown; earlier prompt positions fold into the 
 
 
 def query_mask(kind: str, q: int, block: int, cache_ver: bool, causal_prefix: int = 0,
-               start: int = 0, tail: int = 0) -> list[list[int]]:
+               start: int = 0, tail: int = 0, span: Optional[int] = None) -> list[list[int]]:
     """Rows x query columns (1 = attend) for one forward; the cache columns are all 1 for every kind.
 
     "commit+draft" (fused_commit): `tail` rows of the finished block (causal with cache_ver, else all of the tail),
-    never seeing the new block, then the new block's draft rows, which see the whole tail.
+    never seeing the new block, then the new block's draft rows, which see the whole tail. "verify_2l" with `span`
+    (trim_verify): q − span first-half rows, then MASK rows for the span only (the first half's last positions).
     """
     def causal(i: int, j: int) -> int:
         return int(j <= i)
@@ -37,12 +38,13 @@ def query_mask(kind: str, q: int, block: int, cache_ver: bool, causal_prefix: in
         return top + [[1] * tail + r for r in rows]
 
     if kind == "verify_2l":
-        n = q // 2
+        s = span if span is not None else q // 2
+        n = q - s
         rows = []
         for i in range(n):
-            rows.append([int(j <= i) for j in range(n)] + [0] * n)
-        for i in range(n):
-            rows.append([int(j < i) for j in range(n)] + [int(j == i) for j in range(n)])
+            rows.append([int(j <= i) for j in range(n)] + [0] * s)
+        for t in range(s):
+            rows.append([int(j < n - s + t) for j in range(n)] + [int(j == t) for j in range(s)])
         return rows
     if kind in ("verify_causal", "ar"):
         return [[causal(i, j) for j in range(q)] for i in range(q)]
@@ -86,14 +88,17 @@ def _query_start(f: ForwardRecord, folded: int = 0) -> int:
     return f.cache_len + folded
 
 
-def _query_count(f: ForwardRecord, folded: int = 0) -> int:
+def _query_count(f: ForwardRecord, folded: int = 0, span: Optional[int] = None) -> int:
     """Query rows of forward `f` shown (a 2L verify: its first half; prefill: after the folded positions)."""
-    return f.input_len // 2 if f.kind == "verify_2l" else f.input_len - folded
+    if f.kind == "verify_2l":
+        return f.input_len - span if span is not None else f.input_len // 2
+    return f.input_len - folded
 
 
-def _labels(trace: Trace, f: ForwardRecord, rec: Optional[StepRecord], folded: int = 0) -> list[str]:
+def _labels(trace: Trace, f: ForwardRecord, rec: Optional[StepRecord], folded: int = 0,
+            span: Optional[int] = None) -> list[str]:
     """Query row labels: token text + absolute position id (row_positions)."""
-    n, start = _query_count(f, folded), _query_start(f, folded)
+    n, start = _query_count(f, folded, span), _query_start(f, folded)
     if f.kind == "prefill":
         ids_step = 0
     elif rec is not None:
@@ -104,7 +109,7 @@ def _labels(trace: Trace, f: ForwardRecord, rec: Optional[StepRecord], folded: i
     texts = _texts_at(trace, ids_step, start, n, rec if f.kind.startswith("verify") else None)
     labels = [f"{html_text(visible_text(t, 10))} @{start + i}" for i, t in enumerate(texts)]  # Plotly renders tags
     if f.kind == "verify_2l":
-        labels += [f"[M] @{start + i}" for i in range(n)]
+        labels += [f"[M] @{start + i}" for i in range(n - (span if span is not None else n), n)]
     return labels
 
 
@@ -127,12 +132,14 @@ def _texts_at(trace: Trace, step: int, start: int, n: int, fill: Optional[StepRe
     return out
 
 
-def row_positions(f: ForwardRecord, folded: int = 0) -> list[int]:
-    """Absolute position id of every query row shown for forward `f` (a 2L verify lists the block twice; a long
-    prefill shows only the rows after the `folded` first positions)."""
+def row_positions(f: ForwardRecord, folded: int = 0, span: Optional[int] = None) -> list[int]:
+    """Absolute position id of every query row shown for forward `f` (a 2L verify lists the block twice, or with
+    `span` (trim_verify) its span's positions again; a long prefill shows only the rows after the `folded` first)."""
     start = _query_start(f, folded)
-    rows = list(range(start, start + _query_count(f, folded)))
-    return rows + rows if f.kind == "verify_2l" else rows
+    rows = list(range(start, start + _query_count(f, folded, span)))
+    if f.kind != "verify_2l":
+        return rows
+    return rows + rows[len(rows) - (span if span is not None else len(rows)):]
 
 
 def mask_figure(trace: Trace, step: int, which: str = "auto", selected: Optional[int] = None,
@@ -159,9 +166,10 @@ def mask_figure(trace: Trace, step: int, which: str = "auto", selected: Optional
         prefix = _draft_prefix(rec, f.cache_len + tail)
     folded = max(0, f.input_len - MAX_QUERIES) if f.kind == "prefill" else 0
     cache_len = f.cache_len + folded
+    span = rec.span[1] if f.kind == "verify_2l" and cfg.get("trim_verify") and rec is not None else None
     rows = query_mask(f.kind, f.input_len - folded, block, bool(cfg.get("cache_ver")), prefix, start=folded,
-                      tail=tail)
-    labels = _labels(trace, f, rec, folded)
+                      tail=tail, span=span)
+    labels = _labels(trace, f, rec, folded, span)
     cols = list(labels)
     z = [list(r) for r in rows]
     if cache_len > 0:
@@ -177,10 +185,10 @@ def mask_figure(trace: Trace, step: int, which: str = "auto", selected: Optional
     title = f"Attention mask of forward #{f.index} ({f.kind})<br>cache {f.cache_len}, {f.query_tokens} queries"
     if folded:
         title += f" (last {MAX_QUERIES} shown)"
-    rows_at = row_positions(f, folded)
+    rows_at = row_positions(f, folded, span)
     title += _outline(fig, f, rows_at, ylab, selected, copy_only)
     if f.kind == "verify_2l":
-        title += " — 2L: drafts | MASK copies"
+        title += " — 2L: drafts | MASK copies" + (" of the span only (trim_verify)" if span is not None else "")
     elif f.kind == "draft" and prefix:
         title += f" — draft_ver: first {prefix} rows causal"
     elif f.kind == "commit+draft":
@@ -216,9 +224,8 @@ def _outline(fig: go.Figure, f: ForwardRecord, rows_at: list[int], ylab: list[st
 
 def copy_row_note(f: ForwardRecord, row: int, rows_at: list[int]) -> str:
     """What the outlined MASK-copy row of a 2L verify attends: the cache, the drafts strictly before it, itself."""
-    n = len(rows_at) // 2
-    k = row - n
     pos = rows_at[row]
+    k = pos - rows_at[0]  # first-half columns before it (a trimmed verifier's first half still starts at rows_at[0])
     before = (f"drafts {rows_at[0]}–{pos - 1} (cols 0–{k - 1})" if k > 1 else
               f"draft {rows_at[0]} (col 0)" if k == 1 else "no draft")
     return f"outlined: row {row}, the MASK copy of position {pos}<br>sees: cache, {before}, itself (col {row})"

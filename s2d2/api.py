@@ -18,7 +18,8 @@ from .decoding.recorder import Recorder
 from .decoding.result import StopDecoding  # noqa: F401 (public: a model's forward raises it to stop a run)
 from .metrics import trace_metrics
 from .output import trim_output
-from .trace import SCHEMA_VERSION, Footer, Header, ModelInfo, StepRecord, Trace
+from .policies import uses_costs
+from .trace import SCHEMA_VERSION, CostTable, Footer, Header, ModelInfo, StepRecord, Trace
 
 MAX_PROMPT_TOKENS = 8192
 
@@ -88,6 +89,7 @@ def generate(
     on_block: Callable[[list[StepRecord]], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
     max_seconds: float | None = None,
+    costs: CostTable | None = None,
 ) -> GenerateResult:
     """Decode `prompt` with `cfg` (AR, a diffusion baseline or S2D2; block loop or, with loop="editing", the
     LLaDA2.x loop with self-correction) and record the trace.
@@ -98,6 +100,9 @@ def generate(
     `StopDecoding` raised by the model's forward ends it at once, at its last complete block ("cancelled").
     `seed` seeds the generator of every draw (drafts of masked positions only, acceptance, residuals); the reference
     draws for every row of the window, so sampled runs match it only with its draw restricted to masked rows.
+    A cost-aware policy routes with `costs` (a recorded `header.costs` replays a run exactly), else with the model's
+    measured forward costs (`routing_costs`), frozen for the decode and recorded in the header; every decode's exact
+    per-forward timings then refine the model's cost fits.
     """
     cfg = (cfg or DecodeConfig()).validate()
     ids, text = encode_prompt(model, prompt, chat)
@@ -105,22 +110,17 @@ def generate(
     warmup = getattr(model, "warmup", None)
     if warmup is not None:  # static backend: cache room and CUDA graphs, once, before the timer starts
         warmup(block_lengths=block_lengths(cfg), max_length=total)
+    table = routing_costs(model, cfg, costs) if uses_costs(cfg) else None
     t0 = time.perf_counter()
     device = model.device
     generator = torch.Generator(device=device).manual_seed(int(seed))
-    rec = Recorder(model, detailed)
+    rec = Recorder(model, detailed, table)
     prompt_t = torch.tensor(ids, dtype=torch.long, device=device)
-    check = make_check(should_stop, max_seconds, on_block)
-    if cfg.loop == "editing":
-        loop = editing_loop(model, cfg, prompt_t, rec, generator, check)
-    elif cfg.method == "ar" and cfg.ar_accounting == "fused":
-        loop = ar_loop(model, cfg, prompt_t, rec, generator, check)
-    else:
-        run_cfg = cfg
-        if cfg.method == "ar":  # the reference accounting: B = 1 diffusion, a query and a commit per token
-            run_cfg = cfg.replace(method="diffusion", block_length=1, denoising_steps=None, sub_block_length=None)
-        loop = block_loop(model, run_cfg, prompt_t, rec, generator, check)
+    loop = run_loop(model, cfg, prompt_t, rec, generator, make_check(should_stop, max_seconds, on_block))
     wall = time.perf_counter() - t0
+    observe = getattr(model, "observe_forwards", None)
+    if observe is not None and rec.timed:  # online refinement of the cost fits (exact timings only)
+        observe(rec.forwards)
     out, stop_pos = trim_output(loop.x[len(ids):].tolist(), cfg.gen_length, model.spec.mask_id, model.spec.stop_ids)
     reason = "stop_token" if stop_pos is not None else loop.finish_reason
     tok = model.tokenizer
@@ -129,6 +129,7 @@ def generate(
         model=model_info(model), config=cfg.to_dict(), seed=int(seed), prompt_text=text, prompt_ids=ids,
         prompt_tokens=rec.texts(ids) if detailed else [], gen_length=cfg.gen_length,
         total_length=int(loop.x.shape[0]), created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        costs=table,
     )
     footer = Footer(
         output_ids=out, output_text=tok.decode(out) if tok is not None else "",
@@ -137,6 +138,32 @@ def generate(
     )
     trace = Trace(header, loop.blocks, rec.forwards, loop.steps, footer, detailed)
     return GenerateResult(footer.output_text, out, trace_metrics(trace), trace)
+
+
+def run_loop(model: Any, cfg: DecodeConfig, prompt: torch.Tensor, rec: Recorder, generator: torch.Generator,
+             check: Callable[[list[StepRecord]], str | None]) -> Any:
+    """The decode loop cfg asks for: the editing loop, honest AR, or the block loop (AR with the reference
+    accounting is B = 1 diffusion: a query and a commit per token)."""
+    if cfg.loop == "editing":
+        return editing_loop(model, cfg, prompt, rec, generator, check)
+    if cfg.method == "ar" and cfg.ar_accounting == "fused":
+        return ar_loop(model, cfg, prompt, rec, generator, check)
+    if cfg.method == "ar":
+        cfg = cfg.replace(method="diffusion", block_length=1, denoising_steps=None, sub_block_length=None)
+    return block_loop(model, cfg, prompt, rec, generator, check)
+
+
+def routing_costs(model: Any, cfg: DecodeConfig, given: CostTable | None) -> CostTable:
+    """The cost table a cost-aware decode routes with: `given` as passed (a recorded header's: the replay then
+    reproduces the run), else the model's measured one (calibrating the shapes this configuration uses first,
+    outside the timer), else the nominal table (a model that measures nothing)."""
+    if given is not None:
+        return given
+    calibrate, table = getattr(model, "calibrate_costs", None), getattr(model, "cost_table", None)
+    if calibrate is None or table is None:
+        return CostTable.nominal()
+    calibrate(block_lengths(cfg))
+    return table()
 
 
 def model_info(model: Any) -> ModelInfo:

@@ -137,7 +137,9 @@ def compare(model: Any, prompt: Any, configs: dict[str, DecodeConfig], seed: int
     runs: dict[str, list[Trace]] = {name: [] for name in configs}
     for _ in range(1 + max(0, int(timed_rounds))):
         for name, cfg in configs.items():
-            runs[name].append(generate(model, prompt, cfg.validate(), seed=seed, detailed=detailed).trace)
+            first = runs[name][0].header.costs if runs[name] else None  # a cost-aware lane routes alike every round
+            runs[name].append(generate(model, prompt, cfg.validate(), seed=seed, detailed=detailed,
+                                       costs=first).trace)
     walls = ({n: [t.footer.wall_s if t.footer else 0.0 for t in r[1:]] for n, r in runs.items()} if timed_rounds
              else None)
     traces = {n: r[1 + median_index(walls[n])] if walls else r[0] for n, r in runs.items()}

@@ -36,6 +36,9 @@ AR_ACCOUNTING = ("fused", "reference")
 LOOPS, MAX_POST_STEPS = self_correction.LOOPS, self_correction.MAX_POST_STEPS
 MAX_GEN_LENGTH = 4096
 MAX_BLOCK_LENGTH = 256
+# Options added after traces and sweep rows were first written: `to_dict` leaves them out at these defaults.
+LATER_DEFAULTS: dict[str, Any] = {"cost_threshold": 0.0, "cost_verify_scale": 1.0, "cost_skip_value": "prefix",
+                                  "trim_verify": False}
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,10 @@ class DecodeConfig:
     ucb_progress_bins: int = 2
     ucb_entropy_bins: int = 2
     ucb_entropy_scope: str = "span"
+    cost_threshold: float = 0.0  # cost_aware (beyond the paper): verify iff E − skip·(D+V)/D >= this, in tokens
+    cost_verify_scale: float = 1.0  # cost_aware: multiply the measured verifier cost (a what-if knob)
+    cost_skip_value: str = "prefix"  # cost_aware: a skip's tokens that count: the span's leading ones above τ, any
+    #                                  above τ ("confident"), or every pick ("all")
     # acceptance estimator
     estimator: str = "soft_entropy_negexp"
     margin_threshold: float = 0.05
@@ -93,6 +100,7 @@ class DecodeConfig:
     adaptive_min_block: int = 4
     adaptive_max_block: int = 32
     adaptive_shrink_below: float = 0.25
+    trim_verify: bool = False  # the verifier queries only the rows its span reads (s2d2/decoding/verifier.py)
     # LLaDA2.x loop (spec §3.9, docs/editing.md; knobs and checks in s2d2/policies/self_correction.py): "editing"
     # runs edits (tau_edit = editing_threshold; None: off), up to max_post_steps mask-free editing steps per block,
     # EOS early stop, and no commit after the last block. confidence_threshold is its tau_mask.
@@ -118,7 +126,13 @@ class DecodeConfig:
         return dataclasses.replace(self, **changes).validate()
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """Every option, except those added after traces and sweep rows were first written while at their default:
+        leaving those out keeps every earlier configuration's dict (trace headers, sweep keys) as it was."""
+        out = dataclasses.asdict(self)
+        for name, default in LATER_DEFAULTS.items():
+            if out[name] == default and type(out[name]) is type(default):
+                del out[name]
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "DecodeConfig":
@@ -266,6 +280,21 @@ _PRESETS.update({
     "sdar-config-b+all": (
         {**_PRESETS["sdar-config-b"][0], "kv_reuse": True, "fused_commit": True, "adaptive_block": True},
         _BEYOND + "sdar-config-b with KV reuse, fused commits and adaptive block size together.",
+    ),
+    "sdar-config-b+trim": (
+        {**_PRESETS["sdar-config-b"][0], "trim_verify": True},
+        _BEYOND + "sdar-config-b whose 2L verifier queries only the rows its span reads (same tokens).",
+    ),
+    "sdar-config-b+reuse+fused+trim": (
+        {**_PRESETS["sdar-config-b"][0], "kv_reuse": True, "fused_commit": True, "trim_verify": True},
+        _BEYOND + "sdar-config-b with KV reuse, fused commits and the trimmed verifier: the fewest query tokens.",
+    ),
+    "sdar-config-b+cost-aware": (
+        {**_PRESETS["sdar-config-b"][0], "policy": "cost_aware", "confidence_threshold": 0.99, "kv_reuse": True,
+         "fused_commit": True, "trim_verify": True},
+        _BEYOND + "sdar-config-b routing in seconds: verify when a verify's expected tokens per second beat a "
+        "skip's, from this machine's measured forward costs; skips commit drafts above 0.99; KV reuse, fused "
+        "commits, trimmed verifier.",
     ),
     # Lossless mode (spec §5): greedy_exact acceptance, a verify at every step, the causal verifier cache; the
     # forward savers kept are those that never change a token (KV reuse and the fused commit only move where a KV

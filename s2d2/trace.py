@@ -22,14 +22,15 @@ from .limits import Limits, limits
 from .output import trim_output
 from .schema import Bool, forbid_extra, items, json_schema, load_as, parse_json, shown
 from .trace_records import (COMMIT_HOWS, FORWARD_KINDS, MAX_VOCAB, PROVENANCE, SCHEMA_VERSION, BlockRecord,
-                            Candidate, Commit, Edit, Footer, ForwardRecord, Header, MaskDraft, ModelInfo,
-                            PolicyDecision, PolicyInputs, StepRecord, Verification, VerifyPosition)
+                            Candidate, Commit, CostTable, Edit, Footer, ForwardCost, ForwardRecord, Header, MaskDraft,
+                            ModelInfo, PolicyDecision, PolicyInputs, StepCosts, StepRecord, Verification,
+                            VerifyPosition)
 from .trace_rules import check_trace
 
 __all__ = ["SCHEMA_VERSION", "FORWARD_KINDS", "COMMIT_HOWS", "PROVENANCE", "MAX_VOCAB", "Candidate", "ModelInfo",
            "ForwardRecord", "MaskDraft", "PolicyInputs", "PolicyDecision", "VerifyPosition", "Verification",
-           "Commit", "Edit", "StepRecord", "BlockRecord", "Header", "Footer", "Trace", "check_trace", "encode",
-           "trace_json_schema"]
+           "CostTable", "ForwardCost", "StepCosts", "Commit", "Edit", "StepRecord", "BlockRecord", "Header", "Footer",
+           "Trace", "check_trace", "encode", "trace_json_schema"]
 
 
 @forbid_extra
@@ -125,4 +126,6 @@ def encode(obj: Any) -> Any:
         del out["length_reason"]
     if out.get("edits") == []:  # only editing steps write it: traces without edits keep their old form
         del out["edits"]
+    if "costs" in out and out["costs"] is None:  # only cost-aware runs write them (header, policy inputs)
+        del out["costs"]
     return out

@@ -28,6 +28,15 @@ COMMIT_HOWS = (
 )
 PROVENANCE = ("measured", "derived", "synthetic")
 MAX_VOCAB = 1 << 22
+# Where a cost table came from (routing in seconds, s2d2/models/costs.py): timed on this device and model (warm-up
+# calibration refined by every decode's forward timings), passed to generate by the caller, or one unit per forward.
+COST_SOURCES = ("measured", "given", "nominal")
+COST_FALLBACK = {  # a kind without timings borrows the fit of the nearest kind (same attention work per query)
+    "verify_2l": "draft", "verify_causal": "commit", "commit+draft": "draft", "draft": "verify_2l",
+    "commit": "draft", "ar": "commit", "prefill": "commit",
+}
+NOMINAL_FORWARD_S = 1e-3  # the nominal table: every forward costs the same, whatever its queries (NFE accounting)
+CostSeconds = Annotated[float, Strict(), Field(ge=0, le=3600, allow_inf_nan=False)]
 
 
 @forbid_extra
@@ -81,6 +90,64 @@ class MaskDraft:
 
 @forbid_extra
 @dataclass(slots=True)
+class ForwardCost:
+    """What one kind of forward costs on the run's device and model: seconds ≈ base_s + per_query_s · queries."""
+
+    kind: Literal[FORWARD_KINDS]
+    base_s: CostSeconds
+    per_query_s: CostSeconds
+    samples: Count  # timings behind the fit (0: nominal)
+
+
+@forbid_extra
+@dataclass(slots=True)
+class CostTable:
+    """The forward costs a run routed with (policy `cost_aware`), frozen when the decode began: replaying its
+    decisions needs nothing else. `padded_up_to` > 0 (static backend): a forward of q <= that many queries runs at
+    the next power of two, so it costs what that shape costs."""
+
+    source: Literal[COST_SOURCES]
+    padded_up_to: Count
+    kinds: items(ForwardCost, len(FORWARD_KINDS))
+
+    def cost(self, kind: str, queries: int) -> float:
+        """Seconds of one forward of `kind` with `queries` query tokens (a kind without a fit borrows one)."""
+        fits = {f.kind: f for f in self.kinds}
+        seen = set()
+        while kind not in fits and kind in COST_FALLBACK and kind not in seen:
+            seen.add(kind)
+            kind = COST_FALLBACK[kind]
+        fit = fits.get(kind)
+        if fit is None:
+            return NOMINAL_FORWARD_S
+        q = queries
+        if 0 < q <= self.padded_up_to:
+            q = 1 << max(0, q - 1).bit_length()
+        return max(fit.base_s + fit.per_query_s * q, 1e-9)
+
+    @classmethod
+    def nominal(cls) -> "CostTable":
+        """Every forward costs the same (a model that measures nothing): routing in seconds = routing in forwards."""
+        return cls("nominal", 0, [ForwardCost(k, NOMINAL_FORWARD_S, 0.0, 0) for k in FORWARD_KINDS])
+
+
+@forbid_extra
+@dataclass(slots=True)
+class StepCosts:
+    """What routing in seconds reads at one step (policy `cost_aware`): the header's cost table evaluated at this
+    step's query counts, and what a skip would decode."""
+
+    draft_queries: Count  # queries of a draft of this block now (B minus the cached prefix)
+    draft_s: CostSeconds  # what a skip step costs: one draft forward
+    verify_queries: Count  # queries of this step's verifier forward
+    verify_s: CostSeconds  # what verifying adds: the verifier forward
+    skip_tokens: Count  # tokens a skip decodes here (the remasking rule's picks)
+    min_tokens: Count  # k_s: tokens any step decodes at least
+    sure_prefix: Count = 0  # the span's leading drafts above τ: what a skip decodes without splitting the span
+
+
+@forbid_extra
+@dataclass(slots=True)
 class PolicyInputs:
     """Everything a routing policy reads at one step; replaying `decide` on these reproduces the decision."""
 
@@ -91,6 +158,7 @@ class PolicyInputs:
     window_len: Count  # positions in the current window (block, or sub-block for the shifted family)
     progress: Num  # decoded positions in the window / window_len (prompt tail excluded; Fast-dLLM v2: included)
     mean_entropy: Num  # mean normalized entropy over the span (or over all masks, per ucb_entropy_scope)
+    costs: Optional[StepCosts] = None  # only policies that route in seconds (cost_aware) get them
 
 
 @forbid_extra
@@ -203,6 +271,7 @@ class Header:
     gen_length: Count
     total_length: Count
     created: Name = ""
+    costs: Optional[CostTable] = None  # the forward costs the run routed with (cost_aware only; absent otherwise)
 
 
 @forbid_extra

@@ -88,6 +88,9 @@ def check_trace(t: TraceParts, lim: Limits) -> None:
         _fail("trace.forwards", f"{len(t.forwards)} forwards for {len(t.steps)} steps and {len(t.blocks)} blocks")
     for i, f in enumerate(t.forwards):
         _check_forward(i, f, lay, len(t.forwards))
+    table = t.header.costs
+    if table is not None and len({f.kind for f in table.kinds}) < len(table.kinds):
+        _fail("trace.header.costs.kinds", "each forward kind at most once")
     vocab = t.header.model.vocab_size
     for i, s in enumerate(t.steps):
         _check_step(i, s, lay, len(t.forwards), vocab)
@@ -202,6 +205,11 @@ def _check_step(i: int, s: StepRecord, lay: Layout, n_forwards: int, vocab: int)
     pi = s.policy_inputs
     if pi is not None and max(pi.span_len, len(pi.alphas), pi.n_hi, pi.window_len) > lay.block:
         _fail(f"{path}.policy_inputs", f"span_len, alphas, n_hi and window_len are at most B = {lay.block}")
+    c = pi.costs if pi is not None else None
+    if c is not None and (max(c.draft_queries, c.skip_tokens, c.min_tokens, c.sure_prefix) > lay.block
+                          or c.verify_queries > 2 * lay.block):
+        _fail(f"{path}.policy_inputs.costs", f"draft_queries, skip_tokens, min_tokens and sure_prefix are at most "
+              f"B = {lay.block}, verify_queries at most 2B")
     v = s.verification
     if v is not None and (v.accepted_len > len(rows) or (v.first_reject is not None and v.first_reject >= len(rows))):
         _fail(f"{path}.verification", f"accepted_len {v.accepted_len} and first_reject {v.first_reject} must index "

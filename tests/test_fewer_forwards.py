@@ -159,7 +159,8 @@ def test_paper_presets_keep_the_options_off():
 
     for name in presets():
         cfg = preset(name)
-        on = [k for k in ("kv_reuse", "fused_commit", "adaptive_block") if getattr(cfg, k)]
+        on = [k for k in ("kv_reuse", "fused_commit", "adaptive_block", "trim_verify") if getattr(cfg, k)]
+        on += ["cost_aware"] if cfg.policy == "cost_aware" else []
         assert bool(on) == ("+" in name or name == "lossless"), name
         if on:
             assert presets()[name].startswith("Beyond the paper")

@@ -355,3 +355,31 @@ def test_what_if_threshold_flips_exactly_the_crossing_steps(tau0, tau1, seed):
     crossing = [i for i, d in enumerate(recorded) if lo <= d.score < hi]
     assert flipped == crossing
     assert [d.score for d in changed] == [d.score for d in recorded]
+
+
+# -- always_verifies: a step whose policy promises to verify prepares no skip ---------------------------------------
+
+PROMISES = [
+    (dict(policy="always"), True), (dict(policy="never"), False),
+    (dict(policy="mask_span_length", min_span_length=1), True),
+    (dict(policy="mask_span_length", min_span_length=2), False),
+    (dict(policy="score_threshold", score_type="difference_static", penalty_coef=0.0, score_threshold=0.0), True),
+    (dict(policy="score_threshold", score_type="difference_static", penalty_coef=1.0, score_threshold=-1.0), True),
+    (dict(policy="score_threshold", score_type="difference_static", penalty_coef=1.0, score_threshold=0.0), False),
+    (dict(policy="score_threshold", score_type="difference_dynamic", penalty_coef=0.0, score_threshold=0.0), False),
+    (dict(policy="score_hysteresis"), False), (dict(policy="contextual_bandit_ucb"), False),
+    (dict(policy="cost_aware"), False),
+]
+
+
+@pytest.mark.parametrize("kw,promise", PROMISES)
+def test_always_verifies_is_a_promise_decide_keeps(kw, promise):
+    policy = make_policy(DecodeConfig(**kw))
+    assert policy.always_verifies() is promise
+    if promise:  # any span with any α and any N_hi verifies
+        rng = random.Random(0)
+        for _ in range(200):
+            alphas = [rng.random() ** rng.choice((0.1, 1, 10)) for _ in range(rng.randint(1, 16))]
+            assert policy.decide(from_alphas(alphas, n_hi=rng.randint(0, 16))).verify
+    assert make_policy(preset("sdar-config-b")).always_verifies() and not make_policy(
+        preset("sdar-config-a")).always_verifies()

@@ -152,10 +152,13 @@ def test_backend_selection() -> None:
 
 
 def _decode_pairs(dynamic, static, prompt, names, gen_length: int) -> None:
+    from s2d2.trace import CostTable
+
     for name in names:
         cfg = preset(name, gen_length=gen_length)
-        a = s2d2.generate(dynamic, prompt, cfg, detailed=False)
-        b = s2d2.generate(static, prompt, cfg, detailed=False)
+        costs = CostTable.nominal()  # routing in seconds: the same costs on both backends (their timings differ)
+        a = s2d2.generate(dynamic, prompt, cfg, detailed=False, costs=costs)
+        b = s2d2.generate(static, prompt, cfg, detailed=False, costs=costs)
         assert (b.token_ids, b.metrics["nfe"]) == (a.token_ids, a.metrics["nfe"]), name
     assert static.static.stats.dynamic_fallbacks == 0 and static.static.stats.eager_forwards > 0
 

@@ -140,7 +140,8 @@ def editing_step(ctx: StepContext, block: int, start: int, step: int, k_s: int) 
     fallback_k, span_len = 0, first_mask_span(masks) if masks else 0
     if masks:
         if ctx.policy is not None:
-            inputs = policy_inputs(ctx, m_probs, m_p, span_len, len(masks), B, prompt_tail)
+            inputs = policy_inputs(ctx, m_probs, m_p, span_len, len(masks), B, prompt_tail, masks,
+                                   min(k_s, len(masks)))
             decision = ctx.policy.decide(inputs)
         if decision is not None and decision.verify:
             verification, chosen = verify_span(ctx, block, step, start, edited, positions, mask_idx, masks,

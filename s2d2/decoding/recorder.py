@@ -11,19 +11,21 @@ from typing import Any
 import torch
 
 from ..models.base import Attention
-from ..trace import Candidate, ForwardRecord
+from ..trace import Candidate, CostTable, ForwardRecord
 from .transfers import HostReads
 
 TOP_K = 5
 
 
 class Recorder:
-    def __init__(self, model: Any, detailed: bool) -> None:
+    def __init__(self, model: Any, detailed: bool, costs: CostTable | None = None) -> None:
         self.model = model
         self.detailed = detailed
+        self.costs = costs  # the frozen forward costs a cost-aware policy routes with (None: routing in forwards)
         self.forwards: list[ForwardRecord] = []
         self._texts: dict[int, str] = {}
         self._sync = model.device.type == "cuda" and detailed  # exact per-forward timing needs a sync on CUDA
+        self.timed = model.device.type == "cpu" or self._sync  # wall_s is the forward's own time (cost model input)
         self.reads = HostReads(model.device)
         self._rows = _takes_rows(model)
 

@@ -30,6 +30,7 @@ from .context import Draft, StepContext
 from .kv import kept_prefix_rows
 from .records import draft_detail, draft_records, draft_rows, verification_record
 from .remasking import choose, rule_inputs
+from .routing_costs import skip_token_count, step_costs
 from .sampling import draw_with_probs, entropy, token_distribution
 from .selection import fallback_k, skip_inputs, skip_picks, write_picks
 from .verifier import verify_probs, verify_span, verify_step
@@ -62,11 +63,15 @@ def run_step(ctx: StepContext, block: int, start: int, window: tuple[int, int], 
     draft = Draft(mask_idx, run, positions, *draft_step(ctx, block, step, ctx.x[start : start + ctx.B], positions,
                                                    mask_idx, masks[0]))
     summary = policy_summary(ctx, draft.probs, draft.p, span_len) if ctx.policy is not None else {}
-    skip = skip_inputs(ctx.cfg, draft.p, draft.entropy, summary.get("n_hi"))
+    verifies = ctx.policy is not None and ctx.rec.costs is None and ctx.policy.always_verifies()
+    skip = {} if verifies else skip_inputs(ctx.cfg, draft.p, draft.entropy, summary.get("n_hi"))
     got = ctx.reads.fetch({"drafts": draft.tokens, **summary, **skip, **draft_detail(ctx, draft.probs, draft.p)})
-    inputs, decision = None, None
+    inputs, decision, skipped = None, None, None
     if ctx.policy is not None:
         inputs = inputs_from_summary(got, span_len, n, we - ws, _not_progress(ctx, ws, we))
+        if ctx.rec.costs is not None:  # routing in seconds: what a skip would decode, and both forwards' costs
+            skipped = skip_picks(ctx.cfg, got, n, min_k, skip)
+            inputs.costs = step_costs(ctx, masks, span_len, we - start, len(skipped.picks), min_k, got["sure_prefix"])
         decision = ctx.policy.decide(inputs)
 
     # 6. verify; 7. extras; 8. fallback (a skip's device work was done before the read)
@@ -75,7 +80,10 @@ def run_step(ctx: StepContext, block: int, start: int, window: tuple[int, int], 
         picks, verification, pending = verify_step(ctx, block, step, start, draft, masks, span_len, min_k, we,
                                                    got["drafts"])
     else:
-        picks = skip_picks(ctx.cfg, got, n, min_k, skip)
+        if verifies:  # only a policy that broke its always_verifies() promise gets here: read a skip's inputs now
+            skip = skip_inputs(ctx.cfg, draft.p, draft.entropy, summary.get("n_hi"))
+            got.update(ctx.reads.fetch(skip))
+        picks = skipped if skipped is not None else skip_picks(ctx.cfg, got, n, min_k, skip)
         write_picks(ctx.x, start, mask_idx, picks, draft.tokens, run)
 
     # 9. reward; 10. record (every update is already written on the device)
@@ -190,12 +198,16 @@ def policy_summary(ctx: StepContext, probs: torch.Tensor, p: torch.Tensor, span_
     span = probs[:span_len]
     h_span = normalized_entropy(span) if cfg.ucb_entropy_scope == "span" else None  # shared with the estimator
     alphas = acceptance_alphas(cfg, span, p[:span_len], entropy=h_span)
-    return {
-        "alphas": alphas.float(),
+    hi = p > cfg.confidence_threshold
+    out = {
+        "alphas": alphas if alphas.dtype == torch.float32 else alphas.float(),
         "k_hat": expected_accepted_tokens(alphas).to(torch.float32),  # type: ignore[union-attr]
-        "n_hi": (p > cfg.confidence_threshold).sum(),
+        "n_hi": hi.sum(),
         "mean_entropy": (h_span if h_span is not None else normalized_entropy(probs)).mean(),
     }
+    if ctx.rec.costs is not None:  # routing in seconds: how many of the span's leading drafts are above τ
+        out["sure_prefix"] = torch.cumprod(hi[:span_len].to(torch.long), dim=0).sum()
+    return out
 
 
 def inputs_from_summary(got: dict[str, Any], span_len: int, n_masks: int, window_len: int,
@@ -206,8 +218,14 @@ def inputs_from_summary(got: dict[str, Any], span_len: int, n_masks: int, window
 
 
 def policy_inputs(ctx: StepContext, probs: torch.Tensor, p: torch.Tensor, span_len: int, n_masks: int,
-                  window_len: int, prompt_in_window: int) -> PolicyInputs:
-    """Estimator outputs for the span plus the counts a policy reads, in one host transfer."""
+                  window_len: int, prompt_in_window: int, masks: Optional[list[int]] = None,
+                  min_k: int = 1) -> PolicyInputs:
+    """Estimator outputs for the span plus the counts a policy reads, in one host transfer (with the step's costs
+    when the run routes in seconds: pass `masks`, block-relative, and k_s)."""
     got = ctx.reads.fetch(policy_summary(ctx, probs, p, span_len))
-    return inputs_from_summary(got, span_len, n_masks, window_len, prompt_in_window)
+    inputs = inputs_from_summary(got, span_len, n_masks, window_len, prompt_in_window)
+    if ctx.rec.costs is not None and masks is not None:  # this loop picks after routing: count what a skip takes
+        inputs.costs = step_costs(ctx, masks, span_len, window_len, skip_token_count(ctx.cfg, inputs.n_hi, min_k),
+                                  min_k, got["sure_prefix"])
+    return inputs
 

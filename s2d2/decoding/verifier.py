@@ -12,7 +12,7 @@ from typing import Any, Optional
 
 import torch
 
-from ..models.masks import verify_2l_query
+from ..models.masks import verify_2l_query, verify_2l_span_query
 from ..trace import Verification
 from .kv import remember_verified, settle_verified_rows
 from .records import verification_record, verify_detail, verify_rows
@@ -23,22 +23,43 @@ from .context import Draft, StepContext
 
 
 
+def verifier_extent(ctx: StepContext, masks: list[int], span_len: int, window_end: int) -> tuple[int, int]:
+    """(end, queries) of this step's verifier: it reads block positions [ctx.cached, end) (`window_end` and `end`
+    block-relative) and queries `queries` tokens.
+
+    2L: the first half is [cached, B) and the second half the same positions, 2(B − cached) queries; with
+    `trim_verify` the first half stops at the span's end e and the second half holds the span only, (e − cached) +
+    span queries: row L+i reads only the first half before i and itself, so the rows after the span and the second
+    half before it change nothing that is read. Causal (right-shifted): [cached, window end), or with `trim_verify`
+    up to the span's last position (its logit comes from the row before it)."""
+    k, last = ctx.cached, masks[span_len - 1]
+    if ctx.aligned:
+        if ctx.cfg.trim_verify:
+            return last + 1, last + 1 - k + span_len
+        return ctx.B, 2 * (ctx.B - k)
+    end = last if ctx.cfg.trim_verify else window_end
+    return end, end - k
+
+
 def verify_probs(ctx: StepContext, block: int, step: int, start: int, block_ids: torch.Tensor,
                  positions: torch.Tensor, mask_idx: torch.Tensor, drafts: torch.Tensor, span_len: int,
-                 window_end: int) -> tuple[torch.Tensor, str]:
+                 window_end: int, masks: Optional[list[int]] = None) -> tuple[torch.Tensor, str]:
     """Run the verifier on the draft-filled block and return q over the span positions.
 
     The queried rows start at ctx.cached (0 unless kv_reuse keeps part of the block in the cache). With kv_reuse
     the verifier's causal rows stay in the cache until `settle_verified_rows` trims them to the accepted prefix.
+    `masks` (the step's block-relative mask positions) is needed with `trim_verify`.
     """
+    if ctx.cfg.trim_verify:
+        assert masks is not None
+        return _trimmed_verify(ctx, block, step, start, block_ids, positions, drafts, span_len, window_end, masks)
     k, B = ctx.cached, int(block_ids.shape[0])
     at = mask_idx - k  # the masks' rows among the queried positions [k, B)
     if ctx.aligned:  # 2L: [x~ | MASK x n] at duplicated positions; row n+i is one AR query at i
         n, end = B - k, B
-        ids = torch.full((2 * n,), ctx.mask_id, dtype=block_ids.dtype, device=block_ids.device)
-        ids[:n] = block_ids[k:]
+        ids = torch.cat([block_ids[k:], torch.full((n,), ctx.mask_id, dtype=block_ids.dtype, device=block_ids.device)])
         ids[at] = drafts
-        logits = ctx.rec.forward("verify_2l", block, step, ctx.cache, ids, positions[k:].repeat(2),
+        logits = ctx.rec.forward("verify_2l", block, step, ctx.cache, ids, torch.cat([positions[k:], positions[k:]]),
                                  verify_2l_query(n, ids.device), keep=n if ctx.cfg.kv_reuse else 0, last=n,
                                  rows=at[:span_len])
         kind = "2l"
@@ -48,6 +69,33 @@ def verify_probs(ctx: StepContext, block: int, step: int, start: int, block_ids:
         filled[at] = drafts
         logits = ctx.rec.forward("verify_causal", block, step, ctx.cache, filled, positions[k:end], "causal",
                                  keep=end - k if ctx.cfg.kv_reuse else 0, rows=at[:span_len] - 1)
+        kind = "causal"
+    remember_verified(ctx, end)
+    return token_distribution(logits, ctx.cfg, ctx.mask_id, owned=True), kind
+
+
+def _trimmed_verify(ctx: StepContext, block: int, step: int, start: int, block_ids: torch.Tensor,
+                    positions: torch.Tensor, drafts: torch.Tensor, span_len: int, window_end: int,
+                    masks: list[int]) -> tuple[torch.Tensor, str]:
+    """`trim_verify` (beyond the paper): the verifier over the rows its span reads only (`verifier_extent`). The
+    span is the first run of masks and nothing before it is masked, so its drafts fill one slice."""
+    k, s, m0 = ctx.cached, span_len, masks[0]
+    end, _ = verifier_extent(ctx, masks, s, window_end - start)
+    keep = end - k if ctx.cfg.kv_reuse else 0
+    if ctx.aligned:  # [x~[k:e] | MASK x s]; second-half row t is the AR query at span position m0 + t
+        n = end - k
+        ids = torch.full((n + s,), ctx.mask_id, dtype=block_ids.dtype, device=block_ids.device)
+        ids[:n] = block_ids[k:end]
+        ids[n - s : n] = drafts[:s]
+        pos = torch.cat([positions[k:end], positions[m0:end]])
+        logits = ctx.rec.forward("verify_2l", block, step, ctx.cache, ids, pos, verify_2l_span_query(n, s, ids.device),
+                                 keep=keep, last=s)
+        kind = "2l"
+    else:  # [k, last span position): the span's drafts but the last are inputs; row j-1 predicts j
+        filled = block_ids[k:end].clone()
+        filled[m0 - k :] = drafts[: s - 1]
+        logits = ctx.rec.forward("verify_causal", block, step, ctx.cache, filled, positions[k:end], "causal",
+                                 keep=keep, last=s)
         kind = "causal"
     remember_verified(ctx, end)
     return token_distribution(logits, ctx.cfg, ctx.mask_id, owned=True), kind
@@ -63,7 +111,7 @@ def verify_step(ctx: StepContext, block: int, step: int, start: int, draft: Draf
     """
     cfg, s = ctx.cfg, span_len
     q_probs, kind = verify_probs(ctx, block, step, start, ctx.x[start : start + ctx.B], draft.positions,
-                                 draft.mask_idx, draft.tokens, s, window_end)
+                                 draft.mask_idx, draft.tokens, s, window_end, masks)
     acc = acceptance(cfg.acceptance, draft.tokens[:s], draft.p[:s], q_probs, cfg.ratio_gamma, ctx.generator,
                      with_argmax=ctx.rec.detailed)
     inputs = verify_inputs(cfg, acc, draft.p, draft.entropy, min_k)
@@ -110,7 +158,7 @@ def verify_span(ctx: StepContext, block: int, step: int, start: int, block_ids: 
     which passes its block with this step's edits applied); the block loop uses `verify_step`."""
     cfg = ctx.cfg
     q_probs, kind = verify_probs(ctx, block, step, start, block_ids, positions, mask_idx, drafts, span_len,
-                                 window_end)
+                                 window_end, masks)
     out = accept_span(cfg.acceptance, drafts[:span_len], p[:span_len], probs[:span_len], q_probs, cfg.ratio_gamma,
                       cfg.allow_resample, ctx.generator)
     tokens = drafts[:span_len].tolist()

@@ -12,9 +12,11 @@ from typing import Any
 import torch
 from transformers import DynamicCache
 
+from ..trace_records import CostTable
 from .base import Attention, ModelSpec, QueryMask
+from .costs import CostModel, calibrate, calibration_shapes
 from .masks import full_mask, to_additive, widen
-from .static_backend import StaticBackend
+from .static_backend import PAD_LIMIT, StaticBackend
 from .static_cache import StaticCacheHandle
 
 BACKENDS = ("auto", "static", "dynamic")
@@ -66,6 +68,28 @@ class HFModel:
         self.static = None
         if backend == "static":
             self.static = StaticBackend(self.model, self.spec.mask_id, self.attn_implementation, **options)
+        self.costs = CostModel(PAD_LIMIT if self.static is not None else 0)  # timings are per backend
+
+    # -- measured forward costs (s2d2/models/costs.py): what routing in seconds reads ------------------------------
+
+    def cost(self, kind: str, queries: int) -> float:
+        """Seconds one forward of `kind` with `queries` query tokens costs here (robust fit of measured timings)."""
+        return self.costs.cost(kind, queries)
+
+    def cost_table(self) -> CostTable:
+        """The current cost fits, frozen (a decode routes with this; its trace header records it)."""
+        return self.costs.table()
+
+    def calibrate_costs(self, block_lengths: list[int] | tuple[int, ...]) -> float:
+        """Time the forwards these block lengths use, unless every such shape has timings already; seconds spent."""
+        shapes = calibration_shapes(block_lengths, self.spec.alignment == "shifted")
+        if all({self.costs.rows(q) for q in qs} <= self.costs.shapes(kind) for kind, qs in shapes.items()):
+            return 0.0
+        return calibrate(self, block_lengths)
+
+    def observe_forwards(self, forwards: list[Any]) -> None:
+        """Refine the cost fits with a decode's per-forward timings (only pass exact ones)."""
+        self.costs.observe_forwards(forwards)
 
     def new_cache(self) -> Any:
         """A fresh, empty KV cache: the static storage when it is free, else a `DynamicCache`."""

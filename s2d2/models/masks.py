@@ -45,6 +45,18 @@ def verify_2l_pattern(length: int, device: torch.device | str = "cpu") -> torch.
     return torch.cat([torch.cat([j <= i, none], dim=1), torch.cat([j < i, j == i], dim=1)], dim=0)
 
 
+def verify_2l_span_pattern(first: int, span: int, device: torch.device | str = "cpu") -> torch.Tensor:
+    """The trimmed 2L layout (`trim_verify`, beyond the paper) over [first half | span MASKs]: the first half is
+    causal over `first` positions whose last `span` are the span; span row t (the MASK at the span's position t)
+    sees the first half before that position and itself. `span == first` is `verify_2l_pattern(first)`."""
+    i, j = _ij(first, device)
+    t = torch.arange(span, device=device)[:, None]
+    top = torch.cat([j <= i, torch.zeros(first, span, dtype=torch.bool, device=device)], dim=1)
+    bottom = torch.cat([j[:, :first].expand(span, first) < first - span + t,
+                        torch.eye(span, dtype=torch.bool, device=device)], dim=1)
+    return torch.cat([top, bottom], dim=0)
+
+
 def fused_draft_pattern(tail: int, block: int, causal_tail: bool = True, causal_prefix: int = 0,
                         device: torch.device | str = "cpu") -> torch.Tensor:
     """A commit fused into the next draft (beyond the paper), over [tail | block].
@@ -64,7 +76,8 @@ def fused_draft_pattern(tail: int, block: int, causal_tail: bool = True, causal_
 
 @lru_cache(maxsize=1024)
 def _shared(kind: str, args: tuple[int, ...], device: str) -> torch.Tensor:
-    build = {"draft": draft_pattern, "2l": verify_2l_pattern, "fused": fused_draft_pattern}[kind]
+    build = {"draft": draft_pattern, "2l": verify_2l_pattern, "fused": fused_draft_pattern,
+             "2l-span": verify_2l_span_pattern}[kind]
     with torch.inference_mode(False):  # a normal tensor even when first built inside inference mode
         return build(*args, device=device)
 
@@ -75,6 +88,10 @@ def draft_query(block: int, causal_prefix: int, device: torch.device | str) -> Q
 
 def verify_2l_query(length: int, device: torch.device | str) -> QueryMask:
     return QueryMask(_shared("2l", (length,), str(device)))
+
+
+def verify_2l_span_query(first: int, span: int, device: torch.device | str) -> QueryMask:
+    return QueryMask(_shared("2l-span", (first, span), str(device)))
 
 
 def fused_draft_query(tail: int, block: int, causal_tail: bool, causal_prefix: int,

@@ -18,6 +18,7 @@ from .adaptive_block import AdaptiveBlock, BlockChoice, BlockFeedback
 from .always import Always
 from .base import SKIP, VERIFY, Policy
 from .contextual_bandit_ucb import UCB_ENTROPY_SCOPES, ContextualBanditUCB, ucb_bin
+from .cost_aware import CostAware
 from .knob import Knob, unique
 from .mask_span_length import MaskSpanLength
 from .never import Never
@@ -27,23 +28,29 @@ from .score_threshold import ScoreThreshold
 from . import self_correction, speedups
 
 REGISTRY: dict[str, type[Policy]] = {
-    p.name: p for p in (MaskSpanLength, ScoreThreshold, ScoreHysteresis, ContextualBanditUCB, Always, Never)
+    p.name: p for p in (MaskSpanLength, ScoreThreshold, ScoreHysteresis, ContextualBanditUCB, Always, Never, CostAware)
 }
 POLICIES = tuple(REGISTRY)
 
 __all__ = [
     "REGISTRY", "POLICIES", "SCORE_TYPES", "UCB_ENTROPY_SCOPES", "SKIP", "VERIFY", "Knob", "Policy",
-    "MaskSpanLength", "ScoreThreshold", "ScoreHysteresis", "ContextualBanditUCB", "Always", "Never",
+    "MaskSpanLength", "ScoreThreshold", "ScoreHysteresis", "ContextualBanditUCB", "Always", "Never", "CostAware",
     "AdaptiveBlock", "BlockChoice", "BlockFeedback", "score", "score_expression", "ucb_bin", "make_policy",
     "redecide", "policy_class", "scoring_policies", "routing_knobs", "option_knobs", "editing_knobs", "all_knobs",
     "whatif_knobs",
     "figure_guides",
-    "score_label", "plotted_score",
+    "score_label", "plotted_score", "uses_costs",
 ]
 
 
 def policy_class(name: Any) -> Optional[type[Policy]]:
     return REGISTRY.get(name) if isinstance(name, str) else None
+
+
+def uses_costs(cfg: Any) -> bool:
+    """Whether cfg's run routes with measured forward costs (its trace then records the cost table)."""
+    cls = policy_class(getattr(cfg, "policy", None))
+    return getattr(cfg, "method", None) == "s2d2" and cls is not None and cls.uses_costs
 
 
 def make_policy(cfg: Any) -> Policy:

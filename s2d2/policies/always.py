@@ -11,3 +11,6 @@ class Always(Policy):
 
     def decide(self, inputs: PolicyInputs) -> PolicyDecision:
         return self._decision(True, None, "policy always → verify", {"span_len": inputs.span_len})
+
+    def always_verifies(self) -> bool:
+        return True

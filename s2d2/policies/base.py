@@ -58,6 +58,7 @@ class Policy:
     Settings: ClassVar[type] = NoSettings
     scores: ClassVar[bool] = False  # reads K̂ (so the estimator's parameter matters to it)
     score_label: ClassVar[str] = ""  # routing figure: what the plotted score means, when not the score s
+    uses_costs: ClassVar[bool] = False  # reads PolicyInputs.costs (the run's measured forward costs)
 
     def __init__(self, cfg: Any):
         self.cfg = cfg
@@ -88,6 +89,10 @@ class Policy:
 
     def decide(self, inputs: PolicyInputs) -> PolicyDecision:
         raise NotImplementedError
+
+    def always_verifies(self) -> bool:
+        """True when every step with a span verifies, whatever its inputs (the step then prepares no skip)."""
+        return False
 
     def update(self, decision: PolicyDecision, decoded: int) -> float:
         """Report how many tokens the step decoded; return the reward, tokens per forward (§4.3)."""

@@ -31,6 +31,9 @@ class MaskSpanLength(Policy):
         reason = f"span |C| = {inputs.span_len} {op} τ_span {tau} {arrow(verify)}"
         return self._decision(verify, None, reason, {"span_len": inputs.span_len, "min_span_length": tau})
 
+    def always_verifies(self) -> bool:
+        return self.settings.min_span_length <= 1  # a step with masks has a span of at least 1
+
     @classmethod
     def guides(cls, config: dict[str, Any]) -> dict[str, Optional[float]]:
         return {"threshold": as_float(config.get("min_span_length"))}

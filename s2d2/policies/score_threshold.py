@@ -38,6 +38,11 @@ class ScoreThreshold(Policy):
         details = {**score_details(st, inputs), "score_threshold": float(tau)}
         return self._decision(verify, s, reason, details)
 
+    def always_verifies(self) -> bool:
+        """K̂ >= 0 for any span, so a static score K̂ − c never falls below −c (SDAR Config-B: c = 0, τ = 0)."""
+        st = self.settings
+        return st.score_type == "difference_static" and st.score_threshold <= -st.penalty_coef
+
     @classmethod
     def guides(cls, config: dict[str, Any]) -> dict[str, Optional[float]]:
         return {"threshold": as_float(config.get("score_threshold"))}

@@ -13,6 +13,9 @@ KNOBS = (
               "undecided rest (needs cache_ver and draft_ver)"),
     Knob("fused_commit", "Fuse the commit into the next draft (beyond the paper)", "bool", whatif=False,
          help="the next block's first draft forward also caches this block's uncached tail: no commit forward"),
+    Knob("trim_verify", "Verifier queries only its span's rows (beyond the paper)", "bool", whatif=False,
+         help="the 2L verifier's first half stops at the span's end and its second half holds the span only; "
+              "the causal verifier stops at the span's last position (same q in exact arithmetic)"),
 )
 
 
@@ -21,7 +24,7 @@ def check(cfg: Any) -> None:
     if cfg.kv_reuse and not (cfg.cache_ver and cfg.draft_ver):
         raise ValueError("kv_reuse: needs cache_ver=True and draft_ver=True (kept rows must be the causal KV the "
                          "commit would store, and the decoded prefix must be causal in drafts)")
-    for name in ("kv_reuse", "fused_commit", "adaptive_block"):
+    for name in ("kv_reuse", "fused_commit", "adaptive_block", "trim_verify"):
         if getattr(cfg, name) and cfg.method == "ar":
             raise ValueError(f"{name}: applies to block decoding (methods diffusion and s2d2), not method 'ar'")
     if cfg.adaptive_block:
