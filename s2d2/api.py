@@ -13,6 +13,7 @@ from .config import DecodeConfig
 from .decoding.ar import ar_loop
 from .decoding.decoder import block_loop, make_check
 from .decoding.editing import editing_loop
+from .decoding.pipeline import pipeline_loop
 from .decoding.layout import block_lengths, block_plan
 from .decoding.recorder import Recorder
 from .decoding.result import StopDecoding  # noqa: F401 (public: a model's forward raises it to stop a run)
@@ -90,7 +91,7 @@ def generate(
     max_seconds: float | None = None,
 ) -> GenerateResult:
     """Decode `prompt` with `cfg` (AR, a diffusion baseline or S2D2; block loop or, with loop="editing", the
-    LLaDA2.x loop with self-correction) and record the trace.
+    LLaDA2.x loop with self-correction, or with loop="pipeline" the D2F pipeline) and record the trace.
 
     `detailed=False` records the forward and step skeleton only (what metrics need), not per-mask drafts,
     top-k candidates or token strings. `on_block` receives the steps so far after every block;
@@ -111,6 +112,8 @@ def generate(
     check = make_check(should_stop, max_seconds, on_block)
     if cfg.loop == "editing":
         loop = editing_loop(model, cfg, prompt_t, rec, generator, check)
+    elif cfg.loop == "pipeline":
+        loop = pipeline_loop(model, cfg, prompt_t, rec, generator, check)
     elif cfg.method == "ar" and cfg.ar_accounting == "fused":
         loop = ar_loop(model, cfg, prompt_t, rec, generator, check)
     else:

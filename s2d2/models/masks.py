@@ -64,8 +64,12 @@ def segments_pattern(segments: tuple[int, ...], device: torch.device | str = "cp
     """Block-causal over consecutive segments of the given lengths: a row sees every column of its own segment and
     of the segments before it. D2F's pipeline forward is this over [blocks to cache | blocks in flight], and its
     first forward over [prompt | first block] (the prompt is one bidirectional segment)."""
-    ids = torch.repeat_interleave(torch.arange(len(segments), device=device),
-                                  torch.tensor(segments, device=device))
+    ar = torch.arange(sum(segments), device=device)
+    ids = torch.zeros_like(ar)
+    edge = 0
+    for n in segments[:-1]:  # segment id = how many segment ends lie at or before the position (no host upload)
+        edge += n
+        ids += ar >= edge
     return ids[:, None] >= ids[None, :]
 
 
