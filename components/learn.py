@@ -20,15 +20,16 @@ from .canvas import legend_html, render_canvas, visible_text
 from .describe import decision_line
 from .figures import routing_figure
 from .mask_view import mask_figure
+from .pipeline_view import is_pipeline, lifecycle_figure, lifecycles
 from .story import Story
 from .strip import render_strip
 from .trace_index import fmt, index_of
 from .ui import PRIVATE, Ctx
 
 HOVER = '<span class="on-hover">hover over</span><span class="on-touch">tap</span>'
-PICTURES = ("canvas_draft", "canvas", "canvas_edit", "routing", "mask", "strip", "pair")
+PICTURES = ("canvas_draft", "canvas", "canvas_edit", "routing", "mask", "strip", "pair", "lifecycle")
 SHORT = {"draft": "Draft", "route": "Route", "verify": "Verify", "reject": "Accept / reject", "resample": "Resample",
-         "skip": "Skip", "edit": "Self-correct", "run": "Whole run"}
+         "skip": "Skip", "edit": "Self-correct", "pipeline": "Pipeline", "run": "Whole run"}
 
 
 @dataclass(frozen=True)
@@ -89,7 +90,7 @@ def tour_stops(trace: Trace, story: Optional[Story] = None, baseline: Optional[T
             f"decision at step {n} (the vertical line; the dashed red line is the threshold). *What to try:* in Run, "
             "raise the score threshold and watch verify steps disappear from this plot."), n, ("routing",)))
     stops += _verification_stops(f, n)
-    stops += [s for s in (_skip_stop(trace), _edit_stop(trace)) if s is not None]
+    stops += [s for s in (_skip_stop(trace), _edit_stop(trace), pipeline_stop(trace)) if s is not None]
     stops.append(_whole_run(trace, story, baseline))
     return stops
 
@@ -156,6 +157,32 @@ def _edit_stop(trace: Trace) -> Optional[Stop]:
         "reads the edited block as context."), k, ("canvas_edit",))
 
 
+def pipeline_stop(trace: Trace) -> Optional[Stop]:
+    """D2F's pipeline, for a trace decoded with loop="pipeline": the first step with the most blocks in flight,
+    its canvas (each block outlined with its state) and the blocks' lifecycle over the run."""
+    if not is_pipeline(trace) or not trace.steps:
+        return None
+    rec = max(trace.steps, key=lambda s: (len(s.in_flight), -s.index))
+    if len(rec.in_flight) < 2:
+        return None
+    k, cfg, lives, first = rec.index + 1, trace.header.config, lifecycles(trace), trace.blocks[0].index
+    newest = rec.in_flight[-1].block
+    joined = lives[newest].added
+    names = ", ".join(str(r.block - first + 1) for r in rec.in_flight)
+    complete = sum(r.complete for r in rec.in_flight)
+    return Stop("pipeline", "Blocks in flight", (
+        f"This run decodes with D2F's **pipeline**: a block starts before the one before it is finished. At step {k} "
+        f"blocks {names} are in flight, all drafted by one forward. Block {newest - first + 1} joined at step "
+        f"{(joined or 0) + 1}, once the block before it was {fmt(cfg.get('block_add_threshold'), 2)} decoded. A "
+        f"block counts as **complete** once its predecessor is {fmt(cfg.get('decoded_token_threshold'), 2)} decoded "
+        f"({complete} of these {len(rec.in_flight)} are): it then decodes at least its most confident mask every "
+        f"step; before that only drafts with p > {fmt(cfg.get('confidence_threshold'), 2)} (outlined dashed). A "
+        f"finished block waits until every earlier block is finished; the next forward then caches it, so there is "
+        f"no separate commit. Step {k} decoded {len(rec.commits)} tokens across those blocks for "
+        f"{len(rec.forwards)} forward(s); the chart shows every block's life over the run."), k,
+        ("canvas", "lifecycle"))
+
+
 def _whole_run(trace: Trace, story: Optional[Story], baseline: Optional[Trace]) -> Stop:
     tokens = trace.footer.generated_length if trace.footer else 0
     text = f"The whole run: **{len(trace.forwards)} forwards for {tokens} tokens**. "
@@ -193,6 +220,8 @@ def picture(kind: str, trace: Trace, step: int, baseline: Optional[Trace] = None
         return render_canvas(trace, step, highlight=at) + legend_html(trace)
     if kind == "routing":
         return routing_figure(trace, step)
+    if kind == "lifecycle":
+        return lifecycle_figure(trace, step)
     if kind == "mask":
         return mask_figure(trace, step, "verify")
     if kind == "strip":
@@ -222,7 +251,7 @@ def build_learn_tab(ctx: Ctx, trace: Optional[Trace], story: Optional[Story] = N
                 gr.Markdown(f"### {title}\n{stop.text}", elem_classes=["tour-text"], sanitize_html=False)
                 for kind in stop.pictures:
                     value = picture(kind, trace, stop.step, baseline)
-                    if kind in ("routing", "mask"):
+                    if kind in ("routing", "mask", "lifecycle"):
                         gr.Plot(value, show_label=False, elem_classes=[f"tour-{kind}"])
                     else:
                         gr.HTML(value, elem_classes=[f"tour-{kind}"])

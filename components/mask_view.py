@@ -14,6 +14,7 @@ import plotly.graph_objects as go
 from s2d2.trace import ForwardRecord, StepRecord, Trace
 
 from .canvas import visible_text
+from .pipeline_view import is_pipeline
 from .trace_index import clamp_step, index_of
 
 WHICH = ("auto", "draft", "verify", "commit")
@@ -56,6 +57,28 @@ def query_mask(kind: str, q: int, block: int, cache_ver: bool, causal_prefix: in
     raise ValueError(f"unknown forward kind {kind!r}")
 
 
+PIPELINE_DRAFTS = ("prefill+draft", "commit+draft", "draft")
+
+
+def pipeline_query_mask(start: int, q: int, prompt: int, block: int) -> list[list[int]]:
+    """A D2F pipeline forward over positions [start, start + q): the prompt is block 0 (bidirectional) and block
+    k covers [prompt + (k - 1)·B, prompt + k·B); a row attends every column of its own block and of earlier ones
+    (s2d2.models.masks.segments_pattern)."""
+    def blk(pos: int) -> int:
+        return 0 if pos < prompt else 1 + (pos - prompt) // block
+
+    ids = [blk(start + i) for i in range(q)]
+    return [[int(ids[j] <= ids[i]) for j in range(q)] for i in range(q)]
+
+
+def _pipeline_stored(trace: Trace, f: ForwardRecord, rec: Optional[StepRecord]) -> int:
+    """Rows of a pipeline forward whose KV it stores: the prompt, or the blocks its step cached."""
+    if f.kind == "prefill+draft":
+        return len(trace.header.prompt_ids)
+    cached = sum(e.event == "cached" for e in rec.events) if rec is not None else 0
+    return cached * int(trace.header.config.get("block_length") or 1)
+
+
 def pick_forward(trace: Trace, step: int, which: str = "auto") -> Optional[ForwardRecord]:
     """The forward shown at scrubber value `step`: the step's verify (auto) or draft, or its block's commit."""
     idx = index_of(trace)
@@ -68,7 +91,7 @@ def pick_forward(trace: Trace, step: int, which: str = "auto") -> Optional[Forwa
         ci = idx.commit_forward.get(rec.block)
         return trace.forwards[ci] if ci is not None else None
     if which == "draft":
-        return next((f for f in fwds if f.kind in ("draft", "ar", "commit+draft")), None)
+        return next((f for f in fwds if f.kind in ("draft", "ar", "commit+draft", "prefill+draft")), None)
     verify = next((f for f in fwds if f.kind.startswith("verify")), None)
     if which == "verify":
         return verify
@@ -149,15 +172,19 @@ def mask_figure(trace: Trace, step: int, which: str = "auto", selected: Optional
     rec = idx.step_record(clamp_step(trace, step)) if f.kind != "prefill" else None
     if rec is not None and f.kind == "commit":
         rec = None
+    pipe = is_pipeline(trace) and f.kind in PIPELINE_DRAFTS
     own = idx.block_by_index.get(f.block)
-    tail = f.input_len - own.length if f.kind == "commit+draft" and own is not None else 0
+    tail = f.input_len - own.length if f.kind == "commit+draft" and own is not None and not pipe else 0
     prefix = 0
     if f.kind in ("draft", "commit+draft") and cfg.get("draft_ver") and rec is not None:
         prefix = _draft_prefix(rec, f.cache_len + tail)
-    folded = max(0, f.input_len - MAX_QUERIES) if f.kind == "prefill" else 0
+    folded = max(0, f.input_len - MAX_QUERIES) if f.kind in ("prefill", "prefill+draft") else 0
     cache_len = f.cache_len + folded
-    rows = query_mask(f.kind, f.input_len - folded, block, bool(cfg.get("cache_ver")), prefix, start=folded,
-                      tail=tail)
+    if pipe:
+        rows = pipeline_query_mask(cache_len, f.input_len - folded, len(trace.header.prompt_ids), block)
+    else:
+        rows = query_mask(f.kind, f.input_len - folded, block, bool(cfg.get("cache_ver")), prefix, start=folded,
+                          tail=tail)
     labels = _labels(trace, f, rec, folded)
     cols = list(labels)
     z = [list(r) for r in rows]
@@ -179,7 +206,11 @@ def mask_figure(trace: Trace, step: int, which: str = "auto", selected: Optional
                                    y1=len(z) - 1 - i + 0.5, line=dict(color="#ea580c", width=3)) for i in hits])
     if hits:
         title += f" — outlined: position {selected}"
-    if f.kind == "verify_2l":
+    if pipe:
+        stored = _pipeline_stored(trace, f, rec)
+        title += (f" — D2F: {stored} rows cached | blocks in flight, block-causal" if stored else
+                  " — D2F: the blocks in flight, block-causal")
+    elif f.kind == "verify_2l":
         title += " — 2L: drafts | MASK copies"
     elif f.kind == "draft" and prefix:
         title += f" — draft_ver: first {prefix} rows causal"
