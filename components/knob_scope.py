@@ -86,7 +86,7 @@ KNOB_SCOPE: dict[str, Scope] = {
     "max_post_steps": Scope(BLOCKS, loops=EDITING),
     # the pipeline loop (s2d2/policies/pipeline.py): when a block joins and when the next counts as complete
     "block_add_threshold": Scope(BLOCKS, loops=PIPELINE, main=True),
-    "decoded_token_threshold": Scope(BLOCKS, loops=PIPELINE, main=True),
+    "decoded_token_threshold": Scope(BLOCKS, loops=PIPELINE),
 }
 
 

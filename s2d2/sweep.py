@@ -101,21 +101,20 @@ def quick_grid() -> list[Cell]:
 
 
 def d2f_grid() -> list[Cell]:
-    """The D2F pipeline (loop="pipeline") beside AR and the block loop's dynamic baseline: D2F's decoder over τ and
-    B, S2D2 on it (minimum span 1 and B / 2, the Dream stability setting), each with a block joining at half and at
-    all of the last one."""
-    cells = [_cell("ar", "ar"), _cell("dynamic-tau0.9-b8", "dynamic-baseline", block_length=8,
-                                      confidence_threshold=0.9)]
+    """The D2F pipeline (loop="pipeline") beside AR and the block loop's dynamic baseline at the same B: D2F's
+    decoder (τ 0.9 and 0.7; a block joining at half of the last one, and only once it is done), S2D2 on it (minimum
+    span 1 and B / 2) and the Dream stability setting."""
+    cells = [_cell("ar", "ar")]
     for b in (4, 8):
-        for add in (0.5, 1.0):
-            tag = f"b{b}-add{add:g}"
-            for tau in (0.9, 0.7):
-                cells.append(_cell(f"d2f-tau{tau:g}-{tag}", "d2f", block_length=b, confidence_threshold=tau,
-                                   block_add_threshold=add))
-            cells.append(_cell(f"d2f-s2d2-{tag}", "d2f-s2d2", block_length=b, block_add_threshold=add))
-            cells.append(_cell(f"d2f-s2d2-span{b // 2}-{tag}", "d2f-s2d2", block_length=b, block_add_threshold=add,
-                               min_span_length=b // 2))
-            cells.append(_cell(f"d2f-s2d2-dream-{tag}", "d2f-s2d2-dream", block_length=b, block_add_threshold=add))
+        cells.append(_cell(f"dynamic-tau0.9-b{b}", "dynamic-baseline", block_length=b, confidence_threshold=0.9))
+        cells.append(_cell(f"d2f-tau0.9-b{b}", "d2f", block_length=b))
+        cells.append(_cell(f"d2f-s2d2-b{b}", "d2f-s2d2", block_length=b))
+    cells += [
+        _cell("d2f-tau0.7-b8", "d2f", block_length=8, confidence_threshold=0.7),
+        _cell("d2f-tau0.9-b8-add1", "d2f", block_length=8, block_add_threshold=1.0),
+        _cell("d2f-s2d2-span4-b8", "d2f-s2d2", block_length=8, min_span_length=4),
+        _cell("d2f-s2d2-dream-b8", "d2f-s2d2-dream", block_length=8),
+    ]
     return cells
 
 

@@ -7,6 +7,7 @@ CPU is enough for the tiny model. File names sort in the order the app lists the
 A `*.baseline.json` file is the diffusion baseline on its example's prompt and seed (the Replay tab's toggle).
 The LLaDA2 example (08-editing-fixes-a-wrong-digit--LLaDA2.json) comes from the bundled LLaDA2 model:
 `python -m s2d2.tiny.report_llada2 --example-trace assets/traces/08-editing-fixes-a-wrong-digit--LLaDA2.json`.
+`--only 09` records just the runs whose file name contains "09" (the D2F pipeline pair).
 """
 from __future__ import annotations
 
@@ -21,13 +22,15 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-# A prompt: an index into components.run_panel.EXAMPLE_PROMPTS, or ("heldout", i) for held-out arithmetic question i.
+# A prompt: an index into components.run_panel.EXAMPLE_PROMPTS, ("heldout", i) for held-out arithmetic question i, or
+# ("prose", i) for EXAMPLE_PROMPTS[i] continued as free text (no chat template).
 Prompt = Union[int, tuple[str, int]]
 # The first example opens the app. It is the pair scripts/find_catch.py found (held-out question 8, seed 8): at
 # B = 16 the dynamic-threshold baseline (τ 0.9, the sweep's 88.5 % cell) writes "33 + 20 = 53"; S2D2 at the same B
 # (verify iff K̂ − 1 ≥ 1.5, the sweep's 96.5 % cell) drafts the same wrong "2", its verifier rejects it and
 # resamples "3": "#### 63". It also skips verification once, so one trace shows every idea of the tour.
 CATCH_PROMPT: Prompt = ("heldout", 8)
+PIPELINE = {"block_length": 8, "block_add_threshold": 0.1, "decoded_token_threshold": 0.5}
 # (file stem, preset, prompt, seed, overrides)
 RUNS: list[tuple[str, str, Prompt, int, dict[str, Any]]] = [
     ("01-verifier-catches-a-wrong-digit", "sdar-config-a", CATCH_PROMPT, 8,
@@ -43,6 +46,11 @@ RUNS: list[tuple[str, str, Prompt, int, dict[str, Any]]] = [
       "penalty_coef": 1.0, "block_length": 8}),
     ("07-sampled-drafts--temperature-0.7", "sdar-config-a", 0, 1,
      {"temperature": 0.7, "score_threshold": 2.0, "block_length": 8}),
+    # The D2F pipeline: on Austen prose (the arithmetic answers are so confident that every block is decoded in one
+    # step, so no two blocks overlap) a block joins at 10 % of the last one and counts as complete at 50 %: up to
+    # three blocks in flight, S2D2 verifying the first span after the cache; the partner is D2F's own decoder.
+    ("09-pipeline--blocks-in-flight--D2F", "d2f-s2d2", ("prose", 2), 0, PIPELINE),
+    ("09-pipeline--blocks-in-flight--D2F.baseline", "d2f", ("prose", 2), 0, PIPELINE),
 ]
 
 
@@ -50,9 +58,9 @@ def prompt_text(prompt: Prompt) -> str:
     from components.run_panel import EXAMPLE_PROMPTS
     from s2d2.tasks.arithmetic import heldout
 
-    if isinstance(prompt, tuple):
+    if isinstance(prompt, tuple) and prompt[0] == "heldout":
         return heldout(prompt[1] + 1)[prompt[1]].question
-    return EXAMPLE_PROMPTS[prompt]
+    return EXAMPLE_PROMPTS[prompt[1] if isinstance(prompt, tuple) else prompt]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -61,6 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gen-length", type=int, default=64)
     ap.add_argument("--seed", type=int, default=0, help="added to every run's seed")
     ap.add_argument("--out", type=Path, default=ROOT / "assets" / "traces")
+    ap.add_argument("--only", default="", help="record only the runs whose file name contains this")
     args = ap.parse_args(argv)
     import s2d2
 
@@ -71,9 +80,13 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     args.out.mkdir(parents=True, exist_ok=True)
     for stem, name, prompt, seed, overrides in RUNS:
-        cfg = s2d2.preset(name, gen_length=args.gen_length, **overrides)
+        if args.only not in stem:
+            continue
+        # the pipeline decodes gen_length // B blocks: at least one
+        cfg = s2d2.preset(name, gen_length=max(args.gen_length, int(overrides.get("block_length", 1))), **overrides)
         t0 = time.perf_counter()
-        result = s2d2.generate(model, prompt_text(prompt), cfg, seed=seed + args.seed)
+        chat = False if isinstance(prompt, tuple) and prompt[0] == "prose" else None
+        result = s2d2.generate(model, prompt_text(prompt), cfg, seed=seed + args.seed, chat=chat)
         path = args.out / f"{stem}.json"
         path.write_text(result.trace.to_json(), encoding="utf-8")
         m = result.metrics

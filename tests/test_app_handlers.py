@@ -387,7 +387,8 @@ def test_precompute_script_writes_loadable_examples(tmp_path, monkeypatch):
     assert script.main(["--gen-length", "4", "--out", str(tmp_path)]) == 0
     listed = examples.list_examples(tmp_path)
     pairs = [e for e in listed.values() if e.baseline is not None]
-    assert list(listed)[0] == "Verifier catches a wrong digit" and pairs == [listed["Verifier catches a wrong digit"]]
+    assert list(listed)[0] == "Verifier catches a wrong digit" and pairs == [
+        listed["Verifier catches a wrong digit"], listed["Pipeline · blocks in flight · D2F"]]
     assert len(listed) + len(pairs) == len(script.RUNS) and "Always verify · block 16" in listed
     for example in listed.values():
         trace, baseline = examples.load_pair(example)

@@ -104,8 +104,8 @@ def test_the_d2f_sweep_grid_runs(model, tmp_path):
     from lanes_helpers import tiny_with_tokenizer
 
     cells = load_grid("d2f")
-    assert all(c.config.loop == "pipeline" for c in cells[2:]) and len({c.name for c in cells}) == len(cells)
-    picked = [cells[0], cells[2], next(c for c in cells if c.name.startswith("d2f-s2d2-b4"))]
+    assert sum(c.config.loop == "pipeline" for c in cells) == 8 and len({c.name for c in cells}) == len(cells)
+    picked = [cells[0], cells[2], next(c for c in cells if c.name == "d2f-s2d2-b4")]
     rows = run_grid(tiny_with_tokenizer(), load_task("arithmetic", 2), picked, tmp_path, gen_length=8,
                     progress=False)
     assert [r["name"] for r in rows] == [c.name for c in picked] and all(r["nfe_per_token"] > 0 for r in rows)
@@ -120,3 +120,17 @@ def test_the_cli_runs_a_pipeline_preset(tmp_path, capsys):
           str(out)])
     trace = s2d2.Trace.from_json(out.read_text())
     assert trace.header.config["loop"] == "pipeline" and any(s.in_flight for s in trace.steps)
+
+
+def test_the_shipped_pipeline_example_replays_with_blocks_in_flight():
+    from components.examples import list_examples, load_pair
+
+    example = list_examples()["Pipeline · blocks in flight · D2F"]
+    trace, baseline = load_pair(example)
+    assert trace.header.config["loop"] == "pipeline" and baseline.header.config["method"] == "diffusion"
+    assert trace.header.model.name == "tiny" and trace.replay() == trace.footer.output_ids
+    step = 1 + max(range(len(trace.steps)), key=lambda i: len(trace.steps[i].in_flight))
+    assert len(trace.steps[step - 1].in_flight) >= 3
+    assert len(re.findall(r'data-block="\d+"', render_canvas(trace, step))) >= 3
+    assert any(s.verification.first_reject is not None for s in trace.steps)
+    assert next(s for s in tour_stops(trace) if s.key == "pipeline").step == step
