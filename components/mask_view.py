@@ -157,6 +157,24 @@ def row_positions(f: ForwardRecord, folded: int = 0) -> list[int]:
     return rows + rows if f.kind == "verify_2l" else rows
 
 
+def _layout_note(trace: Trace, f: ForwardRecord, rec: Optional[StepRecord], pipe: bool, prefix: int,
+                 tail: int) -> str:
+    """What the title says about the forward's layout (2L, draft_ver rows, a fused commit, D2F's pipeline)."""
+    cfg = trace.header.config
+    if pipe:
+        stored = _pipeline_stored(trace, f, rec)
+        return (f" — D2F: {stored} rows cached | blocks in flight, block-causal" if stored else
+                " — D2F: the blocks in flight, block-causal")
+    if f.kind == "verify_2l":
+        return " — 2L: drafts | MASK copies"
+    if f.kind == "draft" and prefix:
+        return f" — draft_ver: first {prefix} rows causal"
+    if f.kind == "commit+draft":
+        how = "causal" if cfg.get("cache_ver") else "block-bidirectional"
+        return f" — fused: {tail} tail rows committed ({how}) | {f.input_len - tail} draft rows"
+    return ""
+
+
 def mask_figure(trace: Trace, step: int, which: str = "auto", selected: Optional[int] = None) -> go.Figure:
     """Heatmap: rows = query tokens, columns = [cache band | query columns]; the rows of the `selected` position
     (a clicked token) are outlined."""
@@ -206,17 +224,7 @@ def mask_figure(trace: Trace, step: int, which: str = "auto", selected: Optional
                                    y1=len(z) - 1 - i + 0.5, line=dict(color="#ea580c", width=3)) for i in hits])
     if hits:
         title += f" — outlined: position {selected}"
-    if pipe:
-        stored = _pipeline_stored(trace, f, rec)
-        title += (f" — D2F: {stored} rows cached | blocks in flight, block-causal" if stored else
-                  " — D2F: the blocks in flight, block-causal")
-    elif f.kind == "verify_2l":
-        title += " — 2L: drafts | MASK copies"
-    elif f.kind == "draft" and prefix:
-        title += f" — draft_ver: first {prefix} rows causal"
-    elif f.kind == "commit+draft":
-        how = "causal" if cfg.get("cache_ver") else "block-bidirectional"
-        title += f" — fused: {tail} tail rows committed ({how}) | {f.input_len - tail} draft rows"
+    title += _layout_note(trace, f, rec, pipe, prefix, tail)
     fig.update_layout(title=dict(text=title, font=dict(size=13)))
     fig.update_xaxes(tickangle=-60, tickfont=dict(size=9))
     fig.update_yaxes(tickfont=dict(size=9))

@@ -44,7 +44,11 @@ def step_summary(trace: Trace, step: int) -> str:
         route = "verify ON" if d.verify else "verify OFF"
     hows = Counter(c.how for c in rec.commits)
     nfe = trace.forwards[rec.forwards[-1]].nfe_after if rec.forwards else 0
-    parts = [f"Answer block {idx.answer_block(rec.block)}, step {rec.step + 1}: {route}", f"{len(rec.drafts)} drafted"]
+    where = f"Answer block {idx.answer_block(rec.block)}, step {rec.step + 1}"
+    if len(rec.in_flight) > 1:  # a pipeline (D2F) step works in several blocks at once
+        blocks = [idx.answer_block(r.block) for r in rec.in_flight]
+        where = f"Answer blocks {blocks[0]}–{blocks[-1]} in flight ({len(blocks)} at once)"
+    parts = [f"{where}: {route}", f"{len(rec.drafts)} drafted"]
     order = ("accepted", "resampled", "threshold", "fallback", "hiconf_extra", "ratio_extra", "ar", "ar_seed")
     parts += [f"{hows[h]} {h.replace('_', ' ')}" for h in order if hows.get(h)]
     if rec.edits:

@@ -264,6 +264,40 @@ def test_llada2_example_shows_its_edit_and_run_offers_the_editing_knobs(desktop)
     assert not errors, errors
 
 
+PIPELINE_EXAMPLE = "Pipeline · blocks in flight · D2F"
+
+
+def test_pipeline_example_shows_several_blocks_in_flight(desktop):
+    """The D2F example replays with several blocks outlined at once, each tagged with its state, and the mask viewer
+    draws D2F's block-causal mask; docs/screenshot-pipeline.png is that view."""
+    pg, errors = desktop
+    path = ROOT / "assets" / "traces" / "09-pipeline--blocks-in-flight--D2F.json"
+    if not path.exists():
+        pytest.skip("no shipped pipeline example trace")
+    import s2d2
+
+    trace = s2d2.Trace.from_json(path.read_text())
+    step = 1 + max(range(len(trace.steps)), key=lambda i: len(trace.steps[i].in_flight))
+    pg.get_by_role("tab", name="Replay", exact=True).click()
+    pg.locator("#example input").click()
+    pg.get_by_role("option", name=PIPELINE_EXAMPLE).click()
+    pg.wait_for_function("document.querySelector('#headline').innerText.includes('D2F alone')", timeout=30_000)
+    number = pg.locator("#step-slider input[type=number]")
+    number.fill(str(step))
+    number.press("Enter")
+    pg.wait_for_function(f"document.querySelector('#summary textarea').value.includes('Step {step} of')",
+                         timeout=20_000)
+    pg.wait_for_function("document.querySelectorAll('#canvas [data-block]').length >= 3", timeout=20_000)
+    assert pg.locator("#canvas .blk-tag").count() >= 3 and "joined at step" in pg.locator("#canvas").inner_text()
+    assert "blocks in flight" in pg.locator("#legend").inner_text()
+    pg.get_by_role("radio", name="draft", exact=True).check()  # the step's draft forward, not its verifier
+    pg.wait_for_function("document.querySelector('#mask .gtitle') && "
+                         "document.querySelector('#mask .gtitle').textContent.includes('D2F')", timeout=20_000)
+    _no_error_badges(pg)
+    pg.locator("#canvas").screenshot(path=str(shot_path("screenshot-pipeline.png")))
+    assert not errors, errors
+
+
 def test_phone_layout(browser, served):  # noqa: F811
     pg, errors = _open(browser, served[1], PHONE, phone=True)
     try:

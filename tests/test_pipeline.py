@@ -335,3 +335,15 @@ def test_trace_rules_refuse_a_broken_pipeline_trace(models):
     for trace, words in cases:
         with pytest.raises(ValueError, match=words):
             Trace.from_dict(trace)
+
+
+def test_min_span_length_and_ratio_gamma(models):
+    t = run(models["llada"], "d2f-s2d2", temperature=1.0, min_span_length=5, ratio_gamma=0.5,
+            block_add_threshold=0.25).trace
+    verified = [s for s in t.steps if s.verification is not None]
+    assert verified and len(verified) < len(t.steps)
+    for s in t.steps:  # verify iff the first span after the cache has at least 5 masks (it crosses blocks)
+        assert (s.verification is not None) == (s.span[1] >= 5) == s.decision.verify
+    for s in verified:  # r = min(1, (q / p) ** gamma)
+        for r in s.verification.positions:
+            assert r.ratio == pytest.approx(min(1.0, (r.q / max(r.p, 1e-12)) ** 0.5), rel=1e-5)

@@ -8,10 +8,8 @@ from __future__ import annotations
 import json
 import os
 import re
-import warnings
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable
 
 import torch
 
@@ -20,7 +18,9 @@ from .adapters import AdapterError, apply_adapter, is_adapter_folder
 from .base import ALIGNMENTS, ModelSpec
 from .hf import BACKENDS, HFModel
 from .hub import ModelLoadError, fetch_from_hub
+from .logs import first_line, quiet
 from .registry import ModelEntry, known_models, lookup
+from .tokens import load_tokenizer, resolve_mask_id, resolve_stop_ids
 
 
 # model_type / architectures (lower-cased) -> native class name. SDAR and Fast-dLLM ship remote code that
@@ -55,7 +55,6 @@ _DTYPES = {
     "half": torch.float16, "fp32": torch.float32, "float32": torch.float32, "float": torch.float32,
     "fp64": torch.float64, "float64": torch.float64, "double": torch.float64,
 }
-_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model")
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
 
@@ -149,12 +148,12 @@ def load_model(
         except AdapterError as e:
             raise ModelLoadError(str(e)) from e
     model.to(device)
-    tokenizer = _load_tokenizer(folder)
+    tokenizer = load_tokenizer(folder)
     hf = from_transformers(
         model,
         tokenizer,
-        mask_token_id=_resolve_mask_id(tokenizer, config, entry, int(model.config.vocab_size), default=facts["mask"]),
-        stop_token_ids=_resolve_stop_ids(tokenizer, config, entry, folder, default=facts["stops"]),
+        mask_token_id=resolve_mask_id(tokenizer, config, entry, int(model.config.vocab_size), default=facts["mask"]),
+        stop_token_ids=resolve_stop_ids(tokenizer, config, entry, folder, default=facts["stops"]),
         logits=facts["alignment"],
         block_size=facts["block"],
         name=entry.name if entry else str(id_or_path),
@@ -227,7 +226,7 @@ def _adapter_base(folder: Path) -> str:
     try:
         base = json.loads((folder / "adapter_config.json").read_text()).get("base_model_name_or_path")
     except (OSError, ValueError) as e:
-        raise ModelLoadError(f"{folder}/adapter_config.json is not valid JSON: {_first_line(e)}") from e
+        raise ModelLoadError(f"{folder}/adapter_config.json is not valid JSON: {first_line(e)}") from e
     if not base:
         raise ModelLoadError(f"{folder} is an adapter without base_model_name_or_path; pass the base model and "
                              "adapter=... instead")
@@ -276,7 +275,7 @@ def _read_config(folder: Path) -> dict[str, Any]:
     try:
         return json.loads(path.read_text())
     except (OSError, ValueError) as e:
-        raise ModelLoadError(f"{path} is not valid JSON: {_first_line(e)}") from e
+        raise ModelLoadError(f"{path} is not valid JSON: {first_line(e)}") from e
 
 
 def _model_class(entry: ModelEntry | None, config: dict[str, Any], folder: Path) -> str:
@@ -333,7 +332,7 @@ def _load_weights(folder: Path, cls_name: str, dtype: torch.dtype, attn: str) ->
     _check_weight_files(folder)
     cls = getattr(transformers, cls_name)
     try:
-        with _quiet():
+        with quiet():
             config = cls.config_class.from_pretrained(folder)
             # SDAR-MoE says "sdar_moe": nothing then matches 5.x's expert-packing conversion and the experts stay
             # random. The native model_type makes the conversion apply (harmless for the dense classes).
@@ -348,7 +347,7 @@ def _load_weights(folder: Path, cls_name: str, dtype: torch.dtype, attn: str) ->
                 output_loading_info=True,
             )
     except Exception as e:
-        raise ModelLoadError(f"could not load {folder} as {cls_name}: {_first_line(e)}") from e
+        raise ModelLoadError(f"could not load {folder} as {cls_name}: {first_line(e)}") from e
     missing = sorted(info.get("missing_keys") or [])
     mismatched = list(info.get("mismatched_keys") or [])
     if missing or mismatched:
@@ -364,135 +363,19 @@ def _load_llada(folder: Path, config: dict[str, Any], dtype: torch.dtype, attn: 
     """An official-layout LLaDA (v1) folder onto native LlamaForCausalLM (the map in models/llada.py)."""
     _check_weight_files(folder)
     try:
-        return llada.load_native(folder, config, dtype, attn, _quiet)
+        return llada.load_native(folder, config, dtype, attn, quiet)
     except llada.UnsupportedLLaDAConfig as e:
         raise ModelLoadError(f"{folder}: {e}") from e
     except Exception as e:
-        raise ModelLoadError(f"could not load {folder} as LLaDA (LlamaForCausalLM): {_first_line(e)}") from e
+        raise ModelLoadError(f"could not load {folder} as LLaDA (LlamaForCausalLM): {first_line(e)}") from e
 
 
 def _load_llada2(folder: Path, config: dict[str, Any], dtype: torch.dtype, attn: str) -> tuple[Any, list[str]]:
     """An official-layout LLaDA2 folder onto native Glm4MoeForCausalLM (the map in models/llada2.py)."""
     _check_weight_files(folder)
     try:
-        return llada2.load_native(folder, config, dtype, attn, _quiet)
+        return llada2.load_native(folder, config, dtype, attn, quiet)
     except llada2.UnsupportedLLaDA2Config as e:
         raise ModelLoadError(f"{folder}: {e}") from e
     except Exception as e:
-        raise ModelLoadError(f"could not load {folder} as LLaDA2 (Glm4MoeForCausalLM): {_first_line(e)}") from e
-
-
-def _load_tokenizer(folder: Path) -> Any:
-    """AutoTokenizer from the folder (no network: the folder is local), or None if it ships none."""
-    if not any((folder / name).is_file() for name in _TOKENIZER_FILES):
-        return None
-    from transformers import AutoTokenizer
-
-    try:
-        with _quiet(), warnings.catch_warnings():
-            # AutoTokenizer reads config.json; an unknown model_type (llada2_moe) with "rope_scaling": null
-            # makes transformers warn about the deprecated key: noise for a tokenizer load.
-            warnings.filterwarnings("ignore", message=".*rope_scaling.*", category=FutureWarning)
-            return AutoTokenizer.from_pretrained(folder, trust_remote_code=False)
-    except Exception as e:
-        native = _native_tokenizer(folder)  # a remote-code tokenizer class over standard files (Dream's)
-        if native is not None:
-            return native
-        raise ModelLoadError(f"could not load the tokenizer in {folder}: {_first_line(e)}") from e
-
-
-def _native_tokenizer(folder: Path) -> Any:
-    """A tokenizer whose config names a remote-code class (Dream's `DreamTokenizer`, a Qwen2 BPE tokenizer with a
-    mask token) loads as the native class its files describe: PreTrainedTokenizerFast over tokenizer.json, else
-    Qwen2Tokenizer over vocab.json + merges.txt. None when neither applies."""
-    try:
-        config = json.loads((folder / "tokenizer_config.json").read_text())
-    except (OSError, ValueError):
-        return None
-    if not config.get("auto_map"):
-        return None
-    from transformers import PreTrainedTokenizerFast, Qwen2Tokenizer
-
-    try:
-        with _quiet():
-            if (folder / "tokenizer.json").is_file():
-                return PreTrainedTokenizerFast.from_pretrained(folder, trust_remote_code=False)
-            if (folder / "vocab.json").is_file() and (folder / "merges.txt").is_file():
-                return Qwen2Tokenizer.from_pretrained(folder, trust_remote_code=False)
-    except Exception:
-        return None
-    return None
-
-
-def _resolve_mask_id(tokenizer: Any, config: dict[str, Any], entry: ModelEntry | None, vocab: int,
-                     default: int | None = None) -> int:
-    """tokenizer.mask_token, config mask_token_id and the registry must agree (model-families.md §3);
-    `default` (the family's id) only when none of them says anything."""
-    sources: dict[str, int] = {}
-    token = getattr(tokenizer, "mask_token", None) if tokenizer is not None else None
-    if token:
-        tid = tokenizer.convert_tokens_to_ids(token)
-        # A mask token the vocabulary does not know (SDAR's stray "<MASK>") is no evidence: skip it.
-        if isinstance(tid, int) and tid != getattr(tokenizer, "unk_token_id", None):
-            sources[f"tokenizer.mask_token {token!r}"] = tid
-    if isinstance(config.get("mask_token_id"), int):
-        sources["config.json mask_token_id"] = config["mask_token_id"]
-    if entry is not None and entry.mask_id is not None:
-        sources["registry"] = entry.mask_id
-    if not sources and default is not None:
-        sources["family default"] = default
-    if not sources:
-        raise ModelLoadError(
-            "cannot tell the mask token: the tokenizer has no mask_token, config.json has no mask_token_id and "
-            "the model is not in the registry; use from_transformers(..., mask_token_id=...)"
-        )
-    if len(set(sources.values())) > 1:
-        listed = ", ".join(f"{k} = {v}" for k, v in sources.items())
-        raise ModelLoadError(f"mask token ids disagree: {listed}")
-    mask_id = next(iter(sources.values()))
-    if not 0 <= mask_id < vocab:
-        raise ModelLoadError(f"mask token id {mask_id} is outside the vocabulary [0, {vocab})")
-    return mask_id
-
-
-def _resolve_stop_ids(tokenizer: Any, config: dict[str, Any], entry: ModelEntry | None, folder: Path,
-                      default: list[int] | None = None) -> list[int]:
-    """config stop_token_ids, else the registry, else generation_config eos ids, else the tokenizer's eos,
-    else the family's `default`."""
-    if config.get("stop_token_ids"):
-        return [int(t) for t in config["stop_token_ids"]]
-    if entry is not None and entry.stop_ids:
-        return list(entry.stop_ids)
-    gen = folder / "generation_config.json"
-    if gen.is_file():
-        try:
-            eos = json.loads(gen.read_text()).get("eos_token_id")
-        except ValueError:
-            eos = None
-        if eos is not None:
-            return [int(t) for t in (eos if isinstance(eos, list) else [eos])]
-    eos_id = getattr(tokenizer, "eos_token_id", None) if tokenizer is not None else None
-    return [int(eos_id)] if eos_id is not None else list(default or [])
-
-
-@contextmanager
-def _quiet() -> Iterator[None]:
-    """Silence transformers' warnings and load report while loading: the expected "model of type sdar"
-    warning is noise, and real problems surface as one ModelLoadError instead."""
-    from transformers.utils import logging
-
-    level = logging.get_verbosity()
-    bars = logging.is_progress_bar_enabled()
-    logging.set_verbosity_error()
-    logging.disable_progress_bar()  # the "Loading weights" bar
-    try:
-        yield
-    finally:
-        logging.set_verbosity(level)
-        if bars:
-            logging.enable_progress_bar()
-
-
-def _first_line(e: BaseException) -> str:
-    text = str(e).strip() or type(e).__name__
-    return text.splitlines()[0]
+        raise ModelLoadError(f"could not load {folder} as LLaDA2 (Glm4MoeForCausalLM): {first_line(e)}") from e
