@@ -14,23 +14,30 @@ import gradio as gr
 
 from components import guard
 from components import handlers as h
+from components import share
 from components.canvas import CANVAS_CSS
 from components.compare import COMPARE_CSS
 from components.compare_tab import build_compare_tab
 from components.examples import examples_dir, first_example, list_examples, load_pair
-from components.learn import build_learn_tab
+from components.learn import TOUR_CSS, TourHandles, build_learn_tab
+from components.ledger import LEDGER_CSS
 from components.metrics_tab import build_metrics_tab
 from components.replay_tab import build_replay_tab
+from components.residual import RESIDUAL_CSS
 from components.run_panel import preload_on_spaces
 from components.run_tab import build_run_tab
+from components.share_row import COPY_JS
 from components.story import Story, pair_story, single_story
 from components.strip import STRIP_CSS
 from components.sweep import build_sweep_tab
+from components.tour import load_material
+from components.tour_stops import TourMaterial
+from components.tour_views import target
 from components.ui import PRIVATE, Ctx, keyed
 from s2d2.limits import limits
 from s2d2.trace import Trace
 
-CSS = CANVAS_CSS + STRIP_CSS + COMPARE_CSS + """
+CSS = CANVAS_CSS + STRIP_CSS + COMPARE_CSS + RESIDUAL_CSS + LEDGER_CSS + TOUR_CSS + """
 .s2d2-detail{white-space:pre-line;font-family:ui-monospace,monospace;font-size:0.85em;color:#334155;
   border-left:3px solid #4f46e5;padding:4px 8px;min-height:2.5em}
 #summary textarea{font-weight:600}
@@ -74,6 +81,7 @@ class Opening:
     trace: Optional[Trace] = None
     baseline: Optional[Trace] = None
     story: Optional[Story] = None
+    material: Optional[TourMaterial] = None  # what the Learn tour draws (the opening pair and the tour's own runs)
 
 
 def opening() -> Opening:
@@ -82,12 +90,13 @@ def opening() -> Opening:
         return Opening()
     trace, baseline = load_pair(list_examples(examples_dir())[label])
     story = pair_story(trace, baseline) if baseline is not None else single_story(trace)
-    return Opening(label, h.open_example(label), trace, baseline, story)
+    material = load_material(trace, label, baseline, story, examples_dir())
+    return Opening(label, h.open_example(label), trace, baseline, story, material)
 
 
 TABS: list[tuple[str, str, Callable[[Ctx, Opening], Any]]] = [
     ("Replay", "replay", lambda ctx, o: build_replay_tab(ctx, o.label, o.first)),
-    ("Learn", "learn", lambda ctx, o: build_learn_tab(ctx, o.trace, o.story, o.baseline)),
+    ("Learn", "learn", lambda ctx, o: build_learn_tab(ctx, o.material)),
     ("Run", "run", lambda ctx, o: build_run_tab(ctx)),
     ("Metrics & about", "metrics", lambda ctx, o: build_metrics_tab(ctx, o.first)),
     ("Compare", "compare", lambda ctx, o: build_compare_tab(ctx)),
@@ -95,7 +104,7 @@ TABS: list[tuple[str, str, Callable[[Ctx, Opening], Any]]] = [
 ]
 
 
-def wire(ctx: Ctx, o: Opening, tour: list[tuple[gr.Button, int]]) -> None:
+def wire(ctx: Ctx, o: Opening, tour: Optional[TourHandles]) -> None:
     c, out = ctx.c, ctx.outputs
 
     def k(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -105,8 +114,8 @@ def wire(ctx: Ctx, o: Opening, tour: list[tuple[gr.Button, int]]) -> None:
     c["slider"].change(k(h.step_views), step_in, out(h.STEP_OUT), api_name="step", show_progress="hidden")
     for switch in (c["mask_which"], c["color_by"]):
         switch.change(k(h.step_views), step_in, out(h.STEP_OUT), **PRIVATE)
-    c["canvas"].select(k(h.select_position), [c["state"], c["slider"], c["mask_which"]], out(["selected", "mask"]),
-                       **PRIVATE)
+    c["canvas"].select(k(h.select_position), [c["state"], c["slider"], c["mask_which"]],
+                       out(["selected", "mask", "residual"]), **PRIVATE)
     c["prev"].click(k(lambda s, v: h.move(s, v, -1)), [c["state"], c["slider"]], c["slider"], **PRIVATE)
     c["next"].click(k(lambda s, v: h.move(s, v, 1)), [c["state"], c["slider"]], c["slider"], **PRIVATE)
     c["timer"].tick(k(h.tick), [c["state"], c["slider"]], out(["slider", "timer", "play", "playing"]), **PRIVATE)
@@ -130,11 +139,29 @@ def wire(ctx: Ctx, o: Opening, tour: list[tuple[gr.Button, int]]) -> None:
                             validator=guard.admit)
     run_ev.then(k(h.show_state), [c["state"], c["run_ok"]], out(["tabs", *h.LOAD_OUT]), **PRIVATE)
     c["stop"].click(guard.stop, None, None, **PRIVATE)
-    for btn, step in tour:
-        btn.click(k(lambda s=step: h.open_tour_step(o.label or "", s)), None, out(["tabs", *h.LOAD_OUT]), **PRIVATE)
+    if tour is not None:  # "Show in Replay": the example and step of the stop on screen
+        tour.show.click(k(lambda at: h.open_tour_step(*target(tour.stops, at)) if target(tour.stops, at) else {}),
+                        tour.at, out(["tabs", *h.LOAD_OUT]), **PRIVATE)
     # A public endpoint that shows the session's current trace (gradio_client runs no chained events).
     show = gr.Button(visible=False)
     show.click(k(h.show_state), [c["state"]], out(["tabs", *h.LOAD_OUT]), api_name="show_trace")
+
+
+def wire_share(ctx: Ctx, demo: gr.Blocks) -> None:
+    """Share a moment: a link's query parameters read on load; copy a link; make the HTML replay."""
+    c, out = ctx.c, ctx.outputs
+    # Every page load reads the link into a State (no visible output, so no spinner on the first screen); only a
+    # link that names a moment changes it, and that change opens the moment.
+    demo.load(keyed(share.link_params, ctx), None, c["moment"], show_progress="hidden", **PRIVATE)
+    c["moment"].change(keyed(share.open_link, ctx), c["moment"], out([*h.LOAD_OUT, "share_note"]), **PRIVATE)
+    c["share"].click(keyed(share.share_link, ctx), [c["state"], c["toggle"], c["slider"]],
+                     out(["share_link", "share_status"]), **PRIVATE).then(
+        None, out(["share_link", "share_status"]), out(["share_link", "share_status"]), js=COPY_JS, **PRIVATE)
+    # A replay of the largest trace takes seconds of CPU: two builds at a time, whoever asks.
+    c["make_html"].click(keyed(share.html_replay, ctx), [c["state"], c["slider"]], out(["html_file", "share_status"]),
+                         concurrency_limit=2, concurrency_id="html_export", **PRIVATE)
+    c["state"].change(keyed(share.reset_share, ctx), None, out(["share_link", "html_file", "share_status"]),
+                      **PRIVATE)
 
 
 def build_demo() -> gr.Blocks:
@@ -151,7 +178,8 @@ def build_demo() -> gr.Blocks:
             for label, tab_id, build in TABS:
                 with gr.Tab(label, id=tab_id):
                     built[tab_id] = build(ctx, o)
-        wire(ctx, o, built["learn"] or [])
+        wire(ctx, o, built["learn"])
+        wire_share(ctx, demo)
         demo.unload(guard.on_unload)  # a closed tab or client stops its job within one forward
     demo.queue(default_concurrency_limit=4, max_size=limits().queue_size)
     return demo

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import html
 import unicodedata
-from typing import Optional
+from typing import Collection, Optional
 
 from s2d2.trace import StepRecord, Trace
 
@@ -226,10 +226,10 @@ def current_block_span(idx: TraceIndex, step: int) -> Optional[tuple[int, int]]:
 
 
 def render_canvas(trace: Trace, step: int, show_future: bool = False, color_by: str = "state",
-                  before_commit: bool = False, highlight: Optional[int] = None) -> str:
+                  before_commit: bool = False, highlight: Optional[int | Collection[int]] = None) -> str:
     """HTML of the whole sequence after `step` steps, the current block outlined, later blocks collapsed;
     `color_by` in COLOR_BY; `before_commit`: step `step` drafted, nothing of it committed yet; `highlight`: a
-    position ringed in red (the one a text points at)."""
+    position (or several) ringed in red (the one a text points at)."""
     idx = index_of(trace)
     step = clamp_step(trace, step)
     ids = trace.canvas_at(step - 1 if before_commit and step > 0 else step)
@@ -268,8 +268,8 @@ def render_canvas(trace: Trace, step: int, show_future: bool = False, color_by: 
     if not trace.detailed:
         parts.insert(0, '<p class="more">Skeleton trace: recorded without token strings, drafts or verification '
                         'rows, so tokens show as #id and hover details are limited.</p>')
-    if highlight is not None:
-        parts = [p.replace(f'data-pos="{highlight}"', f'data-pos="{highlight}" data-watch="1"', 1) for p in parts]
+    for at in ([highlight] if isinstance(highlight, int) else highlight or ()):  # one position or several
+        parts = [p.replace(f'data-pos="{at}"', f'data-pos="{at}" data-watch="1"', 1) for p in parts]
     hidden = len(ids) - end
     if hidden > 0:
         never = "never decoded (the run had ended)" if show_future else "in later blocks"

@@ -18,6 +18,7 @@ from .examples import examples_dir, list_examples, load_pair
 from .guard import stop_requested
 from .knob_scope import shown
 from .mask_view import mask_figure
+from .residual import residual_html
 from .replay import STEP_VIEWS, StepOptions, md_escape, metrics_table, render_step, render_timelines, trace_title
 from .run_panel import (KNOB_NAMES, check_model, check_prompt, config_dict, config_from_inputs, preset_for_model,
                         preset_values, record)
@@ -49,7 +50,8 @@ def step_views(state: Any, step: Any, mask_which: str = "auto", color_by: str = 
         return {}
     trace = trace_from_state(state)
     if trace is None:
-        return {"canvas": "", "strip": "", "routing": None, "mask": None, "summary": NO_TRACE, "legend": ""}
+        return {"canvas": "", "strip": "", "routing": None, "mask": None, "summary": NO_TRACE, "legend": "",
+                "residual": ""}
     return render_step(trace, step, StepOptions(mask_which, color_by, selected))
 
 
@@ -117,7 +119,8 @@ def open_tour_step(example: str, step: int) -> dict[str, Any]:
 
 
 def select_position(state: Any, step: Any, mask_which: str, evt: gr.EventData) -> dict[str, Any]:
-    """A clicked canvas token: remember it and outline its rows in the mask viewer."""
+    """A clicked canvas token: remember it, outline its rows in the mask viewer, and (a resampled token) show the
+    residual draw that produced it."""
     data = getattr(evt, "_data", None) or {}
     trace = trace_from_state(state)
     try:
@@ -126,7 +129,8 @@ def select_position(state: Any, step: Any, mask_which: str, evt: gr.EventData) -
         return {}
     if trace is None or not 0 <= pos < trace.header.total_length:
         return {}
-    return {"selected": pos, "mask": mask_figure(trace, clamp_step(trace, step), mask_which, pos)}
+    at = clamp_step(trace, step)
+    return {"selected": pos, "mask": mask_figure(trace, at, mask_which, pos), "residual": residual_html(trace, at, pos)}
 
 
 def move(state: Any, step: Any, delta: int) -> dict[str, Any]:

@@ -175,9 +175,11 @@ def _layout_note(trace: Trace, f: ForwardRecord, rec: Optional[StepRecord], pipe
     return ""
 
 
-def mask_figure(trace: Trace, step: int, which: str = "auto", selected: Optional[int] = None) -> go.Figure:
+def mask_figure(trace: Trace, step: int, which: str = "auto", selected: Optional[int] = None,
+                copy_only: bool = False) -> go.Figure:
     """Heatmap: rows = query tokens, columns = [cache band | query columns]; the rows of the `selected` position
-    (a clicked token) are outlined."""
+    (a clicked token) are outlined, or with `copy_only` only its MASK-copy row of a 2L verify (the row that gives q
+    there), labelled with what it sees. Rows and columns carry the same query numbers (the cache band has none)."""
     f = pick_forward(trace, step, which if which in WHICH else "auto")
     fig = go.Figure()
     fig.update_layout(template="plotly_white", height=420, margin=dict(l=110, r=20, t=50, b=90))
@@ -198,11 +200,9 @@ def mask_figure(trace: Trace, step: int, which: str = "auto", selected: Optional
         prefix = _draft_prefix(rec, f.cache_len + tail)
     folded = max(0, f.input_len - MAX_QUERIES) if f.kind in ("prefill", "prefill+draft") else 0
     cache_len = f.cache_len + folded
-    if pipe:
-        rows = pipeline_query_mask(cache_len, f.input_len - folded, len(trace.header.prompt_ids), block)
-    else:
-        rows = query_mask(f.kind, f.input_len - folded, block, bool(cfg.get("cache_ver")), prefix, start=folded,
-                          tail=tail)
+    rows = (pipeline_query_mask(cache_len, f.input_len - folded, len(trace.header.prompt_ids), block) if pipe else
+            query_mask(f.kind, f.input_len - folded, block, bool(cfg.get("cache_ver")), prefix, start=folded,
+                       tail=tail))
     labels = _labels(trace, f, rec, folded)
     cols = list(labels)
     z = [list(r) for r in rows]
@@ -211,7 +211,8 @@ def mask_figure(trace: Trace, step: int, which: str = "auto", selected: Optional
         z = [[1] + r for r in z]
     # Plotly draws the first row at the bottom: reverse so row 0 is on top, keeping labels unique by index.
     ylab = [f"{i}: {t}" for i, t in enumerate(labels)][::-1]
-    xlab = [f"{i}: {t}" if i or cache_len == 0 else t for i, t in enumerate(cols)]
+    first = 1 if cache_len > 0 else 0  # query column j is numbered j, like query row j
+    xlab = [t if i < first else f"{i - first}: {t}" for i, t in enumerate(cols)]
     fig.add_trace(go.Heatmap(z=z[::-1], x=xlab, y=ylab, zmin=0, zmax=1, showscale=False, xgap=1, ygap=1,
                              colorscale=[[0, "#f8fafc"], [1, "#4f46e5"]],
                              hovertemplate="query %{y}<br>key %{x}<br>attend %{z}<extra></extra>"))
@@ -219,13 +220,41 @@ def mask_figure(trace: Trace, step: int, which: str = "auto", selected: Optional
     if folded:
         title += f" (last {MAX_QUERIES} shown)"
     rows_at = row_positions(f, folded)
-    hits = [i for i, pos in enumerate(rows_at) if pos == selected] if selected is not None else []
-    fig.update_layout(shapes=[dict(type="rect", xref="paper", x0=0, x1=1, yref="y", y0=len(z) - 1 - i - 0.5,
-                                   y1=len(z) - 1 - i + 0.5, line=dict(color="#ea580c", width=3)) for i in hits])
-    if hits:
-        title += f" — outlined: position {selected}"
+    title += _outline(fig, f, rows_at, ylab, selected, copy_only)
     title += _layout_note(trace, f, rec, pipe, prefix, tail)
+    if copy_only and fig.layout.annotations:  # the MASK copy's row: what it sees, under the title
+        title += "<br>" + copy_row_note(f, int(fig.layout.annotations[0].name), rows_at)
     fig.update_layout(title=dict(text=title, font=dict(size=13)))
     fig.update_xaxes(tickangle=-60, tickfont=dict(size=9))
     fig.update_yaxes(tickfont=dict(size=9))
     return fig
+
+
+def _outline(fig: go.Figure, f: ForwardRecord, rows_at: list[int], ylab: list[str], selected: Optional[int],
+             copy_only: bool) -> str:
+    """Outline the rows of `selected` (only its MASK-copy row of a 2L verify with `copy_only`, named on the plot
+    itself, since its tick label may be thinned out); returns the title's note for a plain outline."""
+    hits = [i for i, pos in enumerate(rows_at) if pos == selected] if selected is not None else []
+    copy_row = copy_only and f.kind == "verify_2l" and len(hits) == 2
+    if copy_row:
+        hits = hits[1:]
+    n = len(rows_at)
+    fig.update_layout(shapes=[dict(type="rect", xref="paper", x0=0, x1=1, yref="y", y0=n - 1 - i - 0.5,
+                                   y1=n - 1 - i + 0.5, line=dict(color="#ea580c", width=3)) for i in hits])
+    if not copy_row:
+        return f" — outlined: position {selected}" if hits else ""
+    fig.add_annotation(x=1, xref="paper", y=ylab[n - 1 - hits[0]], yref="y", xanchor="right", name=str(hits[0]),
+                       text=f"row {hits[0]}: [M] @{rows_at[hits[0]]}", showarrow=False, bgcolor="#fff7ed",
+                       bordercolor="#ea580c", font=dict(size=10, color="#9a3412"))
+    fig.update_layout(margin=dict(l=110, r=20, t=95, b=90))
+    return ""
+
+
+def copy_row_note(f: ForwardRecord, row: int, rows_at: list[int]) -> str:
+    """What the outlined MASK-copy row of a 2L verify attends: the cache, the drafts strictly before it, itself."""
+    n = len(rows_at) // 2
+    k = row - n
+    pos = rows_at[row]
+    before = (f"drafts {rows_at[0]}–{pos - 1} (cols 0–{k - 1})" if k > 1 else
+              f"draft {rows_at[0]} (col 0)" if k == 1 else "no draft")
+    return f"outlined: row {row}, the MASK copy of position {pos}<br>sees: cache, {before}, itself (col {row})"

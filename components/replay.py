@@ -20,6 +20,7 @@ from .canvas import legend_html, render_canvas, visible_text
 from .describe import decision_line
 from .figures import acceptance_histogram, commit_map, nfe_by_block, per_position_figure, routing_figure
 from .mask_view import mask_figure
+from .residual import residual_html
 from .strip import render_strip
 from .trace_index import clamp_step, index_of, show_value
 
@@ -77,6 +78,7 @@ STEP_VIEWS: dict[str, Callable[[Trace, int, StepOptions], Any]] = {
     "mask": lambda t, s, o: mask_figure(t, s, o.mask_which, o.selected),
     "summary": lambda t, s, o: step_summary(t, s),
     "legend": lambda t, s, o: legend_html(t, o.color_by),
+    "residual": lambda t, s, o: residual_html(t, s, o.selected),  # "" (nothing drawn) without a resample to show
 }
 
 

@@ -14,6 +14,7 @@ from .canvas import COLOR_BY
 from .examples import examples_dir, list_examples
 from .handlers import DETAIL_HINT, NO_TRACE, RUNS
 from .mask_view import WHICH
+from .share_row import build_share_note, build_share_row
 from .ui import ClampedSlider, Ctx
 
 # Click a token: copy its details (the title attribute, already escaped text) into the detail box, and tell the
@@ -47,6 +48,7 @@ def build_replay_tab(ctx: Ctx, example_label: Optional[str], first: dict[str, An
     names = list(list_examples(examples_dir()))
     has_pair = bool(first) and bool(first["toggle"].visible)
     ctx["headline"] = gr.Markdown(first.get("headline", NO_TRACE), elem_id="headline")
+    build_share_note(ctx)
     with gr.Row(elem_id="trace-row", equal_height=True):
         ctx["toggle"] = gr.Radio(list(RUNS.values()), value=RUNS["s2d2"], visible=has_pair, label="Replay which run",
                                  elem_id="run-toggle", scale=4, min_width=300)
@@ -75,12 +77,14 @@ def build_replay_tab(ctx: Ctx, example_label: Optional[str], first: dict[str, An
             ctx["speed"] = ClampedSlider(0.25, 4, value=1, step=0.25, label="Play speed (steps per second)", scale=2)
     ctx["legend"] = gr.HTML(first.get("legend", ""), elem_id="legend")
     ctx["strip"] = gr.HTML(first.get("strip", ""), elem_id="strip", label="Verification strip", js_on_load=STRIP_JS)
+    ctx["residual"] = gr.HTML(first.get("residual", ""), elem_id="residual", label="The residual draw")
     with gr.Row():
         ctx["routing"] = gr.Plot(first.get("routing"), label="Routing: score vs threshold per step",
                                  show_label=False, elem_id="routing", min_width=320)
         with gr.Column():
             ctx["mask_which"] = gr.Radio(list(WHICH), value="auto", label="Forward shown in the mask viewer")
             ctx["mask"] = gr.Plot(first.get("mask"), label="Attention mask", show_label=False, elem_id="mask")
+    build_share_row(ctx)
     with gr.Accordion("This trace: details, download, or upload your own", open=False, elem_id="files"):
         ctx["title"] = gr.Markdown(first.get("title", ""), elem_id="trace-title")
         ctx["load_status"] = gr.Markdown(first.get("load_status", NO_TRACE), elem_id="load-status")

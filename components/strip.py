@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import html
-from typing import Any
+from typing import Any, Optional
 
 from s2d2.trace import StepRecord, Trace
 
@@ -45,9 +45,13 @@ def _bar(ratio: float, u: float | None) -> str:
             f'<span class="r" style="width:{width:.1f}%"></span>{tick}</div>')
 
 
-def _mark(r: dict[str, Any]) -> str:
-    """The first rejected column stands out (the moment the verifier catches a draft)."""
-    return ' class="first-reject"' if r["first_reject"] else ""
+def _mark(r: dict[str, Any], reveal: str = "all", watch: Optional[int] = None) -> str:
+    """The first rejected column stands out (the moment the verifier catches a draft) once the test is shown; the
+    column of the position a text names (`watch`) is outlined and marked for the scroll-into-view script."""
+    classes = ["first-reject"] if r["first_reject"] and reveal != "q" else []
+    if watch is not None and r["position"] == watch:
+        classes.append("watch")
+    return (f' class="{" ".join(classes)}"' if classes else "") + (' data-watch="1"' if "watch" in classes else "")
 
 
 def _outcome(r: dict[str, Any]) -> str:
@@ -83,38 +87,61 @@ def summary_line(step: StepRecord) -> str:
     return text + "."
 
 
-def render_strip(trace: Trace, step: int) -> str:
-    """HTML table for the step shown at scrubber value `step` (empty note when it has no verification)."""
+REVEALS = ("q", "test", "all")  # how much of the strip a tour stop shows: q only, + the test, + what was committed
+
+
+def _head(rec: StepRecord, reveal: str) -> str:
+    """The line above the table, saying no more than the rows below it show."""
+    v = rec.verification
+    if reveal == "all" or v is None:
+        return summary_line(rec)
+    n = len(v.positions) or rec.span[1]
+    if reveal == "q":
+        return (f"{v.kind.upper()} verifier: one forward gives q, the verifier's probability of each of the {n} "
+                "drafts (next to p, the drafter's).")
+    text = f"{v.kind.upper()} verifier, mode {v.mode}: accepted {v.accepted_len} of {n} verified"
+    if v.first_reject is None:
+        return text + " — the whole span passed."
+    return text + f"; first rejection at span index {v.first_reject}; the drafts after it are discarded."
+
+
+def render_strip(trace: Trace, step: int, reveal: str = "all", watch: Optional[int] = None) -> str:
+    """HTML table for the step shown at scrubber value `step` (empty note when it has no verification).
+    `reveal` (REVEALS) limits the rows to what a tour stop has explained; `watch` outlines one position's column."""
     idx = index_of(trace)
     rec = idx.step_record(clamp_step(trace, step))
     if rec is None:
         return '<div class="s2d2-strip"><p>Start of the run: move the scrubber to see a step.</p></div>'
     rows = strip_rows(rec)
-    head = f'<p class="sum">{html.escape(summary_line(rec))}</p>'
+    reveal = reveal if reveal in REVEALS else "all"
+    head = f'<p class="sum">{html.escape(_head(rec, reveal))}</p>'
     if not rows:
         return f'<div class="s2d2-strip">{head}</div>'
     greedy = rec.verification is not None and rec.verification.mode == "greedy_exact"
     e = html.escape
-    cols = [f'<th scope="col"{_mark(r)}>i={r["span_index"]}<br><small>pos {r["position"]}</small></th>' for r in rows]
+    cols = [f'<th scope="col"{_mark(r, reveal, watch)}>i={r["span_index"]}<br><small>pos {r["position"]}</small></th>'
+            for r in rows]
     body = [
         ("draft x₀", [f'<code>{e(visible_text(r["draft"], 16))}</code>' for r in rows]),
         ("p(x₀)", [f'<span title="top p: {_top(r["top_p"])}">{fmt_prob(r["p"])}</span>' for r in rows]),
         ("q(x₀)", [f'<span title="top q: {_top(r["top_q"])}">{fmt_prob(r["q"])}</span>' for r in rows]),
-        ("r = min(1, q/p)", [f'{fmt_prob(r["ratio"])}{_bar(r["ratio"], r["u"])}' for r in rows]),
     ]
-    if greedy:
-        body.append(("x₀ == argmax q", ["yes" if r["passed"] else "no" for r in rows]))
-    else:
-        body.append(("draw u", [fmt(r["u"]) for r in rows]))
-    body.append(("outcome", [_outcome(r) for r in rows]))
-    body.append(("argmax q", [f'<code>{e(visible_text(r["argmax_q"], 16))}</code>' for r in rows]))
-    body.append(("committed", [
-        (f'<code>{e(visible_text(r["draft"], 16))}</code> ✓' if r["outcome"] == "accept" else
-         (f'↻ <code>{e(visible_text(r["resampled"], 16))}</code>' if r["resampled"] is not None else
-          ("discarded" if r["outcome"] == "after" else "masked")))
-        for r in rows]))
+    if reveal != "q":
+        body.append(("r = min(1, q/p)", [f'{fmt_prob(r["ratio"])}{_bar(r["ratio"], r["u"])}' for r in rows]))
+        if greedy:
+            body.append(("x₀ == argmax q", ["yes" if r["passed"] else "no" for r in rows]))
+        else:
+            body.append(("draw u", [fmt(r["u"]) for r in rows]))
+        body.append(("outcome", [_outcome(r) for r in rows]))
+    if reveal == "all":
+        body.append(("argmax q", [f'<code>{e(visible_text(r["argmax_q"], 16))}</code>' for r in rows]))
+        body.append(("committed", [
+            (f'<code>{e(visible_text(r["draft"], 16))}</code> ✓' if r["outcome"] == "accept" else
+             (f'↻ <code>{e(visible_text(r["resampled"], 16))}</code>' if r["resampled"] is not None else
+              ("discarded" if r["outcome"] == "after" else "masked")))
+            for r in rows]))
     trs = "".join(f'<tr><th scope="row">{e(name)}</th>'
-                  f'{"".join(f"<td{_mark(r)}>{c}</td>" for r, c in zip(rows, cells))}</tr>'
+                  f'{"".join(f"<td{_mark(r, reveal, watch)}>{c}</td>" for r, c in zip(rows, cells))}</tr>'
                   for name, cells in body)
     return (f'<div class="s2d2-strip">{head}<div class="tbl"><table><thead><tr><th></th>{"".join(cols)}</tr></thead>'
             f'<tbody>{trs}</tbody></table></div></div>')
@@ -130,6 +157,7 @@ STRIP_CSS = """
 .s2d2-strip .rbar{position:relative;height:8px;width:60px;background:#e2e8f0;margin:2px auto}
 .s2d2-strip .rbar .r{position:absolute;left:0;top:0;bottom:0;background:#22c55e}
 .s2d2-strip .rbar .u{position:absolute;top:-3px;width:2px;height:14px;background:#111}
+.s2d2-strip td.watch,.s2d2-strip th.watch{outline:2px solid #dc2626;outline-offset:-2px}
 .s2d2-strip .after{color:#64748b}
 .s2d2-strip .ok{color:#15803d;font-weight:600}.s2d2-strip .bad{color:#c2410c;font-weight:600}
 """

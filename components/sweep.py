@@ -1,7 +1,8 @@
 """The Sweep tab: accuracy vs cost (NFE per token, wall time per token) from a bench results file.
 
 Pure builders (`pareto_figure`, `results_table`, `load_results_file`) are tested directly; `build_sweep_tab` only
-wires them. `pareto_html` is what `python -m s2d2 bench` saves (the library never imports plotly itself).
+wires them. `python -m components.sweep RESULTS.json [OUT.html]` saves `pareto_html` (both plots, one page) beside a
+bench run's results: the library never imports plotly, so `python -m s2d2 bench` writes the data and this the plots.
 """
 from __future__ import annotations
 
@@ -187,3 +188,27 @@ def build_sweep_tab(ctx: Any = None) -> dict[str, Any]:
     if ctx is not None and hasattr(ctx, "c"):
         ctx.c.update(c)
     return c
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    """`python -m components.sweep RESULTS.json [OUT.html]`: write both plots of a bench run as one HTML page."""
+    import argparse
+    import sys
+
+    ap = argparse.ArgumentParser(prog="python -m components.sweep", description=main.__doc__)
+    ap.add_argument("results", help="a results.json written by `python -m s2d2 bench`")
+    ap.add_argument("out", nargs="?", help="where to write the page (default: pareto.html beside the results)")
+    args = ap.parse_args(argv)
+    out = Path(args.out) if args.out else Path(args.results).with_name("pareto.html")
+    try:
+        page = pareto_html(load_results_file(args.results))
+        out.write_text(page, encoding="utf-8")
+    except (ValueError, OSError) as exc:
+        print(f"error: {str(exc)[:300]}", file=sys.stderr)
+        return 2
+    print(f"written: {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

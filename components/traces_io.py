@@ -132,21 +132,27 @@ def export_dir() -> Path:
     return d
 
 
-def export_path(trace: Trace, directory: Optional[str] = None) -> str:
-    """Write the trace JSON and return its path (for gr.DownloadButton). Without `directory`, the file goes in
-    export_dir()/<content hash>/, so loading the same trace again reuses it, and old folders are pruned."""
-    text = trace_json(trace)
+def export_name(trace: Trace, kind: str = "trace") -> str:
+    """A file name (no suffix) that says what the trace is, e.g. "s2d2-trace-tiny-s2d2-seed0"; safe characters only."""
     model = re.sub(r"[^A-Za-z0-9_.-]+", "-", trace.header.model.name)[:40].strip(".") or "model"
     method = re.sub(r"[^A-Za-z0-9_.-]+", "-", str(trace.header.config.get("method", "run")))[:20].strip(".")
-    name = f"s2d2-trace-{model}-{method or 'run'}-seed{trace.header.seed}.json"
-    if directory is None:
-        root = export_dir()
-        folder = root / hashlib.sha256(text.encode()).hexdigest()[:20]
-        folder.mkdir(exist_ok=True)
-        os.utime(folder)  # recently used: pruned last
-        prune_exports(root)
-        directory = str(folder)
-    path = os.path.join(directory, name)
+    return f"s2d2-{kind}-{model}-{method or 'run'}-seed{trace.header.seed}"
+
+
+def export_folder(trace: Trace) -> Path:
+    """export_dir()/<content hash>/: one folder per distinct trace (loading it again reuses it); old ones pruned."""
+    root = export_dir()
+    folder = root / hashlib.sha256(trace_json(trace).encode()).hexdigest()[:20]
+    folder.mkdir(exist_ok=True)
+    os.utime(folder)  # recently used: pruned last
+    prune_exports(root)
+    return folder
+
+
+def export_path(trace: Trace, directory: Optional[str] = None) -> str:
+    """Write the trace JSON and return its path (for gr.DownloadButton), in `directory` or export_folder(trace)."""
+    text = trace_json(trace)
+    path = os.path.join(directory or str(export_folder(trace)), export_name(trace) + ".json")
     if not os.path.exists(path):
         with open(path, "w", encoding="utf-8") as fh:
             fh.write(text)

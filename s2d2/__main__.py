@@ -1,4 +1,4 @@
-"""Command line: `python -m s2d2 {generate,presets,models,train-tiny,eval-task,bench}`.
+"""Command line: `python -m s2d2 {generate,presets,models,train-tiny,eval-task,bench,lm-eval}`.
 
 Every user error ends in one readable line on stderr and exit status 2, never a traceback. `generate` checks its
 arguments against the same limits as the app (s2d2/limits.py: prompt characters and tokens, generation length,
@@ -32,6 +32,8 @@ def main(argv: list[str] | None = None) -> int:
     _add_optional(sub, "train-tiny", "s2d2.tiny.cli", "add_train_tiny_args", "train the bundled tiny model")
     _add_optional(sub, "eval-task", "s2d2.tiny.cli", "add_eval_task_args", "accuracy of a config on a task")
     _add_optional(sub, "bench", "s2d2.bench", "add_bench_args", "sweep a grid of configs over a task")
+    _add_optional(sub, "lm-eval", "s2d2.harness.cli", "add_lm_eval_args",
+                  "lm-evaluation-harness tasks with the s2d2 backend (needs requirements-eval.txt)")
     args = parser.parse_args(argv)
     try:
         return _dispatch(args)
@@ -95,7 +97,8 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "generate":
         return _generate(args)
     module = __import__(args._module, fromlist=["x"])
-    runner = {"train-tiny": "run_train_tiny", "eval-task": "run_eval_task", "bench": "run_bench"}[args.command]
+    runner = {"train-tiny": "run_train_tiny", "eval-task": "run_eval_task", "bench": "run_bench",
+              "lm-eval": "run_lm_eval"}[args.command]
     return int(getattr(module, runner)(args) or 0)
 
 

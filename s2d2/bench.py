@@ -6,8 +6,8 @@
 The work is (cell, problem) items. Rank 0 lists the items with no row on disk yet and broadcasts that plan; each
 rank decodes its round-robin share with its own model replica and appends a row per item to its own file
 (s2d2/shards.py); rank 0 draws one progress bar for all ranks, then merges every row under `<out>` into
-`results.json` / `results.csv` / `README-table.md` / `pareto.html` (built by components/sweep.py when importable),
-exactly what a single process writes. Problem i decodes with seed + i in every cell, whichever rank runs it, so
+`results.json` / `results.csv` / `README-table.md`, exactly what a single process writes (the plots are the app's:
+`python -m components.sweep <out>/results.json` writes `pareto.html`; the library never imports plotly). Problem i decodes with seed + i in every cell, whichever rank runs it, so
 accuracy, NFE and acceptance do not depend on the number of processes; only wall times do. A rerun of the same
 command, with any number of processes, does only the items still missing.
 """
@@ -27,6 +27,7 @@ from .distributed import DistEnv, broadcast, dist_env, rank_device, start, stop,
 from .shards import ROWS_DIR, RowCounter, RowWriter, plan_items, rank_file, read_all_rows, shard
 from .sweep import (GRIDS, RESULTS_VERSION, Cell, add_paired_tests, add_speedups, cell_key, csv_rows,
                     format_accuracy, load_grid, readme_table, summarize)
+from .sandbox import allow_code_eval
 from .tasks.scoring import SCORERS
 from .tasks.sets import TASKS, Task, load_task
 
@@ -109,21 +110,7 @@ def write_results(out: Path, cells: list[dict[str, Any]], meta: dict[str, Any]) 
         csv.writer(fh).writerows(csv_rows(cells))
     paths["md"] = out / "README-table.md"
     paths["md"].write_text(readme_table(data) + "\n", encoding="utf-8")
-    html = _plots_html(data)
-    if html is not None:
-        paths["html"] = out / "pareto.html"
-        paths["html"].write_text(html, encoding="utf-8")
     return paths
-
-
-def _plots_html(data: dict[str, Any]) -> Optional[str]:
-    """Plots live in components/ (plotly); the CLI imports them only here, and goes on without them."""
-    try:
-        from components.sweep import pareto_html
-    except ImportError:
-        print("note: components.sweep (plotly) is not importable; pareto.html not written", file=sys.stderr)
-        return None
-    return pareto_html(data)
 
 
 # -- CLI ----------------------------------------------------------------------------------------------------------
@@ -144,6 +131,8 @@ def add_bench_args(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--dtype", default=None, choices=[None, "float32", "bfloat16", "float16", "float64"])
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads per process")
     p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--allow-code-eval", action="store_true",
+                   help="run model-written code in the sandbox (humaneval / mbpp scorers; or S2D2_ALLOW_CODE_EVAL=1)")
     return p
 
 
@@ -156,6 +145,8 @@ def run_bench(args: argparse.Namespace) -> int:
 
         torch.set_num_threads(args.threads)
     cells = load_grid(args.grid)
+    if getattr(args, "allow_code_eval", False):
+        allow_code_eval()
     task = load_task(args.task, args.problems, args.scorer, say=_say(env))
     from .models.loading import load_model
 

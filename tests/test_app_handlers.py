@@ -11,8 +11,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import trace_factory as tf  # noqa: E402
 
-from components import (canvas, examples, figures, handlers, learn, mask_view, replay, run_panel, story,  # noqa: E402
-                        traces_io)
+from components import (canvas, examples, figures, handlers, mask_view, replay, run_panel, story,  # noqa: E402
+                        tour, tour_stops, tour_views, traces_io)
 from s2d2.config import preset  # noqa: E402
 from s2d2.limits import limits  # noqa: E402
 from s2d2.tasks import arithmetic  # noqa: E402
@@ -314,26 +314,33 @@ def test_a_run_stopped_while_queued_does_nothing_when_its_turn_comes(monkeypatch
     guard.on_unload(_Request("s3"))
 
 
+def _pic(trace, stop, kind):
+    """The value a stop draws for one picture kind (the tour's shared views)."""
+    pic = next(p for p in stop.pictures if p.kind == kind)
+    return tour_views.picture(tour_stops.TourMaterial(trace), stop, pic)
+
+
 def test_tour_stops_follow_the_story_in_order():
     t = tf.mixed()
-    stops = learn.tour_stops(t)
-    assert [s.key for s in stops] == ["draft", "route", "verify", "reject", "resample", "skip", "run"]
-    assert learn.numbered(stops)[:2] == ["1 · Draft", "2 · Span and routing"]
-    focus = learn.focus_step(t)
+    stops = tour.tour_stops(t)
+    assert [s.key for s in stops] == ["draft", "route", "verify", "reject", "resample", "skip", "calibration",
+                                      "cost", "run"]
+    assert tour.numbered(stops)[:2] == ["1 · Draft", "2 · Span and routing"]
+    focus = tour_stops.focus_step(t)
     v = focus.verification
     assert v.first_reject is not None and v.resampled is not None
     assert all(s.step == focus.index + 1 for s in stops[:5])
     skip = next(s for s in stops if s.key == "skip")
     assert t.steps[skip.step - 1].decision.verify is False
     # each picture is the moment its text describes: drafts before commit, the rejected column, the routing plot
-    draft = learn.picture("canvas_draft", t, stops[0].step).split('class="s2d2-legend"')[0]
+    draft = _pic(t, stops[0], "canvas").split('class="s2d2-legend"')[0]
     assert "st-drafted" in draft and "st-resampled" not in draft and 'data-watch="1"' in draft
-    assert 'class="first-reject"' in learn.picture("strip", t, stops[3].step)
-    assert "st-resampled new" in learn.picture("canvas", t, stops[4].step).split('class="s2d2-legend"')[0]
-    assert stops[1].pictures == ("routing",) and stops[5].pictures[0] == "routing"
-    keys = [s.key for s in learn.tour_stops(tf.diffusion_only())]
+    assert 'class="first-reject' in _pic(t, stops[3], "strip")
+    assert "st-resampled new" in _pic(t, stops[4], "canvas").split('class="s2d2-legend"')[0]
+    assert stops[1].kinds == ("canvas", "routing") and stops[5].kinds[0] == "routing"
+    keys = [s.key for s in tour.tour_stops(tf.diffusion_only())]
     assert keys == ["draft", "run"]
-    assert [s.key for s in learn.tour_stops(tf.all_accepted())] == ["draft", "route", "verify", "run"]
+    assert [s.key for s in tour.tour_stops(tf.all_accepted())] == ["draft", "route", "verify", "cost", "run"]
 
 
 # -- traces recorded by the real engine (random tiny models): the views read what the decoder writes -------------
@@ -389,7 +396,10 @@ def test_precompute_script_writes_loadable_examples(tmp_path, monkeypatch):
     pairs = [e for e in listed.values() if e.baseline is not None]
     assert list(listed)[0] == "Verifier catches a wrong digit" and pairs == [
         listed["Verifier catches a wrong digit"], listed["Pipeline · blocks in flight · D2F"]]
-    assert len(listed) + len(pairs) == len(script.RUNS) and "Always verify · block 16" in listed
+    tour_files = sorted(f.name for f in (tmp_path / "tour").glob("*.json"))  # the tour's material, not examples
+    assert tour_files == ["lossless-ar.json", "lossless-s2d2.json"]
+    assert len(listed) + len(pairs) + len(tour_files) == len(script.RUNS) and "Always verify · block 16" in listed
+    assert "Self correction meets verification · LLaDA2" in listed  # recorded with its own model (here: the stub)
     for example in listed.values():
         trace, baseline = examples.load_pair(example)
         assert trace.header.provenance == "measured" and trace.steps
@@ -505,14 +515,15 @@ def test_llada2_example_loads_through_the_validator_and_shows_its_edit():
     assert rows["edits (self-correction)"] == "1"
     assert "editing τ_edit=0.5" in out["title"]
     # the tour: a self-correction stop, numbered by position, its canvas the moment of the edit with it ringed
-    stops = learn.tour_stops(trace)
+    m = tour.load_material(trace)
+    stops = tour.tour_stops(m)
     assert [s.key for s in stops] == ["draft", "edit", "run"]
-    assert learn.numbered(stops)[1] == "2 · Self-correction" and stops[1].step == edit_step.index + 1
+    assert tour.numbered(stops)[1] == "2 · Self-correction" and stops[1].step == edit_step.index + 1
     assert f"`{e.old_text}`" in stops[1].text and f"p = {e.p:.3f} > τ_edit = 0.5" in stops[1].text
-    pic = learn.picture("canvas_edit", trace, stops[1].step).split('class="s2d2-legend"')[0]
+    pic = tour_views.picture(m, stops[1], stops[1].pictures[0]).split('class="s2d2-legend"')[0]
     assert f'data-pos="{e.position}" data-watch="1"' in pic and "st-edited new" in pic
     # only traces that edit have the stop
-    assert "edit" not in [s.key for s in learn.tour_stops(tf.mixed())]
+    assert "edit" not in [s.key for s in tour.tour_stops(tf.mixed())]
 
 
 def test_run_panel_on_a_model_that_edits_shows_the_editing_knobs():

@@ -1,5 +1,6 @@
 """A real browser (Debian Chromium via Playwright) on the whole app, desktop (1440×900) and phone (390×844):
-the first screen shows the verifier catching a wrong draft, the tour walks draft → … → the whole run, Run shows
+the first screen shows the verifier catching a wrong draft, the tour walks draft → … → both runs at 1366×900 and
+390×844 (its pictures change in place, its τ_score control re-decides the plot), Run shows
 few knobs and Stop keeps the partial trace, the LLaDA2 example shows its edit, the phone layout fits, and no
 console errors.
 
@@ -29,7 +30,8 @@ if not Path(CHROMIUM).exists():
 
 from test_app_client import RANDOM_MODEL, SLOW_MODEL, served  # noqa: E402,F401  (the launched-app fixture)
 
-STOP_KEYS = ("draft", "route", "verify", "reject", "resample", "skip", "run")
+STOP_KEYS = ("draft", "route", "verify", "reject", "resample", "skip", "calibration", "cost", "exact", "edit",
+             "pipeline", "run")
 SHIPPED_PAIR = any((ROOT / "assets" / "traces").glob("*.baseline.json"))
 
 
@@ -149,42 +151,102 @@ def _wait_heading(pg, heading: str, same: bool = True) -> None:
                          f".map(e => e.innerText).join() {op} {heading!r}", timeout=20_000)
 
 
-def test_tour_walks_the_core_moment_in_order(desktop):
-    pg, errors = desktop
-    pg.get_by_role("tab", name="Learn").click()
-    tour = pg.locator("#tour")
-    tour.locator(".prose.tour-text:visible").wait_for(timeout=20_000)
-    headings, keys = [], []
-    while True:
-        text = tour.locator(".prose.tour-text:visible")
-        headings.append(text.locator("h3").inner_text())
-        keys.append(next(f"tour-{k}" for k in STOP_KEYS if tour.locator(f".tour-{k}").is_visible()))
-        if keys[-1] == "tour-reject":
-            assert tour.locator(".tour-strip:visible td.first-reject").count() > 0
-        if keys[-1] == "tour-resample":
-            assert tour.locator(".tour-canvas:visible .st-resampled.new").count() == 1
-            pg.screenshot(path=str(shot_path("screenshot-tour.png")), full_page=True)
-        if keys[-1] == "tour-draft":
-            assert tour.locator(".tour-canvas_draft:visible .s2d2-canvas .st-drafted").count() > 1
-            assert tour.locator(".tour-canvas_draft:visible .s2d2-canvas .st-resampled").count() == 0
-        nxt = tour.locator(".tour-next:visible")
-        if not nxt.is_enabled():
-            break
-        nxt.click()
-        _wait_heading(pg, headings[-1], same=False)
-    assert [h.split(" · ")[0] for h in headings] == [str(i + 1) for i in range(len(headings))]
-    if SHIPPED_PAIR:
-        assert keys == ["tour-draft", "tour-route", "tour-verify", "tour-reject", "tour-resample", "tour-skip",
-                        "tour-run"]
-    tour.locator(".tour-back:visible").click()
-    _wait_heading(pg, headings[-2])
-    show = tour.locator(".tour-show:visible")
-    step = show.inner_text().split()[2]  # "Show step N in Replay": the tour's own trace at that step
-    show.click()
-    pg.locator("#canvas").wait_for(state="visible", timeout=20_000)
-    pg.wait_for_function(f"document.querySelector('#summary textarea').value.includes('Step {step} of')",
-                         timeout=20_000)
-    assert not errors, errors
+def _strip_col_in_view(pg) -> bool:
+    """Is the tour strip's outlined column inside its sideways-scrolling box (right of the sticky row labels)?"""
+    return pg.evaluate("""() => {
+      const wrap = document.querySelector('#tour-strip .tbl'), col = wrap && wrap.querySelector('th[data-watch]');
+      if (!col) return false;
+      const w = wrap.getBoundingClientRect(), r = col.getBoundingClientRect();
+      const sticky = wrap.querySelector('th[scope=row]').getBoundingClientRect().width;
+      return r.left >= w.left + sticky - 1 && r.right <= w.right + 1;
+    }""")
+
+
+@pytest.mark.parametrize("size", ["desktop", "phone"])
+def test_tour_changes_in_place_and_its_route_control_redecides(browser, served, size):  # noqa: F811
+    """Walk the tour at 1366×900 and 390×844: one strip element whose content grows stop by stop, the outlined
+    column scrolled into view, the τ_score control re-deciding the plot, Show in Replay at the stop's step."""
+    phone = size == "phone"
+    pg, errors = _open(browser, served[1], PHONE if phone else {"width": 1366, "height": 900}, phone=phone)
+    try:
+        pg.get_by_role("tab", name="Learn").click()
+        tour = pg.locator("#tour")
+        tour.locator(".prose.tour-text:visible").wait_for(timeout=20_000)
+        headings, keys = [], []
+        while True:
+            text = tour.locator(".prose.tour-text:visible")
+            headings.append(text.locator("h3").inner_text())
+            keys.append(next(k for k in STOP_KEYS if tour.locator(f".tour-{k}").is_visible()))
+            if keys[-1] == "draft":
+                assert pg.locator("#tour-canvas .s2d2-canvas .st-drafted").count() > 1
+                assert pg.locator("#tour-canvas .s2d2-canvas .st-resampled").count() == 0
+            if keys[-1] == "route" and SHIPPED_PAIR:
+                box = pg.locator("#tour-tau input[type=number]")
+                box.fill("0.5")
+                box.press("Enter")
+                pg.wait_for_function("document.querySelector('#tour-route-note').innerText.includes('instead of "
+                                     "skip')", timeout=20_000)
+                pg.wait_for_function("document.querySelector('#tour-routing .gtitle') && document.querySelector("
+                                     "'#tour-routing .gtitle').textContent.includes('τ_score = 0.5')", timeout=20_000)
+                _no_error_badges(pg)
+            if keys[-1] == "verify":
+                strip = pg.locator("#tour-strip").inner_text()
+                assert "q(x₀)" in strip and "reject" not in strip and "discarded" not in strip
+                pg.evaluate("document.querySelector('#tour-strip').dataset.probe = 'same element'")
+                pg.wait_for_function("document.querySelector('#tour-mask .gtitle') && document.querySelector("
+                                     "'#tour-mask .gtitle').textContent.includes('the MASK copy of position')",
+                                     timeout=20_000)
+            if keys[-1] == "reject":  # the same strip element, now with the test, scrolled to the rejected column
+                pg.wait_for_function("document.querySelector('#tour-strip').innerText.includes('✗ reject')",
+                                     timeout=20_000)
+                assert pg.evaluate("document.querySelector('#tour-strip').dataset.probe") == "same element"
+                assert "↻" not in pg.locator("#tour-strip").inner_text()
+                pg.wait_for_function("(() => { const c = document.querySelector('#tour-strip th[data-watch]'); "
+                                     "return c && c.classList.contains('first-reject'); })()", timeout=20_000)
+                pg.wait_for_timeout(500)
+                assert _strip_col_in_view(pg)
+            if keys[-1] == "resample":
+                assert pg.locator("#tour-canvas .st-resampled.new").count() == 1
+                assert "↻" in pg.locator("#tour-strip").inner_text() and pg.locator("#tour-residual .rs-tbl").count()
+                if not phone:
+                    pg.screenshot(path=str(shot_path("screenshot-tour.png")), full_page=True)
+            if keys[-1] == "pipeline":  # several blocks outlined at once, and their lives over the run
+                pg.wait_for_function("document.querySelectorAll('#tour-canvas [data-block]').length >= 2",
+                                     timeout=20_000)
+                pg.locator("#tour-lifecycle .js-plotly-plot").wait_for(timeout=20_000)
+            if keys[-1] == "run" and SHIPPED_PAIR:
+                before = pg.locator("#tour-lockstep .s2d2-lockstep").get_attribute("data-moment")
+                assert pg.locator("#tour-lockstep [data-watch]").count() == 2  # the parting token, both runs
+                box = pg.locator("#tour-moment input[type=number]")
+                box.fill("0")
+                box.press("Enter")
+                pg.wait_for_function("document.querySelector('#tour-lockstep .s2d2-lockstep').dataset.moment === '0'",
+                                     timeout=20_000)
+                assert before != "0" and pg.locator("#tour-lockstep [data-watch]").count() == 0
+            if phone:  # no stop's pictures widen the page (wide tables scroll inside their own box)
+                assert pg.evaluate("document.documentElement.scrollWidth") <= PHONE["width"], keys[-1]
+            nxt = pg.locator("#tour-next")
+            if not nxt.is_enabled():
+                break
+            nxt.click()
+            _wait_heading(pg, headings[-1], same=False)
+        assert [h.split(" · ")[0] for h in headings] == [str(i + 1) for i in range(len(headings))]
+        if SHIPPED_PAIR:
+            assert keys == list(STOP_KEYS)
+        pg.locator("#tour-back").click()
+        _wait_heading(pg, headings[-2])
+        show = pg.locator("#tour-show")
+        pg.wait_for_function("!document.querySelector('#tour-next').disabled", timeout=20_000)  # the stop's views came
+        step = show.inner_text().split()[2]  # "Show step N in Replay": the stop's own trace at that step
+        show.click()
+        pg.locator("#canvas").wait_for(state="visible", timeout=20_000)
+        pg.wait_for_function(f"document.querySelector('#summary textarea').value.includes('Step {step} of')",
+                             timeout=20_000)
+        if phone:
+            assert pg.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+        assert not errors, errors
+    finally:
+        pg.close()
 
 
 def _wait_replay_shows_run(pg, headline: str) -> None:
@@ -271,7 +333,7 @@ def test_pipeline_example_shows_several_blocks_in_flight(desktop):
     """The D2F example replays with several blocks outlined at once, each tagged with its state, and the mask viewer
     draws D2F's block-causal mask; docs/screenshot-pipeline.png is that view."""
     pg, errors = desktop
-    path = ROOT / "assets" / "traces" / "09-pipeline--blocks-in-flight--D2F.json"
+    path = ROOT / "assets" / "traces" / "10-pipeline--blocks-in-flight--D2F.json"
     if not path.exists():
         pytest.skip("no shipped pipeline example trace")
     import s2d2

@@ -96,7 +96,7 @@ def test_two_ranks_give_the_single_process_numbers_and_resume_a_kill(tmp_path):
     meta = json.loads((two / "results.json").read_text())["meta"]
     assert meta["world_size"] == 2 and meta["task"] == "jsonl:gsm8k_style_sample.jsonl"
     assert meta["problem_ids"] == [f"s{k:02d}" for k in range(1, n + 1)]
-    assert {p.name for p in two.iterdir()} >= {"results.json", "results.csv", "README-table.md", "pareto.html"}
+    assert {p.name for p in two.iterdir()} >= {"results.json", "results.csv", "README-table.md"}
     shares = [list(parse_rows(rank_file(two, r).read_text())) for r in (0, 1)]
     assert [len(s) for s in shares] == [n * cells // 2] * 2
     assert len({(r["cell"], r["i"]) for s in shares for r in s}) == n * cells

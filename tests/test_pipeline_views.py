@@ -11,7 +11,7 @@ import torch
 import d2f_models as M
 import s2d2
 from components.canvas import legend_html, render_canvas
-from components.learn import tour_stops
+from components.tour import tour_stops
 from components.mask_view import mask_figure, pick_forward, pipeline_query_mask
 from components.pipeline_view import in_flight_spans, lifecycle_figure, lifecycles, status_at
 from s2d2.compare import compare
@@ -81,7 +81,7 @@ def test_the_mask_viewer_draws_the_d2f_mask(trace):
 def test_the_tour_has_a_pipeline_stop(trace):
     stops = tour_stops(trace)
     stop = next(s for s in stops if s.key == "pipeline")
-    assert stop.pictures == ("canvas", "lifecycle") and "in flight" in stop.text and "complete" in stop.text
+    assert stop.kinds == ("canvas", "lifecycle") and "in flight" in stop.text and "complete" in stop.text
     assert [s.key for s in stops][-1] == "run"
 
 
@@ -134,3 +134,20 @@ def test_the_shipped_pipeline_example_replays_with_blocks_in_flight():
     assert len(re.findall(r'data-block="\d+"', render_canvas(trace, step))) >= 3
     assert any(s.verification.first_reject is not None for s in trace.steps)
     assert next(s for s in tour_stops(trace) if s.key == "pipeline").step == step
+
+
+def test_the_app_tour_reaches_the_shipped_pipeline_example(trace):
+    """The opening run is not a pipeline run: the tour's pipeline stop draws the shipped example instead."""
+    from components.examples import examples_dir, first_example
+    from components.tour import load_material
+    from components.tour_views import stop_views
+
+    label, opening = first_example()
+    material = load_material(opening, label, directory=examples_dir())
+    stops = tour_stops(material)
+    i = next(i for i, s in enumerate(stops) if s.key == "pipeline")
+    stop = stops[i]
+    assert stop.trace == "pipeline" and stop.example == "Pipeline · blocks in flight · D2F"
+    views = stop_views(material, stops, i)
+    assert views["tour_lifecycle"]["visible"] and views["tour_canvas"]["visible"]
+    assert "data-block" in views["tour_canvas"]["value"] and [s.key for s in stops][-1] == "run"

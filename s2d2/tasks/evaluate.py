@@ -17,51 +17,90 @@ from . import arithmetic as A
 
 def evaluate(model: Any, cfg: Any, problems: Sequence[A.Problem], seed: int = 0, progress: bool = False,
              keep_texts: bool = True) -> dict[str, Any]:
+    """Accuracy (strict `#### N`) and speed of `cfg` on the arithmetic problems; problem i decodes with seed + i."""
     from ..api import generate
 
-    n = len(problems)
-    correct = 0
-    nfe = gen = 0
-    drafts = accepted = edits = 0
-    mal = []
-    texts: list[str] = []
-    t0 = time.perf_counter()
-    it = problems
-    if progress:
-        from tqdm import tqdm
-
-        it = tqdm(problems, desc="eval", unit="problem", mininterval=5)
-    for i, p in enumerate(it):
+    tally = _Tally()
+    for i, p in enumerate(_maybe_progress(problems, progress)):
         r = generate(model, A.messages_for(p)[0]["content"], cfg, seed=seed + i, detailed=False)
-        m = r.metrics
-        correct += A.score(r.text, p)
-        nfe += m["nfe"]
-        gen += m["generated_tokens"]
-        drafts += m.get("num_drafts") or 0
-        accepted += m.get("num_accepted_tokens") or 0
-        edits += m.get("edits") or 0
-        if m.get("mean_acceptance_length") is not None:
-            mal.append(m["mean_acceptance_length"])
-        texts.append(r.text)
-    wall = time.perf_counter() - t0
-    out: dict[str, Any] = {
-        "n": n,
-        "correct": correct,
-        "accuracy": correct / n if n else 0.0,
-        "nfe": nfe,
-        "generated_tokens": gen,
-        "tokens_per_forward": gen / nfe if nfe else 0.0,
-        "nfe_per_token": nfe / gen if gen else None,
-        "mean_nfe": nfe / n if n else 0.0,
-        "num_drafts": drafts,
-        "mean_acceptance_length": (1 + accepted / drafts) if drafts else None,
-        "edits": edits,
-        "edits_per_token": edits / gen if gen else 0.0,
-        "wall_seconds": wall,
-    }
-    if keep_texts:
-        out["texts"] = texts
+        tally.add(r, A.score(r.text, p))
+    return tally.summary(keep_texts)
+
+
+def evaluate_task(model: Any, cfg: Any, task: Any, seed: int = 0, progress: bool = False,
+                  keep_texts: bool = True) -> dict[str, Any]:
+    """`evaluate` over any task set (tasks/sets.py): item i decodes with seed + i, scored by the task's scorer. For
+    code scorers (pass@1 in the sandbox) each failed problem's reason is listed under "failures"."""
+    from ..api import generate
+    from .code import check_code
+    from .scoring import CODE_SCORERS
+
+    tally = _Tally()
+    failures = []
+    for i, item in enumerate(_maybe_progress(task.items, progress)):
+        r = generate(model, item.prompt, cfg, seed=seed + i, detailed=False, chat=item.chat)
+        if task.scorer in CODE_SCORERS:
+            run = check_code(r.text, item.gold, task.scorer)
+            ok = run.passed
+            if not ok:
+                failures.append({"id": item.id, "reason": run.reason})
+        else:
+            ok = task.score(r.text, item)
+        tally.add(r, ok)
+    out = {"task": task.name, "scorer": task.scorer, **tally.summary(keep_texts)}
+    if task.scorer in CODE_SCORERS:
+        out["pass@1"] = out["accuracy"]
+        out["failures"] = failures
     return out
+
+
+def _maybe_progress(items: Sequence[Any], progress: bool) -> Any:
+    if not progress:
+        return items
+    from tqdm import tqdm
+
+    return tqdm(items, desc="eval", unit="problem", mininterval=5)
+
+
+class _Tally:
+    """Correct answers, forwards, tokens, drafts and acceptance summed over a run of problems."""
+
+    def __init__(self) -> None:
+        self.n = self.correct = self.nfe = self.gen = self.drafts = self.accepted = self.edits = 0
+        self.texts: list[str] = []
+        self.t0 = time.perf_counter()
+
+    def add(self, r: Any, correct: bool) -> None:
+        m = r.metrics
+        self.n += 1
+        self.correct += bool(correct)
+        self.nfe += m["nfe"]
+        self.gen += m["generated_tokens"]
+        self.drafts += m.get("num_drafts") or 0
+        self.accepted += m.get("num_accepted_tokens") or 0
+        self.edits += m.get("edits") or 0
+        self.texts.append(r.text)
+
+    def summary(self, keep_texts: bool) -> dict[str, Any]:
+        n, nfe, gen, drafts = self.n, self.nfe, self.gen, self.drafts
+        out: dict[str, Any] = {
+            "n": n,
+            "correct": self.correct,
+            "accuracy": self.correct / n if n else 0.0,
+            "nfe": nfe,
+            "generated_tokens": gen,
+            "tokens_per_forward": gen / nfe if nfe else 0.0,
+            "nfe_per_token": nfe / gen if gen else None,
+            "mean_nfe": nfe / n if n else 0.0,
+            "num_drafts": drafts,
+            "mean_acceptance_length": (1 + self.accepted / drafts) if drafts else None,
+            "edits": self.edits,
+            "edits_per_token": self.edits / gen if gen else 0.0,
+            "wall_seconds": time.perf_counter() - self.t0,
+        }
+        if keep_texts:
+            out["texts"] = self.texts
+        return out
 
 
 def agreement(texts_a: Sequence[str], texts_b: Sequence[str]) -> float:

@@ -5,6 +5,8 @@
   number (flexible extract); numbers compare as exact decimals, ``1,234`` and ``$5.00`` included. The gold may be
   a full GSM8K solution (its ``#### N`` line is read) or a bare number.
 - ``exact``: the whole output equals the gold, whitespace runs collapsed (for short-answer sets).
+- ``humaneval`` / ``mbpp``: the generated code passes the problem's tests in the sandbox (tasks/code.py, pass@1);
+  the gold is the problem's JSON, built by the code-task reader. They run only after the user's opt-in.
 
 `check_gold` runs when a task loads, so a gold a scorer cannot read is a clear error before any decoding.
 """
@@ -15,6 +17,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Callable, Optional
 
 from .arithmetic import extract_answer
+from .code import read_gold, score_humaneval, score_mbpp
 
 _NUMBER = re.compile(r"-?\$?\s?\d[\d,]*(?:\.\d+)?")
 _AFTER_HASHES = re.compile(r"####\s*(\S+)")
@@ -79,9 +82,12 @@ def score_exact(output: str, gold: str) -> bool:
 
 SCORERS: dict[str, Callable[[str, str], bool]] = {
     "gsm8k": score_gsm8k, "exact": score_exact, "arithmetic": score_arithmetic,
+    "humaneval": score_humaneval, "mbpp": score_mbpp,
 }
+CODE_SCORERS = ("humaneval", "mbpp")  # files in these formats are read by tasks/code.py
 _GOLD_READERS: dict[str, Callable[[str], object]] = {
     "gsm8k": _gsm8k_gold, "arithmetic": _arithmetic_gold, "exact": lambda g: _normalized(g) or None,
+    "humaneval": lambda g: read_gold(g, "humaneval"), "mbpp": lambda g: read_gold(g, "mbpp"),
 }
 
 
@@ -89,6 +95,7 @@ def check_gold(scorer: str, gold: str) -> Optional[str]:
     """None when `scorer` can read `gold`, else why not (for the loader's error message)."""
     if _GOLD_READERS[scorer](gold) is None:
         need = {"gsm8k": "a '#### N' line or a number", "arithmetic": "a '#### N' line or an integer",
-                "exact": "a non-empty string"}[scorer]
+                "exact": "a non-empty string", "humaneval": "a HumanEval-format file",
+                "mbpp": "an MBPP-format file"}[scorer]
         return f"answer {gold[:60]!r} is not readable by scorer {scorer} (needs {need})"
     return None

@@ -14,13 +14,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-from .scoring import SCORERS, check_gold
+from .scoring import CODE_SCORERS, SCORERS, check_gold
 
 TASKS = ("arithmetic", "gsm8k", "jsonl:PATH")
 DEFAULT_SCORER = {"arithmetic": "arithmetic", "gsm8k": "gsm8k", "jsonl": "gsm8k"}
 GSM8K_HINT = ("--task gsm8k: {why}. Run it from a local copy instead: --task jsonl:test.jsonl --scorer gsm8k "
               "(GSM8K's grade_school_math/data/test.jsonl already has the question/answer fields)")
 MAX_FILE_BYTES = 256 * 1024 * 1024
+CODE_GEN_LENGTH = 512  # tokens per answer for code tasks (a function and its code fence)
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,8 @@ def load_task(spec: str, n: int, scorer: Optional[str] = None, say: Any = print)
     if scorer is not None and scorer not in SCORERS:
         raise ValueError(f"--scorer: unknown scorer {scorer!r}; allowed: {', '.join(SCORERS)}")
     scorer = scorer or DEFAULT_SCORER[kind]
+    if scorer in CODE_SCORERS:
+        return _code_task(spec, kind, n, scorer, say)
     if kind == "arithmetic":
         return _arithmetic(n, scorer)
     if kind == "gsm8k":
@@ -64,6 +67,22 @@ def load_task(spec: str, n: int, scorer: Optional[str] = None, say: Any = print)
     task = _from_rows(rows, name, gen, scorer, n)
     if len(task.items) < n:
         say(f"note: {name} has {len(task.items)} problems; running all of them")
+    return task
+
+
+def _code_task(spec: str, kind: str, n: int, scorer: str, say: Any) -> Task:
+    """A HumanEval- or MBPP-format file; refused before anything is read unless the user opted in to running code."""
+    from ..sandbox import REFUSAL, code_eval_allowed
+    from .code import read_code_problems
+
+    if kind != "jsonl":
+        raise ValueError(f"--scorer {scorer}: give the problems as a file, --task jsonl:PATH ({scorer} format)")
+    if not code_eval_allowed():
+        raise ValueError(f"--scorer {scorer}: {REFUSAL}")
+    path = Path(spec[len("jsonl:"):])
+    task = _from_rows(read_code_problems(path, scorer), f"jsonl:{path.name}", CODE_GEN_LENGTH, scorer, n)
+    if len(task.items) < n:
+        say(f"note: {task.name} has {len(task.items)} problems; running all of them")
     return task
 
 

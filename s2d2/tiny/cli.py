@@ -16,12 +16,16 @@ def run_train_tiny(args: argparse.Namespace) -> int:
     return 0
 
 
-TASKS = ("arithmetic",)
+TASKS = ("arithmetic", "jsonl:PATH")
 
 
 def add_eval_task_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--model", default="tiny", help="registry name or checkpoint folder (default: tiny)")
-    parser.add_argument("--task", default="arithmetic", choices=TASKS)
+    parser.add_argument("--task", default="arithmetic", help=f"{' | '.join(TASKS)} (default: arithmetic)")
+    parser.add_argument("--scorer", default=None,
+                        help="gsm8k | exact | arithmetic | humaneval | mbpp (default: the task's; see bench)")
+    parser.add_argument("--allow-code-eval", action="store_true",
+                        help="run model-written code in the sandbox (humaneval / mbpp; or S2D2_ALLOW_CODE_EVAL=1)")
     parser.add_argument("--preset", default="ar", help="a preset name (python -m s2d2 presets)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="override a DecodeConfig option, e.g. --set confidence_threshold=0.9 (repeatable)")
@@ -51,9 +55,22 @@ def run_eval_task(args: argparse.Namespace) -> int:
 
     overrides = {"gen_length": args.gen_length, **parse_overrides(args.set)}
     cfg = preset(args.preset, **overrides)
+    task = None
+    if args.task != "arithmetic" or args.scorer is not None:  # any other set: the bench loaders and scorers
+        from ..sandbox import allow_code_eval
+        from ..tasks.sets import load_task
+
+        if args.allow_code_eval:
+            allow_code_eval()
+        task = load_task(args.task, args.n, args.scorer)
     dtype = getattr(torch, args.dtype) if args.dtype else None
     model = load_model(args.model, device=args.device, dtype=dtype)
-    res = evaluate(model, cfg, A.heldout(args.n), seed=args.seed, progress=True)
+    if task is None:
+        res = evaluate(model, cfg, A.heldout(args.n), seed=args.seed, progress=True)
+    else:
+        from ..tasks.evaluate import evaluate_task
+
+        res = evaluate_task(model, cfg, task, seed=args.seed, progress=True)
     summary = {k: v for k, v in res.items() if k != "texts"}
     print(json.dumps({"model": str(args.model), "preset": args.preset, "overrides": overrides, **summary}, indent=1))
     if args.out:

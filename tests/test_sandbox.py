@@ -1,0 +1,156 @@
+"""The code-evaluation sandbox (s2d2/sandbox): hostile programs are contained, reported and leave nothing behind."""
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from s2d2.sandbox import ALLOW_ENV, CodeEvalRefused, SandboxLimits, run_program
+from s2d2.sandbox import isolation as iso
+
+FAST = SandboxLimits(wall_s=4, cpu_s=3, processes=16)
+NAMESPACES, NO_NAMESPACES_WHY = iso.namespace_prefix()
+needs_namespaces = pytest.mark.skipif(NAMESPACES is None, reason=f"no namespaces here: {NO_NAMESPACES_WHY}")
+ESCAPE = Path(tempfile.gettempdir()) / "s2d2-sandbox-escape-test.txt"
+
+
+@pytest.fixture(autouse=True)
+def opted_in(monkeypatch):
+    monkeypatch.setenv(ALLOW_ENV, "1")
+    ESCAPE.unlink(missing_ok=True)
+    yield
+    ESCAPE.unlink(missing_ok=True)
+
+
+def sandbox_folders() -> set[str]:
+    return {p.name for p in Path(tempfile.gettempdir()).glob("s2d2-sandbox-*") if p.is_dir()}
+
+
+def run_contained(source: str, limits: SandboxLimits = FAST, **kwargs):
+    """Run, then check nothing is left: no process of the run, no folder, no cgroup, no file outside."""
+    before = sandbox_folders()
+    result = run_program(source, limits, **kwargs)
+    assert result.run_id and iso.marked_processes(result.run_id) == []
+    assert sandbox_folders() <= before
+    root, _ = iso.pids_cgroup_root()
+    if root is not None:
+        assert not os.path.exists(os.path.join(root, f"s2d2-sandbox-{result.run_id}"))
+    assert not ESCAPE.exists()
+    return result
+
+
+def test_refused_without_opt_in(monkeypatch) -> None:
+    monkeypatch.delenv(ALLOW_ENV)
+    with pytest.raises(CodeEvalRefused, match=ALLOW_ENV):
+        run_program("print(1)")
+
+
+def test_a_good_program_passes_and_a_failing_one_says_why() -> None:
+    ok = run_contained("def f(x):\n    return x + 1\nassert f(1) == 2\nprint('fine')\n")
+    assert ok.passed and ok.reason == "passed" and ok.stdout == "fine\n"
+    bad = run_contained("assert 1 + 1 == 3, 'arithmetic'\n")
+    assert not bad.passed and bad.reason == "error: AssertionError: arithmetic"
+    early = run_contained("import os\nos._exit(0)\nassert False\n")
+    assert not early.passed and "before the program's end" in early.reason
+
+
+def test_layers_are_reported() -> None:
+    result = run_contained("print(1)")
+    assert {"rlimits", "wall-timeout", "output-cap", "capabilities-dropped", "python-guards"} <= set(result.applied)
+    if NAMESPACES is not None:
+        assert {"network-namespace", "pid-namespace", "read-only-filesystem"} <= set(result.applied)
+    else:
+        assert "namespaces" in result.missing
+
+
+# -- the hostile programs, with every layer on, then with the kernel's layers alone ----------------------------
+
+INFINITE_LOOP = "while True:\n    pass\n"
+SLEEPER = "import time\nwhile True:\n    time.sleep(1)\n"
+FORK_BOMB = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
+BIG_ALLOCATION = "x = bytearray(10 * 1024**3)\n"
+WRITE_OUTSIDE = f"open({str(ESCAPE)!r}, 'w').write('escaped')\n"
+WRITE_PARENT = "open('../s2d2-sandbox-escape-test.txt', 'w').write('escaped')\n"
+SHELL_WRITE = f"import os\nassert os.system('echo escaped > {ESCAPE}') == 0\n"
+SOCKET = "import socket\nsocket.create_connection(('1.1.1.1', 80), timeout=2)\n"
+LISTEN = "import socket\ns = socket.socket()\ns.bind(('127.0.0.1', 0))\ns.listen()\n"
+PRINT_1GB = "import sys\nchunk = 'x' * (1 << 20)\nfor _ in range(1024):\n    sys.stdout.write(chunk)\n"
+ESCAPED_CHILD = "import os, time\nif os.fork() == 0:\n    os.setsid()\n    time.sleep(60)\nos._exit(0)\n"
+
+
+@pytest.mark.parametrize("source, reasons", [
+    (INFINITE_LOOP, ("CPU time limit", "wall time limit")),
+    (SLEEPER, ("wall time limit",)),
+    (FORK_BOMB, ("CPU time limit", "wall time limit", "Resource temporarily unavailable")),
+    (BIG_ALLOCATION, ("MemoryError",)),
+    (WRITE_OUTSIDE, ("writing outside the work folder",)),
+    (WRITE_PARENT, ("writing outside the work folder",)),
+    (SOCKET, ("socket.__new__ is disabled",)),
+    (LISTEN, ("socket.__new__ is disabled",)),
+    (PRINT_1GB, ("output limit",)),
+    (ESCAPED_CHILD, ("before the program's end",)),
+], ids=["loop", "sleep", "fork-bomb", "10GB", "write-abs", "write-parent", "socket", "listen", "print-1GB",
+        "setsid-child"])
+def test_hostile_programs_are_contained(source: str, reasons: tuple[str, ...]) -> None:
+    t0 = time.monotonic()
+    result = run_contained(source)
+    assert not result.passed
+    assert any(r in result.reason for r in reasons), result.reason
+    assert time.monotonic() - t0 < FAST.wall_s + 15
+
+
+@needs_namespaces
+@pytest.mark.parametrize("source, reasons", [
+    (WRITE_OUTSIDE, ("Read-only file system",)),
+    (WRITE_PARENT, ("Read-only file system",)),
+    (SHELL_WRITE, ("AssertionError",)),
+    (SOCKET, ("Network is unreachable", "unreachable")),
+    (FORK_BOMB, ("CPU time limit", "wall time limit", "Resource temporarily unavailable")),
+    (ESCAPED_CHILD, ("before the program's end",)),
+], ids=["write-abs", "write-parent", "shell-write", "socket", "fork-bomb", "setsid-child"])
+def test_the_kernel_layers_contain_them_without_the_python_guards(source: str, reasons: tuple[str, ...]) -> None:
+    result = run_contained(source, python_guards=False)
+    assert not result.passed
+    assert any(r in result.reason for r in reasons), result.reason
+
+
+@needs_namespaces
+@pytest.mark.parametrize("guards", [True, False])
+def test_a_service_on_this_machine_is_out_of_reach(guards: bool) -> None:
+    import socket
+
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+        result = run_contained(f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=2)\n",
+                               python_guards=guards)
+    assert not result.passed
+    assert ("socket.__new__ is disabled" if guards else "Network is unreachable") in result.reason, result.reason
+
+
+@pytest.mark.parametrize("source, reasons", [
+    (FORK_BOMB, ("CPU time limit", "wall time limit", "Resource temporarily unavailable")),
+    (WRITE_OUTSIDE, ("writing outside the work folder",)),
+    (SOCKET, ("socket.__new__ is disabled",)),
+    (ESCAPED_CHILD, ("before the program's end",)),
+], ids=["fork-bomb", "write-abs", "socket", "setsid-child"])
+def test_without_namespaces_the_fallback_still_contains_them(source: str, reasons: tuple[str, ...]) -> None:
+    result = run_contained(source, namespaces=False)
+    assert not result.passed and result.missing["namespaces"] == "turned off by the caller"
+    assert any(r in result.reason for r in reasons), result.reason
+
+
+def test_files_inside_the_work_folder_are_fine_and_removed() -> None:
+    source = ("import os\nos.makedirs('a/b')\nopen('a/b/c.txt', 'w').write('x' * 1000)\nos.chmod('a', 0)\n"
+              "import tempfile\ntempfile.NamedTemporaryFile(delete=False).write(b'y')\n")
+    result = run_contained(source)
+    assert result.passed, result.reason
+
+
+def test_environment_is_scrubbed(monkeypatch) -> None:
+    monkeypatch.setenv("S2D2_TEST_SECRET", "hunter2")
+    result = run_contained("import os\nassert 'S2D2_TEST_SECRET' not in os.environ\nassert os.getcwd() == "
+                           "os.environ['HOME']\n")
+    assert result.passed, result.reason
