@@ -22,7 +22,7 @@ from components.examples import examples_dir, first_example, list_examples, load
 from components.learn import TOUR_CSS, TourHandles, build_learn_tab
 from components.ledger import LEDGER_CSS
 from components.metrics_tab import build_metrics_tab
-from components.replay_tab import build_replay_tab
+from components.replay_tab import build_replay_tab, step_js
 from components.residual import RESIDUAL_CSS
 from components.run_panel import preload_on_spaces
 from components.run_tab import build_run_tab
@@ -38,8 +38,10 @@ from s2d2.limits import limits
 from s2d2.trace import Trace
 
 CSS = CANVAS_CSS + STRIP_CSS + COMPARE_CSS + RESIDUAL_CSS + LEDGER_CSS + TOUR_CSS + """
-.s2d2-detail{white-space:pre-line;font-family:ui-monospace,monospace;font-size:0.85em;color:#334155;
-  border-left:3px solid #4f46e5;padding:4px 8px;min-height:2.5em}
+.s2d2-detail{font-size:0.92em;color:#1e293b;border-left:3px solid #4f46e5;padding:4px 8px;min-height:2.5em}
+.s2d2-detail [data-pinned]{display:block;white-space:pre-line;font-family:ui-monospace,monospace;font-size:0.92em;
+  color:#334155}
+.s2d2-detail .evidence{display:block}
 #summary textarea{font-weight:600}
 #headline{font-size:1.08em;border-left:4px solid #ea580c;padding:4px 12px;background:#fff7ed;border-radius:4px}
 #headline p{margin:4px 0}
@@ -52,6 +54,9 @@ CSS = CANVAS_CSS + STRIP_CSS + COMPARE_CSS + RESIDUAL_CSS + LEDGER_CSS + TOUR_CS
 #scrubber>*{min-width:0}
 @media (max-width: 640px){
   .js-plotly-plot .modebar-container{display:none!important}
+  #intro h1{font-size:1.3em;margin:0 0 2px 0}
+  #intro .wide{display:none}
+  #intro p{font-size:.9em;line-height:1.35;margin:0}
   #scrubber button{padding-left:6px;padding-right:6px}
 }
 """
@@ -67,9 +72,11 @@ KEYS_JS = """
   });
 }
 """
-INTRO = ("# S2D2 Explorer\nA block-diffusion LM drafts a whole block of tokens at once. S2D2 has the **same model**, "
-         "run one token at a time, check the drafts in one extra forward and replace the first wrong one "
-         "([arXiv 2603.25702](https://arxiv.org/abs/2603.25702)). Take the **Learn** tour, or scrub the run below.")
+# On a phone only the first sentence of the intro shows: the story line and the canvas must fit the first screen.
+INTRO = ("# S2D2 Explorer\n<span>A block-diffusion LM drafts a whole block of tokens at once; S2D2 has the **same "
+         "model** check the drafts in one extra forward and replace the first wrong one.</span><span class=\"wide\"> "
+         "([arXiv 2603.25702](https://arxiv.org/abs/2603.25702)). Take the **Learn** tour, or scrub the run "
+         "below.</span>")
 
 
 @dataclass
@@ -113,17 +120,19 @@ def wire(ctx: Ctx, o: Opening, tour: Optional[TourHandles]) -> None:
     step_in = [c["state"], c["slider"], c["mask_which"], c["color_by"], c["selected"]]
     c["slider"].change(k(h.step_views), step_in, out(h.STEP_OUT), api_name="step", show_progress="hidden")
     for switch in (c["mask_which"], c["color_by"]):
-        switch.change(k(h.step_views), step_in, out(h.STEP_OUT), **PRIVATE)
+        switch.change(k(h.step_views), step_in, out(h.STEP_OUT), show_progress="hidden", **PRIVATE)
     c["canvas"].select(k(h.select_position), [c["state"], c["slider"], c["mask_which"]],
-                       out(["selected", "mask", "residual"]), **PRIVATE)
-    c["prev"].click(k(lambda s, v: h.move(s, v, -1)), [c["state"], c["slider"]], c["slider"], **PRIVATE)
-    c["next"].click(k(lambda s, v: h.move(s, v, 1)), [c["state"], c["slider"]], c["slider"], **PRIVATE)
+                       out(["selected", "mask", "detail", "residual"]), show_progress="hidden", **PRIVATE)
+    c["slider"].change(None, c["slider"], c["slider"], js=step_js(0), **PRIVATE)  # a typed 2.5 shows as a step
+    c["prev"].click(None, c["slider"], c["slider"], js=step_js(-1), **PRIVATE)  # in the browser: no dropped presses
+    c["next"].click(None, c["slider"], c["slider"], js=step_js(1), **PRIVATE)
     c["timer"].tick(k(h.tick), [c["state"], c["slider"]], out(["slider", "timer", "play", "playing"]), **PRIVATE)
     c["play"].click(k(h.toggle_play), [c["playing"], c["state"], c["slider"], c["speed"]],
                     out(["playing", "timer", "play", "slider"]), **PRIVATE)
     c["speed"].change(k(h.set_speed), [c["speed"], c["playing"]], c["timer"], **PRIVATE)
     c["example"].input(k(h.open_example), c["example"], out(h.LOAD_OUT), api_name="open_example")
-    c["toggle"].input(k(h.open_example), [c["example"], c["toggle"]], out(h.LOAD_OUT), **PRIVATE)
+    c["toggle"].input(k(lambda e, run, pinned: h.open_example(e, run, selected=pinned)),
+                      [c["example"], c["toggle"], c["selected"]], out(h.LOAD_OUT), **PRIVATE)
     c["upload"].upload(k(h.upload_trace), c["upload"], out(h.LOAD_OUT), api_name="upload_trace")
     c["preset"].input(k(h.apply_preset), [c["preset"], c["knob_seed"]], out([*h.KNOB_OUT, "preset_note"]),
                       **PRIVATE)

@@ -9,155 +9,26 @@ their state; `before_commit` shows a step at the moment its drafts exist and not
 from __future__ import annotations
 
 import html
-import unicodedata
 from typing import Collection, Optional
 
 from s2d2.trace import StepRecord, Trace
 
+from .focus import focus_attr
 from .pipeline_view import block_tag, in_flight_spans, is_pipeline, lifecycles
-from .trace_index import MASK_TEXT, TraceIndex, clamp_step, fmt, fmt_prob, index_of
+from .token_detail import tooltip
+from .token_state import (AFTER_END, STATES, discarded, done_steps, position_state, shade_value,  # noqa: F401
+                          visible_text)
+from .trace_index import TraceIndex, clamp_step, index_of
 
-# state -> (glyph, label shown in the legend)
-STATES: dict[str, tuple[str, str]] = {
-    "prompt": ("", "prompt"),
-    "masked": (MASK_TEXT, "masked"),
-    "drafted": ("?", "drafted now (not committed)"),
-    "accepted": ("✓", "accepted by verification"),
-    "resampled": ("↻", "resampled at first rejection"),
-    "threshold": ("▲", "confident diffusion pick (p > τ)"),
-    "fallback": ("•", "fallback diffusion pick"),
-    "hiconf_extra": ("+", "high-confidence extra"),
-    "ratio_extra": ("+", "ratio extra (r ≥ thr)"),
-    "ar": ("→", "autoregressive"),
-    "ar_seed": ("◆", "AR seed of the block"),
-    "edited": ("✎", "edited (self-correction): old token struck through"),
-}
 MAX_PROMPT_SHOWN = 48
 COLOR_BY = ("state", "p", "q", "r")  # the canvas colour switch
-AFTER_END = "after the end: generated after the stop token, not part of the answer"
-
-
-def visible_text(text: str, limit: int = 40) -> str:
-    """Escape-ready display form: newlines as ⏎, tabs as ⇥, other control/format chars as \\uXXXX."""
-    out = []
-    for ch in text[:limit]:
-        if ch == "\n":
-            out.append("⏎")
-        elif ch == "\t":
-            out.append("⇥")
-        elif unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp", "Co", "Cs"):
-            out.append(f"\\u{ord(ch):04x}")
-        else:
-            out.append(ch)
-    if len(text) > limit:
-        out.append("…")
-    shown = "".join(out)
-    if shown and not shown.strip():  # a whitespace-only token stays visible
-        shown = shown.replace(" ", "␣")
-    return shown or "∅"
+# position_state, tooltip and visible_text are re-exported: the canvas is where the views look for them.
+__all__ = ["AFTER_END", "COLOR_BY", "STATES", "CANVAS_CSS", "index_of", "legend_html", "live_rows", "position_state",
+           "render_canvas", "render_live", "shade_value", "tooltip", "visible_text"]
 
 
 def _attr(text: str) -> str:
     return html.escape(text, quote=True)
-
-
-def position_state(idx: TraceIndex, step: int, pos: int, before_commit: bool = False) -> tuple[str, bool]:
-    """(state, committed in the current step) of `pos` after `step` steps; with `before_commit`, at the moment
-    step `step` has drafted and not yet committed."""
-    if pos < len(idx.trace.header.prompt_ids):
-        return "prompt", False
-    done = _done(step, before_commit)
-    hit = idx.commit_of.get(pos)
-    if hit is not None and hit[0] < done:
-        edits = idx.edits_before(pos, done)
-        if edits:  # a decoded token replaced later (LLaDA2.x editing)
-            return "edited", edits[-1][0] == done - 1 and not before_commit
-        return hit[1].how, hit[0] == done - 1 and not before_commit
-    current = idx.step_record(step)
-    if current is not None and idx.draft(current, pos) is not None:
-        return "drafted", False
-    return "masked", False
-
-
-def _done(step: int, before_commit: bool) -> int:
-    """Steps whose updates are on screen: `step`, or one fewer at the moment before a step commits."""
-    return step - 1 if before_commit and step > 0 else step
-
-
-def shade_value(idx: TraceIndex, step: int, pos: int, which: str) -> Optional[float]:
-    """p, q or r of a position as shown at `step`: from the step that committed it, else the current step. An
-    edited token shows its edit's p and no q or r (edits are never verified, docs/editing.md rule V1)."""
-    edits = idx.edits_before(pos, step)
-    if edits:
-        return edits[-1][1].p if which == "p" else None
-    hit = idx.commit_of.get(pos)
-    rec: Optional[StepRecord] = idx.trace.steps[hit[0]] if hit is not None and hit[0] < step else idx.step_record(step)
-    if rec is None:
-        return None
-    if which == "p":
-        d = idx.draft(rec, pos)
-        return d.p if d is not None else None
-    row = idx.verify_row(rec, pos)
-    if row is None:
-        return None
-    return row.q if which == "q" else row.ratio
-
-
-def tooltip(idx: TraceIndex, step: int, pos: int, full: bool = True) -> str:
-    """Plain-text details for one position (escaped later, as an attribute); `full=False`: token and how only."""
-    trace = idx.trace
-    lines = [f"position {pos}"]
-    block = idx.block_of_position(pos)
-    if block is not None:
-        lines[0] += f" · answer block {idx.answer_block(block.index)}"
-    if idx.after_end(step, pos):
-        lines.append(AFTER_END)
-    state, _ = position_state(idx, step, pos)
-    if state == "prompt":
-        tokens = trace.header.prompt_tokens
-        lines.append(f"prompt token {visible_text(tokens[pos] if pos < len(tokens) else '')}")
-        return "\n".join(lines)
-    hit = idx.commit_of.get(pos)
-    shown_step = None
-    if hit is not None and hit[0] < step:
-        s_idx, commit = hit
-        shown_step = trace.steps[s_idx]
-        label = STATES.get(commit.how, ("", commit.how))[1]
-        lines.append(f"token '{visible_text(commit.text)}' (id {commit.token}) — {label}")
-        own = block.index if block is not None else shown_step.block  # a pipeline step spans several blocks
-        lines.append(f"committed at step {s_idx + 1} (answer block {idx.answer_block(own)}, "
-                     + (f"step {shown_step.step + 1} of that block)" if own == shown_step.block else
-                        f"in flight with answer block {idx.answer_block(shown_step.block)})"))
-        for e_idx, e in idx.edits_before(pos, step):
-            lines.append(f"edited at step {e_idx + 1}: '{visible_text(e.old_text)}' → '{visible_text(e.new_text)}' "
-                         f"(p={fmt(e.p)} > τ_edit)")
-    else:
-        shown_step = idx.step_record(step)
-        lines.append("masked")
-    if shown_step is None:
-        return "\n".join(lines)
-    d = idx.draft(shown_step, pos)
-    row = idx.verify_row(shown_step, pos)
-    if not full:  # compact form outside the current block: the numbers, no candidate lists
-        nums = f"p={fmt_prob(d.p)} H={fmt(d.entropy)}" if d is not None else ""
-        if row is not None:
-            nums += f" q={fmt_prob(row.q)} r={fmt_prob(row.ratio)} u={fmt(row.u)}"
-        return "\n".join(lines + ([nums.strip()] if nums else []))
-    if d is not None:
-        lines.append(f"draft '{visible_text(d.text)}' p={fmt_prob(d.p)} entropy={fmt(d.entropy)} "
-                     f"margin={fmt(d.margin)}")
-        if d.top:
-            lines.append("top p: " + ", ".join(f"'{visible_text(c.text, 16)}' {c.prob:.2f}" for c in d.top[:5]))
-    if row is not None:
-        v = shown_step.verification
-        first = v.first_reject if v is not None else None
-        after = first is not None and v is not None and v.positions.index(row) > first
-        verdict = "discarded (after the first rejection)" if after else ("accepted" if row.accepted else "rejected")
-        lines.append(f"verify: q={fmt_prob(row.q)} r={fmt_prob(row.ratio)} u={fmt(row.u)} -> {verdict}")
-        lines.append(f"argmax q '{visible_text(row.argmax_q_text)}' {row.argmax_q_prob:.2f}")
-        if row.top_q:
-            lines.append("top q: " + ", ".join(f"'{visible_text(c.text, 16)}' {c.prob:.2f}" for c in row.top_q[:5]))
-    return "\n".join(lines)
 
 
 def _token_html(idx: TraceIndex, step: int, pos: int, ids: list[int], full: bool = True, color_by: str = "state",
@@ -173,8 +44,11 @@ def _token_html(idx: TraceIndex, step: int, pos: int, ids: list[int], full: bool
     elif state == "drafted":
         d = idx.draft(idx.step_record(step), pos)  # type: ignore[arg-type]
         text = d.text if d else ""
+    elif state == "discarded":
+        row = idx.verify_row(idx.step_record(step), pos)  # type: ignore[arg-type]
+        text = row.draft_text if row else ""
     elif state == "edited":
-        edit = idx.edits_before(pos, _done(step, before_commit))[-1][1]
+        edit = idx.edits_before(pos, done_steps(step, before_commit))[-1][1]
         text = edit.new_text or f"#{edit.new}"
     else:
         commit = idx.commit_of[pos][1]
@@ -185,7 +59,7 @@ def _token_html(idx: TraceIndex, step: int, pos: int, ids: list[int], full: bool
         if idx.after_end(step, pos):
             classes += " after-end"
             label = AFTER_END
-        elif pos == idx.end_position and state != "drafted":
+        elif pos == idx.end_position and state not in ("drafted", "discarded"):
             classes += " end-tok"
             label += " · the stop token: the answer ends here"
         if color_by in ("p", "q", "r"):
@@ -226,10 +100,12 @@ def current_block_span(idx: TraceIndex, step: int) -> Optional[tuple[int, int]]:
 
 
 def render_canvas(trace: Trace, step: int, show_future: bool = False, color_by: str = "state",
-                  before_commit: bool = False, highlight: Optional[int | Collection[int]] = None) -> str:
+                  before_commit: bool = False, highlight: Optional[int | Collection[int]] = None,
+                  focus: Optional[int] = None) -> str:
     """HTML of the whole sequence after `step` steps, the current block outlined, later blocks collapsed;
     `color_by` in COLOR_BY; `before_commit`: step `step` drafted, nothing of it committed yet; `highlight`: a
-    position (or several) ringed in red (the one a text points at)."""
+    position (or several) ringed in red (the one a text points at); `focus`: the position components/focus.py's
+    FOCUS_JS keeps in view when the canvas sits in a scrolling box."""
     idx = index_of(trace)
     step = clamp_step(trace, step)
     ids = trace.canvas_at(step - 1 if before_commit and step > 0 else step)
@@ -250,7 +126,7 @@ def render_canvas(trace: Trace, step: int, show_future: bool = False, color_by: 
     pos = first
     while pos < end:
         if cur and pos == cur[0]:
-            if pipe and not show_future:  # several blocks in flight: each outlined, with its state
+            if pipe:  # several blocks in flight: each outlined, with its state
                 parts.append(_flight_html(idx, step, ids, color_by, before_commit, lives))
             else:
                 inner = "".join(_token_html(idx, step, p, ids, True, color_by, before_commit)
@@ -274,7 +150,8 @@ def render_canvas(trace: Trace, step: int, show_future: bool = False, color_by: 
     if hidden > 0:
         never = "never decoded (the run had ended)" if show_future else "in later blocks"
         parts.append(f' <span class="more">… {hidden} positions {never}</span>')
-    return f'<div class="s2d2-canvas" role="group" aria-label="token canvas">{"".join(parts)}</div>'
+    return (f'<div class="s2d2-canvas" role="group" aria-label="token canvas"{focus_attr(focus)}>{"".join(parts)}'
+            '</div>')
 
 
 def _flight_html(idx: TraceIndex, step: int, ids: list[int], color_by: str, before_commit: bool,
@@ -300,6 +177,8 @@ def legend_html(trace: Optional[Trace] = None, color_by: str = "state") -> str:
     if trace is not None:
         used = {c.how for s in trace.steps for c in s.commits} | ({"edited"} if any(s.edits for s in trace.steps)
                                                                  else set())
+        if any(discarded(s, r.position) for s in trace.steps if s.verification for r in s.verification.positions):
+            used.add("discarded")
     keys = [k for k in STATES if k in LEGEND_ALWAYS or k in used]
     if color_by in ("p", "q", "r"):
         scale = ('<span class="scale"><span>0</span><span class="bar"></span><span>1</span></span>'
@@ -309,13 +188,21 @@ def legend_html(trace: Optional[Trace] = None, color_by: str = "state") -> str:
     else:
         items = "".join(
             f'<span class="tok st-{k}"><span class="g" aria-hidden="true">{html.escape(STATES[k][0])}</span>'
-            f'{html.escape(STATES[k][1])}</span>' for k in keys)
+            f'{html.escape(_legend_label(k, trace))}</span>' for k in keys)
     outlined = ("blocks in flight (outlined; dashed = not complete yet)" if trace is not None and is_pipeline(trace)
                 else "current block (outlined)")
     extra = (f'<span class="tok blk-key">{outlined}</span>'
              '<span class="tok st-accepted after-end">after the end</span>'
              '<span class="tok new">bold underline = committed this step</span>')
     return f'<div class="s2d2-legend">{items}{extra}</div>'
+
+
+def _legend_label(state: str, trace: Optional[Trace]) -> str:
+    """The legend's words; τ_conf is named with its value where it first appears."""
+    tau = trace.header.config.get("confidence_threshold") if trace is not None else None
+    if state == "threshold" and isinstance(tau, (int, float)):
+        return f"confident diffusion pick (p > τ_conf = {tau:g}, the confidence threshold)"
+    return STATES[state][1]
 
 
 CANVAS_CSS = """
@@ -329,6 +216,7 @@ CANVAS_CSS = """
 .st-prompt{background:#e5e7eb}
 .st-masked{background:#f3f4f6;color:#9ca3af!important}
 .st-drafted{background:#fef9c3;font-style:italic;text-decoration:underline dashed}
+.st-discarded{background:#f1f5f9;color:#64748b!important;text-decoration:line-through 2px #94a3b8;opacity:.8}
 .st-accepted{background:#bbf7d0}
 .st-resampled{background:#fed7aa}
 .st-threshold{background:#bfdbfe}
@@ -347,10 +235,10 @@ CANVAS_CSS = """
 .s2d2-canvas [data-watch]{outline:3px solid #dc2626;outline-offset:1px}
 .s2d2-canvas .tok s{color:#b91c1c;text-decoration:line-through 2px #b91c1c}
 .st-edited{background:#d8b4fe;outline:1px dashed #7e22ce}
+.s2d2-canvas .st-edited s{color:#6b21a8;text-decoration:line-through 2px #6b21a8;opacity:.8}
 .s2d2-canvas .blk-tag{font-family:system-ui,sans-serif;font-size:.7em;color:#3730a3;background:#eef2ff;
   border-radius:3px;padding:0 4px;margin:0 3px;white-space:nowrap}
 .s2d2-canvas .blk.cur.incomplete{outline-style:dashed}
-.s2d2-canvas .st-edited s{color:#6b21a8;text-decoration:line-through 2px #6b21a8;opacity:.8}
 """
 
 

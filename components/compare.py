@@ -9,19 +9,20 @@ from __future__ import annotations
 import html
 import json
 import re
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import plotly.graph_objects as go
 
-from s2d2.compare import PREFILL_BLOCK, Comparison, compare_traces, forward_blocks
+from s2d2.compare import PREFILL_BLOCK, Comparison, compare_traces, forward_blocks, same_blocks
 from s2d2.config import DecodeConfig, preset
 from s2d2.limits import check_seed
 from s2d2.trace import Trace
 
 from .canvas import render_canvas
+from .compare_metrics import metrics_table, wall_note
 from .figures import KIND_COLOURS
+from .lane_rounds import TIMED_ROUNDS, lane_rounds
 from .run_panel import RunStopped, check_config, check_prompt, record_lanes
-from .trace_index import show_value
 
 OFF = "(off)"
 MAX_LANES = 4
@@ -74,40 +75,58 @@ def run_compare(prompt: str, model_name: str, seed: Any, gen_length: Any, *lane_
                 ) -> tuple[str, Optional[dict[str, Any]]]:
     """Run every lane on the prompt: (status markdown, new state or None on error). Same caps as Run: prompt
     characters, tokens, seconds (all lanes together), and the Stop button (nothing is compared after a Stop)."""
-    problem = check_prompt(prompt)
+    problem = check_prompt(prompt) or seed_problem(seed)
     if problem:
         return f"⚠ {problem}", None
     try:
         seed = check_seed(int(float(seed)))
         configs = lane_configs(list(lane_values[:MAX_LANES]), list(lane_values[MAX_LANES:]), gen_length)
-        traces = decode_lanes(model_name, prompt, configs, seed, load, generate)
+        traces, walls = decode_lanes(model_name, prompt, configs, seed, load, generate)
     except RunStopped as exc:
         return f"⏹ {exc}", None
     except (ValueError, TypeError, OverflowError) as exc:
         return f"⚠ {exc}", None
     first = next(iter(traces.values()))
     state = {"prompt_ids": first.header.prompt_ids, "seed": int(seed), "model": model_name,
-             "lanes": {n: t.to_dict() for n, t in traces.items()}}
-    return f"Ran {len(traces)} lanes on the same prompt with seed {int(seed)}.", state
+             "lanes": {n: t.to_dict() for n, t in traces.items()}, "walls": walls}
+    timed = min((len(w) for w in walls.values()), default=0)
+    how = (f": a warm-up round, then {timed} timed round{'s' if timed > 1 else ''} (wall times are medians)" if timed
+           else " (once each: no time for timed rounds, so no wall speedups)")
+    return f"Ran {len(traces)} lanes on the same prompt with seed {int(seed)}{how}.", state
+
+
+def seed_problem(seed: Any) -> Optional[str]:
+    """A message naming the seed box and the fix, for a box left empty or holding something that is not a number."""
+    if seed is None or (isinstance(seed, str) and not seed.strip()):
+        return "Seed (all lanes): the box is empty. Type a whole number, e.g. 0 (every lane uses the same seed)."
+    try:
+        float(seed)
+    except (TypeError, ValueError):
+        return f"Seed (all lanes): {str(seed)[:20]!r} is not a number. Type a whole number, e.g. 0."
+    return None
 
 
 def decode_lanes(model_name: str, prompt: Any, configs: dict[str, DecodeConfig], seed: int,
-                 load: Optional[Callable[[str], Any]], generate: Optional[Callable[..., Any]]) -> dict[str, Trace]:
-    """Decode every lane; through the GPU-decorated `record_lanes` (time cap, Stop) unless a test injects load /
-    generate. ValueError with the message of a failed lane; RunStopped after the job's Stop."""
+                 load: Optional[Callable[[str], Any]], generate: Optional[Callable[..., Any]],
+                 timed_rounds: int = TIMED_ROUNDS) -> tuple[dict[str, Trace], dict[str, list[float]]]:
+    """Decode every lane in interleaved rounds (components/lane_rounds.py): (traces, timed seconds per lane);
+    through the GPU-decorated `record_lanes` (time cap, Stop) unless a test injects load / generate. ValueError
+    with the message of a failed lane; RunStopped after the job's Stop."""
     plain = {n: c.to_dict() for n, c in configs.items()}
     if load is None and generate is None:
-        out = {}
-        for event in record_lanes(prompt, model_name, plain, seed):
-            if event["kind"] == "error":
-                raise ValueError(event["message"])
-            if event["kind"] == "stopped":
-                raise RunStopped(event["message"])
-            if event["kind"] == "done":
-                out = event["traces"]
+        events = record_lanes(prompt, model_name, plain, seed, timed_rounds)
     else:
-        out = _decode_lanes(prompt, model_name, plain, seed, load or _load, generate or _generate)
-    return {n: Trace.from_dict(t) for n, t in out.items()}
+        events = lane_rounds(plain, _direct(prompt, model_name, seed, load or _load, generate or _generate),
+                             float("inf"), timed_rounds)
+    out: dict[str, Any] = {}
+    for event in events:
+        if event["kind"] == "error":
+            raise ValueError(event["message"])
+        if event["kind"] == "stopped":
+            raise RunStopped(event["message"])
+        if event["kind"] == "done":
+            out = event
+    return {n: Trace.from_dict(t) for n, t in out["traces"].items()}, out.get("walls") or {}
 
 
 def _load(name: str) -> Any:
@@ -122,11 +141,14 @@ def _generate(*args: Any, **kwargs: Any) -> Any:
     return generate(*args, **kwargs)
 
 
-def _decode_lanes(prompt: Any, model_name: str, configs: dict[str, dict[str, Any]], seed: int,
-                  load: Callable[[str], Any], generate: Callable[..., Any]) -> dict[str, dict[str, Any]]:
-    model = load(model_name)
-    return {n: generate(model, prompt, DecodeConfig.from_dict(c), seed=seed).trace.to_dict()
-            for n, c in configs.items()}
+def _direct(prompt: Any, model_name: str, seed: int, load: Callable[[str], Any],
+            generate: Callable[..., Any]) -> Callable[[str, dict[str, Any], float], Iterator[dict[str, Any]]]:
+    """A lane runner without the GPU worker (tests inject a model): one "done" event per decode."""
+    def run(name: str, config: dict[str, Any], left: float) -> Iterator[dict[str, Any]]:
+        trace = generate(load(model_name), prompt, DecodeConfig.from_dict(config), seed=seed).trace
+        yield {"kind": "done", "trace": trace.to_dict()}
+
+    return run
 
 
 # -- views ------------------------------------------------------------------------------------------------------
@@ -140,6 +162,12 @@ def traces_of(state: Any) -> dict[str, Trace]:
     if not isinstance(state, dict) or not isinstance(state.get("lanes"), dict):
         return {}
     return {n: Trace.from_dict(t) for n, t in state["lanes"].items()}
+
+
+def comparison_of(state: Any, traces: dict[str, Trace]) -> Comparison:
+    """The comparison of the session's lanes, with their timed runs (wall medians and noise) when it has them."""
+    walls = state.get("walls") if isinstance(state, dict) else None
+    return compare_traces(traces, walls if isinstance(walls, dict) and walls else None)
 
 
 def answer_blocks(comp: Comparison) -> dict[int, int]:
@@ -175,7 +203,8 @@ def block_html(comp: Comparison, traces: dict[str, Trace], number: int) -> str:
 
 
 def lanes_figure(comp: Comparison, traces: dict[str, Trace], number: int, axis: str = "nfe") -> go.Figure:
-    """Every forward of every lane on one shared axis (NFE or cumulative forward wall time), by kind."""
+    """Every forward of every lane on one shared axis (forwards so far, or cumulative forward wall time of the
+    lane's median run), by kind."""
     sel = comp.blocks[answer_blocks(comp)[number]].index
     pts: dict[str, dict[str, list[Any]]] = {}
     for name, trace in traces.items():
@@ -187,43 +216,26 @@ def lanes_figure(comp: Comparison, traces: dict[str, Trace], number: int, axis: 
             p["y"].append(name)
             p["size"].append(13 if blk == sel else 6)
             p["text"].append(f"{name}: {f.kind}, step {f.step}, {f.query_tokens} query tokens")
-    title = "NFE (forwards so far)" if axis == "nfe" else "forward wall time so far (s)"
+    if axis == "nfe":
+        title, sub = "Every forward of every lane", "big markers: the selected block"
+        xtitle = "forwards so far"
+    else:
+        timed = [m for m in comp.lanes if m.wall_noise is not None]
+        title = "Every forward, by wall time"
+        sub = (f"each lane's median run of {min(m.wall_runs for m in timed)}" if timed else
+               "one run each: wall times are noise here")
+        xtitle = "forward wall time so far (s)"
     fig = go.Figure()
-    # Legend above the plot, axis title below it: the two never overlap, whatever the number of lanes.
-    fig.update_layout(template="plotly_white", height=150 + 45 * len(traces), margin=dict(l=110, r=20, t=80, b=50),
-                      title=dict(text=f"Every forward of every lane: {title.split(' (')[0]}<br>"
-                                      "<sup>big markers: the selected block</sup>", font=dict(size=13), y=0.98,
-                                 yanchor="top"),
-                      xaxis_title=title, legend=dict(orientation="h", x=0, y=1.0, yanchor="bottom"))
+    # Title in the top margin (its own room, never clipped), legend just above the plot area, axis title below.
+    fig.update_layout(template="plotly_white", height=190 + 45 * len(traces), margin=dict(l=110, r=20, t=110, b=50),
+                      title=dict(text=f"{title}<br><sup>{sub}</sup>", font=dict(size=13), x=0, xanchor="left",
+                                 y=1, yref="container", yanchor="top", pad=dict(t=12, l=10)),
+                      xaxis_title=xtitle, legend=dict(orientation="h", x=0, y=1.02, yanchor="bottom"))
     for kind, p in pts.items():
         fig.add_trace(go.Scatter(x=p["x"], y=p["y"], mode="markers", name=kind, text=p["text"], hoverinfo="text",
                                  marker=dict(color=KIND_COLOURS.get(kind, "#444"), size=p["size"], symbol="square")))
     fig.update_yaxes(categoryorder="array", categoryarray=list(traces)[::-1])
     return fig
-
-
-METRIC_ROWS = [
-    ("nfe", "NFE"), ("tokens_per_forward", "tokens per forward"), ("wall_seconds", "wall time (s)"),
-    ("speedup_nfe", "speedup vs AR (NFE/token)"), ("speedup_wall", "speedup vs AR (wall/token)"),
-    ("mean_acceptance_length", "mean acceptance length (vLLM)"), ("draft_acceptance_rate", "draft acceptance rate"),
-    ("verify_rate", "verify rate"), ("query_tokens", "query tokens"), ("generated_tokens", "generated tokens"),
-    ("edits_per_token", "edits per token (self-correction)"),
-]
-
-
-def metrics_rows(comp: Comparison) -> list[list[Any]]:
-    rows = [[label] + [show_value(getattr(m, key)) for m in comp.lanes] for key, label in METRIC_ROWS]
-    rows.append(["output equals AR"] + [_equal(m.equals_ar) for m in comp.lanes])
-    return rows
-
-
-def metrics_table(comp: Comparison) -> dict[str, Any]:
-    """gr.Dataframe value with the lane names as column headers."""
-    return {"headers": ["metric"] + [m.name for m in comp.lanes], "data": metrics_rows(comp)}
-
-
-def _equal(v: Optional[bool]) -> str:
-    return "– (no AR lane)" if v is None else ("✓ token for token" if v else "✗ differs")
 
 
 def _routed(v: Optional[bool]) -> str:
@@ -247,8 +259,17 @@ def divergence_text(comp: Comparison, traces: dict[str, Trace], d: Any) -> str:
     return f"* Step {d.step + 1} is the first where **{a}** and **{b}** differ: {what}."
 
 
+def unaligned_pairs(traces: dict[str, Trace]) -> list[str]:
+    """One line per pair of S2D2 lanes whose steps do not correspond (different blocks): not compared by step."""
+    s2d2 = [n for n, t in traces.items() if t.header.config.get("method") == "s2d2"]
+    return [f"* **{a}** (B = {traces[a].header.config.get('block_length')}) and **{b}** (B = "
+            f"{traces[b].header.config.get('block_length')}): different block lengths, so their steps do not "
+            "correspond and their routing is not compared step by step."
+            for i, a in enumerate(s2d2) for b in s2d2[i + 1:] if not same_blocks(traces[a], traces[b])]
+
+
 def diff_markdown(comp: Comparison, traces: Optional[dict[str, Trace]] = None) -> str:
-    lines = [comp.reference_note + "."]
+    lines = [comp.reference_note + ". " + wall_note(comp)]
     for d in comp.diffs:
         lines.append(f"* **{d.lane}** first differs from AR at output token {d.first_index}: AR "
                      f"`{d.ar_ids[d.first_index:d.first_index + 5]}` vs `{d.lane_ids[d.first_index:d.first_index + 5]}`"
@@ -256,6 +277,7 @@ def diff_markdown(comp: Comparison, traces: Optional[dict[str, Trace]] = None) -
     for v in comp.divergences:
         lines.append(divergence_text(comp, traces or {}, v) if traces else
                      f"* Routing: **{v.lanes[0]}** and **{v.lanes[1]}** first differ at step {v.step + 1}.")
+    lines += unaligned_pairs(traces or {})
     return "\n".join(lines)
 
 
@@ -266,7 +288,7 @@ def compare_views(state: Any, number: Any = 1) -> dict[str, Any]:
     traces = traces_of(state)
     if not traces:
         return {"cmp_lanes_html": f"<p>{NO_RUN}</p>"}
-    comp = compare_traces(traces)
+    comp = comparison_of(state, traces)
     numbers = answer_blocks(comp)
     try:
         k = int(round(float(number)))

@@ -59,7 +59,7 @@ def build_compare_tab(ctx: Optional[Ctx] = None, model_name: str = "tiny") -> Ct
                                          elem_id="cmp-block")
         ctx["cmp_lanes_html"] = gr.HTML("", elem_id="cmp-lanes")
         with gr.Row():
-            ctx["cmp_nfe"] = gr.Plot(label="Shared NFE axis", show_label=False, elem_id="cmp-nfe", min_width=300)
+            ctx["cmp_nfe"] = gr.Plot(label="Shared forwards axis", show_label=False, elem_id="cmp-nfe", min_width=300)
             ctx["cmp_wall"] = gr.Plot(label="Shared wall-time axis", show_label=False, elem_id="cmp-wall",
                                       min_width=300)
         ctx["cmp_metrics"] = gr.Dataframe([], label="Metrics per lane", interactive=False, elem_id="cmp-metrics")

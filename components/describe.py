@@ -92,7 +92,7 @@ def decision_line(decision: Optional[PolicyDecision]) -> str:
         tau = num(d["score_threshold"])
         s_txt, t_txt = decisive(score, tau)  # type: ignore[arg-type]
         op = "≥" if decision.verify else "<"
-        return f"{_expression(d, k_hat, s_txt)} {op} τ {t_txt} → {'verify' if decision.verify else 'skip'}"
+        return f"{_expression(d, k_hat, s_txt)} {op} τ_score {t_txt} → {'verify' if decision.verify else 'skip'}"
     if decision.policy == "score_hysteresis" and "state_before" in d:
         on_before = d["state_before"] == "ON"
         ref = num(d.get("hysteresis_off" if on_before else "hysteresis_on"))

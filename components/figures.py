@@ -48,7 +48,7 @@ def _step_x(trace: Trace) -> list[int]:
 
 def commit_map(trace: Trace, step: Optional[int] = None) -> go.Figure:
     """Position (y) × forward (x, NFE so far) of every commit, one trace per decision kind; block boundaries."""
-    fig = _fig("Commit map: when each position was decided", xaxis_title="NFE (forward passes so far)",
+    fig = _fig("Commit map: when each position was decided", xaxis_title="forwards so far",
                yaxis_title="position")
     xs = _step_x(trace)
     first = trace.blocks[0].index if trace.blocks else 0
@@ -210,13 +210,57 @@ def _on_spans(xs: list[int]) -> list[tuple[int, int]]:
     return [(a, b) for a, b in runs] if len(runs) <= MAX_BLOCK_LINES else []
 
 
+NO_ROUTING = {"ar": "No routing: autoregressive decoding never drafts ahead, so there is nothing to verify.",
+              "diffusion": "No routing: diffusion alone never verifies (it commits drafts by confidence)."}
+THRESHOLD_NAMES = {"score_threshold": "τ_score", "mask_span_length": "τ_span", "contextual_bandit_ucb": "0"}
+
+
+def no_routing_figure(method: str) -> go.Figure:
+    """What the routing panel shows for a method that never verifies: one sentence, no empty axes."""
+    fig = _fig("", height=120, margin=dict(l=10, r=10, t=10, b=10))
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
+    fig.add_annotation(text=NO_ROUTING.get(method, "No routing: this method never verifies."), x=0.5, y=0.5,
+                       xref="paper", yref="paper", showarrow=False, font=dict(size=13, color="#334155"))
+    return fig
+
+
+def routing_title(config: dict[str, Any]) -> str:
+    """The routing panel's title, with the names the step summary uses (s, K̂, c, τ_score)."""
+    policy = config.get("policy", "–")
+    if policy == "score_threshold":
+        s = "K̂ − c·N_hi" if config.get("score_type") == "difference_dynamic" else "K̂ − c"
+        return f"Routing: score s = {s} per step vs τ_score"
+    if policy == "score_hysteresis":
+        return "Routing: score s per step vs the band [τ_off, τ_on]"
+    return f"Routing score ({policy}{score_label(policy)})"
+
+
+def _guide_shapes(th: dict[str, Optional[float]], verified: list[int]) -> list[dict[str, Any]]:
+    """The threshold line, or the hysteresis band with the ON steps shaded."""
+    shapes: list[dict[str, Any]] = []
+    if th.get("threshold") is not None:
+        shapes.append(dict(type="line", xref="paper", x0=0, x1=1, yref="y", y0=th["threshold"], y1=th["threshold"],
+                           line=dict(color="#dc2626", dash="dash")))
+    if th.get("on") is not None and th.get("off") is not None:
+        shapes.append(dict(type="rect", xref="paper", x0=0, x1=1, yref="y", y0=th["off"], y1=th["on"],
+                           fillcolor="#fde68a", opacity=0.35, line_width=0, layer="below"))
+        shapes += [dict(type="rect", xref="x", x0=a - 0.5, x1=b + 0.5, yref="y domain", y0=0, y1=1,
+                        fillcolor="#bbf7d0", opacity=0.3, line_width=0, layer="below") for a, b in _on_spans(verified)]
+    return shapes
+
+
 def routing_figure(trace: Trace, step: Optional[int] = None) -> go.Figure:
-    """Score vs threshold (or hysteresis band with the ON state shaded), verify/skip markers, K̂ vs K."""
+    """Score vs threshold (or hysteresis band with the ON state shaded), verify/skip markers, K̂ vs K; a sentence
+    instead of empty axes for a method that never verifies."""
+    method = trace.header.config.get("method")
+    if method != "s2d2":
+        return no_routing_figure(str(method))
     data = routing_series(trace)
-    policy = trace.header.config.get("policy", "–") if trace.header.config.get("method") == "s2d2" else "none"
+    policy = trace.header.config.get("policy", "–")
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.6, 0.4], vertical_spacing=0.08,
-                        subplot_titles=(f"Routing score ({policy}{score_label(policy)})",
-                                        "Predicted K̂ vs accepted K"))
+                        subplot_titles=(routing_title(trace.header.config),
+                                        "Predicted K̂ vs accepted K (verify steps)"))
     fig.update_layout(**{**_LAYOUT, "height": 420}, legend=dict(orientation="h", y=-0.15))
     steps = data["step"]
     fig.add_trace(go.Scatter(x=steps, y=data["score"], mode="lines", name="score s", line=dict(color="#64748b"),
@@ -229,17 +273,8 @@ def routing_figure(trace: Trace, step: Optional[int] = None) -> go.Figure:
         fig.add_trace(go.Scatter(x=xs, y=ys, mode="markers", name=name, text=txt,
                                  hoverinfo="text+x" if txt else "x+y",
                                  marker=dict(color=colour, symbol=symbol, size=10)), row=1, col=1)
-    shapes: list[dict[str, Any]] = []
     th = _thresholds(trace)
-    if th.get("threshold") is not None:
-        shapes.append(dict(type="line", xref="paper", x0=0, x1=1, yref="y", y0=th["threshold"], y1=th["threshold"],
-                           line=dict(color="#dc2626", dash="dash")))
-    if th.get("on") is not None and th.get("off") is not None:
-        shapes.append(dict(type="rect", xref="paper", x0=0, x1=1, yref="y", y0=th["off"], y1=th["on"],
-                           fillcolor="#fde68a", opacity=0.35, line_width=0, layer="below"))
-        shapes += [dict(type="rect", xref="x", x0=a - 0.5, x1=b + 0.5, yref="y domain", y0=0, y1=1,
-                        fillcolor="#bbf7d0", opacity=0.3, line_width=0, layer="below")
-                   for a, b in _on_spans([x for x, v in zip(steps, data["verify"]) if v])]
+    shapes = _guide_shapes(th, [x for x, v in zip(steps, data["verify"]) if v])
     ks = [x for x, k in zip(steps, data["k_hat"]) if k is not None]
     fig.add_trace(go.Scatter(x=ks, y=[k for k in data["k_hat"] if k is not None], mode="markers", name="K̂",
                              marker=dict(color="#7c3aed", symbol="circle-open", size=9)), row=2, col=1)
@@ -258,7 +293,8 @@ def routing_figure(trace: Trace, step: Optional[int] = None) -> go.Figure:
                            line=dict(color="#4f46e5", width=2)))
     fig.update_layout(shapes=shapes)
     if th.get("threshold") is not None:
-        fig.add_annotation(x=1, xref="paper", y=th["threshold"], yref="y", text=f"threshold {th['threshold']:g}",
+        name = THRESHOLD_NAMES.get(policy, "threshold")
+        fig.add_annotation(x=1, xref="paper", y=th["threshold"], yref="y", text=f"{name} = {th['threshold']:g}",
                            showarrow=False, xanchor="right", yanchor="bottom", font=dict(size=10, color="#dc2626"))
     if th.get("on") is not None:
         fig.add_annotation(x=0, xref="paper", y=th["on"], yref="y", text="band [τ_off, τ_on]", showarrow=False,

@@ -6,6 +6,7 @@ name what each event may update. Replay handlers never touch the model; errors b
 """
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
@@ -22,19 +23,16 @@ from .residual import residual_html
 from .replay import STEP_VIEWS, StepOptions, md_escape, metrics_table, render_step, render_timelines, trace_title
 from .run_panel import (KNOB_NAMES, check_model, check_prompt, config_dict, config_from_inputs, preset_for_model,
                         preset_values, record)
-from .story import pair_story, single_story
+from .story import pair_story, rounding_note, single_story
+from .token_detail import DETAIL_HINT, detail_html
 from .trace_index import clamp_step
 from .traces_io import TraceError, describe_error, export_path, make_state, parse_upload, trace_from_state
 
 NO_TRACE = "No trace loaded: pick an example, upload a trace file, or record a run."
-DETAIL_HINT = ('<span class="on-hover">Hover a token for its details (p, q, r, the draw u, the top candidates); click '
-               'it to pin them here and outline its row in the mask viewer. Keys: ← → step through the run.</span>'
-               '<span class="on-touch">Tap a token to pin its details here (p, q, r, the draw u, the top candidates) '
-               'and outline its row in the mask viewer.</span>')
 RUNS = {"s2d2": "S2D2: draft, route, verify", "baseline": "Diffusion alone: same B, no verifier"}
 TIMELINES = ["commit_map", "nfe", "hist", "perpos"]
 STEP_OUT = list(STEP_VIEWS)
-TRACE_OUT = ["title", "slider", *STEP_OUT, *TIMELINES, "metrics", "download", "detail", "selected"]
+TRACE_OUT = ["title", "slider", *STEP_OUT, *TIMELINES, "metrics", "download", "selected"]
 LOAD_OUT = ["state", "load_status", "headline", "toggle", "example", *TRACE_OUT]
 RUN_OUT = ["run_status", "live", "output", "state", "run_ok"]
 KNOB_OUT = [f"knob_{name}" for name in KNOB_NAMES]
@@ -51,26 +49,29 @@ def step_views(state: Any, step: Any, mask_which: str = "auto", color_by: str = 
     trace = trace_from_state(state)
     if trace is None:
         return {"canvas": "", "strip": "", "routing": None, "mask": None, "summary": NO_TRACE, "legend": "",
-                "residual": ""}
+                "detail": DETAIL_HINT, "residual": ""}
     return render_step(trace, step, StepOptions(mask_which, color_by, selected))
 
 
-def trace_views(trace: Trace, step: int = 0) -> dict[str, Any]:
-    """Everything that changes when a new trace is loaded, opened at scrubber value `step`."""
+def trace_views(trace: Trace, step: int = 0, selected: Optional[int] = None) -> dict[str, Any]:
+    """Everything that changes when a new trace is loaded, opened at scrubber value `step` (`selected`: a position
+    still pinned, e.g. across the run toggle; its details follow the run on screen)."""
     n = len(trace.steps)
     step = clamp_step(trace, step)
+    if selected is not None and not 0 <= selected < trace.header.total_length:
+        selected = None
     timelines = dict(zip(TIMELINES, render_timelines(trace)))
     return {"title": trace_title(trace),
             "slider": gr.Slider(minimum=0, maximum=max(1, n), value=step, step=1,
                                 label=f"Step (of {n})"),
-            **render_step(trace, step), **timelines, "metrics": metrics_table(trace), "download": export_path(trace),
-            "detail": DETAIL_HINT, "selected": None}
+            **render_step(trace, step, StepOptions(selected=selected)), **timelines, "metrics": metrics_table(trace),
+            "download": export_path(trace), "selected": selected}
 
 
 def open_example(name: Optional[str], run: str = RUNS["s2d2"], step: Optional[int] = None,
-                 directory: Optional[Path] = None) -> dict[str, Any]:
+                 directory: Optional[Path] = None, selected: Optional[int] = None) -> dict[str, Any]:
     """Load example `name` (its S2D2 run, or its diffusion-alone partner when `run` says so), opened where its
-    story happens unless `step` is given."""
+    story happens unless `step` is given; a pinned position `selected` stays pinned (the run toggle)."""
     example = list_examples(directory or examples_dir()).get(name or "")
     if example is None:
         return {"load_status": f"Unknown example {md_escape(name, 80)!r}."}
@@ -86,22 +87,25 @@ def open_example(name: Optional[str], run: str = RUNS["s2d2"], step: Optional[in
     return {"state": make_state(trace, example.label), "load_status": f"Loaded example **{example.label}**{which}.",
             "headline": story.text, "example": example.label,
             "toggle": gr.Radio(visible=partner is not None, value=RUNS["baseline" if baseline else "s2d2"]),
-            **trace_views(trace, at)}
+            **trace_views(trace, at, selected)}
 
 
 def _single(trace: Trace, state: dict[str, Any], status: str) -> dict[str, Any]:
-    """A trace of its own (an upload, a run): no example, no partner to toggle to."""
-    return {"state": state, "load_status": status, "headline": single_story(trace).text,
-            "toggle": gr.Radio(visible=False), "example": None, **trace_views(trace)}
+    """A trace of its own (an upload, a run): no example, no partner to toggle to; opened at the moment its
+    headline names (the first rejected draft, or the first edit)."""
+    story = single_story(trace)
+    return {"state": state, "load_status": status, "headline": story.text,
+            "toggle": gr.Radio(visible=False), "example": None, **trace_views(trace, story.step)}
 
 
 def upload_trace(file: Any) -> dict[str, Any]:
     """Load an uploaded trace file; one message on error, every other output unchanged."""
     path = getattr(file, "name", file)
+    name = Path(path).name if isinstance(path, str) else ""
     try:
         trace = parse_upload(path if isinstance(path, str) else None)
-    except TraceError as exc:
-        return {"load_status": f"⚠️ {md_escape(exc, 400)}"}
+    except TraceError as exc:  # the file's own name first: a new file's message always replaces the last one
+        return {"load_status": f"⚠️ {md_escape(name, 80) + ': ' if name else ''}{md_escape(exc, 400)}"}
     return _single(trace, make_state(trace, "upload"), "Loaded the uploaded trace.")
 
 
@@ -129,8 +133,9 @@ def select_position(state: Any, step: Any, mask_which: str, evt: gr.EventData) -
         return {}
     if trace is None or not 0 <= pos < trace.header.total_length:
         return {}
-    at = clamp_step(trace, step)
-    return {"selected": pos, "mask": mask_figure(trace, at, mask_which, pos), "residual": residual_html(trace, at, pos)}
+    s = clamp_step(trace, step)
+    return {"selected": pos, "mask": mask_figure(trace, s, mask_which, pos), "detail": detail_html(trace, s, pos),
+            "residual": residual_html(trace, s, pos)}
 
 
 def move(state: Any, step: Any, delta: int) -> dict[str, Any]:
@@ -141,8 +146,8 @@ def _moved(state: Any, step: Any, delta: int) -> int:
     trace = trace_from_state(state)
     n = len(trace.steps) if trace else 0
     try:
-        current = int(round(float(step)))
-    except (TypeError, ValueError):
+        current = math.floor(float(step) + 0.5)
+    except (TypeError, ValueError, OverflowError):
         current = 0
     return max(0, min(n, current + delta))
 
@@ -266,6 +271,6 @@ def _finished(event: dict[str, Any]) -> dict[str, Any]:
     elif reason == "time_limit":
         status = f"⏹ Stopped at the time limit — partial trace kept ({size}). The Replay tab shows it."
     else:
-        status = f"✅ Done in {event['elapsed']:.1f} s: {size}. The Replay tab now shows this run."
+        status = f"✅ Done in {event['elapsed']:.1f} s: {size}{rounding_note(trace)}. The Replay tab now shows this run."
     return {"run_status": status, "live": render_live(commits, stop_ids=trace.header.model.stop_ids),
             "output": event.get("text", ""), "state": make_state(trace, "run"), "run_ok": True}

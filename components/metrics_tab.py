@@ -8,14 +8,21 @@ from .ui import Ctx
 
 ABOUT = """
 ### About the metrics
-* **NFE**: forward passes (prefill + drafts + verifies + commits). A 2L verify counts 1 but processes 2B queries;
-  query tokens are listed too.
+* **Forwards** (the papers' NFE, number of function evaluations): model calls (prefill + drafts + verifies +
+  commits). A 2L verify counts 1 but processes 2B queries; query tokens are listed too.
 * **Mean acceptance length** (vLLM's convention) is 1 + accepted / verify calls: vLLM adds a bonus token when every
   draft passes. S2D2 never adds one, so **tokens per verify** = (accepted + resampled) / verify calls is what a
   verify step really commits, and can be lower.
 * **Draft acceptance rate** (vLLM): accepted / drafted span tokens. **Per-position acceptance**: #(K > i) / calls,
   and conditional on the span reaching i.
-* **Tokens per forward**: generated tokens / NFE. **Verify rate**: verify steps / all steps.
+* **Tokens per forward**: generated tokens / forwards. **Verify rate**: verify steps / steps where the policy
+  decided.
+* **Symbols** used across the app: **τ_conf** the confidence threshold (a diffusion draft with p > τ_conf is
+  committed without a check); **K̂** the drafts the estimator expects the verifier to accept; **penalty c** the cost
+  of a verify forward in the score **s = K̂ − c** (or K̂ − c·N_hi, N_hi = drafts above τ_conf); **τ_score** the
+  score threshold (verify when s ≥ τ_score); **τ_on / τ_off** the hysteresis band; **p** the drafter's probability
+  of a draft, **q** the verifier's, **r = min(1, q/p)** the acceptance ratio and **u** the uniform draw (accept
+  when u < r). Steps are numbered once, across the whole run, as on the scrubber.
 * **Edits** (LLaDA2.x self-correction, editing loop only): decoded tokens the model replaced because it now drafts a
   different token there with p > τ_edit; **edits per token** = edits / generated tokens.
 

@@ -22,19 +22,22 @@ from .figures import acceptance_histogram, commit_map, nfe_by_block, per_positio
 from .mask_view import mask_figure
 from .residual import residual_html
 from .strip import render_strip
+from .token_detail import detail_html
 from .trace_index import clamp_step, index_of, show_value
 
 
 def step_summary(trace: Trace, step: int) -> str:
-    """One accessible sentence, e.g. "Block 3, step 2: verify ON, 5 drafted, 3 accepted, 1 resampled, NFE 14"."""
+    """One accessible sentence with one step numbering (the scrubber's), e.g. "Step 2 of 4 (answer block 2): verify
+    ON — 16 drafted, 8 accepted, 1 resampled; 5 forwards so far. Score s = K̂ − c = …"; every symbol is named in
+    the sentence that first uses it."""
     idx = index_of(trace)
     s = clamp_step(trace, step)
     rec = idx.step_record(s)
     n = len(trace.steps)
     if rec is None:
         pre = sum(f.kind == "prefill" for f in trace.forwards)
-        return (f"Start: prompt of {len(trace.header.prompt_ids)} tokens, {n} steps recorded, "
-                f"NFE {pre} (prefill). Move the scrubber to replay.")
+        return (f"Start: a prompt of {len(trace.header.prompt_ids)} tokens, {_forwards(pre)} so far (the prefill, "
+                f"which reads the prompt). {n} steps recorded: move the scrubber to replay them.")
     d = rec.decision
     method = trace.header.config.get("method")
     if d is None and method != "ar" and not rec.masks_before:  # the editing loop's mask-free steps
@@ -45,21 +48,48 @@ def step_summary(trace: Trace, step: int) -> str:
         route = "verify ON" if d.verify else "verify OFF"
     hows = Counter(c.how for c in rec.commits)
     nfe = trace.forwards[rec.forwards[-1]].nfe_after if rec.forwards else 0
-    where = f"Answer block {idx.answer_block(rec.block)}, step {rec.step + 1}"
-    if len(rec.in_flight) > 1:  # a pipeline (D2F) step works in several blocks at once
-        blocks = [idx.answer_block(r.block) for r in rec.in_flight]
-        where = f"Answer blocks {blocks[0]}–{blocks[-1]} in flight ({len(blocks)} at once)"
-    parts = [f"{where}: {route}", f"{len(rec.drafts)} drafted"]
+    parts = [f"{len(rec.drafts)} drafted"]
     order = ("accepted", "resampled", "threshold", "fallback", "hiconf_extra", "ratio_extra", "ar", "ar_seed")
-    parts += [f"{hows[h]} {h.replace('_', ' ')}" for h in order if hows.get(h)]
+    parts += [f"{hows[h]} {_how_words(h, trace)}" for h in order if hows.get(h)]
     if rec.edits:
         shown = ", ".join(f"'{visible_text(e.old_text)}' → '{visible_text(e.new_text)}'" for e in rec.edits[:3])
         parts.append(f"{len(rec.edits)} edited ({shown}{', …' if len(rec.edits) > 3 else ''})")
-    parts.append(f"NFE {nfe}")
-    text = ", ".join(parts)
+    where = f"answer block {idx.answer_block(rec.block)}"
+    if len(rec.in_flight) > 1:  # a pipeline (D2F) step works in several blocks at once
+        blocks = [idx.answer_block(r.block) for r in rec.in_flight]
+        where = f"answer blocks {blocks[0]}–{blocks[-1]} in flight, {len(blocks)} at once"
+    text = f"Step {s} of {n} ({where}): {route} — {', '.join(parts)}; {_forwards(nfe)} so far."
     if d is not None:
-        text += f" ({decision_line(d)})"
-    return text + f". Step {s} of {n}."
+        text += f" {_routing_sentence(decision_line(d))}"
+    return text
+
+
+def _how_words(how: str, trace: Trace) -> str:
+    tau = trace.header.config.get("confidence_threshold")
+    if how == "threshold" and isinstance(tau, (int, float)):
+        return f"confident (p > τ_conf = {tau:g}, the confidence threshold)"
+    return HOW_WORDS.get(how, how.replace("_", " "))
+
+
+HOW_WORDS = {"threshold": "confident (p > τ_conf)", "hiconf_extra": "high-confidence extra", "ar": "autoregressive",
+             "ar_seed": "AR seed", "ratio_extra": "ratio extra"}
+
+
+def _forwards(n: int) -> str:
+    return f"{n} forward{'' if n == 1 else 's'}"
+
+
+def _routing_sentence(line: str) -> str:
+    """The policy's line, with its symbols named the first time the screen shows them."""
+    names = [(sym, words) for sym, words in (
+        ("K̂", "K̂ = drafts the estimator expects the verifier to accept"),
+        ("c·N_hi", "c·N_hi = penalty c per confident draft"),
+        ("− c", "c = penalty for the cost of the verify forward"),
+        ("τ_score", "τ_score = the score threshold"),
+        ("τ_on", "τ_on / τ_off = the band that switches verification on and off")) if sym in line]
+    if "c·N_hi" in line:
+        names = [nw for nw in names if nw[0] != "− c"]
+    return f"Routing: {line}" + (f" ({'; '.join(w for _, w in names)})." if names else ".")
 
 
 @dataclass(frozen=True)
@@ -78,6 +108,7 @@ STEP_VIEWS: dict[str, Callable[[Trace, int, StepOptions], Any]] = {
     "mask": lambda t, s, o: mask_figure(t, s, o.mask_which, o.selected),
     "summary": lambda t, s, o: step_summary(t, s),
     "legend": lambda t, s, o: legend_html(t, o.color_by),
+    "detail": lambda t, s, o: detail_html(t, s, o.selected),
     "residual": lambda t, s, o: residual_html(t, s, o.selected),  # "" (nothing drawn) without a resample to show
 }
 
@@ -116,9 +147,9 @@ def basic_metrics(trace: Trace) -> dict[str, Any]:
 
 # (key, label, what it means): one line next to every metric whose meaning is not obvious
 METRICS = [
-    ("nfe", "NFE (forward passes)", "every model call: prefill + drafts + verifies + commits"),
+    ("nfe", "forwards (NFE)", "model calls, i.e. network function evaluations: prefill + drafts + verifies + commits"),
     ("generated_tokens", "generated tokens", "answer tokens, up to the stop token"),
-    ("tokens_per_forward", "tokens per forward (TPF)", "generated tokens ÷ NFE (higher is faster)"),
+    ("tokens_per_forward", "tokens per forward (TPF)", "generated tokens ÷ forwards (higher is faster)"),
     ("edits", "edits (self-correction)", "decoded tokens the model replaced by a confident different draft (LLaDA2.x)"),
     ("edits_per_token", "edits per token", "edits ÷ generated tokens"),
     ("mean_acceptance_length", "mean acceptance length (vLLM)",
@@ -157,7 +188,7 @@ def metrics_table(trace: Trace) -> list[list[str]]:
             continue
         rows.append([label, show_value(m.get(key)), meaning])
     for kind, count in sorted((m.get("nfe_by_kind") or {}).items()):
-        rows.append([f"NFE: {kind}", show_value(count), "forwards of this kind"])
+        rows.append([f"forwards: {kind}", show_value(count), "forwards of this kind"])
     return rows
 
 

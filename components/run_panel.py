@@ -24,6 +24,7 @@ from s2d2.policies import editing_knobs, option_knobs, pipeline_knobs, routing_k
 
 from .canvas import live_rows
 from .guard import cancelled, current_job
+from .lane_rounds import TIMED_ROUNDS, lane_rounds
 from .models import (DEFAULT_MODEL, check_model, forget_model, get_model, model_choices,  # noqa: F401
                      preload_on_spaces, register_model)
 
@@ -308,45 +309,29 @@ def _record_on_gpu(prompt: str, model_name: str, config: dict[str, Any], seed: i
                              cancel=lambda: cancelled(job_id))
 
 
-def record_lanes(prompt: Any, model_name: str, configs: dict[str, dict[str, Any]],
-                 seed: int) -> Iterator[dict[str, Any]]:
-    """Decode several configurations one after the other, all within one S2D2_MAX_RUN_SECONDS budget; yields
-    progress (with "lane"), then {"kind": "done", "traces": {name: trace dict}}, or one "error", or one "stopped"
-    (the job's Stop: its lane ends within one forward and later lanes do not start)."""
-    return _lanes_on_gpu(prompt, model_name, configs, seed, current_job())
+def record_lanes(prompt: Any, model_name: str, configs: dict[str, dict[str, Any]], seed: int,
+                 timed_rounds: int = TIMED_ROUNDS) -> Iterator[dict[str, Any]]:
+    """Decode several configurations in interleaved rounds (a warm-up round, then `timed_rounds` timed ones:
+    components/lane_rounds.py), all within one S2D2_MAX_RUN_SECONDS budget; yields progress (with "lane"), then
+    {"kind": "done", "traces": {name: trace dict}, "walls": {name: [seconds]}}, or one "error", or one "stopped"
+    (the job's Stop: its lane ends within one forward and nothing more starts)."""
+    return _lanes_on_gpu(prompt, model_name, configs, seed, current_job(), timed_rounds)
 
 
 def lanes_seconds(prompt: Any, model_name: str, configs: dict[str, dict[str, Any]], seed: int = 0,
-                  job_id: str = "") -> int:
-    return int(min(limits().max_run_seconds, sum(gpu_duration("", model_name, c) for c in configs.values())))
+                  job_id: str = "", timed_rounds: int = TIMED_ROUNDS) -> int:
+    rounds = 1 + max(0, timed_rounds)
+    return int(min(limits().max_run_seconds, rounds * sum(gpu_duration("", model_name, c) for c in configs.values())))
 
 
 @_GPU(duration=lanes_seconds)
 def _lanes_on_gpu(prompt: Any, model_name: str, configs: dict[str, dict[str, Any]], seed: int,
-                  job_id: str) -> Iterator[dict[str, Any]]:
-    budget = limits().max_run_seconds
-    deadline = time.monotonic() + budget
-    traces: dict[str, Any] = {}
-    for name, config in configs.items():
-        left = deadline - time.monotonic()
-        if left <= 0:
-            yield {"kind": "error", "message": f"Time limit: the lanes together may run {budget:g} s; {name} and "
-                                              "later lanes did not start."}
-            return
-        for event in record_stream(prompt, model_name, config, seed, generate_within_limits, get_model,
-                                   max_seconds=left, cancel=lambda: cancelled(job_id)):
-            if event["kind"] == "done" and event["trace"]["footer"]["finish_reason"] == "cancelled":
-                kept = ", ".join(traces) or "none"
-                yield {"kind": "stopped", "message": f"Stopped during lane {name} (lanes finished before: {kept})."}
-                return
-            if event["kind"] == "done":
-                traces[name] = event["trace"]
-            elif event["kind"] == "error":
-                yield {"kind": "error", "message": f"{name}: {event['message']}"}
-                return
-            else:
-                yield {**event, "lane": name}
-    yield {"kind": "done", "traces": traces}
+                  job_id: str, timed_rounds: int = TIMED_ROUNDS) -> Iterator[dict[str, Any]]:
+    def run(name: str, config: dict[str, Any], left: float) -> Iterator[dict[str, Any]]:
+        return record_stream(prompt, model_name, config, seed, generate_within_limits, get_model, max_seconds=left,
+                             cancel=lambda: cancelled(job_id))
+
+    yield from lane_rounds(configs, run, limits().max_run_seconds, timed_rounds)
 
 
 def config_dict(cfg: DecodeConfig) -> dict[str, Any]:

@@ -105,7 +105,8 @@ def single_story(trace: Trace) -> Story:
 def _single(trace: Trace) -> Story:
     method = trace.header.config.get("method")
     answer = _answer(trace, solve(question_of(trace)))
-    cost = f"{len(trace.forwards)} forwards for {trace.footer.generated_length if trace.footer else 0} tokens"
+    gen = trace.footer.generated_length if trace.footer else 0
+    cost = f"{len(trace.forwards)} forwards for {gen} token{'' if gen == 1 else 's'}{rounding_note(trace)}"
     edit, edited = _edits(trace)
     if method != "s2d2":
         who = "Autoregressive decoding" if method == "ar" else "Diffusion alone (never verifies)"
@@ -117,6 +118,17 @@ def _single(trace: Trace) -> Story:
             f"{skipped} skipped{edited} · {cost}.")
     moment = caught[0] if caught else edit
     return Story(text, moment.index + 1 if moment else 0)
+
+
+def rounding_note(trace: Trace) -> str:
+    """A clause for a run that decoded more positions than its generation length (whole blocks), else ""."""
+    asked = trace.header.gen_length
+    decoded = sum(b.length - b.prompt_tail for b in trace.blocks)
+    if trace.header.config.get("method") == "ar" or decoded <= asked:
+        return ""
+    block = trace.header.config.get("block_length")
+    return (f" (the model decodes whole blocks: generation length {asked} was rounded up to the end of its block of "
+            f"{block}, so {decoded} positions were decoded and the answer keeps at most the first {asked})")
 
 
 def _edits(trace: Trace) -> tuple[Optional[StepRecord], str]:

@@ -7,6 +7,7 @@ from typing import Any, Optional
 from s2d2.trace import StepRecord, Trace
 
 from .canvas import visible_text
+from .focus import focus_attr
 from .trace_index import clamp_step, fmt, fmt_prob, index_of
 
 
@@ -46,9 +47,12 @@ def _bar(ratio: float, u: float | None) -> str:
 
 
 def _mark(r: dict[str, Any], reveal: str = "all", watch: Optional[int] = None) -> str:
-    """The first rejected column stands out (the moment the verifier catches a draft) once the test is shown; the
-    column of the position a text names (`watch`) is outlined and marked for the scroll-into-view script."""
-    classes = ["first-reject"] if r["first_reject"] and reveal != "q" else []
+    """Once the test is shown, the first rejected column stands out (the moment the verifier catches a draft) and
+    the discarded ones fade; the column of the position a text names (`watch`) is outlined and marked for the
+    scroll-into-view script."""
+    classes = []
+    if reveal != "q":
+        classes += ["first-reject"] if r["first_reject"] else (["discarded"] if r["outcome"] == "after" else [])
     if watch is not None and r["position"] == watch:
         classes.append("watch")
     return (f' class="{" ".join(classes)}"' if classes else "") + (' data-watch="1"' if "watch" in classes else "")
@@ -84,7 +88,19 @@ def summary_line(step: StepRecord) -> str:
             text += f"; resampled '{visible_text(v.resampled_text)}' from (q − p)+{z}"
     else:
         text += "; the rejected position is left to the fallback"
-    return text + "."
+    return text + "." + cut_sentence(step)
+
+
+def cut_sentence(step: StepRecord) -> str:
+    """Why the positions after the first rejection are thrown away even where u < r (row 13 of issue 17)."""
+    v = step.verification
+    if v is None or v.first_reject is None or v.first_reject + 1 >= len(v.positions):
+        return ""
+    f, last = v.first_reject, len(v.positions) - 1
+    which = f"i = {f + 1}" if f + 1 == last else f"i = {f + 1}–{last}"
+    rejected = visible_text(v.positions[f].draft_text)
+    return (f" ✂ Everything after the first rejection ({which}) is discarded, whatever its own test says: those "
+            f"drafts were checked in the context of '{rejected}' at i = {f}, and '{rejected}' is gone.")
 
 
 REVEALS = ("q", "test", "all")  # how much of the strip a tour stop shows: q only, + the test, + what was committed
@@ -105,9 +121,12 @@ def _head(rec: StepRecord, reveal: str) -> str:
     return text + f"; first rejection at span index {v.first_reject}; the drafts after it are discarded."
 
 
-def render_strip(trace: Trace, step: int, reveal: str = "all", watch: Optional[int] = None) -> str:
+def render_strip(trace: Trace, step: int, reveal: str = "all", watch: Optional[int] = None,
+                 focus: Optional[int] = None) -> str:
     """HTML table for the step shown at scrubber value `step` (empty note when it has no verification).
-    `reveal` (REVEALS) limits the rows to what a tour stop has explained; `watch` outlines one position's column."""
+    `reveal` (REVEALS) limits the rows to what a tour stop has explained; `watch` outlines one position's column.
+    The column of absolute position `focus` (default: `watch`, else the first rejection) is the one
+    components/focus.py's FOCUS_JS scrolls into view."""
     idx = index_of(trace)
     rec = idx.step_record(clamp_step(trace, step))
     if rec is None:
@@ -119,10 +138,10 @@ def render_strip(trace: Trace, step: int, reveal: str = "all", watch: Optional[i
         return f'<div class="s2d2-strip">{head}</div>'
     greedy = rec.verification is not None and rec.verification.mode == "greedy_exact"
     e = html.escape
-    cols = [f'<th scope="col"{_mark(r, reveal, watch)}>i={r["span_index"]}<br><small>pos {r["position"]}</small></th>'
-            for r in rows]
+    cols = [f'<th scope="col"{_mark(r, reveal, watch)} data-col="{r["position"]}">i={r["span_index"]}<br><small>'
+            f'pos {r["position"]}</small></th>' for r in rows]
     body = [
-        ("draft x₀", [f'<code>{e(visible_text(r["draft"], 16))}</code>' for r in rows]),
+        ("draft x₀", [_draft_cell(r, reveal) for r in rows]),
         ("p(x₀)", [f'<span title="top p: {_top(r["top_p"])}">{fmt_prob(r["p"])}</span>' for r in rows]),
         ("q(x₀)", [f'<span title="top q: {_top(r["top_q"])}">{fmt_prob(r["q"])}</span>' for r in rows]),
     ]
@@ -143,8 +162,28 @@ def render_strip(trace: Trace, step: int, reveal: str = "all", watch: Optional[i
     trs = "".join(f'<tr><th scope="row">{e(name)}</th>'
                   f'{"".join(f"<td{_mark(r, reveal, watch)}>{c}</td>" for r, c in zip(rows, cells))}</tr>'
                   for name, cells in body)
-    return (f'<div class="s2d2-strip">{head}<div class="tbl"><table><thead><tr><th></th>{"".join(cols)}</tr></thead>'
-            f'<tbody>{trs}</tbody></table></div></div>')
+    first = rec.verification.first_reject if rec.verification is not None else None
+    if focus is None:
+        focus = watch if watch is not None else (rows[first]["position"] if first is not None and first < len(rows)
+                                                 else None)
+    cut = _cut_row(rows) if reveal != "q" else ""  # the cut is shown once the test that makes it is
+    return (f'<div class="s2d2-strip"{focus_attr(focus)}>{head}<div class="tbl"><table><thead>{cut}'
+            f'<tr><th></th>{"".join(cols)}</tr></thead><tbody>{trs}</tbody></table></div></div>')
+
+
+def _draft_cell(r: dict[str, Any], reveal: str = "all") -> str:
+    code = f'<code>{html.escape(visible_text(r["draft"], 16))}</code>'
+    return f"<s>{code}</s>" if r["outcome"] == "after" and reveal != "q" else code
+
+
+def _cut_row(rows: list[dict[str, Any]]) -> str:
+    """A band over the discarded columns, starting at the rejected one: the rejection cuts the rest of the span."""
+    first = next((r["span_index"] for r in rows if r["first_reject"]), None)
+    if first is None or first + 1 >= len(rows):
+        return ""
+    n = len(rows) - first - 1
+    return (f'<tr class="cut"><th></th><td colspan="{first + 1}"></td><td colspan="{n}" class="cut-band">'
+            f"✂ cut at i = {first}: checked after a rejected token, so discarded</td></tr>")
 
 
 STRIP_CSS = """
@@ -159,5 +198,10 @@ STRIP_CSS = """
 .s2d2-strip .rbar .u{position:absolute;top:-3px;width:2px;height:14px;background:#111}
 .s2d2-strip td.watch,.s2d2-strip th.watch{outline:2px solid #dc2626;outline-offset:-2px}
 .s2d2-strip .after{color:#64748b}
+.s2d2-strip td.discarded{background:#f8fafc;color:#64748b}
+.s2d2-strip tr.cut td{border:none;padding:0 2px}
+.s2d2-strip td.cut-band{background:repeating-linear-gradient(135deg,#f1f5f9 0 6px,#e2e8f0 6px 12px);color:#475569;
+  font-size:.85em;text-align:left;border-left:3px dashed #ea580c!important;white-space:nowrap}
+.s2d2-strip td s code{color:#64748b}
 .s2d2-strip .ok{color:#15803d;font-weight:600}.s2d2-strip .bad{color:#c2410c;font-weight:600}
 """

@@ -113,9 +113,10 @@ def index_of(trace: Trace) -> TraceIndex:
 
 
 def clamp_step(trace: Trace, step: Any) -> int:
-    """Scrubber values arrive as floats or junk from the UI: clamp to [0, n_steps]."""
+    """Scrubber values arrive as floats or junk from the UI: clamp to [0, n_steps], halves rounded up (as the
+    browser's scrubber snaps them: 2.5 is step 3)."""
     try:
-        value = int(round(float(step)))
+        value = math.floor(float(step) + 0.5)
     except (TypeError, ValueError, OverflowError):
         value = 0
     return max(0, min(value, len(trace.steps)))

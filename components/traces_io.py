@@ -111,13 +111,30 @@ def parse_text(raw: str | bytes) -> Trace:
         try:
             raw = raw.decode("utf-8")
         except UnicodeDecodeError:
-            raise TraceError("Not a trace: the file is not UTF-8 text (upload a .json trace file).") from None
+            raise TraceError(f"Not a trace: this is not a text file (an image or a binary?). {TRACE_BOX}") from None
     try:
         trace = Trace.from_json(raw, lim)
     except (ValueError, RecursionError, TypeError, OverflowError) as exc:
+        if looks_like_results(raw):
+            raise TraceError(RESULTS_IN_TRACE_BOX) from None
         raise TraceError(f"Invalid trace file: {_short(str(exc))}") from None
     trace.__dict__["_s2d2_json"] = raw  # validated: state and download reuse the file's text (no re-encoding)
     return trace
+
+
+TRACE_BOX = ("This box takes a trace (.json): one saved with ⬇ Download this trace, or written by "
+             "`python -m s2d2 generate --trace out.json`.")
+RESULTS_IN_TRACE_BOX = ("This is a sweep results file (the results.json of `python -m s2d2 bench`), not a trace: "
+                        "open it with the Sweep tab's upload box. " + TRACE_BOX)
+
+
+def looks_like_results(raw: str) -> bool:
+    """A JSON object with a `cells` list and no trace header: a bench results file (read only after a refusal)."""
+    try:
+        data = json.loads(raw)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(data, dict) and isinstance(data.get("cells"), list) and "header" not in data
 
 
 def _short(text: str, limit: int = 300) -> str:

@@ -17,6 +17,7 @@ from typing import Any, Optional
 
 from .config import DecodeConfig
 from .metrics import trace_metrics
+from .timing import WallStats, median_index, ratio_noise, trusted
 from .trace import Trace
 
 MIN_LANES, MAX_LANES = 2, 4
@@ -35,7 +36,7 @@ class LaneMetrics:
     generated_tokens: int
     tokens_per_forward: float
     nfe_per_token: Optional[float]
-    wall_seconds: float
+    wall_seconds: float  # the median of the timed runs when there were several (s2d2/timing.py), else the one run
     wall_per_token: Optional[float]
     speedup_nfe: Optional[float]  # AR NFE/token ÷ this lane's NFE/token; None without an AR lane
     speedup_wall: Optional[float]  # the same with wall seconds per token
@@ -47,6 +48,14 @@ class LaneMetrics:
     output_text: str
     edits: int = 0  # LLaDA2.x self-corrections (editing loop)
     edits_per_token: float = 0.0
+    wall_runs: int = 1  # timed runs behind wall_seconds (warm-up excluded when it is more than one)
+    wall_noise: Optional[float] = None  # their relative half-range; None with a single run (noise unknown)
+    speedup_wall_noise: Optional[float] = None  # relative noise of speedup_wall (both lanes' noises added)
+
+    @property
+    def speedup_wall_trusted(self) -> bool:
+        """speedup_wall is worth printing as a number: both lanes timed repeatedly, noise ≤ timing.MAX_NOISE."""
+        return self.speedup_wall is not None and trusted(self.speedup_wall_noise)
 
 
 @dataclass
@@ -121,30 +130,43 @@ def check_configs(configs: dict[str, DecodeConfig]) -> None:
 
 
 def compare(model: Any, prompt: Any, configs: dict[str, DecodeConfig], seed: int = 0,
-            detailed: bool = True) -> Comparison:
-    """Run every configuration on the same prompt and seed, then `compare_traces`."""
+            detailed: bool = True, timed_rounds: int = 0) -> Comparison:
+    """Run every configuration on the same prompt and seed, then `compare_traces`. With `timed_rounds` > 0 the
+    first round is a warm-up that is not timed and `timed_rounds` interleaved rounds follow; each lane keeps its
+    median run's trace and wall figures are medians with their noise (s2d2/timing.py)."""
     from .api import generate  # torch loads only when a model actually runs
 
     check_configs(configs)
-    traces = {name: generate(model, prompt, cfg.validate(), seed=seed, detailed=detailed).trace
-              for name, cfg in configs.items()}
-    return compare_traces(traces)
+    runs: dict[str, list[Trace]] = {name: [] for name in configs}
+    for _ in range(1 + max(0, int(timed_rounds))):
+        for name, cfg in configs.items():
+            runs[name].append(generate(model, prompt, cfg.validate(), seed=seed, detailed=detailed).trace)
+    walls = ({n: [t.footer.wall_s if t.footer else 0.0 for t in r[1:]] for n, r in runs.items()} if timed_rounds
+             else None)
+    traces = {n: r[1 + median_index(walls[n])] if walls else r[0] for n, r in runs.items()}
+    return compare_traces(traces, walls)
 
 
 # -- the pure comparison ------------------------------------------------------------------------------------------
 
-def compare_traces(traces: dict[str, Trace]) -> Comparison:
+def compare_traces(traces: dict[str, Trace], walls: Optional[dict[str, list[float]]] = None) -> Comparison:
+    """The pure comparison. `walls`: each lane's timed runs in seconds (warm-up excluded); without them a lane's
+    wall time is its trace's single run, whose noise is unknown (so its wall speedup is never `trusted`)."""
     if not isinstance(traces, dict) or not MIN_LANES <= len(traces) <= MAX_LANES:
         raise ValueError(f"traces: compare needs {MIN_LANES} to {MAX_LANES} named traces")
     prompts = {tuple(t.header.prompt_ids) for t in traces.values()}
     if len(prompts) != 1:
         raise ValueError("traces: the lanes decoded different prompts; compare needs one prompt")
     ref = next((n for n, t in traces.items() if t.header.config.get("method") == "ar"), None)
-    lanes = [lane_metrics(name, t, traces[ref] if ref else None) for name, t in traces.items()]
+    stats = {n: WallStats(tuple((walls or {}).get(n) or [t.footer.wall_s if t.footer else 0.0]))
+             for n, t in traces.items()}
+    lanes = [lane_metrics(name, t, traces[ref] if ref else None, stats[name], stats[ref] if ref else None)
+             for name, t in traces.items()]
     if ref:
         acc = traces[ref].header.config.get("ar_accounting", "fused")
         note = (f"speedups are vs the AR lane {ref!r} ({acc} accounting: "
-                f"{'1' if acc == 'fused' else '2'} NFE per token), per generated token, by NFE and by wall time")
+                f"{'1 forward' if acc == 'fused' else '2 forwards'} per token), per generated token, by forwards and "
+                "by wall time")
     else:
         note = "no AR lane: speedups vs AR and AR equality are not available (add an AR lane)"
     diffs = [token_diff(m.name, traces[ref], traces[m.name]) for m in lanes if ref and m.equals_ar is False]
@@ -168,26 +190,34 @@ def _ratio(num: Optional[float], den: Optional[float]) -> Optional[float]:
     return num / den if num is not None and den else None
 
 
-def lane_metrics(name: str, trace: Trace, ar: Optional[Trace]) -> LaneMetrics:
+def lane_metrics(name: str, trace: Trace, ar: Optional[Trace], wall: Optional[WallStats] = None,
+                 ar_wall: Optional[WallStats] = None) -> LaneMetrics:
     m = trace_metrics(trace)
     cfg = trace.header.config
     gen = m["generated_tokens"]
-    wall_pt = m["wall_seconds"] / gen if gen else None
-    sp_nfe = sp_wall = equal = None
+    wall = wall or WallStats((m["wall_seconds"],))
+    seconds = wall.median if wall.median is not None else m["wall_seconds"]
+    wall_pt = seconds / gen if gen else None
+    sp_nfe = sp_wall = equal = sp_noise = None
     if ar is not None:
         a = trace_metrics(ar)
-        a_wall_pt = a["wall_seconds"] / a["generated_tokens"] if a["generated_tokens"] else None
+        ar_wall = ar_wall or WallStats((a["wall_seconds"],))
+        a_seconds = ar_wall.median if ar_wall.median is not None else a["wall_seconds"]
+        a_wall_pt = a_seconds / a["generated_tokens"] if a["generated_tokens"] else None
         sp_nfe, sp_wall = _ratio(a["nfe_per_token"], m["nfe_per_token"]), _ratio(a_wall_pt, wall_pt)
+        # the AR lane against itself is exactly 1: no noise once it was timed repeatedly
+        sp_noise = ratio_noise(wall, ar_wall) if ar is not trace else (0.0 if wall.noise is not None else None)
         equal = _out_ids(trace) == _out_ids(ar)
     return LaneMetrics(
         name=name, method=cfg.get("method", "?"), policy=cfg.get("policy") if cfg.get("method") == "s2d2" else None,
         block_length=_block_length(trace), nfe=m["nfe"], nfe_by_kind=m["nfe_by_kind"],
         query_tokens=m["query_tokens"], generated_tokens=gen, tokens_per_forward=m["tokens_per_forward"],
-        nfe_per_token=m["nfe_per_token"], wall_seconds=m["wall_seconds"], wall_per_token=wall_pt,
+        nfe_per_token=m["nfe_per_token"], wall_seconds=seconds, wall_per_token=wall_pt,
         speedup_nfe=sp_nfe, speedup_wall=sp_wall, mean_acceptance_length=m["mean_acceptance_length"],
         draft_acceptance_rate=m["draft_acceptance_rate"], verify_rate=m["verify_rate"], equals_ar=equal,
         output_ids=_out_ids(trace), output_text=trace.footer.output_text if trace.footer else "",
-        edits=m["edits"], edits_per_token=m["edits_per_token"],
+        edits=m["edits"], edits_per_token=m["edits_per_token"], wall_runs=len(wall.runs), wall_noise=wall.noise,
+        speedup_wall_noise=sp_noise,
     )
 
 
@@ -258,15 +288,25 @@ def _carry_last_step(blocks: list[AlignedBlock], lanes: list[str]) -> None:
 
 
 def decision_divergences(traces: dict[str, Trace]) -> list[DecisionDivergence]:
-    """For every pair of S2D2 lanes, the first step (in step order) where their routing decisions differ."""
+    """For every pair of S2D2 lanes with the same blocks (block length, adaptive or not), the first step (in step
+    order) where their routing decisions differ. Lanes with different blocks are not compared step by step: their
+    k-th steps work on different positions, so "both verify, in different blocks" would be a false story."""
     s2d2 = [n for n, t in traces.items() if t.header.config.get("method") == "s2d2"]
     out = []
     for i, a in enumerate(s2d2):
         for b in s2d2[i + 1:]:
+            if not same_blocks(traces[a], traces[b]):
+                continue
             d = _first_divergence(traces[a], traces[b])
             if d is not None:
                 out.append(DecisionDivergence((a, b), *d))
     return out
+
+
+def same_blocks(a: Trace, b: Trace) -> bool:
+    """True when two lanes decode the same blocks, so that their steps can be compared in order."""
+    keys = ("block_length", "adaptive_block")
+    return all(a.header.config.get(k) == b.header.config.get(k) for k in keys)
 
 
 def _first_divergence(a: Trace, b: Trace) -> Optional[tuple[int, tuple[int, int], tuple[Any, Any]]]:

@@ -40,7 +40,7 @@ MAX_VOCAB = 1 << 22
 class Candidate:
     token: Count
     text: TokenText
-    prob: Num
+    prob: Prob
 
 
 @forbid_extra
@@ -78,7 +78,7 @@ class MaskDraft:
     position: Count
     token: Count
     text: TokenText
-    p: Num
+    p: Prob
     entropy: Num  # normalized entropy H / ln V
     margin: Num  # top-1 minus top-2 probability
     top: items(Candidate, MAX_TOP) = field(default_factory=list)
@@ -114,14 +114,14 @@ class VerifyPosition:
     position: Count
     draft: Count
     draft_text: TokenText
-    p: Num
-    q: Num  # verifier probability of the draft token
-    ratio: Num  # r = min(1, (q/p)^gamma)
-    u: Optional[Num]  # uniform draw; None in greedy_exact
+    p: Prob  # probabilities, ratios and draws lie in [0, 1]: an upload saying q = 5.0 is refused
+    q: Prob  # verifier probability of the draft token
+    ratio: Prob  # r = min(1, (q/p)^gamma)
+    u: Optional[Prob]  # uniform draw; None in greedy_exact
     accepted: Bool  # this position's own test (u < r, or draft == argmax q); rows after first_reject are discarded
     argmax_q: Count
     argmax_q_text: TokenText
-    argmax_q_prob: Num
+    argmax_q_prob: Prob
     top_q: items(Candidate, MAX_TOP) = field(default_factory=list)
 
 

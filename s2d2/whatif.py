@@ -57,6 +57,7 @@ class WhatIf:
     exact_until: int  # steps[:exact_until] are exactly as recorded; the rest depend on a re-run
     config: dict[str, Any] = field(default_factory=dict)  # the changed configuration, ready to re-run
     exact_edits: int = 0  # recorded edits that stand under the change (editing loop): those up to the first flip
+    first_block: int = 0  # engine index of the first block that decodes answer tokens (answer block 1)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -69,8 +70,9 @@ class WhatIf:
             return f"No decision flips: all {len(self.steps)} recorded steps stay exactly as recorded.{edits}"
         s = self.steps[self.first_flip]
         before = f"Steps 1–{s.index} are exactly as recorded; " if s.index else ""
-        return (f"{len(self.flipped)} decision(s) flip; the first at step {s.index + 1} (block {s.block}). {before}"
-                f"after step {s.index + 1} the trajectory is unknown: re-run to see it.{edits}")
+        block = s.block - self.first_block + 1  # numbered as a reader counts blocks: 1 = the first answer block
+        return (f"{len(self.flipped)} decision(s) flip; the first at step {s.index + 1} (answer block {block}). "
+                f"{before}after step {s.index + 1} the trajectory is unknown: re-run to see it.{edits}")
 
 
 # The estimator parameter of the paper presets' estimator, as a what-if knob for the policies that read K̂.
@@ -131,7 +133,9 @@ def what_if(trace: Trace, **changes: Any) -> WhatIf:
     first = flipped[0] if flipped else None
     exact_until = first if first is not None else len(trace.steps)
     exact_edits = sum(r.edits for r in rows if r.exact)
-    return WhatIf(dict(changes), cfg.policy, rows, flipped, first, exact_until, new.to_dict(), exact_edits)
+    first_block = trace.blocks[0].index if trace.blocks else 0
+    return WhatIf(dict(changes), cfg.policy, rows, flipped, first, exact_until, new.to_dict(), exact_edits,
+                  first_block)
 
 
 def _inputs(cfg: DecodeConfig, step: StepRecord) -> PolicyInputs:

@@ -35,7 +35,7 @@ def test_upload_validation_messages(tmp_path):
     assert ".commits[0].how: must be one of" in _bad(lambda d: d["steps"][0]["commits"][0].__setitem__("how", "<x>"))
     assert "longer than" in _bad(lambda d: d["header"].__setitem__("prompt_text", "x" * 20_001))
     assert "unknown field" in _bad(lambda d: d.__setitem__("__class__", "os.system"))
-    for raw, msg in [(b"\xff\xfe", "UTF-8"), (b"{not json", "not valid JSON"), (b"[]", "JSON object")]:
+    for raw, msg in [(b"\xff\xfe", "not a text file"), (b"{not json", "not valid JSON"), (b"[]", "JSON object")]:
         with pytest.raises(traces_io.TraceError, match=msg):
             traces_io.parse_text(raw)
     big = tmp_path / "big.json"
@@ -195,7 +195,7 @@ def test_handlers_state_and_scrubbing():
     state = traces_io.make_state(tf.mixed(), "m")
     assert handlers.step_views(None, 1)["summary"] == handlers.NO_TRACE
     views = handlers.step_views(state, 1)
-    assert set(views) == set(handlers.STEP_OUT) and views["summary"].startswith("Answer block 1, step 1")
+    assert set(views) == set(handlers.STEP_OUT) and views["summary"].startswith("Step 1 of")
     assert handlers.step_views(state, None) == {}  # a blank step box changes nothing
     assert handlers.move(state, 0, -1) == {"slider": 0} and handlers.move(state, 7, 1) == {"slider": 7}
     assert handlers.move(state, 3.0, 1) == {"slider": 4}
@@ -213,7 +213,7 @@ def test_handlers_upload_and_run_messages(tmp_path):
     bad.write_text('{"header": {"schema_version": 7}}')
     out = handlers.upload_trace(str(bad))
     assert list(out) == ["load_status"]  # one message, every other output unchanged
-    assert out["load_status"].startswith("⚠️ Invalid trace file") and "schema\\_version" in out["load_status"]
+    assert out["load_status"].startswith("⚠️ bad.json: Invalid trace file") and "schema\\_version" in out["load_status"]
     good = traces_io.export_path(tf.all_accepted(), str(tmp_path))
     out = handlers.upload_trace(str(good))
     assert out["load_status"] == "Loaded the uploaded trace." and out["example"] is None
@@ -358,7 +358,8 @@ def test_views_on_engine_traces(family, preset_name, gen):
     for s in range(len(trace.steps) + 1):
         out = replay.render_step(trace, s)
         block = idx.answer_block(trace.steps[s - 1].block) if s else 0
-        assert out["summary"].startswith("Start" if s == 0 else f"Answer block {block}")
+        head = f"Step {s} of {len(trace.steps)} (answer block {block})"
+        assert out["summary"].startswith("Start" if s == 0 else head)
         for which in mask_view.WHICH:
             fig = mask_view.mask_figure(trace, s, which)
             if fig.data:
@@ -368,7 +369,7 @@ def test_views_on_engine_traces(family, preset_name, gen):
     committed = {c.position for st in trace.steps for c in st.commits}
     assert all(f'data-pos="{p}"' in final for p in committed) and set(idx.commit_of) == committed
     rows = {r[0]: r[1] for r in replay.metrics_table(trace)}
-    assert rows["NFE (forward passes)"] == str(len(trace.forwards))
+    assert rows["forwards (NFE)"] == str(len(trace.forwards))
     skeleton = s2d2.generate(model, list(range(10, 17)), preset(preset_name, gen_length=gen), seed=0,
                              detailed=False).trace
     html = canvas.render_canvas(skeleton, len(skeleton.steps), show_future=True)
@@ -421,7 +422,8 @@ def test_example_and_state_handlers():
     assert traces_io.trace_from_state(out["state"]).header.provenance == "measured"
     assert handlers.open_example("nope") == {"load_status": "Unknown example 'nope'."}
     shown = handlers.show_state(out["state"], True)
-    assert shown["example"] is None and shown["detail"] == handlers.DETAIL_HINT  # nothing stale after a run
+    assert shown["example"] is None and shown["selected"] is None  # nothing stale after a run
+    assert "data-pinned" not in shown["detail"]
     assert handlers.show_state(out["state"], False) == {}
     assert handlers.set_speed(4, True)["timer"].value == 0.25 and handlers.set_speed(0, False)["timer"].value == 1.0
 

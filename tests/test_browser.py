@@ -1,11 +1,13 @@
-"""A real browser (Debian Chromium via Playwright) on the whole app, desktop (1440×900) and phone (390×844):
+"""A real browser (Debian Chromium via Playwright) on the whole app, desktop (1366×900) and phone (390×844):
 the first screen shows the verifier catching a wrong draft, the tour walks draft → … → both runs at 1366×900 and
 390×844 (its pictures change in place, its τ_score control re-decides the plot), Run shows
 few knobs and Stop keeps the partial trace, the LLaDA2 example shows its edit, the phone layout fits, and no
 console errors.
 
 One launched app for the module. docs/screenshot.png, docs/screenshot-tour.png and docs/screenshot-phone.png are
-rewritten when S2D2_UPDATE_SCREENSHOT=1 (or when missing). Skips when Playwright or /usr/bin/chromium is missing.
+rewritten when S2D2_UPDATE_SCREENSHOT=1 (or when missing), each exactly what its viewport shows (1366×900, and
+390×844 for the phone: what a visitor sees first, not a full page). Skips when Playwright or /usr/bin/chromium is
+missing.
 """
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ sys.path.insert(0, str(HERE))
 CHROMIUM = os.environ.get("S2D2_CHROMIUM", "/usr/bin/chromium")
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
         "--no-first-run", "--disable-sync"]
-DESKTOP = {"width": 1440, "height": 900}
+DESKTOP = {"width": 1366, "height": 900}
 PHONE = {"width": 390, "height": 844}
 
 sync_api = pytest.importorskip("playwright.sync_api")
@@ -70,6 +72,13 @@ def shot_path(name: str) -> Path:
     return Path(os.environ.get("GRADIO_TEMP_DIR", "/tmp")) / name
 
 
+def screenshot(pg, name: str) -> None:
+    """What the viewport shows, at its real size (never a full page): the README's pictures are first screens."""
+    pg.evaluate("window.scrollTo(0, 0)")
+    pg.wait_for_timeout(300)
+    pg.screenshot(path=str(shot_path(name)), full_page=False)
+
+
 def _summary(pg) -> str:
     return pg.locator("#summary textarea").input_value()
 
@@ -92,13 +101,24 @@ def test_first_screen_shows_the_catch(desktop):
         assert canvas.locator(".st-resampled.new").count() == 1 and canvas.locator(".st-resampled s").count() == 1
         assert pg.locator("#strip td.first-reject").count() > 0 and "✗ reject" in pg.locator("#strip").inner_text()
         _plots_mounted(pg, "#routing .js-plotly-plot, #mask .js-plotly-plot", 2)
-        pg.wait_for_timeout(300)
-        pg.screenshot(path=str(shot_path("screenshot.png")), full_page=True)
+        screenshot(pg, "screenshot.png")
+        rejected = pg.locator("#canvas .st-resampled.new").get_attribute("data-pos")
+        pg.locator(f"#canvas [data-pos='{rejected}']").click()  # pin the caught token, then switch runs
+        pg.wait_for_function("document.querySelector('#token-detail [data-pinned]') !== null && "
+                             "document.querySelector('#mask .gtitle').textContent.includes('outlined: position')",
+                             timeout=20_000)  # the server has the pin too
+        assert "resampled" in pg.locator("#token-detail").inner_text()
         pg.get_by_text("Diffusion alone: same B, no verifier").click()
         pg.wait_for_function("document.querySelector('#summary textarea').value.includes('never verifies')",
                              timeout=20_000)
         assert pg.locator("#canvas .st-resampled").count() == 0 and "never verifies" in _summary(pg)
         assert pg.locator("#headline").inner_text() == headline
+        # the pinned detail follows the run on screen (row 4); no empty routing axes for the baseline (row 6)
+        pg.wait_for_function("!document.querySelector('#token-detail').innerText.includes('resampled')",
+                             timeout=20_000)
+        assert f"position {rejected}" in pg.locator("#token-detail").inner_text()
+        _plots_mounted(pg, "#routing .js-plotly-plot", 1)
+        pg.wait_for_function("document.querySelector('#routing').textContent.includes('No routing')", timeout=20_000)
         pg.get_by_text("S2D2: draft, route, verify").click()
         pg.wait_for_function("document.querySelectorAll('#canvas .st-resampled').length == 1", timeout=20_000)
     assert not errors, errors
@@ -126,7 +146,7 @@ def test_scrub_keys_and_a_step_box_that_never_errors(desktop):
     pg.wait_for_function("document.querySelector('#summary textarea').value.includes('Step 2 of')", timeout=20_000)
     tok = pg.locator("#canvas .tok.new").first
     tok.click()
-    assert pg.locator("#token-detail").inner_text().startswith("position ")
+    assert pg.locator("#token-detail .s2d2-detail").inner_text().startswith("📌 position ")
     pg.wait_for_function("document.querySelector('#mask .gtitle') && "
                          "document.querySelector('#mask .gtitle').textContent.includes('outlined: position')",
                          timeout=20_000)
@@ -135,6 +155,13 @@ def test_scrub_keys_and_a_step_box_that_never_errors(desktop):
     pg.wait_for_function("document.querySelector('#summary textarea').value.includes('Step 3 of')", timeout=20_000)
     pg.keyboard.press("ArrowLeft")
     pg.wait_for_function("document.querySelector('#summary textarea').value.includes('Step 2 of')", timeout=20_000)
+    for _ in range(2):  # presses faster than a server round trip: none is dropped (row 14)
+        pg.keyboard.press("ArrowLeft")
+    pg.wait_for_function("document.querySelector('#summary textarea').value.startsWith('Start')", timeout=20_000)
+    number.fill("2.5")  # a typed half step snaps to a step in the box too
+    number.press("Tab")
+    pg.wait_for_function("document.querySelector('#summary textarea').value.includes('Step 3 of')", timeout=20_000)
+    assert number.input_value() == "3"
     pg.get_by_text("q (verifier)").click()
     pg.wait_for_function("document.querySelector('#legend').innerText.includes('background = q')", timeout=20_000)
     pg.get_by_text("state", exact=True).click()
@@ -205,11 +232,12 @@ def test_tour_changes_in_place_and_its_route_control_redecides(browser, served, 
                                      "return c && c.classList.contains('first-reject'); })()", timeout=20_000)
                 pg.wait_for_timeout(500)
                 assert _strip_col_in_view(pg)
-            if keys[-1] == "resample":
-                assert pg.locator("#tour-canvas .st-resampled.new").count() == 1
+            if keys[-1] == "resample":  # the stop's pictures arrive after its heading: wait for them under load
+                pg.wait_for_function("document.querySelectorAll('#tour-canvas .st-resampled.new').length === 1 && "
+                                     "document.querySelector('#tour-residual .rs-tbl') !== null", timeout=20_000)
                 assert "↻" in pg.locator("#tour-strip").inner_text() and pg.locator("#tour-residual .rs-tbl").count()
                 if not phone:
-                    pg.screenshot(path=str(shot_path("screenshot-tour.png")), full_page=True)
+                    screenshot(pg, "screenshot-tour.png")
             if keys[-1] == "pipeline":  # several blocks outlined at once, and their lives over the run
                 pg.wait_for_function("document.querySelectorAll('#tour-canvas [data-block]').length >= 2",
                                      timeout=20_000)
@@ -296,6 +324,26 @@ def test_run_shows_few_knobs_and_stop_keeps_the_partial_trace(desktop):
     assert not errors, errors
 
 
+def test_each_upload_replaces_the_last_message(desktop, tmp_path):
+    """A results file on the trace box says which box takes it; a PNG after it gets its own message, no toast
+    (row 11)."""
+    pg, errors = desktop
+    pg.get_by_role("tab", name="Replay", exact=True).click()
+    pg.locator("#files").get_by_text("This trace: details").click()
+    results = tmp_path / "results.json"
+    results.write_text('{"version": 1, "meta": {}, "cells": []}')
+    png = tmp_path / "picture.png"
+    png.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(256)))
+    box = pg.locator("#files input[type=file]").first
+    box.set_input_files(str(results))
+    pg.wait_for_function("document.querySelector('#load-status').innerText.includes('Sweep tab')", timeout=20_000)
+    box.set_input_files(str(png))
+    pg.wait_for_function("document.querySelector('#load-status').innerText.includes('picture.png')", timeout=20_000)
+    assert "Sweep tab" not in pg.locator("#load-status").inner_text()
+    _no_error_badges(pg)
+    assert not errors, errors
+
+
 LLADA2_EXAMPLE = "Editing fixes a wrong digit · LLaDA2"
 
 
@@ -375,12 +423,18 @@ def test_phone_layout(browser, served):  # noqa: F811
             middle = box["y"] + box["height"] / 2
             assert bar["y"] <= middle <= bar["y"] + bar["height"], f"the scrubber wraps at {button}"
         assert pg.locator("#routing .modebar-container:visible").count() == 0
-        # the phone's first screens: the story, the toggle, the scrubber and the canvas with the catch
-        pg.set_viewport_size({"width": PHONE["width"], "height": 1500})  # a tall phone: a plain (touch) capture
-        pg.evaluate("window.scrollTo(0, 0)")
-        pg.wait_for_timeout(300)
-        pg.screenshot(path=str(shot_path("screenshot-phone.png")))
-        pg.set_viewport_size(PHONE)
+        if SHIPPED_PAIR:  # the first screen: the story, the canvas around the rejected token and its evidence (row 2)
+            pg.evaluate("window.scrollTo(0, 0)")
+            rejected = pg.locator("#canvas .st-resampled.new")
+            for part in (pg.locator("#headline"), rejected, pg.locator("#token-detail .evidence")):
+                box = part.bounding_box()
+                assert box["y"] >= 0 and box["y"] + box["height"] <= PHONE["height"], box
+            assert "q = " in pg.locator("#token-detail .evidence").inner_text()
+            # the strip opens scrolled to the column its text names
+            col = pg.locator("#strip th.first-reject").bounding_box()
+            tbl = strip.bounding_box()
+            assert tbl["x"] <= col["x"] and col["x"] + col["width"] <= tbl["x"] + tbl["width"]
+        screenshot(pg, "screenshot-phone.png")
         pg.get_by_role("tab", name="Learn").click()
         pg.locator("#tour .prose.tour-text:visible").wait_for(timeout=20_000)
         assert "tap" in pg.locator("#tour .prose.tour-text:visible").inner_text().lower()

@@ -83,6 +83,11 @@ def test_compare_whatif_and_sweep_in_a_browser(url):
         pg.wait_for_function("document.querySelectorAll('#cmp-nfe .js-plotly-plot, #cmp-wall .js-plotly-plot')"
                              ".length == 2", timeout=30_000)
         assert "answer block 1 (positions" in pg.locator("#cmp-lanes").inner_text()
+        for plot in ("#cmp-nfe", "#cmp-wall"):  # titles have their own room: not clipped, not under the legend
+            title = pg.locator(f"{plot} .gtitle").first.bounding_box()
+            frame = pg.locator(f"{plot} .js-plotly-plot").bounding_box()
+            legend = pg.locator(f"{plot} .legend").first.bounding_box()
+            assert title["y"] >= frame["y"] and title["y"] + title["height"] <= legend["y"], (title, legend)
         block = pg.locator("#cmp-block input[type=number]")
         top = pg.locator("#cmp-block input[type=range]").get_attribute("max")
         assert int(top) > 1
@@ -108,5 +113,14 @@ def test_compare_whatif_and_sweep_in_a_browser(url):
         pg.get_by_role("tab", name="Sweep").click()
         pg.wait_for_function("document.querySelectorAll('#sweep-nfe .js-plotly-plot .scatterlayer .point')"
                              ".length >= 3", timeout=30_000)
+        assert "more accurate than every baseline" in pg.locator("#sweep-status").inner_text()  # 0.75 vs 0.7
+        pg.set_viewport_size({"width": 390, "height": 844})  # the phone: title whole, legend clear of the axis title
+        pg.wait_for_timeout(800)
+        plot = pg.locator("#sweep-nfe .js-plotly-plot").bounding_box()
+        title = pg.locator("#sweep-nfe .gtitle").first.bounding_box()
+        xtitle = pg.locator("#sweep-nfe .xtitle").first.bounding_box()
+        legend = pg.locator("#sweep-nfe .legend").first.bounding_box()
+        assert plot["x"] <= title["x"] and title["x"] + title["width"] <= plot["x"] + plot["width"] + 1, title
+        assert xtitle["y"] + xtitle["height"] <= legend["y"] + 1, (xtitle, legend)
         assert not errors, errors
         browser.close()

@@ -104,3 +104,15 @@ def _with_prompt(trace, ids):
     import dataclasses
 
     return dataclasses.replace(trace, header=dataclasses.replace(trace.header, prompt_ids=ids))
+
+
+def test_timed_rounds_give_medians_with_their_noise(comp_and_traces):
+    _, traces, model = comp_and_traces
+    configs = {"ar": preset("ar", gen_length=4), "a": preset("sdar-config-a", gen_length=4)}
+    comp = compare(model, PROMPT, configs, timed_rounds=2)
+    for m in comp.lanes:  # the warm-up round is not among the runs
+        assert m.wall_runs == 2 and m.wall_noise is not None
+    a = comp.lane("a")
+    assert a.speedup_wall_noise == pytest.approx(a.wall_noise + comp.lane("ar").wall_noise)
+    once = compare(model, PROMPT, configs)
+    assert once.lane("a").wall_runs == 1 and not once.lane("a").speedup_wall_trusted  # noise unknown

@@ -42,7 +42,8 @@ def test_canvas_states_and_glyphs():
     assert canvas.position_state(idx, 0, 2) == ("prompt", False)
     assert canvas.position_state(idx, 0, 4) == ("masked", False)
     assert canvas.position_state(idx, 1, 4) == ("resampled", True)
-    assert canvas.position_state(idx, 1, 5) == ("drafted", False)
+    assert canvas.position_state(idx, 1, 5) == ("discarded", False)  # verified after the first rejection
+    assert canvas.position_state(idx, 1, 5, before_commit=True) == ("drafted", False)
     assert canvas.position_state(idx, 2, 4) == ("resampled", False)
     assert canvas.position_state(idx, 2, 6) == ("accepted", True)
     html = canvas.render_canvas(t, 1)
@@ -51,7 +52,7 @@ def test_canvas_states_and_glyphs():
     assert 'class="blk cur"' in html
     assert html.count('data-pos="') == 8
     assert "p=" in canvas.tooltip(idx, 1, 5) and "-> rejected" in canvas.tooltip(idx, 1, 4)
-    assert "-> discarded (after the first rejection)" in canvas.tooltip(idx, 1, 5)
+    assert "-> discarded (after the first rejection: it was checked with" in canvas.tooltip(idx, 1, 5)
 
 
 def test_canvas_collapses_later_blocks_and_outlines_current():
@@ -94,7 +95,7 @@ def test_strip_rows_reject_at_zero():
     assert [r["outcome"] for r in rows[1:]] == ["after"] * 3 and all(r["passed"] for r in rows[1:])
     html = strip.render_strip(t, 1)
     assert "first rejection at span index 0" in html and "✗ reject (first)" in html and "(q − p)+" in html
-    assert html.count("<td>discarded</td>") == 3 and html.count("after ✗ (u &lt; r)") == 3 and "✓ accept" not in html
+    assert html.count('<td class="discarded">discarded</td>') == 3 and html.count("after ✗ (u &lt; r)") == 3 and "✓ accept" not in html
 
 
 def test_strip_all_accepted_and_modes():
@@ -211,9 +212,10 @@ def test_mask_figure_picks_forwards():
 
 def test_step_summary_text():
     t = tf.mixed()
-    assert replay.step_summary(t, 1).startswith("Answer block 1, step 1: verify ON, 2 drafted, 1 resampled, NFE 3")
-    assert "verify OFF" in replay.step_summary(t, 2) and "1 threshold" in replay.step_summary(t, 2)
-    assert replay.step_summary(t, 0).startswith("Start: prompt of 6 tokens, 7 steps recorded")
+    assert replay.step_summary(t, 1).startswith("Step 1 of 7 (answer block 1): verify ON — 2 drafted, 1 resampled; "
+                                                "3 forwards so far.")
+    assert "verify OFF" in replay.step_summary(t, 2) and "1 confident (p > τ_conf = 0.85, the confidence threshold)" in replay.step_summary(t, 2)
+    assert replay.step_summary(t, 0).startswith("Start: a prompt of 6 tokens, 1 forward so far")
     assert replay.step_summary(t, 999) == replay.step_summary(t, 7)
     assert replay.step_summary(t, "junk") == replay.step_summary(t, 0)
 
@@ -222,11 +224,11 @@ def test_numbers_on_screen_are_true_as_printed():
     t = tf.mixed()
     # answer blocks count from 1 whatever the engine's index of the first decoding block
     first = t.blocks[0].index
-    assert replay.step_summary(t, 1).startswith("Answer block 1, step 1")
+    assert replay.step_summary(t, 1).startswith("Step 1 of 7 (answer block 1)")
     t.blocks = [type(b)(b.index + 2, b.start, b.length, b.prompt_tail) for b in t.blocks]
     for s in t.steps:
         s.block += 2
-    assert replay.step_summary(t, 1).startswith("Answer block 1, step 1") and first + 2 == t.blocks[0].index
+    assert replay.step_summary(t, 1).startswith("Step 1 of 7 (answer block 1)") and first + 2 == t.blocks[0].index
     # comparisons are printed with the precision that decides them
     assert trace_index.decisive(1.9987, 2.0) == ("1.999", "2.000")  # the fewest decimals that tell them apart
     assert trace_index.decisive(-0.00001, 1.5) == ("−0.00001", "1.50000")
@@ -234,7 +236,7 @@ def test_numbers_on_screen_are_true_as_printed():
     d = PolicyDecision("score_threshold", False, 1.9987, "s = 2.00 < τ 2.00 → skip",
                        {"k_hat": 1.9987, "score": 1.9987, "score_type": "difference_static", "penalty_coef": 0.0,
                         "n_hi": 0, "score_threshold": 2.0})
-    assert describe.decision_line(d) == "s = K̂ − c = 1.999 − 0 = 1.999 < τ 2.000 → skip"
+    assert describe.decision_line(d) == "s = K̂ − c = 1.999 − 0 = 1.999 < τ_score 2.000 → skip"
     hostile = PolicyDecision("score_threshold", False, 1.9987, "recorded reason", {**d.details, "penalty_coef": ""})
     assert describe.decision_line(hostile) == "recorded reason"  # an upload's free-form details: never a crash
     # integer ticks on the routing panel's step axis
@@ -311,7 +313,7 @@ def test_markdown_from_files_is_inert():
 
 def test_metrics_table_values():
     rows = {r[0]: r[1] for r in replay.metrics_table(tf.all_accepted())}
-    assert rows["NFE (forward passes)"] == "4" and rows["generated tokens"] == "4"
-    assert rows["verify rate"] == "1.000" and rows["NFE: verify_2l"] == "1"
+    assert rows["forwards (NFE)"] == "4" and rows["generated tokens"] == "4"
+    assert rows["verify rate"] == "1.000" and rows["forwards: verify_2l"] == "1"
     local = replay.basic_metrics(tf.mixed())
     assert local["nfe"] == 15 and local["mean_acceptance_length"] == 2.0 and local["draft_acceptance_rate"] == 0.4

@@ -45,7 +45,7 @@ def test_run_compare_state_and_views(state):
     assert max(max(t.x) for t in nfe_fig.data) == max(len(t["forwards"]) for t in state["lanes"].values())
     assert len(nfe["forwards"]) > 0 and all(isinstance(t.x, tuple) for t in wall_fig.data)
     labels = [r[0] for r in rows]
-    assert "speedup vs AR (NFE/token)" in labels and rows[-1][0] == "output equals AR"
+    assert "speedup vs AR (forwards per token)" in labels and rows[-1][0] == "output equals AR"
     assert rows[-1][1].startswith("✓") and rows[-1][4].startswith("✓")  # AR itself, and greedy_exact always-verify
     assert "fused accounting" in diff
     lo, hi = cc.block_range(state)
@@ -130,11 +130,13 @@ def test_rerun_shows_old_and_new_side_by_side(state, model):
     status, table, side = out["wi_status"], out["wi_metrics"].value, out["wi_side"]
     assert out["wi_metrics"].visible is True  # the table appears only once there is a re-run to show
     assert "Re-ran" in status and "score_threshold" in status
-    assert table["headers"] == ["metric", "recorded", "re-run"]
-    rows = table["data"]
-    assert rows[0][0] == "NFE" and len(rows[0]) == 3
-    verify_rate = next(r for r in rows if r[0] == "verify rate")
-    assert float(verify_rate[2]) == pytest.approx(1.0)
+    # the comparison's AR lane is in the table: "output equals AR" is about lanes on screen (issue 17 row 7)
+    assert table["headers"] == ["metric", "recorded", "re-run", "1·ar"]
+    rows = {r[0]: r[1:] for r in table["data"]}
+    assert rows["forwards (NFE: model calls)"][0] == str(len(state["lanes"][lane]["forwards"]))
+    assert rows["verify rate"][1] == "100 %"
+    assert "no AR lane" not in str(rows["output equals AR"]) and rows["output equals AR"][2].startswith("✓")
+    assert "wall time" not in rows and "not timed together" in status  # walls of lanes not timed together
     assert side.count('class="s2d2-lane"') == 2 and "re-run" in side
 
 
@@ -156,7 +158,8 @@ def _results(tmp_path):
 
 def test_sweep_views_from_a_results_file(tmp_path):
     status, nfe, wall, rows = sw.sweep_views(_results(tmp_path), "test")
-    assert "4 cells" in status and "cell by wall time: s," in status
+    assert "4 cells" in status and "**s** (0.600 forwards/token" in status
+    assert "is more accurate than every baseline (by the point estimates only" in status
     names = [t.name for t in nfe.data]
     assert "AR (B = 1)" in names and "dynamic-threshold baseline Pareto frontier" in names
     front = next(t for t in nfe.data if t.name == "dynamic-threshold baseline Pareto frontier")
@@ -219,3 +222,104 @@ def test_tabs_through_gradio_client(model, tmp_path, monkeypatch):
     finally:
         demo.close()
         run_panel.forget_model("test-compare-model")
+
+
+# -- issue 17: wall figures that can be trusted (row 3), texts true for the data on screen (row 7), messages (row 11)
+
+def test_lanes_are_timed_in_interleaved_rounds_after_a_warmup(state):
+    from components.lane_rounds import TIMED_ROUNDS
+
+    walls = state["walls"]
+    assert set(walls) == set(state["lanes"]) and all(len(w) == TIMED_ROUNDS for w in walls.values())
+    for name, trace in state["lanes"].items():  # each lane keeps its median timed run
+        assert trace["footer"]["wall_s"] in walls[name]
+    table = cc.compare_views(state, 1)["cmp_metrics"]
+    rows = {r[0]: r[1:] for r in table["data"]}
+    assert all(f"median of {TIMED_ROUNDS} runs, ±" in c for c in rows["wall time"])
+    assert all(c.endswith("×") or c == "–" for c in rows["speedup vs AR (forwards per token)"])
+    import re
+
+    cells = [c for r in table["data"] for c in r[1:]]
+    assert not any(re.search(r"\d\.\d{3}", c) for c in cells), cells  # no 3-decimal noise
+    assert "interleaved rounds after one warm-up round" in cc.compare_views(state, 1)["cmp_diff"]
+
+
+def test_lane_rounds_exclude_the_warmup_and_interleave():
+    from components.lane_rounds import lane_rounds
+
+    order, seconds = [], iter([9.0, 1.0, 1.0, 2.0, 1.1, 2.2])  # lane a's warm-up run is slow
+
+    def run(name, config, left):
+        order.append(name)
+        yield {"kind": "done", "trace": {"name": name, "footer": {"wall_s": next(seconds),
+                                                                  "finish_reason": "length"}}}
+
+    out = list(lane_rounds({"a": {}, "b": {}}, run, float("inf"), timed_rounds=2))[-1]
+    assert order == ["a", "b", "a", "b", "a", "b"]
+    assert out["walls"] == {"a": [1.0, 1.1], "b": [2.0, 2.2]}  # 9 s of warm-up is not a run
+    assert out["traces"]["a"]["footer"]["wall_s"] == 1.0  # the lower median run
+    clock = iter([0.0, 0.0, 5.0, 10.0, 10.0, 10.0])  # round 0 takes 10 s of a 15 s budget: no timed round fits
+    order.clear()
+    seconds = iter([4.0, 6.0])
+    out = list(lane_rounds({"a": {}, "b": {}}, run, 15.0, timed_rounds=2, clock=lambda: next(clock)))[-1]
+    assert order == ["a", "b"] and out["walls"] == {"a": [], "b": []}
+
+
+def test_wall_speedups_say_when_they_are_noise():
+    from s2d2.compare import compare_traces
+    from s2d2.timing import WallStats, ratio_noise
+    from components.compare_metrics import wall_speedup_cell
+    import trace_factory as tf
+
+    assert WallStats((1.0, 1.2)).noise == pytest.approx(0.1 / 1.1) and WallStats((1.0,)).noise is None
+    assert ratio_noise(WallStats((1.0, 1.2)), WallStats((2.0, 2.0))) == pytest.approx(0.1 / 1.1)
+    ar, lane = tf.ar_trace(), tf.mixed()
+    lane.header.prompt_ids = ar.header.prompt_ids
+    quiet = compare_traces({"ar": ar, "s": lane}, {"ar": [2.0, 2.1], "s": [1.0, 1.05]}).lane("s")
+    assert quiet.speedup_wall_trusted and wall_speedup_cell(quiet).endswith("%)") and "×" in wall_speedup_cell(quiet)
+    noisy = compare_traces({"ar": ar, "s": lane}, {"ar": [2.0, 6.0], "s": [1.0, 1.1]}).lane("s")
+    assert not noisy.speedup_wall_trusted and wall_speedup_cell(noisy).startswith("– (too noisy: ±")
+    once = compare_traces({"ar": ar, "s": lane}).lane("s")
+    assert wall_speedup_cell(once) == "– (timed once: too noisy to compare)"
+
+
+def test_routing_is_compared_step_by_step_only_between_lanes_with_the_same_blocks(model):
+    import s2d2
+    from s2d2.config import preset
+
+    traces = {"a": s2d2.generate(model, PROMPT, preset("sdar-config-a", gen_length=8), seed=0).trace,
+              "b": s2d2.generate(model, PROMPT, preset("sdar-config-b", gen_length=8, block_length=8), seed=0).trace}
+    comp = cc.compare_traces(traces)
+    assert comp.divergences == []  # B = 4 vs B = 8: their k-th steps are about different positions
+    text = cc.diff_markdown(comp, traces)
+    assert "different block lengths, so their steps do not correspond" in text and "answer block" not in text
+
+
+def test_whatif_summary_numbers_blocks_as_its_table(state):
+    lane = "3·sdar-config-a"
+    values = list(wv.knob_values(state, lane))
+    values[0] = -5.0
+    out = wv.whatif_view(state, lane, *values)
+    import re
+
+    said = int(re.search(r"the first at step \d+ \(answer block (\d+)\)", out["wi_summary"]).group(1))
+    flip = re.search(r'<tr class="flip"><td>\d+</td><td>(\d+)</td>', out["wi_table"]).group(1)
+    assert said == int(flip)
+
+
+def test_a_cleared_seed_box_gets_a_plain_message():
+    lanes = ["ar", "sdar-config-a", cc.OFF, cc.OFF, "", "", "", ""]
+    status, state = cc.run_compare(PROMPT, "tiny", None, 8, *lanes)
+    assert state is None and status == ("⚠ Seed (all lanes): the box is empty. Type a whole number, e.g. 0 (every "
+                                        "lane uses the same seed).")
+    assert cc.run_compare(PROMPT, "tiny", "abc", 8, *lanes)[0].startswith("⚠ Seed (all lanes): 'abc' is not a number")
+
+
+def test_lane_figure_titles_have_room():
+    import trace_factory as tf
+
+    traces = {"a": tf.mixed(), "b": tf.mixed()}
+    comp = cc.compare_traces(traces)
+    fig = cc.lanes_figure(comp, traces, 1, "wall")
+    assert fig.layout.title.yref == "container" and fig.layout.margin.t >= 100
+    assert "one run each: wall times are noise here" in fig.layout.title.text

@@ -67,7 +67,7 @@ def test_compare_and_sweep_report_edits_per_token(edited):
     table = metrics_table(comp)
     row = next(r for r in table["data"] if r[0].startswith("edits per token"))
     n = trace.footer.generated_length
-    assert row[1] == row[2] and float(row[1]) == pytest.approx(1 / n, abs=1e-3)
+    assert row[1] == row[2] and float(row[1]) == pytest.approx(1 / n, abs=5e-3)  # printed to 2 decimals
     out = summarize(Cell("x", DecodeConfig.from_dict(trace.header.config)),
                     [{"i": 0, "correct": 1, "nfe": 5, "generated": 10, "wall_s": 1.0, "query_tokens": 5,
                       "num_drafts": 0, "num_draft_tokens": 0, "num_accepted_tokens": 0, "verify_steps": 0,
