@@ -7,10 +7,12 @@ is a builder in components/, every handler a pure function in components/handler
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 import gradio as gr
+from starlette.middleware import Middleware
 
 from components import guard
 from components import handlers as h
@@ -18,10 +20,13 @@ from components import share
 from components.canvas import CANVAS_CSS
 from components.compare import COMPARE_CSS
 from components.compare_tab import build_compare_tab
+from components.disk import prepare_cache
 from components.examples import examples_dir, first_example, list_examples, load_pair
+from components.front_door import FrontDoor
 from components.learn import TOUR_CSS, TourHandles, build_learn_tab
 from components.ledger import LEDGER_CSS
 from components.metrics_tab import build_metrics_tab
+from components.protect import protect
 from components.replay_tab import build_replay_tab, step_js
 from components.residual import RESIDUAL_CSS
 from components.run_panel import preload_on_spaces
@@ -147,7 +152,7 @@ def wire(ctx: Ctx, o: Opening, tour: Optional[TourHandles]) -> None:
                             out(h.RUN_OUT), api_name="run", concurrency_limit=1, concurrency_id="gpu",
                             validator=guard.admit)
     run_ev.then(k(h.show_state), [c["state"], c["run_ok"]], out(["tabs", *h.LOAD_OUT]), **PRIVATE)
-    c["stop"].click(guard.stop, None, None, **PRIVATE)
+    c["stop"].click(guard.stop, None, None, queue=False, **PRIVATE)  # Stop never waits behind the queue
     if tour is not None:  # "Show in Replay": the example and step of the stop on screen
         tour.show.click(k(lambda at: h.open_tour_step(*target(tour.stops, at)) if target(tour.stops, at) else {}),
                         tour.at, out(["tabs", *h.LOAD_OUT]), **PRIVATE)
@@ -174,6 +179,8 @@ def wire_share(ctx: Ctx, demo: gr.Blocks) -> None:
 
 
 def build_demo() -> gr.Blocks:
+    prepare_cache()  # before any Block reads GRADIO_TEMP_DIR: this run's folder; dead runs' files deleted
+    os.environ.setdefault("FORWARDED_ALLOW_IPS", "")  # uvicorn keeps the socket peer: client_id reads proxy hops
     preload_on_spaces()
     o = opening()
     ctx = Ctx(o.trace)
@@ -190,14 +197,19 @@ def build_demo() -> gr.Blocks:
         wire(ctx, o, built["learn"])
         wire_share(ctx, demo)
         demo.unload(guard.on_unload)  # a closed tab or client stops its job within one forward
-    demo.queue(default_concurrency_limit=4, max_size=limits().queue_size)
-    return demo
+    # api_open=False: no event runs outside the queue (POST /gradio_api/run/<name> answers only for Stop, which is
+    # outside it by design); protect() wraps every event, whichever tab registered it (components/protect.py).
+    demo.queue(default_concurrency_limit=4, max_size=limits().queue_size, api_open=False)
+    return protect(demo)
 
 
-# A session's state holds one trace as its JSON text (about 50 kB for 64 tokens, 0.4-1 MB for 512): S2D2_MAX_SESSIONS
-# (400) sessions bound the worst case to a few hundred MB; the oldest sessions are dropped first.
-LAUNCH_KWARGS: dict[str, Any] = dict(theme=THEME, css=CSS, js=KEYS_JS, state_session_capacity=limits().max_sessions,
-                                     max_file_size=limits().max_upload_bytes)
+# A session's state is a small handle (components/state_store.py keeps the traces under byte budgets); Gradio's own
+# per-session record is about 0.4 MB plus the last views sent. The front door (components/front_door.py) keeps
+# at most S2D2_MAX_SESSIONS sessions and never evicts an active one; Gradio's capacity has a margin for races.
+LAUNCH_KWARGS: dict[str, Any] = dict(theme=THEME, css=CSS, js=KEYS_JS,
+                                     state_session_capacity=limits().max_sessions + 64,
+                                     max_file_size=limits().max_upload_bytes,
+                                     app_kwargs={"middleware": [Middleware(FrontDoor)]})
 
 demo = build_demo()
 

@@ -1,13 +1,21 @@
-"""N concurrent visitors on loopback through gradio_client: latency of upload, step and run; errors; server RSS.
+"""Concurrent visitors on loopback through gradio_client: latency of upload, step and run; errors; server RSS.
 
     python benchmarks/load_test.py                          # 16 sessions, bundled model, 32-token runs
     python benchmarks/load_test.py --sessions 32 --gen 64 --budget-s 600
+    python benchmarks/load_test.py --attack                 # honest visitor beside each attacker (issue 19)
 
-Starts the app (`app.py`) in a subprocess on a free port, then runs N client sessions at once, each: upload a
+Starts the app (`app.py`) in a subprocess on a free port, trusting one proxy hop (X-Forwarded-For names the
+visitor, as on a Space). Default mode: N client sessions at once, each its own visitor: upload a
 shipped trace, scrub it (`--steps` calls of /step), record one run (/run, --gen tokens on --model), and send a
-second /run while the first is still running (the one-job-per-session rule must refuse it). Reports p50/p95/max of
-each call, errors, refusals, the server's RSS before and after, and whether every session completed. Bounded:
+second /run while the first is still running (the one-job-per-session rule must refuse it). Reports p50/p95/max
+of each call, errors, refusals, the server's RSS before and after, and whether every session completed. Bounded:
 --sessions, --steps and --budget-s (sessions still running then count as errors).
+
+`--attack`: one honest visitor (its own address) repeats a replay step, a --gen-token run and a Stop of a long run,
+first alone, then beside each attacker of benchmarks/attackers.py (fresh session hashes, the REST route, a replay
+flood of the heaviest accepted trace), each from one address, for --phase-s seconds; reports the honest p50/p95
+per phase and how the attacker's requests were answered. The server trusts one proxy hop (X-Forwarded-For names
+the visitor, as on a Space).
 """
 from __future__ import annotations
 
@@ -49,10 +57,10 @@ def server_rss_mb(pid: int) -> float:
     return 0.0
 
 
-def start_server(port: int) -> subprocess.Popen:
+def start_server(port: int, env_extra: dict | None = None) -> subprocess.Popen:
     code = ("import app; app.demo.launch(server_name='127.0.0.1', server_port=%d, quiet=True, **app.LAUNCH_KWARGS)"
             % port)
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT), **(env_extra or {})}
     proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     deadline = time.time() + 180
@@ -74,12 +82,15 @@ def knobs(gen: int) -> list:
     return list(values.values())
 
 
-def session(url: str, args: argparse.Namespace, deadline: float) -> dict:
+def session(url: str, args: argparse.Namespace, deadline: float, visitor: int = 0) -> dict:
     from gradio_client import Client, handle_file
     from gradio_client.utils import Status
 
     out: dict = {"upload": [], "step": [], "run": [], "errors": [], "refused": 0, "done": False}
-    client = Client(url, verbose=False, httpx_kwargs={"timeout": 300})  # a shared, loaded CPU is slow, not broken
+    # Each session is its own visitor (its own address, as the proxy would report it); a shared, loaded CPU is
+    # slow, not broken (the long timeout).
+    client = Client(url, verbose=False, headers={"X-Forwarded-For": f"10.3.{visitor // 250}.{visitor % 250 + 1}"},
+                    httpx_kwargs={"timeout": 300})
     try:
         t0 = time.perf_counter()
         status = client.predict(handle_file(str(TRACE)), api_name="/upload_trace")[0]
@@ -123,10 +134,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gen", type=int, default=32, help="tokens per run")
     ap.add_argument("--model", default="tiny")
     ap.add_argument("--budget-s", type=float, default=600.0)
+    ap.add_argument("--attack", action="store_true", help="honest visitor beside each attacker (issue 19)")
+    ap.add_argument("--phase-s", type=float, default=60.0, help="--attack: seconds per phase")
+    ap.add_argument("--threads", type=int, default=8, help="--attack: attacker threads")
     args = ap.parse_args(argv)
+    if args.attack:
+        from attack_run import run_attacks
+
+        return run_attacks(args)
     port = free_port()
     t_start = time.time()
-    proc = start_server(port)
+    proc = start_server(port, {"S2D2_TRUSTED_PROXY_HOPS": "1"})
     try:
         url = f"http://127.0.0.1:{port}/"
         session(url, argparse.Namespace(steps=1, gen=8, model=args.model), time.time() + 120)  # warm-up: load
@@ -146,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
         watcher = threading.Thread(target=watch, daemon=True)
         watcher.start()
         with ThreadPoolExecutor(args.sessions) as pool:
-            results = list(pool.map(lambda _: session(url, args, deadline), range(args.sessions)))
+            results = list(pool.map(lambda i: session(url, args, deadline, i + 1), range(args.sessions)))
         stop.set()
         wall = time.time() - t0
         rss_after = server_rss_mb(proc.pid)

@@ -22,7 +22,10 @@ from .canvas import render_canvas
 from .compare_metrics import metrics_table, wall_note
 from .figures import KIND_COLOURS
 from .lane_rounds import TIMED_ROUNDS, lane_rounds
+from .numbers import as_int
 from .run_panel import RunStopped, check_config, check_prompt, record_lanes
+from .state_store import STORE
+from .traces_io import parsed, remember_parsed, trace_json
 
 OFF = "(off)"
 MAX_LANES = 4
@@ -51,17 +54,25 @@ def parse_overrides(text: Any) -> dict[str, Any]:
             out[key] = json.loads(raw)
         except json.JSONDecodeError:
             out[key] = raw
+        except RecursionError:
+            raise ValueError(f"custom settings: the value of {key[:40]!r} is nested too deeply") from None
     return out
 
 
 def lane_configs(presets_: list[Any], overrides: list[Any], gen_length: Any) -> dict[str, DecodeConfig]:
     """Named configurations for the lanes that are on; one ValueError naming the lane and the problem."""
     configs: dict[str, DecodeConfig] = {}
+    length = as_int(gen_length)
+    if length is None:
+        raise ValueError("Generation length: expected a whole number")
     for i, (name, extra) in enumerate(zip(presets_, overrides)):
         if not name or name == OFF:
             continue
         try:
-            cfg = check_config(preset(str(name)[:100], gen_length=int(gen_length), **parse_overrides(extra)))
+            options = parse_overrides(extra)
+            if "gen_length" in options:
+                raise ValueError("gen_length is set for every lane by the Generation length slider")
+            cfg = check_config(preset(str(name)[:100], gen_length=length, **options))
         except (ValueError, TypeError, OverflowError) as exc:
             raise ValueError(f"lane {i + 1}: {exc}") from None
         configs[f"{i + 1}·{name}{'*' if str(extra or '').strip() else ''}"] = cfg
@@ -79,7 +90,7 @@ def run_compare(prompt: str, model_name: str, seed: Any, gen_length: Any, *lane_
     if problem:
         return f"⚠ {problem}", None
     try:
-        seed = check_seed(int(float(seed)))
+        seed = check_seed(seed)
         configs = lane_configs(list(lane_values[:MAX_LANES]), list(lane_values[MAX_LANES:]), gen_length)
         traces, walls = decode_lanes(model_name, prompt, configs, seed, load, generate)
     except RunStopped as exc:
@@ -88,7 +99,7 @@ def run_compare(prompt: str, model_name: str, seed: Any, gen_length: Any, *lane_
         return f"⚠ {exc}", None
     first = next(iter(traces.values()))
     state = {"prompt_ids": first.header.prompt_ids, "seed": int(seed), "model": model_name,
-             "lanes": {n: t.to_dict() for n, t in traces.items()}, "walls": walls}
+             **lanes_state(traces), "walls": walls}
     timed = min((len(w) for w in walls.values()), default=0)
     how = (f": a warm-up round, then {timed} timed round{'s' if timed > 1 else ''} (wall times are medians)" if timed
            else " (once each: no time for timed rounds, so no wall speedups)")
@@ -104,6 +115,15 @@ def seed_problem(seed: Any) -> Optional[str]:
     except (TypeError, ValueError):
         return f"Seed (all lanes): {str(seed)[:20]!r} is not a number. Type a whole number, e.g. 0."
     return None
+
+
+def lanes_state(traces: dict[str, Trace]) -> dict[str, Any]:
+    """The lanes as session state: their headers (the what-if reads configs from them) and a handle to the traces'
+    JSON in the state store (components/state_store.py: compressed, under the visitors' byte budgets)."""
+    text = "{" + ",".join(f"{json.dumps(n)}:{trace_json(t)}" for n, t in traces.items()) + "}"
+    key = STORE.put(text)
+    remember_parsed(key, dict(traces), len(text))
+    return {"key": key, "lanes": {n: {"header": t.to_dict()["header"]} for n, t in traces.items()}}
 
 
 def decode_lanes(model_name: str, prompt: Any, configs: dict[str, DecodeConfig], seed: int,
@@ -161,7 +181,17 @@ VIEW_OUT = ["cmp_lanes_html", "cmp_nfe", "cmp_wall", "cmp_metrics", "cmp_diff"]
 def traces_of(state: Any) -> dict[str, Trace]:
     if not isinstance(state, dict) or not isinstance(state.get("lanes"), dict):
         return {}
-    return {n: Trace.from_dict(t) for n, t in state["lanes"].items()}
+    if "key" not in state:  # lanes kept whole (states written before the store)
+        return {n: Trace.from_dict(t) for n, t in state["lanes"].items()}
+    hit = parsed(state["key"])
+    if hit is not None:
+        return hit
+    text = STORE.get(state["key"])
+    if text is None:  # dropped by the store's budgets: no comparison to show
+        return {}
+    traces = {n: Trace.from_dict(t) for n, t in json.loads(text).items()}
+    remember_parsed(state["key"], traces, len(text))
+    return traces
 
 
 def comparison_of(state: Any, traces: dict[str, Trace]) -> Comparison:

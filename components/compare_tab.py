@@ -106,4 +106,4 @@ def _wire(ctx: Ctx, model_name: str, lanes: list[Any], extra: list[Any]) -> None
     ctx["wi_rerun"].click(keyed(guard.one_job(rerun_whatif, lambda msg: {"wi_status": msg}), ctx), wi_in,
                           ctx.outputs(["wi_status", "wi_metrics", "wi_side"]), concurrency_limit=1,
                           concurrency_id="gpu", validator=guard.admit, **PRIVATE)
-    ctx["cmp_stop"].click(guard.stop, None, None, **PRIVATE)
+    ctx["cmp_stop"].click(guard.stop, None, None, queue=False, **PRIVATE)  # never waits behind the queue

@@ -60,6 +60,8 @@ def plain_title(cfg: DecodeConfig | Mapping[str, Any]) -> str:
             size += f", verified drafts need p > {_g(cfg.draft_confidence_threshold)}"
         if cfg.method == "s2d2" and not cfg.allow_resample:
             size += ", no resampling"
+    if cfg.method == "s2d2" and cfg.acceptance == "greedy_exact":
+        size += ", greedy-exact acceptance"
     if cfg.method == "diffusion":
         if cfg.remasking == "low_confidence_dynamic":
             return f"Diffusion alone (commit drafts with p > {_g(cfg.confidence_threshold)}), {size}"

@@ -11,6 +11,7 @@ from s2d2.policies import figure_guides, plotted_score, score_label
 from s2d2.trace import FORWARD_KINDS, Trace
 
 from .describe import decision_line
+from .escape import html_text
 from .trace_index import clamp_step, num
 
 HOW_COLOURS = {
@@ -59,13 +60,14 @@ def commit_map(trace: Trace, step: Optional[int] = None) -> go.Figure:
             pts[0].append(x)
             pts[1].append(c.position)
             # hover text stays small: a token's text is cut to 24 characters
-            pts[2].append(f"step {s.index + 1}, answer block {s.block - first + 1}: {c.text[:24]!r} ({c.how})")
+            pts[2].append(f"step {s.index + 1}, answer block {s.block - first + 1}: "
+                          f"{html_text(repr(c.text[:24]))} ({html_text(c.how, 20)})")
         for e in s.edits:  # LLaDA2.x self-corrections: a decoded position decided again
             pts = by_how.setdefault("edit", ([], [], []))
             pts[0].append(x)
             pts[1].append(e.position)
-            pts[2].append(f"step {s.index + 1}, answer block {s.block - first + 1}: edit {e.old_text[:24]!r} → "
-                          f"{e.new_text[:24]!r} (p={e.p:.2f})")
+            pts[2].append(f"step {s.index + 1}, answer block {s.block - first + 1}: edit "
+                          f"{html_text(repr(e.old_text[:24]))} → {html_text(repr(e.new_text[:24]))} (p={e.p:.2f})")
     for how, (x, y, text) in by_how.items():
         fig.add_trace(go.Scatter(x=x, y=y, mode="markers", name=how, text=text, hoverinfo="text",
                                  marker=dict(color=HOW_COLOURS.get(how, "#444"), symbol=HOW_SYMBOLS.get(how, "circle"),
@@ -233,7 +235,7 @@ def routing_title(config: dict[str, Any]) -> str:
         return f"Routing: score s = {s} per step vs τ_score"
     if policy == "score_hysteresis":
         return "Routing: score s per step vs the band [τ_off, τ_on]"
-    return f"Routing score ({policy}{score_label(policy)})"
+    return f"Routing score ({html_text(policy, 40)}{score_label(policy)})"
 
 
 def _guide_shapes(th: dict[str, Optional[float]], verified: list[int]) -> list[dict[str, Any]]:
@@ -269,7 +271,8 @@ def routing_figure(trace: Trace, step: Optional[int] = None) -> go.Figure:
         xs = [x for x, v in zip(steps, data["verify"]) if v == flag]
         ys = [y if y is not None else 0.0 for y, v in zip(data["score"], data["verify"]) if v == flag]
         # The policy's reason line on hover; long runs keep x/y only (the figure is re-sent on every scrub).
-        txt = [r for r, v in zip(data["reason"], data["verify"]) if v == flag] if len(steps) <= MAX_HOVER else None
+        txt = ([html_text(r) for r, v in zip(data["reason"], data["verify"]) if v == flag]
+               if len(steps) <= MAX_HOVER else None)
         fig.add_trace(go.Scatter(x=xs, y=ys, mode="markers", name=name, text=txt,
                                  hoverinfo="text+x" if txt else "x+y",
                                  marker=dict(color=colour, symbol=symbol, size=10)), row=1, col=1)

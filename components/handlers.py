@@ -6,12 +6,12 @@ name what each event may update. Replay handlers never touch the model; errors b
 """
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
 import gradio as gr
 
+from s2d2.limits import SEED_MAX
 from s2d2.trace import Trace
 
 from .canvas import live_rows, render_live
@@ -19,6 +19,7 @@ from .examples import examples_dir, list_examples, load_pair
 from .guard import stop_requested
 from .knob_scope import shown
 from .mask_view import mask_figure
+from .numbers import as_float, as_int, clamp_int
 from .residual import residual_html
 from .replay import STEP_VIEWS, StepOptions, md_escape, metrics_table, render_step, render_timelines, trace_title
 from .run_panel import (KNOB_NAMES, check_model, check_prompt, config_dict, config_from_inputs, preset_for_model,
@@ -84,7 +85,8 @@ def open_example(name: Optional[str], run: str = RUNS["s2d2"], step: Optional[in
     trace = partner if baseline and partner is not None else main
     at = step if step is not None else (story.baseline_step if baseline else story.step)
     which = " (diffusion alone)" if baseline else ""
-    return {"state": make_state(trace, example.label), "load_status": f"Loaded example **{example.label}**{which}.",
+    return {"state": make_state(trace, example.label, pinned=True),
+            "load_status": f"Loaded example **{example.label}**{which}.",
             "headline": story.text, "example": example.label,
             "toggle": gr.Radio(visible=partner is not None, value=RUNS["baseline" if baseline else "s2d2"]),
             **trace_views(trace, at, selected)}
@@ -114,7 +116,8 @@ def show_state(state: Any, ok: bool = True) -> dict[str, Any]:
     trace = trace_from_state(state) if ok else None
     if trace is None:
         return {}
-    return {"tabs": gr.Tabs(selected="replay"), **_single(trace, state, "Showing the run just recorded.")}
+    shown = "the run just recorded" if state.get("name") == "run" else "this session's trace"
+    return {"tabs": gr.Tabs(selected="replay"), **_single(trace, state, f"Showing {shown}.")}
 
 
 def open_tour_step(example: str, step: int) -> dict[str, Any]:
@@ -125,13 +128,10 @@ def open_tour_step(example: str, step: int) -> dict[str, Any]:
 def select_position(state: Any, step: Any, mask_which: str, evt: gr.EventData) -> dict[str, Any]:
     """A clicked canvas token: remember it, outline its rows in the mask viewer, and (a resampled token) show the
     residual draw that produced it."""
-    data = getattr(evt, "_data", None) or {}
+    data = getattr(evt, "_data", None)
+    pos = as_int(data.get("position")) if isinstance(data, dict) else None
     trace = trace_from_state(state)
-    try:
-        pos = int(data.get("position"))
-    except (TypeError, ValueError):
-        return {}
-    if trace is None or not 0 <= pos < trace.header.total_length:
+    if trace is None or pos is None or not 0 <= pos < trace.header.total_length:
         return {}
     s = clamp_step(trace, step)
     return {"selected": pos, "mask": mask_figure(trace, s, mask_which, pos), "detail": detail_html(trace, s, pos),
@@ -145,11 +145,7 @@ def move(state: Any, step: Any, delta: int) -> dict[str, Any]:
 def _moved(state: Any, step: Any, delta: int) -> int:
     trace = trace_from_state(state)
     n = len(trace.steps) if trace else 0
-    try:
-        current = math.floor(float(step) + 0.5)
-    except (TypeError, ValueError, OverflowError):
-        current = 0
-    return max(0, min(n, current + delta))
+    return clamp_int(clamp_int(step, 0, n, 0) + delta, 0, n, 0)
 
 
 def tick(state: Any, step: Any) -> dict[str, Any]:
@@ -178,10 +174,8 @@ def set_speed(speed: float, playing: bool) -> dict[str, Any]:
 
 
 def _interval(speed: Any) -> float:
-    try:
-        return max(0.2, min(5.0, 1.0 / float(speed)))
-    except (TypeError, ValueError, ZeroDivisionError):
-        return 1.0
+    steps_per_s = as_float(speed)
+    return 1.0 if not steps_per_s or steps_per_s <= 0 else max(0.2, min(5.0, 1.0 / steps_per_s))
 
 
 # -- run ---------------------------------------------------------------------------------------------------------
@@ -195,10 +189,14 @@ def apply_preset(name: str, seed: Any = 0) -> dict[str, Any]:
     """Every knob set from a preset (the seed kept), the knobs that matter shown."""
     from .describe import preset_note
 
+    kept = 0 if seed is None else as_int(seed)
+    valid_seed = kept is not None and 0 <= kept <= SEED_MAX
     try:
-        values = dict(zip(KNOB_NAMES, preset_values(name, int(seed or 0))))
+        values = dict(zip(KNOB_NAMES, preset_values(str(name)[:100], kept if valid_seed else 0)))
     except (ValueError, TypeError):
         return {}
+    if not valid_seed:  # an out-of-range seed stays in its box (Run says why); it is never echoed back
+        del values["seed"]
     shown_now = knob_visibility(values["method"], values["policy"], values["remasking"], values["loop"])
     return {**{f"knob_{k}": gr.update(value=v, visible=shown_now[f"knob_{k}"]["visible"]) for k, v in values.items()},
             "preset_note": preset_note(name)}

@@ -14,6 +14,7 @@ import plotly.graph_objects as go
 from s2d2.trace import ForwardRecord, StepRecord, Trace
 
 from .canvas import visible_text
+from .escape import html_text
 from .pipeline_view import is_pipeline
 from .trace_index import clamp_step, index_of
 
@@ -124,7 +125,7 @@ def _labels(trace: Trace, f: ForwardRecord, rec: Optional[StepRecord], folded: i
         last = [s.index for s in trace.steps if s.block == f.block]
         ids_step = (last[-1] + 1) if last else 0
     texts = _texts_at(trace, ids_step, start, n, rec if f.kind.startswith("verify") else None)
-    labels = [f"{visible_text(t, 10)} @{start + i}" for i, t in enumerate(texts)]
+    labels = [f"{html_text(visible_text(t, 10))} @{start + i}" for i, t in enumerate(texts)]  # Plotly renders tags
     if f.kind == "verify_2l":
         labels += [f"[M] @{start + i}" for i in range(n)]
     return labels

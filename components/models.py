@@ -2,10 +2,13 @@
 
 A public Space must not download whatever a visitor names. Only the allow-list is offered and loaded:
 `S2D2_MODELS="tiny,JetLM/SDAR-1.7B-Chat"` sets it; by default it holds the bundled models (tiny, tiny-llada2) plus
-the registry checkpoints whose estimated weights (ModelEntry.size_gb, with headroom) fit the free GPU memory, or the
-available RAM without a GPU, and never one over MAX_DEFAULT_GB (the 30B MoE is 61 GB). A name off the list is refused
-before anything is downloaded. At most S2D2_MAX_LOADED_MODELS models stay loaded; the least recently used one is
-evicted before another loads. `S2D2_ALLOW_ANY_MODEL=1` lifts the list (for a private machine only).
+the registry checkpoints that fit this machine, and never one over MAX_DEFAULT_GB of weights (the 30B MoE is 61
+GB). "Fits" counts what a load really takes: the weights in the dtype the loader uses on this device (bfloat16 on a
+GPU, float32 on the CPU: twice the bf16 size on disk), times HEADROOM for activations and the KV cache, and
+S2D2_MAX_LOADED_MODELS of them loaded at once: the largest that many allowed models together must fit the free GPU
+memory (or the available RAM without a GPU). A name off the list is refused before anything is downloaded. At most
+S2D2_MAX_LOADED_MODELS models stay loaded; the least recently used one is evicted before another loads.
+`S2D2_ALLOW_ANY_MODEL=1` lifts the list (for a private machine only).
 """
 from __future__ import annotations
 
@@ -27,6 +30,16 @@ _LOCK = threading.Lock()
 _LOADING: dict[str, threading.Lock] = {}
 
 
+def on_gpu() -> bool:
+    """Whether models load on a GPU here (the loader's default device)."""
+    try:
+        import torch
+
+        return bool(torch.cuda.is_available())
+    except Exception:  # no driver, ...
+        return False
+
+
 def free_memory_gb() -> float:
     """Free GPU memory (first device), else available RAM, in GiB; 0 when neither can be read."""
     try:
@@ -37,6 +50,10 @@ def free_memory_gb() -> float:
             return free / 2**30
     except Exception:  # no driver, ZeroGPU outside a GPU call, ...
         pass
+    return available_ram_gb()
+
+
+def available_ram_gb() -> float:
     try:
         with open("/proc/meminfo", encoding="ascii") as fh:
             for line in fh:
@@ -47,17 +64,44 @@ def free_memory_gb() -> float:
     return 0.0
 
 
+def load_gb(size_gb: float, gpu: bool) -> float:
+    """Memory one loaded model takes: bf16 weights on a GPU, float32 (twice the bf16 size) on the CPU, with
+    HEADROOM."""
+    return size_gb * (1.0 if gpu else 2.0) * HEADROOM
+
+
+def fitting(sizes: dict[str, float], budget_gb: float, loaded: int) -> list[str]:
+    """The names (smallest first) such that the `loaded` largest of them, loaded together, take at most
+    `budget_gb`; `sizes` is each model's load_gb."""
+    chosen: list[float] = []
+    names = []
+    for name, gb in sorted(sizes.items(), key=lambda kv: kv[1]):
+        worst = sum(sorted(chosen + [gb], reverse=True)[:max(1, loaded)])
+        if worst <= budget_gb:
+            chosen.append(gb)
+            names.append(name)
+    return names
+
+
 @cache
 def default_models() -> tuple[str, ...]:
     """The bundled models, then every registry checkpoint that fits this machine (decided once, at start-up)."""
     from s2d2.models.registry import known_models, lookup
 
-    budget = min(free_memory_gb(), MAX_DEFAULT_GB * HEADROOM)
+    gpu = on_gpu()
     entries = [(name, lookup(name)) for name in known_models()]
-    bundled = [n for n, e in entries if e is not None and e.path is not None and e.path.is_dir()]
-    fits = [n for n, e in entries if e is not None and e.repo and 0 < e.size_gb <= MAX_DEFAULT_GB
-            and e.size_gb * HEADROOM <= budget]
-    return tuple(dict.fromkeys([DEFAULT_MODEL, *bundled, *fits]))
+    bundled = {n: load_gb(_folder_gb(e.path), gpu) for n, e in entries if e is not None and e.path is not None
+               and e.path.is_dir()}
+    hub = {n: load_gb(e.size_gb, gpu) for n, e in entries
+           if e is not None and e.repo and 0 < e.size_gb <= MAX_DEFAULT_GB}
+    allowed = set(fitting({**bundled, **hub}, free_memory_gb(), limits().max_loaded_models)) | set(bundled)
+    return tuple(dict.fromkeys([DEFAULT_MODEL, *bundled, *(n for n in hub if n in allowed)]))
+
+
+def _folder_gb(path: Any) -> float:
+    """Size of a bundled model's weight files, as bf16 (the files of the tiny models are float32 or bf16; this
+    over-counts a float32 file, which is the safe side)."""
+    return sum(f.stat().st_size for f in path.glob("*.safetensors")) / 2**30
 
 
 def allowed_models() -> list[str]:

@@ -5,8 +5,6 @@ name to the component of the same name, so adding a view is one line here plus i
 """
 from __future__ import annotations
 
-import html
-import re
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
@@ -18,6 +16,7 @@ from s2d2.trace import Trace
 
 from .canvas import legend_html, render_canvas, visible_text
 from .describe import decision_line
+from .escape import md_text
 from .figures import acceptance_histogram, commit_map, nfe_by_block, per_position_figure, routing_figure
 from .mask_view import mask_figure
 from .residual import residual_html
@@ -193,9 +192,8 @@ def metrics_table(trace: Trace) -> list[list[str]]:
 
 
 def md_escape(value: Any, limit: int = 120) -> str:
-    """Text from a trace file made inert for gr.Markdown: HTML escaped, Markdown punctuation backslashed."""
-    text = re.sub(r"([\\`*_{}\[\]()#+!|~-])", r"\\\1", str(value)[:limit])
-    return html.escape(text, quote=True)
+    """Text from a trace file made inert for gr.Markdown (components/escape.py: no HTML, no Markdown, no autolink)."""
+    return md_text(value, limit)
 
 
 def trace_title(trace: Trace) -> str:

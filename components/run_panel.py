@@ -18,7 +18,8 @@ from typing import Any, Callable, Iterator, Optional
 
 from s2d2.config import ACCEPTANCE, ESTIMATORS, METHODS, POLICIES, REMASKING, DecodeConfig, preset
 from s2d2.decoding.layout import block_lengths
-from s2d2.limits import SEED_MAX, check_lengths, check_prompt_chars, check_prompt_tokens, check_seed, limits
+from s2d2.limits import (SEED_MAX, check_lengths, check_prompt_chars, check_prompt_tokens, check_seed, int_text,
+                         limits)
 from s2d2.policies import Knob as PolicyKnob
 from s2d2.policies import editing_knobs, option_knobs, pipeline_knobs, routing_knobs
 
@@ -27,6 +28,7 @@ from .guard import cancelled, current_job
 from .lane_rounds import TIMED_ROUNDS, lane_rounds
 from .models import (DEFAULT_MODEL, check_model, forget_model, get_model, model_choices,  # noqa: F401
                      preload_on_spaces, register_model)
+from .numbers import as_float
 
 try:  # a no-op decorator off Hugging Face Spaces (and when the package is missing)
     import spaces  # type: ignore
@@ -142,17 +144,27 @@ def _coerce(knob: Knob, value: Any) -> Any:
     if value is None or (isinstance(value, str) and not value.strip() and knob.kind != "choice"):
         raise ValueError(f"{knob.name}: no value given")
     if knob.kind == "int":
-        f = float(value)
-        if f != int(f):
-            raise ValueError(f"{knob.name}: expected a whole number, got {str(value)[:40]}")
-        v: Any = int(f)
+        if isinstance(value, int) and not isinstance(value, bool):
+            v: Any = value  # exact, however large: the bound check names it (limits.int_text)
+        else:
+            f = as_float(value)
+            if f is None or f != int(f):
+                raise ValueError(f"{knob.name}: expected a whole number, got {_shown(value)}")
+            v = int(f)
         return None if knob.optional_zero and v == 0 else v
     if knob.kind == "float":
-        f = float(value)
+        f = as_float(value)
+        if f is None:
+            raise ValueError(f"{knob.name}: expected a number in [{knob.lo:g}, {knob.hi:g}], got {_shown(value)}")
         return None if knob.optional_zero and f == 0 else f
     if knob.kind == "bool":
         return bool(value)
     return str(value)[:100]
+
+
+def _shown(value: Any) -> str:
+    """A bad value as a message quotes it: short, and never a 4300-digit int (str() refuses those)."""
+    return int_text(value) if isinstance(value, int) else repr(str(value)[:40])
 
 
 def config_from_inputs(*values: Any) -> tuple[Optional[DecodeConfig], int, Optional[str]]:

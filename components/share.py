@@ -15,6 +15,7 @@ from typing import Any, Mapping, Optional
 
 import gradio as gr
 
+from .disk import DISK
 from .examples import Example, examples_dir, list_examples, load_pair
 from .handlers import RUNS, open_example
 from .html_export import ExportError, replay_html
@@ -159,6 +160,9 @@ def html_replay(state: Any, step: Any) -> dict[str, Any]:
     try:
         page = replay_html(trace, start)
         path = export_folder(trace) / f"{export_name(trace, 'replay')}-step{start}.html"
+        if not path.exists() and not DISK.make_room(len(page.html.encode())):
+            return {"html_file": gr.DownloadButton(visible=False),
+                    "share_status": "⚠️ The server's disk space for downloads is full: try again in a few minutes."}
         if not path.exists():
             path.write_text(page.html, encoding="utf-8")
     except (ExportError, OSError) as exc:

@@ -16,6 +16,7 @@ from s2d2.tasks.arithmetic import extract_answer, solve
 from s2d2.trace import StepRecord, Trace
 
 from .canvas import visible_text
+from .escape import md_text
 from .trace_index import index_of
 
 _USER_RE = re.compile(r"<\|im_start\|>user\n(.*?)<\|im_end\|>", re.S)
@@ -43,7 +44,7 @@ def _answer(trace: Trace, gold: Optional[int]) -> str:
     text = trace.footer.output_text if trace.footer else ""
     value = extract_answer(text)
     if value is None:
-        return "“" + visible_text(text.strip(), 30).replace("`", "ˋ") + "”"
+        return "“" + md_text(visible_text(text.strip(), 30), 200) + "”"
     mark = "" if gold is None else (" ✓" if value == gold else " ✗")
     return f"{value}{mark}"
 
@@ -71,7 +72,7 @@ def pair_story(s2d2: Trace, baseline: Trace) -> Story:
     gold = solve(question_of(s2d2))
     block = baseline.header.config.get("block_length")
     alone = "D2F alone" if baseline.header.config.get("loop") == "pipeline" else "Diffusion alone"
-    base = f"{alone} (B = {block}) answered **{_answer(baseline, gold)}**"
+    base = f"{alone} (B = {md_text(block, 10)}) answered **{_answer(baseline, gold)}**"
     ours = f"**{_answer(s2d2, gold)}**"
     cost = f" ({len(s2d2.forwards)} forwards vs {len(baseline.forwards)}, same question and seed)"
     a = s2d2.footer.output_ids if s2d2.footer else []

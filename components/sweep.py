@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Optional
 
+from s2d2.agreement import format_equals_ar
 from s2d2.limits import limits
 from s2d2.sweep import accuracy_interval, format_p
 
@@ -27,7 +28,8 @@ TABLE_COLUMNS = [("name", "cell"), ("method", "method"), ("accuracy", "accuracy"
                  ("speedup_nfe_vs_ar", "speedup vs AR (forwards)"), ("speedup_wall_vs_ar", "speedup vs AR (wall)"),
                  ("mean_acceptance_length", "mean acc. len"), ("draft_acceptance_rate", "draft acc. rate"),
                  ("verify_rate", "verify rate"), ("speedup_wall_vs_baseline", "wall speedup vs best baseline ≥ acc."),
-                 ("p_vs_baseline", "p vs that baseline"), ("edits_per_token", "edits/token")]
+                 ("p_vs_baseline", "p vs that baseline"), ("edits_per_token", "edits/token"),
+                 ("equals_ar", "output = AR (problems)")]
 NO_RESULTS = "No results file yet: run `python -m s2d2 bench ... --out results/` and upload results/results.json."
 
 
@@ -41,6 +43,8 @@ def _table_value(c: dict[str, Any], key: str) -> Any:
         return "–" if ci is None else f"{ci[0]:.3f}–{ci[1]:.3f}"
     if key in ("p_vs_ar", "p_vs_baseline"):
         return format_p(c.get(key))
+    if key == "equals_ar":
+        return format_equals_ar(c)
     return _cell(c.get(key), key)
 
 

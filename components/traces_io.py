@@ -1,10 +1,11 @@
 """Traces as files and as session state: bounded upload, validated parse, bounded exports, a small parse cache.
 
-Session state holds a plain dict {"key": str, "name": str, "json": str}: the trace as its JSON text, the most compact
-form a session can keep. Parsed `Trace` objects are memoised by key (a fresh random key per load, so sessions never
-share entries by accident) in a cache bounded by the size of the traces, not their count. Uploads are JSON only, never unpickled, read
-up to the size limit (S2D2_MAX_UPLOAD_MB) and validated before anything is built. Exported traces live in one
-directory (S2D2_EXPORT_DIR, default <tmp>/s2d2-exports), one folder per distinct trace, pruned by age and count.
+Session state holds a small handle {"key": str, "name": str}; the trace's JSON text lives in the state store
+(components/state_store.py: compressed, charged to the visitor, under a global and a per-client byte budget).
+Parsed `Trace` objects are memoised by key in a cache bounded by the size of the traces, not their count. A handle
+whose text the store dropped reads as no trace. Uploads are JSON only, never unpickled, read up to the size limit
+(S2D2_MAX_UPLOAD_MB) and validated before anything is built. Exported traces live in the export folder (disk.py:
+inside the app's cache, one folder per distinct trace, pruned by age, count and bytes).
 """
 from __future__ import annotations
 
@@ -13,9 +14,7 @@ import json
 import os
 import re
 import shutil
-import tempfile
 import time
-import uuid
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Optional
@@ -23,11 +22,14 @@ from typing import Any, Optional
 from s2d2.limits import limits
 from s2d2.trace import Trace
 
+from .disk import DISK, export_dir
+from .state_store import STORE
+
 MAX_EXPORTS = 256  # trace folders kept in the export directory
 EXPORT_MAX_AGE_S = 3600.0  # older ones are deleted at the next export
 ASSETS = Path(__file__).resolve().parent.parent / "assets" / "traces"
 PARSED_BUDGET = 16 * 1024 * 1024  # JSON bytes of the parsed traces kept in memory (their objects take about 2x more)
-_PARSED: "OrderedDict[str, tuple[Trace, int]]" = OrderedDict()
+_PARSED: "OrderedDict[str, tuple[Any, int]]" = OrderedDict()
 _parsed_bytes = 0
 
 
@@ -35,13 +37,14 @@ class TraceError(ValueError):
     """A trace could not be loaded; the message is shown to the user as is."""
 
 
-def make_state(trace: Trace | dict[str, Any], name: str = "trace") -> dict[str, Any]:
-    """Session-state value for a trace: plain, deep-copyable, JSON-safe."""
+def make_state(trace: Trace | dict[str, Any], name: str = "trace", pinned: bool = False) -> dict[str, Any]:
+    """Session-state value for a trace: a small handle into the state store (plain, deep-copyable, JSON-safe).
+    `pinned` (the bundled examples) keeps the text whatever the budgets."""
     text = trace_json(trace) if isinstance(trace, Trace) else json.dumps(trace, allow_nan=False)
-    key = uuid.uuid4().hex
+    key = STORE.put(text, pinned=pinned)
     if isinstance(trace, Trace):
-        _remember(key, trace, len(text))
-    return {"key": key, "name": name, "json": text}
+        remember_parsed(key, trace, len(text))
+    return {"key": key, "name": name}
 
 
 def trace_json(trace: Trace) -> str:
@@ -53,7 +56,16 @@ def trace_json(trace: Trace) -> str:
     return text
 
 
-def _remember(key: str, trace: Trace, size: int) -> None:
+def parsed(key: Any) -> Any:
+    """The parsed value memoised under a state key (a Trace, or a comparison's traces), or None."""
+    if isinstance(key, str) and key in _PARSED:
+        _PARSED.move_to_end(key)
+        return _PARSED[key][0]
+    return None
+
+
+def remember_parsed(key: str, trace: Any, size: int) -> None:
+    """Memoise a parsed value under its state key; `size` (its JSON bytes) counts toward PARSED_BUDGET."""
     global _parsed_bytes
     if key in _PARSED:
         _parsed_bytes -= _PARSED.pop(key)[1]
@@ -67,19 +79,21 @@ def trace_from_state(state: Any) -> Optional[Trace]:
     """The parsed trace of a session state (None when the state holds no trace or an invalid one)."""
     if not isinstance(state, dict):
         return None
-    text, data = state.get("json"), state.get("trace")
+    key = state.get("key")
+    hit = parsed(key)
+    if isinstance(hit, Trace):
+        return hit
+    text, data = state.get("json"), state.get("trace")  # older handles carried the text themselves
+    if isinstance(key, str) and not isinstance(text, str) and not isinstance(data, dict):
+        text = STORE.get(key)
     if not isinstance(text, str) and not isinstance(data, dict):
         return None
-    key = state.get("key")
-    if isinstance(key, str) and key in _PARSED:
-        _PARSED.move_to_end(key)
-        return _PARSED[key][0]
     try:
         trace = Trace.from_json(text) if isinstance(text, str) else Trace.from_dict(data)
     except ValueError:
         return None
     if isinstance(key, str):
-        _remember(key, trace, len(text) if isinstance(text, str) else len(trace_json(trace)))
+        remember_parsed(key, trace, len(text) if isinstance(text, str) else len(trace_json(trace)))
     return trace
 
 
@@ -100,7 +114,9 @@ def read_upload(path: Optional[str], what: str = "trace .json file") -> bytes:
 
 def parse_upload(path: Optional[str]) -> Trace:
     """Read and validate an uploaded trace file; raise TraceError with one readable message."""
-    return parse_text(read_upload(path))
+    trace = parse_text(read_upload(path))
+    trace.__dict__["_s2d2_source"] = path  # its download can be this very file (export_path links it)
+    return trace
 
 
 def parse_text(raw: str | bytes) -> Trace:
@@ -142,13 +158,6 @@ def _short(text: str, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def export_dir() -> Path:
-    """The one directory exported traces are written to (created on demand)."""
-    d = Path(os.environ.get("S2D2_EXPORT_DIR") or Path(tempfile.gettempdir()) / "s2d2-exports")
-    d.mkdir(parents=True, exist_ok=True)
-    return d
-
-
 def export_name(trace: Trace, kind: str = "trace") -> str:
     """A file name (no suffix) that says what the trace is, e.g. "s2d2-trace-tiny-s2d2-seed0"; safe characters only."""
     model = re.sub(r"[^A-Za-z0-9_.-]+", "-", trace.header.model.name)[:40].strip(".") or "model"
@@ -156,20 +165,36 @@ def export_name(trace: Trace, kind: str = "trace") -> str:
     return f"s2d2-{kind}-{model}-{method or 'run'}-seed{trace.header.seed}"
 
 
+def _folder_of(trace: Trace) -> Path:
+    return export_dir() / hashlib.sha256(trace_json(trace).encode("utf-8", "surrogatepass")).hexdigest()[:20]
+
+
 def export_folder(trace: Trace) -> Path:
     """export_dir()/<content hash>/: one folder per distinct trace (loading it again reuses it); old ones pruned."""
     root = export_dir()
-    folder = root / hashlib.sha256(trace_json(trace).encode()).hexdigest()[:20]
+    folder = _folder_of(trace)
     folder.mkdir(exist_ok=True)
     os.utime(folder)  # recently used: pruned last
     prune_exports(root)
     return folder
 
 
-def export_path(trace: Trace, directory: Optional[str] = None) -> str:
-    """Write the trace JSON and return its path (for gr.DownloadButton), in `directory` or export_folder(trace)."""
+def export_path(trace: Trace, directory: Optional[str] = None) -> Optional[str]:
+    """Write the trace JSON and return its path (for gr.DownloadButton), in `directory` or export_folder(trace);
+    None (no download offered) when the app's disk budget has no room for it."""
     text = trace_json(trace)
-    path = os.path.join(directory or str(export_folder(trace)), export_name(trace) + ".json")
+    name = export_name(trace) + ".json"
+    if directory is None:
+        if not (_folder_of(trace) / name).exists() and not DISK.make_room(len(text)):
+            return None
+        directory = str(export_folder(trace))
+    path = os.path.join(directory, name)
+    source = trace.__dict__.get("_s2d2_source")
+    if not os.path.exists(path) and source:
+        try:
+            os.link(source, path)  # the uploaded file is the trace's text: a second name, not a second copy
+        except OSError:
+            pass
     if not os.path.exists(path):
         with open(path, "w", encoding="utf-8") as fh:
             fh.write(text)
@@ -201,5 +226,3 @@ def describe_error(exc: BaseException) -> str:
     return str(exc) if isinstance(exc, TraceError) else f"Could not load the trace: {_short(str(exc))}"
 
 
-def dumps_state(state: dict[str, Any]) -> str:
-    return state["json"] if "json" in state else json.dumps(state["trace"], allow_nan=False)

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from typing import Any, NoReturn
 
+from .cli_checks import writable_file
 from .config import DecodeConfig, preset, presets
 from .limits import check_lengths, check_prompt_chars, check_prompt_tokens, check_seed
 
@@ -37,6 +37,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return _dispatch(args)
+    except ImportError as exc:  # an optional extra a check did not foresee: still one line
+        print(f"error: {args.command} needs the optional module {exc.name or exc}: pip install -r "
+              "requirements-train.txt", file=sys.stderr)
+        return 2
+    except RecursionError:
+        print("error: a value is nested too deeply to read", file=sys.stderr)
+        return 2
     except (ValueError, OSError, KeyError, OverflowError) as exc:
         print(f"error: {' '.join(str(exc).split())[:500]}", file=sys.stderr)
         return 2
@@ -81,6 +88,8 @@ def parse_overrides(pairs: list[str]) -> dict[str, Any]:
             out[key.strip()] = json.loads(raw)
         except json.JSONDecodeError:
             out[key.strip()] = raw
+        except RecursionError:
+            raise ValueError(f"--set: the value of {key.strip()[:40]!r} is nested too deeply") from None
     return out
 
 
@@ -113,10 +122,7 @@ def check_generate_args(args: argparse.Namespace) -> DecodeConfig:
         check_lengths(cfg.gen_length, cfg.block_length)
     except ValueError as exc:
         raise ValueError(f"--{'prompt' if str(exc).startswith('prompt') else 'preset/--set'}: {exc}") from None
-    if args.trace:
-        folder = os.path.dirname(os.path.abspath(args.trace))
-        if os.path.isdir(args.trace) or not os.path.isdir(folder) or not os.access(folder, os.W_OK):
-            raise ValueError(f"--trace: cannot write a file at {args.trace!r} (give a file path in a writable folder)")
+    writable_file(args.trace, "--trace")
     if args.device is not None:
         import torch
 

@@ -97,6 +97,8 @@ def generate(
     top-k candidates or token strings. `on_block` receives the steps so far after every block;
     `should_stop` / `max_seconds` end the run early with the partial output (finish_reason says why); a
     `StopDecoding` raised by the model's forward ends it at once, at its last complete block ("cancelled").
+    `seed` seeds the generator of every draw (drafts of masked positions only, acceptance, residuals); the reference
+    draws for every row of the window, so sampled runs match it only with its draw restricted to masked rows.
     """
     cfg = (cfg or DecodeConfig()).validate()
     ids, text = encode_prompt(model, prompt, chat)

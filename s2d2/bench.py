@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from . import __version__
+from . import cli_checks as checks
+from .agreement import add_equals_ar, format_equals_ar, lossless_line
 from .distributed import DistEnv, broadcast, dist_env, rank_device, start, stop, wait_for_all
 from .shards import ROWS_DIR, RowCounter, RowWriter, plan_items, rank_file, read_all_rows, shard
 from .sweep import (GRIDS, RESULTS_VERSION, Cell, add_paired_tests, add_speedups, cell_key, csv_rows,
@@ -43,6 +45,7 @@ def problem_row(cell: str, i: int, result: Any, correct: bool) -> dict[str, Any]
         "verify_steps": sum(s.verification is not None for s in steps),
         "decided_steps": sum(s.decision is not None for s in steps),
         "edits": m.get("edits", 0),
+        "output": list(result.token_ids), "stopped": result.trace.footer.stop_position is not None,
     }
 
 
@@ -91,8 +94,9 @@ def merge_results(out: Path, cells: list[Cell], keys: list[str], n: int) -> list
     if missing:
         raise ValueError(f"{missing} of {len(keys) * n} work items have no row under {out / ROWS_DIR}: with several "
                          f"nodes, --out must be a folder that every node shares")
-    summaries = [summarize(cell, [rows[(key, i)] for i in range(n)]) for cell, key in zip(cells, keys)]
-    return add_paired_tests(add_speedups(summaries))
+    by_cell = [[rows[(key, i)] for i in range(n)] for key in keys]
+    summaries = [summarize(cell, cell_rows) for cell, cell_rows in zip(cells, by_cell)]
+    return add_equals_ar(add_paired_tests(add_speedups(summaries)), by_cell)
 
 
 def _progress(total: int, initial: int, enabled: bool) -> Any:
@@ -136,15 +140,32 @@ def add_bench_args(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     return p
 
 
+MAX_GRID_CELLS = 1000  # cells of one sweep (the default grid has 50)
+MAX_PROBLEMS = 100_000
+
+
+def check_bench_args(args: argparse.Namespace) -> list[Cell]:
+    """Every bench argument before a task or model loads; the grid's cells (ValueError, one line)."""
+    checks.whole(args.problems, "--problems", 1, MAX_PROBLEMS)
+    checks.seed(args.seed)
+    if args.gen_length is not None:
+        checks.whole(args.gen_length, "--gen-length", 1, 8192)
+    if args.threads is not None:
+        checks.whole(args.threads, "--threads", 1, 1024)
+    checks.writable_folder(args.out, "--out")
+    cells = load_grid(args.grid)
+    if len(cells) > MAX_GRID_CELLS:
+        raise ValueError(f"--grid: at most {MAX_GRID_CELLS} cells, got {len(cells)}")
+    return cells
+
+
 def run_bench(args: argparse.Namespace) -> int:
     env = dist_env()
+    cells = check_bench_args(args)
     if args.threads is not None:
-        if args.threads < 1:
-            raise ValueError(f"--threads: must be at least 1, got {args.threads}")
         import torch
 
         torch.set_num_threads(args.threads)
-    cells = load_grid(args.grid)
     if getattr(args, "allow_code_eval", False):
         allow_code_eval()
     task = load_task(args.task, args.problems, args.scorer, say=_say(env))
@@ -182,10 +203,11 @@ def _say(env: DistEnv) -> Callable[[str], None]:
 
 def format_table(cells: list[dict[str, Any]]) -> str:
     cols = [("name", 26), ("accuracy [95% CI]", 22), ("nfe_per_token", 13), ("wall_per_token", 14),
-            ("speedup_nfe_vs_ar", 17), ("speedup_wall_vs_ar", 18)]
+            ("speedup_nfe_vs_ar", 17), ("speedup_wall_vs_ar", 18), ("output = AR", 11)]
     lines = ["  ".join(f"{k:>{w}}" if i else f"{k:<{w}}" for i, (k, w) in enumerate(cols))]
     for c in cells:
         vals = [c["name"][:26], format_accuracy(c)]
-        vals += [("-" if c[k] is None else f"{c[k]:.4g}") for k, _ in cols[2:]]
+        vals += [("-" if c[k] is None else f"{c[k]:.4g}") for k, _ in cols[2:-1]] + [format_equals_ar(c)]
         lines.append("  ".join(f"{v:>{w}}" if i else f"{v:<{w}}" for i, (v, (_, w)) in enumerate(zip(vals, cols))))
-    return "\n".join(lines)
+    line = lossless_line(cells)
+    return "\n".join(lines + ([line] if line else []))

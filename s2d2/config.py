@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from .limits import value_text
 from .policies import (POLICIES, REGISTRY, SCORE_TYPES, UCB_ENTROPY_SCOPES, AdaptiveBlock, all_knobs, pipeline,
                        self_correction, speedups)
 from .policies.knob import check_choice as _choice
@@ -206,7 +207,7 @@ def _check_type(name: str, value: Any, annotation: Any) -> None:
         ok = isinstance(value, int) and not isinstance(value, bool)
     elif text.startswith("float"):
         ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-        if ok and math.isnan(float(value)):
+        if ok and isinstance(value, float) and math.isnan(value):
             raise ValueError(f"{name}: must be a number, got NaN")
     elif text.startswith("str"):
         ok = isinstance(value, str)
@@ -281,6 +282,16 @@ _PRESETS.update({
         {**_PRESETS["sdar-config-b"][0], "kv_reuse": True, "fused_commit": True, "adaptive_block": True},
         _BEYOND + "sdar-config-b with KV reuse, fused commits and adaptive block size together.",
     ),
+    # Lossless mode (spec §5): greedy_exact acceptance, a verify at every step, the causal verifier cache; the
+    # forward savers kept are those that never change a token (KV reuse and the fused commit only move where a KV
+    # row is computed). Adaptive blocks keep exactness too but cost forwards on the bundled model, so they are off.
+    "lossless": (
+        dict(**_S2D2, block_length=16, remasking="low_confidence_dynamic", confidence_threshold=0.85,
+             policy="mask_span_length", min_span_length=1, acceptance="greedy_exact", cache_ver=True, draft_ver=True,
+             kv_reuse=True, fused_commit=True),
+        _BEYOND + "greedy AR's output token for token (greedy_exact acceptance, always verify, cache_ver), block 16 "
+        "with KV reuse and fused commits: fewer forwards, the same text.",
+    ),
 })
 
 
@@ -352,6 +363,6 @@ def presets() -> dict[str, str]:
 def preset(name: str, **overrides: Any) -> DecodeConfig:
     """A named paper configuration, optionally with overrides (validated)."""
     if name not in _PRESETS:
-        raise ValueError(f"preset: unknown preset {name!r}; allowed: {', '.join(_PRESETS)}")
+        raise ValueError(f"preset: unknown preset {value_text(name)}; allowed: {', '.join(_PRESETS)}")
     settings = {**_PRESETS[name][0], **overrides}
     return DecodeConfig.from_dict(settings)

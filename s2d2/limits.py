@@ -72,9 +72,13 @@ def limits() -> Limits:
 
 
 def check_seed(seed: object, name: str = "seed") -> int:
-    """A seed as an int in [0, SEED_MAX]; ValueError naming the bound otherwise (never an overflow later)."""
+    """A seed as an int in [0, SEED_MAX] (a whole float such as a UI number is accepted); ValueError naming the
+    bound otherwise (never an overflow later)."""
+    if isinstance(seed, float) and seed.is_integer():
+        seed = int(seed)
     if isinstance(seed, bool) or not isinstance(seed, int):
-        raise ValueError(f"{name}: expected a whole number in [0, {SEED_MAX}], got {type(seed).__name__}")
+        shown = "nothing" if seed is None else repr(str(seed)[:20])
+        raise ValueError(f"{name}: expected a whole number in [0, {SEED_MAX}], got {shown}")
     if not 0 <= seed <= SEED_MAX:
         raise ValueError(f"{name}: must be in [0, {SEED_MAX}], got {int_text(seed)}")
     return seed
@@ -88,6 +92,16 @@ def int_text(n: int) -> str:
         return f"a {len(str(abs(n)))}-digit number"
     except ValueError:
         return f"a number of about {int(abs(n).bit_length() * 0.30103) + 1} digits"
+
+
+def value_text(value: object, limit: int = 40) -> str:
+    """Any value as a message quotes it: bounded (a 1 MB string is cut, a huge int is counted, not printed)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return int_text(value)
+    if isinstance(value, (bool, float)) or value is None:
+        return repr(value)
+    text = value if isinstance(value, str) else str(value)
+    return repr(text[:limit] + ("…" if len(text) > limit else ""))
 
 
 def check_prompt_chars(prompt: str, lim: Limits | None = None) -> None:

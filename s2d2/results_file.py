@@ -54,6 +54,10 @@ class ResultsCell:
     correct_by_problem: Optional[Annotated[str, Strict(), Field(max_length=MAX_PROBLEMS, pattern=r"^[01]*$")]] = None
     # Added with the LLaDA2.x editing loop (optional, absent in older files): self-corrections per generated token.
     edits_per_token: Cost = None
+    # Added with lossless mode (optional, absent in older files): the fraction of problems whose output equals the
+    # AR cell's token for token, and which ones ('0'/'1', problem i at i); None for the AR cell itself.
+    equals_ar: Rate = None
+    equals_ar_by_problem: Optional[Annotated[str, Strict(), Field(max_length=MAX_PROBLEMS, pattern=r"^[01]*$")]] = None
 
 
 @dataclass
@@ -71,10 +75,10 @@ def validate_results(data: Any) -> dict[str, Any]:
         raise ValueError(f"results.version: this reads version {RESULTS_VERSION}, got {shown(data.get('version'), 20)}")
     checked = dataclasses.asdict(load_as(ResultsFile, data, "results"))
     for i, cell in enumerate(checked["cells"]):
-        bits = cell["correct_by_problem"]
-        if bits is not None and len(bits) != cell["n"]:
-            raise ValueError(f"results.cells[{i}].correct_by_problem: expected n = {cell['n']} characters, "
-                             f"got {len(bits)}")
+        for key in ("correct_by_problem", "equals_ar_by_problem"):
+            bits = cell[key]
+            if bits is not None and len(bits) != cell["n"]:
+                raise ValueError(f"results.cells[{i}].{key}: expected n = {cell['n']} characters, got {len(bits)}")
     return checked
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
+from .agreement import format_equals_ar, lossless_cell, lossless_line
 from .config import DecodeConfig, preset
 from .results_file import FAMILIES, RESULTS_VERSION, validate_results  # noqa: F401  (the file schema lives there)
 from .stats import paired_p, wilson_interval
@@ -25,7 +26,10 @@ REQUIRED = (  # every results file has these per cell (version 1 as first writte
 # '0'/'1', problem i at index i), which the paired tests need, and "config"; neither goes to the CSV.
 STATS = ("accuracy_ci_low", "accuracy_ci_high", "p_vs_ar", "p_vs_baseline")
 EDITS = ("edits_per_token",)  # LLaDA2.x self-corrections per generated token (0 for loops that never edit)
-COLUMNS = REQUIRED[:7] + STATS[:2] + REQUIRED[7:] + STATS[2:] + EDITS  # results.csv columns, in order
+# Added with lossless mode: the fraction of problems whose output equals the AR cell's token for token (agreement.py;
+# cells also carry "equals_ar_by_problem", '0'/'1' per problem, not in the CSV).
+AGREEMENT = ("equals_ar",)
+COLUMNS = REQUIRED[:7] + STATS[:2] + REQUIRED[7:] + STATS[2:] + EDITS + AGREEMENT  # results.csv columns, in order
 ROW_KEYS = ("i", "correct", "nfe", "generated", "wall_s", "query_tokens", "num_drafts", "num_draft_tokens",
             "num_accepted_tokens", "verify_steps", "decided_steps")
 
@@ -85,7 +89,30 @@ def beyond_paper_cells() -> list[Cell]:
               fused_commit=True),
         _cell("dynamic-tau0.9-b16+fused", "dynamic-baseline", block_length=16, confidence_threshold=0.9,
               fused_commit=True),
+        _cell("lossless", "lossless"),
+        _cell("lossless-b8", "lossless", block_length=8),
     ]
+
+
+def llada2_grid() -> list[Cell]:
+    """The LLaDA2.x sweep (block 32, the family's loop; for the bundled `tiny-llada2`): AR and lossless mode; the
+    static, threshold (τ_mask) and threshold + editing (τ_mask × τ_edit) baselines; S2D2 Quality and Conservative
+    with and without editing, and Quality's score threshold and τ_mask around the paper's values."""
+    cells = [_cell("ar", "ar"), _cell("lossless", "lossless"), _cell("lossless-b32", "lossless", block_length=32),
+             _cell("llada2-static", "llada2-static")]
+    for tau in (0.9, 0.8, 0.7, 0.6, 0.5):
+        cells.append(_cell(f"dynamic-tau{tau:g}", "llada2-dynamic", confidence_threshold=tau))
+        cells.append(_cell(f"dynamic-edit-tau{tau:g}-edit0.5", "llada2-dynamic-edit", confidence_threshold=tau))
+    for edit in (0.3, 0.7, 0.9):
+        cells.append(_cell(f"dynamic-edit-tau0.7-edit{edit:g}", "llada2-dynamic-edit", editing_threshold=edit))
+    cells.append(_cell("dynamic-edit-tau0.7-edit0.5-post4", "llada2-dynamic-edit", max_post_steps=4))
+    cells += [_cell(n, n) for n in ("llada2-quality", "llada2-quality-noedit", "llada2-conservative",
+                                    "llada2-conservative-noedit")]
+    for tau in (-2.0, -1.0, 1.0, 2.0):  # Quality verifies iff K_hat - 4 >= tau: K_hat >= 2 ... 6
+        cells.append(_cell(f"quality-score{tau:g}", "llada2-quality", score_threshold=tau))
+    for tau in (0.5, 0.9):
+        cells.append(_cell(f"quality-tau{tau:g}", "llada2-quality", confidence_threshold=tau))
+    return cells
 
 
 def quick_grid() -> list[Cell]:
@@ -118,7 +145,8 @@ def d2f_grid() -> list[Cell]:
     return cells
 
 
-GRIDS = {"default": default_grid, "quick": quick_grid, "d2f": d2f_grid}
+GRIDS = {"default": default_grid, "quick": quick_grid, "llada2": llada2_grid, "d2f": d2f_grid}
+MAX_GRID_BYTES = 16 * 2**20
 
 
 def load_grid(spec: str) -> list[Cell]:
@@ -128,10 +156,14 @@ def load_grid(spec: str) -> list[Cell]:
     path = Path(spec)
     if not path.is_file():
         raise ValueError(f"--grid: {spec!r} is neither a named grid ({', '.join(GRIDS)}) nor a JSON file")
+    if path.stat().st_size > MAX_GRID_BYTES:
+        raise ValueError(f"--grid: {spec[:200]} is larger than {MAX_GRID_BYTES // 2**20} MiB")
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ValueError(f"--grid: {spec} is not valid JSON ({exc})") from None
+        raise ValueError(f"--grid: {spec[:200]} is not valid JSON ({str(exc)[:200]})") from None
+    except RecursionError:
+        raise ValueError(f"--grid: {spec[:200]} is nested too deeply") from None
     items = data.get("cells") if isinstance(data, dict) else data
     if not isinstance(items, list) or not items:
         raise ValueError("--grid: expected a non-empty list of cells (or {\"cells\": [...]})")
@@ -153,7 +185,7 @@ def _grid_item(i: int, item: Any) -> Cell:
         raise ValueError(f"--grid: cell {i} 'config' must be an object of DecodeConfig options")
     try:
         cfg = preset(item["preset"], **overrides) if "preset" in item else DecodeConfig.from_dict(overrides)
-    except ValueError as exc:
+    except (ValueError, TypeError) as exc:
         raise ValueError(f"--grid: cell {i}: {exc}") from None
     return Cell(str(item.get("name") or item.get("preset") or f"cell{i}"), cfg)
 
@@ -270,8 +302,9 @@ def _csv(v: Any) -> Any:
 
 
 def headline(cells: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
-    """(role, cell) for AR, the best dynamic baseline (most accurate, then fastest) and the best S2D2 cell (the
-    fastest with accuracy at least the baseline's; else the most accurate, then fastest)."""
+    """(role, cell) for AR, the best dynamic baseline (most accurate, then fastest), the best S2D2 cell (the
+    fastest with accuracy at least the baseline's; else the most accurate, then fastest) and the lossless-mode cell
+    with the fewest forwards (when the sweep has one)."""
     def fastest(cs: list[dict[str, Any]]) -> Optional[dict[str, Any]]:
         cs = [c for c in cs if c.get("wall_per_token") is not None and c.get("accuracy") is not None]
         return min(cs, key=lambda c: (-c["accuracy"], c["wall_per_token"])) if cs else None
@@ -282,7 +315,9 @@ def headline(cells: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
     s2d2 = [c for c in cells if c["method"] == "s2d2" and c.get("wall_per_token") is not None]
     good = [c for c in s2d2 if base is None or (c["accuracy"] or 0) >= (base["accuracy"] or 0)]
     best = min(good, key=lambda c: c["wall_per_token"]) if good else fastest(s2d2)
-    for role, cell in (("AR", ar), ("best dynamic-threshold baseline", base), ("best S2D2", best)):
+    roles = (("AR", ar), ("best dynamic-threshold baseline", base), ("best S2D2", best),
+             ("lossless (AR-identical by construction)", lossless_cell(cells)))
+    for role, cell in roles:
         if cell is not None:
             out.append((role, cell))
     return out
@@ -290,26 +325,30 @@ def headline(cells: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
 
 def readme_table(data: dict[str, Any]) -> str:
     """The README's results table (markdown) from a results.json object: accuracies with their 95 % intervals,
-    and McNemar's exact p on the same problems vs AR and vs the best baseline (– when the file has no per-problem
-    results)."""
+    McNemar's exact p on the same problems vs AR and vs the best baseline (– when the file has no per-problem
+    results), how many outputs equal AR's token for token, and the lossless line."""
     rows = headline(data["cells"])
     base = next((c for r, c in rows if r.startswith("best dynamic")), None)
     ar = next((c for r, c in rows if r == "AR"), None)
     lines = ["| | cell | accuracy [95 % CI] | NFE/token | wall speedup vs AR | wall speedup vs baseline | "
-             "p vs AR | p vs baseline |", "|---|---|---|---|---|---|---|---|"]
+             "p vs AR | p vs baseline | output = AR |", "|---|---|---|---|---|---|---|---|---|"]
     for role, c in rows:
         vs_base = _ratio(base["wall_per_token"], c["wall_per_token"]) if base is not None else None
         p_ar, p_base = (None if ref is None or ref is c else
                         paired_p(ref.get("correct_by_problem"), c.get("correct_by_problem")) for ref in (ar, base))
         lines.append(f"| {role} | `{c['name']}` | {format_accuracy(c)} | {_fmt(c['nfe_per_token'])} | "
                      f"{_fmt(c['speedup_wall_vs_ar'], '×')} | {_fmt(vs_base, '×')} | {format_p(p_ar)} | "
-                     f"{format_p(p_base)} |")
+                     f"{format_p(p_base)} | {format_equals_ar(c)} |")
     m = data.get("meta", {})
     lines.append(f"\n{m.get('model', '?')} on {m.get('task', '?')} (n = {m.get('n', '?')}, gen_length "
                  f"{m.get('gen_length', '?')}, {m.get('device', '?')}); speedups per generated token. Accuracy "
                  f"intervals are Wilson 95 %; p is McNemar's exact two-sided test on the same problems (the chance "
                  f"of a split of the problems they disagree on at least this uneven if both were equally accurate: "
-                 f"a large p means no detectable difference, not proof of equality).")
+                 f"a large p means no detectable difference, not proof of equality). \"output = AR\": problems "
+                 f"whose output equals the AR cell's token for token, up to the first stop id.")
+    line = lossless_line(data["cells"])
+    if line is not None:
+        lines.append(f"\n**{line}.**")
     return "\n".join(lines)
 
 

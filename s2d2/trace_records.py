@@ -94,7 +94,7 @@ class PolicyInputs:
     k_hat: Num
     n_hi: Count
     window_len: Count  # positions in the current window (block, or sub-block for the shifted family)
-    progress: Num  # decoded positions in the window / window_len (prompt tail excluded)
+    progress: Num  # decoded positions in the window / window_len (prompt tail excluded; Fast-dLLM v2: included)
     mean_entropy: Num  # mean normalized entropy over the span (or over all masks, per ucb_entropy_scope)
 
 

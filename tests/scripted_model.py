@@ -66,3 +66,24 @@ class ScriptedModel:
         logits = torch.stack([self.row(p, t, verify=two_l and i >= half) for i, (p, t) in enumerate(zip(pos, ids))])
         cache.n += keep
         return logits[-last:] if last else logits
+
+
+class PositionScripted:
+    """A stub whose logits put all mass on `script[position]` (else `fill`); shifted: row r predicts position r + 1.
+    Vocabulary 16, mask 15, stop 14."""
+
+    def __init__(self, alignment: str, script: dict[int, int], fill: int = 3) -> None:
+        self.spec = ModelSpec("scripted", alignment, mask_id=15, stop_ids=[14], vocab_size=16, max_positions=4096)
+        self.script, self.fill, self.tokenizer = script, fill, None
+        self.device, self.dtype, self.attn_implementation = torch.device("cpu"), torch.float32, "sdpa"
+
+    def new_cache(self) -> ScriptedCache:
+        return ScriptedCache()
+
+    def forward(self, cache, ids, positions, attention, keep, last=None):
+        cache.n += keep
+        target = positions + (1 if self.spec.alignment == "shifted" else 0)
+        tokens = torch.tensor([self.script.get(int(p), self.fill) for p in target])
+        logits = torch.full((ids.shape[0], 16), -30.0)
+        logits[torch.arange(ids.shape[0]), tokens] = 30.0
+        return logits[-last:] if last else logits

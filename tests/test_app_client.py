@@ -65,6 +65,7 @@ def served(tmp_path_factory):
     os.environ["S2D2_EXAMPLE_TRACES"] = str(examples)
     os.environ["S2D2_MODELS"] = "tiny,tiny-llada2,JetLM/SDAR-1.7B-Chat"  # the allow-list, whatever the memory
     os.environ["GRADIO_HEARTBEAT_INTERVAL"] = "0.25"  # a closed client is noticed quickly (unload)
+    os.environ["S2D2_TRUSTED_PROXY_HOPS"] = "1"  # as behind the Spaces proxy: X-Forwarded-For names the visitor
     os.environ["S2D2_EXPORT_DIR"] = str(tmp_path_factory.mktemp("exports"))
     app = importlib.import_module("app")
     app = importlib.reload(app)  # rebuild with this module's example directory
@@ -83,7 +84,7 @@ def served(tmp_path_factory):
     app.demo.launch(prevent_thread_lock=True, server_port=port, quiet=True, **app.LAUNCH_KWARGS)
     yield app, f"http://127.0.0.1:{port}/"
     app.demo.close()
-    for key in ("S2D2_MODELS", "GRADIO_HEARTBEAT_INTERVAL", "S2D2_EXPORT_DIR"):
+    for key in ("S2D2_MODELS", "GRADIO_HEARTBEAT_INTERVAL", "S2D2_EXPORT_DIR", "S2D2_TRUSTED_PROXY_HOPS"):
         os.environ.pop(key, None)
 
 
@@ -165,7 +166,8 @@ def test_run_rejects_bad_input_with_messages(served):
 def _session(url: str, name: str, tmp: Path) -> tuple[str, str, str]:
     path = tmp / f"{name}.json"
     path.write_text(tf.SCENARIOS[name]().to_json())
-    client = Client(url, verbose=False)
+    visitor = f"10.0.8.{SESSION_SCENARIOS.index(name) + 1}"  # eight visitors, each from its own address
+    client = Client(url, verbose=False, headers={"X-Forwarded-For": visitor})
     try:
         assert client.predict(handle_file(str(path)), api_name="/upload_trace")[0] == "Loaded the uploaded trace."
         views = [client.predict(s, "auto", "state", api_name="/step") for s in (1, 0, 1)]

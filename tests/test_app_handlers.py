@@ -53,9 +53,11 @@ def test_download_upload_roundtrip_and_state(tmp_path):
     back = traces_io.parse_upload(path)
     assert back.to_dict() == t.to_dict()
     state = traces_io.make_state(back, "x")
-    assert json.loads(json.loads(json.dumps(state))["json"]) == t.to_dict()
+    assert json.loads(json.dumps(state)) == state and set(state) == {"key", "name"}  # a handle, not the trace
+    assert json.loads(traces_io.STORE.get(state["key"])) == t.to_dict()
     assert traces_io.trace_from_state(state) is back
-    assert traces_io.trace_from_state({"key": "other", "json": state["json"]}).to_dict() == t.to_dict()
+    text = traces_io.STORE.get(state["key"])
+    assert traces_io.trace_from_state({"key": "other", "json": text}).to_dict() == t.to_dict()
     assert traces_io.trace_from_state({"key": "legacy", "trace": t.to_dict()}).to_dict() == t.to_dict()
     assert traces_io.trace_from_state(None) is None and traces_io.trace_from_state({"trace": {"x": 1}}) is None
 

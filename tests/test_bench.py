@@ -49,7 +49,7 @@ def test_tiny_grid_runs_resumes_and_writes_a_stable_schema(model, tmp_path):
     assert len(calls) == 4 * 3 and {seed for _, seed in calls} == {0, 1, 2}  # problem i: seed + i in every cell
     assert [r["name"] for r in rows] == [c.name for c in cells]
     for r in rows:
-        assert set(r) == set(COLUMNS) | {"config", "correct_by_problem"} and r["n"] == 3
+        assert set(r) == set(COLUMNS) | {"config", "correct_by_problem", "equals_ar_by_problem"} and r["n"] == 3
         assert 0.0 <= r["accuracy"] <= 1.0 and r["nfe_per_token"] > 0 and r["wall_per_token"] > 0
         assert r["accuracy_ci_low"] <= r["accuracy"] <= r["accuracy_ci_high"]
         assert r["accuracy"] == r["correct_by_problem"].count("1") / 3
@@ -153,7 +153,7 @@ def test_speedup_vs_the_fewest_forwards_baseline_at_equal_or_better_accuracy():
     assert [(r, c["name"]) for r, c in headline(cells)] == [
         ("AR", "ar"), ("best dynamic-threshold baseline", "b1"), ("best S2D2", "s2")]
     table = readme_table({"meta": {"model": "tiny", "task": "arithmetic", "n": 4}, "cells": cells})
-    assert "| best S2D2 | `s2` | 0.8 | 0.45 | 2× | 1.2× | – | – |" in table  # no n, no per-problem results
+    assert "| best S2D2 | `s2` | 0.8 | 0.45 | 2× | 1.2× | – | – | – |" in table  # no n, no per-problem results
     # With n and per-problem results: Wilson intervals, and McNemar's p on the same 10 problems
     bits = {"ar": "1111111110", "b1": "1111111101", "b2": "1100000000", "s": "1111111000", "s2": "0111111111"}
     fresh = [{**cell(c["name"], c["method"], 0, c["nfe_per_token"], c["wall_per_token"]), "n": 10,
@@ -163,8 +163,8 @@ def test_speedup_vs_the_fewest_forwards_baseline_at_equal_or_better_accuracy():
     assert cells["b2"]["p_vs_ar"] == pytest.approx(2 / 2**7)  # AR alone right on 7 problems, b2 alone on none
     assert cells["s2"]["p_vs_ar"] == 1.0 and cells["s2"]["p_vs_baseline"] == 1.0 and cells["ar"]["p_vs_ar"] is None
     table = readme_table({"meta": {"n": 10}, "cells": list(cells.values())})
-    assert "| AR | `ar` | 0.9 [0.596, 0.982] | 1 | 1× | 0.6× | – | 1 |" in table
-    assert "| best S2D2 | `s2` | 0.9 [0.596, 0.982] | 0.45 | 2× | 1.2× | 1 | 1 |" in table
+    assert "| AR | `ar` | 0.9 [0.596, 0.982] | 1 | 1× | 0.6× | – | 1 | – |" in table
+    assert "| best S2D2 | `s2` | 0.9 [0.596, 0.982] | 0.45 | 2× | 1.2× | 1 | 1 | – |" in table
     assert "Wilson 95 %" in table and "McNemar" in table
 
 
@@ -206,7 +206,13 @@ def test_cli_messages_are_one_line(tmp_path, capsys, monkeypatch):
 def test_sweep_tab_shows_intervals_for_new_and_old_results_files(tmp_path):
     from components import sweep as sw
 
-    old = sw.load_results_file(sw.BUNDLED)  # written before intervals: computed from accuracy and n
+    # A file as written before intervals (the shipped one without them): intervals computed from accuracy and n
+    shipped = json.loads(sw.BUNDLED.read_text())
+    later = {"accuracy_ci_low", "accuracy_ci_high", "p_vs_ar", "p_vs_baseline", "correct_by_problem", "equals_ar",
+             "equals_ar_by_problem"}
+    shipped["cells"] = [{k: v for k, v in c.items() if k not in later} for c in shipped["cells"]]
+    (tmp_path / "old.json").write_text(json.dumps(shipped))
+    old = sw.load_results_file(tmp_path / "old.json")
     ar = next(c for c in old["cells"] if c["method"] == "ar")
     fig = sw.pareto_figure(old, "nfe")
     star = next(t for t in fig.data if t.name == "AR (B = 1)")

@@ -39,11 +39,13 @@ def test_run_compare_state_and_views(state):
     for name in state["lanes"]:
         assert name in html
     assert "answer block 1 (positions" in html and "s2d2-canvas" in html
-    nfe = state["lanes"]["3·sdar-config-a"]
+    traces = cc.traces_of(state)  # the lanes' traces live in the state store; the state keeps their headers
+    assert list(traces) == list(state["lanes"]) and set(state["lanes"]["1·ar"]) == {"header"}
+    nfe = traces["3·sdar-config-a"]
     total = sum(len(t.x) for t in nfe_fig.data)
-    assert total == sum(len(t["forwards"]) for t in state["lanes"].values())
-    assert max(max(t.x) for t in nfe_fig.data) == max(len(t["forwards"]) for t in state["lanes"].values())
-    assert len(nfe["forwards"]) > 0 and all(isinstance(t.x, tuple) for t in wall_fig.data)
+    assert total == sum(len(t.forwards) for t in traces.values())
+    assert max(max(t.x) for t in nfe_fig.data) == max(len(t.forwards) for t in traces.values())
+    assert len(nfe.forwards) > 0 and all(isinstance(t.x, tuple) for t in wall_fig.data)
     labels = [r[0] for r in rows]
     assert "speedup vs AR (forwards per token)" in labels and rows[-1][0] == "output equals AR"
     assert rows[-1][1].startswith("✓") and rows[-1][4].startswith("✓")  # AR itself, and greedy_exact always-verify

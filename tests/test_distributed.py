@@ -120,3 +120,42 @@ def test_two_ranks_give_the_single_process_numbers_and_resume_a_kill(tmp_path):
     assert redone == [2, -2]  # 4 lost items, 2 per rank; rank 1 now holds its first 5 rows plus 2 redone
     assert _science(two) == single
     assert "written:" in outs[0][0] and outs[1][0] == ""  # rank 0 reports; the other rank stays quiet
+
+
+def test_two_nodes_meeting_at_a_c10d_rendezvous_on_loopback_give_the_single_process_numbers(tmp_path):
+    # Two "nodes" on this machine: two torchrun agents, one process each, meeting at node 0's c10d rendezvous on
+    # 127.0.0.1 exactly as two hosts would at node0:PORT (node 0 hosts the store), writing to one shared --out.
+    grid = tmp_path / "grid.json"
+    grid.write_text(json.dumps([
+        {"name": "ar", "preset": "ar"},
+        {"name": "lossless-b8", "preset": "lossless", "config": {"block_length": 8}},
+        {"name": "dynamic-tau0.7-b8", "preset": "dynamic-baseline", "config": {"block_length": 8,
+                                                                               "confidence_threshold": 0.7}},
+    ]))
+    n, cells = 4, 3
+    bench = ["-m", "s2d2", "bench", "--model", "tiny", "--task", f"jsonl:{SAMPLE}", "--problems", str(n),
+             "--grid", str(grid), "--gen-length", "32", "--threads", "1", "--no-progress"]
+    one, two = tmp_path / "one", tmp_path / "two"
+    from s2d2.__main__ import main
+
+    assert main([*bench[2:], "--out", str(one)]) == 0
+    port = str(_free_port())
+    nodes = [subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--node_rank", str(r),
+                               "--nproc_per_node", "1", "--rdzv-backend", "c10d", "--rdzv-endpoint",
+                               f"127.0.0.1:{port}", "--rdzv-id", "two-nodes", "--rdzv-conf",
+                               f"is_host={'true' if r == 0 else 'false'}", "--local-addr", "127.0.0.1",
+                               *bench, "--out", str(two)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                              env=_env(GLOO_SOCKET_IFNAME="lo"))
+             for r in (0, 1)]
+    outs = [p.communicate(timeout=300) for p in nodes]
+    assert [p.returncode for p in nodes] == [0, 0], outs[0][1][-2000:] + outs[1][1][-2000:]
+    assert _science(two) == _science(one)  # accuracy, NFE, acceptance, p-values, equals_ar: the same science
+    assert _csv_science(two) == _csv_science(one)
+    meta = json.loads((two / "results.json").read_text())["meta"]
+    assert meta["world_size"] == 2
+    shares = [list(parse_rows(rank_file(two, r).read_text())) for r in (0, 1)]
+    assert sorted(len(s) for s in shares) == [n * cells // 2] * 2  # each node decoded half the items
+    assert sum("written:" in out for out, _ in outs) == 1  # one merge, by the global rank 0
+    lossless = next(c for c in _science(two) if c["name"] == "lossless-b8")
+    assert lossless["equals_ar"] == 1.0

@@ -35,19 +35,34 @@ def _slow(seconds: float = 0.02):
 
 # -- models ------------------------------------------------------------------------------------------------------
 
-def test_default_allow_list_fits_memory_and_never_offers_the_30b(monkeypatch):
+def _defaults(monkeypatch, free_gb: float, gpu: bool, loaded: int) -> list[str]:
     monkeypatch.delenv("S2D2_MODELS", raising=False)
+    monkeypatch.setenv("S2D2_MAX_LOADED_MODELS", str(loaded))
+    monkeypatch.setattr(models, "free_memory_gb", lambda: free_gb)
+    monkeypatch.setattr(models, "on_gpu", lambda: gpu)
     models.default_models.cache_clear()
-    monkeypatch.setattr(models, "free_memory_gb", lambda: 12.0)
     try:
-        names = models.allowed_models()
+        return models.allowed_models()
     finally:
         models.default_models.cache_clear()
-    assert names[0] == "tiny" and "JetLM/SDAR-1.7B-Chat" in names and "JetLM/SDAR-4B-Chat" in names
+
+
+def test_default_allow_list_fits_memory_and_never_offers_the_30b(monkeypatch):
+    """Issue 19 row 1: the dtype the loader uses (float32 on the CPU), the headroom and S2D2_MAX_LOADED_MODELS models
+    at once all count: a 24 GiB CPU machine is offered no 4B, 7B or 8B checkpoint."""
+    cpu = _defaults(monkeypatch, 22.0, gpu=False, loaded=2)
+    assert cpu[0] == "tiny" and "JetLM/SDAR-1.7B-Chat" in cpu and "Efficient-Large-Model/Fast_dLLM_v2_1.5B" in cpu
+    assert not any(size in name for name in cpu for size in ("SDAR-4B", "SDAR-8B", "v2_7B", "30B")), cpu
     if (Path(__file__).resolve().parent.parent / "assets" / "tiny-llada2").is_dir():
-        assert names[1] == "tiny-llada2"  # the bundled models come first, the LLaDA2 one included
-        assert "inclusionAI/LLaDA2.1-mini" not in names  # 32 GB of weights: never by default
-    assert "JetLM/SDAR-8B-Chat" not in names and "JetLM/SDAR-30B-A3B-Chat" not in names
+        assert cpu[1] == "tiny-llada2"  # the bundled models come first, the LLaDA2 one included
+    gpu = _defaults(monkeypatch, 48.0, gpu=True, loaded=2)  # ZeroGPU's large slice: two 8B in bf16 fit
+    assert "JetLM/SDAR-8B-Chat" in gpu and "Efficient-Large-Model/Fast_dLLM_v2_7B" in gpu
+    assert "inclusionAI/LLaDA2.1-mini" not in gpu and "JetLM/SDAR-30B-A3B-Chat" not in gpu  # never by default
+    assert "JetLM/SDAR-8B-Chat" not in _defaults(monkeypatch, 30.0, gpu=True, loaded=2)  # two of them do not fit
+    assert "JetLM/SDAR-8B-Chat" in _defaults(monkeypatch, 30.0, gpu=True, loaded=1)
+    assert [n for n in _defaults(monkeypatch, 4.0, gpu=False, loaded=2) if "/" in n] == []  # bundled only
+    assert models.fitting({"a": 5, "b": 6, "c": 7}, 13, 2) == ["a", "b", "c"]  # the two largest: 6 + 7
+    assert models.fitting({"a": 5, "b": 6, "c": 7}, 12, 2) == ["a", "b"]
     assert "not offered on this server (about 61 GB" in models.check_model("JetLM/SDAR-30B-A3B-Chat")
     monkeypatch.setenv("S2D2_MODELS", "tiny, JetLM/SDAR-8B-Chat")
     assert models.model_choices() == ["tiny", "JetLM/SDAR-8B-Chat"] and models.check_model("JetLM/SDAR-8B-Chat") is None
@@ -192,8 +207,8 @@ def test_compare_obeys_the_run_caps(monkeypatch):
     lanes = ["ar", "sdar-config-a", cc.OFF, cc.OFF, "", "", "", ""]
     status, state = cc.run_compare("x" * 3000, "tiny", 0, 8, *lanes)
     assert state is None and status == "⚠ The prompt: 3000 characters; at most 2000 (S2D2_MAX_PROMPT_CHARS)."
-    status, _ = cc.run_compare("2+3", "tiny", 10**249, 8, *lanes)  # a UI number arrives as a float: 249 digits
-    assert status == f"⚠ seed: must be in [0, {SEED_MAX}], got a 249-digit number"
+    status, _ = cc.run_compare("2+3", "tiny", 10**249, 8, *lanes)  # 250 digits, counted exactly
+    assert status == f"⚠ seed: must be in [0, {SEED_MAX}], got a 250-digit number"
     status, _ = cc.run_compare("2+3", "tiny", 0, 100_000, *lanes)
     assert status.startswith("⚠ lane 1: gen_length:")
     status, _ = cc.run_compare("2+3", "tiny", 0, 8, "ar", "sdar-config-a", cc.OFF, cc.OFF, "", "block_length=128",

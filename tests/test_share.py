@@ -136,7 +136,7 @@ def test_the_link_of_the_moment_on_screen_opens_that_moment():
     query = out["share_link"].value
     assert out["share_link"].visible is True and query == f"?example={share.example_slug(PAIR)}&run=baseline&step=2"
     back = share.open_moment({k: v[-1] for k, v in parse_qs(urlsplit(query).query).items()}, ASSETS)
-    assert back["state"]["json"] == opened["state"]["json"] and _slider(back) == 2
+    assert back["state"]["key"] == opened["state"]["key"] and _slider(back) == 2  # the same pinned trace
     junk = share.share_link(opened["state"], "junk", "x")  # a bad toggle or step from the browser: clamped, s2d2
     assert junk["share_link"].value.endswith("&run=s2d2&step=0")
 

@@ -160,7 +160,7 @@ def _sweep(tmp_path: Path, data) -> str:
 
 def test_sweep_files_are_validated_and_escaped(tmp_path):
     good = json.loads((ROOT / "assets" / "results" / "sweep.json").read_text())
-    assert "50 cells" in _sweep(tmp_path, good)
+    assert f"{len(good['cells'])} cells" in _sweep(tmp_path, good)
     assert _sweep(tmp_path, b"[" * 100_000 + b"]" * 100_000).startswith("⚠ Not a results file: results: not valid JSON")
     assert _sweep(tmp_path, dict(good, meta="x")).startswith("⚠ Not a results file: results.meta: expected an object")
     cell = dict(good["cells"][0], accuracy=7)

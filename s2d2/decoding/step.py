@@ -66,7 +66,7 @@ def run_step(ctx: StepContext, block: int, start: int, window: tuple[int, int], 
     got = ctx.reads.fetch({"drafts": draft.tokens, **summary, **skip, **draft_detail(ctx, draft.probs, draft.p)})
     inputs, decision = None, None
     if ctx.policy is not None:
-        inputs = inputs_from_summary(got, span_len, n, we - ws, _prompt_in(ctx, ws, we))
+        inputs = inputs_from_summary(got, span_len, n, we - ws, _not_progress(ctx, ws, we))
         decision = ctx.policy.decide(inputs)
 
     # 6. verify; 7. extras; 8. fallback (a skip's device work was done before the read)
@@ -177,8 +177,11 @@ def fallback_picks(cfg: DecodeConfig, probs: torch.Tensor, drafts: torch.Tensor,
     return [(i, tokens[i], how) for i in picks]
 
 
-def _prompt_in(ctx: StepContext, ws: int, we: int) -> int:
-    return max(0, min(we, ctx.prompt_len) - ws)
+def _not_progress(ctx: StepContext, ws: int, we: int) -> int:
+    """Non-mask positions of the window that UCB progress does not count as decoded: the prompt tail on
+    position-aligned models (spec §4.3, as the SDAR reference); none on the right-shifted family, whose Fast-dLLM v2
+    reference counts every non-mask of the sub-block, prompt tail and AR seed included (§3.9)."""
+    return max(0, min(we, ctx.prompt_len) - ws) if ctx.aligned else 0
 
 
 def policy_summary(ctx: StepContext, probs: torch.Tensor, p: torch.Tensor, span_len: int) -> dict[str, torch.Tensor]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Optional
 
+from ..limits import value_text
 from ..trace_records import PolicyDecision, PolicyInputs
 from .adaptive_block import AdaptiveBlock, BlockChoice, BlockFeedback
 from .always import Always
@@ -50,7 +51,7 @@ def make_policy(cfg: Any) -> Policy:
     """A fresh policy object (fresh state) for cfg.policy."""
     cls = policy_class(cfg.policy)
     if cls is None:
-        raise ValueError(f"policy: unknown value {cfg.policy!r}; allowed: {', '.join(REGISTRY)}")
+        raise ValueError(f"policy: unknown value {value_text(cfg.policy)}; allowed: {', '.join(REGISTRY)}")
     return cls(cfg)
 
 

@@ -10,6 +10,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from ..limits import value_text
+
 KINDS = ("int", "float", "choice", "bool")
 
 
@@ -52,20 +54,23 @@ class Knob:
 
 def check_choice(name: str, value: Any, allowed: tuple[str, ...]) -> None:
     if value not in allowed:
-        raise ValueError(f"{name}: unknown value {value!r}; allowed: {', '.join(allowed)}")
+        raise ValueError(f"{name}: unknown value {value_text(value)}; allowed: {', '.join(allowed)}")
 
 
 def check_int(name: str, value: int, lo: int, hi: int) -> None:
     if not lo <= value <= hi:
-        raise ValueError(f"{name}: must be an integer in [{lo}, {hi}], got {value}")
+        raise ValueError(f"{name}: must be an integer in [{lo}, {hi}], got {value_text(value)}")
 
 
 def check_float(name: str, value: float, lo: float, hi: float, lo_open: bool = False) -> None:
-    v = float(value)
+    try:
+        v = float(value)
+    except OverflowError:  # an int too large for a float is out of any range
+        v = math.inf if value > 0 else -math.inf
     bad = math.isnan(v) or v > hi or v < lo or (lo_open and v == lo)
     if bad:
         left = "(" if lo_open else "["
-        raise ValueError(f"{name}: must be in {left}{lo}, {hi}], got {value}")
+        raise ValueError(f"{name}: must be in {left}{lo}, {hi}], got {value_text(value)}")
 
 
 def unique(knobs: "list[Knob] | tuple[Knob, ...]") -> list[Knob]:

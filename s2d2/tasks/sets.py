@@ -128,6 +128,8 @@ def read_jsonl_problems(path: Path) -> list[dict[str, Any]]:
             row = json.loads(line)
         except json.JSONDecodeError as exc:
             raise ValueError(f"{where} line {line_no}: invalid JSON ({exc.msg})") from None
+        except RecursionError:
+            raise ValueError(f"{where} line {line_no}: nested too deeply") from None
         rows.append(_problem(row, f"{where} line {line_no}"))
         if "id" in rows[-1]:
             if rows[-1]["id"] in ids:

@@ -5,14 +5,20 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
-from .options import add_train_tiny_args, options_from_args
+from .. import cli_checks as c
+from .options import add_train_tiny_args, check_options, options_from_args
+
+TRAIN_REQUIREMENTS = ("rdata",)  # requirements-train.txt beyond the base install
 
 
 def run_train_tiny(args: argparse.Namespace) -> int:
+    options = check_options(options_from_args(args))  # every argument first, then the extras, then the work
+    c.requirements("train-tiny", TRAIN_REQUIREMENTS, "requirements-train.txt")
     from .train import train_tiny
 
-    train_tiny(options_from_args(args))
+    train_tiny(options)
     return 0
 
 
@@ -39,22 +45,35 @@ def add_eval_task_args(parser: argparse.ArgumentParser) -> argparse.ArgumentPars
     return parser
 
 
+def check_eval_args(args: argparse.Namespace) -> Any:
+    """Every eval-task argument, before the model loads: the config it runs (ValueError, one line)."""
+    from .. import preset
+    from ..__main__ import parse_overrides
+    from ..tasks import arithmetic as A
+
+    c.whole(args.n, "--n", 1, A.HELDOUT_MAX if args.task == "arithmetic" else 100_000)
+    c.seed(args.seed)
+    c.whole(args.gen_length, "--gen-length", 1, 8192)
+    if args.threads is not None:
+        c.whole(args.threads, "--threads", 1, 1024)
+    c.writable_file(args.out, "--out")
+    return preset(args.preset, **{"gen_length": args.gen_length, **parse_overrides(args.set)})
+
+
 def run_eval_task(args: argparse.Namespace) -> int:
     import json
 
+    cfg = check_eval_args(args)
     import torch
 
-    from .. import preset
+    from ..__main__ import parse_overrides
     from ..models.loading import load_model
     from ..tasks import arithmetic as A
     from ..tasks.evaluate import evaluate
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    from ..__main__ import parse_overrides
-
     overrides = {"gen_length": args.gen_length, **parse_overrides(args.set)}
-    cfg = preset(args.preset, **overrides)
     task = None
     if args.task != "arithmetic" or args.scorer is not None:  # any other set: the bench loaders and scorers
         from ..sandbox import allow_code_eval

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 from dataclasses import dataclass
 
 from .data import DEFAULT_DATA_DIR
@@ -78,6 +79,46 @@ def add_train_tiny_args(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
             typ = float if "float" in t else int if "int" in t else str
             parser.add_argument(name, type=typ, default=default)
     return parser
+
+
+def check_options(o: TrainOptions) -> TrainOptions:
+    """Every option in range and every path usable, before any data, tokenizer or model work (ValueError, one line
+    naming the option)."""
+    from .. import cli_checks as c
+
+    c.writable_folder(o.out, "--out")
+    if o.init:
+        c.readable_folder(o.init, "--init")
+    if o.export:
+        c.writable_folder(o.export, "--export")
+    if os.path.exists(o.data_dir) and not os.path.isdir(o.data_dir):
+        raise ValueError(f"--data-dir: {o.data_dir[:200]!r} is a file, not a folder")
+    c.seed(o.seed)
+    for name, lo, hi in (("steps", 1, 10**8), ("vocab", 300, 262_144), ("batch", 1, 4096), ("seq_len", 8, 16_384),
+                         ("warmup", 0, 10**8), ("n_arith", 1, 10**8), ("log_every", 1, 10**8),
+                         ("ckpt_every", 1, 10**8), ("eval_every", 1, 10**8), ("acc_every", 1, 10**8),
+                         ("acc_n", 1, 10**6), ("snap_every", 1, 10**8), ("threads", 1, 1024), ("block_size", 1, 1024)):
+        c.whole(getattr(o, name), "--" + name.replace("_", "-"), lo, hi)
+    if o.max_tokens is not None:
+        c.whole(o.max_tokens, "--max-tokens", 1, 10**12)
+    for name in ("min_lr_frac", "p_arith", "p_ar", "p_causal_clean", "t_min", "t_max", "p_edit", "p_keep"):
+        c.real(getattr(o, name), "--" + name.replace("_", "-"), 0.0, 1.0)
+    c.real(o.lr, "--lr", 0.0, 10.0, lo_open=True)
+    c.real(o.weight_decay, "--weight-decay", 0.0, 10.0)
+    c.real(o.grad_clip, "--grad-clip", 0.0, 1e6, lo_open=True)
+    c.real(o.balance_rate, "--balance-rate", 0.0, 1.0)
+    c.real(o.rope_fraction, "--rope-fraction", 0.0, 1.0, lo_open=True)
+    if o.minutes is not None:
+        c.real(o.minutes, "--minutes", 0.0, 10**6, lo_open=True)
+    if o.t_min > o.t_max:
+        raise ValueError(f"--t-min: must be <= --t-max ({o.t_max:g}), got {o.t_min:g}")
+    try:
+        blocks = [int(b) for b in o.blocks.split(",")]
+    except ValueError:
+        blocks = []
+    if not blocks or any(not 1 <= b <= 1024 for b in blocks):
+        raise ValueError(f"--blocks: expected comma-separated block sizes in [1, 1024], got {o.blocks[:60]!r}")
+    return o
 
 
 def options_from_args(args: argparse.Namespace) -> TrainOptions:

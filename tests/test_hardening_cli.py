@@ -1,0 +1,64 @@
+"""Issue 19, rows 12 and 17: every CLI argument is checked before any work or optional import, and every bad one is
+one line on stderr with exit status 2 (no ModuleNotFoundError, RecursionError or OverflowError traceback)."""
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+from s2d2.__main__ import main
+
+DEEP = "[" * 100_000 + "]" * 100_000
+
+
+def run(argv, capsys):
+    try:
+        code = main(argv)
+    except SystemExit as exc:  # argparse's own errors
+        code = exc.code
+    return code, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["generate", "--model", "/nonexistent", "--prompt", "hi", "--set", "x=" + DEEP],
+     "error: --preset/--set: --set: the value of 'x' is nested too deeply"),
+    (["bench", "--seed", "-1", "--out", "{tmp}/b"], "error: --seed: must be a whole number in [0, 2147483647], got -1"),
+    (["bench", "--problems", "0", "--out", "{tmp}/b"], "error: --problems: must be a whole number in [1, 100000]"),
+    (["bench", "--out", "{tmp}/afile/b"], "error: --out: cannot write into '{tmp}/afile/b'"),
+    (["bench", "--grid", "{tmp}/deep.json", "--out", "{tmp}/b"], "error: --grid: {tmp}/deep.json is nested too deeply"),
+    (["bench", "--grid", "{tmp}/huge.json", "--out", "{tmp}/b"], "error: --grid: at most 1000 cells, got 100000"),
+    (["bench", "--grid", "{tmp}/typed.json", "--out", "{tmp}/b"], "error: --grid: cell 0:"),
+    (["eval-task", "--seed", "-5"], "error: --seed: must be a whole number in [0, 2147483647], got -5"),
+    (["eval-task", "--n", "0"], "error: --n: must be a whole number in [1, "),
+    (["eval-task", "--out", "/no/such/folder/r.json"], "error: --out: cannot write a file at '/no/such/folder/r.json'"),
+    (["eval-task", "--set", "x=" + DEEP], "error: --set: the value of 'x' is nested too deeply"),
+    (["train-tiny", "--steps", "-5", "--out", "{tmp}/t"], "error: --steps: must be a whole number in [1, 100000000]"),
+    (["train-tiny", "--lr", "0", "--out", "{tmp}/t"], "error: --lr: must be a number in (0, 10], got 0.0"),
+    (["train-tiny", "--seed", "-1", "--out", "{tmp}/t"], "error: --seed: must be a whole number in [0, 2147483647]"),
+    (["train-tiny", "--out", "{tmp}/afile/t"], "error: --out: cannot write into '{tmp}/afile/t'"),
+    (["train-tiny", "--blocks", "4,x", "--out", "{tmp}/t"], "error: --blocks: expected comma-separated block sizes"),
+])
+def test_cli_arguments_are_checked_first(capsys, tmp_path, argv, message):
+    (tmp_path / "afile").write_text("a file, not a folder")
+    (tmp_path / "deep.json").write_text(DEEP)
+    (tmp_path / "huge.json").write_text(json.dumps([{"name": f"c{i}", "preset": "ar"} for i in range(100_000)]))
+    (tmp_path / "typed.json").write_text(json.dumps([{"name": "c", "preset": ["ar"]}]))
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
+    code, err = run(argv, capsys)
+    assert code == 2 and err.startswith(message.replace("{tmp}", str(tmp_path))) and err.count("\n") == 1, err[:500]
+    assert not (tmp_path / "t").exists() and not (tmp_path / "b").exists()  # nothing was created
+
+
+def test_train_tiny_without_its_requirements_is_one_line_after_the_arguments(capsys, tmp_path, monkeypatch):
+    """Row 17: the training extras are looked up (not imported) after the arguments and before any work."""
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "rdata" else real(name, *a))
+    monkeypatch.delitem(sys.modules, "rdata", raising=False)
+    code, err = run(["train-tiny", "--steps", "-1", "--out", str(tmp_path / "t")], capsys)
+    assert code == 2 and err.startswith("error: --steps:")  # the arguments first
+    code, err = run(["train-tiny", "--steps", "2", "--out", str(tmp_path / "t")], capsys)
+    assert code == 2 and err == "error: train-tiny needs rdata: pip install -r requirements-train.txt\n", err
+    assert not (tmp_path / "t").exists()
