@@ -4,7 +4,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import torch
 
@@ -16,7 +16,7 @@ from .decoding.editing import editing_loop
 from .decoding.pipeline import pipeline_loop
 from .decoding.layout import block_lengths, block_plan
 from .decoding.recorder import Recorder
-from .decoding.result import StopDecoding  # noqa: F401 (public: a model's forward raises it to stop a run)
+from .decoding.result import LoopResult, StopDecoding  # noqa: F401 (public: a model's forward raises it to stop a run)
 from .metrics import trace_metrics
 from .output import trim_output
 from .trace import SCHEMA_VERSION, Footer, Header, ModelInfo, StepRecord, Trace
@@ -112,17 +112,7 @@ def generate(
     rec = Recorder(model, detailed)
     prompt_t = torch.tensor(ids, dtype=torch.long, device=device)
     check = make_check(should_stop, max_seconds, on_block)
-    if cfg.loop == "editing":
-        loop = editing_loop(model, cfg, prompt_t, rec, generator, check)
-    elif cfg.loop == "pipeline":
-        loop = pipeline_loop(model, cfg, prompt_t, rec, generator, check)
-    elif cfg.method == "ar" and cfg.ar_accounting == "fused":
-        loop = ar_loop(model, cfg, prompt_t, rec, generator, check)
-    else:
-        run_cfg = cfg
-        if cfg.method == "ar":  # the reference accounting: B = 1 diffusion, a query and a commit per token
-            run_cfg = cfg.replace(method="diffusion", block_length=1, denoising_steps=None, sub_block_length=None)
-        loop = block_loop(model, run_cfg, prompt_t, rec, generator, check)
+    loop = run_loop(model, cfg, prompt_t, rec, generator, check)
     wall = time.perf_counter() - t0
     out, stop_pos = trim_output(loop.x[len(ids):].tolist(), cfg.gen_length, model.spec.mask_id, model.spec.stop_ids)
     reason = "stop_token" if stop_pos is not None else loop.finish_reason
@@ -140,6 +130,22 @@ def generate(
     )
     trace = Trace(header, loop.blocks, rec.forwards, loop.steps, footer, detailed)
     return GenerateResult(footer.output_text, out, trace_metrics(trace), trace)
+
+
+def run_loop(model: Any, cfg: DecodeConfig, prompt: torch.Tensor, rec: Recorder, generator: torch.Generator,
+             check: Callable[[list[StepRecord]], Optional[str]]) -> LoopResult:
+    """The decode loop cfg names: the editing loop (LLaDA2.x), the pipeline (D2F), honest AR, or the block loop
+    (AR with the reference accounting is B = 1 diffusion: a query and a commit per token)."""
+    if cfg.loop == "editing":
+        return editing_loop(model, cfg, prompt, rec, generator, check)
+    if cfg.loop == "pipeline":
+        return pipeline_loop(model, cfg, prompt, rec, generator, check)
+    if cfg.method == "ar" and cfg.ar_accounting == "fused":
+        return ar_loop(model, cfg, prompt, rec, generator, check)
+    run_cfg = cfg
+    if cfg.method == "ar":
+        run_cfg = cfg.replace(method="diffusion", block_length=1, denoising_steps=None, sub_block_length=None)
+    return block_loop(model, run_cfg, prompt, rec, generator, check)
 
 
 def model_info(model: Any) -> ModelInfo:
