@@ -135,7 +135,7 @@ def test_rerun_shows_old_and_new_side_by_side(state, model):
     # the comparison's AR lane is in the table: "output equals AR" is about lanes on screen (issue 17 row 7)
     assert table["headers"] == ["metric", "recorded", "re-run", "1·ar"]
     rows = {r[0]: r[1:] for r in table["data"]}
-    assert rows["forwards (NFE: model calls)"][0] == str(len(state["lanes"][lane]["forwards"]))
+    assert rows["forwards (NFE: model calls)"][0] == str(len(cc.traces_of(state)[lane].forwards))
     assert rows["verify rate"][1] == "100 %"
     assert "no AR lane" not in str(rows["output equals AR"]) and rows["output equals AR"][2].startswith("✓")
     assert "wall time" not in rows and "not timed together" in status  # walls of lanes not timed together
@@ -233,8 +233,8 @@ def test_lanes_are_timed_in_interleaved_rounds_after_a_warmup(state):
 
     walls = state["walls"]
     assert set(walls) == set(state["lanes"]) and all(len(w) == TIMED_ROUNDS for w in walls.values())
-    for name, trace in state["lanes"].items():  # each lane keeps its median timed run
-        assert trace["footer"]["wall_s"] in walls[name]
+    for name, trace in cc.traces_of(state).items():  # each lane keeps its median timed run
+        assert trace.footer.wall_s in walls[name]
     table = cc.compare_views(state, 1)["cmp_metrics"]
     rows = {r[0]: r[1:] for r in table["data"]}
     assert all(f"median of {TIMED_ROUNDS} runs, ±" in c for c in rows["wall time"])

@@ -54,7 +54,7 @@ def test_non_finite_numbers_in_replay_events_are_a_blank():
 
 
 @pytest.mark.parametrize("seed, gen, extra, expect", [
-    (None, 8, "", "seed: expected a whole number in [0, 2147483647], got nothing"),
+    (None, 8, "", "Seed (all lanes): the box is empty. Type a whole number"),
     (math.inf, 8, "", "seed: expected a whole number in [0, 2147483647], got 'inf'"),
     (0, math.inf, "", "Generation length: expected a whole number"),
     (0, 8, "x=" + "[" * 100_000 + "]" * 100_000, "lane 2: custom settings: the value of 'x' is nested too deeply"),

@@ -16,7 +16,8 @@ from components.escape import md_text
 ROOT = Path(__file__).resolve().parent.parent
 PAYLOAD = ("<img src=https://evil.example/x.png> <form><button>go</button></form> <h1>big</h1> <svg onload=1> "
            "http://evil.example/a www.evil.example b@evil.example [link](https://evil.example)")
-TAGS = re.compile(r"<\s*(img|form|button|h1|svg|a|script|iframe)\b", re.I)
+# the app's own in-page links (`<a href="#strip">`) are ours; a link from the file would point elsewhere
+TAGS = re.compile(r"<\s*(img|form|button|h1|svg|script|iframe)\b|<\s*a\b(?![^>]*href=\"#[\w-]*\">)", re.I)
 AUTOLINK = re.compile(r"(?i)(https?://|www\.|\w@\w)")
 MARKDOWN_VIEWS = {"load_status", "headline", "title", "run_status", "preset_note", "cmp_status", "cmp_diff",
                   "wi_summary", "wi_status"}
