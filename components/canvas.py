@@ -14,6 +14,7 @@ from typing import Collection, Optional
 from s2d2.trace import StepRecord, Trace
 
 from .focus import focus_attr
+from .pipeline_view import block_tag, in_flight_spans, is_pipeline, lifecycles
 from .token_detail import tooltip
 from .token_state import (AFTER_END, STATES, discarded, done_steps, position_state, shade_value,  # noqa: F401
                           visible_text)
@@ -92,6 +93,8 @@ def current_block_span(idx: TraceIndex, step: int) -> Optional[tuple[int, int]]:
         rec = idx.trace.steps[0] if idx.trace.steps else None
     if rec is None:
         return None
+    if rec.in_flight:  # a pipeline step: every block in flight
+        return rec.window[0], rec.window[1]
     block = idx.block_of_step[rec.index]
     return (block.start, block.start + block.length) if block else None
 
@@ -118,17 +121,24 @@ def render_canvas(trace: Trace, step: int, show_future: bool = False, color_by: 
     first = max(0, P - MAX_PROMPT_SHOWN)
     if first:
         parts.append(f'<span class="more">… {first} earlier prompt tokens</span> ')
+    pipe = is_pipeline(trace)
+    lives = lifecycles(trace) if pipe else None
     pos = first
     while pos < end:
         if cur and pos == cur[0]:
-            inner = "".join(_token_html(idx, step, p, ids, True, color_by, before_commit)
-                            for p in range(cur[0], min(cur[1], end)))
-            parts.append(f'<span class="blk cur" aria-label="current block">{inner}</span>')
+            if pipe:  # several blocks in flight: each outlined, with its state
+                parts.append(_flight_html(idx, step, ids, color_by, before_commit, lives))
+            else:
+                inner = "".join(_token_html(idx, step, p, ids, True, color_by, before_commit)
+                                for p in range(cur[0], min(cur[1], end)))
+                parts.append(f'<span class="blk cur" aria-label="current block">{inner}</span>')
             pos = cur[1]
             continue
         block = idx.block_of_position(pos)
         if pos >= P and block is not None and block.start == pos:
             parts.append('<span class="sep" aria-hidden="true">│</span>')
+            if pipe:
+                parts.append(block_tag(trace, block.index, step, lives))
         parts.append(_token_html(idx, step, pos, ids, False, color_by, before_commit))
         pos += 1
     if not trace.detailed:
@@ -142,6 +152,19 @@ def render_canvas(trace: Trace, step: int, show_future: bool = False, color_by: 
         parts.append(f' <span class="more">… {hidden} positions {never}</span>')
     return (f'<div class="s2d2-canvas" role="group" aria-label="token canvas"{focus_attr(focus)}>{"".join(parts)}'
             '</div>')
+
+
+def _flight_html(idx: TraceIndex, step: int, ids: list[int], color_by: str, before_commit: bool,
+                 lives: Optional[dict]) -> str:
+    """The blocks a pipeline step worked in, each outlined (dashed while incomplete) behind its tag."""
+    out = []
+    for start, stop, block in in_flight_spans(idx.trace, max(step, 1)):
+        inner = "".join(_token_html(idx, step, p, ids, True, color_by, before_commit) for p in range(start, stop))
+        row = next((r for r in idx.trace.steps[max(step, 1) - 1].in_flight if r.block == block), None)
+        cls = "blk cur" + ("" if row is None or row.complete else " incomplete")
+        tag = block_tag(idx.trace, block, step, lives)
+        out.append(f'{tag}<span class="{cls}" data-block="{block}" aria-label="block in flight">{inner}</span>')
+    return " ".join(out)
 
 
 LEGEND_ALWAYS = ("prompt", "masked", "drafted")
@@ -166,7 +189,9 @@ def legend_html(trace: Optional[Trace] = None, color_by: str = "state") -> str:
         items = "".join(
             f'<span class="tok st-{k}"><span class="g" aria-hidden="true">{html.escape(STATES[k][0])}</span>'
             f'{html.escape(_legend_label(k, trace))}</span>' for k in keys)
-    extra = ('<span class="tok blk-key">current block (outlined)</span>'
+    outlined = ("blocks in flight (outlined; dashed = not complete yet)" if trace is not None and is_pipeline(trace)
+                else "current block (outlined)")
+    extra = (f'<span class="tok blk-key">{outlined}</span>'
              '<span class="tok st-accepted after-end">after the end</span>'
              '<span class="tok new">bold underline = committed this step</span>')
     return f'<div class="s2d2-legend">{items}{extra}</div>'
@@ -211,6 +236,9 @@ CANVAS_CSS = """
 .s2d2-canvas .tok s{color:#b91c1c;text-decoration:line-through 2px #b91c1c}
 .st-edited{background:#d8b4fe;outline:1px dashed #7e22ce}
 .s2d2-canvas .st-edited s{color:#6b21a8;text-decoration:line-through 2px #6b21a8;opacity:.8}
+.s2d2-canvas .blk-tag{font-family:system-ui,sans-serif;font-size:.7em;color:#3730a3;background:#eef2ff;
+  border-radius:3px;padding:0 4px;margin:0 3px;white-space:nowrap}
+.s2d2-canvas .blk.cur.incomplete{outline-style:dashed}
 """
 
 

@@ -57,6 +57,12 @@ def plain_title(cfg: DecodeConfig | Mapping[str, Any]) -> str:
     if cfg.loop == "editing":  # the LLaDA2.x loop
         tau = cfg.editing_threshold
         size += f", edits at p > {_g(tau)}" if tau is not None else ", LLaDA2 loop, no edits"
+    if cfg.loop == "pipeline":  # D2F: several blocks in flight
+        size += f", D2F pipeline (a block joins at {_g(cfg.block_add_threshold * 100)} % of the last)"
+        if cfg.draft_confidence_threshold is not None:
+            size += f", verified drafts need p > {_g(cfg.draft_confidence_threshold)}"
+        if cfg.method == "s2d2" and not cfg.allow_resample:
+            size += ", no resampling"
     if cfg.method == "s2d2" and cfg.acceptance == "greedy_exact":
         size += ", greedy-exact acceptance"
     if cfg.method == "diffusion":

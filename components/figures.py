@@ -26,7 +26,7 @@ HOW_SYMBOLS = {
 }
 KIND_COLOURS = {
     "prefill": "#94a3b8", "draft": "#60a5fa", "verify_2l": "#f97316", "verify_causal": "#fb923c",
-    "commit": "#475569", "ar": "#9333ea", "commit+draft": "#0ea5e9",
+    "commit": "#475569", "ar": "#9333ea", "commit+draft": "#0ea5e9", "prefill+draft": "#64748b",
 }
 MAX_BLOCK_LINES = 64  # block boundary rules on the routing panel up to this many blocks
 MAX_HOVER = 150  # steps up to which routing markers carry the policy's reason as hover text
@@ -96,8 +96,12 @@ def nfe_by_block(trace: Trace) -> go.Figure:
         counts[f.kind][pos[f.block]] += 1
     tokens = [0] * len(blocks)
     edits = [0] * len(blocks)
+    starts = [(b.start, b.start + b.length, i) for i, b in enumerate(trace.blocks)]
     for s in trace.steps:
-        if s.block in pos:
+        if s.in_flight:  # a pipeline step decodes in several blocks: count each token in its own
+            for c in s.commits:
+                tokens[next(i for lo, hi, i in starts if lo <= c.position < hi)] += 1
+        elif s.block in pos:
             tokens[pos[s.block]] += len(s.commits)
             edits[pos[s.block]] += len(s.edits)
     fig = make_subplots(specs=[[{"secondary_y": True}]])

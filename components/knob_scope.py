@@ -5,7 +5,9 @@ own), so a new policy needs no line here; the table below covers the decoder's o
 A knob is shown when the chosen method is in its `methods`, and (if it names them) the chosen policy is in its
 `policies`, the chosen remasking rule in its `remasking` and the chosen block loop in its `loops`. Hidden knobs keep
 their values (a preset sets them all). The editing loop (LLaDA2.x self-correction) shows τ_edit and the post-mask
-steps and hides the block-loop options it refuses (sub-blocks, KV reuse, fused commits, adaptive blocks).
+steps and hides the block-loop options it refuses (sub-blocks, KV reuse, fused commits, adaptive blocks); the
+pipeline (D2F) shows its add / complete thresholds and hides what it refuses (sub-blocks, denoising steps, the
+remasking rule, cache_ver / draft_ver and the block loop's forward savers).
 """
 from __future__ import annotations
 
@@ -20,6 +22,8 @@ S2D2 = ("s2d2",)
 SCORING = ("score_threshold", "score_hysteresis", "cost_aware")  # policies that read K̂ (the estimator matters)
 EDITING = ("editing",)
 BLOCK_LOOP = ("block",)
+PIPELINE = ("pipeline",)
+NOT_PIPELINE = ("block", "editing")
 MAX_MAIN = 8  # knobs shown before "Advanced", for any method, policy and loop
 
 
@@ -29,7 +33,7 @@ class Scope:
     policies: Optional[tuple[str, ...]] = None  # None: every policy (and methods without one)
     remasking: Optional[tuple[str, ...]] = None  # None: every remasking rule
     main: bool = False  # shown before "Advanced"
-    loops: Optional[tuple[str, ...]] = None  # None: both block loops ("block", "editing")
+    loops: Optional[tuple[str, ...]] = None  # None: every loop ("block", "editing", "pipeline")
 
 
 def policy_scopes() -> dict[str, Scope]:
@@ -54,17 +58,17 @@ KNOB_SCOPE: dict[str, Scope] = {
     "policy": Scope(S2D2, main=True),
     **policy_scopes(),
     "confidence_threshold": Scope(BLOCKS, remasking=("low_confidence_dynamic",), main=True),
-    "remasking": Scope(BLOCKS),
+    "remasking": Scope(BLOCKS, loops=NOT_PIPELINE),
     "eb_gamma": Scope(BLOCKS, remasking=("entropy_bounded",)),
-    "denoising_steps": Scope(BLOCKS),
+    "denoising_steps": Scope(BLOCKS, loops=NOT_PIPELINE),
     "sub_block_length": Scope(BLOCKS, loops=BLOCK_LOOP),
     "estimator": Scope(S2D2, SCORING),
     "negexp_beta": Scope(S2D2, SCORING),
     "acceptance": Scope(S2D2),
     "ratio_gamma": Scope(S2D2),
     "allow_resample": Scope(S2D2),
-    "cache_ver": Scope(S2D2),
-    "draft_ver": Scope(S2D2),
+    "cache_ver": Scope(S2D2, loops=NOT_PIPELINE),
+    "draft_ver": Scope(S2D2, loops=NOT_PIPELINE),
     "temperature": Scope(ALL),
     "seed": Scope(ALL),
     # beyond the paper (s2d2/policies/speedups.py, adaptive_block.py): the first two and the adaptive size read the
@@ -81,6 +85,9 @@ KNOB_SCOPE: dict[str, Scope] = {
     "loop": Scope(BLOCKS),
     "editing_threshold": Scope(BLOCKS, loops=EDITING, main=True),
     "max_post_steps": Scope(BLOCKS, loops=EDITING),
+    # the pipeline loop (s2d2/policies/pipeline.py): when a block joins and when the next counts as complete
+    "block_add_threshold": Scope(BLOCKS, loops=PIPELINE, main=True),
+    "decoded_token_threshold": Scope(BLOCKS, loops=PIPELINE),
 }
 
 

@@ -18,7 +18,7 @@ from .tour_stops import KINDS, Stop, TourMaterial
 from .tour_views import VIEW, first_moment, lockstep_views, moment_count, route_views, stop_views
 from .ui import PRIVATE, ClampedSlider, Ctx, keyed
 
-PLOTS = {"routing", "mask", "calibration"}
+PLOTS = {"routing", "mask", "calibration", "lifecycle"}
 NAV = ["tour_at", "tour_back", "tour_next", "tour_show"]
 # A picture that names a position: scroll its sideways-scrolling table so that column is in view (a phone shows
 # two or three strip columns at a time). Deferred: the component may just have been made visible.

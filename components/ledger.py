@@ -19,10 +19,11 @@ from .figures import KIND_COLOURS
 from .trace_index import index_of
 
 LETTER = {"prefill": "P", "draft": "D", "verify_2l": "V", "verify_causal": "V", "commit": "C", "ar": "A",
-          "commit+draft": "CD"}
+          "commit+draft": "CD", "prefill+draft": "PD"}
 KIND_WORDS = {"prefill": "prefill (the prompt)", "draft": "draft", "verify_2l": "verify (2L)",
               "verify_causal": "verify (causal)", "commit": "commit (cache the block)", "ar": "autoregressive step",
-              "commit+draft": "commit + next draft (fused)"}
+              "commit+draft": "commit + next draft (fused)",
+              "prefill+draft": "prefill + first draft (the D2F pipeline)"}
 MAX_BOXES = 400  # forwards drawn as boxes per run; a longer run shows its totals only
 
 

@@ -15,6 +15,7 @@ from s2d2.trace import ForwardRecord, StepRecord, Trace
 
 from .canvas import visible_text
 from .escape import html_text
+from .pipeline_view import is_pipeline
 from .trace_index import clamp_step, index_of
 
 WHICH = ("auto", "draft", "verify", "commit")
@@ -59,6 +60,28 @@ def query_mask(kind: str, q: int, block: int, cache_ver: bool, causal_prefix: in
     raise ValueError(f"unknown forward kind {kind!r}")
 
 
+PIPELINE_DRAFTS = ("prefill+draft", "commit+draft", "draft")
+
+
+def pipeline_query_mask(start: int, q: int, prompt: int, block: int) -> list[list[int]]:
+    """A D2F pipeline forward over positions [start, start + q): the prompt is block 0 (bidirectional) and block
+    k covers [prompt + (k - 1)·B, prompt + k·B); a row attends every column of its own block and of earlier ones
+    (s2d2.models.masks.segments_pattern)."""
+    def blk(pos: int) -> int:
+        return 0 if pos < prompt else 1 + (pos - prompt) // block
+
+    ids = [blk(start + i) for i in range(q)]
+    return [[int(ids[j] <= ids[i]) for j in range(q)] for i in range(q)]
+
+
+def _pipeline_stored(trace: Trace, f: ForwardRecord, rec: Optional[StepRecord]) -> int:
+    """Rows of a pipeline forward whose KV it stores: the prompt, or the blocks its step cached."""
+    if f.kind == "prefill+draft":
+        return len(trace.header.prompt_ids)
+    cached = sum(e.event == "cached" for e in rec.events) if rec is not None else 0
+    return cached * int(trace.header.config.get("block_length") or 1)
+
+
 def pick_forward(trace: Trace, step: int, which: str = "auto") -> Optional[ForwardRecord]:
     """The forward shown at scrubber value `step`: the step's verify (auto) or draft, or its block's commit."""
     idx = index_of(trace)
@@ -71,7 +94,7 @@ def pick_forward(trace: Trace, step: int, which: str = "auto") -> Optional[Forwa
         ci = idx.commit_forward.get(rec.block)
         return trace.forwards[ci] if ci is not None else None
     if which == "draft":
-        return next((f for f in fwds if f.kind in ("draft", "ar", "commit+draft")), None)
+        return next((f for f in fwds if f.kind in ("draft", "ar", "commit+draft", "prefill+draft")), None)
     verify = next((f for f in fwds if f.kind.startswith("verify")), None)
     if which == "verify":
         return verify
@@ -142,6 +165,24 @@ def row_positions(f: ForwardRecord, folded: int = 0, span: Optional[int] = None)
     return rows + rows[len(rows) - (span if span is not None else len(rows)):]
 
 
+def _layout_note(trace: Trace, f: ForwardRecord, rec: Optional[StepRecord], pipe: bool, prefix: int,
+                 tail: int, span: Optional[int] = None) -> str:
+    """What the title says about the forward's layout (2L, draft_ver rows, a fused commit, D2F's pipeline)."""
+    cfg = trace.header.config
+    if pipe:
+        stored = _pipeline_stored(trace, f, rec)
+        return (f" — D2F: {stored} rows cached | blocks in flight, block-causal" if stored else
+                " — D2F: the blocks in flight, block-causal")
+    if f.kind == "verify_2l":
+        return " — 2L: drafts | MASK copies" + (" of the span only (trim_verify)" if span is not None else "")
+    if f.kind == "draft" and prefix:
+        return f" — draft_ver: first {prefix} rows causal"
+    if f.kind == "commit+draft":
+        how = "causal" if cfg.get("cache_ver") else "block-bidirectional"
+        return f" — fused: {tail} tail rows committed ({how}) | {f.input_len - tail} draft rows"
+    return ""
+
+
 def mask_figure(trace: Trace, step: int, which: str = "auto", selected: Optional[int] = None,
                 copy_only: bool = False) -> go.Figure:
     """Heatmap: rows = query tokens, columns = [cache band | query columns]; the rows of the `selected` position
@@ -159,16 +200,18 @@ def mask_figure(trace: Trace, step: int, which: str = "auto", selected: Optional
     rec = idx.step_record(clamp_step(trace, step)) if f.kind != "prefill" else None
     if rec is not None and f.kind == "commit":
         rec = None
+    pipe = is_pipeline(trace) and f.kind in PIPELINE_DRAFTS
     own = idx.block_by_index.get(f.block)
-    tail = f.input_len - own.length if f.kind == "commit+draft" and own is not None else 0
+    tail = f.input_len - own.length if f.kind == "commit+draft" and own is not None and not pipe else 0
     prefix = 0
     if f.kind in ("draft", "commit+draft") and cfg.get("draft_ver") and rec is not None:
         prefix = _draft_prefix(rec, f.cache_len + tail)
-    folded = max(0, f.input_len - MAX_QUERIES) if f.kind == "prefill" else 0
+    folded = max(0, f.input_len - MAX_QUERIES) if f.kind in ("prefill", "prefill+draft") else 0
     cache_len = f.cache_len + folded
     span = rec.span[1] if f.kind == "verify_2l" and cfg.get("trim_verify") and rec is not None else None
-    rows = query_mask(f.kind, f.input_len - folded, block, bool(cfg.get("cache_ver")), prefix, start=folded,
-                      tail=tail, span=span)
+    rows = (pipeline_query_mask(cache_len, f.input_len - folded, len(trace.header.prompt_ids), block) if pipe else
+            query_mask(f.kind, f.input_len - folded, block, bool(cfg.get("cache_ver")), prefix, start=folded,
+                       tail=tail, span=span))
     labels = _labels(trace, f, rec, folded, span)
     cols = list(labels)
     z = [list(r) for r in rows]
@@ -187,13 +230,7 @@ def mask_figure(trace: Trace, step: int, which: str = "auto", selected: Optional
         title += f" (last {MAX_QUERIES} shown)"
     rows_at = row_positions(f, folded, span)
     title += _outline(fig, f, rows_at, ylab, selected, copy_only)
-    if f.kind == "verify_2l":
-        title += " — 2L: drafts | MASK copies" + (" of the span only (trim_verify)" if span is not None else "")
-    elif f.kind == "draft" and prefix:
-        title += f" — draft_ver: first {prefix} rows causal"
-    elif f.kind == "commit+draft":
-        how = "causal" if cfg.get("cache_ver") else "block-bidirectional"
-        title += f" — fused: {tail} tail rows committed ({how}) | {f.input_len - tail} draft rows"
+    title += _layout_note(trace, f, rec, pipe, prefix, tail, span)
     if copy_only and fig.layout.annotations:  # the MASK copy's row: what it sees, under the title
         title += "<br>" + copy_row_note(f, int(fig.layout.annotations[0].name), rows_at)
     fig.update_layout(title=dict(text=title, font=dict(size=13)))

@@ -53,8 +53,11 @@ def step_summary(trace: Trace, step: int) -> str:
     if rec.edits:
         shown = ", ".join(f"'{visible_text(e.old_text)}' → '{visible_text(e.new_text)}'" for e in rec.edits[:3])
         parts.append(f"{len(rec.edits)} edited ({shown}{', …' if len(rec.edits) > 3 else ''})")
-    text = (f"Step {s} of {n} (answer block {idx.answer_block(rec.block)}): {route} — {', '.join(parts)}; "
-            f"{_forwards(nfe)} so far.")
+    where = f"answer block {idx.answer_block(rec.block)}"
+    if len(rec.in_flight) > 1:  # a pipeline (D2F) step works in several blocks at once
+        blocks = [idx.answer_block(r.block) for r in rec.in_flight]
+        where = f"answer blocks {blocks[0]}–{blocks[-1]} in flight, {len(blocks)} at once"
+    text = f"Step {s} of {n} ({where}): {route} — {', '.join(parts)}; {_forwards(nfe)} so far."
     if d is not None:
         text += f" {_routing_sentence(decision_line(d))}"
     return text

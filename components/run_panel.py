@@ -21,7 +21,7 @@ from s2d2.decoding.layout import block_lengths
 from s2d2.limits import (SEED_MAX, check_lengths, check_prompt_chars, check_prompt_tokens, check_seed, int_text,
                          limits)
 from s2d2.policies import Knob as PolicyKnob
-from s2d2.policies import editing_knobs, option_knobs, routing_knobs
+from s2d2.policies import editing_knobs, option_knobs, pipeline_knobs, routing_knobs
 
 from .canvas import live_rows
 from .guard import cancelled, current_job
@@ -45,7 +45,9 @@ MAX_GEN_LENGTH = limits().max_gen_tokens
 MAX_BLOCK_LENGTH = limits().max_block_length
 MAX_RUN_SECONDS = limits().max_run_seconds
 DEFAULT_PRESET = "sdar-config-a"
-FAMILY_PRESETS = {"llada2": "llada2-quality"}  # model family (registry) -> the preset it opens on: S2D2 + editing
+# model family (registry) -> the preset it opens on: LLaDA2.x S2D2 + editing; D2F S2D2 on the pipeline (Dream: the
+# reference's stability setting)
+FAMILY_PRESETS = {"llada2": "llada2-quality", "d2f_llada": "d2f-s2d2", "d2f_dream": "d2f-s2d2-dream"}
 EXAMPLE_PROMPTS = [
     "Tom has 12 apples. He buys 7 more. How many apples does Tom have now?",
     "Noah has 24 apples. He doubles the apples. He buys 6 more. How many apples does Noah have now?",
@@ -76,6 +78,7 @@ def _knob(k: PolicyKnob, group: str) -> Knob:
 _B, _R, _P = "Blocks and length", "Baseline remasking (skipped steps)", "Routing policy"
 _E, _S, _F = "Estimator and verification", "Sampling", "Fewer forwards (beyond the paper)"
 _L = "Self-correction (LLaDA2.x editing loop)"
+_D = "D2F pipeline (several blocks in flight)"
 KNOBS: tuple[Knob, ...] = (
     Knob("method", "Method", "choice", METHODS, group=_B,
          info="ar: one token per forward; diffusion: the baseline, never verifies; s2d2: draft, route, verify"),
@@ -101,6 +104,7 @@ KNOBS: tuple[Knob, ...] = (
          info="causal prefill and commit: the verifier then equals exact AR"),
     Knob("draft_ver", "draft_ver (causal decoded prefix in drafts)", "bool", group=_E),
     *(_knob(k, _L) for k in editing_knobs()),  # the editing loop declares its own (s2d2/policies/self_correction.py)
+    *(_knob(k, _D) for k in pipeline_knobs() if not k.advanced),  # and the pipeline (s2d2/policies/pipeline.py)
     Knob("temperature", "Temperature", "float", lo=0.0, hi=2.0, step=0.05, group=_S),
     Knob("seed", "Seed", "int", lo=0, hi=SEED_MAX, group=_S),
     *(_knob(k, _F) for k in option_knobs() if not k.advanced),
@@ -121,9 +125,10 @@ def preset_values(name: str, seed: int = 0) -> list[Any]:
 
 
 def preset_for_model(model_name: Any, loop: Any) -> Optional[str]:
-    """The preset to switch to when the model changes: its family's (a LLaDA2.x model opens on S2D2 with editing)
-    when the loop does not fit it yet, DEFAULT_PRESET when leaving the editing loop for another model; None to
-    keep the knobs as they are (same kind of model, or a folder the registry does not know)."""
+    """The preset to switch to when the model changes: its family's (a LLaDA2.x model opens on S2D2 with editing, a
+    D2F model on S2D2 over the pipeline) when the loop does not fit it yet, DEFAULT_PRESET when leaving the editing
+    or pipeline loop for another model; None to keep the knobs as they are (same kind of model, or a folder the
+    registry does not know)."""
     from s2d2.models.registry import lookup
 
     entry = lookup(model_name) if isinstance(model_name, str) else None
@@ -131,8 +136,8 @@ def preset_for_model(model_name: Any, loop: Any) -> Optional[str]:
         return None
     family = FAMILY_PRESETS.get(entry.family)
     if family is not None:
-        return family if loop != "editing" else None
-    return DEFAULT_PRESET if loop == "editing" else None
+        return family if loop != preset(family).loop else None
+    return DEFAULT_PRESET if loop in ("editing", "pipeline") else None
 
 
 def _coerce(knob: Knob, value: Any) -> Any:

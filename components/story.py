@@ -71,7 +71,8 @@ def pair_story(s2d2: Trace, baseline: Trace) -> Story:
     """The headline of an example pair: where the verifier changed the outcome, with both answers and costs."""
     gold = solve(question_of(s2d2))
     block = baseline.header.config.get("block_length")
-    base = f"Diffusion alone (B = {md_text(block, 10)}) answered **{_answer(baseline, gold)}**"
+    alone = "D2F alone" if baseline.header.config.get("loop") == "pipeline" else "Diffusion alone"
+    base = f"{alone} (B = {md_text(block, 10)}) answered **{_answer(baseline, gold)}**"
     ours = f"**{_answer(s2d2, gold)}**"
     cost = f" ({len(s2d2.forwards)} forwards vs {len(baseline.forwards)}, same question and seed)"
     a = s2d2.footer.output_ids if s2d2.footer else []

@@ -39,7 +39,8 @@ def tooltip(idx: TraceIndex, step: int, pos: int, full: bool = True) -> str:
         shown_step = trace.steps[s_idx]
         label = STATES.get(commit.how, ("", commit.how))[1]
         lines.append(f"token '{visible_text(commit.text)}' (id {commit.token}) — {label}")
-        lines.append(f"committed at step {s_idx + 1} (answer block {idx.answer_block(shown_step.block)})")
+        own = block.index if block is not None else shown_step.block  # a pipeline step spans several blocks
+        lines.append(f"committed at step {s_idx + 1} (answer block {idx.answer_block(own)})")
         for e_idx, e in idx.edits_before(pos, step):
             lines.append(f"edited at step {e_idx + 1}: '{visible_text(e.old_text)}' → '{visible_text(e.new_text)}' "
                          f"(p={fmt(e.p)} > τ_edit)")

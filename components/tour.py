@@ -11,6 +11,7 @@ from .examples import list_examples, load_pair
 from .exactness import load_result
 from .story import Story
 from .tour_more import later_stops, whole_run
+from .tour_pipeline import pipeline_material
 from .tour_stops import Stop, TourMaterial, core_stops
 from .traces_io import load_example
 
@@ -42,6 +43,7 @@ def load_material(trace: Trace, label: Optional[str] = None, baseline: Optional[
         m.edit, m.edit_label = trace, label
     elif directory is not None:
         m.edit_label, m.edit = _editing_example(directory)
+    pipeline_material(m, directory)
     return m
 
 

@@ -12,6 +12,7 @@ from .calibration import calibration_text
 from .exactness import exactness, result_line
 from .ledger import KIND_WORDS, block_forwards, lane_ledger
 from .lockstep import how_each_decides, moments, parting, same_things
+from .tour_pipeline import pipeline_stop
 from .tour_stops import Pic, Stop, TourMaterial, code, first_step
 from .trace_index import fmt, index_of
 
@@ -19,7 +20,8 @@ S2D2, BASELINE = "S2D2", "Diffusion alone"
 
 
 def later_stops(m: TourMaterial) -> list[Stop]:
-    stops = [s for s in (calibration_stop(m), cost_stop(m), exact_stop(m), edit_stop(m)) if s is not None]
+    stops = [s for s in (calibration_stop(m), cost_stop(m), exact_stop(m), edit_stop(m), pipeline_stop(m))
+             if s is not None]
     return stops + [whole_run(m)]
 
 

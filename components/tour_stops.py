@@ -29,8 +29,8 @@ from .trace_index import fmt, index_of
 HOVER = '<span class="on-hover">hover over</span><span class="on-touch">tap</span>'
 SHORT = {"draft": "Draft", "route": "Route", "verify": "Verify", "reject": "Accept / reject", "resample": "Resample",
          "skip": "Skip", "calibration": "Calibration", "cost": "Cost", "exact": "Exactness", "edit": "Self-correct",
-         "run": "Both runs"}
-KINDS = ("canvas", "routing", "mask", "strip", "residual", "calibration", "ledger", "exact", "lockstep")
+         "pipeline": "Pipeline", "run": "Both runs"}
+KINDS = ("canvas", "routing", "mask", "strip", "residual", "calibration", "ledger", "exact", "lockstep", "lifecycle")
 
 
 @dataclass(frozen=True)
@@ -79,7 +79,8 @@ class TourMaterial:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def get(self, name: str) -> Optional[Trace]:
-        return {"main": self.trace, "edit": self.edit, "lossless": self.lossless}.get(name)
+        return {"main": self.trace, "edit": self.edit, "lossless": self.lossless,
+                "pipeline": self.extra.get("pipeline")}.get(name)
 
 
 def first_step(trace: Trace, pred: Callable[[StepRecord], bool]) -> Optional[StepRecord]:

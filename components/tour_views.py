@@ -17,6 +17,7 @@ from .figures import routing_figure
 from .ledger import ledger_html
 from .lockstep import lockstep_html, moments, parting_moment
 from .mask_view import mask_figure
+from .pipeline_view import lifecycle_figure
 from .residual import residual_html
 from .route_whatif import can_move, clamp_tau, route_figure, route_text
 from .strip import render_strip
@@ -51,6 +52,8 @@ def picture(m: TourMaterial, stop: Stop, pic: Pic, tau: Any = None, moment: Any 
         return ledger_html(pair(m), focus=S2D2)
     if pic.kind == "exact":
         return exactness_html(m.lossless, m.ar) if m.lossless is not None and m.ar is not None else ""
+    if pic.kind == "lifecycle":
+        return lifecycle_figure(trace, step)
     if pic.kind == "lockstep":
         return lockstep_html(pair(m), moment) if m.baseline is not None else ""
     raise ValueError(f"unknown picture {pic.kind!r}")

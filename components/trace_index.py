@@ -89,6 +89,10 @@ def build_index(trace: Trace) -> TraceIndex:
         if block is None and s.window:
             block = BlockRecord(s.block, s.window[0], s.window[1] - s.window[0], 0)
         idx.block_of_step.append(block)
+    cached = [(e.block, s.forwards[0]) for s in trace.steps for e in s.events if e.event == "cached" and s.forwards]
+    if cached or trace.header.config.get("loop") == "pipeline":  # D2F: the forward of the step with the event
+        idx.commit_forward.update(cached)
+        return idx
     previous = {b.index: a.index for a, b in zip(trace.blocks, trace.blocks[1:])}
     for f in trace.forwards:
         if f.kind == "commit":

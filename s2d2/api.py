@@ -13,9 +13,10 @@ from .config import DecodeConfig
 from .decoding.ar import ar_loop
 from .decoding.decoder import block_loop, make_check
 from .decoding.editing import editing_loop
+from .decoding.pipeline import pipeline_loop
 from .decoding.layout import block_lengths, block_plan
 from .decoding.recorder import Recorder
-from .decoding.result import StopDecoding  # noqa: F401 (public: a model's forward raises it to stop a run)
+from .decoding.result import LoopResult, StopDecoding  # noqa: F401 (public: a model's forward raises it to stop a run)
 from .metrics import trace_metrics
 from .output import trim_output
 from .policies import uses_costs
@@ -92,7 +93,7 @@ def generate(
     costs: CostTable | None = None,
 ) -> GenerateResult:
     """Decode `prompt` with `cfg` (AR, a diffusion baseline or S2D2; block loop or, with loop="editing", the
-    LLaDA2.x loop with self-correction) and record the trace.
+    LLaDA2.x loop with self-correction, or with loop="pipeline" the D2F pipeline) and record the trace.
 
     `detailed=False` records the forward and step skeleton only (what metrics need), not per-mask drafts,
     top-k candidates or token strings. `on_block` receives the steps so far after every block;
@@ -141,16 +142,19 @@ def generate(
 
 
 def run_loop(model: Any, cfg: DecodeConfig, prompt: torch.Tensor, rec: Recorder, generator: torch.Generator,
-             check: Callable[[list[StepRecord]], str | None]) -> Any:
-    """The decode loop cfg asks for: the editing loop, honest AR, or the block loop (AR with the reference
-    accounting is B = 1 diffusion: a query and a commit per token)."""
+             check: Callable[[list[StepRecord]], str | None]) -> LoopResult:
+    """The decode loop cfg names: the editing loop (LLaDA2.x), the pipeline (D2F), honest AR, or the block loop
+    (AR with the reference accounting is B = 1 diffusion: a query and a commit per token)."""
     if cfg.loop == "editing":
         return editing_loop(model, cfg, prompt, rec, generator, check)
+    if cfg.loop == "pipeline":
+        return pipeline_loop(model, cfg, prompt, rec, generator, check)
     if cfg.method == "ar" and cfg.ar_accounting == "fused":
         return ar_loop(model, cfg, prompt, rec, generator, check)
+    run_cfg = cfg
     if cfg.method == "ar":
-        cfg = cfg.replace(method="diffusion", block_length=1, denoising_steps=None, sub_block_length=None)
-    return block_loop(model, cfg, prompt, rec, generator, check)
+        run_cfg = cfg.replace(method="diffusion", block_length=1, denoising_steps=None, sub_block_length=None)
+    return block_loop(model, run_cfg, prompt, rec, generator, check)
 
 
 def routing_costs(model: Any, cfg: DecodeConfig, given: CostTable | None) -> CostTable:

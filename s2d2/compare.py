@@ -3,7 +3,10 @@
 `compare` runs 2-4 configurations; `compare_traces` is the pure part: per-lane metrics, equality with the AR lane,
 and the lanes aligned by block. Block indices differ between lanes with different block lengths (AR has B = 1), so
 lanes are aligned on a grid of G positions, G = lcm of the lanes' block lengths: every lane block lies inside exactly
-one grid block. Steps inside a block are not equivalent across lanes; only block totals are compared.
+one grid block. Steps inside a block are not equivalent across lanes; only block totals are compared. A pipeline
+lane (D2F, `loop="pipeline"`) is the exception: its blocks start right after the prompt and several are in flight
+at once, so its forwards and steps count in the grid block of their first block in flight and its commits in the
+grid block of their position.
 """
 from __future__ import annotations
 
@@ -252,7 +255,8 @@ def align_blocks(traces: dict[str, Trace], grid: int) -> list[AlignedBlock]:
             lb = _lane_block(row(start // grid), name)
             lb.steps.append(s.index)
             lb.last_step = s.index + 1
-            lb.commits += [(c.position, c.token, c.text, c.how) for c in s.commits]
+            for c in s.commits:  # by position: a pipeline (D2F) step decodes in several blocks
+                _lane_block(row(c.position // grid), name).commits.append((c.position, c.token, c.text, c.how))
     blocks = [rows[i] for i in sorted(rows)]
     for b in blocks:  # a lane that did nothing in a block still gets an (empty) entry, so views need no checks
         for name in traces:

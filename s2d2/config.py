@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .limits import value_text
-from .policies import (POLICIES, REGISTRY, SCORE_TYPES, UCB_ENTROPY_SCOPES, AdaptiveBlock, all_knobs,
+from .policies import (POLICIES, REGISTRY, SCORE_TYPES, UCB_ENTROPY_SCOPES, AdaptiveBlock, all_knobs, pipeline,
                        self_correction, speedups)
 from .policies.knob import check_choice as _choice
 from .policies.knob import check_float as _float_range
@@ -107,6 +107,16 @@ class DecodeConfig:
     loop: str = "block"
     editing_threshold: float | None = None
     max_post_steps: int = 0
+    # D2F pipeline loop (loop="pipeline", s2d2/decoding/pipeline.py; knobs and checks in s2d2/policies/pipeline.py):
+    # a block joins at block_add_threshold progress of the last one, counts as complete once its predecessor is
+    # decoded_token_threshold decoded; confidence_threshold is D2F's skip_threshold. Left out of to_dict() for
+    # the other loops, so their traces keep the headers they always had.
+    block_add_threshold: float = 0.5
+    decoded_token_threshold: float = 0.8
+    confidence_score: str = "probability"
+    draft_confidence_threshold: float | None = None
+    verify_confidence_threshold: float | None = None
+    pipeline_fallback: str = "d2f"
 
     @property
     def steps(self) -> int:
@@ -126,11 +136,14 @@ class DecodeConfig:
         return dataclasses.replace(self, **changes).validate()
 
     def to_dict(self) -> dict[str, Any]:
-        """Every option, except those added after traces and sweep rows were first written while at their default:
-        leaving those out keeps every earlier configuration's dict (trace headers, sweep keys) as it was."""
+        """Every option, except those added after traces and sweep rows were first written while at their default
+        (and the pipeline's knobs outside the pipeline, where validate holds them at their defaults): leaving those out
+        keeps every earlier configuration's dict (trace headers, sweep keys) as it was."""
         out = dataclasses.asdict(self)
-        for name, default in LATER_DEFAULTS.items():
-            if out[name] == default and type(out[name]) is type(default):
+        for name in [n for n, d in LATER_DEFAULTS.items() if out[n] == d and type(out[n]) is type(d)]:
+            del out[name]
+        if self.loop != "pipeline":
+            for name in pipeline.DEFAULTS:
                 del out[name]
         return out
 
@@ -181,6 +194,7 @@ class DecodeConfig:
         _float_range("top_p", self.top_p, 0.0, 1.0, lo_open=True)
         _choice("ar_accounting", self.ar_accounting, AR_ACCOUNTING)
         self_correction.check(self)  # before the block-loop options: it names the one the editing loop refuses
+        pipeline.check(self)
         if self.acceptance == "greedy_exact" and self.do_sample:
             raise ValueError(f"temperature: acceptance='greedy_exact' needs temperature 0, got {self.temperature}")
         if self.acceptance == "sampled" and not self.do_sample:
@@ -342,6 +356,29 @@ _PRESETS.update({
     "llada2-quality-noedit": (
         dict(**_LLADA2_S2D2, confidence_threshold=0.7, score_threshold=0.0),
         "Quality without self-correction (verify iff K_hat >= 4, tau_mask 0.7, no edits): the editing ablation.",
+    ),
+})
+
+
+# D2F (the reference's D2F/ demo, example_d2f.py defaults): block 32, skip_threshold 0.9, a block joins at 0.5 of the
+# last one, the next counts as complete at 0.8. S2D2 there supports the minimum-span policy (min_ssd_span_length).
+_D2F = dict(loop="pipeline", block_length=32, remasking="low_confidence_dynamic", confidence_threshold=0.9,
+            block_add_threshold=0.5, decoded_token_threshold=0.8)
+_PRESETS.update({
+    "d2f": (
+        dict(**_D2F, method="diffusion"),
+        "D2F's own pipelined decoder: several blocks in flight, each decodes its masks with p > 0.9 (a complete "
+        "block at least its most confident one); never verifies.",
+    ),
+    "d2f-s2d2": (
+        dict(**_D2F, **_S2D2, policy="mask_span_length", min_span_length=1),
+        "S2D2 on the D2F pipeline, minimum span 1: every step verifies the first mask span in AR mode.",
+    ),
+    "d2f-s2d2-dream": (
+        dict(**_D2F, **_S2D2, policy="mask_span_length", min_span_length=1, allow_resample=False,
+             draft_confidence_threshold=0.5),
+        "The reference's Dream stability setting: S2D2 on D2F with no residual resampling, and a verified draft "
+        "also needs p > 0.5.",
     ),
 })
 

@@ -127,7 +127,25 @@ def quick_grid() -> list[Cell]:
     ]
 
 
-GRIDS = {"default": default_grid, "quick": quick_grid, "llada2": llada2_grid}
+def d2f_grid() -> list[Cell]:
+    """The D2F pipeline (loop="pipeline") beside AR and the block loop's dynamic baseline at the same B: D2F's
+    decoder (τ 0.9 and 0.7; a block joining at half of the last one, and only once it is done), S2D2 on it (minimum
+    span 1 and B / 2) and the Dream stability setting."""
+    cells = [_cell("ar", "ar")]
+    for b in (4, 8):
+        cells.append(_cell(f"dynamic-tau0.9-b{b}", "dynamic-baseline", block_length=b, confidence_threshold=0.9))
+        cells.append(_cell(f"d2f-tau0.9-b{b}", "d2f", block_length=b))
+        cells.append(_cell(f"d2f-s2d2-b{b}", "d2f-s2d2", block_length=b))
+    cells += [
+        _cell("d2f-tau0.7-b8", "d2f", block_length=8, confidence_threshold=0.7),
+        _cell("d2f-tau0.9-b8-add1", "d2f", block_length=8, block_add_threshold=1.0),
+        _cell("d2f-s2d2-span4-b8", "d2f-s2d2", block_length=8, min_span_length=4),
+        _cell("d2f-s2d2-dream-b8", "d2f-s2d2-dream", block_length=8),
+    ]
+    return cells
+
+
+GRIDS = {"default": default_grid, "quick": quick_grid, "llada2": llada2_grid, "d2f": d2f_grid}
 MAX_GRID_BYTES = 16 * 2**20
 
 

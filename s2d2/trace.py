@@ -21,16 +21,16 @@ from typing import Any, Optional
 from .limits import Limits, limits
 from .output import trim_output
 from .schema import Bool, forbid_extra, items, json_schema, load_as, parse_json, shown
-from .trace_records import (COMMIT_HOWS, FORWARD_KINDS, MAX_VOCAB, PROVENANCE, SCHEMA_VERSION, BlockRecord,
-                            Candidate, Commit, CostTable, Edit, Footer, ForwardCost, ForwardRecord, Header, MaskDraft,
-                            ModelInfo, PolicyDecision, PolicyInputs, StepCosts, StepRecord, Verification,
-                            VerifyPosition)
+from .trace_records import (BLOCK_EVENTS, COMMIT_HOWS, FORWARD_KINDS, MAX_VOCAB, PROVENANCE, SCHEMA_VERSION,
+                            BlockEvent, BlockRecord, Candidate, Commit, CostTable, Edit, Footer, ForwardCost,
+                            ForwardRecord, Header, InFlight, MaskDraft, ModelInfo, PolicyDecision, PolicyInputs,
+                            StepCosts, StepRecord, Verification, VerifyPosition)
 from .trace_rules import check_trace
 
-__all__ = ["SCHEMA_VERSION", "FORWARD_KINDS", "COMMIT_HOWS", "PROVENANCE", "MAX_VOCAB", "Candidate", "ModelInfo",
-           "ForwardRecord", "MaskDraft", "PolicyInputs", "PolicyDecision", "VerifyPosition", "Verification",
-           "CostTable", "ForwardCost", "StepCosts", "Commit", "Edit", "StepRecord", "BlockRecord", "Header", "Footer",
-           "Trace", "check_trace", "encode", "trace_json_schema"]
+__all__ = ["SCHEMA_VERSION", "FORWARD_KINDS", "COMMIT_HOWS", "BLOCK_EVENTS", "PROVENANCE", "MAX_VOCAB", "Candidate",
+           "ModelInfo", "ForwardRecord", "MaskDraft", "PolicyInputs", "PolicyDecision", "VerifyPosition", "Verification",
+           "CostTable", "ForwardCost", "StepCosts", "Commit", "Edit", "InFlight", "BlockEvent", "StepRecord",
+           "BlockRecord", "Header", "Footer", "Trace", "check_trace", "encode", "trace_json_schema"]
 
 
 @forbid_extra
@@ -124,8 +124,9 @@ def encode(obj: Any) -> Any:
     out = {name: encode(getattr(obj, name)) for name in names}
     if out.get("length_reason") == "":  # only adaptive runs write it: fixed-block traces keep their old form
         del out["length_reason"]
-    if out.get("edits") == []:  # only editing steps write it: traces without edits keep their old form
-        del out["edits"]
+    for name in ("edits", "in_flight", "events"):  # only editing / pipeline steps write them: other traces keep
+        if out.get(name) == []:  # their old form
+            del out[name]
     if "costs" in out and out["costs"] is None:  # only cost-aware runs write them (header, policy inputs)
         del out["costs"]
     return out

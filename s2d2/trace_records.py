@@ -14,8 +14,13 @@ from .schema import MAX_TOP, Bool, Count, Free, Int, Name, Num, Pair, Prob, Seco
 
 SCHEMA_VERSION = 1
 # "commit+draft" (fused_commit, beyond the paper): one forward that caches the previous block's uncached tail and
-# drafts the next block; its query count is tail + block.
-FORWARD_KINDS = ("prefill", "draft", "verify_2l", "verify_causal", "commit", "ar", "commit+draft")
+# drafts the next block; its query count is tail + block. The pipeline loop (D2F) also caches finished blocks with
+# the next draft ("commit+draft", several blocks each) and its first forward caches the prompt ("prefill+draft").
+FORWARD_KINDS = ("prefill", "draft", "verify_2l", "verify_causal", "commit", "ar", "commit+draft", "prefill+draft")
+# The lifecycle of a pipeline block (D2F): it joins the pipeline (added), its predecessor passes
+# decoded_token_threshold (complete: it now decodes a token every step), its last mask is decoded (finished), its KV
+# is stored by a forward once every earlier block is finished (cached).
+BLOCK_EVENTS = ("added", "complete", "finished", "cached")
 COMMIT_HOWS = (
     "ar",  # autoregressive step (method ar)
     "accepted",  # draft accepted by verification
@@ -228,6 +233,27 @@ class Edit:
 
 @forbid_extra
 @dataclass(slots=True)
+class InFlight:
+    """One block in flight at a pipeline step (D2F): whether it counts as complete (its predecessor is far enough
+    along), its masks when the step began and how many the step decoded there."""
+
+    block: Count
+    complete: Bool
+    masks: Count
+    decoded: Count
+
+
+@forbid_extra
+@dataclass(slots=True)
+class BlockEvent:
+    """A pipeline block's lifecycle event (BLOCK_EVENTS), recorded in the step where it happens."""
+
+    block: Count
+    event: Literal[BLOCK_EVENTS]
+
+
+@forbid_extra
+@dataclass(slots=True)
 class StepRecord:
     index: Count
     block: Int
@@ -244,6 +270,8 @@ class StepRecord:
     commits: items(Commit)
     reward: Optional[Num] = None  # UCB reward recorded for replay
     edits: items(Edit) = field(default_factory=list)  # editing loop only: decoded tokens replaced at this step
+    in_flight: items(InFlight) = field(default_factory=list)  # pipeline loop only: every block the step touched
+    events: items(BlockEvent) = field(default_factory=list)  # pipeline loop only: block lifecycle events
 
 
 @forbid_extra

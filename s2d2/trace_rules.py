@@ -45,15 +45,29 @@ class Layout:
     extents: Optional[dict[int, tuple[int, int]]] = None  # adaptive: block index -> [start, end)
     editing: Optional[float] = None  # the editing loop's tau_edit: steps may record edits with p above it
     post_steps: int = 0  # the editing loop's max_post_steps: mask-free steps allowed per block
+    pipeline: bool = False  # D2F: blocks 1, 2, ... of `block` positions from the prompt's end; a step spans several
 
     def extent(self, index: int) -> tuple[int, int]:
         if self.extents is not None:
             return self.extents.get(index, (self.total, self.total + 1))  # unknown block: outside the run
+        if self.pipeline:
+            start = self.prompt + (index - 1) * self.block if index >= 1 else self.total
+            return start, start + self.block
         start = index if self.ar else index * self.block
         return start, start + self.block
 
     def index_at(self, start: int) -> int:
+        if self.pipeline:
+            return (start - self.prompt) // self.block + 1
         return start if self.ar else start // self.block
+
+    def forward_most(self, kind: str) -> int:
+        """The most query tokens a forward of this kind reads."""
+        if kind == "prefill":
+            return self.prompt + 1
+        if not self.pipeline:
+            return 2 * self.block  # a 2L verify reads 2B queries
+        return 2 * (self.total - self.prompt) if kind == "verify_2l" else self.total
 
     @property
     def max_blocks(self) -> int:
@@ -94,6 +108,8 @@ def check_trace(t: TraceParts, lim: Limits) -> None:
     vocab = t.header.model.vocab_size
     for i, s in enumerate(t.steps):
         _check_step(i, s, lay, len(t.forwards), vocab)
+    if lay.pipeline:
+        _check_lifecycle(t)
     if t.footer is not None:
         gen = t.header.gen_length
         f = t.footer
@@ -137,6 +153,8 @@ def layout_of(h: Header, lim: Limits) -> Layout:
     if cfg.loop == "editing":
         return Layout(P, B, plan.first_start, total, False, editing=cfg.editing_threshold,
                       post_steps=cfg.max_post_steps)
+    if cfg.loop == "pipeline":
+        return Layout(P, B, P, total, False, pipeline=True)
     return Layout(P, B, P if ar else P // B * B, total, ar)
 
 
@@ -165,7 +183,7 @@ def _check_adaptive_blocks(t: TraceParts, lay: Layout) -> Layout:
 
 def _check_forward(i: int, f: ForwardRecord, lay: Layout, n: int) -> None:
     path = f"trace.forwards[{i}]"
-    most = lay.prompt + 1 if f.kind == "prefill" else 2 * lay.block  # a 2L verify reads 2B queries
+    most = lay.forward_most(f.kind)
     if f.index != i:
         _fail(f"{path}.index", f"{f.index}; must be its position in the list ({i})")
     if not 1 <= f.input_len <= most or f.query_tokens > most:
@@ -177,16 +195,17 @@ def _check_forward(i: int, f: ForwardRecord, lay: Layout, n: int) -> None:
 
 def _check_step(i: int, s: StepRecord, lay: Layout, n_forwards: int, vocab: int) -> None:
     path = f"trace.steps[{i}]"
-    lo, hi = lay.extent(s.block)
+    lo, hi = _step_region(path, s, lay)
     if s.index != i:
         _fail(f"{path}.index", f"{s.index}; must be its position in the list ({i})")
     if lo < lay.first or hi > lay.total:
         _fail(f"{path}.block", f"{s.block} lies outside the sequence [{lay.first}, {lay.total})")
-    inside = f"inside block {s.block} = [{lo}, {hi})"
+    inside = f"inside block {s.block} = [{lo}, {hi})" if not lay.pipeline else f"inside the blocks in flight [{lo}, {hi})"
     if not lo <= s.window[0] < s.window[1] <= hi:
         _fail(f"{path}.window", f"{s.window} must be [start, end) {inside}")
     if not (lo <= s.span[0] <= hi and 0 <= s.span[1] <= hi - s.span[0]):
         _fail(f"{path}.span", f"{s.span} must be [start, length] {inside}")
+    width = hi - lo  # the block (the blocks in flight, for the pipeline)
     if not -1 <= s.step <= lay.max_steps or not 0 <= s.fallback_k <= lay.block:
         _fail(path, f"step {s.step}, fallback_k {s.fallback_k}: beyond the run")
     if len(s.forwards) > FORWARDS_PER_STEP or any(f >= n_forwards for f in s.forwards):
@@ -196,15 +215,17 @@ def _check_step(i: int, s: StepRecord, lay: Layout, n_forwards: int, vocab: int)
                             ("verification.positions", [r.position for r in rows]),
                             ("commits", [c.position for c in s.commits])):
         bottom = max(lo, lay.prompt) if name == "commits" else lo  # a commit never overwrites the prompt
-        if len(positions) > lay.block or any(not bottom <= p < hi for p in positions):
-            _fail(f"{path}.{name}", f"at most {lay.block} positions, each in [{bottom}, {hi}) (block {s.block})")
+        if len(positions) > width or any(not bottom <= p < hi for p in positions):
+            _fail(f"{path}.{name}", f"at most {width} positions, each in [{bottom}, {hi}) (block {s.block})")
     if any(c.token >= vocab for c in s.commits):
         _fail(f"{path}.commits", f"a token id outside the vocabulary [0, {vocab})")
     if s.edits:
         _check_edits(path, s, lay, max(lo, lay.prompt), hi, vocab)
+    if s.in_flight or s.events:
+        _check_in_flight(path, s, lay, lo, hi)
     pi = s.policy_inputs
-    if pi is not None and max(pi.span_len, len(pi.alphas), pi.n_hi, pi.window_len) > lay.block:
-        _fail(f"{path}.policy_inputs", f"span_len, alphas, n_hi and window_len are at most B = {lay.block}")
+    if pi is not None and max(pi.span_len, len(pi.alphas), pi.n_hi, pi.window_len) > width:
+        _fail(f"{path}.policy_inputs", f"span_len, alphas, n_hi and window_len are at most {width} (the window)")
     c = pi.costs if pi is not None else None
     if c is not None and (max(c.draft_queries, c.skip_tokens, c.min_tokens, c.sure_prefix) > lay.block
                           or c.verify_queries > 2 * lay.block):
@@ -214,6 +235,53 @@ def _check_step(i: int, s: StepRecord, lay: Layout, n_forwards: int, vocab: int)
     if v is not None and (v.accepted_len > len(rows) or (v.first_reject is not None and v.first_reject >= len(rows))):
         _fail(f"{path}.verification", f"accepted_len {v.accepted_len} and first_reject {v.first_reject} must index "
               f"the {len(rows)} verified positions")
+
+
+def _step_region(path: str, s: StepRecord, lay: Layout) -> tuple[int, int]:
+    """Where a step's positions may lie: its block, or for the pipeline every block from its own (the first in
+    flight) to the window's end."""
+    lo, hi = lay.extent(s.block)
+    if not lay.pipeline:
+        return lo, hi
+    end = s.window[1] if len(s.window) == 2 else hi
+    if not (s.block >= 1 and lo <= end <= lay.total and (end - lo) % lay.block == 0):
+        _fail(f"{path}.window", f"{s.window}: a pipeline step spans whole blocks from its block {s.block} "
+              f"(starting at {lo}) to at most {lay.total}")
+    return lo, max(hi, end)
+
+
+def _check_in_flight(path: str, s: StepRecord, lay: Layout, lo: int, hi: int) -> None:
+    """Pipeline rows: each block in flight lies in the step's region, has at most B masks and decodes at most
+    those; events name blocks of the run."""
+    if not lay.pipeline:
+        _fail(f"{path}.in_flight", "only the pipeline loop (config loop='pipeline') records blocks in flight")
+    first, last = lay.index_at(lo), lay.index_at(hi - 1)
+    for row in s.in_flight:
+        if not (first <= row.block <= last and row.decoded <= row.masks <= lay.block):
+            _fail(f"{path}.in_flight", f"block {row.block}: masks {row.masks}, decoded {row.decoded}; blocks "
+                  f"{first}..{last} in flight, each with at most {lay.block} masks")
+    if len({r.block for r in s.in_flight}) < len(s.in_flight):
+        _fail(f"{path}.in_flight", "each block at most once")
+    for e in s.events:
+        if not 1 <= e.block <= lay.max_blocks:
+            _fail(f"{path}.events", f"block {e.block}: the run has blocks 1..{lay.max_blocks}")
+
+
+def _check_lifecycle(t: TraceParts) -> None:
+    """Pipeline: every block's events happen once each, in lifecycle order (added, complete, finished, cached;
+    `complete` may come later than `finished`, never before `added`), and a step only touches added blocks."""
+    seen: dict[int, set[str]] = {}
+    for i, s in enumerate(t.steps):
+        for e in s.events:
+            had = seen.setdefault(e.block, set())
+            late = e.event != "added" and "added" not in had
+            if e.event in had or late or (e.event == "cached" and "finished" not in had):
+                _fail(f"trace.steps[{i}].events", f"block {e.block} {e.event}: each event once, after the block "
+                      f"was added{' and finished' if e.event == 'cached' else ''}")
+            had.add(e.event)
+        for row in s.in_flight:
+            if "added" not in seen.get(row.block, set()):
+                _fail(f"trace.steps[{i}].in_flight", f"block {row.block} is in flight before it was added")
 
 
 def _check_edits(path: str, s: StepRecord, lay: Layout, lo: int, hi: int, vocab: int) -> None:

@@ -12,6 +12,7 @@ the opening question (the exactness stop). A run with a model of its own (the LL
 verification meet, found by scripts/find_edit_and_verify.py) loads that model instead of `--model`.
 The LLaDA2 example 08-editing-fixes-a-wrong-digit--LLaDA2.json comes from the bundled LLaDA2 model:
 `python -m s2d2.tiny.report_llada2 --example-trace assets/traces/08-editing-fixes-a-wrong-digit--LLaDA2.json`.
+The D2F pipeline pair: `--only 10-pipeline--blocks-in-flight--D2F 10-pipeline--blocks-in-flight--D2F.baseline`.
 """
 from __future__ import annotations
 
@@ -26,7 +27,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-# A prompt: an index into components.run_panel.EXAMPLE_PROMPTS, or ("heldout", i) for held-out arithmetic question i.
+# A prompt: an index into components.run_panel.EXAMPLE_PROMPTS, ("heldout", i) for held-out arithmetic question i, or
+# ("prose", i) for EXAMPLE_PROMPTS[i] continued as free text (no chat template).
 Prompt = Union[int, tuple[str, int]]
 # The first example opens the app. It is the pair scripts/find_catch.py found (held-out question 8, seed 8): at
 # B = 16 the dynamic-threshold baseline (τ 0.9, the sweep's 88.5 % cell) writes "33 + 20 = 53"; S2D2 at the same B
@@ -42,6 +44,10 @@ LOSSLESS = {"block_length": 16, "acceptance": "greedy_exact", "policy": "always"
 # block 2's first step verifies (a rejected draft, resampled "4"), a later skipped step writes "#### 17" by threshold
 # picks and the next step edits the "1" into "2": "#### 27".
 EDIT_AND_VERIFY = ("heldout", 17)
+# The D2F pipeline: on Austen prose (the arithmetic answers are so confident that every block is decoded in the step
+# that drafts it, so no two blocks overlap) a block joins at 10 % of the last one and counts as complete at 50 %: up
+# to three blocks in flight, S2D2 verifying the first span after the cache; the partner is D2F's own decoder.
+PIPELINE = {"block_length": 8, "block_add_threshold": 0.1, "decoded_token_threshold": 0.5, "gen_length": 48}
 # (file stem, preset, prompt, seed, overrides[, model: "" = --model])
 RUNS: list[tuple[Any, ...]] = [
     ("01-verifier-catches-a-wrong-digit", "sdar-config-a", CATCH_PROMPT, 8,
@@ -59,6 +65,8 @@ RUNS: list[tuple[Any, ...]] = [
      {"temperature": 0.7, "score_threshold": 2.0, "block_length": 8}),
     ("09-self-correction-meets-verification--LLaDA2", "llada2-quality", EDIT_AND_VERIFY, 17,
      {"score_threshold": 12.0, "max_post_steps": 4}, "tiny-llada2"),
+    ("10-pipeline--blocks-in-flight--D2F", "d2f-s2d2", ("prose", 2), 0, PIPELINE),
+    ("10-pipeline--blocks-in-flight--D2F.baseline", "d2f", ("prose", 2), 0, PIPELINE),
     ("tour/lossless-s2d2", "sdar-config-b", CATCH_PROMPT, 8, LOSSLESS),
     ("tour/lossless-ar", "ar", CATCH_PROMPT, 8, {}),
 ]
@@ -68,9 +76,9 @@ def prompt_text(prompt: Prompt) -> str:
     from components.run_panel import EXAMPLE_PROMPTS
     from s2d2.tasks.arithmetic import heldout
 
-    if isinstance(prompt, tuple):
+    if isinstance(prompt, tuple) and prompt[0] == "heldout":
         return heldout(prompt[1] + 1)[prompt[1]].question
-    return EXAMPLE_PROMPTS[prompt]
+    return EXAMPLE_PROMPTS[prompt[1] if isinstance(prompt, tuple) else prompt]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -92,9 +100,12 @@ def main(argv: list[str] | None = None) -> int:
         except Exception as exc:
             print(f"Could not load model {model_name!r}: {exc}", file=sys.stderr)
             return 1
-        cfg = s2d2.preset(name, gen_length=args.gen_length, **overrides)
+        # the pipeline decodes gen_length // B blocks: at least one
+        settings = {"gen_length": max(args.gen_length, int(overrides.get("block_length", 1))), **overrides}
+        cfg = s2d2.preset(name, **settings)
         t0 = time.perf_counter()
-        result = s2d2.generate(model, prompt_text(prompt), cfg, seed=seed + args.seed)
+        chat = False if isinstance(prompt, tuple) and prompt[0] == "prose" else None
+        result = s2d2.generate(model, prompt_text(prompt), cfg, seed=seed + args.seed, chat=chat)
         path = args.out / f"{stem}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(result.trace.to_json(), encoding="utf-8")

@@ -397,7 +397,8 @@ def test_precompute_script_writes_loadable_examples(tmp_path, monkeypatch):
     assert script.main(["--gen-length", "4", "--out", str(tmp_path)]) == 0
     listed = examples.list_examples(tmp_path)
     pairs = [e for e in listed.values() if e.baseline is not None]
-    assert list(listed)[0] == "Verifier catches a wrong digit" and pairs == [listed["Verifier catches a wrong digit"]]
+    assert list(listed)[0] == "Verifier catches a wrong digit" and pairs == [
+        listed["Verifier catches a wrong digit"], listed["Pipeline · blocks in flight · D2F"]]
     tour_files = sorted(f.name for f in (tmp_path / "tour").glob("*.json"))  # the tour's material, not examples
     assert tour_files == ["lossless-ar.json", "lossless-s2d2.json"]
     assert len(listed) + len(pairs) + len(tour_files) == len(script.RUNS) and "Always verify · block 16" in listed

@@ -32,7 +32,8 @@ if not Path(CHROMIUM).exists():
 
 from test_app_client import RANDOM_MODEL, SLOW_MODEL, served  # noqa: E402,F401  (the launched-app fixture)
 
-STOP_KEYS = ("draft", "route", "verify", "reject", "resample", "skip", "calibration", "cost", "exact", "edit", "run")
+STOP_KEYS = ("draft", "route", "verify", "reject", "resample", "skip", "calibration", "cost", "exact", "edit",
+             "pipeline", "run")
 SHIPPED_PAIR = any((ROOT / "assets" / "traces").glob("*.baseline.json"))
 
 
@@ -237,6 +238,10 @@ def test_tour_changes_in_place_and_its_route_control_redecides(browser, served, 
                 assert "↻" in pg.locator("#tour-strip").inner_text() and pg.locator("#tour-residual .rs-tbl").count()
                 if not phone:
                     screenshot(pg, "screenshot-tour.png")
+            if keys[-1] == "pipeline":  # several blocks outlined at once, and their lives over the run
+                pg.wait_for_function("document.querySelectorAll('#tour-canvas [data-block]').length >= 2",
+                                     timeout=20_000)
+                pg.locator("#tour-lifecycle .js-plotly-plot").wait_for(timeout=20_000)
             if keys[-1] == "run" and SHIPPED_PAIR:
                 before = pg.locator("#tour-lockstep .s2d2-lockstep").get_attribute("data-moment")
                 assert pg.locator("#tour-lockstep [data-watch]").count() == 2  # the parting token, both runs
@@ -366,6 +371,40 @@ def test_llada2_example_shows_its_edit_and_run_offers_the_editing_knobs(desktop)
         assert pg.locator("#knob-editing_threshold").is_visible()
         assert 0 < pg.locator("#run-settings [id^=knob-]:visible").count() <= 8
         assert pg.locator("#knob-kv_reuse").count() == 0 or not pg.locator("#knob-kv_reuse").is_visible()
+    assert not errors, errors
+
+
+PIPELINE_EXAMPLE = "Pipeline · blocks in flight · D2F"
+
+
+def test_pipeline_example_shows_several_blocks_in_flight(desktop):
+    """The D2F example replays with several blocks outlined at once, each tagged with its state, and the mask viewer
+    draws D2F's block-causal mask; docs/screenshot-pipeline.png is that view."""
+    pg, errors = desktop
+    path = ROOT / "assets" / "traces" / "10-pipeline--blocks-in-flight--D2F.json"
+    if not path.exists():
+        pytest.skip("no shipped pipeline example trace")
+    import s2d2
+
+    trace = s2d2.Trace.from_json(path.read_text())
+    step = 1 + max(range(len(trace.steps)), key=lambda i: len(trace.steps[i].in_flight))
+    pg.get_by_role("tab", name="Replay", exact=True).click()
+    pg.locator("#example input").click()
+    pg.get_by_role("option", name=PIPELINE_EXAMPLE).click()
+    pg.wait_for_function("document.querySelector('#headline').innerText.includes('D2F alone')", timeout=30_000)
+    number = pg.locator("#step-slider input[type=number]")
+    number.fill(str(step))
+    number.press("Enter")
+    pg.wait_for_function(f"document.querySelector('#summary textarea').value.includes('Step {step} of')",
+                         timeout=20_000)
+    pg.wait_for_function("document.querySelectorAll('#canvas [data-block]').length >= 3", timeout=20_000)
+    assert pg.locator("#canvas .blk-tag").count() >= 3 and "joined at step" in pg.locator("#canvas").inner_text()
+    assert "blocks in flight" in pg.locator("#legend").inner_text()
+    pg.get_by_role("radio", name="draft", exact=True).check()  # the step's draft forward, not its verifier
+    pg.wait_for_function("document.querySelector('#mask .gtitle') && "
+                         "document.querySelector('#mask .gtitle').textContent.includes('D2F')", timeout=20_000)
+    _no_error_badges(pg)
+    pg.locator("#canvas").screenshot(path=str(shot_path("screenshot-pipeline.png")))
     assert not errors, errors
 
 

@@ -155,10 +155,11 @@ def test_registry_entries_sane() -> None:
     for name in names:
         e = registry.lookup(name)
         assert e is not None and e.name == name
-        assert e.model_class in ("Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "Qwen2ForCausalLM", "Glm4MoeForCausalLM")
+        assert e.model_class in ("Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "Qwen2ForCausalLM", "Glm4MoeForCausalLM",
+                                 "LlamaForCausalLM")
         if e.path is not None:  # bundled: facts come from config.json
             continue
-        assert e.repo == name and e.alignment in ("aligned", "shifted") and e.size_gb > 0
+        assert (e.adapter or e.repo) == name and e.alignment in ("aligned", "shifted") and e.size_gb > 0
         assert e.mask_id is not None and e.stop_ids and e.block_size and e.use_chat_template
     sdar = registry.lookup("jetlm/sdar-1.7b-chat")  # case-insensitive
     assert sdar and (sdar.block_size, sdar.mask_id, sdar.stop_ids, sdar.alignment) == (4, 151669, (151645, 151643), "aligned")

@@ -247,7 +247,7 @@ def test_stops_reveal_in_order_and_pictures_change_in_place(material):
     stops = tour.tour_stops(material)
     keys = [s.key for s in stops]
     assert keys == ["draft", "route", "verify", "reject", "resample", "skip", "calibration", "cost", "exact", "edit",
-                    "run"]
+                    "pipeline", "run"]
     views = [tour_views.stop_views(material, stops, i, route_whatif.recorded_tau(material.trace), 0)
              for i in range(len(stops))]
     names = set(tour_views.VIEW.values())

@@ -8,18 +8,19 @@ from __future__ import annotations
 import json
 import os
 import re
-import warnings
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable
 
 import torch
 
-from . import llada2
+from . import dream, llada, llada2
+from .adapters import AdapterError, apply_adapter, is_adapter_folder
 from .base import ALIGNMENTS, ModelSpec
 from .hf import BACKENDS, HFModel
 from .hub import ModelLoadError, fetch_from_hub
+from .logs import first_line, quiet
 from .registry import ModelEntry, known_models, lookup
+from .tokens import load_tokenizer, resolve_mask_id, resolve_stop_ids
 
 
 # model_type / architectures (lower-cased) -> native class name. SDAR and Fast-dLLM ship remote code that
@@ -32,6 +33,8 @@ _BY_MODEL_TYPE = {
     "qwen2": "Qwen2ForCausalLM",
     "fast_dllm_qwen": "Qwen2ForCausalLM",
     llada2.MODEL_TYPE: "Glm4MoeForCausalLM",  # official LLaDA2 layout, mapped at load time (models/llada2.py)
+    llada.MODEL_TYPE: "LlamaForCausalLM",  # official LLaDA (v1) layout, mapped at load time (models/llada.py)
+    dream.MODEL_TYPE: "Qwen2ForCausalLM",  # Dream: Qwen2's names, right-shifted logits (models/dream.py)
 }
 _BY_ARCHITECTURE = {
     "qwen3forcausallm": "Qwen3ForCausalLM",
@@ -41,6 +44,8 @@ _BY_ARCHITECTURE = {
     "qwen2forcausallm": "Qwen2ForCausalLM",
     "fast_dllm_qwenforcausallm": "Qwen2ForCausalLM",
     llada2.ARCHITECTURE.lower(): "Glm4MoeForCausalLM",
+    llada.ARCHITECTURE.lower(): "LlamaForCausalLM",
+    dream.ARCHITECTURE.lower(): "Qwen2ForCausalLM",
 }
 # The native model_type for each class: the 5.x weight conversions (MoE expert packing) are keyed on it.
 _NATIVE_TYPE = {"Qwen3ForCausalLM": "qwen3", "Qwen3MoeForCausalLM": "qwen3_moe", "Qwen2ForCausalLM": "qwen2"}
@@ -50,7 +55,6 @@ _DTYPES = {
     "half": torch.float16, "fp32": torch.float32, "float32": torch.float32, "float": torch.float32,
     "fp64": torch.float64, "float64": torch.float64, "double": torch.float64,
 }
-_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model")
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
 
@@ -120,51 +124,123 @@ def load_model(
     dtype: str | torch.dtype | None = None,
     attn_implementation: str = "sdpa",
     backend: str = "auto",
+    adapter: str | os.PathLike[str] | None = None,
 ) -> HFModel:
     """Load a registry name ("tiny", a Hub id) or a local checkpoint folder as an `HFModel`.
 
-    Defaults: CUDA with bfloat16 when available, else CPU with float32; the forward backend is static on CUDA
-    (see `from_transformers`). Raises `ModelLoadError` on any failure.
+    `adapter`: a peft LoRA adapter (local folder or Hub id) merged into the weights at load (models/adapters.py);
+    a registry entry may name one (the D2F checkpoints), and a local adapter folder loads onto the base its
+    `adapter_config.json` names. Defaults: CUDA with bfloat16 when available, else CPU with float32; the forward
+    backend is static on CUDA (see `from_transformers`). Raises `ModelLoadError` on any failure.
     """
     if backend not in BACKENDS:
         raise ModelLoadError(f"backend must be one of {BACKENDS}, got {backend!r}")
-    folder, entry, revision = resolve_checkpoint(id_or_path)
+    folder, entry, revision, adapter_folder = _resolve_with_adapter(id_or_path, adapter)
     config = _read_config(folder)
-    cls_name = _model_class(entry, config, folder)
     device, dtype = _device_and_dtype(device, dtype)
-    is_llada2 = llada2.is_llada2(config)
-    if is_llada2:
-        model, unexpected = _load_llada2(folder, config, dtype, attn_implementation)
-    else:
-        model, unexpected = _load_weights(folder, cls_name, dtype, attn_implementation)
+    facts = family_facts(config, entry)
+    model, unexpected = _load_base(folder, config, entry, dtype, attn_implementation)
+    extra: dict[str, Any] = {}
+    if adapter_folder is not None:
+        mapper = llada.module_to_native if llada.is_llada(config) else _same_name(model)
+        try:
+            model, extra = apply_adapter(model, adapter_folder, mapper)
+        except AdapterError as e:
+            raise ModelLoadError(str(e)) from e
     model.to(device)
-    tokenizer = _load_tokenizer(folder)
-    is_fast_dllm = str(config.get("model_type", "")).lower() == "fast_dllm_qwen" or "bd_size" in config
-    alignment = config.get("logits_alignment") or (entry.alignment if entry else None)
-    alignment = alignment or ("shifted" if is_fast_dllm else "aligned")
-    block = config.get("block_size") or config.get("bd_size") or (entry.block_size if entry else None)
-    block = block or (llada2.BLOCK if is_llada2 else None)
-    use_chat = entry.use_chat_template if entry else None
+    tokenizer = load_tokenizer(folder)
     hf = from_transformers(
         model,
         tokenizer,
-        mask_token_id=_resolve_mask_id(tokenizer, config, entry, int(model.config.vocab_size),
-                                       default=llada2.MASK_ID if is_llada2 else None),
-        stop_token_ids=_resolve_stop_ids(tokenizer, config, entry, folder,
-                                         default=[llada2.EOS_ID] if is_llada2 else []),
-        logits=alignment,
-        block_size=block,
+        mask_token_id=resolve_mask_id(tokenizer, config, entry, int(model.config.vocab_size), default=facts["mask"]),
+        stop_token_ids=resolve_stop_ids(tokenizer, config, entry, folder, default=facts["stops"]),
+        logits=facts["alignment"],
+        block_size=facts["block"],
         name=entry.name if entry else str(id_or_path),
-        use_chat_template=use_chat,
+        use_chat_template=entry.use_chat_template if entry else None,
         backend=backend,
     )
     hf.spec.revision = revision
-    hf.spec.extra.update(
-        family=entry.family if entry else ("llada2" if is_llada2 else str(config.get("model_type", ""))),
-        folder=str(folder),
-        unexpected_keys=sorted(unexpected),
-    )
+    hf.spec.extra.update(family=facts["family"], folder=str(folder), unexpected_keys=sorted(unexpected), **extra)
     return hf
+
+
+def family_facts(config: dict[str, Any], entry: ModelEntry | None) -> dict[str, Any]:
+    """What the decoder needs that config.json may leave out, per official family: logit alignment, block size,
+    family defaults for the mask and stop ids (used only when the tokenizer, config and registry say nothing)."""
+    model_type = str(config.get("model_type", "")).lower()
+    kind = ("llada2" if llada2.is_llada2(config) else "llada" if llada.is_llada(config)
+            else "dream" if dream.is_dream(config) else "")
+    shifted = model_type == "fast_dllm_qwen" or "bd_size" in config or kind == "dream"
+    alignment = config.get("logits_alignment") or (entry.alignment if entry else None)
+    block = config.get("block_size") or config.get("bd_size") or (entry.block_size if entry else None)
+    defaults = {"llada2": (llada2.MASK_ID, [llada2.EOS_ID]), "llada": (llada.MASK_ID, [llada.EOS_ID, llada.EOT_ID]),
+                "dream": (dream.MASK_ID, list(dream.STOP_IDS))}
+    mask, stops = defaults.get(kind, (None, []))
+    return {"alignment": alignment or ("shifted" if shifted else "aligned"),
+            "block": block or (D2F_BLOCK if kind in ("llada", "dream") else llada2.BLOCK if kind else None),
+            "mask": mask, "stops": stops,
+            "family": entry.family if entry else (kind or str(config.get("model_type", "")))}
+
+
+D2F_BLOCK = 32  # the D2F checkpoints' block size (the reference demo's --block_size)
+
+
+def _load_base(folder: Path, config: dict[str, Any], entry: ModelEntry | None, dtype: torch.dtype,
+               attn: str) -> tuple[Any, list[str]]:
+    if llada2.is_llada2(config):
+        return _load_llada2(folder, config, dtype, attn)
+    if llada.is_llada(config):
+        return _load_llada(folder, config, dtype, attn)
+    return _load_weights(folder, _model_class(entry, config, folder), dtype, attn)
+
+
+def _same_name(model: Any) -> Any:
+    """The adapter name map of a base whose official names are the native ones (Dream): identity, for modules
+    that exist."""
+    names = {name for name, _ in model.named_modules()}
+
+    def mapper(module: str) -> str:
+        if module not in names:
+            raise KeyError(module)
+        return module
+
+    return mapper
+
+
+def _resolve_with_adapter(id_or_path: str | os.PathLike[str], adapter: str | os.PathLike[str] | None,
+                          ) -> tuple[Path, ModelEntry | None, str, Path | None]:
+    """(base folder, entry, revision, adapter folder or None): an adapter named by the caller, by the registry
+    entry, or by being the folder passed (its adapter_config.json then names the base)."""
+    path = Path(os.fspath(id_or_path)).expanduser()
+    if adapter is None and path.is_dir() and is_adapter_folder(path):
+        base = _adapter_base(path)
+        folder, entry, revision = resolve_checkpoint(base)
+        return folder, entry, revision, path.resolve()
+    folder, entry, revision = resolve_checkpoint(id_or_path)
+    named = adapter if adapter is not None else (entry.adapter if entry is not None else None)
+    return folder, entry, revision, None if named is None else _adapter_folder(named)
+
+
+def _adapter_base(folder: Path) -> str:
+    try:
+        base = json.loads((folder / "adapter_config.json").read_text()).get("base_model_name_or_path")
+    except (OSError, ValueError) as e:
+        raise ModelLoadError(f"{folder}/adapter_config.json is not valid JSON: {first_line(e)}") from e
+    if not base:
+        raise ModelLoadError(f"{folder} is an adapter without base_model_name_or_path; pass the base model and "
+                             "adapter=... instead")
+    return str(base)
+
+
+def _adapter_folder(adapter: str | os.PathLike[str]) -> Path:
+    text = os.fspath(adapter)
+    path = Path(text).expanduser()
+    if path.is_dir():
+        return path.resolve()
+    if _HUB_ID.match(text):
+        return fetch_from_hub(text)
+    raise ModelLoadError(f"adapter: no adapter folder at {text!r} (pass a local folder or a Hub id)")
 
 
 def resolve_checkpoint(id_or_path: str | os.PathLike[str]) -> tuple[Path, ModelEntry | None, str]:
@@ -199,7 +275,7 @@ def _read_config(folder: Path) -> dict[str, Any]:
     try:
         return json.loads(path.read_text())
     except (OSError, ValueError) as e:
-        raise ModelLoadError(f"{path} is not valid JSON: {_first_line(e)}") from e
+        raise ModelLoadError(f"{path} is not valid JSON: {first_line(e)}") from e
 
 
 def _model_class(entry: ModelEntry | None, config: dict[str, Any], folder: Path) -> str:
@@ -256,7 +332,7 @@ def _load_weights(folder: Path, cls_name: str, dtype: torch.dtype, attn: str) ->
     _check_weight_files(folder)
     cls = getattr(transformers, cls_name)
     try:
-        with _quiet():
+        with quiet():
             config = cls.config_class.from_pretrained(folder)
             # SDAR-MoE says "sdar_moe": nothing then matches 5.x's expert-packing conversion and the experts stay
             # random. The native model_type makes the conversion apply (harmless for the dense classes).
@@ -271,7 +347,7 @@ def _load_weights(folder: Path, cls_name: str, dtype: torch.dtype, attn: str) ->
                 output_loading_info=True,
             )
     except Exception as e:
-        raise ModelLoadError(f"could not load {folder} as {cls_name}: {_first_line(e)}") from e
+        raise ModelLoadError(f"could not load {folder} as {cls_name}: {first_line(e)}") from e
     missing = sorted(info.get("missing_keys") or [])
     mismatched = list(info.get("mismatched_keys") or [])
     if missing or mismatched:
@@ -283,102 +359,23 @@ def _load_weights(folder: Path, cls_name: str, dtype: torch.dtype, attn: str) ->
     return model.eval(), list(info.get("unexpected_keys") or [])
 
 
+def _load_llada(folder: Path, config: dict[str, Any], dtype: torch.dtype, attn: str) -> tuple[Any, list[str]]:
+    """An official-layout LLaDA (v1) folder onto native LlamaForCausalLM (the map in models/llada.py)."""
+    _check_weight_files(folder)
+    try:
+        return llada.load_native(folder, config, dtype, attn, quiet)
+    except llada.UnsupportedLLaDAConfig as e:
+        raise ModelLoadError(f"{folder}: {e}") from e
+    except Exception as e:
+        raise ModelLoadError(f"could not load {folder} as LLaDA (LlamaForCausalLM): {first_line(e)}") from e
+
+
 def _load_llada2(folder: Path, config: dict[str, Any], dtype: torch.dtype, attn: str) -> tuple[Any, list[str]]:
     """An official-layout LLaDA2 folder onto native Glm4MoeForCausalLM (the map in models/llada2.py)."""
     _check_weight_files(folder)
     try:
-        return llada2.load_native(folder, config, dtype, attn, _quiet)
+        return llada2.load_native(folder, config, dtype, attn, quiet)
     except llada2.UnsupportedLLaDA2Config as e:
         raise ModelLoadError(f"{folder}: {e}") from e
     except Exception as e:
-        raise ModelLoadError(f"could not load {folder} as LLaDA2 (Glm4MoeForCausalLM): {_first_line(e)}") from e
-
-
-def _load_tokenizer(folder: Path) -> Any:
-    """AutoTokenizer from the folder (no network: the folder is local), or None if it ships none."""
-    if not any((folder / name).is_file() for name in _TOKENIZER_FILES):
-        return None
-    from transformers import AutoTokenizer
-
-    try:
-        with _quiet(), warnings.catch_warnings():
-            # AutoTokenizer reads config.json; an unknown model_type (llada2_moe) with "rope_scaling": null
-            # makes transformers warn about the deprecated key: noise for a tokenizer load.
-            warnings.filterwarnings("ignore", message=".*rope_scaling.*", category=FutureWarning)
-            return AutoTokenizer.from_pretrained(folder, trust_remote_code=False)
-    except Exception as e:
-        raise ModelLoadError(f"could not load the tokenizer in {folder}: {_first_line(e)}") from e
-
-
-def _resolve_mask_id(tokenizer: Any, config: dict[str, Any], entry: ModelEntry | None, vocab: int,
-                     default: int | None = None) -> int:
-    """tokenizer.mask_token, config mask_token_id and the registry must agree (model-families.md §3);
-    `default` (the family's id) only when none of them says anything."""
-    sources: dict[str, int] = {}
-    token = getattr(tokenizer, "mask_token", None) if tokenizer is not None else None
-    if token:
-        tid = tokenizer.convert_tokens_to_ids(token)
-        # A mask token the vocabulary does not know (SDAR's stray "<MASK>") is no evidence: skip it.
-        if isinstance(tid, int) and tid != getattr(tokenizer, "unk_token_id", None):
-            sources[f"tokenizer.mask_token {token!r}"] = tid
-    if isinstance(config.get("mask_token_id"), int):
-        sources["config.json mask_token_id"] = config["mask_token_id"]
-    if entry is not None and entry.mask_id is not None:
-        sources["registry"] = entry.mask_id
-    if not sources and default is not None:
-        sources["family default"] = default
-    if not sources:
-        raise ModelLoadError(
-            "cannot tell the mask token: the tokenizer has no mask_token, config.json has no mask_token_id and "
-            "the model is not in the registry; use from_transformers(..., mask_token_id=...)"
-        )
-    if len(set(sources.values())) > 1:
-        listed = ", ".join(f"{k} = {v}" for k, v in sources.items())
-        raise ModelLoadError(f"mask token ids disagree: {listed}")
-    mask_id = next(iter(sources.values()))
-    if not 0 <= mask_id < vocab:
-        raise ModelLoadError(f"mask token id {mask_id} is outside the vocabulary [0, {vocab})")
-    return mask_id
-
-
-def _resolve_stop_ids(tokenizer: Any, config: dict[str, Any], entry: ModelEntry | None, folder: Path,
-                      default: list[int] | None = None) -> list[int]:
-    """config stop_token_ids, else the registry, else generation_config eos ids, else the tokenizer's eos,
-    else the family's `default`."""
-    if config.get("stop_token_ids"):
-        return [int(t) for t in config["stop_token_ids"]]
-    if entry is not None and entry.stop_ids:
-        return list(entry.stop_ids)
-    gen = folder / "generation_config.json"
-    if gen.is_file():
-        try:
-            eos = json.loads(gen.read_text()).get("eos_token_id")
-        except ValueError:
-            eos = None
-        if eos is not None:
-            return [int(t) for t in (eos if isinstance(eos, list) else [eos])]
-    eos_id = getattr(tokenizer, "eos_token_id", None) if tokenizer is not None else None
-    return [int(eos_id)] if eos_id is not None else list(default or [])
-
-
-@contextmanager
-def _quiet() -> Iterator[None]:
-    """Silence transformers' warnings and load report while loading: the expected "model of type sdar"
-    warning is noise, and real problems surface as one ModelLoadError instead."""
-    from transformers.utils import logging
-
-    level = logging.get_verbosity()
-    bars = logging.is_progress_bar_enabled()
-    logging.set_verbosity_error()
-    logging.disable_progress_bar()  # the "Loading weights" bar
-    try:
-        yield
-    finally:
-        logging.set_verbosity(level)
-        if bars:
-            logging.enable_progress_bar()
-
-
-def _first_line(e: BaseException) -> str:
-    text = str(e).strip() or type(e).__name__
-    return text.splitlines()[0]
+        raise ModelLoadError(f"could not load {folder} as LLaDA2 (Glm4MoeForCausalLM): {first_line(e)}") from e

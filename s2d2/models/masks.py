@@ -72,12 +72,26 @@ def fused_draft_pattern(tail: int, block: int, causal_tail: bool = True, causal_
     return torch.cat([top, rows], dim=0)
 
 
+def segments_pattern(segments: tuple[int, ...], device: torch.device | str = "cpu") -> torch.Tensor:
+    """Block-causal over consecutive segments of the given lengths: a row sees every column of its own segment and
+    of the segments before it. D2F's pipeline forward is this over [blocks to cache | blocks in flight], and its
+    first forward over [prompt | first block] (the prompt is one bidirectional segment)."""
+    ar = torch.arange(sum(segments), device=device)
+    ids = torch.zeros_like(ar)
+    edge = 0
+    for n in segments[:-1]:  # segment id = how many segment ends lie at or before the position (no host upload)
+        edge += n
+        ids += ar >= edge
+    return ids[:, None] >= ids[None, :]
+
+
 # -- query masks for the decoder (cached per shape and device) ---------------------------------------------------
 
 @lru_cache(maxsize=1024)
 def _shared(kind: str, args: tuple[int, ...], device: str) -> torch.Tensor:
     build = {"draft": draft_pattern, "2l": verify_2l_pattern, "fused": fused_draft_pattern,
-             "2l-span": verify_2l_span_pattern}[kind]
+             "2l-span": verify_2l_span_pattern,
+             "segments": lambda *a, device: segments_pattern(tuple(a), device)}[kind]
     with torch.inference_mode(False):  # a normal tensor even when first built inside inference mode
         return build(*args, device=device)
 
@@ -92,6 +106,10 @@ def verify_2l_query(length: int, device: torch.device | str) -> QueryMask:
 
 def verify_2l_span_query(first: int, span: int, device: torch.device | str) -> QueryMask:
     return QueryMask(_shared("2l-span", (first, span), str(device)))
+
+
+def segments_query(segments: tuple[int, ...], device: torch.device | str) -> QueryMask:
+    return QueryMask(_shared("segments", tuple(int(n) for n in segments), str(device)))
 
 
 def fused_draft_query(tail: int, block: int, causal_tail: bool, causal_prefix: int,

@@ -18,6 +18,10 @@ FAST_DLLM_MASK = 151665  # |<MASK>|
 FAST_DLLM_STOPS = (151645,)
 LLADA2_MASK = 156895  # <|mask|>; mirrors s2d2.models.llada2 (this module stays free of torch imports)
 LLADA2_STOPS = (156892,)  # <|endoftext|>
+LLADA_MASK = 126336  # <|mdm_mask|>; mirrors s2d2.models.llada
+LLADA_STOPS = (126081, 126348)  # <|endoftext|>, <|eot_id|>
+DREAM_MASK = 151666  # <|mask|>; mirrors s2d2.models.dream
+DREAM_STOPS = (151643, 151644, 151645)  # <|endoftext|>, <|im_start|>, <|im_end|> (the D2F demo's stop list)
 
 
 @dataclass(frozen=True)
@@ -35,7 +39,8 @@ class ModelEntry:
     block_size: int | None = None
     use_chat_template: bool | None = None
     size_gb: float = 0.0  # approximate weight size on disk (bf16)
-    family: str = ""  # "sdar" | "sdar_moe" | "fast_dllm" | "llada2" | "tiny"
+    family: str = ""  # "sdar" | "sdar_moe" | "fast_dllm" | "llada2" | "d2f_llada" | "d2f_dream" | "tiny"
+    adapter: str | None = None  # a peft LoRA adapter (Hub id) merged into `repo` at load (the D2F checkpoints)
 
 
 def _sdar(size: str, gb: float, block: int | None) -> ModelEntry:
@@ -61,6 +66,15 @@ def _llada2(repo: str, gb: float) -> ModelEntry:
     )
 
 
+def _d2f(adapter: str, base: str, model_class: str, mask: int, stops: tuple[int, ...], alignment: str,
+         gb: float, family: str) -> ModelEntry:
+    """A D2F checkpoint: the base model with D2F's LoRA adapter merged at load; decoded by the pipeline loop."""
+    return ModelEntry(
+        name=adapter, repo=base, adapter=adapter, model_class=model_class, mask_id=mask, stop_ids=stops,
+        alignment=alignment, block_size=32, use_chat_template=True, size_gb=gb, family=family,
+    )
+
+
 def _build() -> dict[str, ModelEntry]:
     entries: list[ModelEntry] = []
     for size, gb in (("1.7B", 4.06), ("4B", 8.8), ("8B", 16.4)):
@@ -74,6 +88,14 @@ def _build() -> dict[str, ModelEntry]:
     entries += [_fast_dllm("1.5B", 3.1), _fast_dllm("7B", 15.2)]
     # LLaDA2 mini: 16B-parameter MoE (~1.4B active), bf16 ~32 GB on disk.
     entries += [_llada2("inclusionAI/LLaDA2.1-mini", 32.5), _llada2("inclusionAI/LLaDA2.0-mini", 32.5)]
+    # D2F (Discrete Diffusion Forcing): LLaDA-8B-Instruct (8.0B, bf16 ~16.0 GB) and Dream-v0-Base-7B (7.6B, bf16
+    # ~15.2 GB) with D2F's LoRA adapters (rank 32 on the attention projections, a few hundred MB at most).
+    entries += [
+        _d2f("SJTU-Deng-Lab/D2F_LLaDA_Instruct_8B_Lora", "GSAI-ML/LLaDA-8B-Instruct", "LlamaForCausalLM", LLADA_MASK,
+             LLADA_STOPS, "aligned", 16.1, "d2f_llada"),
+        _d2f("SJTU-Deng-Lab/D2F_Dream_Base_7B_Lora", "Dream-org/Dream-v0-Base-7B", "Qwen2ForCausalLM", DREAM_MASK,
+             DREAM_STOPS, "shifted", 15.3, "d2f_dream"),
+    ]
     entries.append(ModelEntry(name="tiny", path=ASSETS / "tiny", model_class="Qwen3ForCausalLM", family="tiny"))
     entries.append(ModelEntry(name="tiny-llada2", path=ASSETS / "tiny-llada2", model_class="Glm4MoeForCausalLM",
                               family="llada2"))

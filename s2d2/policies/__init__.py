@@ -25,7 +25,7 @@ from .never import Never
 from .score import SCORE_KNOBS, SCORE_TYPES, score, score_expression
 from .score_hysteresis import ScoreHysteresis
 from .score_threshold import ScoreThreshold
-from . import self_correction, speedups
+from . import pipeline, self_correction, speedups
 
 REGISTRY: dict[str, type[Policy]] = {
     p.name: p for p in (MaskSpanLength, ScoreThreshold, ScoreHysteresis, ContextualBanditUCB, Always, Never, CostAware)
@@ -36,7 +36,8 @@ __all__ = [
     "REGISTRY", "POLICIES", "SCORE_TYPES", "UCB_ENTROPY_SCOPES", "SKIP", "VERIFY", "Knob", "Policy",
     "MaskSpanLength", "ScoreThreshold", "ScoreHysteresis", "ContextualBanditUCB", "Always", "Never", "CostAware",
     "AdaptiveBlock", "BlockChoice", "BlockFeedback", "score", "score_expression", "ucb_bin", "make_policy",
-    "redecide", "policy_class", "scoring_policies", "routing_knobs", "option_knobs", "editing_knobs", "all_knobs",
+    "redecide", "policy_class", "scoring_policies", "routing_knobs", "option_knobs", "editing_knobs", "pipeline_knobs",
+    "all_knobs",
     "whatif_knobs",
     "figure_guides",
     "score_label", "plotted_score", "uses_costs",
@@ -76,8 +77,13 @@ def editing_knobs() -> list[Knob]:
     return list(self_correction.KNOBS)
 
 
+def pipeline_knobs() -> list[Knob]:
+    """Knobs of the pipeline loop (D2F): add / complete thresholds, the top-1 score, S2D2-on-D2F gates."""
+    return list(pipeline.KNOBS)
+
+
 def all_knobs() -> list[Knob]:
-    return unique(routing_knobs() + option_knobs() + editing_knobs())
+    return unique(routing_knobs() + option_knobs() + editing_knobs() + pipeline_knobs())
 
 
 def whatif_knobs(include_advanced: bool = False) -> list[tuple[Knob, tuple[str, ...]]]:

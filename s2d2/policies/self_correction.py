@@ -8,14 +8,15 @@ from typing import Any
 
 from .knob import Knob
 
-LOOPS = ("block", "editing")  # editing: the LLaDA2.x block loop with self-correction
+LOOPS = ("block", "editing", "pipeline")  # editing: LLaDA2.x with self-correction; pipeline: D2F (policies/pipeline.py)
 MAX_POST_STEPS = 64
 # the block loop's forward-saving options, which assume that a decoded token is final (the editing loop's are not)
 BLOCK_LOOP_ONLY = ("kv_reuse", "fused_commit", "adaptive_block")
 
 KNOBS = (
     Knob("loop", "Block loop", "choice", choices=LOOPS, whatif=False,
-         help="editing: the LLaDA2.x loop (edits decoded tokens, EOS early stop, no commit after the last block)"),
+         help="editing: the LLaDA2.x loop (edits decoded tokens, EOS early stop, no commit after the last block); "
+              "pipeline: D2F (several blocks in flight, a block starts before the previous one is finished)"),
     Knob("editing_threshold", "Edit threshold τ_edit (0 = editing off)", "float", 0.0, 1.0, 0.01, optional=True,
          whatif=False, short="τ_edit",
          help="replace a decoded token when the draft there differs with p > τ_edit (editing loop only)"),
@@ -27,7 +28,7 @@ KNOBS = (
 def check(cfg: Any) -> None:
     """One ValueError naming a field when an editing option is set outside the editing loop, or the editing loop
     is combined with something it does not define."""
-    if cfg.loop == "block":
+    if cfg.loop != "editing":
         if cfg.editing_threshold is not None:
             raise ValueError("editing_threshold: editing needs loop='editing' (the LLaDA2.x loop)")
         if cfg.max_post_steps:
