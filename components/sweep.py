@@ -12,9 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Optional
 
-from s2d2.agreement import format_equals_ar
+from s2d2.sweeps.agreement import format_equals_ar
 from s2d2.limits import limits
-from s2d2.sweep import accuracy_interval, format_p
+from s2d2.sweeps.grid import accuracy_interval, format_p
 
 from .replay import md_escape
 from .sweep_figure import pareto_figure, pareto_html  # noqa: F401  (re-exported: the tab's public builders)

@@ -11,7 +11,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from s2d2.sweep import accuracy_interval, pareto_frontier, validate_results
+from s2d2.sweeps.grid import accuracy_interval, pareto_frontier, validate_results
 
 from .sweep_verdict import best_match
 

@@ -2,7 +2,7 @@
 
 The rule: every `*.json` file in `assets/results/` and in the folders one level below it (so
 `assets/results/sweep.json`, the SDAR-architecture `tiny` sweep, and e.g. `assets/results/tiny-llada2/sweep.json`)
-that reads as a results file (s2d2/results_file.py: version 1, a `cells` list). Each is offered by what it
+that reads as a results file (s2d2/sweeps/results_file.py: version 1, a `cells` list). Each is offered by what it
 measured, "<model> · <task> (n = N)" from its `meta`, followed by its path under assets/results; the file directly
 in assets/results comes first, then the rest by path. A JSON file that is not a results file is left out (and
 logged), so a stray file never breaks the tab. To ship another sweep, drop its results.json into a folder there.
@@ -13,7 +13,7 @@ import logging
 from pathlib import Path
 from typing import Any, Optional
 
-from s2d2.results_file import read_results
+from s2d2.sweeps.results_file import read_results
 
 from .traces_io import read_upload
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from s2d2.stats import paired_p
-from s2d2.sweep import accuracy_interval
+from s2d2.sweeps.stats import paired_p
+from s2d2.sweeps.grid import accuracy_interval
 
 from .replay import md_escape
 

@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("models", help="list the known checkpoints")
     _add_optional(sub, "train-tiny", "s2d2.tiny.cli", "add_train_tiny_args", "train the bundled tiny model")
     _add_optional(sub, "eval-task", "s2d2.tiny.cli", "add_eval_task_args", "accuracy of a config on a task")
-    _add_optional(sub, "bench", "s2d2.bench", "add_bench_args", "sweep a grid of configs over a task")
+    _add_optional(sub, "bench", "s2d2.sweeps.bench", "add_bench_args", "sweep a grid of configs over a task")
     _add_optional(sub, "lm-eval", "s2d2.harness.cli", "add_lm_eval_args",
                   "lm-evaluation-harness tasks with the s2d2 backend (needs requirements-eval.txt)")
     args = parser.parse_args(argv)

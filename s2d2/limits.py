@@ -17,7 +17,7 @@ Space operator changes them with the environment variables below (read at call t
 | S2D2_MAX_SESSIONS | 400 | browser sessions whose state is kept (oldest dropped) |
 
 Structural caps that need no tuning (strings, top-k lists, vocabulary size) are constants next to the schema they
-bound (s2d2/trace_records.py).
+bound (s2d2/trace/records.py).
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""s2d2.bench / s2d2.sweep: a tiny grid on a tiny random model, resume, results schema, Pareto, CLI messages."""
+"""s2d2.sweeps.bench / .grid: a tiny grid on a tiny random model, resume, results schema, Pareto, CLI messages."""
 from __future__ import annotations
 
 import csv
@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 
 from lanes_helpers import tiny_with_tokenizer
-from s2d2.bench import run_grid, write_results
-from s2d2.shards import LEGACY_DIR, RowCounter, RowWriter, parse_rows, plan_items, rank_file, read_all_rows, shard
-from s2d2.stats import wilson_interval
-from s2d2.sweep import (COLUMNS, add_paired_tests, add_speedups, default_grid, headline, load_grid,
+from s2d2.sweeps.bench import run_grid, write_results
+from s2d2.sweeps.shards import (LEGACY_DIR, RowCounter, RowWriter, parse_rows, plan_items, rank_file, read_all_rows,
+                                shard)
+from s2d2.sweeps.stats import wilson_interval
+from s2d2.sweeps.grid import (COLUMNS, add_paired_tests, add_speedups, default_grid, headline, load_grid,
                         pareto_frontier, quick_grid, readme_table, validate_results)
 from s2d2.tasks.sets import load_task
 
@@ -187,7 +188,7 @@ def test_grids_validate_and_bad_grids_say_why(tmp_path):
 def test_cli_messages_are_one_line(tmp_path, capsys, monkeypatch):
     from s2d2.__main__ import main
 
-    pytest.importorskip("s2d2.bench")
+    pytest.importorskip("s2d2.sweeps.bench")
     assert main(["bench", "--grid", "nope", "--out", str(tmp_path)]) == 2
     assert capsys.readouterr().err.strip().startswith("error: --grid")
     for args, start in ((["--problems", "0"], "error: --problems"), (["--n", "0"], "error: --problems"),

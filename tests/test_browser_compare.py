@@ -25,7 +25,7 @@ if not Path(CHROMIUM).exists():
 
 
 def _results_file(directory: Path) -> Path:
-    from s2d2.sweep import COLUMNS, add_speedups
+    from s2d2.sweeps.grid import COLUMNS, add_speedups
 
     cells = add_speedups([
         {"name": "ar", "method": "ar", "accuracy": 0.8, "nfe_per_token": 1.0, "wall_per_token": 0.1},

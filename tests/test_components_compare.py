@@ -149,7 +149,7 @@ def _results(tmp_path):
         {"name": "b2", "method": "dynamic", "accuracy": 0.5, "nfe_per_token": 0.3, "wall_per_token": 0.05},
         {"name": "s", "method": "s2d2", "accuracy": 0.75, "nfe_per_token": 0.6, "wall_per_token": 0.07},
     ]
-    from s2d2.sweep import COLUMNS, add_speedups
+    from s2d2.sweeps.grid import COLUMNS, add_speedups
 
     full = [{k: c.get(k) for k in COLUMNS} | c for c in add_speedups(cells)]
     path = tmp_path / "results.json"

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from s2d2.distributed import DistEnv, dist_env, rank_device
-from s2d2.shards import parse_rows, rank_file
+from s2d2.sweeps.distributed import DistEnv, dist_env, rank_device
+from s2d2.sweeps.shards import parse_rows, rank_file
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "assets" / "tasks" / "gsm8k_style_sample.jsonl"

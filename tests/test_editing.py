@@ -264,8 +264,8 @@ def test_trace_rules_for_edits():
 def test_traces_without_edits_keep_their_old_form_and_results_files_keep_edits_per_token():
     plain = run(ScriptedModel(), method="diffusion").trace.to_dict()
     assert all("edits" not in s for s in plain["steps"])  # written only by steps that edit
-    from s2d2.results_file import validate_results
-    from s2d2.sweep import COLUMNS
+    from s2d2.sweeps.results_file import validate_results
+    from s2d2.sweeps.grid import COLUMNS
 
     cell = {k: None for k in COLUMNS} | {"name": "x", "method": "s2d2", "n": 1, "edits_per_token": 0.25}
     assert validate_results({"version": 1, "cells": [cell]})["cells"][0]["edits_per_token"] == 0.25

@@ -60,7 +60,7 @@ def test_replay_summary_metrics_and_title(edited):
 def test_compare_and_sweep_report_edits_per_token(edited):
     from components.compare import metrics_table
     from s2d2.compare import compare_traces
-    from s2d2.sweep import Cell, summarize
+    from s2d2.sweeps.grid import Cell, summarize
 
     trace, _ = edited
     comp = compare_traces({"a": trace, "b": trace})

@@ -42,9 +42,9 @@ def evaluate(lm, task: str, limit: int, chat: bool):
 
 @pytest.mark.parametrize("name", ["sdar-config-b", "dynamic-baseline"])
 def test_lm_eval_metric_equals_bench_on_the_same_problems_and_seeds(model, tmp_path, name) -> None:
-    from s2d2.bench import run_grid
-    from s2d2.shards import read_all_rows
-    from s2d2.sweep import Cell
+    from s2d2.sweeps.bench import run_grid
+    from s2d2.sweeps.shards import read_all_rows
+    from s2d2.sweeps.grid import Cell
     from s2d2.tasks.sets import load_task
 
     task = load_task(f"jsonl:{SAMPLE}", N, scorer="arithmetic")

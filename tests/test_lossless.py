@@ -10,10 +10,11 @@ import pytest
 import s2d2
 from conftest import tiny_qwen2, tiny_qwen3
 from lanes_helpers import tiny_with_tokenizer
-from s2d2.agreement import add_equals_ar, agreement_bits, format_equals_ar, lossless_cell, lossless_line, same_output
-from s2d2.bench import run_grid, write_results
-from s2d2.results_file import read_results
-from s2d2.sweep import Cell, readme_table
+from s2d2.sweeps.agreement import (add_equals_ar, agreement_bits, format_equals_ar, lossless_cell, lossless_line,
+                                   same_output)
+from s2d2.sweeps.bench import run_grid, write_results
+from s2d2.sweeps.results_file import read_results
+from s2d2.sweeps.grid import Cell, readme_table
 from s2d2.tasks.sets import load_task
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -98,8 +98,8 @@ def test_compare_accepts_pipeline_lanes(model):
 
 
 def test_the_d2f_sweep_grid_runs(model, tmp_path):
-    from s2d2.bench import run_grid
-    from s2d2.sweep import load_grid
+    from s2d2.sweeps.bench import run_grid
+    from s2d2.sweeps.grid import load_grid
     from s2d2.tasks.sets import load_task
     from lanes_helpers import tiny_with_tokenizer
 

@@ -24,7 +24,7 @@ from s2d2.policies import (
     score,
     ucb_bin,
 )
-from s2d2.schema import load_as
+from s2d2.trace.fields import load_as
 from s2d2.trace import PolicyDecision, PolicyInputs
 
 
@@ -383,3 +383,12 @@ def test_always_verifies_is_a_promise_decide_keeps(kw, promise):
             assert policy.decide(from_alphas(alphas, n_hi=rng.randint(0, 16))).verify
     assert make_policy(preset("sdar-config-b")).always_verifies() and not make_policy(
         preset("sdar-config-a")).always_verifies()
+
+
+def test_as_float_reads_any_number_an_upload_may_hold():
+    """A config value in an uploaded trace may be an int too large for a float (found by the upload fuzzer)."""
+    from s2d2.policies.base import as_float
+
+    assert as_float(10 ** 400) == math.inf and as_float(-(10 ** 400)) == -math.inf
+    assert as_float(3) == 3.0 and as_float(0.5) == 0.5 and as_float("-inf") == -math.inf
+    assert as_float(True) is None and as_float(None) is None and as_float("3") is None

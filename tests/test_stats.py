@@ -1,11 +1,11 @@
-"""s2d2.stats: Wilson intervals and McNemar's exact test against published and hand-computed values."""
+"""s2d2.sweeps.stats: Wilson intervals and McNemar's exact test against published and hand-computed values."""
 from __future__ import annotations
 
 import math
 
 import pytest
 
-from s2d2.stats import discordant, mcnemar_exact, paired_p, wilson_interval
+from s2d2.sweeps.stats import discordant, mcnemar_exact, paired_p, wilson_interval
 
 
 @pytest.mark.parametrize("k, n, low, high", [

@@ -9,7 +9,7 @@ import pytest
 
 from components import sweep as sw
 from components import sweep_files, sweep_verdict
-from s2d2.sweep import COLUMNS, add_paired_tests, add_speedups
+from s2d2.sweeps.grid import COLUMNS, add_paired_tests, add_speedups
 
 
 def _cells(s2d2_nfe: float) -> list[dict]:

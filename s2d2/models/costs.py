@@ -11,7 +11,7 @@ verify queries 2B tokens and on a CPU it costs more than a draft of B. The cost 
   cost is a Theil–Sen line through those medians (slope = the median of the pairwise slopes, intercept = the median
   residual), so one slow forward from a busy machine moves nothing.
 
-`CostModel.table()` freezes the fits into a `CostTable` (s2d2/trace_records.py): a decode routes with that frozen
+`CostModel.table()` freezes the fits into a `CostTable` (s2d2/trace/records.py): a decode routes with that frozen
 table, the trace header stores it, and every routing decision is a pure function of it and the recorded inputs, so
 what-if and replay stay exact. The cache length is not a variable of the fit: at the shapes a decode uses it moves a
 forward's cost far less than the query count does (a 2L verify's attention and MLP rows are what cost).
@@ -28,7 +28,7 @@ from typing import Any, Iterable, Optional
 
 import torch
 
-from ..trace_records import FORWARD_KINDS, CostTable, ForwardCost
+from ..trace.records import FORWARD_KINDS, CostTable, ForwardCost
 from .masks import draft_query, fused_draft_query, verify_2l_query
 from .static_cache import StaticCacheHandle
 

@@ -12,7 +12,7 @@ from typing import Any
 import torch
 from transformers import DynamicCache
 
-from ..trace_records import CostTable
+from ..trace.records import CostTable
 from .base import Attention, ModelSpec, QueryMask
 from .costs import CostModel, calibrate, calibration_shapes
 from .masks import full_mask, to_additive, widen

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any, Iterable, Optional
 
 from ..limits import value_text
-from ..trace_records import PolicyDecision, PolicyInputs
+from ..trace.records import PolicyDecision, PolicyInputs
 from .adaptive_block import AdaptiveBlock, BlockChoice, BlockFeedback
 from .always import Always
 from .base import SKIP, VERIFY, Policy

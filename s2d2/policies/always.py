@@ -1,7 +1,7 @@
 """`always`: verify at every step (the spec's forcing rule τ_span = 1, as a named policy)."""
 from __future__ import annotations
 
-from ..trace_records import PolicyDecision, PolicyInputs
+from ..trace.records import PolicyDecision, PolicyInputs
 from .base import Policy
 
 

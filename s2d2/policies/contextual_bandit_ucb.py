@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from ..trace_records import PolicyDecision, PolicyInputs
+from ..trace.records import PolicyDecision, PolicyInputs
 from .base import SKIP, VERIFY, Policy, arrow, as_float, fmt
 from .knob import Knob
 

@@ -26,7 +26,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from ..trace_records import PolicyDecision, PolicyInputs
+from ..trace.records import PolicyDecision, PolicyInputs
 from .base import Policy, arrow, as_float, fmt
 from .knob import Knob
 

@@ -1,7 +1,7 @@
 """`never`: never verify; an S2D2 run with it is exactly the diffusion baseline (invariant 5)."""
 from __future__ import annotations
 
-from ..trace_records import PolicyDecision, PolicyInputs
+from ..trace.records import PolicyDecision, PolicyInputs
 from .base import Policy
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..trace_records import PolicyInputs
+from ..trace.records import PolicyInputs
 from .base import fmt, num
 from .knob import Knob
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from ..trace_records import PolicyDecision, PolicyInputs
+from ..trace.records import PolicyDecision, PolicyInputs
 from .base import Policy, arrow, as_float, fmt
 from .knob import Knob
 from .score import SCORE_KNOBS, score, score_details, score_expression

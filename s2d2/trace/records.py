@@ -1,7 +1,7 @@
 """The records a trace is made of: one dataclass per thing the decoder does (a forward, a step, a draft, a
-verification, a commit, an edit) and the run's header and footer. Their annotated field types (s2d2/schema.py) carry
-the bounds pydantic checks when a trace is read; s2d2/trace.py assembles them into a Trace and s2d2/trace_rules.py
-relates them to each other. Routing policies read and return PolicyInputs / PolicyDecision from here."""
+verification, a commit, an edit) and the run's header and footer. Their annotated field types (fields.py) carry the
+bounds pydantic checks when a trace is read; file.py assembles them into a Trace and rules.py relates them to each
+other. Routing policies read and return PolicyInputs / PolicyDecision from here."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -9,7 +9,8 @@ from typing import Annotated, Literal, Optional
 
 from pydantic import Field, Strict
 
-from .schema import MAX_TOP, Bool, Count, Free, Int, Name, Num, Pair, Prob, Seconds, Text, TokenText, forbid_extra, items
+from .fields import (MAX_TOP, Bool, Count, Free, Int, Name, Num, Pair, Prob, Seconds, Text, TokenText, forbid_extra,
+                     items)
 
 
 SCHEMA_VERSION = 1

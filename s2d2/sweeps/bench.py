@@ -5,7 +5,7 @@
 
 The work is (cell, problem) items. Rank 0 lists the items with no row on disk yet and broadcasts that plan; each
 rank decodes its round-robin share with its own model replica and appends a row per item to its own file
-(s2d2/shards.py); rank 0 draws one progress bar for all ranks, then merges every row under `<out>` into
+(s2d2/sweeps/shards.py); rank 0 draws one progress bar for all ranks, then merges every row under `<out>` into
 `results.json` / `results.csv` / `README-table.md`, exactly what a single process writes (the plots are the app's:
 `python -m components.sweep <out>/results.json` writes `pareto.html`; the library never imports plotly). Problem i decodes with seed + i in every cell, whichever rank runs it, so
 accuracy, NFE and acceptance do not depend on the number of processes; only wall times do. A rerun of the same
@@ -22,16 +22,16 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from . import __version__
-from . import cli_checks as checks
+from .. import __version__
+from .. import cli_checks as checks
 from .agreement import add_equals_ar, format_equals_ar, lossless_line
 from .distributed import DistEnv, broadcast, dist_env, rank_device, start, stop, wait_for_all
 from .shards import ROWS_DIR, RowCounter, RowWriter, plan_items, rank_file, read_all_rows, shard
-from .sweep import (GRIDS, RESULTS_VERSION, Cell, add_paired_tests, add_speedups, cell_key, csv_rows,
+from .grid import (GRIDS, RESULTS_VERSION, Cell, add_paired_tests, add_speedups, cell_key, csv_rows,
                     format_accuracy, load_grid, readme_table, summarize)
-from .sandbox import allow_code_eval
-from .tasks.scoring import SCORERS
-from .tasks.sets import TASKS, Task, load_task
+from ..sandbox import allow_code_eval
+from ..tasks.scoring import SCORERS
+from ..tasks.sets import TASKS, Task, load_task
 
 # -- running ------------------------------------------------------------------------------------------------------
 
@@ -55,7 +55,7 @@ def run_grid(model: Any, task: Task, cells: list[Cell], out: Path, *, seed: int 
     """Run this rank's share of the (cell, problem) items not yet on disk under `out`; on rank 0 return the results
     rows of the whole grid (None on the other ranks)."""
     if generate is None:
-        from .api import generate
+        from ..api import generate
     cells = [Cell(c.name, c.config.replace(gen_length=gen_length or task.gen_length)) for c in cells]
     context = {"model": model.spec.name, "task": task.fingerprint, "seed": seed}
     keys = [cell_key(c, context) for c in cells]
@@ -169,7 +169,7 @@ def run_bench(args: argparse.Namespace) -> int:
     if getattr(args, "allow_code_eval", False):
         allow_code_eval()
     task = load_task(args.task, args.problems, args.scorer, say=_say(env))
-    from .models.loading import load_model
+    from ..models.loading import load_model
 
     model = load_model(args.model, device=rank_device(args.device, env), dtype=args.dtype)
     out = Path(args.out)

@@ -15,7 +15,7 @@ from pydantic import (AfterValidator, BeforeValidator, ConfigDict, Field, Strict
                       WithJsonSchema, with_config)
 from pydantic_core import from_json
 
-from .limits import int_text
+from ..limits import int_text
 
 MAX_TEXT = 20_000  # prompt and output text
 MAX_TOKEN_TEXT = 256  # the string of one token

@@ -1,14 +1,14 @@
-"""The versioned trace schema: the contract between the decoding engine and every viewer.
+"""The Trace: a trace file's top level, how it is read and checked, replayed, and encoded as JSON.
 
 A trace is plain data (dataclasses <-> JSON lists, numbers and strings). Figures and replay read it without
 touching a model or a tokenizer: decoded token strings are stored next to ids. Random draws are stored, never
 redrawn, so a replay is exact.
 
-The dataclasses (here and in s2d2/trace_records.py) are the one declaration of the file format: their annotated
-field types (s2d2/schema.py) carry the bounds that pydantic checks when a trace is read, and `trace_json_schema()`
-publishes them as docs/trace.schema.json. Adding a field is one line. `check_trace` (s2d2/trace_rules.py) then
-applies the rules that relate fields to each other and to the run-size limits (s2d2/limits.py), before any viewer
-builds an index, a canvas or a figure. Every rejection is one ValueError line naming the field path and the bound.
+The dataclasses (here and in records.py) are the one declaration of the file format: their annotated field types
+(fields.py) carry the bounds that pydantic checks when a trace is read, and `trace_json_schema()` publishes them as
+docs/trace.schema.json. Adding a field is one line. `check_trace` (rules.py) then applies the rules that relate
+fields to each other and to the run-size limits (s2d2/limits.py), before any viewer builds an index, a canvas or a
+figure. Every rejection is one ValueError line naming the field path and the bound.
 """
 from __future__ import annotations
 
@@ -18,19 +18,13 @@ import math
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from .limits import Limits, limits
-from .output import trim_output
-from .schema import Bool, forbid_extra, items, json_schema, load_as, parse_json, shown
-from .trace_records import (BLOCK_EVENTS, COMMIT_HOWS, FORWARD_KINDS, MAX_VOCAB, PROVENANCE, SCHEMA_VERSION,
-                            BlockEvent, BlockRecord, Candidate, Commit, CostTable, Edit, Footer, ForwardCost,
-                            ForwardRecord, Header, InFlight, MaskDraft, ModelInfo, PolicyDecision, PolicyInputs,
-                            StepCosts, StepRecord, Verification, VerifyPosition)
-from .trace_rules import check_trace
+from ..limits import Limits, limits
+from ..output import trim_output
+from .fields import Bool, forbid_extra, items, json_schema, load_as, parse_json, shown
+from .records import SCHEMA_VERSION, BlockRecord, Footer, ForwardRecord, Header, StepRecord
+from .rules import check_trace
 
-__all__ = ["SCHEMA_VERSION", "FORWARD_KINDS", "COMMIT_HOWS", "BLOCK_EVENTS", "PROVENANCE", "MAX_VOCAB", "Candidate",
-           "ModelInfo", "ForwardRecord", "MaskDraft", "PolicyInputs", "PolicyDecision", "VerifyPosition", "Verification",
-           "CostTable", "ForwardCost", "StepCosts", "Commit", "Edit", "InFlight", "BlockEvent", "StepRecord",
-           "BlockRecord", "Header", "Footer", "Trace", "check_trace", "encode", "trace_json_schema"]
+__all__ = ["Trace", "encode", "trace_json_schema"]
 
 
 @forbid_extra
@@ -96,7 +90,7 @@ def trace_json_schema() -> dict[str, Any]:
     """The JSON Schema of a trace file (published as docs/trace.schema.json)."""
     schema = json_schema(Trace)
     schema["$comment"] = ("Types and bounds only. Cross-field rules (blocks tile the sequence, positions lie in "
-                          "their block, counts fit the run) are s2d2/trace_rules.py; run-size limits are "
+                          "their block, counts fit the run) are s2d2/trace/rules.py; run-size limits are "
                           "s2d2/limits.py.")
     return schema
 

@@ -1,6 +1,6 @@
 """The schema of a sweep results file (results.json, written by `python -m s2d2 bench`), declared once.
 
-Same approach as the trace (s2d2/schema.py): annotated dataclasses validated by pydantic, one readable line per
+Same approach as the trace (s2d2/trace/fields.py): annotated dataclasses validated by pydantic, one readable line per
 rejection. Keys a cell carries beyond the declared columns are dropped on reading; add a column here (one line)
 to keep it.
 """
@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal, Optional
 
 from pydantic import Field, Strict
 
-from .schema import Count, Free, Name, items, load_as, parse_json, shown
+from ..trace.fields import Count, Free, Name, items, load_as, parse_json, shown
 
 RESULTS_VERSION = 1
 FAMILIES = ("ar", "dynamic", "s2d2")  # the "method" of a cell: one Pareto frontier each

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Iterable, Optional
 
 from .agreement import format_equals_ar, lossless_cell, lossless_line
-from .config import DecodeConfig, preset
+from ..config import DecodeConfig, preset
 from .results_file import FAMILIES, RESULTS_VERSION, validate_results  # noqa: F401  (the file schema lives there)
 from .stats import paired_p, wilson_interval
 

@@ -7,10 +7,12 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Optional, Protocol
 
-from .config import DecodeConfig
-from .decoding.layout import block_plan
-from .limits import Limits
-from .trace_records import BlockRecord, Footer, ForwardRecord, Header, StepRecord
+# The module, not its name: s2d2.config imports the policies, which import this package's records, so while
+# s2d2.config is first being imported it is still incomplete when this line runs.
+from .. import config
+from ..decoding.layout import block_plan
+from ..limits import Limits
+from .records import BlockRecord, Footer, ForwardRecord, Header, StepRecord
 
 
 class TraceParts(Protocol):
@@ -121,7 +123,7 @@ def layout_of(h: Header, lim: Limits) -> Layout:
     """The header's run geometry, checked against the limits in force."""
 
     try:
-        cfg = DecodeConfig.from_dict(dict(h.config))
+        cfg = config.DecodeConfig.from_dict(dict(h.config))
     except (ValueError, TypeError, OverflowError) as exc:
         raise ValueError(f"trace.header.config: {str(exc)[:200]}") from None
     P, G = len(h.prompt_ids), h.gen_length
