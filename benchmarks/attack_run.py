@@ -22,7 +22,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 
 from attackers import ATTACKS, ReplayFlood  # noqa: E402
-from load_test import free_port, knobs, pct, server_cpu_s, server_rss_mb, start_server  # noqa: E402
+from load_test import free_port, knobs, pct, server_cpu_s, server_rss_mb, start_server, stop_server  # noqa: E402
 
 HONEST_IP = "10.1.0.1"
 PROMPT = "Tom has 12 apples. He buys 7 more. How many apples does Tom have now?"
@@ -148,9 +148,5 @@ def run_attacks(args: argparse.Namespace) -> int:
                   f"{cpu:.0f} s, RSS {server_rss_mb(proc.pid):.0f} MB", flush=True)
             threading.Event().wait(3)  # let the attacker's last events drain before the next phase
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except Exception:
-            proc.kill()
+        stop_server(proc)
     return 0

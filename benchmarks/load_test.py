@@ -76,6 +76,14 @@ def start_server(port: int, env_extra: dict | None = None) -> subprocess.Popen:
     raise RuntimeError("the app did not start within 180 s")
 
 
+def stop_server(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
 def knobs(gen: int) -> list:
     values = dict(zip(KNOB_NAMES, preset_values("sdar-config-a")))
     values["gen_length"] = gen
@@ -180,11 +188,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"server RSS: {rss_before:.0f} MB before, {rss_after:.0f} MB after, peak {peak[0]:.0f} MB; server CPU "
               f"{server_cpu_s(proc.pid) - cpu_before:.0f} s over {wall:.0f} s wall", flush=True)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_server(proc)
     return 0
 
 

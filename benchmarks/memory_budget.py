@@ -30,7 +30,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE.parent / "tests"))
 
-from load_test import free_port, server_rss_mb, start_server  # noqa: E402
+from load_test import free_port, server_rss_mb, start_server, stop_server  # noqa: E402
 
 
 def heavy_trace_text(seed: int, base: dict) -> str:
@@ -144,11 +144,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{(rss1 - rss0) / max(1, args.sessions):.2f} MB per session", flush=True)
         upload_phase(url, cache, proc.pid, args)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except Exception:
-            proc.kill()
+        stop_server(proc)
     return 0
 
 

@@ -6,8 +6,9 @@ from typing import Any, Mapping, Optional
 
 from s2d2.config import DecodeConfig, preset, presets
 from s2d2.trace import PolicyDecision
+from s2d2.trace.fields import as_float
 
-from .trace_index import decisive, num
+from .trace_index import decisive
 
 
 def _g(x: Any) -> str:
@@ -89,18 +90,18 @@ def decision_line(decision: Optional[PolicyDecision]) -> str:
     if decision is None:
         return "no routing (this method never verifies)"
     d = decision.details or {}
-    score, k_hat = num(d.get("score")), num(d.get("k_hat"))
-    c, n_hi = num(d.get("penalty_coef", 0)), num(d.get("n_hi", 0))
+    score, k_hat = as_float(d.get("score")), as_float(d.get("k_hat"))
+    c, n_hi = as_float(d.get("penalty_coef", 0)), as_float(d.get("n_hi", 0))
     if score is None or k_hat is None or c is None or n_hi is None or abs(score) == float("inf"):
         return decision.reason
-    if decision.policy == "score_threshold" and num(d.get("score_threshold")) is not None:
-        tau = num(d["score_threshold"])
+    if decision.policy == "score_threshold" and as_float(d.get("score_threshold")) is not None:
+        tau = as_float(d["score_threshold"])
         s_txt, t_txt = decisive(score, tau)  # type: ignore[arg-type]
         op = "≥" if decision.verify else "<"
         return f"{_expression(d, k_hat, s_txt)} {op} τ_score {t_txt} → {'verify' if decision.verify else 'skip'}"
     if decision.policy == "score_hysteresis" and "state_before" in d:
         on_before = d["state_before"] == "ON"
-        ref = num(d.get("hysteresis_off" if on_before else "hysteresis_on"))
+        ref = as_float(d.get("hysteresis_off" if on_before else "hysteresis_on"))
         if ref is None:
             return decision.reason
         s_txt, r_txt = decisive(score, ref)
@@ -119,7 +120,7 @@ def _expression(d: Mapping[str, Any], k_hat: float, s_txt: str) -> str:
     """"s = K̂ − c = 2.10 − 1 = 1.10" from the recorded numbers (decision_line checked that they are numbers)."""
     places = len(s_txt.split(".")[1]) if "." in s_txt else 2
     k = f"{k_hat:.{places}f}"
-    c, n_hi = num(d.get("penalty_coef", 0)), num(d.get("n_hi", 0))
+    c, n_hi = as_float(d.get("penalty_coef", 0)), as_float(d.get("n_hi", 0))
     if d.get("score_type") == "difference_dynamic":
         return f"s = K̂ − c·N_hi = {k} − {_g(c)}·{_g(n_hi)} = {s_txt}"
     return f"s = K̂ − c = {k} − {_g(c)} = {s_txt}"

@@ -21,29 +21,20 @@ from collections import deque
 from pathlib import Path
 from typing import Iterator, Optional
 
+from .settings import env_megabytes
+
 MIN_AGE_S = 60.0  # files younger than this are never pruned (an upload being read, a download being fetched)
 WINDOW_S = 3600.0  # the per-client upload allowance is per hour
 SCAN_EVERY_S = 2.0  # the folder is re-measured at most this often (between scans admitted bytes are added)
 _PREPARED = False
 
 
-def _mb(name: str, default: int) -> int:
-    raw = os.environ.get(name, "").strip()
-    try:
-        value = int(raw) if raw else default
-    except ValueError:
-        raise ValueError(f"{name}: expected a whole number of MB, got {raw[:40]!r}") from None
-    if value < 1:
-        raise ValueError(f"{name}: must be at least 1, got {value}")
-    return value
-
-
 def disk_budget_bytes() -> int:
-    return _mb("S2D2_DISK_MB", 1024) * 2**20
+    return env_megabytes("S2D2_DISK_MB", 1024)
 
 
 def client_upload_bytes() -> int:
-    return _mb("S2D2_CLIENT_UPLOAD_MB", 60) * 2**20
+    return env_megabytes("S2D2_CLIENT_UPLOAD_MB", 60)
 
 
 def cache_root() -> Path:

@@ -18,24 +18,14 @@ objects, keyed by components/client_id.py's client key; every map is bounded (th
 """
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections import OrderedDict
 from typing import Any, Callable, Optional
 
+from .settings import env_number
+
 MAX_CLIENTS = 10_000  # clients remembered by each map
-
-
-def env_number(name: str, default: float, lo: float, hi: float) -> float:
-    raw = os.environ.get(name, "").strip()
-    try:
-        value = float(raw) if raw else default
-    except ValueError:
-        raise ValueError(f"{name}: expected a number in [{lo:g}, {hi:g}], got {raw[:40]!r}") from None
-    if not lo <= value <= hi:
-        raise ValueError(f"{name}: expected a number in [{lo:g}, {hi:g}], got {value:g}")
-    return value
 
 
 def client_rate() -> float:

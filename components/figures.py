@@ -9,10 +9,11 @@ from plotly.subplots import make_subplots
 
 from s2d2.policies import figure_guides, plotted_score, score_label
 from s2d2.trace import FORWARD_KINDS, Trace
+from s2d2.trace.fields import as_float
 
 from .describe import decision_line
 from .escape import html_text
-from .trace_index import clamp_step, num
+from .trace_index import clamp_step
 
 HOW_COLOURS = {
     "accepted": "#16a34a", "resampled": "#ea580c", "threshold": "#2563eb", "fallback": "#60a5fa",
@@ -180,7 +181,7 @@ def routing_series(trace: Trace) -> dict[str, list[Any]]:
     policy = trace.header.config.get("policy")
     for s in trace.steps:
         d = s.decision
-        score = num(d.score) if d else None
+        score = as_float(d.score) if d else None
         if d is not None and score is None:
             score = _implicit_score(policy, d.details, s.policy_inputs)
         out["step"].append(s.index + 1)

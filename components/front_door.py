@@ -2,7 +2,9 @@
 `launch(app_kwargs={"middleware": [Middleware(FrontDoor)]})`), so each request meets it before Gradio does.
 
 For every API request it
-- rate-limits the client (components/fairness.py `Rate`; the client is components/client_id.py's key);
+- rate-limits the client (components/fairness.py `Rate`; the client is components/client_id.py's key); Stop, the
+  one event run outside the queue (POST /run/predict), has a bucket of its own, so a client that has spent its
+  allowance on other events can still stop its decode;
 - caps the body (MAX_JSON_BYTES; an upload at the upload limit), refuses JSON nested deeper than MAX_DEPTH or a
   string longer than MAX_FIELD_CHARS (nothing a visitor sends can be echoed back at length), and replaces lone
   surrogates (they would break Gradio's encoder);
@@ -49,7 +51,7 @@ TOO_MANY_QUEUED = ("⏳ You already have several requests waiting in the queue: 
 QUEUE_NEARLY_FULL = "⏳ The queue is nearly full: wait for your requests to finish, then try again."
 TOO_MANY_STREAMS = "⏳ Too many open connections from your address: close some tabs and try again."
 
-RATE, SESSIONS, LISTENERS = Rate(), Sessions(), Listeners()
+RATE, STOP_RATE, SESSIONS, LISTENERS = Rate(), Rate(), Sessions(), Listeners()
 guard.JOBS.silence = LISTENERS.silence  # a decode whose session has no open stream stops (guard.Jobs.cancelled)
 
 Send = Callable[[dict], Awaitable[None]]
@@ -91,7 +93,7 @@ class FrontDoor:
     async def _route(self, scope: dict, receive: Receive, send: Send) -> None:
         sub, method, client = scope["path"][len(API):], scope.get("method", "GET"), scope_key(scope)
         if method == "POST":
-            if not RATE.allow(client):
+            if not (STOP_RATE if sub.rstrip("/") == "/run/predict" else RATE).allow(client):
                 raise Refusal(429, TOO_FAST)
             if sub.rstrip("/") == "/upload":
                 return await self._upload(scope, receive, send, client)

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextvars
 import inspect
-import os
 import threading
 import time
 import uuid
@@ -31,6 +30,7 @@ from typing import Any, Callable, Optional
 import gradio as gr
 
 from .client_id import LOCAL, request_key
+from .settings import env_int
 
 BUSY = ("⏳ You already have a run in progress (or waiting in the queue): wait for it to finish, or press "
         "Stop, then try again. One run per visitor at a time keeps the GPU fair.")
@@ -47,23 +47,12 @@ MAX_WITHDRAWN = 2  # stopped-while-queued events a session may still have in the
 
 def client_decodes() -> int:
     """S2D2_CLIENT_DECODES: decodes one client may have admitted at once (queued or running), default 1."""
-    return _env_int("S2D2_CLIENT_DECODES", 1, 1, 64)
+    return env_int("S2D2_CLIENT_DECODES", 1, 1, 64)
 
 
 def listen_grace_s() -> float:
     """S2D2_LISTEN_GRACE_S: seconds a running decode may go on with no open event stream, default 3."""
-    return float(_env_int("S2D2_LISTEN_GRACE_S", 3, 1, 3600))
-
-
-def _env_int(name: str, default: int, lo: int, hi: int) -> int:
-    raw = os.environ.get(name, "").strip()
-    try:
-        value = int(raw) if raw else default
-    except ValueError:
-        raise ValueError(f"{name}: expected a whole number in [{lo}, {hi}], got {raw[:40]!r}") from None
-    if not lo <= value <= hi:
-        raise ValueError(f"{name}: expected a whole number in [{lo}, {hi}], got {value}")
-    return value
+    return float(env_int("S2D2_LISTEN_GRACE_S", 3, 1, 3600))
 
 
 @dataclass

@@ -12,10 +12,11 @@ from typing import Any, Optional
 import plotly.graph_objects as go
 
 from s2d2.trace import Trace
+from s2d2.trace.fields import as_float
 from s2d2.whatif import WhatIf, what_if
 
 from .figures import step_ticks
-from .trace_index import decisive, index_of, num
+from .trace_index import decisive, index_of
 
 
 def can_move(trace: Trace) -> bool:
@@ -36,7 +37,7 @@ def tau_range(trace: Trace) -> tuple[float, float]:
 
 
 def _score(rec: Any) -> Optional[float]:
-    value = num(rec.decision.score) if rec.decision is not None else None
+    value = as_float(rec.decision.score) if rec.decision is not None else None
     return value if value is not None and math.isfinite(value) else None
 
 

@@ -13,7 +13,6 @@ the views then say "no trace loaded", never show another trace.
 from __future__ import annotations
 
 import hashlib
-import os
 import threading
 import time
 import zlib
@@ -22,27 +21,17 @@ from dataclasses import dataclass
 from typing import Optional
 
 from .client_id import LOCAL, current
+from .settings import env_megabytes
 
 LEVEL = 6  # zlib level: a 4 MB trace compresses in ~0.1 s to about a sixth
 
 
 def state_budget_bytes() -> int:
-    return _mb("S2D2_STATE_MB", 128) * 2**20
+    return env_megabytes("S2D2_STATE_MB", 128)
 
 
 def client_budget_bytes() -> int:
-    return _mb("S2D2_CLIENT_STATE_MB", 32) * 2**20
-
-
-def _mb(name: str, default: int) -> int:
-    raw = os.environ.get(name, "").strip()
-    try:
-        value = int(raw) if raw else default
-    except ValueError:
-        raise ValueError(f"{name}: expected a whole number of MB, got {raw[:40]!r}") from None
-    if value < 1:
-        raise ValueError(f"{name}: must be at least 1, got {value}")
-    return value
+    return env_megabytes("S2D2_CLIENT_STATE_MB", 32)
 
 
 @dataclass

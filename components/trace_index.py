@@ -122,17 +122,6 @@ def clamp_step(trace: Trace, step: Any) -> int:
     return max(0, min(value, len(trace.steps)))
 
 
-def num(value: Any) -> Optional[float]:
-    """A float from a trace value that may be None, "inf" or "-inf" (free-form details); None otherwise."""
-    if isinstance(value, bool) or value is None:
-        return None
-    if isinstance(value, (int, float)):
-        return float(value)
-    if isinstance(value, str) and value in ("inf", "-inf", "nan"):
-        return float(value)
-    return None
-
-
 def show_value(value: Any) -> str:
     """A metric or score for a table cell: "–" for missing or NaN, 3 decimals for floats."""
     if value is None:

@@ -88,6 +88,7 @@ def test_extract_code_prefers_the_block_defining_the_entry_point() -> None:
     ('{"task_id": true, "prompt": "p", "test": "t", "entry_point": "f"}', "'task_id'"),
     ("[1]", "expected a humaneval object"),
     ("{", "invalid JSON"),
+    ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
 ])
 def test_malformed_files_are_one_clear_error(tmp_path, line: str, message: str) -> None:
     path = tmp_path / "bad.jsonl"

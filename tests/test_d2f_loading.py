@@ -11,6 +11,7 @@ position ids; Dream: causal), and the base with its LoRA adapter (merged here, u
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -108,6 +109,21 @@ def _rewrite(folder: Path, **changes) -> Path:
 def test_llada_configs_the_port_cannot_represent_are_refused(tmp_path, field, value):
     folder = _rewrite(M.write_llada(tmp_path / "llada"), **{field: value})
     with pytest.raises(ModelLoadError, match=field):
+        s2d2.load_model(folder, device="cpu")
+
+
+def test_a_checkpoint_missing_a_weight_is_refused_not_left_random(tmp_path):
+    """A weight the file lacks would stay random and decode garbage: the strict load names it (models/weights.py)."""
+    from safetensors.torch import load_file, save_file
+
+    folder = M.write_llada(tmp_path / "llada")
+    weights = load_file(str(folder / "model.safetensors"))
+    gone = next(k for k in sorted(weights) if k.endswith("ff_out.weight") and ".blocks.1." in k)
+    del weights[gone]
+    save_file(weights, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    expected = ("1 missing and 0 mismatched weights (e.g. model.layers.1.mlp.down_proj.weight) after mapping to "
+                "Llama; they would be left random")
+    with pytest.raises(ModelLoadError, match=re.escape(expected)):
         s2d2.load_model(folder, device="cpu")
 
 

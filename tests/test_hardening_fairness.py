@@ -129,6 +129,44 @@ def test_the_rate_is_per_client():
     assert rate.allow("b", now=0.0) and rate.allow("a", now=1.0)  # others unaffected; tokens refill
 
 
+def test_a_client_out_of_allowance_can_still_stop(monkeypatch):
+    """Stop (POST /run/predict, the one event outside the queue) has its own bucket: a client that spent its
+    allowance on other events is refused those, never its Stop (issue 19 row 4)."""
+    import asyncio
+
+    monkeypatch.setenv("S2D2_CLIENT_RATE", "2")
+    monkeypatch.setattr(front_door, "RATE", fairness.Rate())
+    monkeypatch.setattr(front_door, "STOP_RATE", fairness.Rate())
+    passed: list[str] = []
+
+    async def inner(scope, receive, send):
+        passed.append(scope["path"])
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"{}"})
+
+    async def call(path: str) -> int:
+        sent: list[dict] = []
+
+        async def receive():
+            return {"type": "http.request", "body": b"", "more_body": False}
+
+        async def send(message):
+            sent.append(message)
+
+        scope = {"type": "http", "method": "POST", "path": "/gradio_api" + path, "headers": [],
+                 "client": ("10.1.2.3", 1234)}
+        await front_door.FrontDoor(inner)(scope, receive, send)
+        return next(m["status"] for m in sent if m["type"] == "http.response.start")
+
+    async def scenario() -> tuple[list[int], int, int]:
+        joins = [await call("/queue/join") for _ in range(10)]
+        return joins, await call("/run/predict"), await call("/queue/join")
+
+    joins, stop, after = asyncio.run(scenario())
+    assert joins == [200] * 6 + [429] * 4 and after == 429  # a burst of 3 x rate, then refused
+    assert stop == 200 and passed.count("/gradio_api/run/predict") == 1
+
+
 def test_sessions_evict_their_own_and_never_an_active_visitor(monkeypatch):
     monkeypatch.setenv("S2D2_CLIENT_SESSIONS", "3")
     monkeypatch.setenv("S2D2_SESSION_IDLE_S", "60")

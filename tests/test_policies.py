@@ -387,8 +387,9 @@ def test_always_verifies_is_a_promise_decide_keeps(kw, promise):
 
 def test_as_float_reads_any_number_an_upload_may_hold():
     """A config value in an uploaded trace may be an int too large for a float (found by the upload fuzzer)."""
-    from s2d2.policies.base import as_float
+    from s2d2.trace.fields import as_float
 
     assert as_float(10 ** 400) == math.inf and as_float(-(10 ** 400)) == -math.inf
     assert as_float(3) == 3.0 and as_float(0.5) == 0.5 and as_float("-inf") == -math.inf
+    assert math.isnan(as_float("nan")) and as_float([1]) is None
     assert as_float(True) is None and as_float(None) is None and as_float("3") is None

@@ -4,6 +4,7 @@ accepted renders, within the payload of a legitimate 512-token trace."""
 from __future__ import annotations
 
 import ast
+import copy
 import json
 import sys
 from pathlib import Path
@@ -132,6 +133,25 @@ def test_fuzzed_uploads_render_or_are_refused(data):
         assert str(exc).startswith(("Invalid trace file: trace", "Not a trace", "File too large")), str(exc)
         return
     uf.render_everything(trace, scrub=False)
+
+
+@pytest.mark.parametrize("value", [10**400, -(10**400), 2**64 + 1, 1e308], ids=["1e400", "-1e400", "2^64+1", "1e308"])
+def test_numbers_beyond_a_float_in_free_form_values_render_or_are_refused(value):
+    """Every number in a step's policy details and inputs set, one at a time, to an int too large for a float (the
+    fuzzer found k_hat = 10**400 crashing the routing figure) or to the largest float: refused or rendered."""
+    base = json.loads((ROOT / "assets" / "traces" / "01-verifier-catches-a-wrong-digit.json").read_text())
+    spots = [p for p in uf.paths(base) if p[:1] == ("steps",) and len(p) > 3 and p[2] == "decision"
+             and isinstance(uf._get(base, p), (int, float)) and not isinstance(uf._get(base, p), bool)]
+    assert len(spots) >= 10
+    accepted = 0
+    for spot in spots:
+        try:
+            trace = traces_io.parse_text(uf.dumps(uf._set(copy.deepcopy(base), spot, value)))
+        except traces_io.TraceError:
+            continue
+        uf.render_everything(trace, scrub=False)
+        accepted += 1
+    assert accepted  # details are free-form: such values are accepted, and must render
 
 
 def test_worst_accepted_trace_costs_what_a_legit_512_token_trace_costs():

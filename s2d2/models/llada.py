@@ -32,6 +32,8 @@ from typing import Any, Callable, Mapping
 
 import torch
 
+from .weights import read_safetensors, unexpected, unfilled
+
 MODEL_TYPE = "llada"
 ARCHITECTURE = "LLaDAModelLM"
 MASK_ID = 126336  # <|mdm_mask|>
@@ -178,21 +180,6 @@ def to_official(state: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return {_param(name, module_to_official): t for name, t in state.items()}
 
 
-def read_weights(folder: Path) -> dict[str, torch.Tensor]:
-    """Every tensor of the folder's *.safetensors files (a sharded index or single files); never pickle."""
-    from safetensors.torch import load_file
-
-    index = folder / "model.safetensors.index.json"
-    if index.is_file():
-        files = sorted(set(json.loads(index.read_text())["weight_map"].values()))
-    else:
-        files = sorted(p.name for p in folder.glob("*.safetensors"))
-    weights: dict[str, torch.Tensor] = {}
-    for name in files:
-        weights.update(load_file(str(folder / name)))
-    return weights
-
-
 def load_native(folder: Path, official: Mapping[str, Any], dtype: torch.dtype, attn: str,
                 quiet: Callable[[], Any]) -> tuple[Any, list[str]]:
     """Build `LlamaForCausalLM` from an official folder: map the config and the names, load strictly.
@@ -202,19 +189,16 @@ def load_native(folder: Path, official: Mapping[str, Any], dtype: torch.dtype, a
 
     with quiet():
         config = LlamaConfig(**native_config_dict(official))
-    state = to_native(read_weights(folder))
+    state = to_native(read_safetensors(folder))
     if config.tie_word_embeddings:
         state.pop("lm_head.weight", None)
     with quiet():
         model, info = LlamaForCausalLM.from_pretrained(None, config=config, state_dict=state, dtype=dtype,
                                                        attn_implementation=attn, output_loading_info=True)
-    missing = sorted(info.get("missing_keys") or [])
-    mismatched = list(info.get("mismatched_keys") or [])
-    if missing or mismatched:
-        shown = ", ".join(map(str, (missing + mismatched)[:4]))
-        raise UnsupportedLLaDAConfig(f"{len(missing)} missing and {len(mismatched)} mismatched weights after "
-                                     f"mapping to Llama (e.g. {shown}); they would be left random")
-    return model.eval(), list(info.get("unexpected_keys") or [])
+    problem = unfilled(info)
+    if problem:
+        raise UnsupportedLLaDAConfig(f"{problem} after mapping to Llama; they would be left random")
+    return model.eval(), unexpected(info)
 
 
 def write_official(model: Any, folder: Path, extra_config: Mapping[str, Any] | None = None,

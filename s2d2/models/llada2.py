@@ -32,6 +32,8 @@ from typing import Any, Callable, Mapping
 
 import torch
 
+from .weights import read_safetensors, unexpected, unfilled
+
 MODEL_TYPE = "llada2_moe"
 ARCHITECTURE = "LLaDA2MoeModelLM"
 MASK_ID = 156895  # <|mask|> in the LLaDA2 tokenizer
@@ -206,21 +208,6 @@ def to_official(state: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return out
 
 
-def read_official_weights(folder: Path) -> dict[str, torch.Tensor]:
-    """Every tensor of the folder's *.safetensors files (a sharded index or single files); never pickle."""
-    from safetensors.torch import load_file
-
-    index = folder / "model.safetensors.index.json"
-    if index.is_file():
-        files = sorted(set(json.loads(index.read_text())["weight_map"].values()))
-    else:
-        files = sorted(p.name for p in folder.glob("*.safetensors"))
-    weights: dict[str, torch.Tensor] = {}
-    for name in files:
-        weights.update(load_file(str(folder / name)))
-    return weights
-
-
 def load_native(folder: Path, official: Mapping[str, Any], dtype: torch.dtype, attn: str,
                 quiet: Callable[[], Any]) -> tuple[Any, list[str]]:
     """Build `Glm4MoeForCausalLM` from an official folder: map the config and weights, load strictly.
@@ -233,7 +220,7 @@ def load_native(folder: Path, official: Mapping[str, Any], dtype: torch.dtype, a
     native = native_config_dict(official)
     with quiet():
         config = Glm4MoeConfig(**native)
-    state = to_native(read_official_weights(folder), official)
+    state = to_native(read_safetensors(folder), official)
     if not native["n_shared_experts"]:  # zero-width shared experts: exact zeros, nothing to read
         state.update(_empty_shared_experts(config))
     with quiet(), warnings.catch_warnings():
@@ -242,13 +229,10 @@ def load_native(folder: Path, official: Mapping[str, Any], dtype: torch.dtype, a
             None, config=config, state_dict=state, dtype=dtype, attn_implementation=attn,
             output_loading_info=True,
         )
-    missing = sorted(info.get("missing_keys") or [])
-    mismatched = list(info.get("mismatched_keys") or [])
-    if missing or mismatched:
-        shown = ", ".join(map(str, (missing + mismatched)[:4]))
-        raise UnsupportedLLaDA2Config(f"{len(missing)} missing and {len(mismatched)} mismatched weights after "
-                                      f"mapping to Glm4Moe (e.g. {shown}); they would be left random")
-    return model.eval(), list(info.get("unexpected_keys") or [])
+    problem = unfilled(info)
+    if problem:
+        raise UnsupportedLLaDA2Config(f"{problem} after mapping to Glm4Moe; they would be left random")
+    return model.eval(), unexpected(info)
 
 
 def _empty_shared_experts(config: Any) -> dict[str, torch.Tensor]:

@@ -21,6 +21,7 @@ from .hub import ModelLoadError, fetch_from_hub
 from .logs import first_line, quiet
 from .registry import ModelEntry, known_models, lookup
 from .tokens import load_tokenizer, resolve_mask_id, resolve_stop_ids
+from .weights import unexpected, unfilled
 
 
 # model_type / architectures (lower-cased) -> native class name. SDAR and Fast-dLLM ship remote code that
@@ -348,15 +349,10 @@ def _load_weights(folder: Path, cls_name: str, dtype: torch.dtype, attn: str) ->
             )
     except Exception as e:
         raise ModelLoadError(f"could not load {folder} as {cls_name}: {first_line(e)}") from e
-    missing = sorted(info.get("missing_keys") or [])
-    mismatched = list(info.get("mismatched_keys") or [])
-    if missing or mismatched:
-        shown = ", ".join(map(str, (missing + mismatched)[:4]))
-        raise ModelLoadError(
-            f"{folder} does not match {cls_name}: {len(missing)} missing and {len(mismatched)} mismatched "
-            f"weights (e.g. {shown}); they would be left random"
-        )
-    return model.eval(), list(info.get("unexpected_keys") or [])
+    problem = unfilled(info)
+    if problem:
+        raise ModelLoadError(f"{folder} does not match {cls_name}: {problem}; they would be left random")
+    return model.eval(), unexpected(info)
 
 
 def _load_llada(folder: Path, config: dict[str, Any], dtype: torch.dtype, attn: str) -> tuple[Any, list[str]]:

@@ -33,22 +33,6 @@ def arrow(verify: bool) -> str:
     return "→ verify" if verify else "→ skip"
 
 
-def as_float(value: Any) -> Optional[float]:
-    """A float from a config value that may be None, a number or the strings "inf" / "-inf" (a loaded trace)."""
-    if isinstance(value, bool) or value is None:
-        return None
-    if isinstance(value, float):
-        return value
-    if isinstance(value, int):
-        try:
-            return float(value)
-        except OverflowError:  # an uploaded trace may hold an int too large for a float: it reads as ±inf
-            return math.inf if value > 0 else -math.inf
-    if isinstance(value, str) and value in ("inf", "-inf"):
-        return float(value)
-    return None
-
-
 @dataclasses.dataclass(frozen=True)
 class NoSettings:
     """Settings of a policy without knobs."""

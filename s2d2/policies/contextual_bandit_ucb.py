@@ -9,8 +9,9 @@ import math
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from ..trace.fields import as_float
 from ..trace.records import PolicyDecision, PolicyInputs
-from .base import SKIP, VERIFY, Policy, arrow, as_float, fmt
+from .base import SKIP, VERIFY, Policy, arrow, fmt
 from .knob import Knob
 
 UCB_ENTROPY_SCOPES = ("span", "masks")

@@ -26,8 +26,9 @@ import math
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from ..trace.fields import as_float
 from ..trace.records import PolicyDecision, PolicyInputs
-from .base import Policy, arrow, as_float, fmt
+from .base import Policy, arrow, fmt
 from .knob import Knob
 
 

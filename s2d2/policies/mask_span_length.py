@@ -4,8 +4,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from ..trace.fields import as_float
 from ..trace.records import PolicyDecision, PolicyInputs
-from .base import Policy, arrow, as_float
+from .base import Policy, arrow
 from .knob import Knob
 
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from ..trace.fields import as_float
 from ..trace.records import PolicyDecision, PolicyInputs
-from .base import Policy, arrow, as_float, fmt
+from .base import Policy, arrow, fmt
 from .knob import Knob
 from .score import SCORE_KNOBS, score, score_details, score_expression
 

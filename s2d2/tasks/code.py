@@ -13,13 +13,13 @@ program runs to the end and exits 0 in the sandbox (s2d2/sandbox), which runs on
 """
 from __future__ import annotations
 
-import gzip
 import json
 import re
 from pathlib import Path
 from typing import Any, Optional
 
 from ..sandbox import SandboxLimits, SandboxResult, run_program
+from .jsonl import json_lines
 
 FORMATS = ("humaneval", "mbpp")
 MAX_FILE_BYTES = 64 * 1024 * 1024
@@ -34,16 +34,8 @@ MBPP_ASK = ("{text}\nYour code should pass these tests:\n\n{tests}\n\nReply with
 def read_code_problems(path: Path, fmt: str) -> list[dict[str, Any]]:
     """Rows {"question", "answer" (the JSON the scorer reads), "id"} from a HumanEval- or MBPP-format file."""
     where = f"--task jsonl:{path}"
-    if not path.is_file():
-        raise ValueError(f"{where}: no such file")
     rows, ids = [], set()
-    for line_no, line in enumerate(_lines(path, where), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{where} line {line_no}: invalid JSON ({exc.msg})") from None
+    for line_no, row in json_lines(path, where, MAX_FILE_BYTES):
         if not isinstance(row, dict):
             raise ValueError(f"{where} line {line_no}: expected a {fmt} object")
         problem = (_humaneval if fmt == "humaneval" else _mbpp)(row, f"{where} line {line_no}")
@@ -54,20 +46,6 @@ def read_code_problems(path: Path, fmt: str) -> list[dict[str, Any]]:
     if not rows:
         raise ValueError(f"{where}: no problems (expected one {fmt} object per line)")
     return rows
-
-
-def _lines(path: Path, where: str) -> list[str]:
-    opener = gzip.open if path.suffix == ".gz" else open
-    try:
-        with opener(path, "rb") as fh:
-            data = fh.read(MAX_FILE_BYTES + 1)
-        if len(data) > MAX_FILE_BYTES:
-            raise ValueError(f"{where}: larger than {MAX_FILE_BYTES // 2**20} MiB")
-        return data.decode("utf-8").splitlines()
-    except (OSError, EOFError):
-        raise ValueError(f"{where}: not a readable (gzip) text file") from None
-    except UnicodeDecodeError:
-        raise ValueError(f"{where}: not UTF-8 text") from None
 
 
 def _text_field(row: dict[str, Any], key: str, where: str, required: bool = True) -> str:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
+from .jsonl import json_lines
 from .scoring import CODE_SCORERS, SCORERS, check_gold
 
 TASKS = ("arithmetic", "gsm8k", "jsonl:PATH")
@@ -112,24 +113,8 @@ def read_jsonl_problems(path: Path) -> list[dict[str, Any]]:
     """Problems of a JSONL file: one object per line with "question" and "answer" (string or number), optionally
     "id"; blank lines are skipped. One ValueError naming the file and line for anything else."""
     where = f"--task jsonl:{path}"
-    if not path.is_file():
-        raise ValueError(f"{where}: no such file")
-    if path.stat().st_size > MAX_FILE_BYTES:
-        raise ValueError(f"{where}: larger than {MAX_FILE_BYTES // 2**20} MiB")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise ValueError(f"{where}: not UTF-8 text") from None
     rows, ids = [], set()
-    for line_no, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{where} line {line_no}: invalid JSON ({exc.msg})") from None
-        except RecursionError:
-            raise ValueError(f"{where} line {line_no}: nested too deeply") from None
+    for line_no, row in json_lines(path, where, MAX_FILE_BYTES):
         rows.append(_problem(row, f"{where} line {line_no}"))
         if "id" in rows[-1]:
             if rows[-1]["id"] in ids:

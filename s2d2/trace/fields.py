@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import math
 from functools import cache
-from typing import Annotated, Any
+from typing import Annotated, Any, Optional
 
 from pydantic import (AfterValidator, BeforeValidator, ConfigDict, Field, Strict, TypeAdapter, ValidationError,
                       WithJsonSchema, with_config)
@@ -31,6 +31,23 @@ NONFINITE = {"inf": math.inf, "-inf": -math.inf, "nan": math.nan}
 def _nonfinite(value: Any) -> Any:
     """Non-finite floats are not JSON: files store them as "inf" / "-inf" / "nan" strings."""
     return NONFINITE[value] if isinstance(value, str) and value in NONFINITE else value
+
+
+def as_float(value: Any) -> Optional[float]:
+    """A float from a free-form trace value (config, policy details): a number (an int too large for a float reads
+    as ±inf) or a string files store for a non-finite float; None for anything else (None, bools, lists, text)."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, float):
+        return value
+    if isinstance(value, int):
+        try:
+            return float(value)
+        except OverflowError:
+            return math.inf if value > 0 else -math.inf
+    if isinstance(value, str) and value in NONFINITE:
+        return NONFINITE[value]
+    return None
 
 
 def _plain(value: dict[str, Any]) -> dict[str, Any]:
