@@ -26,7 +26,6 @@ from .step import first_mask_span, inputs_from_summary, policy_summary
 
 
 def pipeline_step(ctx: StepContext, st: PipeState, events: list[BlockEvent]) -> StepRecord:
-    cfg = ctx.cfg
     active = [b for b in st.blocks if b.state == "active"]
     first = active[0]
     first_forward = ctx.rec.last_index + 1
