@@ -5,39 +5,35 @@ run with a guess."""
 from __future__ import annotations
 
 import os
+from typing import Callable, TypeVar
+
+from s2d2.limits import int_text
+
+N = TypeVar("N", int, float)
+
+
+def _read(name: str, default: N, parse: Callable[[str], N], accepts: str, ok: Callable[[N], bool]) -> N:
+    raw = os.environ.get(name, "").strip()
+    try:
+        value = parse(raw) if raw else default
+    except ValueError:
+        raise ValueError(f"{name}: expected {accepts}, got {raw[:40]!r}") from None
+    if not ok(value):
+        shown = int_text(value) if isinstance(value, int) else f"{value:g}"  # a 400-digit int is counted, not printed
+        raise ValueError(f"{name}: expected {accepts}, got {shown}")
+    return value
 
 
 def env_number(name: str, default: float, lo: float, hi: float) -> float:
     """A number in [lo, hi] (default when unset or blank)."""
-    raw = os.environ.get(name, "").strip()
-    try:
-        value = float(raw) if raw else default
-    except ValueError:
-        raise ValueError(f"{name}: expected a number in [{lo:g}, {hi:g}], got {raw[:40]!r}") from None
-    if not lo <= value <= hi:
-        raise ValueError(f"{name}: expected a number in [{lo:g}, {hi:g}], got {value:g}")
-    return value
+    return _read(name, float(default), float, f"a number in [{lo:g}, {hi:g}]", lambda v: lo <= v <= hi)
 
 
 def env_int(name: str, default: int, lo: int, hi: int) -> int:
     """A whole number in [lo, hi] (default when unset or blank)."""
-    raw = os.environ.get(name, "").strip()
-    try:
-        value = int(raw) if raw else default
-    except ValueError:
-        raise ValueError(f"{name}: expected a whole number in [{lo}, {hi}], got {raw[:40]!r}") from None
-    if not lo <= value <= hi:
-        raise ValueError(f"{name}: expected a whole number in [{lo}, {hi}], got {value}")
-    return value
+    return _read(name, default, int, f"a whole number in [{lo}, {hi}]", lambda v: lo <= v <= hi)
 
 
 def env_megabytes(name: str, default: int) -> int:
     """A size given in whole MB (at least 1), returned in bytes."""
-    raw = os.environ.get(name, "").strip()
-    try:
-        value = int(raw) if raw else default
-    except ValueError:
-        raise ValueError(f"{name}: expected a whole number of MB, got {raw[:40]!r}") from None
-    if value < 1:
-        raise ValueError(f"{name}: must be at least 1, got {value}")
-    return value * 2**20
+    return _read(name, default, int, "a whole number of MB, at least 1", lambda v: v >= 1) * 2**20

@@ -129,6 +129,22 @@ def test_the_rate_is_per_client():
     assert rate.allow("b", now=0.0) and rate.allow("a", now=1.0)  # others unaffected; tokens refill
 
 
+@pytest.mark.parametrize("name,raw,message", [
+    ("S2D2_CLIENT_DECODES", "lots", "S2D2_CLIENT_DECODES: expected a whole number in [1, 64], got 'lots'"),
+    ("S2D2_CLIENT_DECODES", "9" * 400,
+     "S2D2_CLIENT_DECODES: expected a whole number in [1, 64], got a 400-digit number"),
+    ("S2D2_CLIENT_RATE", "nan", "S2D2_CLIENT_RATE: expected a number in [0.1, 10000], got nan"),
+    ("S2D2_DISK_MB", "0", "S2D2_DISK_MB: expected a whole number of MB, at least 1, got 0"),
+])
+def test_operator_settings_refuse_bad_values_in_one_line(monkeypatch, name, raw, message):
+    monkeypatch.setenv(name, raw)
+    read = {"S2D2_CLIENT_DECODES": guard.client_decodes, "S2D2_CLIENT_RATE": fairness.client_rate,
+            "S2D2_DISK_MB": disk.disk_budget_bytes}[name]
+    with pytest.raises(ValueError) as info:
+        read()
+    assert str(info.value) == message
+
+
 def test_a_client_out_of_allowance_can_still_stop(monkeypatch):
     """Stop (POST /run/predict, the one event outside the queue) has its own bucket: a client that spent its
     allowance on other events is refused those, never its Stop (issue 19 row 4)."""
