@@ -165,8 +165,10 @@ def wire_share(ctx: Ctx, demo: gr.Blocks) -> None:
     """Share a moment: a link's query parameters read on load; copy a link; make the HTML replay."""
     c, out = ctx.c, ctx.outputs
     # Every page load reads the link into a State (no visible output, so no spinner on the first screen); only a
-    # link that names a moment changes it, and that change opens the moment.
-    demo.load(keyed(share.link_params, ctx), None, c["moment"], show_progress="hidden", **PRIVATE)
+    # link that names a moment changes it, and that change opens the moment. Without one, the load sets the
+    # download of the opening trace.
+    demo.load(keyed(share.page_load, ctx), c["state"], out(["moment", "download"]), show_progress="hidden",
+              **PRIVATE)
     c["moment"].change(keyed(share.open_link, ctx), c["moment"], out([*h.LOAD_OUT, "share_note"]), **PRIVATE)
     c["share"].click(keyed(share.share_link, ctx), [c["state"], c["toggle"], c["slider"]],
                      out(["share_link", "share_status"]), **PRIVATE).then(

@@ -114,4 +114,5 @@ def _files(ctx: Ctx, first: dict[str, Any]) -> None:
             # status line (the browser's own file-type check shows a toast and leaves a stale message behind).
             ctx["upload"] = gr.UploadButton(f"⬆ Upload a trace (.json, ≤ {limits().max_upload_mb:g} MB)",
                                             elem_id="upload")
-            ctx["download"] = gr.DownloadButton("⬇ Download this trace (JSON)", value=first.get("download"))
+            # Its file arrives with the page load (share.page_load), not in the published config.
+            ctx["download"] = gr.DownloadButton("⬇ Download this trace (JSON)", value=None)

@@ -21,7 +21,7 @@ from .handlers import RUNS, open_example
 from .html_export import ExportError, replay_html
 from .replay import md_escape
 from .trace_index import clamp_step
-from .traces_io import TraceError, export_folder, export_name, trace_from_state
+from .traces_io import TraceError, export_folder, export_name, export_path, trace_from_state
 
 KEYS = ("example", "run", "step")
 MAX_VALUE_CHARS = 120  # a longer value is not one of ours
@@ -130,6 +130,17 @@ def link_params(request: gr.Request) -> dict[str, Any]:
     params = getattr(request, "query_params", None) or {}
     found = {k: str(_param(params, k))[: MAX_VALUE_CHARS + 1] for k in KEYS if _param(params, k) is not None}
     return {"moment": found} if found else {}
+
+
+def page_load(state: Any, request: gr.Request) -> dict[str, Any]:
+    """Page load: a link's moment (link_params; opening it sets the download too), else the download of the trace
+    on screen. The download is set here rather than as the button's built-in value, which Gradio would publish in
+    /config (a server path, to every visitor) and which would outlive a pruned file."""
+    found = link_params(request)
+    if found:
+        return found
+    trace = trace_from_state(state)
+    return {"download": export_path(trace)} if trace is not None else {}
 
 
 def open_link(moment: Any) -> dict[str, Any]:

@@ -248,6 +248,12 @@ def test_row9_uploads_are_bounded_per_client_and_in_total(server):
     assert r.status_code == 400 and r.json()["detail"].startswith("The upload could not be read")
 
 
+def test_row14_the_published_config_holds_no_server_path(server):
+    _, url, _ = server
+    config = httpx.get(url + "/config").text
+    assert os.environ["GRADIO_TEMP_DIR"] not in config and "s2d2-exports" not in config
+
+
 def test_rows11_to_14_bad_values_keep_the_stream_alive(server):
     _, url, fns = server
     ip = "10.9.11.1"

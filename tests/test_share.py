@@ -81,6 +81,18 @@ def test_page_load_reads_the_link_bounded_and_its_change_opens_it():
     _one_line(share.open_link({"example": huge}), "is not one of the shipped examples")
 
 
+def test_page_load_sets_the_download_unless_a_link_opens_a_moment():
+    """The opening trace's download comes with the page load (never in the published /config); a link's moment
+    sets its own download when it opens."""
+    main, _ = load_pair(PAIR)
+    state = open_example(PAIR.label, RUNS["s2d2"])["state"]
+    out = share.page_load(state, SimpleNamespace(query_params={}))
+    assert set(out) == {"download"} and Path(out["download"]).read_text(encoding="utf-8") == main.to_json()
+    linked = share.page_load(state, SimpleNamespace(query_params={"example": share.example_slug(PAIR)}))
+    assert set(linked) == {"moment"} and "download" in share.open_link(linked["moment"])
+    assert share.page_load(None, SimpleNamespace(query_params={})) == {}
+
+
 HOSTILE_EXAMPLES = ["../../etc/passwd", "/etc/passwd", "assets/traces/01-x.json", "x" * 10_000, "",
                     "<script>alert(1)</script>", "`**x**` [a](javascript:alert(1))", "\u202e\u0000"]
 
