@@ -84,13 +84,15 @@ def sweep_views(path: Optional[str | Path], source: str = "") -> tuple[str, Any,
             results_table(data))
 
 
-INTRO = ("Accuracy against cost for every cell of a bench sweep. **Upper-left is ideal**: fewer forwards (or "
-         "seconds) per generated token, higher accuracy. Dotted lines are each method's Pareto frontier, dashed lines "
-         "mark AR, and the cells the line above the plots compares are labelled and ringed. Error bars are 95 % "
-         "intervals (Wilson): where two cells' bars overlap, the sweep cannot tell their accuracies apart. "
-         f"{RULE} Speedups in the table are per generated token, vs the AR cell (and vs the baseline cell with the "
-         "fewest forwards at equal or better accuracy); p is McNemar's exact test on the same problems (small p: a "
-         "real difference). Wall times come from one run of each cell on a shared machine: forwards are exact.")
+LEAD = ("Accuracy against cost for every cell of a bench sweep. **Upper-left is ideal**: fewer forwards (or "
+        "seconds) per generated token, higher accuracy.")
+HOW_TO_READ = ("Dotted lines are each method's Pareto frontier, dashed lines mark AR, and the cells the line above "
+               "the plots compares are labelled and ringed. Error bars are 95 % intervals (Wilson): where two cells' "
+               f"bars overlap, the sweep cannot tell their accuracies apart. {RULE} Speedups in the table are per "
+               "generated token, vs the AR cell (and vs the baseline cell with the fewest forwards at equal or better "
+               "accuracy); p is McNemar's exact test on the same problems (small p: a real difference). Wall times "
+               "come from one run of each cell on a shared machine: forwards are exact.")
+INTRO = f"{LEAD} {HOW_TO_READ}"  # the whole explanation (the tab shows the lead, the rest one tap away)
 
 
 def build_sweep_tab(ctx: Any = None, sweeps: Optional[dict[str, Path]] = None) -> dict[str, Any]:
@@ -102,7 +104,7 @@ def build_sweep_tab(ctx: Any = None, sweeps: Optional[dict[str, Path]] = None) -
     first = next(iter(sweeps), None)
     views = sweep_views(sweeps[first], first) if first else sweep_views(None)
     c: dict[str, Any] = {}
-    gr.Markdown(INTRO, elem_id="sweep-intro")
+    gr.Markdown(LEAD, elem_id="sweep-intro")  # the verdict and the plots come before the fine print (phone-first)
     with gr.Row():
         c["sweep_pick"] = gr.Dropdown(list(sweeps), value=first, label="Shipped sweep", elem_id="sweep-pick",
                                       scale=2, min_width=280, visible=bool(sweeps))
@@ -110,6 +112,8 @@ def build_sweep_tab(ctx: Any = None, sweeps: Optional[dict[str, Path]] = None) -
         c["sweep_upload"] = gr.File(label=f"…or upload a results.json (≤ {limits().max_upload_mb:g} MB)",
                                     height=120, scale=1, min_width=240)
     c["sweep_status"] = gr.Markdown(views[0], elem_id="sweep-status")
+    with gr.Accordion("How to read the plots and the table", open=False, elem_id="sweep-how"):
+        gr.Markdown(HOW_TO_READ)
     with gr.Row():
         c["sweep_nfe"] = gr.Plot(views[1], label="Accuracy vs forwards per token", elem_id="sweep-nfe", min_width=320,
                                  show_label=False)  # the figure's own title says it (a badge would cover it)

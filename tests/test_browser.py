@@ -124,6 +124,23 @@ def test_first_screen_shows_the_catch(desktop):
     assert not errors, errors
 
 
+def test_the_opening_trace_downloads_with_the_page_load(browser, served):  # noqa: F811
+    """The download's file is set by the page load (never published in /config): a fresh page downloads the
+    trace on screen."""
+    import json
+
+    pg, errors = _open(browser, served[1], DESKTOP)
+    try:
+        pg.locator("#files").click()
+        with pg.expect_download(timeout=20_000) as download:
+            pg.get_by_role("button", name="⬇ Download this trace (JSON)").click()
+        data = json.loads(Path(download.value.path()).read_text(encoding="utf-8"))
+        assert data["header"]["prompt_text"] and data["steps"] and download.value.suggested_filename.endswith(".json")
+        assert not errors, errors
+    finally:
+        pg.close()
+
+
 def test_scrub_keys_and_a_step_box_that_never_errors(desktop):
     pg, errors = desktop
     pg.get_by_role("tab", name="Replay", exact=True).click()

@@ -100,3 +100,22 @@ def test_every_shipped_sweep_file_is_offered(tmp_path):
     status = sw.sweep_views(found[labels[1]], labels[1])[0]
     assert "tiny\\-llada2 · arithmetic" in status and "S2D2 wins" in status
     assert tab["sweep_pick"] is not None
+
+
+def test_the_verdict_and_plots_come_before_the_fine_print(tmp_path):
+    """Phone-first: the lead sentence, then the pick, the verdict and the plots; the how-to-read text sits in a
+    closed accordion between the verdict and the plots, so a 390 px screen reaches the verdict without scrolling
+    through it."""
+    import gradio as gr
+
+    path = _write(tmp_path / "sweep.json", _cells(0.40))
+    with gr.Blocks() as demo:
+        c = sw.build_sweep_tab(None, {"mine": path})
+    order = [b for b in demo.blocks.values() if isinstance(b, (gr.Markdown, gr.Plot, gr.Accordion, gr.Dropdown))]
+    ids = [b._id for b in order]
+    lead = next(b for b in order if isinstance(b, gr.Markdown) and b.value and "Upper-left is ideal" in b.value)
+    how = next(b for b in order if isinstance(b, gr.Accordion))
+    assert not how.open and "Pareto frontier" not in lead.value and "Pareto frontier" in sw.HOW_TO_READ
+    assert ids.index(lead._id) < ids.index(c["sweep_pick"]._id) < ids.index(c["sweep_status"]._id) \
+        < ids.index(how._id) < ids.index(c["sweep_nfe"]._id)
+    assert "\n\n**S2D2 does not win on this model**" in c["sweep_status"].value
