@@ -188,6 +188,11 @@ def test_sweep_files_are_validated_and_escaped(tmp_path):
     assert _sweep(tmp_path, dict(good, meta="x")).startswith("⚠ Not a results file: results.meta: expected an object")
     cell = dict(good["cells"][0], accuracy=7)
     assert "results.cells\\[0\\].accuracy: must be &lt;= 1.0" in _sweep(tmp_path, dict(good, cells=[cell]))
+    for key in ("nfe_per_token", "wall_per_token"):  # no decode takes 0 forwards (the probe found both crash)
+        cell = dict(good["cells"][1], **{key: 0})
+        shown = key.replace("_", "\\_")  # the status line is Markdown-escaped
+        status = _sweep(tmp_path, dict(good, cells=[good["cells"][0], cell]))
+        assert f"results.cells\\[1\\].{shown}: must be &gt; 0.0 \\(got 0\\)" in status
     hostile = "`x` [link](javascript:alert(1)) <img src=x>"
     cells = [dict(c, name=hostile) if c["method"] == "s2d2" else c for c in good["cells"]]
     status = _sweep(tmp_path, dict(good, cells=cells, meta=dict(good["meta"], task=hostile, device=hostile)))

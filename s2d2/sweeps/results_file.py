@@ -21,6 +21,9 @@ MAX_PROBLEMS = 100_000
 
 Rate = Optional[Annotated[float, Strict(), Field(ge=0, le=1, allow_inf_nan=False)]]
 Cost = Optional[Annotated[float, Strict(), Field(ge=0, allow_inf_nan=False)]]  # per-token costs and ratios
+# forwards and seconds per generated token: a decode takes at least one forward, so 0 is no measurement (and has no
+# place on the plots' log axes)
+PositiveCost = Optional[Annotated[float, Strict(), Field(gt=0, allow_inf_nan=False)]]
 
 
 @dataclass
@@ -32,8 +35,8 @@ class ResultsCell:
     confidence_threshold: Cost
     n: Optional[Count]
     accuracy: Rate
-    nfe_per_token: Cost
-    wall_per_token: Cost
+    nfe_per_token: PositiveCost
+    wall_per_token: PositiveCost
     tokens_per_forward: Cost
     query_tokens_per_token: Cost
     speedup_nfe_vs_ar: Cost

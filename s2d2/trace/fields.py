@@ -133,6 +133,10 @@ _PLAIN = {  # pydantic error type -> our wording (the others keep pydantic's mes
 _NO_VALUE = {"missing", "missing_argument", "unexpected_keyword_argument", "extra_forbidden"}
 
 
+_BOUNDS = {"greater_than_equal": (">=", "ge"), "less_than_equal": ("<=", "le"), "greater_than": (">", "gt"),
+           "less_than": ("<", "lt")}
+
+
 def describe(exc: ValidationError, root: str) -> str:
     """The first error of a pydantic ValidationError as "path: problem (got value)"."""
     err = exc.errors(include_url=False)[0]
@@ -148,8 +152,9 @@ def describe(exc: ValidationError, root: str) -> str:
         problem = f"at least {ctx.get('min_length')} items"
     elif kind == "literal_error":
         problem = f"must be one of {ctx.get('expected')}"
-    elif kind in ("greater_than_equal", "less_than_equal"):
-        problem = f"must be {'>=' if kind == 'greater_than_equal' else '<='} {ctx.get('ge', ctx.get('le'))}"
+    elif kind in _BOUNDS:
+        sign, key = _BOUNDS[kind]
+        problem = f"must be {sign} {ctx.get(key)}"
     else:
         problem = str(err.get("msg", kind)).removeprefix("Value error, ")
     return f"{path}: {problem}" + ("" if kind in _NO_VALUE else f" (got {shown(err.get('input'))})")
