@@ -20,15 +20,9 @@ import pytest
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
-CHROMIUM = os.environ.get("S2D2_CHROMIUM", "/usr/bin/chromium")
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--no-first-run", "--disable-sync"]
-DESKTOP = {"width": 1366, "height": 900}
-PHONE = {"width": 390, "height": 844}
+from browser_env import ARGS, CHROMIUM, DESKTOP, PHONE, require_browser  # noqa: E402
 
-sync_api = pytest.importorskip("playwright.sync_api")
-if not Path(CHROMIUM).exists():
-    pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)", allow_module_level=True)
+sync_api = require_browser()
 
 from test_app_client import RANDOM_MODEL, SLOW_MODEL, served  # noqa: E402,F401  (the launched-app fixture)
 

@@ -14,14 +14,11 @@ import pytest
 
 from lanes_helpers import PROMPT, tiny_with_tokenizer
 
-CHROMIUM = os.environ.get("S2D2_CHROMIUM", "/usr/bin/chromium")
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--no-first-run", "--disable-sync"]
 MODEL = "test-browser-compare"
 
-sync_api = pytest.importorskip("playwright.sync_api")
-if not Path(CHROMIUM).exists():
-    pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)", allow_module_level=True)
+from browser_env import ARGS, CHROMIUM, require_browser  # noqa: E402
+
+sync_api = require_browser()
 
 
 def _results_file(directory: Path) -> Path:

@@ -19,15 +19,10 @@ import pytest
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
-CHROMIUM = os.environ.get("S2D2_CHROMIUM", "/usr/bin/chromium")
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--no-first-run", "--disable-sync"]
-DESKTOP = {"width": 1366, "height": 900}
-PHONE = {"width": 390, "height": 844}
 
-sync_api = pytest.importorskip("playwright.sync_api")
-if not Path(CHROMIUM).exists():
-    pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)", allow_module_level=True)
+from browser_env import ARGS, CHROMIUM, DESKTOP, PHONE, require_browser  # noqa: E402
+
+sync_api = require_browser()
 
 import trace_factory as tf  # noqa: E402
 from html_replay_helpers import hostile_trace, text_content, token_classes  # noqa: E402

@@ -3,18 +3,11 @@ renderer (GitHub-flavoured, with autolinks), renders as text: no element, no lin
 from __future__ import annotations
 
 import json
-import os
 import socket
-from pathlib import Path
 
-import pytest
+from browser_env import ARGS, CHROMIUM, require_browser
 
-CHROMIUM = os.environ.get("S2D2_CHROMIUM", "/usr/bin/chromium")
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--no-first-run", "--disable-sync"]
-sync_api = pytest.importorskip("playwright.sync_api")
-if not Path(CHROMIUM).exists():
-    pytest.skip(f"no Chromium at {CHROMIUM}", allow_module_level=True)
+sync_api = require_browser()
 
 
 def test_escaped_file_text_renders_inert_in_gradio_markdown(tmp_path):

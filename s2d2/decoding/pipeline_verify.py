@@ -25,7 +25,7 @@ from ..models.masks import verify_2l_query
 from ..trace import Commit, Verification
 from .context import StepContext
 from .pipeline_state import PipeBlock, PipeState
-from .records import verify_detail, verify_rows
+from .records import fill_residual, verify_detail, verify_rows
 from .sampling import token_distribution
 from .verify import Acceptance, acceptance, residual_token
 
@@ -88,12 +88,7 @@ def _residual(ctx: StepContext, st: PipeState, record: Verification, position: i
 
 
 def _settle(ctx: StepContext, st: PipeState, record: Verification, commit: Commit, values: list[float]) -> None:
-    token = int(values[0])
-    record.resampled, record.residual_mass, record.fallback_to_q = token, values[1], bool(values[2])
-    commit.token = token
-    if ctx.rec.detailed:
-        record.resampled_text = commit.text = ctx.rec.text(token)
-    if token in ctx.stop_set:
+    if fill_residual(ctx, record, commit, values) in ctx.stop_set:
         st.eos = True
 
 

@@ -12,7 +12,7 @@ from typing import Any, Optional
 import torch
 
 from ..estimators import normalized_entropy, top2_margin
-from ..trace import MaskDraft, Verification, VerifyPosition
+from ..trace import Commit, MaskDraft, Verification, VerifyPosition
 from .recorder import top_k
 from .verify import Acceptance, Outcome
 from .context import StepContext
@@ -84,3 +84,14 @@ def verification_record(ctx: StepContext, kind: str, out: Outcome, masks: list[i
     text = ctx.rec.text(out.resampled) if (out.resampled is not None and ctx.rec.detailed) else ""
     return Verification(kind, ctx.cfg.acceptance, rows, out.accepted_len, out.first_reject, out.residual_mass,
                         out.fallback_to_q, out.resampled, text)
+
+
+def fill_residual(ctx: StepContext, verification: Verification, commit: Commit, values: list[float]) -> int:
+    """Complete a verification and its resampled commit from the device values [token, residual mass, fell back to
+    q], read with the transfer after the step (the residual draw stays on the device until then); the token."""
+    token = int(values[0])
+    verification.resampled, verification.residual_mass, verification.fallback_to_q = token, values[1], bool(values[2])
+    commit.token = token
+    if ctx.rec.detailed:
+        verification.resampled_text = commit.text = ctx.rec.text(token)
+    return token

@@ -28,7 +28,7 @@ from ..models.masks import draft_query
 from ..trace import Commit, PolicyInputs, StepRecord, Verification
 from .context import Draft, StepContext
 from .kv import kept_prefix_rows
-from .records import draft_detail, draft_records, draft_rows, verification_record
+from .records import draft_detail, draft_records, draft_rows, fill_residual, verification_record
 from .remasking import choose, rule_inputs
 from .routing_costs import skip_token_count, step_costs
 from .sampling import draw_with_probs, entropy, token_distribution
@@ -125,12 +125,7 @@ def _commits(ctx: StepContext, start: int, masks: list[int], picks: list[tuple[i
 
 
 def _settle_residual(ctx: StepContext, verification: Verification, commit: Commit, values: list[float]) -> None:
-    token = int(values[0])
-    verification.resampled, verification.residual_mass, verification.fallback_to_q = token, values[1], bool(values[2])
-    commit.token = token
-    if ctx.rec.detailed:
-        verification.resampled_text = commit.text = ctx.rec.text(token)
-    if token in ctx.stop_set:
+    if fill_residual(ctx, verification, commit, values) in ctx.stop_set:
         ctx.stop_hits.append(commit.position)
 
 

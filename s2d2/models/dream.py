@@ -16,6 +16,8 @@ from typing import Any, Mapping
 
 import torch
 
+from .weights import model_state, write_folder
+
 MODEL_TYPE = "dream"  # lower-cased; config.json says "Dream"
 ARCHITECTURE = "DreamModel"
 MASK_ID = 151666  # <|mask|>
@@ -50,19 +52,7 @@ def write_official(model: Any, folder: Path, extra_config: Mapping[str, Any] | N
                    dtype: torch.dtype | None = None) -> Path:
     """Save a Qwen2ForCausalLM as an official Dream folder: config.json, generation_config.json and
     model.safetensors (same names)."""
-    from safetensors.torch import save_file
-
-    folder.mkdir(parents=True, exist_ok=True)
-    state = dict(model.state_dict())
-    if model.config.tie_word_embeddings:
-        state.pop("lm_head.weight", None)
-    state = {k: (v.to(dtype) if dtype is not None and v.is_floating_point() else v).detach().contiguous().clone()
-             for k, v in state.items()}
-    save_file(state, str(folder / "model.safetensors"), metadata={"format": "pt"})
-    config = official_config_dict(model.config, extra_config)
-    if dtype is not None:
-        config["torch_dtype"] = str(dtype).replace("torch.", "")
-    (folder / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    config = write_folder(folder, model_state(model), official_config_dict(model.config, extra_config), dtype)
     gen = {k: config[k] for k in ("bos_token_id", "eos_token_id", "pad_token_id") if k in config}
     (folder / "generation_config.json").write_text(json.dumps(gen, indent=2) + "\n")  # official folders ship one
     return folder

@@ -25,14 +25,13 @@ the same function with bf16 round-off instead of float32 (identical in float32 a
 """
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
 import torch
 
-from .weights import read_safetensors, unexpected, unfilled
+from .weights import model_state, read_safetensors, unexpected, unfilled, write_folder
 
 MODEL_TYPE = "llada"
 ARCHITECTURE = "LLaDAModelLM"
@@ -204,17 +203,5 @@ def load_native(folder: Path, official: Mapping[str, Any], dtype: torch.dtype, a
 def write_official(model: Any, folder: Path, extra_config: Mapping[str, Any] | None = None,
                    dtype: torch.dtype | None = None) -> Path:
     """Save a LlamaForCausalLM in the official LLaDA layout: config.json + model.safetensors."""
-    from safetensors.torch import save_file
-
-    folder.mkdir(parents=True, exist_ok=True)
-    state = dict(model.state_dict())
-    if model.config.tie_word_embeddings:
-        state.pop("lm_head.weight", None)
-    official = {k: (v.to(dtype) if dtype is not None and v.is_floating_point() else v).detach().contiguous().clone()
-                for k, v in to_official(state).items()}
-    save_file(official, str(folder / "model.safetensors"), metadata={"format": "pt"})
-    config = official_config_dict(model.config, extra_config)
-    if dtype is not None:
-        config["torch_dtype"] = str(dtype).replace("torch.", "")
-    (folder / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    write_folder(folder, to_official(model_state(model)), official_config_dict(model.config, extra_config), dtype)
     return folder

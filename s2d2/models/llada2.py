@@ -24,7 +24,6 @@ other than null and a `score_function` other than sigmoid.
 """
 from __future__ import annotations
 
-import json
 import re
 import warnings
 from pathlib import Path
@@ -32,7 +31,7 @@ from typing import Any, Callable, Mapping
 
 import torch
 
-from .weights import read_safetensors, unexpected, unfilled
+from .weights import model_state, read_safetensors, unexpected, unfilled, write_folder
 
 MODEL_TYPE = "llada2_moe"
 ARCHITECTURE = "LLaDA2MoeModelLM"
@@ -248,20 +247,8 @@ def _empty_shared_experts(config: Any) -> dict[str, torch.Tensor]:
 def write_official(model: Any, folder: Path, extra_config: Mapping[str, Any] | None = None,
                    dtype: torch.dtype | None = None) -> Path:
     """Save a Glm4MoeForCausalLM in the official LLaDA2 layout: config.json + model.safetensors."""
-    from safetensors.torch import save_file
-
-    folder.mkdir(parents=True, exist_ok=True)
-    state = {k: v for k, v in model.state_dict().items()}
-    if model.config.tie_word_embeddings:
-        state.pop("lm_head.weight", None)
-    official = to_official(state)
-    official = {k: (v.to(dtype) if dtype is not None and v.is_floating_point() and not _keep_fp32(k) else v)
-                .detach().contiguous().clone() for k, v in official.items()}
-    save_file(official, str(folder / "model.safetensors"), metadata={"format": "pt"})
-    config = official_config_dict(model.config, extra_config)
-    if dtype is not None:
-        config["torch_dtype"] = str(dtype).replace("torch.", "")
-    (folder / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    write_folder(folder, to_official(model_state(model)), official_config_dict(model.config, extra_config), dtype,
+                 keep_fp32=_keep_fp32)
     return folder
 
 
