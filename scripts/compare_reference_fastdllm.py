@@ -91,8 +91,8 @@ class RefModel:
                  attention_mask: torch.Tensor | None = None, use_block_cache: bool = False, **_: Any) -> Any:
         from transformers import DynamicCache
 
-        assert not use_block_cache, ("the block-cache path is not compared (docs/algorithm.md, 'Where we deviate from "
-                                     "the reference code')")
+        assert not use_block_cache, ("the block-cache path is not compared "
+                                     "(docs/algorithm.md, 'Where we deviate from the reference code')")
         cache = past_key_values if past_key_values is not None else DynamicCache(config=self.hf.config)
         known, n = cache.get_seq_length(), int(input_ids.shape[1])
         if attention_mask is None:
