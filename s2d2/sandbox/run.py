@@ -34,7 +34,7 @@ from . import isolation as iso
 
 ALLOW_ENV = "S2D2_ALLOW_CODE_EVAL"
 REFUSAL = (f"running model-written code is off; opt in with {ALLOW_ENV}=1 or --allow-code-eval to run it in the "
-           "sandbox (README: Code benchmarks)")
+           "sandbox (docs/evaluation.md, 'Code benchmarks (HumanEval / MBPP format)')")
 CHILD = str(Path(__file__).with_name("child.py"))
 MAX_SOURCE_BYTES = 1 << 20
 SIGNAL_REASONS = {signal.SIGXCPU: "CPU time limit", signal.SIGXFSZ: "file size limit",
