@@ -30,6 +30,7 @@ def opted_in(monkeypatch):
     monkeypatch.setenv(ALLOW_ENV, "1")
 
 
+@needs_bwrap
 def test_a_right_answer_still_passes() -> None:
     assert check_code("    return a + b\n", ADD, "humaneval", FAST).passed
 
@@ -81,11 +82,13 @@ os._exit(0)
     "    return a - b\n" + FORGE,
     "    return a - b\n" + FAKE_STATUS,
 ], ids=["sys-exit-in-main", "exit-in-body", "raise-SystemExit", "SystemExit-0", "forged-token", "fake-status"])
+@needs_bwrap
 def test_a_wrong_answer_that_stops_early_or_forges_the_verdict_fails(completion: str) -> None:
     result = check_code(completion, ADD, "humaneval", FAST)
     assert not result.passed, result
 
 
+@needs_bwrap
 def test_a_system_exit_says_it_is_counted_as_a_failure() -> None:
     result = check_code("    raise SystemExit(0)\n", ADD, "humaneval", FAST)
     assert "SystemExit(0)" in result.reason and "a failure" in result.reason, result.reason
