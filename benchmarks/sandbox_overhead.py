@@ -2,9 +2,9 @@
 
     S2D2_ALLOW_CODE_EVAL=1 python benchmarks/sandbox_overhead.py --runs 20
 
-Arms: all layers (bubblewrap + cgroups + Python guards, the default), no bubblewrap (the fallback the user must accept), and a plain
-`python -I -c` subprocess (no sandbox) for scale. The program is a passing HumanEval-style check (a small function
-and three asserts). Runs are interleaved; the figures are the median and the 90th percentile wall seconds per
+Arms: all layers (bubblewrap + cgroups + Python guards, the default), no bubblewrap (the fallback the user must
+accept), and a plain `python -I -c` subprocess (no sandbox) for scale. The program is a passing HumanEval-style
+check (a small function and three asserts). Runs are interleaved; the figures are the median and the 90th percentile wall seconds per
 sample. Nothing is asserted.
 """
 from __future__ import annotations
