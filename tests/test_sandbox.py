@@ -34,13 +34,13 @@ def run_contained(source: str, limits: SandboxLimits = FAST, **kwargs):
     if NAMESPACES is None and kwargs.get("namespaces", True):
         pytest.skip(f"bubblewrap unavailable here, the sandbox refuses (tested in test_sandbox_escapes.py): "
                     f"{NO_NAMESPACES_WHY}")
-    before = sandbox_folders()
     result = run_program(source, limits, **kwargs)
     assert result.run_id and iso.marked_processes(result.run_id) == []
-    assert sandbox_folders() <= before
-    root, _ = iso.pids_cgroup_root()
-    if root is not None:
-        assert not os.path.exists(os.path.join(root, f"s2d2-sandbox-{result.run_id}"))
+    assert not any(name.startswith(f"s2d2-sandbox-{result.run_id}") for name in sandbox_folders())  # its own
+    for controller in ("pids", "memory"):
+        root, _ = iso.cgroup_root(controller)
+        if root is not None:
+            assert not os.path.exists(os.path.join(root, f"s2d2-sandbox-{result.run_id}"))
     assert not ESCAPE.exists()
     return result
 

@@ -109,9 +109,8 @@ def run_program(source: str, limits: SandboxLimits = SandboxLimits(), *, namespa
         raise CodeEvalRefused(refusal)
     if len(source.encode("utf-8", "replace")) > MAX_SOURCE_BYTES:
         return _refused(f"program larger than {MAX_SOURCE_BYTES} bytes")
-    work = os.path.realpath(tempfile.mkdtemp(prefix="s2d2-sandbox-"))
-    os.chmod(work, 0o777)  # uid nobody inside bubblewrap writes here (the folder is private to the run)
     marker = secrets.token_hex(8)
+    work = os.path.realpath(tempfile.mkdtemp(prefix=f"s2d2-sandbox-{marker}-"))  # named by the run: checkable
     groups: list[str] = []
     proc: Optional[subprocess.Popen] = None
     try:
@@ -126,6 +125,9 @@ def run_program(source: str, limits: SandboxLimits = SandboxLimits(), *, namespa
         env.update(HOME=inside, TMPDIR=inside)
         groups = _cgroups(marker, limits, applied, missing)
         applied.append("python-guards") if python_guards else missing.update({"python-guards": "turned off"})
+        if "uid-nobody" in applied:
+            os.chown(work, iso.NOBODY_UID, iso.NOBODY_UID)  # the program's own folder (bubblewrap maps its nobody
+            # to this user: there the folder stays ours, mode 0700)
         status_r, status_w = os.pipe()
         cfg = _settings(limits, inside, status_w, prefix is not None, python_guards, "memory-cgroup" in applied)
         child = iso.INSIDE_CHILD if prefix else CHILD
