@@ -179,8 +179,13 @@ _CACHE_LOCK = threading.Lock()
 
 
 def content_key(trace: Trace) -> str:
-    """A digest of the trace's content (two loads of the same file share it)."""
-    return hashlib.sha256(trace.to_json().encode("utf-8", "surrogatepass")).hexdigest()
+    """A digest of the trace's content (two loads of the same file share it), kept on the trace object: a trace on
+    screen is never changed in place (a new run or upload is a new object)."""
+    key = trace.__dict__.get("_s2d2_content_key")
+    if key is None:
+        key = hashlib.sha256(trace.to_json().encode("utf-8", "surrogatepass")).hexdigest()
+        trace.__dict__["_s2d2_content_key"] = key
+    return key
 
 
 def _cached(key: tuple[str, int]) -> Optional[Built]:
