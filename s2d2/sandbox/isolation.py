@@ -3,7 +3,7 @@
 * bubblewrap (`bwrap`, Debian package `bubblewrap`): new user, PID, network, mount, IPC and UTS namespaces, every
   capability dropped, no_new_privs, --die-with-parent; the new root is a read-only tmpfs holding only Python's own
   prefix and /usr (read-only), /dev, its own /proc, and the work folder (the one writable place). Nothing of the
-  repository, /etc, /tmp or any home is visible, and a Unix socket outside cannot be named. Refused by some
+  repository, /etc, /tmp or any home is visible; a seccomp filter refuses socket(AF_UNIX). Refused by some
   kernels and containers (unprivileged user namespaces off): then the sandbox refuses to run code unless the user
   accepts less (run.py).
 * cgroups (root only): a pids group and a memory group per run, so the process count and the memory of all the
@@ -14,8 +14,10 @@
 from __future__ import annotations
 
 import os
+import platform
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import time
@@ -46,12 +48,41 @@ def python_binds() -> list[str]:
     return args
 
 
-def bwrap_command(work: str, child: str, env: dict[str, str]) -> Optional[list[str]]:
-    """The bwrap argv (without the program) for one run, or None when bubblewrap is unavailable."""
+# (audit arch, socket syscall number) of the machines the seccomp filter knows
+SECCOMP_ARCHES = {"x86_64": (0xC000003E, 41), "aarch64": (0xC00000B7, 198)}
+AF_UNIX, EAFNOSUPPORT, X32_BIT = 1, 97, 0x40000000
+
+
+def seccomp_filter() -> Optional[bytes]:
+    """A classic-BPF seccomp program refusing socket(AF_UNIX, ...) with EAFNOSUPPORT (and every syscall of a foreign
+    ABI), so no path or abstract Unix socket outside can be reached whatever the mounts; None on another machine."""
+    arch = SECCOMP_ARCHES.get(platform.machine())
+    if arch is None:
+        return None
+    audit_arch, nr_socket = arch
+    ld, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06
+    allow, deny = 0x7FFF0000, 0x00050000 | EAFNOSUPPORT
+    program = [(ld, 0, 0, 4),               # 0: A = arch
+               (jeq, 0, 6, audit_arch),     # 1: a foreign ABI -> 8
+               (ld, 0, 0, 0),               # 2: A = syscall number
+               (jge, 4, 0, X32_BIT),        # 3: an x32 syscall -> 8
+               (jeq, 0, 2, nr_socket),      # 4: not socket() -> 7
+               (ld, 0, 0, 16),              # 5: A = its first argument (low 32 bits), the family
+               (jeq, 1, 0, AF_UNIX),        # 6: AF_UNIX -> 8
+               (ret, 0, 0, allow),          # 7
+               (ret, 0, 0, deny)]           # 8
+    return b"".join(struct.pack("=HBBI", *op) for op in program)
+
+
+def bwrap_command(work: str, child: str, env: dict[str, str], seccomp_fd: Optional[int] = None
+                  ) -> Optional[list[str]]:
+    """The bwrap argv (without the program) for one run, or None when bubblewrap is unavailable; `seccomp_fd`
+    is a readable descriptor holding seccomp_filter()."""
     exe, _ = bwrap_available()
     if exe is None:
         return None
-    cmd = [exe, *BWRAP_FLAGS, *python_binds(), "--proc", "/proc", "--dev", "/dev", "--dir", "/tmp",
+    cmd = [exe, *BWRAP_FLAGS, *(("--seccomp", str(seccomp_fd)) if seccomp_fd is not None else ()), *python_binds(),
+           "--proc", "/proc", "--dev", "/dev", "--dir", "/tmp",
            "--bind", work, INSIDE_WORK, "--ro-bind", child, INSIDE_CHILD, "--chdir", INSIDE_WORK]
     for key, value in env.items():
         cmd += ["--setenv", key, value]

@@ -6,6 +6,7 @@ see isolation.py and child.py):
 
 * bubblewrap: new user (uid nobody), PID, network (loopback only), mount, IPC and UTS namespaces; a read-only root
   with only /usr, Python's prefix, /dev and /proc; the work folder the one writable place; every capability dropped;
+  a seccomp filter refusing socket(AF_UNIX) (x86_64, aarch64);
 * limits: CPU seconds, address space, file size, open files, core dumps off, processes (RLIMIT_NPROC, and a pids
   cgroup for root), and the memory of all the run's processes together (a memory cgroup; without one each
   process gets memory_mb / processes of address space and the process cap shrinks to match);
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import secrets
 import selectors
 import shutil
@@ -118,7 +120,7 @@ def run_program(source: str, limits: SandboxLimits = SandboxLimits(), *, namespa
         missing: dict[str, str] = {}
         applied = ["rlimits", "wall-timeout", "output-cap", "scrubbed-environment", "capabilities-dropped"]
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", iso.MARKER_ENV: marker}
-        prefix = _namespace_layer(namespaces, work, env, applied, missing)
+        prefix, seccomp_fd = _namespace_layer(namespaces, work, env, applied, missing)
         inside = iso.INSIDE_WORK if prefix else work
         if prefix is None and os.geteuid() == 0:
             _nobody_layer(applied, missing)
@@ -134,9 +136,11 @@ def run_program(source: str, limits: SandboxLimits = SandboxLimits(), *, namespa
         t0 = time.monotonic()
         proc = subprocess.Popen([*(prefix or ()), os.path.realpath(sys.executable), "-I", "-B", child], cwd=work,
                                 env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                pass_fds=(status_w,), start_new_session=True,
+                                pass_fds=(status_w, *filter(None, [seccomp_fd])), start_new_session=True,
                                 preexec_fn=(lambda: iso.join_cgroups(groups)) if groups else None)
         os.close(status_w)
+        if seccomp_fd is not None:
+            os.close(seccomp_fd)
         proc.stdin.write(json.dumps(cfg).encode())
         proc.stdin.close()
         out = _collect(proc, status_r, limits)
@@ -153,18 +157,29 @@ def run_program(source: str, limits: SandboxLimits = SandboxLimits(), *, namespa
 
 
 def _namespace_layer(namespaces: bool, work: str, env: dict[str, str], applied: list[str],
-                     missing: dict[str, str]) -> Optional[list[str]]:
-    """bubblewrap's argv prefix, or None (the caller accepted less) with the reason in `missing`."""
+                     missing: dict[str, str]) -> tuple[Optional[list[str]], Optional[int]]:
+    """(bubblewrap's argv prefix, the descriptor of its seccomp filter, for the child to inherit), or (None, None)
+    when the caller accepted less, with the reason in `missing`."""
     if not namespaces:
         missing["namespaces"] = "turned off by the caller"
-        return None
-    prefix = iso.bwrap_command(work, CHILD, {**env, "HOME": iso.INSIDE_WORK, "TMPDIR": iso.INSIDE_WORK})
+        return None, None
+    program = iso.seccomp_filter() if iso.bwrap_available()[0] else None
+    fd = None
+    if program is not None:
+        fd, writer = os.pipe()
+        os.write(writer, program)  # 72 bytes: far below a pipe's buffer
+        os.close(writer)
+    prefix = iso.bwrap_command(work, CHILD, {**env, "HOME": iso.INSIDE_WORK, "TMPDIR": iso.INSIDE_WORK}, fd)
     if prefix is None:
         missing["namespaces"] = iso.bwrap_available()[1] + f" ({ACCEPT_LESS_ENV}=1 accepted less)"
-        return None
+        return None, None
     applied += ["bubblewrap", "user-namespace", "pid-namespace", "network-namespace", "mount-namespace",
                 "read-only-filesystem"]
-    return prefix
+    if fd is None:
+        missing["no-unix-sockets"] = f"no seccomp filter for {platform.machine()}"
+    else:
+        applied.append("no-unix-sockets")
+    return prefix, fd
 
 
 def _nobody_layer(applied: list[str], missing: dict[str, str]) -> None:
