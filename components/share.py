@@ -188,11 +188,8 @@ def html_replay(state: Any, step: Any) -> dict[str, Any]:
             "share_status": status + (f" {md_escape(page.note, 300)}" if page.note else "")}
 
 
-# -- hook for app.py (issue 29, row 4) ------------------------------------------------------------------------
-# The export is CPU work one visitor can repeat: it runs as that visitor's one job, like a decode (one at a time
-# per session and per client, refused while a decode runs, stoppable). app.py wires it as
-#     c["make_html"].click(keyed(share.html_replay_job, ctx), ..., validator=guard.admit, ...)
-# in place of keyed(share.html_replay, ctx).
+# The export is CPU work one visitor can repeat: app.py wires it as that visitor's one job, like a decode (one at a
+# time per session and per client, refused while a decode runs, stoppable).
 
 def html_replay_refused(message: str) -> dict[str, Any]:
     """What an export that may not start shows (guard.one_job): the visitor already has a job."""
