@@ -2,7 +2,7 @@
 
 `python app.py` serves the app on the bundled model, opened on an example where S2D2's verifier catches a token the
 diffusion baseline gets wrong. The same file runs unchanged as a Hugging Face Space. Wiring only: each tab's layout
-is a builder in components/, every handler a pure function in components/handlers.py that returns
+is a builder in components/, every handler a pure function in components/replay/handlers.py that returns
 {component name: value}; `keyed` maps the names to the components registered in the Ctx.
 """
 from __future__ import annotations
@@ -14,30 +14,30 @@ from typing import Any, Callable, Optional
 import gradio as gr
 from starlette.middleware import Middleware
 
-from components import guard
-from components import handlers as h
-from components import share
-from components.canvas import CANVAS_CSS
-from components.compare import COMPARE_CSS
-from components.compare_tab import build_compare_tab
-from components.disk import prepare_cache
-from components.examples import examples_dir, first_example, list_examples, load_pair
-from components.front_door import FrontDoor
-from components.learn import TOUR_CSS, TourHandles, build_learn_tab
-from components.ledger import LEDGER_CSS
-from components.metrics_tab import build_metrics_tab
-from components.protect import protect
-from components.replay_tab import build_replay_tab, step_js
-from components.residual import RESIDUAL_CSS
-from components.run_panel import preload_on_spaces
-from components.run_tab import build_run_tab
-from components.share_row import COPY_JS
-from components.story import Story, pair_story, single_story
-from components.strip import STRIP_CSS
-from components.sweep import build_sweep_tab
-from components.tour import load_material
-from components.tour_stops import TourMaterial
-from components.tour_views import target
+from components.serve import gpu_slot as guard
+from components.replay import handlers as h
+from components.files import share_links as share
+from components.views.canvas import CANVAS_CSS
+from components.compare.lanes import COMPARE_CSS
+from components.compare.layout import build_compare_tab
+from components.serve.disk_budget import prepare_cache
+from components.files.examples import examples_dir, first_example, list_examples, load_pair
+from components.serve.front_door import FrontDoor
+from components.tour.layout import TOUR_CSS, TourHandles, build_learn_tab
+from components.views.ledger import LEDGER_CSS
+from components.replay.metrics_layout import build_metrics_tab
+from components.serve.event_guard import protect
+from components.replay.layout import build_replay_tab, step_js
+from components.views.residual import RESIDUAL_CSS
+from components.run.decode import preload_on_spaces
+from components.run.layout import build_run_tab
+from components.replay.share_row import COPY_JS
+from components.views.story import Story, pair_story, single_story
+from components.views.verify_strip import STRIP_CSS
+from components.sweep.panel import build_sweep_tab
+from components.tour.material import load_material
+from components.tour.stops import TourMaterial
+from components.tour.pictures import target
 from components.ui import PRIVATE, Ctx, keyed
 from s2d2.limits import limits
 from s2d2.trace import Trace
@@ -190,7 +190,7 @@ def build_demo() -> gr.Blocks:
     ctx = Ctx(o.trace)
     built: dict[str, Any] = {}
     # Gradio's cache (uploads, downloads) is swept every 10 minutes of files older than an hour, and wiped on
-    # restart; exported traces have their own bounded folder (components/traces_io.py).
+    # restart; exported traces have their own bounded folder (components/files/traces.py).
     with gr.Blocks(title="S2D2 Explorer", delete_cache=(600, 3600)) as demo:
         gr.Markdown(INTRO, elem_id="intro")
         ctx["state"] = gr.State(o.first.get("state"))
@@ -202,13 +202,13 @@ def build_demo() -> gr.Blocks:
         wire_share(ctx, demo)
         demo.unload(guard.on_unload)  # a closed tab or client stops its job within one forward
     # api_open=False: no event runs outside the queue (POST /gradio_api/run/<name> answers only for Stop, which is
-    # outside it by design); protect() wraps every event, whichever tab registered it (components/protect.py).
+    # outside it by design); protect() wraps every event, whichever tab registered it (components/serve/event_guard.py).
     demo.queue(default_concurrency_limit=4, max_size=limits().queue_size, api_open=False)
     return protect(demo)
 
 
-# A session's state is a small handle (components/state_store.py keeps the traces under byte budgets); Gradio's own
-# per-session record is about 0.4 MB plus the last views sent. The front door (components/front_door.py) keeps
+# A session's state is a small handle (components/serve/state_budget.py keeps the traces under byte budgets); Gradio's own
+# per-session record is about 0.4 MB plus the last views sent. The front door (components/serve/front_door.py) keeps
 # at most S2D2_MAX_SESSIONS sessions and never evicts an active one; Gradio's capacity has a margin for races.
 LAUNCH_KWARGS: dict[str, Any] = dict(theme=THEME, css=CSS, js=KEYS_JS,
                                      state_session_capacity=limits().max_sessions + 64,

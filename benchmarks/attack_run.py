@@ -1,4 +1,4 @@
-"""`python benchmarks/load_test.py --attack`: the honest visitor's latency alone and beside each attacker.
+"""`python -m benchmarks.load_test --attack`: the honest visitor's latency alone and beside each attacker.
 
 Phases, each --phase-s seconds on one server: "none" (the honest visitor alone), then one per attacker of
 benchmarks/attackers.py. The honest visitor (address 10.1.0.1, one session) repeats: three replay steps, one
@@ -9,7 +9,6 @@ should, and the attacker's answers by HTTP status.
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 import threading
 import time
@@ -19,10 +18,9 @@ from typing import Any
 import httpx
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "tests"))
 
-from attackers import ATTACKS, ReplayFlood  # noqa: E402
-from load_test import free_port, knobs, pct, server_cpu_s, server_rss_mb, start_server, stop_server  # noqa: E402
+from benchmarks.attackers import ATTACKS, ReplayFlood
+from benchmarks.load_test import free_port, knobs, pct, server_cpu_s, server_rss_mb, start_server, stop_server
 
 HONEST_IP = "10.1.0.1"
 PROMPT = "Tom has 12 apples. He buys 7 more. How many apples does Tom have now?"
@@ -30,7 +28,7 @@ LONG_PROMPT = "It is a truth universally acknowledged, that"  # a continuation: 
 
 
 def long_knobs(gen: int) -> list:
-    from components.run_panel import KNOB_NAMES, preset_values
+    from components.run.decode import KNOB_NAMES, preset_values
 
     values = dict(zip(KNOB_NAMES, preset_values("dynamic-baseline")))
     values.update(gen_length=gen, block_length=4)
@@ -113,7 +111,7 @@ def line(name: str, values: list[float]) -> str:
 
 
 def run_attacks(args: argparse.Namespace) -> int:
-    from upload_fuzz import worst_trace
+    from fixtures.upload_fuzz import worst_trace
 
     from s2d2.limits import limits
 

@@ -18,8 +18,8 @@ from typing import Any
 
 import torch
 
-import d2f_models as M
-from d2f_reference import run_reference, write_checkpoints
+from fixtures import tiny_d2f as M
+from benchmarks.d2f_reference import run_reference, write_checkpoints
 
 G, B = 24, 4
 PROMPTS = ([5, 9, 17, 33, 2], [71, 3, 88, 14, 56, 21, 9], [40, 41, 42])

@@ -1,6 +1,6 @@
 """Ours beside phymhan/S2D2's D2F reference, on tiny random checkpoints in the official LLaDA and Dream layouts.
 
-    S2D2_REF_D2F=/path/to/S2D2/D2F S2D2_REF_SITE=/path/to/site python benchmarks/d2f_reference.py [--record-logits]
+    S2D2_REF_D2F=/path/to/S2D2/D2F S2D2_REF_SITE=/path/to/site python -m benchmarks.d2f_reference [--record-logits]
 
 `S2D2_REF_D2F` is a local checkout of the reference's `D2F/` folder (never vendored: `fetch` it, or clone
 github.com/phymhan/S2D2); `S2D2_REF_SITE` a directory holding transformers 4.46 and peft 0.13 (`pip install
@@ -9,7 +9,7 @@ accelerate==1.1.1`), which its modeling files need. The reference half runs in i
 (d2f_reference_side.py) on the same folders; without the variables this script prints one line and exits 0.
 
 * `--record-logits` writes tests/data/d2f_reference_logits.safetensors: the reference modeling code's float64
-  logits for the forwards tests/test_d2f_loading.py compares natively (full attention, D2F's block-causal mask, a
+  logits for the forwards tests/lib/test_d2f_loading.py compares natively (full attention, D2F's block-causal mask, a
   cached forward, the verifier, a LoRA adapter), with the checkpoints' fingerprints.
 * otherwise it decodes every case of `decode_cases()` with the reference's `generate_block_single` /
   `generate_block_speculative` and with ours (`loop="pipeline"`), and compares tokens, NFE, the positions decoded
@@ -27,8 +27,6 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
 
 LOGITS = ROOT / "tests" / "data" / "d2f_reference_logits.safetensors"
 PROMPT, BLOCK = [5, 9, 17, 33, 2], 4  # the logits test: a 5-token prompt, then two blocks of 4
@@ -52,7 +50,7 @@ def run_reference(env: dict[str, str], job: dict[str, Any], out: Path) -> None:
 
 
 def write_checkpoints(tmp: Path, head_scale: float = 0.6) -> dict[str, dict[str, str]]:
-    import d2f_models as M
+    from fixtures import tiny_d2f as M
 
     out = {}
     for fam, write in (("llada", M.write_llada), ("dream", M.write_dream)):
@@ -64,7 +62,7 @@ def write_checkpoints(tmp: Path, head_scale: float = 0.6) -> dict[str, dict[str,
 
 
 def record_logits(env: dict[str, str]) -> None:
-    import d2f_models as M
+    from fixtures import tiny_d2f as M
     from safetensors.torch import load_file, save_file
 
     with tempfile.TemporaryDirectory() as d:
@@ -93,7 +91,7 @@ def main() -> None:
     if args.record_logits:
         record_logits(env)
         return
-    from d2f_compare import compare_all  # the decode comparison (kept beside this script)
+    from benchmarks.d2f_compare import compare_all  # the decode comparison (kept beside this script)
 
     compare_all(env)
 

@@ -1,8 +1,8 @@
 """Decode speed, side by side in one run: S2D2 vs AR (wall and NFE), trace on vs off, the share of decode time
 outside model forwards, and the dynamic vs the static forward backend (s2d2/models/static_backend.py).
 
-    python benchmarks/decode_speed.py                 # bundled tiny model (random tiny Qwen3 if absent)
-    python benchmarks/decode_speed.py --model PATH --gen-length 128 --repeats 3 --backends dynamic
+    python -m benchmarks.decode_speed                 # bundled tiny model (random tiny Qwen3 if absent)
+    python -m benchmarks.decode_speed --model PATH --gen-length 128 --repeats 3 --backends dynamic
 
 Runs are interleaved (every arm on every backend, prompt by prompt, repeat by repeat), so machine noise hits every
 arm alike; figures are totals over all runs. Every arm is lean (`detailed=False`) except `s2d2_traced`, which
@@ -16,16 +16,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
 
 import s2d2  # noqa: E402
-from cpu_clock import CpuClock  # noqa: E402
+from benchmarks.cpu_clock import CpuClock
 from s2d2.host_syncs import HostSyncCounter  # noqa: E402
 from s2d2.models import HFModel  # noqa: E402
 

@@ -1,14 +1,14 @@
 """Lossless S2D2 against greedy AR on held-out questions: identical outputs, and how many forwards each needed.
 
-    python benchmarks/exactness.py                          # bundled tiny model, 40 questions, B = 16 + reuse + fused
-    python benchmarks/exactness.py --n 40 --out assets/results/exactness.json
-    python benchmarks/exactness.py --block 8 --no-reuse --no-fused
+    python -m benchmarks.exactness                          # bundled tiny model, 40 questions, B = 16 + reuse + fused
+    python -m benchmarks.exactness --n 40 --out assets/results/exactness.json
+    python -m benchmarks.exactness --block 8 --no-reuse --no-fused
 
 The S2D2 arm is the AR-exactness setting of docs/algorithm.md, 'Acceptance modes and AR-exactness': `greedy_exact`
 acceptance, the `always` policy, `cache_ver`, k_s = 1 and no extras, here with the forward-saving options (`kv_reuse`,
 `fused_commit`) on. It should emit exactly the tokens of greedy AR (method `ar`, one forward per token); every question
 is checked token for token, up to the first stop id or `gen_length` tokens. NFE is exact and deterministic (no timing
-here). The result file is what the app's tour quotes in its exactness stop (components/exactness.py); each question's
+here). The result file is what the app's tour quotes in its exactness stop (components/views/exactness.py); each question's
 row says whether it matched.
 """
 from __future__ import annotations
@@ -16,16 +16,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-COMMAND = "python benchmarks/exactness.py"
+COMMAND = "python -m benchmarks.exactness"
 
 
 def lossless_config(block: int, gen_length: int, reuse: bool = True, fused: bool = True) -> Any:

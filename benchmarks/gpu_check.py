@@ -1,8 +1,8 @@
 """One short prepared GPU check. Every row is printed (flushed) the moment it is measured; the run stays inside
 `--budget-s` (default 150 s) and says what it skipped to do so.
 
-    python benchmarks/gpu_check.py                        # CUDA: SDAR-1.7B shapes (random bf16 weights) + bundled model
-    python benchmarks/gpu_check.py --small --budget-s 30  # tiny shapes; also what runs when there is no CUDA
+    python -m benchmarks.gpu_check                        # CUDA: SDAR-1.7B shapes (random bf16 weights) + bundled model
+    python -m benchmarks.gpu_check --small --budget-s 30  # tiny shapes; also what runs when there is no CUDA
 
 Rows, in order:
 1. The 2L-vs-sequential invariant in float32 (max |dlogit| of row L+i against one MASK query after committing
@@ -23,7 +23,7 @@ On an H200 (the image has transformers 5.17 and no registry access, so a 5.24 wh
 `python3 -m pip download` in .library/device/README.md; `regex` too, transformers 5.24 wants >= 2025.10.22), one
 device call, `carry: [".whl"]`, `timeout_s: 600`:
 
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site || exit; PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 python3 benchmarks/gpu_check.py --budget-s 300 2>&1 | tee $OUT/gpu_check.txt
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site || exit; PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 python3 -m benchmarks.gpu_check --budget-s 300 2>&1 | tee $OUT/gpu_check.txt
 """
 from __future__ import annotations
 
@@ -37,7 +37,6 @@ import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any, Callable  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
@@ -362,8 +361,7 @@ def sync_rows(tag: str, models: dict[str, Any], prompt: Any, budget: Budget) -> 
 
 def savers_rows(tag: str, models: dict[str, Any], prompt: Any, budget: Budget, runs: int = 3) -> None:
     """S2D2 (sdar-config-b, lean) wall per token with the model-side savers and without them, interleaved."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from model_savers import WithoutSavers
+    from benchmarks.model_savers import WithoutSavers
 
     cfg = s2d2.preset("sdar-config-b", gen_length=32)
     for backend, model in models.items():

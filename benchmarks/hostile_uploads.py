@@ -1,12 +1,12 @@
 """Hostile trace uploads through the app's upload handler: worst-case time, payload and RSS growth (not a test).
 
-    python benchmarks/hostile_uploads.py                  # 300 fuzz cases + the issue's rows + the worst trace
-    python benchmarks/hostile_uploads.py --cases 1000 --budget-s 600
+    python -m benchmarks.hostile_uploads                  # 300 fuzz cases + the issue's rows + the worst trace
+    python -m benchmarks.hostile_uploads --cases 1000 --budget-s 600
 
 The corpus: the files of issue 8 (an extra 10-million-position block; steps=[] with total_length=100000; a 250-digit
 seed; window=[5]; span=[]; 100k-deep nesting; 5 MB of whitespace; a pickle), the heaviest trace the validator
-accepts (tests/upload_fuzz.worst_trace), and random mutations of the shipped traces (tests/upload_fuzz.py). Each
-file goes through `components.handlers.upload_trace`, exactly what the Upload box calls: read, validate, build
+accepts (tests/upload_fuzz.worst_trace), and random mutations of the shipped traces (fixtures/upload_fuzz.py). Each
+file goes through `components.replay.handlers.upload_trace`, exactly what the Upload box calls: read, validate, build
 every view. Reported: accepted/refused counts, upload time (p50, p95, max and its case), payload of the views, and
 upload CPU time (this thread's, so a machine shared with other jobs shows in wall time only), the process RSS
 before, after, at its peak and its largest growth during one upload, plus the RSS after the worst
@@ -24,12 +24,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
 
-import upload_fuzz as uf  # noqa: E402
+from fixtures import upload_fuzz as uf
 
-from components import handlers  # noqa: E402
+from components.replay import handlers
 from s2d2.limits import limits  # noqa: E402
 
 

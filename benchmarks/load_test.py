@@ -1,8 +1,8 @@
 """Concurrent visitors on loopback through gradio_client: latency of upload, step and run; errors; server RSS.
 
-    python benchmarks/load_test.py                          # 16 sessions, bundled model, 32-token runs
-    python benchmarks/load_test.py --sessions 32 --gen 64 --budget-s 600
-    python benchmarks/load_test.py --attack                 # honest visitor beside each attacker (issue 19)
+    python -m benchmarks.load_test                          # 16 sessions, bundled model, 32-token runs
+    python -m benchmarks.load_test --sessions 32 --gen 64 --budget-s 600
+    python -m benchmarks.load_test --attack                 # honest visitor beside each attacker (issue 19)
 
 Starts the app (`app.py`) in a subprocess on a free port, trusting one proxy hop (X-Forwarded-For names the
 visitor, as on a Space). Default mode: N client sessions at once, each its own visitor: upload a
@@ -30,9 +30,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
-from components.run_panel import KNOB_NAMES, preset_values  # noqa: E402
+from components.run.decode import KNOB_NAMES, preset_values
 
 TRACE = ROOT / "assets" / "traces" / "03-verify-when-it-pays--block-4.json"
 PROMPT = "Tom has 12 apples. He buys 7 more. How many apples does Tom have now?"
@@ -147,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=8, help="--attack: attacker threads")
     args = ap.parse_args(argv)
     if args.attack:
-        from attack_run import run_attacks
+        from benchmarks.attack_run import run_attacks
 
         return run_attacks(args)
     port = free_port()

@@ -1,7 +1,7 @@
 """Server RSS and disk under attack: heavy sessions, then back-to-back uploads at the size limit (issue 19, rows 8-9).
 
-    python benchmarks/memory_budget.py                      # 300 heavy sessions, 100 uploads of 5 MB
-    python benchmarks/memory_budget.py --sessions 50 --uploads 20
+    python -m benchmarks.memory_budget                      # 300 heavy sessions, 100 uploads of 5 MB
+    python -m benchmarks.memory_budget --sessions 50 --uploads 20
 
 Starts the app (`app.py`) in a subprocess with its default limits (one trusted proxy hop, so each session can
 come from its own address: the worst case, no per-client quota binds). Phase 1: --sessions sessions, each uploads
@@ -27,10 +27,8 @@ from pathlib import Path
 import httpx
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))
-sys.path.insert(0, str(HERE.parent / "tests"))
 
-from load_test import free_port, server_rss_mb, start_server, stop_server  # noqa: E402
+from benchmarks.load_test import free_port, server_rss_mb, start_server, stop_server
 
 
 def heavy_trace_text(seed: int, base: dict) -> str:
@@ -105,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--upload-mb", type=float, default=5.0)
     ap.add_argument("--threads", type=int, default=3)
     args = ap.parse_args(argv)
-    from upload_fuzz import worst_trace
+    from fixtures.upload_fuzz import worst_trace
 
     from s2d2.limits import limits
 

@@ -5,7 +5,7 @@
 * row picks: the decoder passes the device index of the logit rows it reads, so only those rows are copied to
   float32 (the draft reads the mask rows, the verifier the span rows).
 
-    python benchmarks/model_savers.py --threads 1
+    python -m benchmarks.model_savers --threads 1
 
 Arm "without" wraps the model so that every mask is widened on the host before the forward and every forward
 returns all its rows in float32 (the rows are picked afterwards): exactly the work the decoder did before. Both
@@ -17,11 +17,9 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
@@ -30,8 +28,7 @@ from s2d2.models import HFModel  # noqa: E402
 from s2d2.models.base import QueryMask  # noqa: E402
 from s2d2.models.masks import widen  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from decode_speed import load, task_prompts  # noqa: E402
+from benchmarks.decode_speed import load, task_prompts
 
 
 class WithoutSavers:

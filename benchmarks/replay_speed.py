@@ -1,7 +1,7 @@
 """Replay cost for a long trace: server time and payload size of every replay output (not a test).
 
-    python benchmarks/replay_speed.py                     # synthetic 512-token trace (tests/trace_factory.large)
-    python benchmarks/replay_speed.py --trace path.json   # any recorded trace
+    python -m benchmarks.replay_speed                     # synthetic 512-token trace (tests/trace_factory.large)
+    python -m benchmarks.replay_speed --trace path.json   # any recorded trace
 
 Reports: trace JSON size and parse time; per scrubber step the time to build (canvas, strip, routing, mask,
 summary) and their serialized size; the whole-run figures built on load.
@@ -11,16 +11,13 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
 
-from components.replay import STEP_VIEWS, metrics_table, render_step, render_timelines  # noqa: E402
-from components.trace_index import build_index  # noqa: E402
+from components.views.step_views import STEP_VIEWS, metrics_table, render_step, render_timelines
+from components.views.trace_index import build_index
 from s2d2.trace import Trace  # noqa: E402
 
 
@@ -44,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.trace:
         text = args.trace.read_text(encoding="utf-8")
     else:
-        import trace_factory
+        from fixtures import trace_factory
 
         text = trace_factory.large(args.tokens).to_json()
     t0 = time.perf_counter()
@@ -68,7 +65,11 @@ def main(argv: list[str] | None = None) -> int:
         for name in names:
             sizes[name].append(payload(outputs[name]))
     # per-view timing on a sample of steps
-    from components import canvas, figures, mask_view, replay, strip
+    from components.views import canvas
+    from components.views import figures
+    from components.views import attention_mask as mask_view
+    from components.views import step_views as replay
+    from components.views import verify_strip as strip
 
     fns = {"canvas": canvas.render_canvas, "strip": strip.render_strip, "routing": figures.routing_figure,
            "mask": mask_view.mask_figure, "summary": replay.step_summary, "legend": canvas.legend_html}

@@ -1,8 +1,8 @@
 """Routing that pays in seconds: tokens/s and accuracy on held-out questions, every arm in one interleaved run.
 
-    python benchmarks/routing_speed.py --threads 1                      # both bundled models
-    python benchmarks/routing_speed.py --models tiny --problems 100 --repeats 2
-    python benchmarks/routing_speed.py --query-tokens                   # query tokens per token, every preset
+    python -m benchmarks.routing_speed --threads 1                      # both bundled models
+    python -m benchmarks.routing_speed --models tiny --problems 100 --repeats 2
+    python -m benchmarks.routing_speed --query-tokens                   # query tokens per token, every preset
 
 Arms per bundled model: AR; the dynamic-threshold baselines (the sweep's best at AR's accuracy and its fastest
 within a point, each with and without the fused commit); the paper presets; our forward-saving options (KV reuse,
@@ -26,18 +26,15 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
 
 import s2d2  # noqa: E402
-from cpu_clock import CpuClock  # noqa: E402
+from benchmarks.cpu_clock import CpuClock
 from s2d2.tasks.arithmetic import heldout, messages_for, score  # noqa: E402
 
 

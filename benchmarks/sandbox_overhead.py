@@ -1,6 +1,6 @@
 """What one code-benchmark sample costs in the sandbox, per layer, measured side by side in one run:
 
-    S2D2_ALLOW_CODE_EVAL=1 python benchmarks/sandbox_overhead.py --runs 20
+    S2D2_ALLOW_CODE_EVAL=1 python -m benchmarks.sandbox_overhead --runs 20
 
 Arms: all layers (bubblewrap + cgroups + Python guards, the default), no bubblewrap (the fallback the user must
 accept), and a plain `python -I -c` subprocess (no sandbox) for scale. The program is a passing HumanEval-style
@@ -17,7 +17,6 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from s2d2.sandbox import ALLOW_ENV, run_program  # noqa: E402
 from s2d2.sandbox import isolation as iso  # noqa: E402

@@ -1,7 +1,7 @@
 """Our SDAR decoder against the paper's own (phymhan/S2D2, `SDAR/generate_ssd_policy.py`), side by side.
 
-    S2D2_REFERENCE=/path/to/S2D2 python benchmarks/vs_reference.py --threads 1
-    S2D2_REFERENCE=... python benchmarks/vs_reference.py --settings sdar-config-b,sdar-config-b+reuse+fused
+    S2D2_REFERENCE=/path/to/S2D2 python -m benchmarks.vs_reference --threads 1
+    S2D2_REFERENCE=... python -m benchmarks.vs_reference --settings sdar-config-b,sdar-config-b+reuse+fused
 
 Point S2D2_REFERENCE at a local checkout of https://github.com/phymhan/S2D2 (nothing of it is vendored here; its
 file is imported from there at run time). Without it the script says so in one line and exits 0.
@@ -25,13 +25,11 @@ import argparse
 import importlib.util
 import os
 import statistics
-import sys
 import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 ENV = "S2D2_REFERENCE"
 SCRIPT = Path("SDAR") / "generate_ssd_policy.py"

@@ -1,7 +1,7 @@
 """Gradio glue shared by the tab builders: the component registry, the name -> component adapter for handlers,
 and a slider whose number box cannot error.
 
-Handlers (components/handlers.py) are pure: they return {view name: value}. `keyed` turns that into Gradio's
+Handlers (components/replay/handlers.py) are pure: they return {view name: value}. `keyed` turns that into Gradio's
 {component: value} with the registry, so an output a handler does not mention stays as it is, and a new view is a
 new name, not a new position in a tuple.
 """

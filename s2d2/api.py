@@ -16,7 +16,7 @@ from .decoding.decoder import block_loop, make_check
 from .decoding.editing import editing_loop
 from .decoding.pipeline import pipeline_loop
 from .decoding.layout import block_lengths, block_plan
-from .decoding.recorder import Recorder
+from s2d2.decoding.forwards import Recorder
 from .decoding.result import LoopResult, StopDecoding  # noqa: F401 (public: a model's forward raises it to stop a run)
 from .metrics import trace_metrics
 from .output import trim_output

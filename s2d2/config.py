@@ -100,7 +100,7 @@ class DecodeConfig:
     adaptive_min_block: int = 4
     adaptive_max_block: int = 32
     adaptive_shrink_below: float = 0.25
-    trim_verify: bool = False  # the verifier queries only the rows its span reads (s2d2/decoding/verifier.py)
+    trim_verify: bool = False  # the verifier queries only the rows its span reads (s2d2/decoding/verify_branch.py)
     # LLaDA2.x loop (docs/algorithm.md, 'Family variants'; docs/editing.md; knobs, checks: policies/self_correction.py):
     # "editing" runs edits (tau_edit = editing_threshold; None: off), up to max_post_steps mask-free steps per block,
     # EOS early stop, and no commit after the last block. confidence_threshold is its tau_mask.

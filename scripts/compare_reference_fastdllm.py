@@ -2,9 +2,9 @@
 the runs that are identical on output tokens, NFE and every step's decoded positions.
 
     git clone https://github.com/phymhan/S2D2 /tmp/S2D2        # the reference: read from there, never copied here
-    python scripts/compare_reference_fastdllm.py --reference /tmp/S2D2 --mode greedy
-    python scripts/compare_reference_fastdllm.py --reference /tmp/S2D2 --mode sampled     # T = 1, as published
-    python scripts/compare_reference_fastdllm.py --reference /tmp/S2D2 --mode restricted  # T = 1, masked-row draws
+    python -m scripts.compare_reference_fastdllm --reference /tmp/S2D2 --mode greedy
+    python -m scripts.compare_reference_fastdllm --reference /tmp/S2D2 --mode sampled     # T = 1, as published
+    python -m scripts.compare_reference_fastdllm --reference /tmp/S2D2 --mode restricted  # T = 1, masked-row draws
 
 The reference (`Fast-dLLM-v2/generate_policy_utils.py`) calls its remote-code model with `(input_ids,
 past_key_values, update_past_key_values, block_size, attention_mask)`. `RefModel` gives it that interface over the
@@ -33,7 +33,6 @@ from types import SimpleNamespace
 from typing import Any, Callable, Iterator
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
 

@@ -1,7 +1,7 @@
 """Find held-out arithmetic questions where S2D2's verifier catches a token the diffusion baseline gets wrong.
 
-    python scripts/find_catch.py                       # bundled "tiny" model, B = 16, first 3 hits
-    python scripts/find_catch.py --n 200 --hits 3 --block 16
+    python -m scripts.find_catch                       # bundled "tiny" model, B = 16, first 3 hits
+    python -m scripts.find_catch --n 200 --hits 3 --block 16
 
 For each held-out question i (seed = i, as `python -m s2d2 bench` seeds them) it decodes the question with the
 dynamic-threshold baseline at block size B and, when the baseline's `#### N` answer is wrong, with S2D2 at the same
@@ -19,14 +19,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 BASELINE = ("dynamic-baseline", {"confidence_threshold": 0.9})  # the sweep's B = 16 baseline cell (88.5 %)

@@ -1,7 +1,7 @@
 """Find held-out questions where the bundled LLaDA2 model both edits (self-correction) and verifies in one run.
 
-    python scripts/find_edit_and_verify.py                  # tiny-llada2, llada2-quality, first 40 questions
-    python scripts/find_edit_and_verify.py --n 40 --thresholds 2 4 6 8 12 --blocks 32 16
+    python -m scripts.find_edit_and_verify                  # tiny-llada2, llada2-quality, first 40 questions
+    python -m scripts.find_edit_and_verify --n 40 --thresholds 2 4 6 8 12 --blocks 32 16
 
 S2D2 on this model rarely edits: once verification has made a block AR-consistent there is little left to fix. A
 high score threshold lets some steps skip verification (threshold picks, which can be wrong); a later step may then
@@ -16,13 +16,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 

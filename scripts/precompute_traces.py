@@ -1,9 +1,9 @@
 """Record the example traces the app opens with (assets/traces/*.json) from the bundled model.
 
-    python scripts/precompute_traces.py                 # bundled "tiny" model, default presets and prompts
-    python scripts/precompute_traces.py --model tiny --gen-length 48 --out assets/traces
+    python -m scripts.precompute_traces                 # bundled "tiny" model, default presets and prompts
+    python -m scripts.precompute_traces --model tiny --gen-length 48 --out assets/traces
 
-    python scripts/precompute_traces.py --only tour/lossless-s2d2 tour/lossless-ar   # some files only
+    python -m scripts.precompute_traces --only tour/lossless-s2d2 tour/lossless-ar   # some files only
 
 CPU is enough for the tiny model. File names sort in the order the app lists them; the first is shown at start.
 A `*.baseline.json` file is the diffusion baseline on its example's prompt and seed (the Replay tab's toggle).
@@ -24,10 +24,9 @@ from pathlib import Path
 from typing import Any, Union
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-# A prompt: an index into components.run_panel.EXAMPLE_PROMPTS, ("heldout", i) for held-out arithmetic question i, or
+# A prompt: an index into components.run.decode.EXAMPLE_PROMPTS, ("heldout", i) for held-out arithmetic question i, or
 # ("prose", i) for EXAMPLE_PROMPTS[i] continued as free text (no chat template).
 Prompt = Union[int, tuple[str, int]]
 # The first example opens the app. It is the pair scripts/find_catch.py found (held-out question 8, seed 8): at
@@ -73,7 +72,7 @@ RUNS: list[tuple[Any, ...]] = [
 
 
 def prompt_text(prompt: Prompt) -> str:
-    from components.run_panel import EXAMPLE_PROMPTS
+    from components.run.decode import EXAMPLE_PROMPTS
     from s2d2.tasks.arithmetic import heldout
 
     if isinstance(prompt, tuple) and prompt[0] == "heldout":
@@ -118,8 +117,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def print_stories(directory: Path) -> None:
     """The headline each example pair will show (the app computes the same line from the same files)."""
-    from components.examples import list_examples, load_pair
-    from components.story import pair_story
+    from components.files.examples import list_examples, load_pair
+    from components.views.story import pair_story
 
     for label, example in list_examples(directory).items():
         main_trace, baseline = load_pair(example)

@@ -13,7 +13,7 @@ import torch
 from ..config import DecodeConfig
 from ..trace import BlockRecord, Commit, MaskDraft, StepRecord
 from ..estimators import normalized_entropy, top2_margin
-from .recorder import Recorder, top_k
+from .forwards import Recorder, top_k
 from .result import Kept, LoopResult, StopDecoding, number_steps
 from .sampling import draw_tokens, token_distribution
 

@@ -9,7 +9,7 @@ from typing import Any, Optional
 import torch
 
 from ..config import DecodeConfig
-from .recorder import Recorder
+from .forwards import Recorder
 from .sampling import entropy
 from .transfers import HostReads
 

@@ -34,7 +34,7 @@ from ..trace import BlockRecord, StepRecord
 from .blocks import ar_seed, block_masks, carry_tail, commit_block, prefill, stop_reached, stopped_in
 from .context import StepContext
 from .layout import BlockPlan, block_plan
-from .recorder import Recorder
+from .forwards import Recorder
 from .result import Kept, LoopResult, StopDecoding, number_steps
 from .step import run_step
 

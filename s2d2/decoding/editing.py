@@ -42,7 +42,7 @@ from ..trace import BlockRecord, Commit, Edit, StepRecord
 from .blocks import commit_block, prefill
 from .context import StepContext
 from .layout import block_plan
-from .recorder import Recorder
+from .forwards import Recorder
 from .result import Kept, LoopResult, StopDecoding, number_steps
 from .step import draft_records, draft_step, fallback_picks, first_mask_span, policy_inputs, verify_span
 

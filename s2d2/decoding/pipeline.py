@@ -56,7 +56,7 @@ from .context import StepContext
 from .layout import block_plan
 from .pipeline_state import PipeBlock, PipeState
 from .pipeline_step import pipeline_step
-from .recorder import Recorder
+from .forwards import Recorder
 from .result import Kept, LoopResult, StopDecoding, number_steps
 
 

@@ -19,8 +19,8 @@ from ..trace import BlockEvent, Commit, InFlight, StepRecord
 from .context import StepContext
 from .pipeline_rules import confidence_scores, d2f_rule, reference_rule
 from .pipeline_state import PipeBlock, PipeState
-from .pipeline_verify import Verified, verify_span
-from .records import draft_detail, draft_rows
+from .pipeline_verify_branch import Verified, verify_span
+from .detail_rows import draft_detail, draft_rows
 from .sampling import draw_with_probs, token_distribution
 from .step import first_mask_span, inputs_from_summary, policy_summary
 

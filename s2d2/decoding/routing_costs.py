@@ -10,7 +10,7 @@ from __future__ import annotations
 from ..config import DecodeConfig
 from ..trace import StepCosts
 from .context import StepContext
-from .verifier import verifier_extent
+from .verify_branch import verifier_extent
 
 
 def step_costs(ctx: StepContext, masks: list[int], span_len: int, window_end: int, skip_tokens: int,

@@ -17,7 +17,7 @@ from torch import Tensor
 
 from ..config import DecodeConfig
 from .remasking import choose, rule_inputs
-from .verify import Acceptance
+from .acceptance import Acceptance
 
 Pick = tuple[int, str]  # (index in the step's mask list, how)
 

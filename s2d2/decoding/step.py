@@ -29,12 +29,12 @@ from ..models.masks import draft_query
 from ..trace import Commit, PolicyInputs, StepRecord, Verification
 from .context import Draft, StepContext
 from .kv import kept_prefix_rows
-from .records import draft_detail, draft_records, draft_rows, fill_residual, verification_record
+from .detail_rows import draft_detail, draft_records, draft_rows, fill_residual, verification_record
 from .remasking import choose, rule_inputs
 from .routing_costs import skip_token_count, step_costs
 from .sampling import draw_with_probs, entropy, token_distribution
 from .selection import fallback_k, skip_inputs, skip_picks, write_picks
-from .verifier import verify_probs, verify_span, verify_step
+from .verify_branch import verify_probs, verify_span, verify_step
 
 __all__ = [
     "run_step", "first_mask_span", "draft_step", "draft_forward", "policy_inputs",

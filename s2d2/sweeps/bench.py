@@ -7,7 +7,7 @@ The work is (cell, problem) items. Rank 0 lists the items with no row on disk ye
 rank decodes its round-robin share with its own model replica and appends a row per item to its own file
 (s2d2/sweeps/shards.py); rank 0 draws one progress bar for all ranks, then merges every row under `<out>` into
 `results.json` / `results.csv` / `README-table.md`, exactly what a single process writes (the plots are the app's:
-`python -m components.sweep <out>/results.json` writes `pareto.html`; the library never imports plotly). Problem i decodes with seed + i in every cell, whichever rank runs it, so
+`python -m components.sweep.panel <out>/results.json` writes `pareto.html`; the library never imports plotly). Problem i decodes with seed + i in every cell, whichever rank runs it, so
 accuracy, NFE and acceptance do not depend on the number of processes; only wall times do. A rerun of the same
 command, with any number of processes, does only the items still missing.
 """

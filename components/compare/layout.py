@@ -1,0 +1,109 @@
+"""The Compare tab: layout and wiring over components/compare/lanes.py (lanes) and components/compare/whatif_panel.py (what-if).
+
+Nothing shows but the inputs until a comparison has run; the block control counts answer blocks from 1 (0 = the
+prompt prefill), clamps what is typed and ignores a blank box; the what-if shows only the chosen lane's knobs. Run
+all lanes and the what-if re-run are the session's one GPU job (components/serve/gpu_slot.py), and Stop ends either within
+one forward.
+"""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import gradio as gr
+
+from components.serve import gpu_slot as guard
+from components.compare.lanes import DEFAULT_LANES, MAX_LANES, NO_RUN, OFF, VIEW_OUT, block_range, compare_views, run_compare
+from components.views.describe import preset_choices
+from components.run.decode import EXAMPLE_PROMPTS, MAX_PROMPT_CHARS
+from components.ui import PRIVATE, ClampedSlider, Ctx, keyed
+from components.compare.whatif_panel import KNOB_OUT, WHATIF_KNOBS, knob_updates, knob_values, rerun_whatif, s2d2_lanes, whatif_view
+
+
+def after_run(state: Any) -> dict[str, Any]:
+    """Everything a new comparison shows: the results, the block control's range, the what-if lane and knobs."""
+    if not state:
+        return {}
+    lo, hi = block_range(state)
+    lanes = s2d2_lanes(state)
+    lane = lanes[0] if lanes else None
+    return {"cmp_empty": gr.Markdown(visible=False), "cmp_results": gr.Column(visible=True),
+            "cmp_block": gr.Slider(minimum=lo, maximum=max(hi, lo + 1), value=min(1, hi), step=1,
+                                   label=f"Answer block ({lo}–{hi}{', 0 = prompt prefill' if lo == 0 else ''}) "
+                                         "— drives every lane"),
+            **compare_views(state, min(1, hi)), "wi_lane": gr.Dropdown(lanes, value=lane),
+            **knob_updates(state, lane), **(whatif_view(state, lane, *knob_values(state, lane)) if lane else {})}
+
+
+def build_compare_tab(ctx: Optional[Ctx] = None, model_name: str = "tiny") -> Ctx:
+    """Lay out and wire the Compare tab (its state is its own: a comparison is not the Replay tab's trace)."""
+    ctx = ctx if ctx is not None else Ctx()
+    names = [(OFF, OFF)] + preset_choices()  # plain words first, the paper's name second
+    ctx["cmp_state"] = gr.State(None)
+    with gr.Row():
+        ctx["cmp_prompt"] = gr.Textbox(EXAMPLE_PROMPTS[0], label="Prompt (all lanes)", lines=2, scale=3,
+                                       max_length=MAX_PROMPT_CHARS, elem_id="cmp-prompt", min_width=300)
+        ctx["cmp_seed"] = gr.Number(0, label="Seed (all lanes)", precision=0, scale=1, elem_id="cmp-seed")
+        ctx["cmp_gen"] = ClampedSlider(8, 256, value=48, step=8, label="Generation length", scale=1)
+    with gr.Row():
+        lanes = [gr.Dropdown(names, value=v, label=f"Lane {i + 1}", min_width=260) for i, v in enumerate(DEFAULT_LANES)]
+    with gr.Accordion("Custom settings per lane (KEY=VALUE, e.g. acceptance=greedy_exact policy=always)", open=False):
+        with gr.Row():
+            extra = [gr.Textbox("", label=f"Lane {i + 1} overrides", lines=1) for i in range(MAX_LANES)]
+    with gr.Row():
+        ctx["cmp_run"] = gr.Button("▶ Run all lanes", variant="primary", elem_id="cmp-run")
+        ctx["cmp_stop"] = gr.Button("■ Stop", variant="stop", elem_id="cmp-stop")
+    ctx["cmp_status"] = gr.Markdown("", elem_id="cmp-status")
+    ctx["cmp_empty"] = gr.Markdown(NO_RUN, elem_id="cmp-empty")
+    with gr.Column(visible=False, elem_id="cmp-results") as ctx.c["cmp_results"]:
+        ctx["cmp_block"] = ClampedSlider(0, 1, value=1, step=1, label="Answer block — drives every lane",
+                                         elem_id="cmp-block")
+        ctx["cmp_lanes_html"] = gr.HTML("", elem_id="cmp-lanes")
+        with gr.Row():
+            ctx["cmp_nfe"] = gr.Plot(label="Shared forwards axis", show_label=False, elem_id="cmp-nfe", min_width=300)
+            ctx["cmp_wall"] = gr.Plot(label="Shared wall-time axis", show_label=False, elem_id="cmp-wall",
+                                      min_width=300)
+        ctx["cmp_metrics"] = gr.Dataframe([], label="Metrics per lane", interactive=False, elem_id="cmp-metrics")
+        ctx["cmp_diff"] = gr.Markdown("", elem_id="cmp-diff")
+        with gr.Accordion("What if the thresholds were different?", open=True):
+            gr.Markdown("Moving a threshold re-decides every recorded step from its recorded inputs (no model call). "
+                        "Decisions are exact up to the first flip; after it, the run would have gone elsewhere.")
+            ctx["wi_lane"] = gr.Dropdown([], label="S2D2 lane", elem_id="wi-lane")
+            with gr.Row():
+                for (name, label, lo, hi, step, _), value in zip(WHATIF_KNOBS, knob_values(None, None)):
+                    ctx[f"wi_{name}"] = ClampedSlider(lo, hi, value=value, step=step, label=label, visible=False,
+                                                      elem_id=f"wi-{name}")
+            ctx["wi_summary"] = gr.Markdown("", elem_id="wi-summary")
+            ctx["wi_table"] = gr.HTML("", elem_id="wi-table")
+            ctx["wi_rerun"] = gr.Button("↻ Re-run from the start with these thresholds", elem_id="wi-rerun")
+            ctx["wi_status"] = gr.Markdown("")
+            ctx["wi_metrics"] = gr.Dataframe([], label="Recorded vs re-run", interactive=False, visible=False)
+            ctx["wi_side"] = gr.HTML("")
+    _wire(ctx, model_name, lanes, extra)
+    return ctx
+
+
+AFTER_OUT = ["cmp_empty", "cmp_results", "cmp_block", *VIEW_OUT, "wi_lane", *KNOB_OUT, "wi_summary", "wi_table"]
+
+
+def _wire(ctx: Ctx, model_name: str, lanes: list[Any], extra: list[Any]) -> None:
+    def run(prompt: str, seed: Any, gen: Any, *lane_values: Any) -> tuple[str, Any]:
+        status, state = run_compare(prompt, model_name, seed, gen, *lane_values)
+        return status, gr.skip() if state is None else state  # a refused or stopped run keeps the last comparison
+
+    inputs = [ctx["cmp_prompt"], ctx["cmp_seed"], ctx["cmp_gen"], *lanes, *extra]
+    # One GPU job per session, refused at the queue's door (guard.admit); Stop ends it within one forward.
+    ev = ctx["cmp_run"].click(guard.one_job(run, lambda msg: (msg, gr.skip())), inputs,
+                              [ctx["cmp_status"], ctx["cmp_state"]], api_name="compare", concurrency_limit=1,
+                              concurrency_id="gpu", validator=guard.admit)
+    ev.then(keyed(after_run, ctx), ctx["cmp_state"], ctx.outputs(AFTER_OUT), **PRIVATE)
+    ctx["cmp_block"].change(keyed(compare_views, ctx), [ctx["cmp_state"], ctx["cmp_block"]], ctx.outputs(VIEW_OUT),
+                            **PRIVATE)
+    wi_in = [ctx["cmp_state"], ctx["wi_lane"], *ctx.outputs(KNOB_OUT)]
+    ctx["wi_lane"].input(keyed(knob_updates, ctx), [ctx["cmp_state"], ctx["wi_lane"]], ctx.outputs(KNOB_OUT),
+                         **PRIVATE)
+    for knob in [ctx["wi_lane"], *ctx.outputs(KNOB_OUT)]:
+        knob.change(keyed(whatif_view, ctx), wi_in, ctx.outputs(["wi_summary", "wi_table"]), **PRIVATE)
+    ctx["wi_rerun"].click(keyed(guard.one_job(rerun_whatif, lambda msg: {"wi_status": msg}), ctx), wi_in,
+                          ctx.outputs(["wi_status", "wi_metrics", "wi_side"]), concurrency_limit=1,
+                          concurrency_id="gpu", validator=guard.admit, **PRIVATE)
+    ctx["cmp_stop"].click(guard.stop, None, None, queue=False, **PRIVATE)  # never waits behind the queue

@@ -1,0 +1,141 @@
+"""The what-if part of the Compare tab: threshold knobs -> re-decided steps (no model call), and the re-run.
+
+Pure functions of the Compare tab's session state (see components/compare/lanes.py) returning {view name: value};
+tested directly. Only the knobs of the chosen lane's policy (and estimator) are shown.
+"""
+from __future__ import annotations
+
+import html
+from typing import Any, Callable, Optional
+
+from s2d2.compare import compare_traces, token_diff
+from s2d2.config import DecodeConfig
+from s2d2.trace import Trace
+from s2d2.whatif import knob_specs, what_if
+
+from components.views.canvas import render_canvas
+from components.compare.lanes import decode_lanes, divergence_text, traces_of
+from components.compare.lane_metrics import metrics_table
+from components.run.decode import RunStopped
+from components.views.trace_index import show_value
+
+# (field, label, lo, hi, step, policies it applies to), read from the policy registry (s2d2.whatif.knob_specs)
+WHATIF_KNOBS = [(k.field, k.short_label, *k.slider, k.step, users) for k, users in knob_specs()]
+_INT_KNOBS = {k.field for k, _ in knob_specs() if k.kind == "int"}
+
+# -- what-if views -------------------------------------------------------------------------------------------------
+
+def s2d2_lanes(state: Any) -> list[str]:
+    return [n for n, t in (state or {}).get("lanes", {}).items() if t["header"]["config"].get("method") == "s2d2"]
+
+
+def knob_values(state: Any, lane: Optional[str]) -> list[Any]:
+    """The recorded value of every what-if knob for a lane (defaults when there is none)."""
+    cfg = (state or {}).get("lanes", {}).get(lane, {}).get("header", {}).get("config") if lane else None
+    base = DecodeConfig.from_dict(dict(cfg)) if cfg else DecodeConfig()
+    return [getattr(base, k[0]) for k in WHATIF_KNOBS]
+
+
+KNOB_OUT = [f"wi_{k[0]}" for k in WHATIF_KNOBS]
+
+
+def applies(name: str, policies: tuple[str, ...], cfg: dict[str, Any]) -> bool:
+    """Does the what-if knob `name` change anything for a trace with this config?"""
+    if cfg.get("method") != "s2d2" or cfg.get("policy") not in policies:
+        return False
+    return name != "negexp_beta" or cfg.get("estimator") == "soft_entropy_negexp"
+
+
+def knob_updates(state: Any, lane: Optional[str]) -> dict[str, Any]:
+    """Each what-if knob set to the lane's recorded value, shown only when it applies to the lane's policy."""
+    import gradio as gr
+
+    cfg = (state or {}).get("lanes", {}).get(lane, {}).get("header", {}).get("config", {}) if lane else {}
+    return {f"wi_{k[0]}": gr.update(value=v, visible=applies(k[0], k[5], cfg))
+            for k, v in zip(WHATIF_KNOBS, knob_values(state, lane))}
+
+
+def knob_changes(trace: Trace, values: list[Any]) -> dict[str, Any]:
+    """Only the knobs that apply to the trace's policy (and estimator), cast to the config's types."""
+    cfg = trace.header.config
+    out: dict[str, Any] = {}
+    for (name, _, _, _, _, policies), value in zip(WHATIF_KNOBS, values):
+        if value is None or not applies(name, policies, cfg):
+            continue
+        out[name] = int(round(float(value))) if name in _INT_KNOBS else float(value)
+    return out
+
+
+def whatif_view(state: Any, lane: Optional[str], *values: Any) -> dict[str, str]:
+    """{"wi_summary", "wi_table"}: the lane's recorded steps re-decided under the knob values."""
+    traces = traces_of(state)
+    if lane not in traces:
+        return {"wi_summary": "Run a comparison with at least one S2D2 lane, then pick it here.", "wi_table": ""}
+    trace = traces[lane]
+    try:
+        w = what_if(trace, **knob_changes(trace, list(values)))
+    except ValueError as exc:
+        return {"wi_summary": f"⚠ {exc}", "wi_table": ""}
+    used = ", ".join(f"{k} = {v:g}" for k, v in w.changes.items()) or "none (this policy has no threshold here)"
+    first = trace.blocks[0].index if trace.blocks else 0
+    return {"wi_summary": f"{w.summary}\n\nKnobs applied to `{w.policy}`: {used}.", "wi_table": whatif_table(w, first)}
+
+
+def whatif_table(w: Any, first_block: int = 0) -> str:
+    """One row per routed step; blocks numbered as a reader counts them (1 = the first answer block). A trace of the
+    editing loop (LLaDA2.x) adds the edits each step made, and its edit-only steps (no masks left, not routed)."""
+    editing = w.config.get("loop") == "editing"
+    rows = []
+    for s in w.steps:
+        if s.old_verify is None and not (editing and s.edits):
+            continue
+        cls = "flip" if s.flipped and s.exact else ("unknown" if not s.exact else "")
+        mark = "⇄ flips" if s.flipped else ""
+        if not s.exact:
+            mark = (mark + " · " if mark else "") + "trajectory unknown: re-run"
+        edits = f"<td>{s.edits or ''}</td>" if editing else ""
+        rows.append(f'<tr class="{cls}"><td>{s.index + 1}</td><td>{s.block - first_block + 1}</td>'
+                    f"<td>{_route(s.old_verify)}</td><td>{show_value(s.old_score)}</td><td>{_route(s.new_verify)}</td>"
+                    f"<td>{show_value(s.new_score)}</td>{edits}<td>{html.escape(mark)}</td></tr>")
+    edit_head = "<th>edits</th>" if editing else ""
+    head = (f"<tr><th>step</th><th>block</th><th>recorded</th><th>score</th><th>new</th><th>new score</th>{edit_head}"
+            "<th></th></tr>")
+    return f'<div class="s2d2-whatif-wrap"><table class="s2d2-whatif">{head}{"".join(rows)}</table></div>'
+
+
+def _route(v: Optional[bool]) -> str:
+    return "–" if v is None else ("verify" if v else "skip")
+
+
+def rerun_whatif(state: Any, lane: Optional[str], *values: Any, load: Optional[Callable[[str], Any]] = None,
+                 generate: Optional[Callable[..., Any]] = None) -> dict[str, Any]:
+    """Re-run the lane from the start with the new thresholds: {"wi_status", "wi_metrics", "wi_side"}."""
+    traces = traces_of(state)
+    if lane not in traces:
+        return {"wi_status": "Pick an S2D2 lane first."}
+    old = traces[lane]
+    try:
+        w = what_if(old, **knob_changes(old, list(values)))
+        new = decode_lanes(state["model"], state["prompt_ids"], {"re-run": DecodeConfig.from_dict(w.config)},
+                           int(state["seed"]), load, generate, timed_rounds=0)[0]["re-run"]
+    except RunStopped as exc:
+        return {"wi_status": f"⏹ {exc}"}
+    except ValueError as exc:
+        return {"wi_status": f"⚠ {exc}"}
+    pair = {"recorded": old, "re-run": new}
+    ar = next((n for n, t in traces.items() if t.header.config.get("method") == "ar"), None)
+    # The comparison's AR lane joins the table, so speedups and "output equals AR" are about the lanes on screen.
+    comp = compare_traces({**pair, ar: traces[ar]} if ar else pair)
+    cols = "".join(f'<div class="s2d2-lane"><h4>{n}</h4>{render_canvas(t, len(t.steps), show_future=True)}</div>'
+                   for n, t in pair.items())
+    same = comp.lane("re-run").output_ids == comp.lane("recorded").output_ids
+    lines = [f"Re-ran {lane} with {w.changes or 'unchanged thresholds'}. What-if predicted: {w.summary}",
+             "Outputs: identical token for token." if same else
+             f"Outputs differ from output token {token_diff('re-run', old, new).first_index}.",
+             "Wall time is left out: the re-run was not timed together with the recorded lane (forwards are exact)."]
+    lines += [divergence_text(comp, pair, v) for v in comp.divergences]
+    status = "\n\n".join(lines)
+    import gradio as gr
+
+    return {"wi_status": status, "wi_metrics": gr.Dataframe(metrics_table(comp, wall=False), visible=True),
+            "wi_side": f'<div class="s2d2-lanes">{cols}</div>'}

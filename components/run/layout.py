@@ -1,0 +1,74 @@
+"""The Run tab's layout: prompt, model, a preset in plain words, the knobs that matter (the rest under
+"Advanced"), Record / Stop, live output. Layout only; app.py wires the events."""
+from __future__ import annotations
+
+from typing import Any
+
+import gradio as gr
+
+from components.views.canvas import render_live
+from components.views.describe import preset_choices, preset_note
+from components.run.knob_scope import is_main, shown
+from components.run.decode import DEFAULT_MODEL, DEFAULT_PRESET, EXAMPLE_PROMPTS, KNOBS, MAX_PROMPT_CHARS, Knob, model_choices, preset_values
+from components.ui import ClampedSlider, Ctx
+
+INFO = {  # plain-words help under a knob
+    "method": "ar: one token per forward · diffusion: drafts a block, never verifies · s2d2: draft, route, verify",
+    "policy": "decides at each step whether the extra verifier forward is worth it",
+    "confidence_threshold": "steps that do not verify commit every draft with p above this (at least one)",
+    "score_threshold": "verify when the score s = K̂ − c reaches this",
+    "acceptance": "paper: accept if u < min(1, q/p) · greedy_exact: draft == argmax q (AR-exact)",
+    "cache_ver": "causal prefill and commit: the verifier then equals exact AR",
+    "temperature": "0 = greedy drafts",
+}
+
+
+def _knob_component(knob: Knob, value: Any, visible: bool) -> Any:
+    info = INFO.get(knob.name) or knob.info or None
+    common = dict(label=knob.label, visible=visible, elem_id=f"knob-{knob.name}")
+    if knob.kind == "choice":
+        return gr.Dropdown(list(knob.choices), value=value, info=info, **common)
+    if knob.kind == "bool":
+        return gr.Checkbox(value=value, info=info, **common)
+    if knob.name == "seed":  # no minimum: a negative seed gets the run's readable message, not an error badge
+        return gr.Number(value=value, precision=0, **common)
+    return ClampedSlider(knob.lo, knob.hi, value=value, step=knob.step, info=info, **common)
+
+
+def build_run_tab(ctx: Ctx) -> None:
+    values = dict(zip((k.name for k in KNOBS), preset_values(DEFAULT_PRESET)))
+    rules = (values["method"], values["policy"], values["remasking"], values["loop"])
+    with gr.Row():
+        with gr.Column(scale=2, elem_id="run-settings"):
+            ctx["prompt"] = gr.Textbox(EXAMPLE_PROMPTS[0], label="Prompt", lines=3, max_length=MAX_PROMPT_CHARS,
+                                       elem_id="prompt")
+            gr.Examples(EXAMPLE_PROMPTS, inputs=[ctx["prompt"]], label="Example prompts")
+            ctx["model"] = gr.Dropdown(model_choices(), value=DEFAULT_MODEL, label="Model", allow_custom_value=True,
+                                       elem_id="model",
+                                       info="The bundled tiny models run on CPU (picking tiny-llada2, which "
+                                       "edits its own tokens, switches to S2D2 with self-correction); the others "
+                                       "load on first use. Names off this list are refused.")
+            ctx["preset"] = gr.Dropdown(preset_choices(), value=DEFAULT_PRESET, label="Preset (sets every knob)",
+                                        elem_id="preset")
+            ctx["preset_note"] = gr.Markdown(preset_note(DEFAULT_PRESET), elem_id="preset-note")
+            with gr.Row():
+                ctx["run"] = gr.Button("▶ Record a run", variant="primary", elem_id="run")
+                ctx["stop"] = gr.Button("■ Stop", variant="stop", elem_id="stop")
+            for knob in KNOBS:
+                if is_main(knob.name):
+                    ctx[f"knob_{knob.name}"] = _knob_component(knob, values[knob.name],
+                                                               shown(knob.name, *rules))
+            with gr.Accordion("Advanced: every other setting of this method and policy", open=False,
+                              elem_id="advanced"):
+                for knob in KNOBS:
+                    if not is_main(knob.name):
+                        ctx[f"knob_{knob.name}"] = _knob_component(knob, values[knob.name],
+                                                                   shown(knob.name, *rules))
+        with gr.Column(scale=3):
+            ctx["run_status"] = gr.Markdown("Pick a prompt and a preset, then record a run.", elem_id="run-status")
+            ctx["live"] = gr.HTML(render_live([]), elem_id="live", label="Live output")
+            gr.Markdown("*Tokens appear here as blocks are committed, with the same glyphs as the Replay canvas; "
+                        "greyed tokens come after the stop token. When the run ends (or you press Stop) the Replay "
+                        "tab opens on it.*")
+            ctx["output"] = gr.Textbox(label="Output text", interactive=False, lines=4, elem_id="output")
+    ctx["run_ok"] = gr.State(False)

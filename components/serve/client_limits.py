@@ -1,0 +1,208 @@
+"""Per-client bounds the front door (components/serve/front_door.py) applies before Gradio sees a request. Pure policy
+objects, keyed by components/serve/identity.py's client key; every map is bounded (the quietest clients are forgotten).
+
+- `Rate`: a token bucket per client over every API request (S2D2_CLIENT_RATE per second, bursts of 3x).
+- `queue_events`: the events in Gradio's queue, waiting or running. The front door caps a client's pending events
+  (S2D2_CLIENT_QUEUED): those waiting or running, and those finished whose result its sessions have not read yet
+  (Gradio keeps them until they are read), so a client that never reads cannot pile up results in memory either.
+- `Sessions`: who minted which session hash. A client may hold S2D2_CLIENT_SESSIONS sessions; a new one beyond that
+  evicts the client's own least recently used session. When the app holds S2D2_MAX_SESSIONS, a new session takes
+  the place of the least recently used one that is idle (no open stream or heartbeat, no event for
+  S2D2_SESSION_IDLE_S), and is refused when every session is active: the cap never evicts a visitor in use.
+- `Listeners`: open event streams and heartbeats per session, for the decode watchdog (guard.Jobs.silence) and
+  for the idle test above.
+- `trim_sessions`: Gradio keeps, per session, a copy of every component's config with the last value sent (about
+  0.4 MB at the start, plus the last views: 1-2 MB for the heaviest trace), read only by deep links, which this
+  app does not offer; trimming it to the components an event touched since keeps a session's own memory to its
+  last views.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from typing import Any, Callable, Optional
+
+from components.serve.settings import env_number
+
+MAX_CLIENTS = 10_000  # clients remembered by each map
+
+
+def client_rate() -> float:
+    return env_number("S2D2_CLIENT_RATE", 20, 0.1, 10_000)
+
+
+def client_queued() -> int:
+    return int(env_number("S2D2_CLIENT_QUEUED", 6, 1, 10_000))
+
+
+def client_sessions() -> int:
+    return int(env_number("S2D2_CLIENT_SESSIONS", 32, 1, 100_000))
+
+
+def client_streams() -> int:
+    return int(env_number("S2D2_CLIENT_STREAMS", 64, 2, 100_000))
+
+
+def session_idle_s() -> float:
+    return env_number("S2D2_SESSION_IDLE_S", 600, 1, 86_400)
+
+
+class Rate:
+    """Token buckets: `rate()` tokens per second, up to 3x that in a burst, one per request."""
+
+    def __init__(self, rate: Callable[[], float] = client_rate) -> None:
+        self._rate = rate
+        self._buckets: "OrderedDict[str, tuple[float, float]]" = OrderedDict()
+        self._lock = threading.Lock()
+
+    def allow(self, client: str, now: Optional[float] = None) -> bool:
+        now = time.monotonic() if now is None else now
+        rate = self._rate()
+        with self._lock:
+            tokens, last = self._buckets.pop(client, (3 * rate, now))
+            tokens = min(3 * rate, tokens + (now - last) * rate)
+            ok = tokens >= 1.0
+            self._buckets[client] = (tokens - 1.0 if ok else tokens, now)
+            while len(self._buckets) > MAX_CLIENTS:
+                self._buckets.popitem(last=False)
+            return ok
+
+
+def queue_events(queue: Any) -> list[Any]:
+    """Every event in a Gradio queue: waiting (per concurrency id) and running."""
+    waiting = [e for q in getattr(queue, "event_queue_per_concurrency_id", {}).values() for e in list(q.queue)]
+    running = [e for job in list(getattr(queue, "active_jobs", ()) or ()) if job for e in job]
+    return waiting + running
+
+
+class Listeners:
+    """Open event streams and heartbeats per session, and when a session's last stream closed."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._streams: dict[str, int] = {}
+        self._beats: dict[str, int] = {}
+        self._closed: "OrderedDict[str, float]" = OrderedDict()
+        self._joined: "OrderedDict[str, float]" = OrderedDict()  # sessions that joined the queue over HTTP
+        self._per_client: dict[str, int] = {}
+
+    def joined(self, session: str, now: Optional[float] = None) -> None:
+        with self._lock:
+            self._joined.pop(session, None)
+            self._joined[session] = time.monotonic() if now is None else now
+            while len(self._joined) > 50_000:
+                self._joined.popitem(last=False)
+
+    def open(self, session: str, client: str, heartbeat: bool = False) -> bool:
+        """Register an open stream; False (not registered) when the client has S2D2_CLIENT_STREAMS open."""
+        with self._lock:
+            if self._per_client.get(client, 0) >= client_streams():
+                return False
+            self._per_client[client] = self._per_client.get(client, 0) + 1
+            table = self._beats if heartbeat else self._streams
+            table[session] = table.get(session, 0) + 1
+            return True
+
+    def close(self, session: str, client: str, heartbeat: bool = False, now: Optional[float] = None) -> None:
+        with self._lock:
+            left = self._per_client.get(client, 1) - 1
+            if left > 0:
+                self._per_client[client] = left
+            else:
+                self._per_client.pop(client, None)
+            table = self._beats if heartbeat else self._streams
+            n = table.get(session, 1) - 1
+            if n > 0:
+                table[session] = n
+            else:
+                table.pop(session, None)
+                if not heartbeat:
+                    self._closed.pop(session, None)
+                    self._closed[session] = time.monotonic() if now is None else now
+                    while len(self._closed) > 50_000:
+                        self._closed.popitem(last=False)
+
+    def active(self, session: str) -> bool:
+        return session in self._streams or session in self._beats
+
+    def silence(self, session: str, now: float) -> Optional[float]:
+        """Seconds since the session last had an open event stream (0 while one is open; infinity when it never
+        had one); None for a session that never joined over HTTP (a handler called directly)."""
+        if session not in self._joined:
+            return None
+        if session in self._streams:
+            return 0.0
+        closed = self._closed.get(session)
+        return float("inf") if closed is None else now - closed
+
+
+TRIM_ABOVE = 48  # configs a session may hold before it is trimmed (the app's events touch fewer at a time)
+
+
+def trim_sessions(holder: Any) -> int:
+    """Clear the per-session config copies Gradio keeps for deep links (see the module docstring); returns how
+    many sessions were trimmed."""
+    trimmed = 0
+    for state in list(getattr(holder, "session_data", {}).values()):
+        values = getattr(state, "config_values", None)
+        if isinstance(values, dict) and len(values) > TRIM_ABOVE:
+            values.clear()
+            trimmed += 1
+    return trimmed
+
+
+class Sessions:
+    """Which client minted each session hash, and the session-count policy (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._owner: "OrderedDict[str, str]" = OrderedDict()  # session -> client, least recently seen first
+
+    def admit(self, session: str, client: str, holder: Any, capacity: int, listeners: Listeners,
+              now: Optional[float] = None) -> Optional[str]:
+        """Called before Gradio creates state for a session hash it does not hold yet: makes room in `holder`
+        (Gradio's StateHolder) for it, or returns the message refusing it."""
+        with self._lock:
+            data = holder.session_data
+            if session not in data:
+                mine = [s for s, who in self._owner.items() if who == client and s in data]
+                if len(mine) >= client_sessions():
+                    self._evict(holder, mine[0])  # the client's own least recently seen session
+                if len(data) >= capacity:
+                    victim = self._idle_victim(holder, listeners, now)
+                    if victim is None:
+                        return ("⏳ The server is at its visitor capacity and every session is in use: try again "
+                                "in a few minutes.")
+                    self._evict(holder, victim)
+            self._owner.pop(session, None)
+            self._owner[session] = client
+            if len(self._owner) > 2 * capacity + 1000:  # forget sessions Gradio no longer holds
+                self._owner = OrderedDict((s, c) for s, c in self._owner.items() if s in data or s == session)
+            return None
+
+    def of(self, client: str) -> list[str]:
+        """The sessions `client` minted that are still known."""
+        with self._lock:
+            return [s for s, who in self._owner.items() if who == client]
+
+    def _idle_victim(self, holder: Any, listeners: Listeners, now: Optional[float]) -> Optional[str]:
+        import datetime
+
+        idle = datetime.timedelta(seconds=session_idle_s())
+        wall = datetime.datetime.now()
+        used = getattr(holder, "time_last_used", {})
+        for session in list(holder.session_data):  # Gradio keeps it least recently used first
+            last = used.get(session)
+            if listeners.active(session) or (last is not None and wall - last < idle):
+                continue
+            return session
+        return None
+
+    def _evict(self, holder: Any, session: Optional[str]) -> None:
+        if session is None:
+            return
+        with holder.lock:
+            holder.session_data.pop(session, None)
+            holder.time_last_used.pop(session, None)
+        self._owner.pop(session, None)

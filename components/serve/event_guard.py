@@ -1,0 +1,134 @@
+"""Every event of the app behind the same guards, whoever registered it: `protect(demo)` runs once, after every tab
+is built (app.py), and wraps each event's function.
+
+While a handler runs, the wrapper
+- records who the request comes from (components/serve/identity.py), so deep code can charge its bytes to a visitor;
+- turns any exception into one readable line (gr.Error, shown in the page) and logs at most a few lines: a deeply
+  nested value (RecursionError) or an unrepresentable number (OverflowError) never reaches the visitor as Python;
+- passes every output through `encodable`: Gradio streams outputs through orjson, which fails on an int beyond 64
+  bits or a lone UTF-16 surrogate and takes the whole event stream down with it, so such values leave as None and
+  U+FFFD instead.
+It also checks the wiring rules the fairness guards rely on, failing at start-up rather than in production: a decode
+(concurrency_id="gpu") runs as guard.one_job and is admitted by guard.admit; a Stop runs outside the queue.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+import math
+import re
+import traceback
+from typing import Any, Callable
+
+import gradio as gr
+
+from components.serve import gpu_slot as guard
+from components.serve.identity import request_key, reset_current, set_current
+from components.escape import html_text
+from components.serve.input_numbers import INT_BOUND
+
+LOG = logging.getLogger("s2d2.app")
+GPU = "gpu"
+_SURROGATES = re.compile("[\ud800-\udfff]")
+MAX_LOGGED = 2000  # characters of a traceback written to the log (a value in an exception can be megabytes)
+
+
+def protect(demo: gr.Blocks) -> gr.Blocks:
+    """Wrap every event function of `demo` (once) and check the fairness wiring; returns `demo`."""
+    for block_fn in demo.fns.values():
+        fn = block_fn.fn
+        if fn is None or getattr(fn, "_s2d2_protected", False):
+            continue
+        if _unwrapped(fn) is guard.stop and block_fn.queue is not False:
+            raise ValueError(f"{block_fn.name}: wire Stop with queue=False (Stop never waits behind the queue)")
+        if block_fn.concurrency_id == GPU:
+            if not _is_one_job(fn):
+                raise ValueError(f"{block_fn.name}: a decode (concurrency_id='gpu') must run as guard.one_job(...)")
+            if block_fn.validator is None:
+                block_fn.validator = guard.admit  # one decode per session and per client, refused at the door
+        block_fn.fn = guarded(fn, block_fn.name or "event")
+    return demo
+
+
+def guarded(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
+    """`fn` with the visitor's key set, readable errors and encodable outputs (generators stay generators)."""
+    if inspect.isgeneratorfunction(fn):
+        @functools.wraps(fn)
+        def stream(*args: Any, **kwargs: Any) -> Any:
+            inner = _step(lambda: fn(*args, **kwargs), name)
+            try:
+                while True:  # Gradio resumes a generator from a fresh context: set the visitor around every step
+                    try:
+                        item = _step(lambda: next(inner), name)
+                    except StopIteration:
+                        return
+                    yield encodable(item)
+            finally:
+                inner.close()
+
+        wrapped: Callable[..., Any] = stream
+    else:
+        @functools.wraps(fn)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            return encodable(_step(lambda: fn(*args, **kwargs), name))
+
+        wrapped = call
+    wrapped._s2d2_protected = True  # type: ignore[attr-defined]
+    return wrapped
+
+
+def _step(run: Callable[[], Any], name: str) -> Any:
+    from gradio.context import LocalContext
+
+    token = set_current(request_key(LocalContext.request.get(None)))
+    try:
+        return run()
+    except (StopIteration, gr.Error):
+        raise
+    except RecursionError:
+        raise gr.Error("A value in this request is nested too deeply to read.", print_exception=False) from None
+    except OverflowError:
+        raise gr.Error("A number in this request is too large.", print_exception=False) from None
+    except Exception as exc:  # one readable line for the visitor, a bounded one for the log
+        LOG.warning("%s failed: %s", name, "".join(traceback.format_exception(exc))[-MAX_LOGGED:])
+        raise gr.Error(f"Something went wrong here ({html_text(type(exc).__name__, 60)}); nothing was changed. "
+                       "Reload the page if the views look stale.", print_exception=False) from None
+    finally:
+        reset_current(token)
+
+
+def encodable(value: Any, depth: int = 0) -> Any:
+    """`value` with ints beyond ±INT_BOUND and non-finite floats as None and lone surrogates as U+FFFD, inside
+    dicts, lists and tuples a few levels deep (figures and components are left as they are)."""
+    if isinstance(value, str):
+        return _SURROGATES.sub("\ufffd", value) if _SURROGATES.search(value) else value
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int):
+        return value if -INT_BOUND <= value <= INT_BOUND else None
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if depth >= 5:
+        return value
+    if isinstance(value, dict):
+        return {k: encodable(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, list):
+        return [encodable(v, depth + 1) for v in value]
+    if isinstance(value, tuple):
+        return tuple(encodable(v, depth + 1) for v in value)
+    return value
+
+
+def _unwrapped(fn: Any) -> Any:
+    while hasattr(fn, "__wrapped__"):
+        fn = fn.__wrapped__
+    return fn
+
+
+def _is_one_job(fn: Any) -> bool:
+    while fn is not None:
+        if getattr(fn, "_s2d2_one_job", False):
+            return True
+        fn = getattr(fn, "__wrapped__", None)
+    return False

@@ -1,0 +1,332 @@
+"""The app's front door: an ASGI middleware in front of every Gradio route (app.py installs it with
+`launch(app_kwargs={"middleware": [Middleware(FrontDoor)]})`), so each request meets it before Gradio does.
+
+For every API request it
+- rate-limits the client (components/serve/client_limits.py `Rate`; the client is components/serve/identity.py's key); Stop, the
+  one event run outside the queue (POST /run/predict), has a bucket of its own, so a client that has spent its
+  allowance on other events can still stop its decode;
+- caps the body (MAX_JSON_BYTES; an upload at the upload limit), refuses JSON nested deeper than MAX_DEPTH or a
+  string longer than MAX_FIELD_CHARS (nothing a visitor sends can be echoed back at length), and replaces lone
+  surrogates (they would break Gradio's encoder);
+- refuses a private event called by name (`/gradio_api/call/<name>`, or `/run/<name>` without an fn_index): the
+  page calls events by index, only the public API by name;
+- makes room for a new session hash, or refuses it, before Gradio creates its state (fairness `Sessions`);
+- caps the events a client has pending (S2D2_CLIENT_QUEUED: waiting, running, or finished but unread, counted in
+  Gradio's own queue) and keeps the last RESERVED places of the queue for clients with nothing in it;
+- checks an upload against the disk budget and the client's upload allowance (components/serve/disk_budget.py);
+- counts open event streams and heartbeats per session, for the decode watchdog (guard.Jobs.silence) and the
+  session policy, and caps them per client;
+- answers a failed file request, or any request Gradio fails on, with one line and no server path.
+Decode-specific rules (one per session and per client) are the decode's validator, guard.admit.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+import uuid
+from typing import Any, Awaitable, Callable, Optional
+from urllib.parse import parse_qs
+
+from s2d2.limits import limits
+
+from components.serve import gpu_slot as guard
+from components.serve.identity import client_key, scope_key
+from components.serve.disk_budget import DISK
+from components.serve.client_limits import Listeners, Rate, Sessions, client_queued, queue_events, trim_sessions
+
+API = "/gradio_api"
+MAX_JSON_BYTES = 256 * 1024
+MAX_FIELD_CHARS = 8192
+MAX_DEPTH = 32
+MAX_SESSION_CHARS = 128
+RESERVED = 8  # queue places kept for clients with nothing queued
+LOG = logging.getLogger("s2d2.app")
+_SURROGATES = re.compile("[\ud800-\udfff]")
+
+TOO_FAST = "⏳ Too many requests from your address: slow down and try again in a few seconds."
+TOO_MANY_QUEUED = ("⏳ You already have several requests waiting in the queue: wait for them to finish, then try "
+                   "again.")
+QUEUE_NEARLY_FULL = "⏳ The queue is nearly full: wait for your requests to finish, then try again."
+TOO_MANY_STREAMS = "⏳ Too many open connections from your address: close some tabs and try again."
+
+RATE, STOP_RATE, SESSIONS, LISTENERS = Rate(), Rate(), Sessions(), Listeners()
+guard.JOBS.silence = LISTENERS.silence  # a decode whose session has no open stream stops (guard.Jobs.cancelled)
+
+Send = Callable[[dict], Awaitable[None]]
+Receive = Callable[[], Awaitable[dict]]
+
+
+class Refusal(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status, self.message = status, message
+
+
+class FrontDoor:
+    """ASGI middleware; see the module docstring."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict, receive: Receive, send: Send) -> None:
+        if scope.get("type") != "http" or not scope.get("path", "").startswith(API):
+            return await self.app(scope, receive, send)
+        started = False
+
+        async def tracked(message: dict) -> None:
+            nonlocal started
+            started = started or message.get("type") == "http.response.start"
+            await send(message)
+
+        try:
+            await self._route(scope, receive, tracked)
+        except Refusal as refusal:
+            if not started:
+                await reply(send, refusal.status, refusal.message)
+        except Exception as exc:  # one line, no traceback of a request's values, no server path
+            LOG.warning("request %s failed: %s: %s", scope.get("path", "")[:120], type(exc).__name__, str(exc)[:200])
+            if not started:
+                await reply(send, 500, "The server could not handle this request.")
+
+    async def _route(self, scope: dict, receive: Receive, send: Send) -> None:
+        sub, method, client = scope["path"][len(API):], scope.get("method", "GET"), scope_key(scope)
+        if method == "POST":
+            if not (STOP_RATE if sub.rstrip("/") == "/run/predict" else RATE).allow(client):
+                raise Refusal(429, TOO_FAST)
+            if sub.rstrip("/") == "/upload":
+                return await self._upload(scope, receive, send, client)
+            return await self._json(scope, receive, send, sub, client)
+        if method == "GET":
+            if sub.rstrip("/") == "/queue/data":
+                session = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("session_hash", [""])[0]
+                return await self._stream(scope, receive, send, session, client, heartbeat=False)
+            if sub.startswith("/heartbeat/"):
+                return await self._stream(scope, receive, send, sub.split("/")[2], client, heartbeat=True)
+            if sub.startswith("/call/") and sub.count("/") >= 3:
+                session = session_of_event(blocks_of(scope), sub.rstrip("/").rsplit("/", 1)[1])
+                return await self._stream(scope, receive, send, session, client, heartbeat=False)
+            if sub.startswith(("/file=", "/file/")):
+                return await self.app(scope, receive, quiet_errors(send))
+        return await self.app(scope, receive, send)
+
+    async def _json(self, scope: dict, receive: Receive, send: Send, sub: str, client: str) -> None:
+        body = await read_body(scope, receive, MAX_JSON_BYTES)
+        if not body or "json" not in (header(scope, b"content-type") or "json"):
+            return await self.app(scope, replay(body, receive), send)
+        try:
+            data = json.loads(body)
+        except RecursionError:
+            raise Refusal(400, "The request is nested too deeply to read.") from None
+        except ValueError:
+            raise Refusal(400, "The request body is not valid JSON.") from None
+        cleaned, changed = checked(data)
+        if sub.startswith("/call/") and not sub.startswith("/call/v2/") and isinstance(cleaned, dict) \
+                and not cleaned.get("session_hash"):
+            # An API call without a session hash is given one, so it is fenced like any other (one decode per
+            # session, the watchdog); GET /call/<name>/<event_id> still finds it (Gradio looks the event up).
+            cleaned["session_hash"], changed = "call-" + uuid.uuid4().hex, True
+        blocks = blocks_of(scope)
+        if blocks is not None and isinstance(cleaned, dict):
+            admit(sub, cleaned, client, blocks)
+        if changed:
+            body = json.dumps(cleaned).encode()
+            scope = with_length(scope, len(body))
+        await self.app(scope, replay(body, receive), send)
+
+    async def _upload(self, scope: dict, receive: Receive, send: Send, client: str) -> None:
+        length = header(scope, b"content-length")
+        cap = limits().max_upload_bytes + 64 * 1024  # one file at the limit, with its multipart envelope
+        if length is None or not length.isdigit():
+            raise Refusal(411, "Send the upload with its length (Content-Length).")
+        if int(length) > cap:
+            raise Refusal(413, f"File too large: the limit is {limits().max_upload_mb:g} MB.")
+        problem = await asyncio.to_thread(DISK.admit_upload, client, int(length))
+        if problem:
+            raise Refusal(429 if "per visitor" in problem else 507, problem)
+        try:
+            await self.app(scope, receive, send)
+        except Exception:  # e.g. a file part without a name: Gradio fails on it
+            raise Refusal(400, "The upload could not be read: send one file, with its name, as form data.") from None
+
+    async def _stream(self, scope: dict, receive: Receive, send: Send, session: str, client: str,
+                      heartbeat: bool) -> None:
+        if not LISTENERS.open(session, client, heartbeat):
+            raise Refusal(429, TOO_MANY_STREAMS)
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            LISTENERS.close(session, client, heartbeat)
+
+
+def admit(sub: str, data: dict, client: str, blocks: Any) -> None:
+    """Raise Refusal unless this event may enter: known and callable this way, room for its session, room in the
+    queue for this client."""
+    fns = blocks.fns
+    path = sub.strip("/").split("/")
+    index = data.get("fn_index")
+    index = index if isinstance(index, int) and not isinstance(index, bool) else None
+    if path[0] == "call" and len(path) >= 2:
+        fn = by_name(fns, path[-1])
+        if fn is None or fn.api_visibility == "private" or fn.fn is None:
+            raise Refusal(404, "No such endpoint.")
+    elif path[0] in ("run", "api") and len(path) >= 2:
+        fn = fns.get(index) if index is not None else by_name(fns, path[-1])
+        if fn is None or (index is None and fn.api_visibility == "private"):
+            raise Refusal(404, "No such endpoint.")
+    elif path == ["queue", "join"]:
+        fn = fns.get(index) if index is not None else None
+        if fn is None:
+            raise Refusal(400, "Unknown event.")
+    else:
+        fn = None
+    session = data.get("session_hash")
+    if isinstance(session, str) and session:
+        if len(session) > MAX_SESSION_CHARS:
+            raise Refusal(400, "Session id too long.")
+        holder = getattr(blocks, "state_holder", None)
+        if holder is not None:
+            problem = SESSIONS.admit(session, client, holder, limits().max_sessions, LISTENERS)
+            if problem:
+                raise Refusal(503, problem)
+            trim_sessions(holder)
+    if fn is None or path[0] not in ("call", "queue"):
+        return
+    events = queue_events(blocks._queue)
+    unread = getattr(blocks._queue, "pending_event_ids_session", {})  # pushed, result not yet read
+    mine = max(sum(event_client(e) == client for e in events),
+               sum(len(unread.get(s, ())) for s in SESSIONS.of(client)))
+    if mine >= client_queued():
+        raise Refusal(429, TOO_MANY_QUEUED)
+    if mine and len(events) >= limits().queue_size - RESERVED:
+        raise Refusal(429, QUEUE_NEARLY_FULL)
+    if isinstance(session, str) and session:
+        LISTENERS.joined(session)
+
+
+def checked(value: Any, depth: int = 0) -> tuple[Any, bool]:
+    """(value with lone surrogates replaced, whether anything changed); Refusal for a value nested deeper than
+    MAX_DEPTH or a string longer than MAX_FIELD_CHARS."""
+    if depth > MAX_DEPTH:
+        raise Refusal(400, "The request is nested too deeply to read.")
+    if isinstance(value, str):
+        if len(value) > MAX_FIELD_CHARS:
+            raise Refusal(413, f"A value in this request is longer than {MAX_FIELD_CHARS} characters.")
+        if _SURROGATES.search(value):
+            return _SURROGATES.sub("\ufffd", value), True
+        return value, False
+    if isinstance(value, list):
+        pairs = [checked(v, depth + 1) for v in value]
+        return [v for v, _ in pairs], any(c for _, c in pairs)
+    if isinstance(value, dict):
+        out, changed = {}, False
+        for k, v in value.items():
+            key, c1 = checked(k, depth + 1) if isinstance(k, str) else (k, False)
+            out[key], c2 = checked(v, depth + 1)
+            changed = changed or c1 or c2
+        return out, changed
+    return value, False
+
+
+def event_client(event: Any) -> str:
+    """The client key of a queued Gradio event (cached on it)."""
+    key = getattr(event, "_s2d2_client", None)
+    if key is None:
+        request = getattr(event, "request", None)
+        peer = getattr(getattr(request, "client", None), "host", None)
+        key = client_key(getattr(request, "headers", {}) or {}, peer, getattr(event, "username", None))
+        try:
+            event._s2d2_client = key
+        except AttributeError:
+            pass
+    return key
+
+
+def by_name(fns: dict, name: str) -> Any:
+    return next((fn for fn in fns.values() if fn.api_name == name), None)
+
+
+def blocks_of(scope: dict) -> Any:
+    app = scope.get("app")
+    try:
+        return app.get_blocks() if app is not None and hasattr(app, "get_blocks") else None
+    except Exception:  # the app is not configured yet
+        return None
+
+
+def session_of_event(blocks: Any, event_id: str) -> str:
+    """The session an event id belongs to (an API call without a session hash is its own session)."""
+    queue = getattr(blocks, "_queue", None)
+    event = getattr(queue, "event_ids_to_events", {}).get(event_id) if queue is not None else None
+    if event is not None:
+        return event.session_hash
+    pending = getattr(queue, "pending_event_ids_session", {}) if queue is not None else {}
+    return next((s for s, ids in list(pending.items()) if event_id in ids), event_id)
+
+
+async def read_body(scope: dict, receive: Receive, cap: int) -> bytes:
+    """The whole request body; Refusal(413) past `cap` bytes (declared or received)."""
+    length = header(scope, b"content-length")
+    if length is not None and length.isdigit() and int(length) > cap:
+        raise Refusal(413, f"This request is larger than {cap // 1024} kB.")
+    chunks, size = [], 0
+    while True:
+        message = await receive()
+        if message.get("type") == "http.disconnect":
+            raise Refusal(400, "The request was cut short.")
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > cap:
+            raise Refusal(413, f"This request is larger than {cap // 1024} kB.")
+        chunks.append(chunk)
+        if not message.get("more_body"):
+            return b"".join(chunks)
+
+
+def replay(body: bytes, receive: Receive) -> Receive:
+    sent = False
+
+    async def again() -> dict:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()  # later reads wait for the disconnect, as they would
+
+    return again
+
+
+def header(scope: dict, name: bytes) -> Optional[str]:
+    for key, value in scope.get("headers", ()):
+        if key.lower() == name:
+            return value.decode("latin-1").strip()
+    return None
+
+
+def with_length(scope: dict, length: int) -> dict:
+    headers = [(k, v) for k, v in scope.get("headers", ()) if k.lower() != b"content-length"]
+    return {**scope, "headers": headers + [(b"content-length", str(length).encode())]}
+
+
+def quiet_errors(send: Send) -> Send:
+    """A file route's refusal as one line without the path it was asked for (Gradio's echoes it)."""
+    replaced = False
+
+    async def filtered(message: dict) -> None:
+        nonlocal replaced
+        if message.get("type") == "http.response.start" and message.get("status", 200) >= 400:
+            replaced = True
+            await reply(send, message["status"], "File not found.")
+            return
+        if not replaced:
+            await send(message)
+
+    return filtered
+
+
+async def reply(send: Send, status: int, message: str) -> None:
+    body = json.dumps({"detail": message, "error": message}).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})

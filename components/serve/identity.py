@@ -1,0 +1,115 @@
+"""Who a request comes from, in a form a visitor cannot mint: the signed-in user, else the client's network address.
+
+Fairness (components/serve/gpu_slot.py, components/serve/front_door.py) is keyed on this, not on Gradio's session hash, which the
+client chooses. Behind a reverse proxy (a Hugging Face Space) the socket peer is the proxy, and the visitor's address
+is the entry the last trusted proxy appended to `X-Forwarded-For`: with `S2D2_TRUSTED_PROXY_HOPS` = N the client is
+the N-th address from the right of that list (everything to its left was written by the client and is ignored).
+The default is 1 on a Space (`SPACE_ID` is set) and 0 elsewhere (the socket peer; a forwarded header is never
+trusted). IPv6 addresses are grouped by /64, the block one subscriber gets. A signed-in user (Gradio's `username`:
+`auth=` or Hugging Face OAuth) is keyed by name instead, so visitors sharing an address (a classroom behind one NAT)
+who sign in are told apart.
+
+The current request's key is also kept in a context variable while a handler runs (components/serve/gpu_slot.py sets it), so
+code deep in a handler (the state store, the export folder) can charge its bytes to the right visitor.
+"""
+from __future__ import annotations
+
+import contextvars
+import ipaddress
+import os
+from typing import Any, Iterable, Mapping, Optional
+
+LOCAL = "local"  # the key outside any request (tests, scripts, start-up)
+_CURRENT: contextvars.ContextVar[str] = contextvars.ContextVar("s2d2_client", default=LOCAL)
+
+
+def trusted_hops() -> int:
+    """S2D2_TRUSTED_PROXY_HOPS (0-8): proxies in front of the app that append to X-Forwarded-For."""
+    raw = os.environ.get("S2D2_TRUSTED_PROXY_HOPS", "").strip()
+    if not raw:
+        return 1 if os.environ.get("SPACE_ID") else 0
+    try:
+        hops = int(raw)
+    except ValueError:
+        raise ValueError(f"S2D2_TRUSTED_PROXY_HOPS: expected a whole number 0-8, got {raw[:40]!r}") from None
+    if not 0 <= hops <= 8:
+        raise ValueError(f"S2D2_TRUSTED_PROXY_HOPS: expected a whole number 0-8, got {hops}")
+    return hops
+
+
+def address_key(address: Optional[str]) -> str:
+    """'ip:1.2.3.4', 'ip:2001:db8:1:2::/64' (IPv6 by /64), or 'addr:<text>' for something that is not an IP."""
+    text = (address or "").strip()
+    if text.startswith("[") and "]" in text:  # [v6]:port
+        text = text[1:text.index("]")]
+    elif text.count(":") == 1:  # v4:port
+        text = text.split(":", 1)[0]
+    try:
+        ip = ipaddress.ip_address(text)
+    except ValueError:
+        return "addr:" + (text[:64] or "unknown")
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is None:
+        return "ip:" + str(ipaddress.ip_network(f"{ip}/64", strict=False))
+    return "ip:" + str(ip.ipv4_mapped if isinstance(ip, ipaddress.IPv6Address) else ip)
+
+
+def forwarded_client(forwarded_for: Iterable[str], peer: Optional[str], hops: int) -> Optional[str]:
+    """The client address: the `hops`-th entry from the right of the joined X-Forwarded-For values, the socket
+    peer with hops = 0 (or when no proxy wrote the header)."""
+    if hops <= 0:
+        return peer
+    chain = [part.strip() for value in forwarded_for for part in str(value).split(",") if part.strip()]
+    if not chain:
+        return peer
+    return chain[-hops] if len(chain) >= hops else chain[0]
+
+
+def client_key(headers: Any, peer: Optional[str], username: Optional[str] = None,
+               hops: Optional[int] = None) -> str:
+    """The fairness key of one request (see the module docstring)."""
+    if username:
+        return "user:" + str(username)[:80]
+    values = _header_values(headers, "x-forwarded-for")
+    return address_key(forwarded_client(values, peer, trusted_hops() if hops is None else hops))
+
+
+def request_key(request: Any) -> str:
+    """client_key of a gr.Request (or a Starlette request); LOCAL without one."""
+    if request is None:
+        return LOCAL
+    raw = getattr(request, "request", None) or request  # gr.Request wraps the Starlette request
+    client = getattr(raw, "client", None)
+    peer = getattr(client, "host", None) if client is not None else None
+    if isinstance(client, Mapping):  # a pickled gr.Request keeps plain dicts
+        peer = client.get("host")
+    username = getattr(request, "username", None)
+    return client_key(getattr(raw, "headers", {}) or {}, peer, username if isinstance(username, str) else None)
+
+
+def scope_key(scope: Mapping[str, Any]) -> str:
+    """client_key of a raw ASGI scope (the front door sees requests before Gradio does; no username there)."""
+    headers = [(k.decode("latin-1").lower(), v.decode("latin-1")) for k, v in scope.get("headers", ())]
+    client = scope.get("client")
+    return client_key(headers, client[0] if client else None)
+
+
+def _header_values(headers: Any, name: str) -> list[str]:
+    if hasattr(headers, "getlist"):  # Starlette Headers: every X-Forwarded-For line
+        return list(headers.getlist(name))
+    if isinstance(headers, Mapping):
+        value = headers.get(name) or headers.get(name.title())
+        return [value] if value else []
+    return [v for k, v in headers if k == name]
+
+
+def current() -> str:
+    """The key of the request the calling handler serves (LOCAL outside one)."""
+    return _CURRENT.get()
+
+
+def set_current(key: str) -> contextvars.Token:
+    return _CURRENT.set(key)
+
+
+def reset_current(token: contextvars.Token) -> None:
+    _CURRENT.reset(token)

@@ -1,0 +1,106 @@
+"""The Sweep tab's headline: S2D2 beside the cheapest baseline that is as accurate, and a plain verdict.
+
+A baseline cell is *as accurate* as an S2D2 cell when its accuracy is at least as high, or when the sweep cannot
+tell the two apart: McNemar's exact test on the same problems gives p ≥ ALPHA (for a file without per-problem
+results: their 95 % intervals overlap). Each S2D2 cell is matched with the as-accurate baseline that needs the
+fewest forwards per token; the headline shows the S2D2 cell whose match it beats by the most (or loses to by the
+least) and says plainly whether S2D2 wins on this model. An S2D2 cell more accurate than every baseline (no match)
+is named too.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from s2d2.sweeps.stats import paired_p
+from s2d2.sweeps.grid import accuracy_interval
+
+from components.views.step_views import md_escape
+
+ALPHA = 0.05
+
+
+@dataclass(frozen=True)
+class Match:
+    s2d2: dict[str, Any]
+    baseline: Optional[dict[str, Any]]  # None: no baseline is as accurate
+    p: Optional[float]  # McNemar's p between the two (None without per-problem results)
+
+    @property
+    def ratio(self) -> Optional[float]:
+        """Baseline forwards per token ÷ S2D2's: above 1, S2D2 needs fewer."""
+        if self.baseline is None or not self.s2d2["nfe_per_token"]:
+            return None
+        return self.baseline["nfe_per_token"] / self.s2d2["nfe_per_token"]
+
+
+def as_accurate(base: dict[str, Any], cell: dict[str, Any]) -> tuple[bool, Optional[float]]:
+    """(is `base` as accurate as `cell`, the paired p) by the rule in the module docstring."""
+    p = paired_p(base.get("correct_by_problem"), cell.get("correct_by_problem"))
+    if base["accuracy"] >= cell["accuracy"]:
+        return True, p
+    if p is not None:
+        return p >= ALPHA, p
+    a, b = accuracy_interval(base), accuracy_interval(cell)
+    if a is None or b is None:  # no sizes to test with: the point estimates decide (said in the headline)
+        return False, None
+    return a[1] >= b[0], None
+
+
+def _basis(cells: list[dict[str, Any]], cell: dict[str, Any]) -> str:
+    """How "more accurate than every baseline" was decided for `cell`."""
+    bases = [c for c in cells if c["method"] == "dynamic" and c.get("accuracy") is not None]
+    top = max(bases, key=lambda c: c["accuracy"], default=None)
+    if top is None:
+        return ""
+    if paired_p(top.get("correct_by_problem"), cell.get("correct_by_problem")) is not None:
+        return f" (McNemar p < {ALPHA:g} against each, on the same problems)"
+    if accuracy_interval(top) is not None and accuracy_interval(cell) is not None:
+        return " (their 95 % intervals do not overlap)"
+    return " (by the point estimates only: the file has no per-problem results or sizes to test it)"
+
+
+def matches(cells: list[dict[str, Any]]) -> list[Match]:
+    """Every S2D2 cell with its cheapest as-accurate baseline (by forwards per token)."""
+    usable = [c for c in cells if c.get("accuracy") is not None and c.get("nfe_per_token") is not None]
+    bases = sorted((c for c in usable if c["method"] == "dynamic"), key=lambda c: c["nfe_per_token"])
+    out = []
+    for cell in (c for c in usable if c["method"] == "s2d2"):
+        hit = next(((b, p) for b in bases for ok, p in [as_accurate(b, cell)] if ok), (None, None))
+        out.append(Match(cell, *hit))
+    return out
+
+
+def best_match(cells: list[dict[str, Any]]) -> Optional[Match]:
+    """The S2D2 cell that does best against its match (largest ratio); None without a matched S2D2 cell."""
+    found = [m for m in matches(cells) if m.ratio is not None]
+    return max(found, key=lambda m: m.ratio, default=None)  # type: ignore[arg-type, return-value]
+
+
+def _cell(c: dict[str, Any]) -> str:
+    wall = c.get("wall_per_token")
+    ms = f", {1000 * wall:.2g} ms/token" if wall is not None else ""
+    return f"**{md_escape(c['name'], 80)}** ({c['nfe_per_token']:.3f} forwards/token{ms}, accuracy {c['accuracy']:.3f})"
+
+
+def verdict(cells: list[dict[str, Any]]) -> str:
+    """One Markdown paragraph (values from the file escaped); "" when the sweep has no S2D2 cell or no baseline."""
+    m = best_match(cells)
+    alone = [x.s2d2 for x in matches(cells) if x.baseline is None]
+    extra = ""
+    if alone:
+        top = min(alone, key=lambda c: c["nfe_per_token"])
+        extra = f" {_cell(top)} is more accurate than every baseline{_basis(cells, top)}."
+    if m is None:
+        return extra.strip()
+    p = f", p = {m.p:.2g} on the same problems" if m.p is not None else ""
+    if m.ratio > 1:  # type: ignore[operator]
+        return (f"**S2D2 wins on this model**: {_cell(m.s2d2)} needs {m.ratio:.2f}× fewer forwards than the cheapest "
+                f"baseline as accurate, {_cell(m.baseline)}{p}.{extra}")  # type: ignore[arg-type]
+    return (f"**S2D2 does not win on this model**: every S2D2 cell needs more forwards per token than the cheapest "
+            f"baseline as accurate as it. The closest: {_cell(m.s2d2)} needs {1 / m.ratio:.2f}× the forwards of "
+            f"{_cell(m.baseline)}{p}.{extra}")  # type: ignore[arg-type, operator]
+
+
+RULE = (f"“As accurate” means a baseline at least as accurate, or one the sweep cannot tell apart (McNemar's exact "
+        f"test on the same problems, p ≥ {ALPHA:g}).")

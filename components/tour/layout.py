@@ -1,0 +1,143 @@
+"""The Learn tab: the guided tour as a gr.Walkthrough of texts over one shared set of pictures.
+
+The stops (components/tour/material.py) carry texts; the pictures live once, below the walkthrough, and change in place as
+the stops advance (components/tour/pictures.py decides what each stop shows). A stop that names a position scrolls its
+strip there. The Route stop holds a live τ_score control, the last stop a slider that scrubs both runs together.
+`build_learn_tab` lays it out and wires the tour's own events; app.py wires "Show in Replay" (TourHandles).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import gradio as gr
+
+from components.tour.tau_control import can_move, recorded_tau, route_text, tau_range
+from components.tour.material import numbered, tour_stops
+from components.tour.stops import KINDS, Stop, TourMaterial
+from components.tour.pictures import VIEW, first_moment, lockstep_views, moment_count, route_views, stop_views
+from components.ui import PRIVATE, ClampedSlider, Ctx, keyed
+
+PLOTS = {"routing", "mask", "calibration", "lifecycle"}
+NAV = ["tour_at", "tour_back", "tour_next", "tour_show"]
+# A picture that names a position: scroll its sideways-scrolling table so that column is in view (a phone shows
+# two or three strip columns at a time). Deferred: the component may just have been made visible.
+WATCH_JS = """
+const centre = () => {
+  element.querySelectorAll('[data-watch]').forEach((cell) => {
+    const wrap = cell.closest('.tbl, .lg-strips, .rs-tbl');
+    if (!wrap || cell.tagName === 'TD') return;
+    const r = cell.getBoundingClientRect(), w = wrap.getBoundingClientRect();
+    const sticky = wrap.querySelector('th[scope=row]');
+    const left = w.left + (sticky ? sticky.getBoundingClientRect().width : 0);
+    if (!w.width || (r.left >= left && r.right <= w.right)) return;  // already in view
+    wrap.scrollLeft = Math.max(0, wrap.scrollLeft + (r.left - left) - (w.right - left - r.width) / 2);
+  });
+};
+const later = () => { setTimeout(centre, 60); setTimeout(centre, 400); };
+later();
+watch('value', later);
+"""
+# Next / Back on a phone: bring the new stop's text back to the top of the screen.
+NAV_JS = """
+() => {
+  const tour = document.getElementById('tour');
+  if (tour && tour.getBoundingClientRect().top < 0) tour.scrollIntoView({block: 'start'});
+}
+"""
+TOUR_CSS = """
+#tour-pictures{gap:10px}
+#tour-pictures .s2d2-lockstep p{margin:4px 0}
+.s2d2-exact .ex-row{margin:4px 0;line-height:2}
+"""
+
+
+@dataclass
+class TourHandles:
+    """What app.py wires: "Show in Replay" opens the stop at `at` (tour_views.target)."""
+
+    show: gr.Button
+    at: gr.State
+    stops: list[Stop]
+
+
+def _component(kind: str, first: dict[str, Any], **kw: Any) -> Any:
+    shown = first[VIEW[kind]]
+    elem = f"tour-{kind}"
+    if kind in PLOTS:
+        return gr.Plot(shown.get("value"), visible=shown["visible"], show_label=False, elem_id=elem, **kw)
+    return gr.HTML(shown.get("value", ""), visible=shown["visible"], elem_id=elem, **kw)
+
+
+def build_learn_tab(ctx: Ctx, material: Optional[TourMaterial]) -> Optional[TourHandles]:
+    """Lay out the tour over `material` (None: no example trace) and wire its stops, controls and buttons."""
+    if material is None:
+        gr.Markdown("## Learn S2D2\nNo example trace is available yet.")
+        return None
+    stops = tour_stops(material)
+    gr.Markdown(f"## Learn S2D2 in {len(stops)} stops\nA guided tour over the recorded example run that opens the "
+                "app. The pictures below the text change as you go; **Show in Replay** opens the full panel at the "
+                "moment a stop describes.")
+    tau0 = recorded_tau(material.trace) if can_move(material.trace) else None
+    steps = []
+    with gr.Walkthrough(selected=0, elem_id="tour") as tour:
+        for i, (stop, title) in enumerate(zip(stops, numbered(stops))):
+            with gr.Step(stop.label, id=i, elem_classes=[f"tour-{stop.key}"]) as step:
+                # Not sanitised: the text holds the hover/tap spans; every trace string in it is escaped.
+                gr.Markdown(f"### {title}\n{stop.text}", elem_classes=["tour-text"], sanitize_html=False)
+                _controls(ctx, stop, material, tau0)
+            steps.append(step)
+    ctx["tour"] = tour
+    first = stop_views(material, stops, 0, tau0, first_moment(material))
+    with gr.Column(elem_id="tour-pictures"):
+        for kind in KINDS:
+            js = {"js_on_load": WATCH_JS} if kind in ("strip", "residual", "ledger") else {}
+            ctx[VIEW[kind]] = _component(kind, first, **js)
+    with gr.Row(elem_id="tour-nav"):
+        ctx["tour_back"] = gr.Button("◀ Back", size="sm", interactive=False, elem_id="tour-back")
+        ctx["tour_show"] = gr.Button(first["tour_show"]["value"], size="sm", elem_id="tour-show",
+                                     visible=first["tour_show"]["visible"])
+        ctx["tour_next"] = gr.Button("Next ▶", size="sm", variant="primary", interactive=len(stops) > 1,
+                                     elem_id="tour-next")
+    ctx["tour_at"] = gr.State(0)
+    _wire(ctx, material, stops, steps)
+    return TourHandles(ctx["tour_show"], ctx["tour_at"], stops)
+
+
+def _controls(ctx: Ctx, stop: Stop, material: TourMaterial, tau0: Optional[float]) -> None:
+    """The Route stop's τ_score control and the last stop's lockstep slider, inside their stops."""
+    if stop.key == "route" and tau0 is not None:
+        lo, hi = tau_range(material.trace)
+        ctx["tour_tau"] = ClampedSlider(lo, hi, value=tau0, step=0.25, label="τ_score: verify iff s ≥ τ_score",
+                                        elem_id="tour-tau")
+        ctx["tour_route_note"] = gr.Markdown(route_text(material.trace, tau0), elem_id="tour-route-note")
+    if stop.key == "run" and material.baseline is not None:
+        n = moment_count(material)
+        ctx["tour_moment"] = ClampedSlider(0, n, value=first_moment(material), step=1,
+                                           label=f"Both runs, block by block: moment 0 (start) to {n} (end)",
+                                           elem_id="tour-moment")
+
+
+def _wire(ctx: Ctx, material: TourMaterial, stops: list[Stop], steps: list[Any]) -> None:
+    c = ctx.c
+    outs = ctx.outputs([*(VIEW[k] for k in KINDS), *NAV])
+    controls = [c[n] for n in ("tour_tau", "tour_moment") if n in c]
+    names = [n for n in ("tour_tau", "tour_moment") if n in c]
+
+    def shown(i: int, *values: Any) -> dict[str, Any]:
+        given = dict(zip(names, values))
+        return stop_views(material, stops, i, given.get("tour_tau"), given.get("tour_moment", first_moment(material)))
+
+    for i, step in enumerate(steps):  # a stop selected by Next / Back or by its circle: its pictures, in place
+        step.select(keyed(lambda *v, i=i: shown(i, *v), ctx), controls, outs, show_progress="hidden", **PRIVATE)
+    for name, delta in (("tour_back", -1), ("tour_next", 1)):
+        c[name].click(lambda at, d=delta: gr.Walkthrough(selected=max(0, min(len(stops) - 1, int(at or 0) + d))),
+                      c["tour_at"], c["tour"], **PRIVATE)
+        c[name].click(None, js=NAV_JS, **PRIVATE)
+    if "tour_tau" in c:
+        c["tour_tau"].change(keyed(lambda tau: route_views(material, tau), ctx), c["tour_tau"],
+                             ctx.outputs(["tour_routing", "tour_route_note"]), show_progress="hidden",
+                             trigger_mode="always_last", **PRIVATE)
+    if "tour_moment" in c:
+        c["tour_moment"].change(keyed(lambda k: lockstep_views(material, k), ctx), c["tour_moment"],
+                                [c["tour_lockstep"]], show_progress="hidden", trigger_mode="always_last", **PRIVATE)

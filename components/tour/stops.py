@@ -1,0 +1,236 @@
+"""The guided tour's stops: draft → route → verify → accept / reject → residual resample → skip → calibration → cost
+→ exactness → self-correction → both runs in lockstep.
+
+`tour_stops` is pure: it picks the step that illustrates each idea (the tour centres on the first step whose
+verifier rejected a draft and resampled it) and writes each text from that step's recorded numbers, so the words and
+the pictures always describe the same moment. Each stop names the pictures it shows (`Pic`: one kind per concept,
+drawn by components/tour/pictures.py into one shared component per kind, so a picture changes in place as the stops
+advance) and what each reveals: the Verify stop's strip shows p and q only, the Accept/reject stop adds the test,
+the Resample stop what was committed. Stops the material cannot illustrate are left out; the rest are numbered by
+position. The later stops (cost, exactness, editing, both runs) are components/tour/later_stops.py; components/tour/material.py
+loads the material and assembles the tour.
+"""
+from __future__ import annotations
+
+import html
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+from s2d2.trace import StepRecord, Trace
+
+from components.views.canvas import visible_text
+from components.views.describe import decision_line
+from components.views.attention_mask import pick_forward, row_positions
+from components.tour.tau_control import can_move, tau_range
+from components.views.story import Story
+from components.views.trace_index import fmt, index_of
+
+HOVER = '<span class="on-hover">hover over</span><span class="on-touch">tap</span>'
+SHORT = {"draft": "Draft", "route": "Route", "verify": "Verify", "reject": "Accept / reject", "resample": "Resample",
+         "skip": "Skip", "calibration": "Calibration", "cost": "Cost", "exact": "Exactness", "edit": "Self-correct",
+         "pipeline": "Pipeline", "run": "Both runs"}
+KINDS = ("canvas", "routing", "mask", "strip", "residual", "calibration", "ledger", "exact", "lockstep", "lifecycle")
+
+
+@dataclass(frozen=True)
+class Pic:
+    """One picture of a stop: its kind (KINDS), how much it reveals, the position it rings."""
+
+    kind: str
+    reveal: str = ""  # strip: q | test | all; canvas: "draft" (before the step commits) or "" (after)
+    at: Optional[int] = None  # the position the text names (ringed / outlined / scrolled to)
+    also: tuple[int, ...] = ()  # more positions ringed on the canvas
+
+
+@dataclass(frozen=True)
+class Stop:
+    key: str  # SHORT's keys
+    title: str
+    text: str  # Markdown (may hold the hover/tap spans)
+    step: int  # scrubber value of the stop's trace it shows (state after this many steps)
+    pictures: tuple[Pic, ...]
+    trace: str = "main"  # which material trace it draws: main | edit | lossless
+    example: Optional[str] = None  # the example "Show in Replay" opens (None: the stop has none to open)
+
+    @property
+    def label(self) -> str:
+        """The short name under the walkthrough's numbered circle."""
+        return SHORT.get(self.key, self.title)
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        return tuple(p.kind for p in self.pictures)
+
+
+@dataclass
+class TourMaterial:
+    """The traces the tour draws: the opening run and its partner, and the shipped runs for the later stops."""
+
+    trace: Trace
+    label: Optional[str] = None  # the opening example's label
+    baseline: Optional[Trace] = None
+    story: Optional[Story] = None
+    lossless: Optional[Trace] = None  # the AR-exact S2D2 run on the opening question (assets/traces/tour/)
+    ar: Optional[Trace] = None  # greedy AR on the same question
+    exact_result: Optional[dict[str, Any]] = None  # benchmarks/exactness.py's summary
+    edit: Optional[Trace] = None  # a run that edits (the opening one when it does)
+    edit_label: Optional[str] = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def get(self, name: str) -> Optional[Trace]:
+        return {"main": self.trace, "edit": self.edit, "lossless": self.lossless,
+                "pipeline": self.extra.get("pipeline")}.get(name)
+
+
+def first_step(trace: Trace, pred: Callable[[StepRecord], bool]) -> Optional[StepRecord]:
+    return next((s for s in trace.steps if pred(s)), None)
+
+
+def code(text: str) -> str:
+    return "`" + visible_text(text, 16).replace("`", "ˋ") + "`"
+
+
+def focus_step(trace: Trace) -> Optional[StepRecord]:
+    """The step the tour is about: the first verifier rejection with a resample, else the first verify, else the
+    first step that drafts."""
+    return (first_step(trace, lambda s: s.verification is not None and s.verification.first_reject is not None
+                       and s.verification.resampled is not None)
+            or first_step(trace, lambda s: s.verification is not None)
+            or first_step(trace, lambda s: bool(s.drafts)))
+
+
+def rejected_position(rec: StepRecord) -> Optional[int]:
+    v = rec.verification
+    if v is None or v.first_reject is None or v.first_reject >= len(v.positions):
+        return None
+    return v.positions[v.first_reject].position
+
+
+def core_stops(m: TourMaterial) -> list[Stop]:
+    """Draft, route, verify, accept/reject, resample and skip for the material's opening run ([] without a step
+    that drafts)."""
+    f = focus_step(m.trace)
+    if f is None:
+        return []
+    n = f.index + 1
+    at = rejected_position(f)
+    stops = [_draft_stop(m, f, n, at)]
+    route = _route_stop(m, f, n, at)
+    if route is not None:
+        stops.append(route)
+    stops += _verification_stops(m, f, n, at)
+    skip = _skip_stop(m)
+    return stops + ([skip] if skip is not None else [])
+
+
+def _draft_stop(m: TourMaterial, f: StepRecord, n: int, at: Optional[int]) -> Stop:
+    idx = index_of(m.trace)
+    watch = ""
+    if at is not None:
+        d = idx.draft(f, at)
+        watch = (f" Watch position {at} (ringed): the draft there is {code(d.text)} with p = {fmt(d.p)}, a confident "
+                 "guess." if d is not None else "")
+    return Stop("draft", "Draft", (
+        f"At step {n} (answer block {idx.answer_block(f.block)}) the model fills **every masked position of the "
+        f"block at once**: one *draft* forward in diffusion mode. The {len(f.drafts)} drafts (italic, **?**) are "
+        f"proposals, nothing is committed yet. Each comes with its draft probability **p**; {HOVER} a token to see "
+        f"it.{watch}"), n, (Pic("canvas", "draft", at),), example=m.label)
+
+
+def _route_stop(m: TourMaterial, f: StepRecord, n: int, at: Optional[int]) -> Optional[Stop]:
+    if f.decision is None or f.policy_inputs is None:
+        return None
+    pi = f.policy_inputs
+    text = (f"S2D2 looks at the **first run of consecutive masks** (the span: {pi.span_len} positions here) and "
+            f"predicts how many drafts a verifier would accept, **K̂ = Σₖ Πᵢ≤ₖ αᵢ** with αᵢ = exp(−entropy): "
+            f"K̂ = {fmt(pi.k_hat, 2)}. The routing policy turns that into a score and decides whether the extra "
+            f"verifier forward pays: **{html.escape(decision_line(f.decision))}**. The plot shows every step's score "
+            f"against the threshold (dashed red); the vertical line is step {n}.")
+    if can_move(m.trace):
+        text += " " + _what_to_try(m.trace)
+    return Stop("route", "Span and routing", text, n, (Pic("canvas", "draft", at), Pic("routing")), example=m.label)
+
+
+def _what_to_try(trace: Trace) -> str:
+    """Which way to drag τ_score to flip a recorded decision, from the recorded scores."""
+    verified = [s.decision.score for s in trace.steps if s.decision is not None and s.decision.verify
+                and isinstance(s.decision.score, float)]
+    skipped = [s.decision.score for s in trace.steps if s.decision is not None and not s.decision.verify
+               and isinstance(s.decision.score, float)]
+    lo, hi = tau_range(trace)
+    hints = []  # thresholds printed so that the claim holds at the printed value (2 decimals, rounded outwards)
+    if verified:
+        hints.append(f"raise it to {math.ceil(min(verified) * 100) / 100:.2f} or above and a verify step turns into "
+                     "a skip")
+    if skipped:
+        hints.append(f"lower it to {math.floor(max(skipped) * 100) / 100:.2f} or below and a skip turns into a "
+                     "verify")
+    how = "; ".join(hints) or "move it"
+    span = f"{lo:g} to {hi:g}".replace("-", "−")
+    return (f"*What to try:* the **τ_score** slider below ({span}) re-decides the recorded steps: {how}. "
+            "The re-decision is exact up to the first step that flips; after it the run would differ.")
+
+
+def verify_row(trace: Trace, step: int, at: int) -> Optional[int]:
+    """The mask-viewer row of `at`'s MASK copy in the step's 2L verify forward (the row that gives q there)."""
+    f = pick_forward(trace, step, "verify")
+    if f is None or f.kind != "verify_2l":
+        return None
+    rows = row_positions(f)
+    hits = [i for i, pos in enumerate(rows) if pos == at]
+    return hits[1] if len(hits) == 2 else None
+
+
+def _verification_stops(m: TourMaterial, f: StepRecord, n: int, at: Optional[int]) -> list[Stop]:
+    """Verify, then accept/reject and residual resampling when the focus step has a rejection."""
+    stops: list[Stop] = []
+    v = f.verification
+    rej = v.positions[v.first_reject] if v is not None and at is not None and v.first_reject is not None else None
+    if v is None:
+        return stops
+    row = verify_row(m.trace, n, at) if at is not None else None
+    where = ""
+    if rej is not None:
+        where = (f" At position {rej.position} (the outlined column): p = {fmt(rej.p)} but q = {fmt(rej.q, 5)}: "
+                 f"the verifier finds {code(rej.draft_text)} very unlikely there.")
+    outlined = (f" The outlined row {row} of the mask is the MASK copy of position {at}: it sees the cache, the drafts "
+                f"before it and itself." if row is not None else "")
+    stops.append(Stop("verify", "Verify with the same model", (
+        "On a verify step the **same weights run in autoregressive mode**. The 2L layout appends a copy of the block "
+        "made of MASK tokens with the same positions; each MASK copy sees the cache, the drafts strictly before it "
+        "and itself (the mask: drafts | MASK copies, rows and columns numbered alike). That is one left-to-right "
+        f"step for every span position, all in one forward, and it gives **q**, the verifier's probability of each "
+        f"draft.{outlined}{where}"), n, (Pic("mask", at=at), Pic("strip", "q", at)), example=m.label))
+    if rej is None:
+        return stops
+    u = f"u = {fmt(rej.u)}" if rej.u is not None else "argmax q differs"
+    stops.append(Stop("reject", "Accept or reject", (
+        "Each draft passes if a uniform draw u falls below **r = min(1, q/p)** (the black tick on the r bar). Here "
+        f"the first {v.accepted_len} drafts pass; the draft {code(rej.draft_text)} has r = {fmt(rej.ratio, 5)} and "
+        f"{u}: **rejected** (the orange column). Acceptance stops at the first rejection: the drafts after it were "
+        "checked in the context of the rejected token, so they are discarded even where their own test passed."),
+        n, (Pic("strip", "test", rej.position),), example=m.label))
+    if v.resampled is None:
+        return stops
+    source = "q (the residual was empty)" if v.fallback_to_q else "the residual (q − p)+, renormalised"
+    stops.append(Stop("resample", "Residual resampling", (
+        f"The rejected position is not wasted: a new token is drawn from {source}: {code(v.resampled_text)} (↻, the "
+        f"rejected {code(rej.draft_text)} struck through). Step {n} commits {v.accepted_len} accepted drafts + 1 "
+        "resampled token for 2 forwards (draft + verify). The bars below show why the rule is right: a token comes "
+        "out by acceptance with probability min(p, q) and by the redraw with (q − p)+, which add up to q."),
+        n, (Pic("canvas", "", rej.position), Pic("strip", "all", rej.position), Pic("residual", at=rej.position)),
+        example=m.label))
+    return stops
+
+
+def _skip_stop(m: TourMaterial) -> Optional[Stop]:
+    skip = first_step(m.trace, lambda s: s.decision is not None and not s.decision.verify)
+    if skip is None:
+        return None
+    k = skip.index + 1
+    return Stop("skip", "Skipping verification", (
+        f"At step {k} the policy said **skip** ({html.escape(decision_line(skip.decision))}): a plain diffusion "
+        "step. Confident drafts (p > τ_conf, ▲) or the single most confident one (•) are committed without a "
+        f"verifier forward: {len(skip.commits)} token(s) for 1 forward (ringed). Cheap, but not checked."), k,
+        (Pic("routing"), Pic("canvas", "", None, tuple(c.position for c in skip.commits))), example=m.label)

@@ -1,0 +1,122 @@
+"""The words for one token: its tooltip (token, how it was decided, p, q, r, the draw u, the top candidates) and
+the detail box under the canvas, which follows the run and the step on screen: the pinned position's details,
+else the verifier's evidence at the step's first rejection, else a hint. Plain text; callers escape it."""
+from __future__ import annotations
+
+import html
+from typing import Any, Optional
+
+from s2d2.trace import Trace
+
+from components.views.token_state import AFTER_END, STATES, position_state, visible_text
+from components.views.trace_index import TraceIndex, clamp_step, fmt, fmt_prob, index_of
+DETAIL_HINT = ('<span class="on-hover">Hover a token for its details (p, q, r, the draw u, the top candidates); click '
+               'it to pin them here and outline its row in the mask viewer. Keys: ← → step through the run.</span>'
+               '<span class="on-touch">Tap a token to pin its details here (p, q, r, the draw u, the top candidates) '
+               'and outline its row in the mask viewer.</span>')
+PIN_HINT = ('<span class="on-hover">Hover a token for its numbers; click it to pin them here.</span>'
+            '<span class="on-touch">Tap a token to pin its numbers here.</span>')
+
+
+def tooltip(idx: TraceIndex, step: int, pos: int, full: bool = True) -> str:
+    """Plain-text details for one position (escaped later, as an attribute); `full=False`: token and how only."""
+    trace = idx.trace
+    lines = [f"position {pos}"]
+    block = idx.block_of_position(pos)
+    if block is not None:
+        lines[0] += f" · answer block {idx.answer_block(block.index)}"
+    if idx.after_end(step, pos):
+        lines.append(AFTER_END)
+    state, _ = position_state(idx, step, pos)
+    if state == "prompt":
+        tokens = trace.header.prompt_tokens
+        lines.append(f"prompt token {visible_text(tokens[pos] if pos < len(tokens) else '')}")
+        return "\n".join(lines)
+    hit = idx.commit_of.get(pos)
+    shown_step = None
+    if hit is not None and hit[0] < step:
+        s_idx, commit = hit
+        shown_step = trace.steps[s_idx]
+        label = STATES.get(commit.how, ("", commit.how))[1]
+        lines.append(f"token '{visible_text(commit.text)}' (id {commit.token}) — {label}")
+        own = block.index if block is not None else shown_step.block  # a pipeline step spans several blocks
+        lines.append(f"committed at step {s_idx + 1} (answer block {idx.answer_block(own)})")
+        for e_idx, e in idx.edits_before(pos, step):
+            lines.append(f"edited at step {e_idx + 1}: '{visible_text(e.old_text)}' → '{visible_text(e.new_text)}' "
+                         f"(p={fmt(e.p)} > τ_edit)")
+    else:
+        shown_step = idx.step_record(step)
+        lines.append("discarded draft (struck through): it came after the first rejection" if state == "discarded"
+                     else "masked")
+    if shown_step is None:
+        return "\n".join(lines)
+    d = idx.draft(shown_step, pos)
+    row = idx.verify_row(shown_step, pos)
+    if not full:  # compact form outside the current block: the numbers, no candidate lists
+        nums = f"p={fmt_prob(d.p)} H={fmt(d.entropy)}" if d is not None else ""
+        if row is not None:
+            nums += f" q={fmt_prob(row.q)} r={fmt_prob(row.ratio)} u={fmt(row.u)}"
+        return "\n".join(lines + ([nums.strip()] if nums else []))
+    if d is not None:
+        lines.append(f"draft '{visible_text(d.text)}' p={fmt_prob(d.p)} entropy={fmt(d.entropy)} "
+                     f"margin={fmt(d.margin)}")
+        if d.top:
+            lines.append("top p: " + ", ".join(f"'{visible_text(c.text, 16)}' {c.prob:.2f}" for c in d.top[:5]))
+    if row is not None:
+        verdict = _verdict(shown_step.verification, row)
+        lines.append(f"verify: q={fmt_prob(row.q)} r={fmt_prob(row.ratio)} u={fmt(row.u)} -> {verdict}")
+        lines.append(f"argmax q '{visible_text(row.argmax_q_text)}' {row.argmax_q_prob:.2f}")
+        if row.top_q:
+            lines.append("top q: " + ", ".join(f"'{visible_text(c.text, 16)}' {c.prob:.2f}" for c in row.top_q[:5]))
+    return "\n".join(lines)
+
+
+def _verdict(v: Any, row: Any) -> str:
+    """accepted / rejected, or why a row after the first rejection is discarded whatever its own test said."""
+    first = v.first_reject if v is not None else None
+    if first is None or v.positions.index(row) <= first:
+        return "accepted" if row.accepted else "rejected"
+    rejected = v.positions[first]
+    return (f"discarded (after the first rejection: it was checked with '{visible_text(rejected.draft_text)}' at "
+            f"position {rejected.position} before it, and that token was rejected)")
+
+
+def evidence(trace: Trace, step: int) -> Optional[str]:
+    """The verifier's case at the first rejection of the step shown at scrubber value `step`, in one paragraph
+    (None when that step rejected nothing)."""
+    rec = index_of(trace).step_record(clamp_step(trace, step))
+    v = rec.verification if rec is not None else None
+    if v is None or v.first_reject is None or v.first_reject >= len(v.positions):  # a skeleton trace has no rows
+        return None
+    r = v.positions[v.first_reject]
+    if v.mode == "greedy_exact":
+        test = f"the draft is not the verifier's top token '{visible_text(r.argmax_q_text)}'"
+    else:
+        test = f"the draw u = {fmt(r.u)} ≥ r"
+    if v.resampled is None:
+        then = "the position is left to the fallback pick"
+    elif v.fallback_to_q or v.mode == "greedy_exact":
+        then = f"replaced by '{visible_text(v.resampled_text)}'"
+    else:
+        then = f"resampled '{visible_text(v.resampled_text)}' from the residual (q − p)+"
+    after = len(v.positions) - v.first_reject - 1
+    cut = f"; the {after} drafts after it are discarded" if after else ""
+    return (f"The verifier rejected '{visible_text(r.draft_text)}' at position {r.position} (step {rec.index + 1}): "
+            f"drafter p = {fmt_prob(r.p)}, verifier q = {fmt_prob(r.q)}, so r = min(1, q/p) = {fmt_prob(r.ratio)}; "
+            f"{test}; {then}{cut}.")
+
+
+def detail_html(trace: Optional[Trace], step: int, selected: Optional[int] = None, hint: str = DETAIL_HINT) -> str:
+    """The detail box: the pinned position's details at this step of this run, else the step's evidence (the
+    first rejection), else `hint` (HTML, shown as it is)."""
+    if trace is None:
+        return hint
+    s = clamp_step(trace, step)
+    if selected is not None and 0 <= selected < trace.header.total_length:
+        text = "📌 " + tooltip(index_of(trace), s, selected)
+        return f'<span data-pinned="{selected}">{html.escape(text)}</span>'
+    case = evidence(trace, s)
+    if case is None:
+        return hint
+    return (f'<span class="evidence" data-evidence="{s}">{html.escape(case)} <a href="#strip">Every verified draft '
+            f'↓</a></span> {PIN_HINT}')

@@ -1,0 +1,207 @@
+"""The verification strip (paper figure, panel b) as an escaped HTML table, plus its plain-data rows."""
+from __future__ import annotations
+
+import html
+from typing import Any, Optional
+
+from s2d2.trace import StepRecord, Trace
+
+from components.views.canvas import visible_text
+from components.views.focus import focus_attr
+from components.views.trace_index import clamp_step, fmt, fmt_prob, index_of
+
+
+def strip_rows(step: StepRecord) -> list[dict[str, Any]]:
+    """One dict per verified span position (what the table shows), in span order."""
+    v = step.verification
+    if v is None:
+        return []
+    rows = []
+    drafts = {d.position: d for d in step.drafts}
+    for i, r in enumerate(v.positions):
+        d = drafts.get(r.position)
+        # Acceptance stops at the first rejection: later positions are discarded whatever their own test says.
+        after = v.first_reject is not None and i > v.first_reject
+        outcome = "after" if after else ("accept" if r.accepted else "reject")
+        rows.append({
+            "span_index": i, "position": r.position, "draft": r.draft_text, "p": r.p, "q": r.q, "ratio": r.ratio,
+            "u": r.u, "outcome": outcome, "passed": r.accepted, "first_reject": v.first_reject == i,
+            "resampled": v.resampled_text if v.first_reject == i and v.resampled is not None else None,
+            "argmax_q": r.argmax_q_text,
+            "top_p": [(c.text, c.prob) for c in d.top] if d else [],
+            "top_q": [(c.text, c.prob) for c in r.top_q],
+        })
+    return rows
+
+
+def _top(cands: list[tuple[str, float]]) -> str:
+    return html.escape(", ".join(f"'{visible_text(t, 16)}' {p:.3f}" for t, p in cands[:8]), quote=True)
+
+
+def _bar(ratio: float, u: float | None) -> str:
+    width = max(0.0, min(1.0, ratio)) * 100
+    tick = "" if u is None else (f'<span class="u" style="left:{max(0.0, min(1.0, u)) * 100:.1f}%" '
+                                 f'title="u = {u:.3f}"></span>')
+    return (f'<div class="rbar" role="img" aria-label="r {ratio:.2f}">'
+            f'<span class="r" style="width:{width:.1f}%"></span>{tick}</div>')
+
+
+def _mark(r: dict[str, Any], reveal: str = "all", watch: Optional[int] = None) -> str:
+    """Once the test is shown, the first rejected column stands out (the moment the verifier catches a draft) and
+    the discarded ones fade; the column of the position a text names (`watch`) is outlined and marked for the
+    scroll-into-view script."""
+    classes = []
+    if reveal != "q":
+        classes += ["first-reject"] if r["first_reject"] else (["discarded"] if r["outcome"] == "after" else [])
+    if watch is not None and r["position"] == watch:
+        classes.append("watch")
+    return (f' class="{" ".join(classes)}"' if classes else "") + (' data-watch="1"' if "watch" in classes else "")
+
+
+def _outcome(r: dict[str, Any]) -> str:
+    if r["outcome"] == "accept":
+        return '<span class="ok">✓ accept</span>'
+    if r["outcome"] == "reject":
+        return '<span class="bad">✗ reject' + (" (first)" if r["first_reject"] else "") + "</span>"
+    test = "u &lt; r" if r["passed"] else "u ≥ r"
+    return f'<span class="after" title="after the first rejection: discarded">– after ✗ ({test})</span>'
+
+
+def summary_line(step: StepRecord) -> str:
+    v = step.verification
+    if v is None:
+        reason = step.decision.reason if step.decision else "this method never verifies"
+        hows = sorted({c.how for c in step.commits})
+        return f"No verification at this step ({reason}); committed {len(step.commits)} by {', '.join(hows) or '–'}."
+    n = len(v.positions) or step.span[1]
+    text = f"{v.kind.upper()} verifier, mode {v.mode}: accepted {v.accepted_len} of {n} verified"
+    if v.first_reject is None:
+        return text + " — the whole span passed (no bonus token)."
+    text += f"; first rejection at span index {v.first_reject}"
+    if v.resampled is not None:
+        if v.fallback_to_q:
+            text += f"; residual mass 0, so drawn from q: '{visible_text(v.resampled_text)}'"
+        elif v.mode == "greedy_exact":
+            text += f"; replaced by argmax q: '{visible_text(v.resampled_text)}'"
+        else:
+            z = f" (Z = {fmt(v.residual_mass)})" if v.residual_mass is not None else ""
+            text += f"; resampled '{visible_text(v.resampled_text)}' from (q − p)+{z}"
+    else:
+        text += "; the rejected position is left to the fallback"
+    return text + "." + cut_sentence(step)
+
+
+def cut_sentence(step: StepRecord) -> str:
+    """Why the positions after the first rejection are thrown away even where u < r (row 13 of issue 17)."""
+    v = step.verification
+    if v is None or v.first_reject is None or v.first_reject + 1 >= len(v.positions):
+        return ""
+    f, last = v.first_reject, len(v.positions) - 1
+    which = f"i = {f + 1}" if f + 1 == last else f"i = {f + 1}–{last}"
+    rejected = visible_text(v.positions[f].draft_text)
+    return (f" ✂ Everything after the first rejection ({which}) is discarded, whatever its own test says: those "
+            f"drafts were checked in the context of '{rejected}' at i = {f}, and '{rejected}' is gone.")
+
+
+REVEALS = ("q", "test", "all")  # how much of the strip a tour stop shows: q only, + the test, + what was committed
+
+
+def _head(rec: StepRecord, reveal: str) -> str:
+    """The line above the table, saying no more than the rows below it show."""
+    v = rec.verification
+    if reveal == "all" or v is None:
+        return summary_line(rec)
+    n = len(v.positions) or rec.span[1]
+    if reveal == "q":
+        return (f"{v.kind.upper()} verifier: one forward gives q, the verifier's probability of each of the {n} "
+                "drafts (next to p, the drafter's).")
+    text = f"{v.kind.upper()} verifier, mode {v.mode}: accepted {v.accepted_len} of {n} verified"
+    if v.first_reject is None:
+        return text + " — the whole span passed."
+    return text + f"; first rejection at span index {v.first_reject}; the drafts after it are discarded."
+
+
+def render_strip(trace: Trace, step: int, reveal: str = "all", watch: Optional[int] = None,
+                 focus: Optional[int] = None) -> str:
+    """HTML table for the step shown at scrubber value `step` (empty note when it has no verification).
+    `reveal` (REVEALS) limits the rows to what a tour stop has explained; `watch` outlines one position's column.
+    The column of absolute position `focus` (default: `watch`, else the first rejection) is the one
+    components/views/focus.py's FOCUS_JS scrolls into view."""
+    idx = index_of(trace)
+    rec = idx.step_record(clamp_step(trace, step))
+    if rec is None:
+        return '<div class="s2d2-strip"><p>Start of the run: move the scrubber to see a step.</p></div>'
+    rows = strip_rows(rec)
+    reveal = reveal if reveal in REVEALS else "all"
+    head = f'<p class="sum">{html.escape(_head(rec, reveal))}</p>'
+    if not rows:
+        return f'<div class="s2d2-strip">{head}</div>'
+    greedy = rec.verification is not None and rec.verification.mode == "greedy_exact"
+    e = html.escape
+    cols = [f'<th scope="col"{_mark(r, reveal, watch)} data-col="{r["position"]}">i={r["span_index"]}<br><small>'
+            f'pos {r["position"]}</small></th>' for r in rows]
+    body = [
+        ("draft x₀", [_draft_cell(r, reveal) for r in rows]),
+        ("p(x₀)", [f'<span title="top p: {_top(r["top_p"])}">{fmt_prob(r["p"])}</span>' for r in rows]),
+        ("q(x₀)", [f'<span title="top q: {_top(r["top_q"])}">{fmt_prob(r["q"])}</span>' for r in rows]),
+    ]
+    if reveal != "q":
+        body.append(("r = min(1, q/p)", [f'{fmt_prob(r["ratio"])}{_bar(r["ratio"], r["u"])}' for r in rows]))
+        if greedy:
+            body.append(("x₀ == argmax q", ["yes" if r["passed"] else "no" for r in rows]))
+        else:
+            body.append(("draw u", [fmt(r["u"]) for r in rows]))
+        body.append(("outcome", [_outcome(r) for r in rows]))
+    if reveal == "all":
+        body.append(("argmax q", [f'<code>{e(visible_text(r["argmax_q"], 16))}</code>' for r in rows]))
+        body.append(("committed", [
+            (f'<code>{e(visible_text(r["draft"], 16))}</code> ✓' if r["outcome"] == "accept" else
+             (f'↻ <code>{e(visible_text(r["resampled"], 16))}</code>' if r["resampled"] is not None else
+              ("discarded" if r["outcome"] == "after" else "masked")))
+            for r in rows]))
+    trs = "".join(f'<tr><th scope="row">{e(name)}</th>'
+                  f'{"".join(f"<td{_mark(r, reveal, watch)}>{c}</td>" for r, c in zip(rows, cells))}</tr>'
+                  for name, cells in body)
+    first = rec.verification.first_reject if rec.verification is not None else None
+    if focus is None:
+        focus = watch if watch is not None else (rows[first]["position"] if first is not None and first < len(rows)
+                                                 else None)
+    cut = _cut_row(rows) if reveal != "q" else ""  # the cut is shown once the test that makes it is
+    return (f'<div class="s2d2-strip"{focus_attr(focus)}>{head}<div class="tbl"><table><thead>{cut}'
+            f'<tr><th></th>{"".join(cols)}</tr></thead><tbody>{trs}</tbody></table></div></div>')
+
+
+def _draft_cell(r: dict[str, Any], reveal: str = "all") -> str:
+    code = f'<code>{html.escape(visible_text(r["draft"], 16))}</code>'
+    return f"<s>{code}</s>" if r["outcome"] == "after" and reveal != "q" else code
+
+
+def _cut_row(rows: list[dict[str, Any]]) -> str:
+    """A band over the discarded columns, starting at the rejected one: the rejection cuts the rest of the span."""
+    first = next((r["span_index"] for r in rows if r["first_reject"]), None)
+    if first is None or first + 1 >= len(rows):
+        return ""
+    n = len(rows) - first - 1
+    return (f'<tr class="cut"><th></th><td colspan="{first + 1}"></td><td colspan="{n}" class="cut-band">'
+            f"✂ cut at i = {first}: checked after a rejected token, so discarded</td></tr>")
+
+
+STRIP_CSS = """
+.s2d2-strip .tbl{overflow-x:auto;max-width:100%;-webkit-overflow-scrolling:touch}
+.s2d2-strip th[scope=row]{position:sticky;left:0;background:#f8fafc;z-index:1;text-align:left}
+.s2d2-strip table{border-collapse:collapse;font-size:0.85em}
+.s2d2-strip td.first-reject,.s2d2-strip th.first-reject{background:#ffedd5;border-left:2px solid #ea580c;
+  border-right:2px solid #ea580c}
+.s2d2-strip th,.s2d2-strip td{border:1px solid #cbd5e1;padding:2px 6px;text-align:center}
+.s2d2-strip .rbar{position:relative;height:8px;width:60px;background:#e2e8f0;margin:2px auto}
+.s2d2-strip .rbar .r{position:absolute;left:0;top:0;bottom:0;background:#22c55e}
+.s2d2-strip .rbar .u{position:absolute;top:-3px;width:2px;height:14px;background:#111}
+.s2d2-strip td.watch,.s2d2-strip th.watch{outline:2px solid #dc2626;outline-offset:-2px}
+.s2d2-strip .after{color:#64748b}
+.s2d2-strip td.discarded{background:#f8fafc;color:#64748b}
+.s2d2-strip tr.cut td{border:none;padding:0 2px}
+.s2d2-strip td.cut-band{background:repeating-linear-gradient(135deg,#f1f5f9 0 6px,#e2e8f0 6px 12px);color:#475569;
+  font-size:.85em;text-align:left;border-left:3px dashed #ea580c!important;white-space:nowrap}
+.s2d2-strip td s code{color:#64748b}
+.s2d2-strip .ok{color:#15803d;font-weight:600}.s2d2-strip .bad{color:#c2410c;font-weight:600}
+"""

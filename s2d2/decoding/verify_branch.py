@@ -1,0 +1,173 @@
+"""The verify branch of a step (step 6 of docs/algorithm.md, 'One step', 'The 2L verifier', 'The causal verifier' and
+'Acceptance, first rejection and the residual'): the verifier forward, the acceptance test on the device, what the step
+decodes, and one read of it.
+
+The host must learn the outcome before it goes on: whether the block still has masks decides whether the next
+forward is a draft or the commit, and whether a position was rejected decides whether the residual draw consumes
+the generator. So this read is the step's second (the first routed it); the residual token itself is drawn and
+written on the device and read with the next transfer.
+"""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import torch
+
+from ..models.masks import verify_2l_query, verify_2l_span_query
+from ..trace import Verification
+from .kv import remember_verified, settle_verified_rows
+from .detail_rows import verification_record, verify_detail, verify_rows
+from .sampling import token_distribution
+from .selection import Pick, StepPicks, verify_inputs, verify_picks, write_picks
+from .acceptance import accept_span, acceptance, residual_token
+from .context import Draft, StepContext
+
+
+
+def verifier_extent(ctx: StepContext, masks: list[int], span_len: int, window_end: int) -> tuple[int, int]:
+    """(end, queries) of this step's verifier: it reads block positions [ctx.cached, end) (`window_end` and `end`
+    block-relative) and queries `queries` tokens.
+
+    2L: the first half is [cached, B) and the second half the same positions, 2(B − cached) queries; with
+    `trim_verify` the first half stops at the span's end e and the second half holds the span only, (e − cached) +
+    span queries: row L+i reads only the first half before i and itself, so the rows after the span and the second
+    half before it change nothing that is read. Causal (right-shifted): [cached, window end), or with `trim_verify`
+    up to the span's last position (its logit comes from the row before it)."""
+    k, last = ctx.cached, masks[span_len - 1]
+    if ctx.aligned:
+        if ctx.cfg.trim_verify:
+            return last + 1, last + 1 - k + span_len
+        return ctx.B, 2 * (ctx.B - k)
+    end = last if ctx.cfg.trim_verify else window_end
+    return end, end - k
+
+
+def verify_probs(ctx: StepContext, block: int, step: int, start: int, block_ids: torch.Tensor,
+                 positions: torch.Tensor, mask_idx: torch.Tensor, drafts: torch.Tensor, span_len: int,
+                 window_end: int, masks: Optional[list[int]] = None) -> tuple[torch.Tensor, str]:
+    """Run the verifier on the draft-filled block and return q over the span positions.
+
+    The queried rows start at ctx.cached (0 unless kv_reuse keeps part of the block in the cache). With kv_reuse
+    the verifier's causal rows stay in the cache until `settle_verified_rows` trims them to the accepted prefix.
+    `masks` (the step's block-relative mask positions) is needed with `trim_verify`.
+    """
+    if ctx.cfg.trim_verify:
+        assert masks is not None
+        return _trimmed_verify(ctx, block, step, start, block_ids, positions, drafts, span_len, window_end, masks)
+    k, B = ctx.cached, int(block_ids.shape[0])
+    at = mask_idx - k  # the masks' rows among the queried positions [k, B)
+    if ctx.aligned:  # 2L: [x~ | MASK x n] at duplicated positions; row n+i is one AR query at i
+        n, end = B - k, B
+        ids = torch.cat([block_ids[k:], torch.full((n,), ctx.mask_id, dtype=block_ids.dtype, device=block_ids.device)])
+        ids[at] = drafts
+        logits = ctx.rec.forward("verify_2l", block, step, ctx.cache, ids, torch.cat([positions[k:], positions[k:]]),
+                                 verify_2l_query(n, ids.device), keep=n if ctx.cfg.kv_reuse else 0, last=n,
+                                 rows=at[:span_len])
+        kind = "2l"
+    else:  # causal pass from the first uncached position to the window end; the logit at j-1 predicts j
+        end = window_end - start
+        filled = block_ids[k:end].clone()
+        filled[at] = drafts
+        logits = ctx.rec.forward("verify_causal", block, step, ctx.cache, filled, positions[k:end], "causal",
+                                 keep=end - k if ctx.cfg.kv_reuse else 0, rows=at[:span_len] - 1)
+        kind = "causal"
+    remember_verified(ctx, end)
+    return token_distribution(logits, ctx.cfg, ctx.mask_id, owned=True), kind
+
+
+def _trimmed_verify(ctx: StepContext, block: int, step: int, start: int, block_ids: torch.Tensor,
+                    positions: torch.Tensor, drafts: torch.Tensor, span_len: int, window_end: int,
+                    masks: list[int]) -> tuple[torch.Tensor, str]:
+    """`trim_verify` (beyond the paper): the verifier over the rows its span reads only (`verifier_extent`). The
+    span is the first run of masks and nothing before it is masked, so its drafts fill one slice."""
+    k, s, m0 = ctx.cached, span_len, masks[0]
+    end, _ = verifier_extent(ctx, masks, s, window_end - start)
+    keep = end - k if ctx.cfg.kv_reuse else 0
+    if ctx.aligned:  # [x~[k:e] | MASK x s]; second-half row t is the AR query at span position m0 + t
+        n = end - k
+        ids = torch.full((n + s,), ctx.mask_id, dtype=block_ids.dtype, device=block_ids.device)
+        ids[:n] = block_ids[k:end]
+        ids[n - s : n] = drafts[:s]
+        pos = torch.cat([positions[k:end], positions[m0:end]])
+        logits = ctx.rec.forward("verify_2l", block, step, ctx.cache, ids, pos, verify_2l_span_query(n, s, ids.device),
+                                 keep=keep, last=s)
+        kind = "2l"
+    else:  # [k, last span position): the span's drafts but the last are inputs; row j-1 predicts j
+        filled = block_ids[k:end].clone()
+        filled[m0 - k :] = drafts[: s - 1]
+        logits = ctx.rec.forward("verify_causal", block, step, ctx.cache, filled, positions[k:end], "causal",
+                                 keep=keep, last=s)
+        kind = "causal"
+    remember_verified(ctx, end)
+    return token_distribution(logits, ctx.cfg, ctx.mask_id, owned=True), kind
+
+
+def verify_step(ctx: StepContext, block: int, step: int, start: int, draft: Draft, masks: list[int],
+                span_len: int, min_k: int, window_end: int,
+                tokens: list[int]) -> tuple[StepPicks, Verification, Optional[torch.Tensor]]:
+    """Verifier forward + acceptance test over the span, extras and the top-up, written on the device.
+
+    Returns the picks, the verification record and, when a residual token was drawn, the device values
+    [token, mass, fell back to q] that complete both (the caller reads them later).
+    """
+    cfg, s = ctx.cfg, span_len
+    q_probs, kind = verify_probs(ctx, block, step, start, ctx.x[start : start + ctx.B], draft.positions,
+                                 draft.mask_idx, draft.tokens, s, window_end, masks)
+    acc = acceptance(cfg.acceptance, draft.tokens[:s], draft.p[:s], q_probs, cfg.ratio_gamma, ctx.generator,
+                     with_argmax=ctx.rec.detailed)
+    inputs = verify_inputs(cfg, acc, draft.p, draft.entropy, min_k)
+    greedy = cfg.acceptance == "greedy_exact"
+    got = ctx.reads.fetch({**inputs, "argmax_q": acc.argmax_q if greedy else None,
+                           **verify_detail(ctx, acc, draft.p[:s], q_probs)})
+    sp, first = verify_picks(cfg, got, len(masks), min_k, inputs)
+    resampled: Optional[int] = None
+    new_tokens, pending, token = draft.tokens, None, None
+    if first < s and cfg.allow_resample:
+        if greedy:
+            resampled, token = got["argmax_q"][first], acc.argmax_q[first]  # type: ignore[index]
+        else:
+            token, mass, to_q = residual_token(draft.probs[first], q_probs[first], ctx.generator)
+            pending = torch.stack([token.to(mass.dtype), mass, to_q.to(mass.dtype)])
+        new_tokens = draft.tokens.clone()
+        new_tokens[first] = token
+    write_picks(ctx.x, start, draft.mask_idx, sp, new_tokens, draft.run)
+    if ctx.seen_end is not None:
+        same = pending is not None and bool(token == draft.tokens[first])  # kv_reuse only: a rare extra read
+        settle_verified_rows(ctx, first_changed(masks, sp.picks, same, ctx.seen_end))
+    text = ctx.rec.text(resampled) if resampled is not None and ctx.rec.detailed else ""
+    verification = Verification(kind, cfg.acceptance, verify_rows(ctx, got, masks, start, tokens), first,
+                                first if first < s else None, None, False, resampled, text)
+    return sp, verification, pending
+
+
+def first_changed(masks: list[int], picks: list[Pick], resampled_same: bool, end: int) -> int:
+    """The first block position whose token now differs from what the verifier read (its input there was the
+    draft): the first mask not decoded with its draft, or `end` if there is none before it."""
+    same: set[Any] = {i for i, how in picks if how != "resampled" or resampled_same}
+    i = 0
+    while i in same:
+        i += 1
+    return masks[i] if i < len(masks) else end
+
+
+def verify_span(ctx: StepContext, block: int, step: int, start: int, block_ids: torch.Tensor,
+                positions: torch.Tensor, mask_idx: torch.Tensor, masks: list[int], probs: torch.Tensor,
+                drafts: torch.Tensor, p: torch.Tensor, span_len: int,
+                window_end: int) -> tuple[Verification, list[tuple[int, int, str]]]:
+    """Verifier forward + acceptance test over the span, read back: the record and the (index, token, how) it
+    decodes (accepted, resampled, ratio extras). For loops that keep their picks on the host (the editing loop,
+    which passes its block with this step's edits applied); the block loop uses `verify_step`."""
+    cfg = ctx.cfg
+    q_probs, kind = verify_probs(ctx, block, step, start, block_ids, positions, mask_idx, drafts, span_len,
+                                 window_end, masks)
+    out = accept_span(cfg.acceptance, drafts[:span_len], p[:span_len], probs[:span_len], q_probs, cfg.ratio_gamma,
+                      cfg.allow_resample, ctx.generator)
+    tokens = drafts[:span_len].tolist()
+    chosen = [(i, tokens[i], "accepted") for i in range(out.accepted_len)]
+    if out.resampled is not None:
+        chosen.append((out.accepted_len, out.resampled, "resampled"))
+    if cfg.ratio_threshold is not None and out.first_reject is not None:
+        ratio = out.ratio.tolist()
+        chosen += [(i, tokens[i], "ratio_extra") for i in range(out.first_reject + 1, span_len)
+                   if ratio[i] >= cfg.ratio_threshold]
+    return verification_record(ctx, kind, out, masks, start, tokens, p, q_probs, span_len), chosen

@@ -1,0 +1,1 @@
+"""Tests of components/ without a server: views, files and the tabs' handlers."""

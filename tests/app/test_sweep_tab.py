@@ -1,0 +1,122 @@
+"""Issue 17 row 8: the Sweep tab puts S2D2 beside the cheapest baseline as accurate and says plainly when S2D2 does
+not win; a tall plot with the named cells labelled ("upper-left is ideal"); every shipped sweep file offered."""
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from components.sweep import panel as sw
+from components.sweep import offered_files as sweep_files
+from components.sweep import verdict as sweep_verdict
+from s2d2.sweeps.grid import COLUMNS, add_paired_tests, add_speedups
+
+
+def _cells(s2d2_nfe: float) -> list[dict]:
+    ones = "1" * 90 + "0" * 10
+    cells = [{"name": "ar", "method": "ar", "accuracy": 0.9, "nfe_per_token": 1.0, "wall_per_token": 0.01},
+             {"name": "base-cheap", "method": "dynamic", "accuracy": 0.89, "nfe_per_token": 0.30,
+              "wall_per_token": 0.003, "correct_by_problem": "1" * 89 + "0" * 11},
+             {"name": "base-costly", "method": "dynamic", "accuracy": 0.9, "nfe_per_token": 0.50,
+              "wall_per_token": 0.005, "correct_by_problem": ones},
+             {"name": "s2d2-x", "method": "s2d2", "accuracy": 0.9, "nfe_per_token": s2d2_nfe,
+              "wall_per_token": 0.004, "correct_by_problem": ones}]
+    for c in cells:
+        c.update(n=100)
+        c.setdefault("correct_by_problem", ones)
+    return [{k: c.get(k) for k in COLUMNS} | c for c in add_paired_tests(add_speedups(cells))]
+
+
+def _write(path, cells, model="tiny-llada2"):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"version": 1, "meta": {"model": model, "task": "arithmetic", "n": 100},
+                                "cells": cells}))
+    return path
+
+
+def test_the_headline_says_plainly_when_s2d2_does_not_win():
+    if not sw.BUNDLED.exists():
+        pytest.skip("no shipped sweep")
+    data = sw.load_results_file(sw.BUNDLED)
+    line = sw.summary_line(data, "shipped")
+    assert "**S2D2 does not win on this model**" in line and "fastest S2D2 cell" not in line
+    m = sweep_verdict.best_match(data["cells"])
+    # the baseline it is measured against is the cheapest one the sweep cannot tell from it (the issue's 0.201)
+    assert m.baseline["name"] == "dynamic-tau0.95-b8+fused" and f"{m.baseline['nfe_per_token']:.3f}" == "0.201"
+    assert md(m.baseline["name"]) in line and f"needs {1 / m.ratio:.2f}× the forwards" in line
+    limit = m.baseline["nfe_per_token"]
+    cheaper = [c for c in data["cells"] if c["method"] == "dynamic" and c["nfe_per_token"] < limit]
+    assert all(not sweep_verdict.as_accurate(c, m.s2d2)[0] for c in cheaper)
+
+
+def md(name: str) -> str:
+    from components.views.step_views import md_escape
+
+    return md_escape(name)
+
+
+def test_the_headline_says_when_s2d2_wins_and_measures_against_the_cheapest_equal_baseline():
+    # base-cheap (0.89) cannot be told from S2D2's 0.90 on these 100 problems: it is the one to beat
+    line = sweep_verdict.verdict(_cells(0.25))
+    assert line.startswith("**S2D2 wins on this model**") and "1.20× fewer forwards" in line and "base\\-cheap" in line
+    assert sweep_verdict.verdict(_cells(0.40)).startswith("**S2D2 does not win on this model**")
+
+
+def test_the_plot_is_tall_labels_the_named_cells_and_keeps_the_legend_off_the_axis_title():
+    data = {"meta": {"model": "m", "task": "t", "n": 100}, "cells": _cells(0.25)}
+    fig = sw.pareto_figure(data, "nfe")
+    assert fig.layout.height >= 500 and "upper-left is ideal" in fig.layout.title.text
+    import math
+
+    labels = {a.text: a for a in fig.layout.annotations}
+    assert {"s2d2-x", "base-cheap", "ar"} <= set(labels)
+    assert fig.layout.xaxis.type == "log" and labels["s2d2-x"].x == pytest.approx(math.log10(0.25))  # at its point
+    assert fig.layout.legend.yref == "container" and fig.layout.legend.y == 0 and fig.layout.margin.b >= 100
+    assert fig.layout.xaxis.title.text.startswith("forwards per generated token")
+    assert "Upper-left is ideal" in sw.INTRO and "Lower-left" not in sw.INTRO
+
+
+def test_every_shipped_sweep_file_is_offered(tmp_path):
+    if not sw.BUNDLED.exists():
+        pytest.skip("no shipped sweep")
+    root = tmp_path / "results"
+    root.mkdir()
+    shutil.copy(sw.BUNDLED, root / "sweep.json")  # the SDAR-architecture file
+    second = _write(root / "tiny-llada2" / "sweep.json", _cells(0.25))  # another engineer's future sweep
+    (root / "notes.json").write_text('{"not": "a results file"}')  # left out, never breaks the tab
+    (root / "a" / "b").mkdir(parents=True)
+    _write(root / "a" / "b" / "deep.json", _cells(0.3))  # two levels down: not by the rule
+    found = sweep_files.shipped_sweeps(root)
+    assert list(found.values()) == [root / "sweep.json", second]
+    labels = list(found)
+    assert labels[0].startswith("tiny · arithmetic (n = 200) — sweep.json")
+    assert labels[1] == "tiny-llada2 · arithmetic (n = 100) — tiny-llada2/sweep.json"
+    import gradio as gr
+
+    with gr.Blocks() as demo:
+        tab = sw.build_sweep_tab(sweeps=found)
+    pick = next(c for c in demo.get_config_file()["components"] if c.get("props", {}).get("elem_id") == "sweep-pick")
+    assert [ch[0] for ch in pick["props"]["choices"]] == labels and pick["props"]["value"] == labels[0]
+    status = sw.sweep_views(found[labels[1]], labels[1])[0]
+    assert "tiny\\-llada2 · arithmetic" in status and "S2D2 wins" in status
+    assert tab["sweep_pick"] is not None
+
+
+def test_the_verdict_and_plots_come_before_the_fine_print(tmp_path):
+    """Phone-first: the lead sentence, then the pick, the verdict and the plots; the how-to-read text sits in a
+    closed accordion between the verdict and the plots, so a 390 px screen reaches the verdict without scrolling
+    through it."""
+    import gradio as gr
+
+    path = _write(tmp_path / "sweep.json", _cells(0.40))
+    with gr.Blocks() as demo:
+        c = sw.build_sweep_tab(None, {"mine": path})
+    order = [b for b in demo.blocks.values() if isinstance(b, (gr.Markdown, gr.Plot, gr.Accordion, gr.Dropdown))]
+    ids = [b._id for b in order]
+    lead = next(b for b in order if isinstance(b, gr.Markdown) and b.value and "Upper-left is ideal" in b.value)
+    how = next(b for b in order if isinstance(b, gr.Accordion))
+    assert not how.open and "Pareto frontier" not in lead.value and "Pareto frontier" in sw.HOW_TO_READ
+    assert ids.index(lead._id) < ids.index(c["sweep_pick"]._id) < ids.index(c["sweep_status"]._id) \
+        < ids.index(how._id) < ids.index(c["sweep_nfe"]._id)
+    assert "\n\n**S2D2 does not win on this model**" in c["sweep_status"].value

@@ -1,0 +1,1 @@
+"""Checks of the benchmark scripts themselves (not of speed)."""

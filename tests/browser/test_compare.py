@@ -1,0 +1,123 @@
+"""A real browser on the Compare and Sweep tabs: an empty state first, run lanes, type 10, −1 and nothing in the
+block box (never an error badge), move a what-if threshold, re-run, see the Pareto plots.
+
+Skips when Playwright or /usr/bin/chromium is missing.
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+from pathlib import Path
+
+import pytest
+
+from tests.support.lanes import PROMPT, tiny_with_tokenizer
+
+MODEL = "test-browser-compare"
+
+from tests.support.browser_env import ARGS, CHROMIUM, require_browser
+
+sync_api = require_browser()
+
+
+def _results_file(directory: Path) -> Path:
+    from s2d2.sweeps.grid import COLUMNS, add_speedups
+
+    cells = add_speedups([
+        {"name": "ar", "method": "ar", "accuracy": 0.8, "nfe_per_token": 1.0, "wall_per_token": 0.1},
+        {"name": "dyn", "method": "dynamic", "accuracy": 0.7, "nfe_per_token": 0.5, "wall_per_token": 0.06},
+        {"name": "s2d2", "method": "s2d2", "accuracy": 0.75, "nfe_per_token": 0.6, "wall_per_token": 0.07},
+    ])
+    path = directory / "sweep.json"
+    path.write_text(json.dumps({"version": 1, "meta": {"model": "t", "task": "arithmetic", "n": 3},
+                                "cells": [{k: c.get(k) for k in COLUMNS} | c for c in cells]}))
+    return path
+
+
+@pytest.fixture(scope="module")
+def url(tmp_path_factory):
+    import gradio as gr
+
+    from components.compare import lanes as cc
+    from components.compare import layout as ct
+    from components.run import decode as run_panel
+    from components.sweep import panel as sw
+    from components.views.canvas import CANVAS_CSS
+
+    os.environ["GRADIO_TEMP_DIR"] = str(tmp_path_factory.mktemp("gradio"))
+    run_panel.register_model(MODEL, tiny_with_tokenizer())
+    bundled, sw.BUNDLED = sw.BUNDLED, _results_file(tmp_path_factory.mktemp("results"))
+    with gr.Blocks() as demo:
+        with gr.Tab("Compare"):
+            ct.build_compare_tab(model_name=MODEL)
+        with gr.Tab("Sweep"):
+            sw.build_sweep_tab()
+    sw.BUNDLED = bundled
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    demo.launch(prevent_thread_lock=True, server_port=port, quiet=True, css=CANVAS_CSS + cc.COMPARE_CSS)
+    yield f"http://127.0.0.1:{port}/"
+    demo.close()
+    run_panel.forget_model(MODEL)
+
+
+def test_compare_whatif_and_sweep_in_a_browser(url):
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        pg = browser.new_page(viewport={"width": 1400, "height": 1000})
+        errors: list[str] = []
+        pg.on("pageerror", lambda e: errors.append(str(e)))
+        pg.goto(url)
+        pg.locator("#cmp-empty").wait_for(timeout=30_000)
+        assert "No comparison yet" in pg.locator("#cmp-empty").inner_text()
+        assert not pg.locator("#cmp-results").is_visible() and not pg.locator("#cmp-block").is_visible()
+        pg.locator("#cmp-prompt textarea").fill(PROMPT)
+        pg.get_by_role("button", name="▶ Run all lanes").click()
+        pg.wait_for_selector("#cmp-lanes .s2d2-lane", timeout=60_000)
+        assert pg.locator("#cmp-lanes .s2d2-lane").count() == 3 and not pg.locator("#cmp-empty").is_visible()
+        pg.wait_for_function("document.querySelectorAll('#cmp-nfe .js-plotly-plot, #cmp-wall .js-plotly-plot')"
+                             ".length == 2", timeout=30_000)
+        assert "answer block 1 (positions" in pg.locator("#cmp-lanes").inner_text()
+        for plot in ("#cmp-nfe", "#cmp-wall"):  # titles have their own room: not clipped, not under the legend
+            title = pg.locator(f"{plot} .gtitle").first.bounding_box()
+            frame = pg.locator(f"{plot} .js-plotly-plot").bounding_box()
+            legend = pg.locator(f"{plot} .legend").first.bounding_box()
+            assert title["y"] >= frame["y"] and title["y"] + title["height"] <= legend["y"], (title, legend)
+        block = pg.locator("#cmp-block input[type=number]")
+        top = pg.locator("#cmp-block input[type=range]").get_attribute("max")
+        assert int(top) > 1
+        ten = f"answer block {min(10, int(top))} ("
+        for typed, expect in (("10", ten), ("999", f"answer block {top} ("), ("-1", "prompt prefill"),
+                              ("", "prompt prefill")):
+            block.fill(typed)
+            block.press("Tab")
+            pg.wait_for_function(f"document.querySelector('#cmp-lanes').innerText.includes({expect!r})",
+                                 timeout=20_000)
+            pg.wait_for_timeout(300)
+            assert pg.locator(".toast-body").count() == 0, pg.locator(".toast-body").all_inner_texts()
+            assert "Error" not in pg.locator("#cmp-results").inner_text()
+        # the chosen S2D2 lane is sdar-config-a (score threshold): its knobs only
+        assert pg.locator("#wi-score_threshold").is_visible() and not pg.locator("#wi-hysteresis_on").is_visible()
+        box = pg.locator("input[type=number][aria-label*='τ_score']").first
+        box.fill("-5")
+        box.press("Enter")
+        pg.wait_for_selector("#wi-table tr.flip", timeout=30_000)
+        assert "trajectory unknown" in pg.locator("#wi-table").inner_text()
+        pg.get_by_role("button", name="↻ Re-run from the start with these thresholds").click()
+        pg.wait_for_function("document.body.innerText.includes('What-if predicted')", timeout=60_000)
+        pg.get_by_role("tab", name="Sweep").click()
+        pg.wait_for_function("document.querySelectorAll('#sweep-nfe .js-plotly-plot .scatterlayer .point')"
+                             ".length >= 3", timeout=30_000)
+        assert "more accurate than every baseline" in pg.locator("#sweep-status").inner_text()  # 0.75 vs 0.7
+        pg.set_viewport_size({"width": 390, "height": 844})  # the phone: title whole, legend clear of the axis title
+        pg.wait_for_timeout(800)
+        plot = pg.locator("#sweep-nfe .js-plotly-plot").bounding_box()
+        title = pg.locator("#sweep-nfe .gtitle").first.bounding_box()
+        xtitle = pg.locator("#sweep-nfe .xtitle").first.bounding_box()
+        legend = pg.locator("#sweep-nfe .legend").first.bounding_box()
+        assert plot["x"] <= title["x"] and title["x"] + title["width"] <= plot["x"] + plot["width"] + 1, title
+        assert xtitle["y"] + xtitle["height"] <= legend["y"] + 1, (xtitle, legend)
+        assert not errors, errors
+        browser.close()

@@ -1,0 +1,1 @@
+"""Tests of the public app: limits, budgets and attacks, mostly against a launched server."""

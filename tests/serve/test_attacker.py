@@ -1,0 +1,297 @@
+"""Issue 19 against the launched app on loopback, raw HTTP as an attacker would send it: each finding row refused or
+bounded. Visitors are told apart by X-Forwarded-For (S2D2_TRUSTED_PROXY_HOPS=1, as behind the Spaces proxy)."""
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import socket
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent.parent
+
+from fixtures import trace_factory as tf
+
+httpx = pytest.importorskip("httpx")
+SLOW = "test-attacker-slow"  # 20 ms per forward: a decode that lasts
+ENV = {"S2D2_TRUSTED_PROXY_HOPS": "1", "S2D2_LISTEN_GRACE_S": "2", "S2D2_MAX_SESSIONS": "40",
+       "S2D2_CLIENT_SESSIONS": "16", "S2D2_CLIENT_UPLOAD_MB": "30", "S2D2_DISK_MB": "64",
+       "S2D2_CLIENT_RATE": "5", "S2D2_MODELS": f"tiny,{SLOW}", "GRADIO_HEARTBEAT_INTERVAL": "0.25"}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    saved = {k: os.environ.get(k) for k in [*ENV, "GRADIO_TEMP_DIR", "S2D2_EXPORT_DIR"]}
+    os.environ.update(ENV)
+    os.environ["GRADIO_TEMP_DIR"] = str(tmp_path_factory.mktemp("gradio"))
+    os.environ.pop("S2D2_EXPORT_DIR", None)  # exports inside Gradio's cache, under the disk budget
+    app = importlib.reload(importlib.import_module("app"))
+    from tests.support.tiny_models import tiny_qwen3
+    from components.run import decode as run_panel
+    from tests.serve.test_app_client import CharTokenizer
+
+    slow = tiny_qwen3(dtype=__import__("torch").float32)
+    slow.tokenizer = CharTokenizer()
+    fast = slow.forward
+    slow.forward = lambda *a, **k: (time.sleep(0.02), fast(*a, **k))[1]
+    run_panel.register_model(SLOW, slow)
+    port = _free_port()
+    app.demo.launch(prevent_thread_lock=True, server_port=port, quiet=True, **app.LAUNCH_KWARGS)
+    url = f"http://127.0.0.1:{port}"
+    deps = httpx.get(url + "/config").json()["dependencies"]
+    yield app, url, {d["api_name"]: d["id"] for d in deps}
+    app.demo.close()
+    run_panel.forget_model(SLOW)
+    for k, v in saved.items():
+        os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
+
+
+def knobs(**changes):
+    from components.run.decode import KNOB_NAMES, preset_values
+
+    values = dict(zip(KNOB_NAMES, preset_values("dynamic-baseline")))
+    values.update(changes)
+    return list(values.values())
+
+
+def join(url, fn, data, session=None, ip="10.9.0.1", event_data=None, raw=None):
+    body = raw if raw is not None else json.dumps(
+        {"data": data, "fn_index": fn, "session_hash": session or uuid.uuid4().hex[:12], "event_data": event_data,
+         "trigger_id": None})
+    return httpx.post(url + "/gradio_api/queue/join", content=body, timeout=60,
+                      headers={"content-type": "application/json", "x-forwarded-for": ip})
+
+
+def outcome(url, session, ip="10.9.0.1", timeout=60):
+    """('done', success, output) of the session's next completed event, or ('died', error)."""
+    try:
+        with httpx.stream("GET", url + f"/gradio_api/queue/data?session_hash={session}", timeout=timeout,
+                          headers={"x-forwarded-for": ip}) as stream:
+            for line in stream.iter_lines():
+                if line.startswith("data:"):
+                    msg = json.loads(line[5:])
+                    if msg.get("msg") == "process_completed":
+                        return "done", msg.get("success"), msg.get("output")
+    except httpx.HTTPError as exc:
+        return "died", type(exc).__name__
+    return "closed", None
+
+
+def decoding() -> bool:
+    return any(t.name == "s2d2-record" for t in threading.enumerate())
+
+
+def wait(condition, seconds=60.0) -> bool:
+    deadline = time.time() + seconds
+    while time.time() < deadline and not condition():
+        time.sleep(0.05)
+    return condition()
+
+
+def run_data(prompt="Once", gen=480):
+    return [prompt, SLOW, *knobs(gen_length=gen, block_length=4)]
+
+
+def test_row2_and_16_nothing_skips_the_queue_and_private_events_are_not_callable_by_name(server):
+    _, url, fns = server
+    for name in ("compare", "run", "step"):  # queued events: the REST route refuses them
+        r = httpx.post(url + "/gradio_api/run/predict", json={"data": [], "fn_index": fns[name], "session_hash": "x"})
+        assert r.status_code == 404, (name, r.status_code, r.text[:200])
+    for name in ("stop", "on_unload", "apply_preset", "tick", "show_state", "select_position"):
+        r = httpx.post(url + f"/gradio_api/call/{name}", json={"data": []})
+        assert r.status_code == 404 and "/work" not in r.text and "/tmp" not in r.text, (name, r.status_code)
+    from components.files.examples import first_example
+
+    r = httpx.post(url + "/gradio_api/call/open_example", json={"data": [first_example()[0]]})
+    assert r.status_code == 200 and "event_id" in r.json()  # the public API still answers by name
+    answer = httpx.get(url + f"/gradio_api/call/open_example/{r.json()['event_id']}", timeout=30).text
+    assert "event: complete" in answer and "Loaded example" in answer, answer[:300]
+
+
+def test_row3_fresh_session_hashes_do_not_mint_decodes(server):
+    """Five session hashes from one address: one decode admitted; another address is not affected."""
+    app, url, fns = server
+    sessions = [f"mint-{i}" for i in range(5)]
+    answers = [join(url, fns["run"], run_data(), s, ip="10.9.3.1") for s in sessions]
+    assert [a.status_code for a in answers] == [200, 422, 422, 422, 422], [a.text[:120] for a in answers]
+    assert "Another session from your network address" in answers[1].text
+    other = join(url, fns["run"], run_data(gen=8), "mint-other", ip="10.9.3.2")
+    assert other.status_code == 200
+    threading.Thread(target=outcome, args=(url, "mint-0", "10.9.3.1"), daemon=True).start()
+    assert outcome(url, "mint-other", "10.9.3.2")[1] is True
+    app.guard.JOBS.stop_session("mint-0")
+    assert wait(lambda: not decoding(), 30) and wait(lambda: app.guard.JOBS.active() == 0, 10)
+
+
+def test_row4_one_client_cannot_fill_the_queue_and_stop_never_waits(server):
+    app, url, fns = server
+    holder = join(url, fns["run"], run_data(), "fill-run", ip="10.9.4.1")
+    assert holder.status_code == 200
+    threading.Thread(target=outcome, args=(url, "fill-run", "10.9.4.1"), daemon=True).start()
+    assert wait(decoding)
+    with ThreadPoolExecutor(16) as pool:  # fire-and-forget joins, all at once
+        codes = list(pool.map(lambda i: join(url, fns["step"], [None, 1, "auto", "state", None], f"fill-{i}",
+                                             ip="10.9.4.1").status_code, range(80)))
+    assert codes.count(429) >= 40, codes  # the client's rate and queue caps (the exact cap: test_hardening_fairness)
+    start = time.time()  # Stop is outside the queue: answered at once, even behind a busy GPU
+    stop = httpx.post(url + "/gradio_api/run/predict", timeout=10, headers={"x-forwarded-for": "10.9.4.1"},
+                      json={"data": [], "fn_index": fns["stop"], "session_hash": "fill-run"})
+    assert stop.status_code == 200 and time.time() - start < 5
+    assert wait(lambda: not decoding(), 20)
+    honest = join(url, fns["step"], [None, 1, "auto", "state", None], "fill-honest", ip="10.9.4.2")
+    assert honest.status_code == 200 and outcome(url, "fill-honest", "10.9.4.2")[1] is True
+    assert wait(lambda: app.guard.JOBS.active() == 0, 10)
+
+
+def test_row5_a_decode_nobody_listens_to_ends_within_seconds(server):
+    app, url, fns = server
+    assert join(url, fns["run"], run_data(), "deaf-1", ip="10.9.5.1").status_code == 200  # never opens its stream
+    assert wait(decoding, 30)
+    start = time.time()
+    assert wait(lambda: not decoding(), 30) and time.time() - start < 15
+    r = httpx.post(url + "/gradio_api/call/run", json={"data": run_data()}, headers={"x-forwarded-for": "10.9.5.2"})
+    assert r.status_code == 200  # the public API, no session hash, no GET of the result
+    assert wait(decoding, 30)
+    start = time.time()
+    assert wait(lambda: not decoding(), 30) and time.time() - start < 15
+    assert wait(lambda: app.guard.JOBS.active() == 0, 10)
+
+
+def test_row6_a_replay_flood_is_capped_per_client_and_an_honest_step_completes(server):
+    _, url, fns = server
+    refused = []
+
+    def flood(i):
+        for k in range(25):
+            r = join(url, fns["step"], [None, k % 30, "auto", "p", None], f"flood-{i}-{k}", ip="10.9.6.1")
+            refused.append(r.status_code == 429)
+
+    threads = [threading.Thread(target=flood, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    honest = join(url, fns["step"], [None, 1, "auto", "state", None], "flood-honest", ip="10.9.6.2")
+    for t in threads:
+        t.join()
+    assert honest.status_code == 200 and outcome(url, "flood-honest", "10.9.6.2")[1] is True
+    assert sum(refused) > 100, sum(refused)
+
+
+def test_row7_a_flood_of_sessions_does_not_evict_a_visitor(server, tmp_path):
+    """A victim uploads; one address then opens far more sessions than the app keeps: it only ever evicts its own
+    (S2D2_CLIENT_SESSIONS), and a full app refuses a new session rather than evict one in use."""
+    from gradio_client import Client, handle_file
+
+    app, url, fns = server
+    holder = app.demo.state_holder
+    forget = lambda: (holder.session_data.clear(), holder.time_last_used.clear())  # noqa: E731
+    forget()  # the sessions of the tests before: this one counts the app's 40 from zero
+    path = tmp_path / "victim.json"
+    path.write_text(tf.hostile().to_json())
+    victim = Client(url, verbose=False, headers={"X-Forwarded-For": "10.9.7.1"})
+    try:
+        assert victim.predict(handle_file(str(path)), api_name="/upload_trace")[0] == "Loaded the uploaded trace."
+        def visit(session, ip):  # one event in a fresh session, its result read (a polite flood)
+            code = join(url, fns["tick"], [None, 0], session, ip=ip).status_code
+            if code == 200:
+                outcome(url, session, ip)
+            return code
+
+        for i in range(40):  # more than S2D2_CLIENT_SESSIONS (16): it evicts its own
+            assert visit(f"crowd-a-{i}", "10.9.7.66") == 200
+            time.sleep(0.1)
+        assert len(holder.session_data) <= 17
+        for ip in ("10.9.7.67", "10.9.7.68", "10.9.7.69"):  # three more addresses fill the app's 40 sessions
+            codes = [visit(f"crowd-{ip}-{i}", ip) for i in range(14)]
+        assert 503 in codes and len(holder.session_data) <= 40  # full of sessions in use: refused, none evicted
+        view = victim.predict(1, "auto", "state", api_name="/step")
+        from components.views.canvas import render_canvas
+
+        assert view[0] == render_canvas(tf.hostile(), 1)  # still the victim's own trace
+    finally:
+        victim.close()
+        forget()
+
+
+def test_row9_uploads_are_bounded_per_client_and_in_total(server):
+    app, url, _ = server
+    from components.serve.disk_budget import DISK
+
+    blob = b" " * (5 * 1024 * 1024 - 100)
+    codes = []
+    for i in range(12):  # 60 MB from one address: the hourly allowance is 30 MB
+        r = httpx.post(url + "/gradio_api/upload", files={"files": (f"u{i}.json", blob, "application/json")},
+                       headers={"x-forwarded-for": "10.9.9.1"}, timeout=60)
+        codes.append(r.status_code)
+    assert codes[:5] == [200] * 5 and set(codes[6:]) == {429}, codes
+    total = []
+    for i in range(20):  # many addresses: the total stays within S2D2_DISK_MB (64)
+        r = httpx.post(url + "/gradio_api/upload", files={"files": (f"v{i}.json", blob, "application/json")},
+                       headers={"x-forwarded-for": f"10.9.9.{10 + i}"}, timeout=60)
+        total.append(r.status_code)
+    assert 507 in total and DISK.usage(fresh=True) <= 64 * 2**20, (total, DISK.usage(fresh=True))
+    r = httpx.post(url + "/gradio_api/upload", files={"files": ("", b"{}", "application/json")},
+                   headers={"x-forwarded-for": "10.9.9.99"})
+    assert r.status_code == 400 and r.json()["detail"].startswith("The upload could not be read")
+
+
+def test_row14_the_published_config_holds_no_server_path(server):
+    _, url, _ = server
+    config = httpx.get(url + "/config").text
+    assert os.environ["GRADIO_TEMP_DIR"] not in config and "s2d2-exports" not in config
+
+
+def test_rows11_to_14_bad_values_keep_the_stream_alive(server):
+    _, url, fns = server
+    ip = "10.9.11.1"
+    cases = [
+        ("apply_preset", '["sdar-config-a", 100000000000000000000]', None),  # a 21-digit seed, then a preset
+        ("step", '[null, 1e400, "auto", "state", null]', None),
+        ("select_position", '[null, 1, "auto"]', '{"position": 1e400}'),
+        ("set_speed", '[1e400, false]', None),
+        ("model_changed", '["\\ud800x", "block", 0]', None),  # a lone surrogate in a dropdown value
+    ]
+    for name, data, event in cases:
+        session = uuid.uuid4().hex[:12]
+        raw = ('{"data": %s, "fn_index": %d, "session_hash": "%s", "event_data": %s, "trigger_id": null}'
+               % (data, fns[name], session, event or "null"))
+        assert join(url, None, None, raw=raw, ip=ip).status_code == 200, name
+        result = outcome(url, session, ip)
+        assert result[0] == "done" and result[1] is True, (name, result)
+    big = json.dumps({"data": ["x" * 30_000_000], "fn_index": fns["open_example"], "session_hash": "big"})
+    r = join(url, None, None, raw=big, ip=ip)
+    assert r.status_code == 413 and len(r.text) < 300
+    r = join(url, None, None, raw=json.dumps({"data": ["x" * 100_000], "fn_index": fns["apply_preset"],
+                                               "session_hash": "long"}), ip=ip)
+    assert r.status_code == 413 and len(r.text) < 300
+    r = join(url, None, None, raw='{"data": ' + "[" * 5000 + "]" * 5000 + ', "fn_index": 1}', ip=ip)
+    assert r.status_code == 400 and "nested too deeply" in r.text
+    for path in ("/gradio_api/file=/etc/passwd", "/gradio_api/file=" + os.environ["GRADIO_TEMP_DIR"] + "/no.json"):
+        r = httpx.get(url + path)
+        assert r.status_code >= 400 and r.json()["detail"] == "File not found." and "/etc" not in r.text
+
+
+def test_stop_acts_only_for_the_client_that_started_the_run(server):
+    """Stop binds a job to the client that started it: a stranger with the session hash cannot stop it."""
+    app, url, fns = server
+    assert join(url, fns["run"], run_data(), "owned", ip="10.9.12.1").status_code == 200
+    threading.Thread(target=outcome, args=(url, "owned", "10.9.12.1", 60), daemon=True).start()
+    assert wait(decoding)
+    httpx.post(url + "/gradio_api/run/predict", headers={"x-forwarded-for": "10.9.12.2"},
+               json={"data": [], "fn_index": fns["stop"], "session_hash": "owned"})
+    time.sleep(0.5)
+    assert decoding()  # a stranger's Stop did nothing
+    httpx.post(url + "/gradio_api/run/predict", headers={"x-forwarded-for": "10.9.12.1"},
+               json={"data": [], "fn_index": fns["stop"], "session_hash": "owned"})
+    assert wait(lambda: not decoding(), 20) and wait(lambda: app.guard.JOBS.active() == 0, 10)
