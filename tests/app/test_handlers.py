@@ -395,7 +395,7 @@ def test_precompute_script_writes_loadable_examples(tmp_path, monkeypatch):
     import importlib
 
     import s2d2
-    from tests.serve.test_app_client import CharTokenizer
+    from tests.support.app_server import CharTokenizer
 
     import torch
 

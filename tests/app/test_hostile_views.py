@@ -8,14 +8,13 @@ import re
 from pathlib import Path
 
 from fixtures import trace_factory as tf
+from tests.support.payloads import PAYLOAD
 
 from components.replay import handlers as h
 from components.sweep import panel as sw
 from components.escape import md_text
 
 ROOT = Path(__file__).resolve().parents[2]
-PAYLOAD = ("<img src=https://evil.example/x.png> <form><button>go</button></form> <h1>big</h1> <svg onload=1> "
-           "http://evil.example/a www.evil.example b@evil.example [link](https://evil.example)")
 # the app's own in-page links (`<a href="#strip">`) are ours; a link from the file would point elsewhere
 TAGS = re.compile(r"<\s*(img|form|button|h1|svg|script|iframe)\b|<\s*a\b(?![^>]*href=\"#[\w-]*\">)", re.I)
 AUTOLINK = re.compile(r"(?i)(https?://|www\.|\w@\w)")

@@ -17,7 +17,7 @@ def test_escaped_file_text_renders_inert_in_gradio_markdown(tmp_path):
     from components.escape import md_text
     from components.views.story import single_story
     from components.files.traces import parse_text
-    from tests.app.test_hostile_views import PAYLOAD
+    from tests.support.payloads import PAYLOAD
 
     data = tf.hostile().to_dict()
     data["footer"]["output_text"] = PAYLOAD

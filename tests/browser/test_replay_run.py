@@ -22,7 +22,7 @@ from tests.support.browser_env import ARGS, CHROMIUM, DESKTOP, PHONE, require_br
 
 sync_api = require_browser()
 
-from tests.serve.test_app_client import RANDOM_MODEL, SLOW_MODEL, served
+from tests.support.app_server import RANDOM_MODEL, SLOW_MODEL, served
 
 STOP_KEYS = ("draft", "route", "verify", "reject", "resample", "skip", "calibration", "cost", "exact", "edit",
              "pipeline", "run")

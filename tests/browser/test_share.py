@@ -24,7 +24,7 @@ sync_api = require_browser()
 
 from fixtures import trace_factory as tf
 from tests.support.html_replay import hostile_trace, text_content, token_classes
-from tests.serve.test_app_client import served
+from tests.support.app_server import served
 
 from components.files import html_replay as he
 from components.files.examples import list_examples, load_pair

@@ -16,7 +16,7 @@ from s2d2.policies import make_policy, redecide, uses_costs
 from s2d2.policies.cost_aware import CostAware
 from s2d2.trace import CostTable, ForwardCost, PolicyInputs, StepCosts
 from s2d2.whatif import what_if
-from tests.lib.test_decoder import sharpen
+from tests.support.tiny_models import sharpen
 
 PROMPT = list(range(5, 15))
 COST = dict(method="s2d2", policy="cost_aware", block_length=8, gen_length=24, cache_ver=True, draft_ver=True)

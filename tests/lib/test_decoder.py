@@ -8,18 +8,12 @@ import pytest
 import torch
 
 import s2d2
-from tests.support.tiny_models import MASK_ID, StopAt, tiny_qwen2, tiny_qwen3, tiny_qwen3_model
+from tests.support.tiny_models import MASK_ID, StopAt, perfect_drafter, sharpen, tiny_qwen2, tiny_qwen3, tiny_qwen3_model
 from s2d2 import DecodeConfig, Trace
 from s2d2.models.loading import from_transformers
 from s2d2.policies import redecide
 
 PROMPTS = [list(range(5, 15)), [3, 1, 4, 1, 5, 9, 2, 6], list(range(40, 72))]
-
-
-def sharpen(model, factor: float = 25.0):
-    """Scale the final norm so distributions are peaked: drafts and verifier then disagree often."""
-    model.model.model.norm.weight.data *= factor
-    return model
 
 
 @pytest.fixture(scope="module")
@@ -105,15 +99,6 @@ def test_never_verify_equals_diffusion(family, temperature, request):
 
 
 # -- 6. perfect drafter ------------------------------------------------------------------------------------------
-
-def perfect_drafter():
-    """Attention and MLP outputs zeroed: logits depend only on the input token, so q == p exactly."""
-    m = tiny_qwen3_model(seed=4)
-    for layer in m.model.layers:
-        layer.self_attn.o_proj.weight.data.zero_()
-        layer.mlp.down_proj.weight.data.zero_()
-    return from_transformers(m, mask_token_id=MASK_ID, stop_token_ids=[], logits="aligned")
-
 
 @pytest.mark.parametrize("mode", ["paper", "greedy_exact"])
 def test_perfect_drafter_costs_three_forwards_per_block(mode):

@@ -132,7 +132,7 @@ def test_reused_and_fused_drafts_match_the_full_draft(family, models):
 # -- perfect drafter: two forwards per block ---------------------------------------------------------------------
 
 def test_perfect_drafter_costs_two_forwards_per_block():
-    from tests.lib.test_decoder import perfect_drafter
+    from tests.support.tiny_models import perfect_drafter
 
     model = perfect_drafter()
     cfg = DecodeConfig(method="s2d2", policy="always", acceptance="greedy_exact", block_length=4, gen_length=16,

@@ -10,7 +10,7 @@ from components.views import attention_mask as mask_view
 from tests.support.tiny_models import tiny_qwen2, tiny_qwen3
 from s2d2 import DecodeConfig
 from s2d2.models import masks
-from tests.lib.test_decoder import sharpen
+from tests.support.tiny_models import sharpen
 
 PROMPTS = [list(range(5, 15)), [3, 1, 4, 1, 5, 9, 2, 6], list(range(40, 72))]
 CONFIGS = {

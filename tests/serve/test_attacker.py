@@ -40,7 +40,7 @@ def server(tmp_path_factory):
     app = importlib.reload(importlib.import_module("app"))
     from tests.support.tiny_models import tiny_qwen3
     from components.run import decode as run_panel
-    from tests.serve.test_app_client import CharTokenizer
+    from tests.support.app_server import CharTokenizer
 
     slow = tiny_qwen3(dtype=__import__("torch").float32)
     slow.tokenizer = CharTokenizer()

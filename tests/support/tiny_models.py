@@ -1,7 +1,8 @@
 """Shared test builders: tiny random Qwen3 / Qwen2 models (docs/model-families.md, 'Tiny models for offline tests'),
 offline only.
 
-Import the builders directly (`from conftest import tiny_qwen3`) or use the fixtures of the same name.
+Import the builders directly (`from tests.support.tiny_models import tiny_qwen3`) or use the fixtures of the same
+name (tests/conftest.py publishes them).
 """
 from __future__ import annotations
 
@@ -136,3 +137,20 @@ class StopAt:
             raise StopDecoding()
         self.calls += 1
         return self._model.forward(*args, **kwargs)
+
+
+def sharpen(model, factor: float = 25.0):
+    """Scale the final norm so distributions are peaked: drafts and verifier then disagree often."""
+    model.model.model.norm.weight.data *= factor
+    return model
+
+
+def perfect_drafter():
+    """Attention and MLP outputs zeroed: logits depend only on the input token, so q == p exactly."""
+    m = tiny_qwen3_model(seed=4)
+    for layer in m.model.layers:
+        layer.self_attn.o_proj.weight.data.zero_()
+        layer.mlp.down_proj.weight.data.zero_()
+    from s2d2.models.loading import from_transformers
+
+    return from_transformers(m, mask_token_id=MASK_ID, stop_token_ids=[], logits="aligned")
