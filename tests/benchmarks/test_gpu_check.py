@@ -1,21 +1,15 @@
 """benchmarks/gpu_check.py runs on CPU (tiny shapes, no graphs) and stays inside its budget, saying what it skips."""
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import re
-from pathlib import Path
 
 import pytest
-
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu_check.py"
 
 
 @pytest.fixture(scope="module")
 def gpu_check():
-    spec = importlib.util.spec_from_file_location("gpu_check", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return importlib.import_module("benchmarks.gpu_check")
 
 
 def test_small_run_prints_every_section(gpu_check, capsys) -> None:

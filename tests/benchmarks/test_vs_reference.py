@@ -2,7 +2,7 @@
 decoder exactly our model's forward (mask semantics, KV kept or cropped) and its option mapping is complete."""
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import subprocess
 import sys
 from pathlib import Path
@@ -14,20 +14,18 @@ import s2d2
 from tests.support.tiny_models import tiny_qwen3
 from s2d2.models import masks
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "vs_reference.py"
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("vs_reference", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return importlib.import_module("benchmarks.vs_reference")
 
 
 def test_without_a_checkout_it_says_so_in_one_line():
     env = {k: v for k, v in __import__("os").environ.items() if k != "S2D2_REFERENCE"}
-    out = subprocess.run([sys.executable, str(SCRIPT)], capture_output=True, text=True, env=env, timeout=120)
+    out = subprocess.run([sys.executable, "-m", "benchmarks.vs_reference"], cwd=ROOT, capture_output=True, text=True,
+                         env=env, timeout=120)
     assert out.returncode == 0 and out.stdout.strip().count("\n") == 0
     assert "skipped" in out.stdout and "S2D2_REFERENCE" in out.stdout
 
