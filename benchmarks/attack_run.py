@@ -20,7 +20,8 @@ import httpx
 HERE = Path(__file__).resolve().parent
 
 from benchmarks.attackers import ATTACKS, ReplayFlood
-from benchmarks.load_test import free_port, knobs, pct, server_cpu_s, server_rss_mb, start_server, stop_server
+from benchmarks.percentiles import pct
+from benchmarks.server import free_port, knobs, server_cpu_s, server_rss_mb, start_server, stop_server
 
 HONEST_IP = "10.1.0.1"
 PROMPT = "Tom has 12 apples. He buys 7 more. How many apples does Tom have now?"

@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from fixtures import tiny_d2f as M
-from benchmarks.d2f_reference import run_reference, write_checkpoints
+from benchmarks.d2f_reference_runner import run_reference, write_checkpoints
 
 G, B = 24, 4
 PROMPTS = ([5, 9, 17, 33, 2], [71, 3, 88, 14, 56, 21, 9], [40, 41, 42])

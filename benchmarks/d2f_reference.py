@@ -20,45 +20,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+
+from benchmarks.d2f_reference_runner import reference_env, run_reference, write_checkpoints
 
 ROOT = Path(__file__).resolve().parents[1]
 
 LOGITS = ROOT / "tests" / "data" / "d2f_reference_logits.safetensors"
 PROMPT, BLOCK = [5, 9, 17, 33, 2], 4  # the logits test: a 5-token prompt, then two blocks of 4
-
-
-def reference_env() -> dict[str, str] | None:
-    ref, site = os.environ.get("S2D2_REF_D2F"), os.environ.get("S2D2_REF_SITE")
-    if not ref or not (Path(ref) / "generation_utils.py").is_file():
-        return None
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (site, ref) if p)
-    return env
-
-
-def run_reference(env: dict[str, str], job: dict[str, Any], out: Path) -> None:
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-        json.dump(job, f)
-    side = Path(__file__).resolve().parent / "d2f_reference_side.py"
-    subprocess.run([sys.executable, str(side), f.name, str(out)], env=env, check=True,
-                   cwd=env["PYTHONPATH"].split(os.pathsep)[-1])
-
-
-def write_checkpoints(tmp: Path, head_scale: float = 0.6) -> dict[str, dict[str, str]]:
-    from fixtures import tiny_d2f as M
-
-    out = {}
-    for fam, write in (("llada", M.write_llada), ("dream", M.write_dream)):
-        folder = write(tmp / f"{fam}-{head_scale}", head_scale=head_scale)
-        adapter = M.write_lora(tmp / f"{fam}-lora", fam)
-        out[fam] = {"folder": str(folder), "adapter": str(adapter), "fingerprint": M.fingerprint(folder),
-                    "adapter_fingerprint": M.fingerprint(adapter)}
-    return out
 
 
 def record_logits(env: dict[str, str]) -> None:

@@ -25,6 +25,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
+from benchmarks.percentiles import pct
 from fixtures import upload_fuzz as uf
 
 from components.replay import handlers
@@ -80,11 +81,6 @@ def upload(raw: bytes, folder: Path, name: str) -> tuple[float, float, int, bool
     accepted = out["load_status"] == "Loaded the uploaded trace."
     views = [v for k, v in out.items() if k not in ("state", "load_status")]
     return seconds, cpu, payload(views) if accepted else len(str(out["load_status"])), accepted
-
-
-def pct(values: list[float], q: float) -> float:
-    values = sorted(values)
-    return values[min(len(values) - 1, int(q * len(values)))] if values else 0.0
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -31,62 +30,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-from components.run.decode import KNOB_NAMES, preset_values
+from benchmarks.percentiles import pct
+from benchmarks.server import free_port, knobs, server_cpu_s, server_rss_mb, start_server, stop_server
 
 TRACE = ROOT / "assets" / "traces" / "03-verify-when-it-pays--block-4.json"
 PROMPT = "Tom has 12 apples. He buys 7 more. How many apples does Tom have now?"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def server_cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
-
-
-def server_rss_mb(pid: int) -> float:
-    with open(f"/proc/{pid}/status", encoding="ascii") as fh:
-        for line in fh:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
-
-
-def start_server(port: int, env_extra: dict | None = None) -> subprocess.Popen:
-    code = ("import app; app.demo.launch(server_name='127.0.0.1', server_port=%d, quiet=True, **app.LAUNCH_KWARGS)"
-            % port)
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT), **(env_extra or {})}
-    proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-    deadline = time.time() + 180
-    while time.time() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
-                return proc
-        except OSError:
-            if proc.poll() is not None:
-                raise RuntimeError("the app exited during start-up")
-            time.sleep(0.5)
-    proc.kill()
-    raise RuntimeError("the app did not start within 180 s")
-
-
-def stop_server(proc: subprocess.Popen) -> None:
-    proc.terminate()
-    try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-
-
-def knobs(gen: int) -> list:
-    values = dict(zip(KNOB_NAMES, preset_values("sdar-config-a")))
-    values["gen_length"] = gen
-    return list(values.values())
 
 
 def session(url: str, args: argparse.Namespace, deadline: float, visitor: int = 0) -> dict:
@@ -127,11 +75,6 @@ def session(url: str, args: argparse.Namespace, deadline: float, visitor: int = 
     finally:
         client.close()
     return out
-
-
-def pct(values: list[float], q: float) -> float:
-    values = sorted(values)
-    return values[min(len(values) - 1, int(q * len(values)))] if values else float("nan")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -28,7 +28,7 @@ import httpx
 
 HERE = Path(__file__).resolve().parent
 
-from benchmarks.load_test import free_port, server_rss_mb, start_server, stop_server
+from benchmarks.server import free_port, server_rss_mb, start_server, stop_server
 
 
 def heavy_trace_text(seed: int, base: dict) -> str:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
+from benchmarks.percentiles import pct
 from components.views.step_views import STEP_VIEWS, metrics_table, render_step, render_timelines
 from components.views.trace_index import build_index
 from s2d2.trace import Trace  # noqa: E402
@@ -25,11 +26,6 @@ def payload(value: object) -> int:
     if hasattr(value, "to_json"):
         return len(value.to_json())  # type: ignore[union-attr]
     return len(value.encode("utf-8")) if isinstance(value, str) else len(json.dumps(value))
-
-
-def percentile(values: list[float], q: float) -> float:
-    values = sorted(values)
-    return values[min(len(values) - 1, int(q * len(values)))]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -79,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
             fn(trace, step)
             times[name].append(time.perf_counter() - start)
     print(f"render_step (all {len(names)} outputs), {len(totals)} steps: mean {statistics.mean(totals) * 1e3:.0f} ms, "
-          f"p95 {percentile(totals, 0.95) * 1e3:.0f} ms, max {max(totals) * 1e3:.0f} ms")
+          f"p95 {pct(totals, 0.95) * 1e3:.0f} ms, max {max(totals) * 1e3:.0f} ms")
     per_step = sum(statistics.mean(v) for v in sizes.values())
     print(f"payload per step: {per_step / 1e3:.0f} kB total")
     for name in names:

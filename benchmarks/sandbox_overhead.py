@@ -15,7 +15,6 @@ import statistics
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 
 from s2d2.sandbox import ALLOW_ENV, run_program  # noqa: E402
