@@ -14,9 +14,9 @@ from typing import Any, Callable, Optional
 import gradio as gr
 from starlette.middleware import Middleware
 
-from components.serve import gpu_slot as guard
+from components.serve import gpu_slot
 from components.replay import handlers as h
-from components.files import share_links as share
+from components.files import share_links
 from components.views.canvas import CANVAS_CSS
 from components.compare.lanes import COMPARE_CSS
 from components.compare.layout import build_compare_tab
@@ -146,13 +146,13 @@ def wire(ctx: Ctx, o: Opening, tour: Optional[TourHandles]) -> None:
         rule.input(k(h.knob_visibility), rules, out(h.KNOB_OUT), **PRIVATE)
     c["model"].input(k(h.model_changed), [c["model"], c["knob_loop"], c["knob_seed"]],
                      out(["preset", *h.KNOB_OUT, "preset_note"]), **PRIVATE)
-    # One GPU job per session: a second submission is refused before it enters the queue (guard.admit). Stop only
+    # One GPU job per session: a second submission is refused before it enters the queue (gpu_slot.admit). Stop only
     # raises the job's flag: the decode ends within one forward and the run itself writes the final status.
-    run_ev = c["run"].click(k(guard.one_job(h.run, h.run_refused)), [c["prompt"], c["model"], *out(h.KNOB_OUT)],
+    run_ev = c["run"].click(k(gpu_slot.one_job(h.run, h.run_refused)), [c["prompt"], c["model"], *out(h.KNOB_OUT)],
                             out(h.RUN_OUT), api_name="run", concurrency_limit=1, concurrency_id="gpu",
-                            validator=guard.admit)
+                            validator=gpu_slot.admit)
     run_ev.then(k(h.show_state), [c["state"], c["run_ok"]], out(["tabs", *h.LOAD_OUT]), **PRIVATE)
-    c["stop"].click(guard.stop, None, None, queue=False, **PRIVATE)  # Stop never waits behind the queue
+    c["stop"].click(gpu_slot.stop, None, None, queue=False, **PRIVATE)  # Stop never waits behind the queue
     if tour is not None:  # "Show in Replay": the example and step of the stop on screen
         tour.show.click(k(lambda at: h.open_tour_step(*target(tour.stops, at)) if target(tour.stops, at) else {}),
                         tour.at, out(["tabs", *h.LOAD_OUT]), **PRIVATE)
@@ -167,18 +167,18 @@ def wire_share(ctx: Ctx, demo: gr.Blocks) -> None:
     # Every page load reads the link into a State (no visible output, so no spinner on the first screen); only a
     # link that names a moment changes it, and that change opens the moment. Without one, the load sets the
     # download of the opening trace.
-    demo.load(keyed(share.page_load, ctx), c["state"], out(["moment", "download"]), show_progress="hidden",
+    demo.load(keyed(share_links.page_load, ctx), c["state"], out(["moment", "download"]), show_progress="hidden",
               **PRIVATE)
-    c["moment"].change(keyed(share.open_link, ctx), c["moment"], out([*h.LOAD_OUT, "share_note"]), **PRIVATE)
-    c["share"].click(keyed(share.share_link, ctx), [c["state"], c["toggle"], c["slider"]],
+    c["moment"].change(keyed(share_links.open_link, ctx), c["moment"], out([*h.LOAD_OUT, "share_note"]), **PRIVATE)
+    c["share"].click(keyed(share_links.share_link, ctx), [c["state"], c["toggle"], c["slider"]],
                      out(["share_link", "share_status"]), **PRIVATE).then(
         None, out(["share_link", "share_status"]), out(["share_link", "share_status"]), js=COPY_JS, **PRIVATE)
     # An export is CPU work one visitor can repeat: it runs as that visitor's one job, like a decode (refused while
     # another runs, stoppable), and two builds at a time, whoever asks.
-    c["make_html"].click(keyed(share.html_replay_job, ctx), [c["state"], c["slider"]],
+    c["make_html"].click(keyed(share_links.html_replay_job, ctx), [c["state"], c["slider"]],
                          out(["html_file", "share_status"]), concurrency_limit=2, concurrency_id="html_export",
-                         validator=guard.admit, **PRIVATE)
-    c["state"].change(keyed(share.reset_share, ctx), None, out(["share_link", "html_file", "share_status"]),
+                         validator=gpu_slot.admit, **PRIVATE)
+    c["state"].change(keyed(share_links.reset_share, ctx), None, out(["share_link", "html_file", "share_status"]),
                       **PRIVATE)
 
 
@@ -200,7 +200,7 @@ def build_demo() -> gr.Blocks:
                     built[tab_id] = build(ctx, o)
         wire(ctx, o, built["learn"])
         wire_share(ctx, demo)
-        demo.unload(guard.on_unload)  # a closed tab or client stops its job within one forward
+        demo.unload(gpu_slot.on_unload)  # a closed tab or client stops its job within one forward
     # api_open=False: no event runs outside the queue (POST /gradio_api/run/<name> answers only for Stop, which is
     # outside it by design); protect() wraps every event, whichever tab registered it (components/serve/event_guard.py).
     demo.queue(default_concurrency_limit=4, max_size=limits().queue_size, api_open=False)

@@ -63,12 +63,12 @@ def main(argv: list[str] | None = None) -> int:
     # per-view timing on a sample of steps
     from components.views import canvas
     from components.views import figures
-    from components.views import attention_mask as mask_view
-    from components.views import step_views as replay
-    from components.views import verify_strip as strip
+    from components.views import attention_mask
+    from components.views import step_views
+    from components.views import verify_strip
 
-    fns = {"canvas": canvas.render_canvas, "strip": strip.render_strip, "routing": figures.routing_figure,
-           "mask": mask_view.mask_figure, "summary": replay.step_summary, "legend": canvas.legend_html}
+    fns = {"canvas": canvas.render_canvas, "strip": verify_strip.render_strip, "routing": figures.routing_figure,
+           "mask": attention_mask.mask_figure, "summary": step_views.step_summary, "legend": canvas.legend_html}
     for step in range(0, n + 1, max(1, n // 20)):
         for name, fn in fns.items():
             start = time.perf_counter()

@@ -18,7 +18,7 @@ import time
 
 
 from s2d2.sandbox import ALLOW_ENV, run_program  # noqa: E402
-from s2d2.sandbox import isolation as iso  # noqa: E402
+from s2d2.sandbox import isolation  # noqa: E402
 
 PROGRAM = ("def add(a, b):\n    return a + b\n\n\ndef check(candidate):\n    assert candidate(1, 2) == 3\n"
            "    assert candidate(-1, 1) == 0\n    assert candidate(0, 0) == 0\n\n\ncheck(add)\n")
@@ -41,7 +41,7 @@ def main() -> None:
     args = parser.parse_args()
     if os.environ.get(ALLOW_ENV) != "1":
         sys.exit(f"set {ALLOW_ENV}=1 to run programs in the sandbox")
-    exe, why = iso.bwrap_available()
+    exe, why = isolation.bwrap_available()
     print(f"bubblewrap: {'available' if exe else 'unavailable (' + why + ')'}; uid {os.geteuid()}")
     times: dict[str, list[float]] = {name: [] for name in ARMS}
     for i in range(args.runs):

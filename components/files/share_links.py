@@ -15,7 +15,7 @@ from typing import Any, Mapping, Optional
 
 import gradio as gr
 
-from components.serve import gpu_slot as guard
+from components.serve import gpu_slot
 from components.serve.disk_budget import DISK
 from components.files.examples import Example, examples_dir, list_examples, load_pair
 from components.replay.handlers import RUNS, open_example
@@ -166,13 +166,13 @@ def share_link(state: Any, run: Any, step: Any) -> dict[str, Any]:
 def html_replay(state: Any, step: Any) -> dict[str, Any]:
     """Write the HTML replay of the session's trace, opened at the step on screen; show its download button. Its
     work is bounded (html_export.frame_bound), cached per trace content, and it stops at the next frame when the
-    visitor's job is stopped (Stop, a closed tab, nobody listening: guard.stop_requested)."""
+    visitor's job is stopped (Stop, a closed tab, nobody listening: gpu_slot.stop_requested)."""
     trace = trace_from_state(state)
     if trace is None:
         return {"share_status": "No trace loaded: pick an example, upload a trace or record a run first."}
     start = clamp_step(trace, step)
     try:
-        page = replay_html(trace, start, should_stop=guard.stop_requested)
+        page = replay_html(trace, start, should_stop=gpu_slot.stop_requested)
         path = export_folder(trace) / f"{export_name(trace, 'replay')}-step{start}.html"
         if not path.exists() and not DISK.make_room(len(page.html.encode())):
             return {"html_file": gr.DownloadButton(visible=False),
@@ -192,11 +192,11 @@ def html_replay(state: Any, step: Any) -> dict[str, Any]:
 # time per session and per client, refused while a decode runs, stoppable).
 
 def html_replay_refused(message: str) -> dict[str, Any]:
-    """What an export that may not start shows (guard.one_job): the visitor already has a job."""
+    """What an export that may not start shows (gpu_slot.one_job): the visitor already has a job."""
     return {"html_file": gr.DownloadButton(visible=False), "share_status": md_escape(message, 300)}
 
 
-html_replay_job = guard.one_job(html_replay, html_replay_refused)
+html_replay_job = gpu_slot.one_job(html_replay, html_replay_refused)
 
 
 def reset_share() -> dict[str, Any]:

@@ -9,7 +9,7 @@ While a handler runs, the wrapper
   bits or a lone UTF-16 surrogate and takes the whole event stream down with it, so such values leave as None and
   U+FFFD instead.
 It also checks the wiring rules the fairness guards rely on, failing at start-up rather than in production: a decode
-(concurrency_id="gpu") runs as guard.one_job and is admitted by guard.admit; a Stop runs outside the queue.
+(concurrency_id="gpu") runs as gpu_slot.one_job and is admitted by gpu_slot.admit; a Stop runs outside the queue.
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 import gradio as gr
 
-from components.serve import gpu_slot as guard
+from components.serve import gpu_slot
 from components.serve.identity import request_key, reset_current, set_current
 from components.escape import html_text
 from components.serve.input_numbers import INT_BOUND
@@ -40,13 +40,13 @@ def protect(demo: gr.Blocks) -> gr.Blocks:
         fn = block_fn.fn
         if fn is None or getattr(fn, "_s2d2_protected", False):
             continue
-        if _unwrapped(fn) is guard.stop and block_fn.queue is not False:
+        if _unwrapped(fn) is gpu_slot.stop and block_fn.queue is not False:
             raise ValueError(f"{block_fn.name}: wire Stop with queue=False (Stop never waits behind the queue)")
         if block_fn.concurrency_id == GPU:
             if not _is_one_job(fn):
-                raise ValueError(f"{block_fn.name}: a decode (concurrency_id='gpu') must run as guard.one_job(...)")
+                raise ValueError(f"{block_fn.name}: a decode (concurrency_id='gpu') must run as gpu_slot.one_job(...)")
             if block_fn.validator is None:
-                block_fn.validator = guard.admit  # one decode per session and per client, refused at the door
+                block_fn.validator = gpu_slot.admit  # one decode per session and per client, refused at the door
         block_fn.fn = guarded(fn, block_fn.name or "event")
     return demo
 

@@ -14,10 +14,10 @@ For every API request it
 - caps the events a client has pending (S2D2_CLIENT_QUEUED: waiting, running, or finished but unread, counted in
   Gradio's own queue) and keeps the last RESERVED places of the queue for clients with nothing in it;
 - checks an upload against the disk budget and the client's upload allowance (components/serve/disk_budget.py);
-- counts open event streams and heartbeats per session, for the decode watchdog (guard.Jobs.silence) and the
+- counts open event streams and heartbeats per session, for the decode watchdog (gpu_slot.Jobs.silence) and the
   session policy, and caps them per client;
 - answers a failed file request, or any request Gradio fails on, with one line and no server path.
-Decode-specific rules (one per session and per client) are the decode's validator, guard.admit.
+Decode-specific rules (one per session and per client) are the decode's validator, gpu_slot.admit.
 """
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ from urllib.parse import parse_qs
 
 from s2d2.limits import limits
 
-from components.serve import gpu_slot as guard
+from components.serve import gpu_slot
 from components.serve.identity import client_key, scope_key
 from components.serve.disk_budget import DISK
 from components.serve.client_limits import Listeners, Rate, Sessions, client_queued, queue_events, trim_sessions
@@ -52,7 +52,7 @@ QUEUE_NEARLY_FULL = "⏳ The queue is nearly full: wait for your requests to fin
 TOO_MANY_STREAMS = "⏳ Too many open connections from your address: close some tabs and try again."
 
 RATE, STOP_RATE, SESSIONS, LISTENERS = Rate(), Rate(), Sessions(), Listeners()
-guard.JOBS.silence = LISTENERS.silence  # a decode whose session has no open stream stops (guard.Jobs.cancelled)
+gpu_slot.JOBS.silence = LISTENERS.silence  # a decode whose session has no open stream stops (gpu_slot.Jobs.cancelled)
 
 Send = Callable[[dict], Awaitable[None]]
 Receive = Callable[[], Awaitable[dict]]

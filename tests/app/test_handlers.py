@@ -13,13 +13,13 @@ from components.views import canvas
 from components.files import examples
 from components.views import figures
 from components.replay import handlers
-from components.views import attention_mask as mask_view
-from components.views import step_views as replay
-from components.run import decode as run_panel
+from components.views import attention_mask
+from components.views import step_views
+from components.run import decode
 from components.views import story
 from components.tour import material as tour
 from components.tour import stops as tour_stops
-from components.tour import pictures as tour_views
+from components.tour import pictures
 from components.files import traces as traces_io
 from s2d2.config import preset  # noqa: E402
 from s2d2.limits import limits  # noqa: E402
@@ -73,20 +73,20 @@ def test_download_upload_roundtrip_and_state(tmp_path):
 # -- run panel ---------------------------------------------------------------------------------------------------
 
 def test_config_from_inputs_presets_and_errors():
-    values = run_panel.preset_values("fastdllm-config-a", seed=7)
-    cfg, seed, err = run_panel.config_from_inputs(*values)
+    values = decode.preset_values("fastdllm-config-a", seed=7)
+    cfg, seed, err = decode.config_from_inputs(*values)
     assert err is None and seed == 7 and cfg == preset("fastdllm-config-a", gen_length=64)
-    v = dict(zip(run_panel.KNOB_NAMES, values))
+    v = dict(zip(decode.KNOB_NAMES, values))
     v.update(policy="score_hysteresis", hysteresis_on=-1.0, hysteresis_off=0.5)
-    cfg, _, err = run_panel.config_from_inputs(*v.values())
+    cfg, _, err = decode.config_from_inputs(*v.values())
     assert cfg is None and err.startswith("Invalid setting — hysteresis_off:")
-    v = dict(zip(run_panel.KNOB_NAMES, values), gen_length=4096)
-    assert "at most 512" in run_panel.config_from_inputs(*v.values())[2]
-    v = dict(zip(run_panel.KNOB_NAMES, values), block_length=None)
-    assert "block_length: no value" in run_panel.config_from_inputs(*v.values())[2]
-    v = dict(zip(run_panel.KNOB_NAMES, values), acceptance="greedy_exact", temperature=0.7)
-    assert "temperature" in run_panel.config_from_inputs(*v.values())[2]
-    assert "expected" in run_panel.config_from_inputs(1, 2)[2]
+    v = dict(zip(decode.KNOB_NAMES, values), gen_length=4096)
+    assert "at most 512" in decode.config_from_inputs(*v.values())[2]
+    v = dict(zip(decode.KNOB_NAMES, values), block_length=None)
+    assert "block_length: no value" in decode.config_from_inputs(*v.values())[2]
+    v = dict(zip(decode.KNOB_NAMES, values), acceptance="greedy_exact", temperature=0.7)
+    assert "temperature" in decode.config_from_inputs(*v.values())[2]
+    assert "expected" in decode.config_from_inputs(1, 2)[2]
 
 
 def test_run_knobs_follow_the_policy_registry_and_presets_read_true():
@@ -95,12 +95,12 @@ def test_run_knobs_follow_the_policy_registry_and_presets_read_true():
     from s2d2.config import LOOPS, METHODS, POLICIES, REMASKING
     from s2d2.policies import REGISTRY
 
-    assert set(run_panel.KNOB_NAMES) <= set(knob_scope.KNOB_SCOPE)  # every Run knob has a scope
+    assert set(decode.KNOB_NAMES) <= set(knob_scope.KNOB_SCOPE)  # every Run knob has a scope
     for method in METHODS:
         for policy in POLICIES:
             for rule in REMASKING:
                 for loop in LOOPS:
-                    shown = [k for k in run_panel.KNOB_NAMES if knob_scope.shown(k, method, policy, rule, loop)]
+                    shown = [k for k in decode.KNOB_NAMES if knob_scope.shown(k, method, policy, rule, loop)]
                     assert sum(knob_scope.is_main(k) for k in shown) <= knob_scope.MAX_MAIN
     for name, cls in REGISTRY.items():  # a policy's knobs are shown exactly with the policies declaring them
         for knob in cls.knobs:
@@ -116,19 +116,19 @@ def test_run_knobs_follow_the_policy_registry_and_presets_read_true():
 
 
 def test_model_allow_list(monkeypatch):
-    assert run_panel.check_model("tiny") is None and run_panel.check_model("JetLM/SDAR-1.7B-Chat") is None
-    assert "Unknown model '/etc'" in run_panel.check_model("/etc")
+    assert decode.check_model("tiny") is None and decode.check_model("JetLM/SDAR-1.7B-Chat") is None
+    assert "Unknown model '/etc'" in decode.check_model("/etc")
     monkeypatch.setenv("S2D2_ALLOW_ANY_MODEL", "1")
-    assert run_panel.check_model("/some/folder") is None
+    assert decode.check_model("/some/folder") is None
 
 
 def test_prompt_caps_and_duration():
-    assert run_panel.check_prompt("  ") and run_panel.check_prompt(None)
-    assert "at most" in run_panel.check_prompt("x" * (run_panel.MAX_PROMPT_CHARS + 1))
-    assert run_panel.check_prompt("2+3?") is None
-    small = run_panel.gpu_duration("p", "tiny", {"gen_length": 16, "block_length": 4})
-    big = run_panel.gpu_duration("p", "JetLM/SDAR-1.7B-Chat", {"gen_length": 512, "block_length": 4})
-    assert 20 <= small < big <= run_panel.MAX_RUN_SECONDS
+    assert decode.check_prompt("  ") and decode.check_prompt(None)
+    assert "at most" in decode.check_prompt("x" * (decode.MAX_PROMPT_CHARS + 1))
+    assert decode.check_prompt("2+3?") is None
+    small = decode.gpu_duration("p", "tiny", {"gen_length": 16, "block_length": 4})
+    big = decode.gpu_duration("p", "JetLM/SDAR-1.7B-Chat", {"gen_length": 512, "block_length": 4})
+    assert 20 <= small < big <= decode.MAX_RUN_SECONDS
 
 
 class _Result:
@@ -147,7 +147,7 @@ def _fake_generate(model, prompt, cfg, seed=0, on_block=None, should_stop=None, 
 
 def test_record_stream_progress_and_done():
     cfg = preset("sdar-config-a").to_dict()
-    events = list(run_panel.record_stream("p", "tiny", cfg, 0, _fake_generate, lambda n: object(), min_interval=0))
+    events = list(decode.record_stream("p", "tiny", cfg, 0, _fake_generate, lambda n: object(), min_interval=0))
     kinds = [e["kind"] for e in events]
     assert kinds[-1] == "done" and kinds.count("progress") == 7
     first = tf.mixed().steps[0].commits[0]
@@ -162,15 +162,15 @@ def test_record_stream_errors_are_messages():
     def bad_load(name):
         raise ValueError("Could not load model 'x': missing")
 
-    assert list(run_panel.record_stream("p", "x", cfg, 0, _fake_generate, bad_load)) == [
+    assert list(decode.record_stream("p", "x", cfg, 0, _fake_generate, bad_load)) == [
         {"kind": "error", "message": "Could not load model 'x': missing"}]
 
     def crash(*a, **k):
         raise RuntimeError("CUDA out of memory")
 
-    ev = list(run_panel.record_stream("p", "tiny", cfg, 0, crash, lambda n: object()))
+    ev = list(decode.record_stream("p", "tiny", cfg, 0, crash, lambda n: object()))
     assert ev[-1]["kind"] == "error" and "RuntimeError: CUDA out of memory" in ev[-1]["message"]
-    ev = list(run_panel.record_stream("p", "tiny", {"block_length": 0}, 0, crash, lambda n: object()))
+    ev = list(decode.record_stream("p", "tiny", {"block_length": 0}, 0, crash, lambda n: object()))
     assert ev[0]["kind"] == "error" and "block_length" in ev[0]["message"]
 
 
@@ -188,7 +188,7 @@ def test_record_stream_close_stops_the_decode():
             threading.Event().wait(0.01)
         return _Result(tf.mixed())
 
-    gen = run_panel.record_stream("p", "tiny", preset("sdar-config-a").to_dict(), 0, slow, lambda n: object(),
+    gen = decode.record_stream("p", "tiny", preset("sdar-config-a").to_dict(), 0, slow, lambda n: object(),
                                   min_interval=0)
     assert next(gen)["kind"] == "progress"
     gen.close()
@@ -230,7 +230,7 @@ def test_handlers_upload_and_run_messages(tmp_path):
     assert out["load_status"] == "Loaded the uploaded trace." and out["example"] is None
     assert traces_io.trace_from_state(out["state"]).to_dict() == tf.all_accepted().to_dict()
     assert set(out) == set(handlers.LOAD_OUT) and out["toggle"].visible is False
-    msgs = list(handlers.run("", "tiny", *run_panel.preset_values("sdar-config-a")))
+    msgs = list(handlers.run("", "tiny", *decode.preset_values("sdar-config-a")))
     assert len(msgs) == 1 and msgs[0]["run_status"].startswith("⚠️ Type a prompt") and msgs[0]["run_ok"] is False
     preset_out = handlers.apply_preset("ar", 3)
     assert set(preset_out) == {*handlers.KNOB_OUT, "preset_note"} and preset_out["knob_seed"]["value"] == 3
@@ -238,7 +238,7 @@ def test_handlers_upload_and_run_messages(tmp_path):
 
 
 def _fake_record(session: str, stop_after: int):
-    """A stand-in for run_panel.record: progress per block; honours the job's stop flag like the real decoder (which
+    """A stand-in for decode.record: progress per block; honours the job's stop flag like the real decoder (which
     sees it before the next forward), and ends with the partial trace."""
     from components.serve import gpu_slot as guard
 
@@ -271,7 +271,7 @@ def test_stop_ends_on_partial_trace_kept(monkeypatch):
     from components.serve import gpu_slot as guard
 
     monkeypatch.setattr(handlers, "record", _fake_record("s1", stop_after=2))
-    outs = _guarded_run("s1", "2+3", "tiny", *run_panel.preset_values("sdar-config-a"))
+    outs = _guarded_run("s1", "2+3", "tiny", *decode.preset_values("sdar-config-a"))
     last = outs[-1]
     assert last["run_status"].startswith("⏹ Stopped — partial trace kept (2 steps") and last["run_ok"] is True
     assert len(traces_io.trace_from_state(last["state"]).steps) == 2
@@ -281,7 +281,7 @@ def test_stop_ends_on_partial_trace_kept(monkeypatch):
     assert not guard.JOBS.running("s1")
     # a new run is a new job: the earlier Stop press is forgotten
     monkeypatch.setattr(handlers, "record", _fake_record("s1", stop_after=99))
-    outs = _guarded_run("s1", "2+3", "tiny", *run_panel.preset_values("sdar-config-a"))
+    outs = _guarded_run("s1", "2+3", "tiny", *decode.preset_values("sdar-config-a"))
     assert outs[-1]["run_status"].startswith("✅ Done")
 
 
@@ -294,7 +294,7 @@ def test_stop_abandons_a_worker_that_cannot_see_the_flag(monkeypatch):
             yield {"kind": "progress", "steps": k, "commits": [], "elapsed": 0.1}
 
     monkeypatch.setattr(handlers, "record", deaf)
-    outs = _guarded_run("s2", "2+3", "tiny", *run_panel.preset_values("sdar-config-a"))
+    outs = _guarded_run("s2", "2+3", "tiny", *decode.preset_values("sdar-config-a"))
     assert outs[-1]["run_status"].startswith("⏹ Stopped") and outs[-1]["run_ok"] is False
     assert len(outs) <= 2 + handlers.MAX_LATE_PROGRESS and not guard.JOBS.running("s2")
 
@@ -312,9 +312,9 @@ def test_a_run_stopped_while_queued_does_nothing_when_its_turn_comes(monkeypatch
     assert guard.JOBS.admit("s3") is None  # the Run event is admitted to the queue (its validator)
     guard.stop(_Request("s3"))  # Stop while it waits
     assert guard.JOBS.admit("s3") is None  # the visitor may submit again at once
-    first = _guarded_run("s3", "2+3", "tiny", *run_panel.preset_values("sdar-config-a"))
+    first = _guarded_run("s3", "2+3", "tiny", *decode.preset_values("sdar-config-a"))
     assert first == [{"run_status": guard.STOPPED_QUEUED, "run_ok": False}] and ran == []
-    second = _guarded_run("s3", "2+3", "tiny", *run_panel.preset_values("sdar-config-a"))
+    second = _guarded_run("s3", "2+3", "tiny", *decode.preset_values("sdar-config-a"))
     assert second[0]["run_status"].startswith("Loading") and len(ran) == 1 and not guard.JOBS.running("s3")
     for _ in range(guard.MAX_WITHDRAWN):  # a visitor cannot fill the queue with stopped runs either
         assert guard.JOBS.admit("s3") is None
@@ -328,7 +328,7 @@ def test_a_run_stopped_while_queued_does_nothing_when_its_turn_comes(monkeypatch
 def _pic(trace, stop, kind):
     """The value a stop draws for one picture kind (the tour's shared views)."""
     pic = next(p for p in stop.pictures if p.kind == kind)
-    return tour_views.picture(tour_stops.TourMaterial(trace), stop, pic)
+    return pictures.picture(tour_stops.TourMaterial(trace), stop, pic)
 
 
 def test_tour_stops_follow_the_story_in_order():
@@ -367,25 +367,25 @@ def test_views_on_engine_traces(family, preset_name, gen):
     trace = Trace.from_json(trace.to_json())
     idx = canvas.index_of(trace)
     for s in range(len(trace.steps) + 1):
-        out = replay.render_step(trace, s)
+        out = step_views.render_step(trace, s)
         block = idx.answer_block(trace.steps[s - 1].block) if s else 0
         head = f"Step {s} of {len(trace.steps)} (answer block {block})"
         assert out["summary"].startswith("Start" if s == 0 else head)
-        for which in mask_view.WHICH:
-            fig = mask_view.mask_figure(trace, s, which)
+        for which in attention_mask.WHICH:
+            fig = attention_mask.mask_figure(trace, s, which)
             if fig.data:
-                f = mask_view.pick_forward(trace, s, which)
+                f = attention_mask.pick_forward(trace, s, which)
                 assert len(fig.data[0].z) == f.input_len
     final = canvas.render_canvas(trace, len(trace.steps), show_future=True)
     committed = {c.position for st in trace.steps for c in st.commits}
     assert all(f'data-pos="{p}"' in final for p in committed) and set(idx.commit_of) == committed
-    rows = {r[0]: r[1] for r in replay.metrics_table(trace)}
+    rows = {r[0]: r[1] for r in step_views.metrics_table(trace)}
     assert rows["forwards (NFE)"] == str(len(trace.forwards))
     skeleton = s2d2.generate(model, list(range(10, 17)), preset(preset_name, gen_length=gen), seed=0,
                              detailed=False).trace
     html = canvas.render_canvas(skeleton, len(skeleton.steps), show_future=True)
     assert "Skeleton trace" in html and 'data-pos="0"' in html and "#10" in html
-    assert all(len(replay.render_step(skeleton, s)) == len(replay.STEP_VIEWS) for s in range(len(skeleton.steps) + 1))
+    assert all(len(step_views.render_step(skeleton, s)) == len(step_views.STEP_VIEWS) for s in range(len(skeleton.steps) + 1))
     if preset_name == "sdar-config-b":  # always verifies: every step has a strip and an accepted-length
         assert len(figures.acceptance_lengths(trace)) == len(trace.steps)
 
@@ -523,7 +523,7 @@ def test_llada2_example_loads_through_the_validator_and_shows_its_edit():
     assert 'class="tok st-edited new"' in out["canvas"] and f"<s>{e.old_text}</s> {e.new_text}" in out["canvas"]
     assert "edited (self-correction)" in out["legend"]
     assert f"1 edited ('{e.old_text}' → '{e.new_text}')" in out["summary"]
-    assert "no masks left" in replay.step_summary(trace, edit_step.index + 1)  # a post step: nothing to route
+    assert "no masks left" in step_views.step_summary(trace, edit_step.index + 1)  # a post step: nothing to route
     rows = {r[0]: r[1] for r in out["metrics"]}
     assert rows["edits (self-correction)"] == "1"
     assert "editing τ_edit=0.5" in out["title"]
@@ -533,7 +533,7 @@ def test_llada2_example_loads_through_the_validator_and_shows_its_edit():
     assert [s.key for s in stops] == ["draft", "edit", "run"]
     assert tour.numbered(stops)[1] == "2 · Self-correction" and stops[1].step == edit_step.index + 1
     assert f"`{e.old_text}`" in stops[1].text and f"p = {e.p:.3f} > τ_edit = 0.5" in stops[1].text
-    pic = tour_views.picture(m, stops[1], stops[1].pictures[0]).split('class="s2d2-legend"')[0]
+    pic = pictures.picture(m, stops[1], stops[1].pictures[0]).split('class="s2d2-legend"')[0]
     assert f'data-pos="{e.position}" data-watch="1"' in pic and "st-edited new" in pic
     # only traces that edit have the stop
     assert "edit" not in [s.key for s in tour.tour_stops(tf.mixed())]
@@ -544,33 +544,33 @@ def test_run_panel_on_a_model_that_edits_shows_the_editing_knobs():
     from components.run import knob_scope
 
     out = handlers.model_changed("tiny-llada2", "block", 3)  # a LLaDA2 model opens on S2D2 with editing
-    assert out["preset"] == run_panel.FAMILY_PRESETS["llada2"] == "llada2-quality"
+    assert out["preset"] == decode.FAMILY_PRESETS["llada2"] == "llada2-quality"
     assert out["knob_loop"]["value"] == "editing" and out["knob_editing_threshold"]["value"] == 0.5
     assert out["knob_seed"]["value"] == 3 and "llada2-quality" in out["preset_note"]
-    visible = {k for k in run_panel.KNOB_NAMES if out[f"knob_{k}"]["visible"]}
+    visible = {k for k in decode.KNOB_NAMES if out[f"knob_{k}"]["visible"]}
     assert {"loop", "editing_threshold", "max_post_steps"} <= visible
     assert not visible & {"kv_reuse", "fused_commit", "adaptive_block", "sub_block_length"}  # refused by the loop
     assert sum(knob_scope.is_main(k) for k in visible) <= knob_scope.MAX_MAIN
     assert knob_scope.is_main("editing_threshold") and not knob_scope.is_main("max_post_steps")
     assert handlers.model_changed("tiny-llada2", "editing") == {}  # already on the editing loop: knobs kept
-    assert handlers.model_changed("tiny", "editing")["preset"] == run_panel.DEFAULT_PRESET
+    assert handlers.model_changed("tiny", "editing")["preset"] == decode.DEFAULT_PRESET
     assert handlers.model_changed("tiny", "block") == {} and handlers.model_changed("/a/folder", "block") == {}
     hidden = handlers.knob_visibility("s2d2", "score_threshold", "low_confidence_dynamic", "block")
     assert not hidden["knob_editing_threshold"]["visible"] and hidden["knob_loop"]["visible"]
     # the UI's values make the preset's config; τ_edit 0 means editing off
-    values = dict(zip(run_panel.KNOB_NAMES, run_panel.preset_values("llada2-quality")))
-    cfg, _, error = run_panel.config_from_inputs(*values.values())
+    values = dict(zip(decode.KNOB_NAMES, decode.preset_values("llada2-quality")))
+    cfg, _, error = decode.config_from_inputs(*values.values())
     assert error is None and (cfg.loop, cfg.editing_threshold, cfg.block_length) == ("editing", 0.5, 32)
-    cfg, _, _ = run_panel.config_from_inputs(*{**values, "editing_threshold": 0}.values())
+    cfg, _, _ = decode.config_from_inputs(*{**values, "editing_threshold": 0}.values())
     assert cfg.editing_threshold is None
-    message = run_panel.config_from_inputs(*{**values, "kv_reuse": True, "cache_ver": True,
+    message = decode.config_from_inputs(*{**values, "kv_reuse": True, "cache_ver": True,
                                              "draft_ver": True}.values())[2]
     assert message.startswith("Invalid setting — kv_reuse: not available with loop='editing'")
     assert describe.plain_title(preset("llada2-dynamic-edit")) == (
         "Diffusion alone (commit drafts with p > 0.7), block 32, edits at p > 0.5")
     post = {"gen_length": 256, "block_length": 4, "max_post_steps": 4}  # mask-free steps are forwards too
-    assert run_panel.gpu_duration("", "JetLM/SDAR-1.7B-Chat", post) > \
-        run_panel.gpu_duration("", "JetLM/SDAR-1.7B-Chat", {**post, "max_post_steps": 0})
+    assert decode.gpu_duration("", "JetLM/SDAR-1.7B-Chat", post) > \
+        decode.gpu_duration("", "JetLM/SDAR-1.7B-Chat", {**post, "max_post_steps": 0})
 
 
 def test_live_output_shows_edits():

@@ -1,6 +1,6 @@
 """What one HTML-replay export may cost (issue 29, row 4): the work is bounded by what the file holds before it
 starts, with a visible note; the frames are cached per trace content; a build can be stopped; and the app's export
-runs as the visitor's one job, like a decode (guard.one_job)."""
+runs as the visitor's one job, like a decode (gpu_slot.one_job)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -11,8 +11,8 @@ import pytest
 HERE = Path(__file__).resolve().parent.parent
 from tests.support.html_replay import page_data
 
-from components.serve import gpu_slot as guard
-from components.files import share_links as share
+from components.serve import gpu_slot
+from components.files import share_links
 from components.files import html_replay as he
 from components.files.traces import load_example, make_state
 
@@ -101,26 +101,26 @@ def _request(session: str) -> SimpleNamespace:
 
 def test_the_apps_export_runs_as_the_visitors_one_job(monkeypatch):
     """Counted like a decode: refused while the session has another job, stopped by the session's Stop."""
-    assert getattr(share.html_replay_job, "_s2d2_one_job", False)
+    assert getattr(share_links.html_replay_job, "_s2d2_one_job", False)
     state = make_state(load_example(EDITING), "upload")
     session = "export-session"
-    running = guard.JOBS.claim(session)  # a decode of this session is running
+    running = gpu_slot.JOBS.claim(session)  # a decode of this session is running
     try:
-        out = share.html_replay_job(_request(session), state, 2)
-        assert out["html_file"].visible is False and out["share_status"] == share.md_escape(guard.BUSY, 300)
+        out = share_links.html_replay_job(_request(session), state, 2)
+        assert out["html_file"].visible is False and out["share_status"] == share_links.md_escape(gpu_slot.BUSY, 300)
     finally:
-        guard.JOBS.finish(running)
+        gpu_slot.JOBS.finish(running)
     real = he._frame_views
 
     def stop_on_the_third_frame(trace, step):
         if step == 2:
-            guard.JOBS.stop_session(session)  # what the visitor's Stop (or a closed tab) does
+            gpu_slot.JOBS.stop_session(session)  # what the visitor's Stop (or a closed tab) does
         return real(trace, step)
 
     monkeypatch.setattr(he, "_frame_views", stop_on_the_third_frame)
-    out = share.html_replay_job(_request(session), state, 2)
+    out = share_links.html_replay_job(_request(session), state, 2)
     assert out["html_file"].visible is False and out["share_status"].startswith("⚠️ Stopped")
-    assert not guard.JOBS.running(session)  # the job is over: the visitor may export or run again
+    assert not gpu_slot.JOBS.running(session)  # the job is over: the visitor may export or run again
     monkeypatch.setattr(he, "_frame_views", real)
-    out = share.html_replay_job(_request(session), state, 2)
+    out = share_links.html_replay_job(_request(session), state, 2)
     assert out["html_file"].visible is True, out["share_status"]

@@ -12,9 +12,9 @@ from fixtures.trace_factory import V
 from components.views import canvas
 from components.views import describe
 from components.views import figures
-from components.views import attention_mask as mask_view
-from components.views import step_views as replay
-from components.views import verify_strip as strip
+from components.views import attention_mask
+from components.views import step_views
+from components.views import verify_strip
 from components.views import trace_index
 from s2d2.config import preset  # noqa: E402
 from s2d2.trace import PolicyDecision, Trace  # noqa: E402
@@ -32,10 +32,10 @@ def test_factory_traces_are_valid_and_replay(name):
     back = Trace.from_json(t.to_json())
     assert back.replay() == t.footer.output_ids
     for s in range(len(t.steps) + 1):  # every view renders at every step
-        out = replay.render_step(t, s)
-        assert list(out) == list(replay.STEP_VIEWS) and isinstance(out["canvas"], str)
+        out = step_views.render_step(t, s)
+        assert list(out) == list(step_views.STEP_VIEWS) and isinstance(out["canvas"], str)
         assert isinstance(out["summary"], str) and _no_bdata(out["routing"]) and _no_bdata(out["mask"])
-    assert all(_no_bdata(f) for f in replay.render_timelines(t, 1))
+    assert all(_no_bdata(f) for f in step_views.render_timelines(t, 1))
 
 
 # -- canvas ------------------------------------------------------------------------------------------------------
@@ -73,7 +73,7 @@ def test_canvas_collapses_later_blocks_and_outlines_current():
 def test_canvas_escapes_hostile_text():
     t = tf.hostile()
     for s in range(len(t.steps) + 1):
-        html = canvas.render_canvas(t, s) + strip.render_strip(t, s)
+        html = canvas.render_canvas(t, s) + verify_strip.render_strip(t, s)
         assert "<script" not in html and "<b>bold" not in html and 'onmouseover="x' not in html
         assert "\u202e" not in html
     assert "&lt;script&gt;" in canvas.render_canvas(t, len(t.steps), show_future=True)
@@ -91,26 +91,26 @@ def test_live_preview_orders_by_position_and_escapes():
 
 def test_strip_rows_reject_at_zero():
     t = tf.reject_at_zero()
-    rows = strip.strip_rows(t.steps[0])
+    rows = verify_strip.strip_rows(t.steps[0])
     assert len(rows) == 4 and rows[0]["outcome"] == "reject" and rows[0]["first_reject"]
     assert rows[0]["u"] >= rows[0]["ratio"]
     assert rows[0]["resampled"] == t.steps[0].verification.resampled_text
     # later positions passed their own test (u < r) but come after the first rejection: discarded
     assert [r["outcome"] for r in rows[1:]] == ["after"] * 3 and all(r["passed"] for r in rows[1:])
-    html = strip.render_strip(t, 1)
+    html = verify_strip.render_strip(t, 1)
     assert "first rejection at span index 0" in html and "✗ reject (first)" in html and "(q − p)+" in html
     assert html.count('<td class="discarded">discarded</td>') == 3 and html.count("after ✗ (u &lt; r)") == 3 and "✓ accept" not in html
 
 
 def test_strip_all_accepted_and_modes():
     t = tf.all_accepted()
-    rows = strip.strip_rows(t.steps[0])
+    rows = verify_strip.strip_rows(t.steps[0])
     assert [r["outcome"] for r in rows] == ["accept"] * 4 and all(r["u"] < r["ratio"] for r in rows)
-    assert "whole span passed" in strip.render_strip(t, 1)
-    assert "drawn from q" in strip.render_strip(tf.residual_fallback_to_q(), 1)
-    assert "x₀ == argmax q" in strip.render_strip(tf.greedy_exact(), 1)
-    assert "No verification at this step" in strip.render_strip(tf.diffusion_only(), 1)
-    assert "Start of the run" in strip.render_strip(t, 0)
+    assert "whole span passed" in verify_strip.render_strip(t, 1)
+    assert "drawn from q" in verify_strip.render_strip(tf.residual_fallback_to_q(), 1)
+    assert "x₀ == argmax q" in verify_strip.render_strip(tf.greedy_exact(), 1)
+    assert "No verification at this step" in verify_strip.render_strip(tf.diffusion_only(), 1)
+    assert "Start of the run" in verify_strip.render_strip(t, 0)
 
 
 # -- figures -----------------------------------------------------------------------------------------------------
@@ -186,53 +186,53 @@ def _torch_rows(mask, cache_len):
 @pytest.mark.parametrize("n", [1, 3, 4])
 def test_query_masks_match_library_builders(n):
     torch_masks = pytest.importorskip("s2d2.models.masks")
-    assert mask_view.query_mask("verify_2l", 2 * n, n, False) == _torch_rows(torch_masks.verify_2l_mask(5, n), 5)
-    assert mask_view.query_mask("verify_causal", n, n, False) == _torch_rows(torch_masks.causal_mask(5, n), 5)
-    assert mask_view.query_mask("draft", n, n, False, causal_prefix=n - 1) == _torch_rows(
+    assert attention_mask.query_mask("verify_2l", 2 * n, n, False) == _torch_rows(torch_masks.verify_2l_mask(5, n), 5)
+    assert attention_mask.query_mask("verify_causal", n, n, False) == _torch_rows(torch_masks.causal_mask(5, n), 5)
+    assert attention_mask.query_mask("draft", n, n, False, causal_prefix=n - 1) == _torch_rows(
         torch_masks.draft_mask(5, n, n - 1), 5)
-    assert mask_view.query_mask("prefill", 8, 4, False) == [[int(v) for v in r] for r in
+    assert attention_mask.query_mask("prefill", 8, 4, False) == [[int(v) for v in r] for r in
                                                             torch_masks.block_causal_mask(8, 4).tolist()]
-    assert mask_view.query_mask("commit", n, n, True) == _torch_rows(torch_masks.causal_mask(0, n), 0)
+    assert attention_mask.query_mask("commit", n, n, True) == _torch_rows(torch_masks.causal_mask(0, n), 0)
 
 
 def test_mask_figure_picks_forwards():
     t = tf.mixed()  # step 1 verifies (2L), step 2 skips
-    assert mask_view.pick_forward(t, 1).kind == "verify_2l"
-    assert mask_view.pick_forward(t, 1, "draft").kind == "draft"
-    assert mask_view.pick_forward(t, 2, "verify") is None
-    assert mask_view.pick_forward(t, 2, "commit").kind == "commit"
-    assert mask_view.pick_forward(t, 0).kind == "prefill"
-    fig = mask_view.mask_figure(t, 1)
+    assert attention_mask.pick_forward(t, 1).kind == "verify_2l"
+    assert attention_mask.pick_forward(t, 1, "draft").kind == "draft"
+    assert attention_mask.pick_forward(t, 2, "verify") is None
+    assert attention_mask.pick_forward(t, 2, "commit").kind == "commit"
+    assert attention_mask.pick_forward(t, 0).kind == "prefill"
+    fig = attention_mask.mask_figure(t, 1)
     z = fig.data[0].z
     assert len(z) == 8 and len(z[0]) == 9  # 2L rows; cache band + 8 query columns
     assert list(z[-1]) == [1, 1, 0, 0, 0, 0, 0, 0, 0]  # row 0 (drawn last-to-first): cache + itself
     assert "2L" in fig.layout.title.text and _no_bdata(fig)
-    draft = mask_view.mask_figure(t, 1, "draft")  # sdar-config-a has draft_ver: prompt tail rows are causal
+    draft = attention_mask.mask_figure(t, 1, "draft")  # sdar-config-a has draft_ver: prompt tail rows are causal
     assert "draft_ver: first 2 rows causal" in draft.layout.title.text
-    assert "No verify forward" in mask_view.mask_figure(t, 2, "verify").layout.title.text
+    assert "No verify forward" in attention_mask.mask_figure(t, 2, "verify").layout.title.text
 
 
 # -- replay summary and metrics ----------------------------------------------------------------------------------
 
 def test_step_summary_text():
     t = tf.mixed()
-    assert replay.step_summary(t, 1).startswith("Step 1 of 7 (answer block 1): verify ON — 2 drafted, 1 resampled; "
+    assert step_views.step_summary(t, 1).startswith("Step 1 of 7 (answer block 1): verify ON — 2 drafted, 1 resampled; "
                                                 "3 forwards so far.")
-    assert "verify OFF" in replay.step_summary(t, 2) and "1 confident (p > τ_conf = 0.85, the confidence threshold)" in replay.step_summary(t, 2)
-    assert replay.step_summary(t, 0).startswith("Start: a prompt of 6 tokens, 1 forward so far")
-    assert replay.step_summary(t, 999) == replay.step_summary(t, 7)
-    assert replay.step_summary(t, "junk") == replay.step_summary(t, 0)
+    assert "verify OFF" in step_views.step_summary(t, 2) and "1 confident (p > τ_conf = 0.85, the confidence threshold)" in step_views.step_summary(t, 2)
+    assert step_views.step_summary(t, 0).startswith("Start: a prompt of 6 tokens, 1 forward so far")
+    assert step_views.step_summary(t, 999) == step_views.step_summary(t, 7)
+    assert step_views.step_summary(t, "junk") == step_views.step_summary(t, 0)
 
 
 def test_numbers_on_screen_are_true_as_printed():
     t = tf.mixed()
     # answer blocks count from 1 whatever the engine's index of the first decoding block
     first = t.blocks[0].index
-    assert replay.step_summary(t, 1).startswith("Step 1 of 7 (answer block 1)")
+    assert step_views.step_summary(t, 1).startswith("Step 1 of 7 (answer block 1)")
     t.blocks = [type(b)(b.index + 2, b.start, b.length, b.prompt_tail) for b in t.blocks]
     for s in t.steps:
         s.block += 2
-    assert replay.step_summary(t, 1).startswith("Step 1 of 7 (answer block 1)") and first + 2 == t.blocks[0].index
+    assert step_views.step_summary(t, 1).startswith("Step 1 of 7 (answer block 1)") and first + 2 == t.blocks[0].index
     # comparisons are printed with the precision that decides them
     assert trace_index.decisive(1.9987, 2.0) == ("1.999", "2.000")  # the fewest decimals that tell them apart
     assert trace_index.decisive(-0.00001, 1.5) == ("−0.00001", "1.50000")
@@ -247,7 +247,7 @@ def test_numbers_on_screen_are_true_as_printed():
     fig = figures.routing_figure(t, 1)
     assert fig.layout.xaxis.dtick == 1 and fig.layout.xaxis.tickformat == "d"
     # a one-line definition next to the metrics that need one
-    rows = {r[0]: r for r in replay.metrics_table(tf.mixed())}
+    rows = {r[0]: r for r in step_views.metrics_table(tf.mixed())}
     assert "bonus token" in rows["mean acceptance length (vLLM)"][2]
     assert "resampled" in rows["tokens per verify (S2D2)"][2]
 
@@ -299,25 +299,25 @@ def test_canvas_before_commit_and_colour_switch():
 
 def test_mask_viewer_outlines_the_selected_position():
     t = tf.mixed()
-    f = mask_view.pick_forward(t, 1)
-    rows = mask_view.row_positions(f)
+    f = attention_mask.pick_forward(t, 1)
+    rows = attention_mask.row_positions(f)
     assert f.kind == "verify_2l" and rows[: len(rows) // 2] == rows[len(rows) // 2:]
-    fig = mask_view.mask_figure(t, 1, "auto", rows[1])
+    fig = attention_mask.mask_figure(t, 1, "auto", rows[1])
     assert len(fig.layout.shapes) == 2 and f"outlined: position {rows[1]}" in fig.layout.title.text
-    assert not mask_view.mask_figure(t, 1).layout.shapes
+    assert not attention_mask.mask_figure(t, 1).layout.shapes
 
 
 def test_markdown_from_files_is_inert():
-    assert replay.md_escape("<img src=x onerror=alert(1)> [a](javascript:x) 'q'") == (
+    assert step_views.md_escape("<img src=x onerror=alert(1)> [a](javascript:x) 'q'") == (
         "&lt;img src=x onerror=alert\\(1\\)&gt; \\[a\\]\\(javascript:x\\) &#x27;q&#x27;")
     t = tf.mixed()
     t.header.model.name = "**<b>x</b>**"
-    assert replay.trace_title(t).startswith("**\\*\\*&lt;b&gt;x&lt;/b&gt;\\*\\*** · s2d2")
+    assert step_views.trace_title(t).startswith("**\\*\\*&lt;b&gt;x&lt;/b&gt;\\*\\*** · s2d2")
 
 
 def test_metrics_table_values():
-    rows = {r[0]: r[1] for r in replay.metrics_table(tf.all_accepted())}
+    rows = {r[0]: r[1] for r in step_views.metrics_table(tf.all_accepted())}
     assert rows["forwards (NFE)"] == "4" and rows["generated tokens"] == "4"
     assert rows["verify rate"] == "1.000" and rows["forwards: verify_2l"] == "1"
-    local = replay.basic_metrics(tf.mixed())
+    local = step_views.basic_metrics(tf.mixed())
     assert local["nfe"] == 15 and local["mean_acceptance_length"] == 2.0 and local["draft_acceptance_rate"] == 0.4

@@ -8,7 +8,7 @@ import shutil
 import pytest
 
 from components.sweep import panel as sw
-from components.sweep import offered_files as sweep_files
+from components.sweep import offered_files
 from components.sweep import verdict as sweep_verdict
 from s2d2.sweeps.grid import COLUMNS, add_paired_tests, add_speedups
 
@@ -87,7 +87,7 @@ def test_every_shipped_sweep_file_is_offered(tmp_path):
     (root / "notes.json").write_text('{"not": "a results file"}')  # left out, never breaks the tab
     (root / "a" / "b").mkdir(parents=True)
     _write(root / "a" / "b" / "deep.json", _cells(0.3))  # two levels down: not by the rule
-    found = sweep_files.shipped_sweeps(root)
+    found = offered_files.shipped_sweeps(root)
     assert list(found.values()) == [root / "sweep.json", second]
     labels = list(found)
     assert labels[0].startswith("tiny · arithmetic (n = 200) — sweep.json")

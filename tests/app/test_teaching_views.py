@@ -12,8 +12,8 @@ from fixtures import trace_factory as tf
 from components.views import canvas
 from components.files import examples
 from components.replay import handlers
-from components.views import step_views as replay
-from components.views import verify_strip as strip
+from components.views import step_views
+from components.views import verify_strip
 from components.views import token_detail
 from components.views.trace_index import index_of
 
@@ -33,7 +33,7 @@ def test_drafts_after_the_first_rejection_are_drawn_discarded():
     # the moment before the step commits (the tour's draft picture), they are still just drafts
     assert _tok(canvas.render_canvas(t, 1, before_commit=True), 5) == "tok st-drafted"
     # the strip strikes the same drafts; the tooltip says why
-    table = strip.render_strip(t, 1)
+    table = verify_strip.render_strip(t, 1)
     assert table.count("<s><code>") == 3 and table.count('class="discarded"') >= 3
     tip = canvas.tooltip(index_of(t), 1, 6)
     assert "checked with" in tip and "discarded draft" in tip
@@ -43,13 +43,13 @@ def test_drafts_after_the_first_rejection_are_drawn_discarded():
 
 def test_the_first_rejection_cuts_the_rest_of_the_span():
     t = tf.reject_at_zero()
-    table = strip.render_strip(t, 1)
+    table = verify_strip.render_strip(t, 1)
     band = re.search(r'<tr class="cut"><th></th><td colspan="(\d)"></td><td colspan="(\d)" class="cut-band">', table)
     assert band and band.groups() == ("1", "3")  # from the rejected column i = 0 to the end of the span
     assert "Everything after the first rejection (i = 1–3) is discarded" in table and "context of" in table
-    assert "Everything after" not in strip.render_strip(tf.all_accepted(), 1)
+    assert "Everything after" not in verify_strip.render_strip(tf.all_accepted(), 1)
     one_after = tf.build_trace([[V("10"), V("11")]], prompt_len=4)  # reject at i = 1: nothing after it but i = 2..3
-    assert "cut at i = 1" in strip.render_strip(one_after, 1)
+    assert "cut at i = 1" in verify_strip.render_strip(one_after, 1)
 
 
 V = tf.V
@@ -78,7 +78,7 @@ def test_pinned_detail_follows_the_step_and_the_run():
     at1 = token_detail.detail_html(t, 1, 4)
     assert "data-pinned=\"4\"" in at1 and "resampled" in at1
     assert "masked" in token_detail.detail_html(t, 0, 4)  # scrubbed back: the same position, as it was then
-    views = replay.render_step(t, 0, replay.StepOptions(selected=4))
+    views = step_views.render_step(t, 0, step_views.StepOptions(selected=4))
     assert "masked" in views["detail"]
     pair = next((e for e in examples.list_examples().values() if e.baseline is not None), None)
     if pair is None:
@@ -113,10 +113,10 @@ def test_the_detail_box_shows_the_evidence_at_the_rejected_token():
 
 def test_the_strip_names_its_focus_column():
     t = tf.reject_at_zero()
-    table = strip.render_strip(t, 1)
+    table = verify_strip.render_strip(t, 1)
     assert 'data-focus="4"' in table and 'data-col="4"' in table
-    assert 'data-focus="6"' in strip.render_strip(t, 1, focus=6)  # another view (the tour) picks its own
-    assert "data-focus" not in strip.render_strip(tf.all_accepted(), 1)
+    assert 'data-focus="6"' in verify_strip.render_strip(t, 1, focus=6)  # another view (the tour) picks its own
+    assert "data-focus" not in verify_strip.render_strip(tf.all_accepted(), 1)
     assert 'data-focus="5"' in canvas.render_canvas(t, 1, focus=5)  # the canvas takes a focus the same way
 
 
@@ -145,7 +145,7 @@ def _opening_pair():
 def test_the_step_summary_names_every_quantity_once_with_one_step_numbering():
     t, _ = _opening_pair()  # a recorded score-threshold run: s = K̂ − c
     n = len(t.steps)
-    text = replay.step_summary(t, 2)
+    text = step_views.step_summary(t, 2)
     assert text.startswith(f"Step 2 of {n} (answer block 2):") and "step 1" not in text.lower()
     assert "NFE" not in text and "forwards so far" in text
     assert "τ_score" in text and "τ_score = the score threshold" in text and " τ " not in text
@@ -155,17 +155,17 @@ def test_the_step_summary_names_every_quantity_once_with_one_step_numbering():
     assert f"τ_conf = {tau:g}, the confidence threshold" in legend and "(p > τ)" not in legend
     tip = canvas.tooltip(index_of(t), 2, t.steps[1].commits[0].position)
     assert "of that block" not in tip  # one step numbering in the tooltip too
-    routing = replay.render_step(t, 2)["routing"]
+    routing = step_views.render_step(t, 2)["routing"]
     assert "τ_score" in routing.layout.annotations[-1].text and "K̂ − c" in routing.layout.annotations[0].text
 
 
 # -- row 6: a method that never verifies gets a sentence, not empty axes ----------------------------------------------
 
 def test_the_baseline_routing_panel_says_it_never_verifies():
-    fig = replay.render_step(tf.diffusion_only(), 1)["routing"]
+    fig = step_views.render_step(tf.diffusion_only(), 1)["routing"]
     assert len(fig.data) == 0 and not fig.layout.xaxis.visible
     assert fig.layout.annotations[0].text.startswith("No routing: diffusion alone never verifies")
-    assert len(replay.render_step(tf.mixed(), 1)["routing"].data) > 0
+    assert len(step_views.render_step(tf.mixed(), 1)["routing"].data) > 0
 
 
 # -- row 12: a generation length inside one block says it was rounded up to the block --------------------------------
@@ -193,7 +193,7 @@ def test_a_length_shorter_than_a_block_says_whole_blocks_were_decoded():
 def test_upload_messages_name_the_file_and_the_box_that_takes_it(tmp_path):
     import json
 
-    from components.sweep import offered_files as sweep_files
+    from components.sweep import offered_files
 
     results = tmp_path / "results.json"
     results.write_text(json.dumps({"version": 1, "meta": {}, "cells": []}))
@@ -207,7 +207,7 @@ def test_upload_messages_name_the_file_and_the_box_that_takes_it(tmp_path):
     trace = tmp_path / "trace.json"
     trace.write_text(tf.mixed().to_json())
     with pytest.raises(ValueError, match="This is a trace, not a sweep results file: open it with the Replay tab"):
-        sweep_files.load_results_file(trace)
+        offered_files.load_results_file(trace)
 
 
 def test_probabilities_outside_zero_one_are_refused(tmp_path):

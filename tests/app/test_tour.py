@@ -20,9 +20,9 @@ from components.views import exactness
 from components.replay import handlers
 from components.views import ledger
 from components.views import lockstep
-from components.views import attention_mask as mask_view
+from components.views import attention_mask
 from components.views import residual
-from components.tour import tau_control as route_whatif
+from components.tour import tau_control
 from components.tour import material as tour
 from components.tour import stops as tour_stops
 from components.tour import pictures as tour_views
@@ -163,15 +163,15 @@ def test_lockstep_moves_both_runs_by_block(material):
 
 def test_route_control_redecides_through_the_whatif_engine(material):
     t = material.trace
-    tau0 = route_whatif.recorded_tau(t)
-    assert "every recorded decision stands" in route_whatif.route_text(t, tau0)
+    tau0 = tau_control.recorded_tau(t)
+    assert "every recorded decision stands" in tau_control.route_text(t, tau0)
     skip = next(s for s in t.steps if s.decision is not None and not s.decision.verify)
     low = skip.decision.score - 0.5  # below the skipped step's score: it flips to verify
     w = what_if(t, score_threshold=low)
     assert w.first_flip == skip.index
-    text = route_whatif.route_text(t, low)
+    text = tau_control.route_text(t, low)
     assert f"step {skip.index + 1}" in text and "would **verify** instead of skip" in text
-    fig = route_whatif.route_figure(t, low, 2)
+    fig = tau_control.route_figure(t, low, 2)
     traces = {tr.name: tr for tr in fig.data}
     unknown = list(traces["unknown after the first flip"].x)
     assert unknown == [s.index + 1 for s, r in zip(t.steps, w.steps) if not r.exact and r.new_verify is not None]
@@ -179,8 +179,8 @@ def test_route_control_redecides_through_the_whatif_engine(material):
     assert fig.layout.shapes[0].y0 == low  # the threshold line moved
     out = tour_views.route_views(material, low)
     assert out["tour_route_note"] == text and out["tour_routing"].layout.shapes[0].y0 == low
-    lo, hi = route_whatif.tau_range(t)
-    assert route_whatif.clamp_tau(t, "x") == tau0 and route_whatif.clamp_tau(t, 1e9) == hi and lo < tau0 < hi
+    lo, hi = tau_control.tau_range(t)
+    assert tau_control.clamp_tau(t, "x") == tau0 and tau_control.clamp_tau(t, 1e9) == hi and lo < tau0 < hi
 
 
 def test_calibration_is_k_hat_against_k(material):
@@ -255,7 +255,7 @@ def test_stops_reveal_in_order_and_pictures_change_in_place(material):
     keys = [s.key for s in stops]
     assert keys == ["draft", "route", "verify", "reject", "resample", "skip", "calibration", "cost", "exact", "edit",
                     "pipeline", "run"]
-    views = [tour_views.stop_views(material, stops, i, route_whatif.recorded_tau(material.trace), 0)
+    views = [tour_views.stop_views(material, stops, i, tau_control.recorded_tau(material.trace), 0)
              for i in range(len(stops))]
     names = set(tour_views.VIEW.values())
     assert all(names <= set(v) for v in views)  # every stop sets every shared picture: shown or hidden
@@ -281,7 +281,7 @@ def test_verify_stop_outlines_the_mask_copy_row_with_one_numbering(material):
     at = stop.pictures[0].at
     fig = tour_views.picture(material, stop, stop.pictures[0])
     row = tour_stops.verify_row(t, stop.step, at)
-    f = mask_view.pick_forward(t, stop.step, "verify")
+    f = attention_mask.pick_forward(t, stop.step, "verify")
     n = f.input_len // 2
     assert row == n + at - f.cache_len and f"outlined row {row} of the mask is the MASK copy of position {at}" in \
         stop.text
@@ -312,4 +312,4 @@ def test_route_hints_hold_at_the_printed_thresholds(material):
     down = float(re.search(r"lower it to (−?[\d.]+) or below", stop.text).group(1))
     assert what_if(t, score_threshold=up).first_flip is not None
     assert what_if(t, score_threshold=down).first_flip is not None
-    assert what_if(t, score_threshold=route_whatif.recorded_tau(t)).first_flip is None
+    assert what_if(t, score_threshold=tau_control.recorded_tau(t)).first_flip is None

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from s2d2.sandbox import ALLOW_ENV, CodeEvalRefused, SandboxLimits
-from s2d2.sandbox import isolation as iso
+from s2d2.sandbox import isolation
 from s2d2.tasks.code import check_code, extract_code, read_code_problems
 from s2d2.tasks.sets import load_task
 
@@ -18,8 +18,8 @@ ROOT = Path(__file__).resolve().parents[2]
 HUMANEVAL = ROOT / "assets" / "tasks" / "code_sample_humaneval.jsonl"
 MBPP = ROOT / "assets" / "tasks" / "code_sample_mbpp.jsonl"
 FAST = SandboxLimits(wall_s=4, cpu_s=3)
-needs_bwrap = pytest.mark.skipif(iso.bwrap_available()[0] is None, reason="bubblewrap unavailable here (the sandbox "
-                                 f"refuses to run code: {iso.bwrap_available()[1]})")
+needs_bwrap = pytest.mark.skipif(isolation.bwrap_available()[0] is None, reason="bubblewrap unavailable here (the sandbox "
+                                 f"refuses to run code: {isolation.bwrap_available()[1]})")
 
 
 def raw(path: Path) -> list[dict]:

@@ -176,11 +176,11 @@ def test_loaded_facts_of_each_family(folders):
 
 
 def test_the_default_allow_list_offers_d2f_only_where_it_fits(monkeypatch):
-    from components.serve import model_pool as models
+    from components.serve import model_pool
 
     names = ("SJTU-Deng-Lab/D2F_LLaDA_Instruct_8B_Lora", "SJTU-Deng-Lab/D2F_Dream_Base_7B_Lora")
     for free, offered in ((12.0, False), (10_000.0, True)):  # the rule: every loaded model together must fit
-        models.default_models.cache_clear()
-        monkeypatch.setattr(models, "free_memory_gb", lambda: free)
-        assert all((n in models.default_models()) == offered for n in names)
-    models.default_models.cache_clear()
+        model_pool.default_models.cache_clear()
+        monkeypatch.setattr(model_pool, "free_memory_gb", lambda: free)
+        assert all((n in model_pool.default_models()) == offered for n in names)
+    model_pool.default_models.cache_clear()

@@ -259,17 +259,17 @@ def test_adaptive_blocks_are_aligned_recorded_and_comparable(models):
 
 @pytest.mark.parametrize("cache_ver", [True, False])
 def test_fused_query_mask_matches_the_library_mask(cache_ver):
-    from components.views import attention_mask as mask_view
+    from components.views import attention_mask
     from s2d2.models.masks import fused_draft_mask
 
     m = fused_draft_mask(5, 3, 4, cache_ver, causal_prefix=1)
     want = [[int(v) for v in row[5:]] for row in m.tolist()]
-    assert mask_view.query_mask("commit+draft", 7, 4, cache_ver, causal_prefix=1, tail=3) == want
+    assert attention_mask.query_mask("commit+draft", 7, 4, cache_ver, causal_prefix=1, tail=3) == want
     assert not m[:3, 5 + 3:].any() and m[3:, 5:8].all()  # the tail never sees the block; the block sees the tail
 
 
 def test_fused_forward_is_shown_and_indexed(models):
-    from components.views import attention_mask as mask_view
+    from components.views import attention_mask
     from components.views.trace_index import build_index
 
     cfg = DecodeConfig(block_length=4, fused_commit=True, **EXACT)
@@ -279,9 +279,9 @@ def test_fused_forward_is_shown_and_indexed(models):
     idx = build_index(trace)
     assert set(idx.commit_forward.values()) == {f.index for f in fused}
     step = next(s for s in trace.steps if s.forwards[0] == fused[0].index)
-    fig = mask_view.mask_figure(trace, step.index + 1, "draft")
+    fig = attention_mask.mask_figure(trace, step.index + 1, "draft")
     assert "commit+draft" in fig.layout.title.text and "4 tail rows" in fig.layout.title.text
-    assert math.isclose(sum(map(sum, fig.data[0].z)), sum(map(sum, mask_view.query_mask(
+    assert math.isclose(sum(map(sum, fig.data[0].z)), sum(map(sum, attention_mask.query_mask(
         "commit+draft", 8, 4, True, tail=4))) + 8)  # + the cache band column
 
 

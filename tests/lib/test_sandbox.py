@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from s2d2.sandbox import ALLOW_ENV, CodeEvalRefused, SandboxLimits, run_program
-from s2d2.sandbox import isolation as iso
+from s2d2.sandbox import isolation
 
 FAST = SandboxLimits(wall_s=4, cpu_s=3, processes=16)
-NAMESPACES, NO_NAMESPACES_WHY = iso.bwrap_available()
+NAMESPACES, NO_NAMESPACES_WHY = isolation.bwrap_available()
 needs_namespaces = pytest.mark.skipif(NAMESPACES is None, reason=f"no namespaces here: {NO_NAMESPACES_WHY}")
 ESCAPE = Path(tempfile.gettempdir()) / "s2d2-sandbox-escape-test.txt"
 
@@ -35,10 +35,10 @@ def run_contained(source: str, limits: SandboxLimits = FAST, **kwargs):
         pytest.skip(f"bubblewrap unavailable here, the sandbox refuses (tested in test_sandbox_escapes.py): "
                     f"{NO_NAMESPACES_WHY}")
     result = run_program(source, limits, **kwargs)
-    assert result.run_id and iso.marked_processes(result.run_id) == []
+    assert result.run_id and isolation.marked_processes(result.run_id) == []
     assert not any(name.startswith(f"s2d2-sandbox-{result.run_id}") for name in sandbox_folders())  # its own
     for controller in ("pids", "memory"):
-        root, _ = iso.cgroup_root(controller)
+        root, _ = isolation.cgroup_root(controller)
         if root is not None:
             assert not os.path.exists(os.path.join(root, f"s2d2-sandbox-{result.run_id}"))
     assert not ESCAPE.exists()

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from s2d2.sandbox import ACCEPT_LESS_ENV, ALLOW_ENV, CodeEvalRefused, SandboxLimits, run_program
-from s2d2.sandbox import isolation as iso
+from s2d2.sandbox import isolation
 from s2d2.tasks.code import check_code
 
 FAST = SandboxLimits(wall_s=4, cpu_s=3, processes=16)
-BWRAP, NO_BWRAP_WHY = iso.bwrap_available()
+BWRAP, NO_BWRAP_WHY = isolation.bwrap_available()
 needs_bwrap = pytest.mark.skipif(BWRAP is None, reason=f"bubblewrap unavailable here: {NO_BWRAP_WHY}")
 ROOT = Path(__file__).resolve().parents[2]
 ADD = json.dumps({"format": "humaneval", "prompt": "def add(a, b):\n",
@@ -108,7 +108,7 @@ def _alive_with(tag: str) -> list[int]:
 
 @pytest.mark.parametrize("namespaces", [
     pytest.param(True, marks=needs_bwrap),
-    pytest.param(False, marks=pytest.mark.skipif(os.geteuid() != 0 or not iso.nobody_can_run_python(), reason=(
+    pytest.param(False, marks=pytest.mark.skipif(os.geteuid() != 0 or not isolation.nobody_can_run_python(), reason=(
         "without bubblewrap the program runs as the harness's own user and can signal it (README: accepting "
         "less); only root with a Python that uid nobody can run drops to nobody")))],
     ids=["bwrap", "accept-less"])
@@ -188,7 +188,7 @@ def test_memory_is_capped_for_all_processes_together(namespaces: bool) -> None:
 
 
 def test_without_bubblewrap_the_sandbox_refuses_in_one_line(monkeypatch) -> None:
-    monkeypatch.setattr(iso, "bwrap_available", lambda: (None, "bubblewrap (bwrap) is not installed"))
+    monkeypatch.setattr(isolation, "bwrap_available", lambda: (None, "bubblewrap (bwrap) is not installed"))
     monkeypatch.delenv(ACCEPT_LESS_ENV, raising=False)
     with pytest.raises(CodeEvalRefused, match=f"bwrap.*{ACCEPT_LESS_ENV}=1") as caught:
         run_program("print(1)", FAST)

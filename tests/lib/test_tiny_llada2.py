@@ -7,7 +7,7 @@ import json
 import torch
 
 from s2d2.tiny import llada2 as TL
-from s2d2.tiny import objectives as obj
+from s2d2.tiny import objectives
 from s2d2.tiny.model import build_config, build_model
 
 MASK = 3
@@ -40,9 +40,9 @@ def test_half_rope_permutation_keeps_even_pairs():
 def test_corrupt_visible_targets_only_visible_tokens():
     g = torch.Generator().manual_seed(0)
     ids = torch.randint(4, 64, (6, 32), generator=g)
-    inp, pos, attn, tg = obj.make_sdar_batch(ids, g, MASK, p_ar=0.0, blocks=(8,), complementary=False)
+    inp, pos, attn, tg = objectives.make_sdar_batch(ids, g, MASK, p_ar=0.0, blocks=(8,), complementary=False)
     digits = torch.arange(10, 20)
-    new_inp, new_tg, corrupt = obj.corrupt_visible(inp, tg, g, MASK, 0.3, 0.5, vocab=64, first_regular=4,
+    new_inp, new_tg, corrupt = objectives.corrupt_visible(inp, tg, g, MASK, 0.3, 0.5, vocab=64, first_regular=4,
                                                    digit_ids=digits)
     L = 32
     noisy, clean = new_inp[:, :L], new_inp[:, L:]
@@ -58,17 +58,17 @@ def test_corrupt_visible_targets_only_visible_tokens():
 
 def test_llada2_stage_trains_resumes_and_exports(tmp_path, monkeypatch):
     import s2d2
-    from s2d2.tiny import train as T
+    from s2d2.tiny import train
 
     prose = ["Emma Woodhouse, handsome, clever, and rich, had lived nearly twenty-one years in the world. " * 4] * 40
-    monkeypatch.setattr(T, "austen_split", lambda data_dir: (prose, prose[:5]))
+    monkeypatch.setattr(train, "austen_split", lambda data_dir: (prose, prose[:5]))
     base = dict(out=str(tmp_path), size="micro", vocab=300, n_arith=300, batch=2, seq_len=32, log_every=1,
                 eval_every=2, acc_every=0, snap_every=0, ckpt_every=1, progress=False, bf16=False, warmup=1,
                 threads=1)
-    T.train_tiny(dict(base, stage="ar", steps=1))
+    train.train_tiny(dict(base, stage="ar", steps=1))
     l2 = dict(base, stage="llada2", init=str(tmp_path / "ar" / "latest"), blocks="4,8", block_size=8)
-    T.train_tiny(dict(l2, steps=1))
-    T.train_tiny(dict(l2, steps=2, export=str(tmp_path / "export")))  # resumes from the official-layout checkpoint
+    train.train_tiny(dict(l2, steps=1))
+    train.train_tiny(dict(l2, steps=2, export=str(tmp_path / "export")))  # resumes from the official-layout checkpoint
     log = [json.loads(ln) for ln in (tmp_path / "llada2" / "log.jsonl").read_text().splitlines()]
     assert [r["step"] for r in log if "loss" in r] == [1, 2] and "val_arith_edit" in log[-1]
     cfg = json.loads((tmp_path / "export" / "config.json").read_text())

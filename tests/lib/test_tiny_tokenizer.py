@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from s2d2.tasks import arithmetic as A
+from s2d2.tasks import arithmetic
 from s2d2.tiny.tokenizer import CHAT_TEMPLATE, SPECIAL_TOKENS, special_ids, train_tokenizer
 
 PROSE = [
@@ -16,7 +16,7 @@ PROSE = [
 
 @pytest.fixture(scope="module")
 def tok(tmp_path_factory):
-    texts = PROSE * 20 + [A.training_text(p) for p in A.train_examples(5, 400)]
+    texts = PROSE * 20 + [arithmetic.training_text(p) for p in arithmetic.train_examples(5, 400)]
     folder = tmp_path_factory.mktemp("tok")
     train_tokenizer(texts, folder, vocab_size=400)
     from transformers import AutoTokenizer
@@ -34,7 +34,7 @@ def test_special_ids(tok):
 
 
 def test_round_trip_and_digits(tok):
-    samples = PROSE + [A.training_text(p) for p in A.heldout(20)] + ["Ünïcode — “quotes” 12345 tabs\tand\nlines"]
+    samples = PROSE + [arithmetic.training_text(p) for p in arithmetic.heldout(20)] + ["Ünïcode — “quotes” 12345 tabs\tand\nlines"]
     for s in samples:
         ids = tok.encode(s, add_special_tokens=False)
         assert tok.decode(ids) == s
@@ -44,7 +44,7 @@ def test_round_trip_and_digits(tok):
 
 
 def test_chat_template(tok):
-    p = A.heldout(1)[0]
-    text = tok.apply_chat_template(A.messages_for(p), add_generation_prompt=True, tokenize=False)
-    assert text == A.prompt_for(p)
+    p = arithmetic.heldout(1)[0]
+    text = tok.apply_chat_template(arithmetic.messages_for(p), add_generation_prompt=True, tokenize=False)
+    assert text == arithmetic.prompt_for(p)
     assert tok.chat_template == CHAT_TEMPLATE

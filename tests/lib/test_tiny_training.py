@@ -97,18 +97,18 @@ def test_no_leak_from_masked_position(block, p_ar):
 
 def test_train_loop_resumes(tmp_path, monkeypatch):
     from s2d2.tasks import arithmetic as A
-    from s2d2.tiny import train as T
+    from s2d2.tiny import train
 
     prose = ["Emma Woodhouse, handsome, clever, and rich, had lived nearly twenty-one years in the world. " * 4] * 40
-    monkeypatch.setattr(T, "austen_split", lambda data_dir: (prose, prose[:5]))
+    monkeypatch.setattr(train, "austen_split", lambda data_dir: (prose, prose[:5]))
     base = dict(out=str(tmp_path), size="micro", vocab=300, n_arith=300, batch=2, seq_len=32, log_every=1,
                 eval_every=1000, acc_every=0, snap_every=0, ckpt_every=2, progress=False, bf16=False, warmup=2, threads=1)
-    T.train_tiny(dict(base, stage="ar", steps=4))
-    T.train_tiny(dict(base, stage="ar", steps=6))  # resumes at step 4
+    train.train_tiny(dict(base, stage="ar", steps=4))
+    train.train_tiny(dict(base, stage="ar", steps=6))  # resumes at step 4
     log = [json.loads(ln) for ln in (tmp_path / "ar" / "log.jsonl").read_text().splitlines()]
     steps = [r["step"] for r in log if "loss" in r]
     assert steps == [1, 2, 3, 4, 5, 6]
-    T.train_tiny(dict(base, stage="sdar", steps=2, export=str(tmp_path / "export")))
+    train.train_tiny(dict(base, stage="sdar", steps=2, export=str(tmp_path / "export")))
     cfg = json.loads((tmp_path / "export" / "config.json").read_text())
     assert cfg["mask_token_id"] == 3 and cfg["logits_alignment"] == "aligned"
     assert cfg["stop_token_ids"] == [2, 0] and cfg["block_size"] == 4

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import s2d2
-from components.views import attention_mask as mask_view
+from components.views import attention_mask
 from tests.support.tiny_models import tiny_qwen2, tiny_qwen3
 from s2d2 import DecodeConfig
 from s2d2.models import masks
@@ -36,7 +36,7 @@ def test_trimmed_2l_pattern():
     assert p[:5, 5:].sum() == 0 and torch.equal(p[:5, :5], masks.causal_pattern(5))
     assert p[5].tolist() == [True, True, True, False, False, True, False]  # span row 0 sees x~ before it, itself
     assert p[6].tolist() == [True, True, True, True, False, False, True]
-    assert mask_view.query_mask("verify_2l", 7, 8, True, span=2) == [[int(v) for v in r] for r in p]
+    assert attention_mask.query_mask("verify_2l", 7, 8, True, span=2) == [[int(v) for v in r] for r in p]
 
 
 @pytest.mark.parametrize("name", sorted(CONFIGS))
@@ -90,10 +90,10 @@ def test_mask_viewer_draws_the_trimmed_verifier(models):
     trace = res.trace
     step = next(s for s in trace.steps if s.verification is not None and s.span[1] < 8)
     f = next(trace.forwards[i] for i in step.forwards if trace.forwards[i].kind == "verify_2l")
-    fig = mask_view.mask_figure(trace, step.index + 1, "verify")  # the scrubber shows steps[value - 1]
+    fig = attention_mask.mask_figure(trace, step.index + 1, "verify")  # the scrubber shows steps[value - 1]
     assert len(fig.data[0].z) == f.input_len and "span only" in fig.layout.title.text
-    rows = mask_view.row_positions(f, 0, step.span[1])
+    rows = attention_mask.row_positions(f, 0, step.span[1])
     assert rows[-step.span[1]:] == list(range(step.span[0], step.span[0] + step.span[1]))
     last = step.span[0] + step.span[1] - 1  # the span's last position: its MASK copy sees the drafts before it
-    note = mask_view.mask_figure(trace, step.index + 1, "verify", selected=last, copy_only=True).layout.title.text
+    note = attention_mask.mask_figure(trace, step.index + 1, "verify", selected=last, copy_only=True).layout.title.text
     assert f"the MASK copy of position {last}" in note and f"drafts {rows[0]}–{last - 1}" in note

@@ -198,7 +198,7 @@ def _wait(condition, seconds: float = 60) -> bool:
 def test_one_job_per_session_and_a_closed_client_stops_its_decode(served):
     """Rows 4 and 6: a second submission from a session is refused before it enters the queue, and closing the
     client (its heartbeat and event stream) stops the running decode."""
-    from components.serve import gpu_slot as guard
+    from components.serve import gpu_slot
 
     client = Client(served[1], verbose=False)
     client.submit("Once", SLOW_MODEL, *knob_values("dynamic-baseline", gen_length=480, block_length=4),
@@ -207,10 +207,10 @@ def test_one_job_per_session_and_a_closed_client_stops_its_decode(served):
     for _ in range(5):
         with pytest.raises(Exception, match="already have a run in progress"):
             client.predict("Twice", RANDOM_MODEL, *knob_values(gen_length=8), api_name="/run")
-    assert guard.JOBS.active() == 1
+    assert gpu_slot.JOBS.active() == 1
     client.close()
     assert _wait(lambda: not _decoding(), 20), "the decode kept running after its client left"
-    assert _wait(lambda: guard.JOBS.active() == 0, 10)
+    assert _wait(lambda: gpu_slot.JOBS.active() == 0, 10)
 
 
 def test_closing_the_event_stream_stops_the_decode(served):
@@ -234,17 +234,17 @@ def test_closing_the_event_stream_stops_the_decode(served):
 def test_stop_keeps_the_partial_trace_and_opens_it(served):
     """The Stop button's path end to end: the job's flag ends the decode within one forward, the run itself writes
     "Stopped — partial trace kept", and the session's trace is that partial run."""
-    from components.serve import gpu_slot as guard
+    from components.serve import gpu_slot
     from components.replay.handlers import LOAD_OUT
 
     client = Client(served[1], verbose=False)
     job = client.submit("Once", SLOW_MODEL, *knob_values("dynamic-baseline", gen_length=480, block_length=4),
                         api_name="/run")
     assert _wait(lambda: any(str(o[0]).startswith("Decoding") for o in job.outputs())), "the run never decoded"
-    guard.JOBS.stop_session(client.session_hash)  # what the Stop button does
+    gpu_slot.JOBS.stop_session(client.session_hash)  # what the Stop button does
     status = job.result(timeout=30)[0]
     assert status.startswith("⏹ Stopped — partial trace kept ("), status
-    assert _wait(lambda: not _decoding(), 10) and not guard.JOBS.running(client.session_hash)
+    assert _wait(lambda: not _decoding(), 10) and not gpu_slot.JOBS.running(client.session_hash)
     shown = api_values(client.predict(api_name="/show_trace"), ["tabs", *LOAD_OUT])
     data = json.loads(Path(shown["download"]).read_text())
     assert data["footer"]["finish_reason"] == "cancelled" and 0 < len(data["steps"]) < 480
@@ -266,17 +266,17 @@ def test_compare_is_one_job_and_stops_within_a_forward(served):
     """Row 5: Compare runs as the session's one GPU job, under the run caps, and Stop ends it promptly."""
     import time
 
-    from components.serve import gpu_slot as guard
+    from components.serve import gpu_slot
 
     client = Client(served[1], verbose=False)
     heavy = "block_length=64 remasking=low_confidence_static"
     lanes = ["dynamic-baseline"] * 4 + [heavy] * 4
     job = client.submit("Once upon a time", 0, 256, *lanes, api_name="/compare")
-    assert _wait(lambda: guard.JOBS.running(client.session_hash) and _decoding())
+    assert _wait(lambda: gpu_slot.JOBS.running(client.session_hash) and _decoding())
     with pytest.raises(Exception, match="already have a run in progress"):
         client.predict("hi", RANDOM_MODEL, *knob_values(gen_length=8), api_name="/run")
     start = time.time()
-    guard.JOBS.stop_session(client.session_hash)  # what the Stop button does
+    gpu_slot.JOBS.stop_session(client.session_hash)  # what the Stop button does
     status = job.result(timeout=30)
     assert status.startswith("⏹ Stopped during lane 1·dynamic-baseline*") and time.time() - start < 10, status
     assert client.predict("x" * 2001, 0, 8, *lanes, api_name="/compare").startswith("⚠ The prompt: 2001 characters")

@@ -131,8 +131,8 @@ def test_row3_fresh_session_hashes_do_not_mint_decodes(server):
     assert other.status_code == 200
     threading.Thread(target=outcome, args=(url, "mint-0", "10.9.3.1"), daemon=True).start()
     assert outcome(url, "mint-other", "10.9.3.2")[1] is True
-    app.guard.JOBS.stop_session("mint-0")
-    assert wait(lambda: not decoding(), 30) and wait(lambda: app.guard.JOBS.active() == 0, 10)
+    app.gpu_slot.JOBS.stop_session("mint-0")
+    assert wait(lambda: not decoding(), 30) and wait(lambda: app.gpu_slot.JOBS.active() == 0, 10)
 
 
 def test_row4_one_client_cannot_fill_the_queue_and_stop_never_waits(server):
@@ -152,7 +152,7 @@ def test_row4_one_client_cannot_fill_the_queue_and_stop_never_waits(server):
     assert wait(lambda: not decoding(), 20)
     honest = join(url, fns["step"], [None, 1, "auto", "state", None], "fill-honest", ip="10.9.4.2")
     assert honest.status_code == 200 and outcome(url, "fill-honest", "10.9.4.2")[1] is True
-    assert wait(lambda: app.guard.JOBS.active() == 0, 10)
+    assert wait(lambda: app.gpu_slot.JOBS.active() == 0, 10)
 
 
 def test_row5_a_decode_nobody_listens_to_ends_within_seconds(server):
@@ -166,7 +166,7 @@ def test_row5_a_decode_nobody_listens_to_ends_within_seconds(server):
     assert wait(decoding, 30)
     start = time.time()
     assert wait(lambda: not decoding(), 30) and time.time() - start < 15
-    assert wait(lambda: app.guard.JOBS.active() == 0, 10)
+    assert wait(lambda: app.gpu_slot.JOBS.active() == 0, 10)
 
 
 def test_row6_a_replay_flood_is_capped_per_client_and_an_honest_step_completes(server):
@@ -294,4 +294,4 @@ def test_stop_acts_only_for_the_client_that_started_the_run(server):
     assert decoding()  # a stranger's Stop did nothing
     httpx.post(url + "/gradio_api/run/predict", headers={"x-forwarded-for": "10.9.12.1"},
                json={"data": [], "fn_index": fns["stop"], "session_hash": "owned"})
-    assert wait(lambda: not decoding(), 20) and wait(lambda: app.guard.JOBS.active() == 0, 10)
+    assert wait(lambda: not decoding(), 20) and wait(lambda: app.gpu_slot.JOBS.active() == 0, 10)

@@ -12,10 +12,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from components.serve import disk_budget as disk
-from components.serve import client_limits as fairness
+from components.serve import disk_budget
+from components.serve import client_limits
 from components.serve import front_door
-from components.serve import gpu_slot as guard
+from components.serve import gpu_slot
 from components.serve.identity import address_key, client_key, forwarded_client
 
 
@@ -80,7 +80,7 @@ def test_results_nobody_reads_count_against_the_client(monkeypatch):
     """Fire-and-forget joins: Gradio keeps each finished result until its session reads it; a client with
     S2D2_CLIENT_QUEUED unread results is refused, so it cannot pile them up in memory."""
     monkeypatch.setenv("S2D2_CLIENT_QUEUED", "6")
-    monkeypatch.setattr(front_door, "SESSIONS", fairness.Sessions())
+    monkeypatch.setattr(front_door, "SESSIONS", client_limits.Sessions())
     blocks = fake_blocks([], [])
     blocks._queue.pending_event_ids_session = {}
     for i in range(3):
@@ -127,7 +127,7 @@ def test_request_values_are_bounded_and_made_encodable():
 
 
 def test_the_rate_is_per_client():
-    rate = fairness.Rate(lambda: 2.0)
+    rate = client_limits.Rate(lambda: 2.0)
     assert [rate.allow("a", now=0.0) for _ in range(7)] == [True] * 6 + [False]  # a burst of 3 x rate
     assert rate.allow("b", now=0.0) and rate.allow("a", now=1.0)  # others unaffected; tokens refill
 
@@ -141,8 +141,8 @@ def test_the_rate_is_per_client():
 ])
 def test_operator_settings_refuse_bad_values_in_one_line(monkeypatch, name, raw, message):
     monkeypatch.setenv(name, raw)
-    read = {"S2D2_CLIENT_DECODES": guard.client_decodes, "S2D2_CLIENT_RATE": fairness.client_rate,
-            "S2D2_DISK_MB": disk.disk_budget_bytes}[name]
+    read = {"S2D2_CLIENT_DECODES": gpu_slot.client_decodes, "S2D2_CLIENT_RATE": client_limits.client_rate,
+            "S2D2_DISK_MB": disk_budget.disk_budget_bytes}[name]
     with pytest.raises(ValueError) as info:
         read()
     assert str(info.value) == message
@@ -154,8 +154,8 @@ def test_a_client_out_of_allowance_can_still_stop(monkeypatch):
     import asyncio
 
     monkeypatch.setenv("S2D2_CLIENT_RATE", "2")
-    monkeypatch.setattr(front_door, "RATE", fairness.Rate())
-    monkeypatch.setattr(front_door, "STOP_RATE", fairness.Rate())
+    monkeypatch.setattr(front_door, "RATE", client_limits.Rate())
+    monkeypatch.setattr(front_door, "STOP_RATE", client_limits.Rate())
     passed: list[str] = []
 
     async def inner(scope, receive, send):
@@ -189,7 +189,7 @@ def test_a_client_out_of_allowance_can_still_stop(monkeypatch):
 def test_sessions_evict_their_own_and_never_an_active_visitor(monkeypatch):
     monkeypatch.setenv("S2D2_CLIENT_SESSIONS", "3")
     monkeypatch.setenv("S2D2_SESSION_IDLE_S", "60")
-    sessions, listeners = fairness.Sessions(), fairness.Listeners()
+    sessions, listeners = client_limits.Sessions(), client_limits.Listeners()
     holder = SimpleNamespace(session_data=OrderedDict(), time_last_used={}, lock=threading.Lock())
 
     def visit(session, client):
@@ -219,9 +219,9 @@ def test_sessions_evict_their_own_and_never_an_active_visitor(monkeypatch):
 
 def test_one_decode_per_client_and_stop_from_the_same_client_only(monkeypatch):
     monkeypatch.setenv("S2D2_CLIENT_DECODES", "1")
-    jobs = guard.Jobs()
+    jobs = gpu_slot.Jobs()
     assert jobs.admit("s1", "ip:6.6.6.6") is None
-    assert jobs.admit("s2", "ip:6.6.6.6") == guard.CLIENT_BUSY  # a fresh session hash does not mint a decode
+    assert jobs.admit("s2", "ip:6.6.6.6") == gpu_slot.CLIENT_BUSY  # a fresh session hash does not mint a decode
     assert jobs.admit("s3", "ip:1.1.1.1") is None
     job = jobs.claim("s1")
     assert not jobs.stop_session("s1", "ip:1.1.1.1") and not job.stop.is_set()  # a stranger's Stop
@@ -230,8 +230,8 @@ def test_one_decode_per_client_and_stop_from_the_same_client_only(monkeypatch):
 
 def test_a_decode_nobody_listens_to_is_stopped(monkeypatch):
     monkeypatch.setenv("S2D2_LISTEN_GRACE_S", "1")
-    listeners = fairness.Listeners()
-    jobs = guard.Jobs()
+    listeners = client_limits.Listeners()
+    jobs = gpu_slot.Jobs()
     jobs.silence = listeners.silence
     listeners.joined("deaf")
     listeners.joined("heard")
@@ -254,7 +254,7 @@ def test_start_wipes_the_folders_of_dead_runs_only(tmp_path, monkeypatch):
     for folder in (dead, alive):
         (folder / "gradio" / "x").mkdir(parents=True)
         (folder / "gradio" / "x" / "upload.json").write_text("{}")
-    assert disk.wipe_dead_runs(tmp_path) == 1
+    assert disk_budget.wipe_dead_runs(tmp_path) == 1
     assert not dead.exists() and (alive / "gradio" / "x" / "upload.json").exists()
 
 
@@ -269,7 +269,7 @@ def test_the_disk_budget_prunes_the_oldest_and_caps_each_client(tmp_path, monkey
         path = files / f"f{i}"
         path.write_bytes(b"x" * 700_000)
         os.utime(path, (time.time() - 3600 + i, time.time() - 3600 + i))  # oldest first
-    budget = disk.DiskBudget()
+    budget = disk_budget.DiskBudget()
     assert budget.admit_upload("ip:1.1.1.1", 1_500_000) is None  # room made: the two oldest files went
     assert not (files / "f0").exists() and not (files / "f1").exists() and (files / "f3").exists()
     assert "per visitor" in budget.admit_upload("ip:1.1.1.1", 1_000_000)  # 2.5 MB > the client's 2 MB
@@ -282,13 +282,13 @@ def test_the_disk_budget_prunes_the_oldest_and_caps_each_client(tmp_path, monkey
 def test_exports_are_inside_gradios_cache_and_skipped_when_the_disk_is_full(tmp_path, monkeypatch):
     from fixtures import trace_factory as tf
 
-    from components.files import traces as traces_io
+    from components.files import traces
 
     monkeypatch.setenv("GRADIO_TEMP_DIR", str(tmp_path / "gradio"))
     monkeypatch.delenv("S2D2_EXPORT_DIR", raising=False)
-    path = Path(traces_io.export_path(tf.mixed()))
+    path = Path(traces.export_path(tf.mixed()))
     assert (tmp_path / "gradio") in path.parents  # served in place: no second copy
     monkeypatch.setenv("S2D2_DISK_MB", "1")
     (tmp_path / "gradio" / "big").write_bytes(b"z" * 2_000_000)  # young: cannot be pruned
-    monkeypatch.setattr(traces_io.DISK, "_scanned", -1e9)
-    assert traces_io.export_path(tf.large(64, 8)) is None
+    monkeypatch.setattr(traces.DISK, "_scanned", -1e9)
+    assert traces.export_path(tf.large(64, 8)) is None

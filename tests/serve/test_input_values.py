@@ -9,8 +9,8 @@ import pytest
 
 from components.compare import lanes as cc
 from components.replay import handlers as h
-from components.serve import event_guard as protect
-from components.run import decode as run_panel
+from components.serve import event_guard
+from components.run import decode
 from components.serve.identity import current
 from s2d2.config import DecodeConfig, preset
 
@@ -29,7 +29,7 @@ def test_a_huge_seed_is_never_echoed_by_a_preset():
     for seed in (10**20, 2**64 + 1, float("inf"), -1):
         out = h.apply_preset("sdar-config-a", seed)
         assert "knob_seed" not in out and out["knob_method"]["value"] == "s2d2"
-        assert protect.encodable(out) == out
+        assert event_guard.encodable(out) == out
     assert h.apply_preset("sdar-config-a", 7)["knob_seed"]["value"] == 7
     assert h.apply_preset("sdar-config-a", None)["knob_seed"]["value"] == 0
     assert "knob_seed" not in h.model_changed("tiny-llada2", "block", 10**30)
@@ -70,10 +70,10 @@ def test_compare_values_get_one_readable_line(seed, gen, extra, expect):
 
 
 def test_run_knobs_never_show_python_text():
-    values = dict(zip(run_panel.KNOB_NAMES, run_panel.preset_values("sdar-config-a")))
+    values = dict(zip(decode.KNOB_NAMES, decode.preset_values("sdar-config-a")))
     for name, bad in (("confidence_threshold", 10**400), ("confidence_threshold", None), ("block_length", "x" * 10**6),
                       ("gen_length", 10**5000), ("temperature", math.inf), ("seed", 10**5000)):
-        cfg, _, err = run_panel.config_from_inputs(*dict(values, **{name: bad}).values())
+        cfg, _, err = decode.config_from_inputs(*dict(values, **{name: bad}).values())
         assert cfg is None and err.startswith(f"Invalid setting — {name}") and readable(err), err[:300]
 
 
@@ -89,7 +89,7 @@ def test_library_messages_quote_bounded_values():
 
 
 def test_outputs_are_made_encodable():
-    out = protect.encodable({"a": 2**64 + 5, "b": [math.inf, -(2**63) + 1, "x\ud800"], "c": (math.nan, True)})
+    out = event_guard.encodable({"a": 2**64 + 5, "b": [math.inf, -(2**63) + 1, "x\ud800"], "c": (math.nan, True)})
     assert out == {"a": None, "b": [None, -(2**63) + 1, "x\ufffd"], "c": (None, True)}
 
 
@@ -111,9 +111,9 @@ def test_guarded_handlers_raise_one_readable_line():
     for fn, args, expect in ((deep, (), "nested too deeply"), (overflow, (math.inf,), "too large"),
                              (crash, (), "Something went wrong here (KeyError)")):
         with pytest.raises(gr.Error) as info:
-            protect.guarded(fn, fn.__name__)(*args)
+            event_guard.guarded(fn, fn.__name__)(*args)
         assert expect in info.value.message and "/work" not in info.value.message
-    gen = protect.guarded(stream, "stream")()
+    gen = event_guard.guarded(stream, "stream")()
     assert next(gen) == {"n": None} and next(gen) == {"who": "local"}
     with pytest.raises(gr.Error, match="too large"):
         next(gen)

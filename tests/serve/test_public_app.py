@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from components.compare import lanes as cc
-from components.serve import gpu_slot as guard
-from components.serve import model_pool as models
-from components.run import decode as run_panel
-from components.files import traces as traces_io
+from components.serve import gpu_slot
+from components.serve import model_pool
+from components.run import decode
+from components.files import traces
 from s2d2.config import preset
 from s2d2.limits import SEED_MAX
 from s2d2.trace import Trace
@@ -41,13 +41,13 @@ def _slow(seconds: float = 0.02):
 def _defaults(monkeypatch, free_gb: float, gpu: bool, loaded: int) -> list[str]:
     monkeypatch.delenv("S2D2_MODELS", raising=False)
     monkeypatch.setenv("S2D2_MAX_LOADED_MODELS", str(loaded))
-    monkeypatch.setattr(models, "free_memory_gb", lambda: free_gb)
-    monkeypatch.setattr(models, "on_gpu", lambda: gpu)
-    models.default_models.cache_clear()
+    monkeypatch.setattr(model_pool, "free_memory_gb", lambda: free_gb)
+    monkeypatch.setattr(model_pool, "on_gpu", lambda: gpu)
+    model_pool.default_models.cache_clear()
     try:
-        return models.allowed_models()
+        return model_pool.allowed_models()
     finally:
-        models.default_models.cache_clear()
+        model_pool.default_models.cache_clear()
 
 
 def test_default_allow_list_fits_memory_and_never_offers_the_30b(monkeypatch):
@@ -64,13 +64,13 @@ def test_default_allow_list_fits_memory_and_never_offers_the_30b(monkeypatch):
     assert "JetLM/SDAR-8B-Chat" not in _defaults(monkeypatch, 30.0, gpu=True, loaded=2)  # two of them do not fit
     assert "JetLM/SDAR-8B-Chat" in _defaults(monkeypatch, 30.0, gpu=True, loaded=1)
     assert [n for n in _defaults(monkeypatch, 4.0, gpu=False, loaded=2) if "/" in n] == []  # bundled only
-    assert models.fitting({"a": 5, "b": 6, "c": 7}, 13, 2) == ["a", "b", "c"]  # the two largest: 6 + 7
-    assert models.fitting({"a": 5, "b": 6, "c": 7}, 12, 2) == ["a", "b"]
-    assert "not offered on this server (about 61 GB" in models.check_model("JetLM/SDAR-30B-A3B-Chat")
+    assert model_pool.fitting({"a": 5, "b": 6, "c": 7}, 13, 2) == ["a", "b", "c"]  # the two largest: 6 + 7
+    assert model_pool.fitting({"a": 5, "b": 6, "c": 7}, 12, 2) == ["a", "b"]
+    assert "not offered on this server (about 61 GB" in model_pool.check_model("JetLM/SDAR-30B-A3B-Chat")
     monkeypatch.setenv("S2D2_MODELS", "tiny, JetLM/SDAR-8B-Chat")
-    assert models.model_choices() == ["tiny", "JetLM/SDAR-8B-Chat"] and models.check_model("JetLM/SDAR-8B-Chat") is None
-    assert models.check_model("JetLM/SDAR-1.7B-Chat").startswith("Model 'JetLM/SDAR-1.7B-Chat' is not offered")
-    assert models.check_model("/etc").startswith("Unknown model '/etc'")
+    assert model_pool.model_choices() == ["tiny", "JetLM/SDAR-8B-Chat"] and model_pool.check_model("JetLM/SDAR-8B-Chat") is None
+    assert model_pool.check_model("JetLM/SDAR-1.7B-Chat").startswith("Model 'JetLM/SDAR-1.7B-Chat' is not offered")
+    assert model_pool.check_model("/etc").startswith("Unknown model '/etc'")
 
 
 def test_refused_models_never_load_and_the_least_recently_used_is_evicted(monkeypatch):
@@ -80,33 +80,33 @@ def test_refused_models_never_load_and_the_least_recently_used_is_evicted(monkey
     monkeypatch.setattr(s2d2, "load_model", lambda name: loads.append(name) or f"model:{name}")
     monkeypatch.setenv("S2D2_MODELS", "m-a,m-b,m-c")
     monkeypatch.setenv("S2D2_MAX_LOADED_MODELS", "2")
-    saved = {name: models.get_model(name) for name in models.loaded_models()}
+    saved = {name: model_pool.get_model(name) for name in model_pool.loaded_models()}
     for name in saved:
-        models.forget_model(name)
+        model_pool.forget_model(name)
     try:
         with pytest.raises(ValueError, match="not offered"):
-            models.get_model("JetLM/SDAR-30B-A3B-Chat")
+            model_pool.get_model("JetLM/SDAR-30B-A3B-Chat")
         assert loads == []  # refused before any download
         for name in ["m-a", "m-b", "m-a", "m-c"]:
-            assert models.get_model(name) == f"model:{name}"
-        assert loads == ["m-a", "m-b", "m-c"] and models.loaded_models() == ["m-a", "m-c"]  # m-b was least recent
+            assert model_pool.get_model(name) == f"model:{name}"
+        assert loads == ["m-a", "m-b", "m-c"] and model_pool.loaded_models() == ["m-a", "m-c"]  # m-b was least recent
     finally:
-        for name in models.loaded_models():
-            models.forget_model(name)
+        for name in model_pool.loaded_models():
+            model_pool.forget_model(name)
         monkeypatch.setenv("S2D2_MAX_LOADED_MODELS", "8")
         for name, model in saved.items():
-            models.register_model(name, model)
+            model_pool.register_model(name, model)
 
 
 # -- one job per session -----------------------------------------------------------------------------------------
 
 def test_one_job_per_session_and_stop():
-    jobs = guard.Jobs()
-    assert jobs.admit("s1") is None and jobs.admit("s1") == guard.BUSY and jobs.admit("s2") is None
+    jobs = gpu_slot.Jobs()
+    assert jobs.admit("s1") is None and jobs.admit("s1") == gpu_slot.BUSY and jobs.admit("s2") is None
     job = jobs.claim("s1")
     assert job is not None and jobs.claim("s1") is None  # already running
     assert jobs.stop_session("s1") and jobs.cancelled(job.id)
-    assert jobs.admit("s1") == guard.BUSY  # still running until its handler returns
+    assert jobs.admit("s1") == gpu_slot.BUSY  # still running until its handler returns
     jobs.finish(job)
     assert jobs.admit("s1") is None and jobs.stop_session("s1") and jobs.admit("s1") is None  # queued: withdrawn
     withdrawn = jobs.claim("s1")  # the withdrawn event's turn comes first (queue order): it must not run
@@ -123,19 +123,19 @@ def test_guarded_generator_sees_its_job_in_every_fresh_context():
 
     def handler(n):
         for _ in range(n):
-            yield guard.current_job()
+            yield gpu_slot.current_job()
 
-    gen = guard.one_job(handler, lambda msg: msg)(Request(), 3)
+    gen = gpu_slot.one_job(handler, lambda msg: msg)(Request(), 3)
     seen = [contextvars.Context().run(next, gen) for _ in range(3)]
-    assert len(set(seen)) == 1 and seen[0] and guard.JOBS.active() == 1
+    assert len(set(seen)) == 1 and seen[0] and gpu_slot.JOBS.active() == 1
     with pytest.raises(StopIteration):
         next(gen)
-    assert guard.JOBS.active() == 0
-    busy = guard.one_job(handler, lambda msg: msg)
-    guard.JOBS.admit("ctx-session")
-    guard.JOBS.claim("ctx-session")
-    assert list(busy(Request(), 1)) == [guard.BUSY]
-    guard.JOBS.stop_session("ctx-session")
+    assert gpu_slot.JOBS.active() == 0
+    busy = gpu_slot.one_job(handler, lambda msg: msg)
+    gpu_slot.JOBS.admit("ctx-session")
+    gpu_slot.JOBS.claim("ctx-session")
+    assert list(busy(Request(), 1)) == [gpu_slot.BUSY]
+    gpu_slot.JOBS.stop_session("ctx-session")
 
 
 # -- stopping and time caps ----------------------------------------------------------------------------------------
@@ -145,7 +145,7 @@ def test_a_cancelled_run_stops_within_one_forward_and_keeps_its_trace():
 
     model = _slow(0.01)
     stop = threading.Event()
-    events = run_panel.record_stream([10, 11, 12], "m", preset("dynamic-baseline", gen_length=256).to_dict(), 0,
+    events = decode.record_stream([10, 11, 12], "m", preset("dynamic-baseline", gen_length=256).to_dict(), 0,
                                      generate, lambda name: model, min_interval=0, cancel=stop.is_set)
     first = next(events)
     assert first["kind"] == "progress"
@@ -163,16 +163,16 @@ def test_runs_and_lanes_end_at_the_time_limit(monkeypatch):
 
     monkeypatch.setenv("S2D2_MAX_RUN_SECONDS", "0.5")
     model = _slow(0.02)
-    events = list(run_panel.record_stream([10, 11, 12], "m", preset("dynamic-baseline", gen_length=256).to_dict(), 0,
+    events = list(decode.record_stream([10, 11, 12], "m", preset("dynamic-baseline", gen_length=256).to_dict(), 0,
                                           generate, lambda name: model))
     done = events[-1]
     assert done["kind"] == "done" and done["trace"]["footer"]["finish_reason"] == "time_limit"
-    run_panel.register_model("test-slow-lanes", model)
+    decode.register_model("test-slow-lanes", model)
     try:
         configs = {n: preset(n, gen_length=256).to_dict() for n in ("dynamic-baseline", "sdar-config-a")}
-        out = list(run_panel.record_lanes([10, 11, 12], "test-slow-lanes", configs, 0))
+        out = list(decode.record_lanes([10, 11, 12], "test-slow-lanes", configs, 0))
     finally:
-        run_panel.forget_model("test-slow-lanes")
+        decode.forget_model("test-slow-lanes")
     assert out[-1]["kind"] == "error" and out[-1]["message"].startswith("Time limit: the lanes together may run 0.5 s")
 
 
@@ -186,24 +186,24 @@ def test_stopped_lanes_end_within_one_forward_and_compare_nothing():
         while model.calls < 3:
             time.sleep(0.002)
         at_stop.append(model.calls)
-        guard.JOBS.stop_session("lanes-session")  # what the Stop button does
+        gpu_slot.JOBS.stop_session("lanes-session")  # what the Stop button does
 
     class Request:
         session_hash = "lanes-session"
 
-    run_panel.register_model("test-slow-stop", model)
+    decode.register_model("test-slow-stop", model)
     watcher = threading.Thread(target=stop_soon)
     watcher.start()
     try:
-        lanes = guard.one_job(lambda: list(run_panel.record_lanes([10, 11, 12], "test-slow-stop", configs, 0)),
+        lanes = gpu_slot.one_job(lambda: list(decode.record_lanes([10, 11, 12], "test-slow-stop", configs, 0)),
                               lambda msg: msg)
         out = lanes(Request())
     finally:
         watcher.join()
-        run_panel.forget_model("test-slow-stop")
+        decode.forget_model("test-slow-stop")
     assert out[-1] == {"kind": "stopped", "message": "Stopped during lane dynamic-baseline (lanes finished before: "
                                                      "none)."}
-    assert model.calls - at_stop[0] <= 1 and not guard.JOBS.running("lanes-session")
+    assert model.calls - at_stop[0] <= 1 and not gpu_slot.JOBS.running("lanes-session")
 
 
 def test_compare_obeys_the_run_caps(monkeypatch):
@@ -220,11 +220,11 @@ def test_compare_obeys_the_run_caps(monkeypatch):
 
 
 def test_run_settings_within_limits():
-    values = dict(zip(run_panel.KNOB_NAMES, run_panel.preset_values("sdar-config-a")))
+    values = dict(zip(decode.KNOB_NAMES, decode.preset_values("sdar-config-a")))
     for seed, shown in ((-1, "-1"), (10**249, "-digit number"), (float("inf"), None)):
-        cfg, _, err = run_panel.config_from_inputs(*dict(values, seed=seed).values())
+        cfg, _, err = decode.config_from_inputs(*dict(values, seed=seed).values())
         assert cfg is None and err.startswith("Invalid setting — ") and (shown is None or shown in err), err
-    _, _, err = run_panel.config_from_inputs(*dict(values, block_length=65).values())
+    _, _, err = decode.config_from_inputs(*dict(values, block_length=65).values())
     assert err == "Invalid setting — block_length: at most 64 (S2D2_MAX_BLOCK_LENGTH), got 65"
 
 
@@ -234,13 +234,13 @@ def test_exports_share_one_bounded_folder(monkeypatch, tmp_path):
     from fixtures import trace_factory as tf
 
     monkeypatch.setenv("S2D2_EXPORT_DIR", str(tmp_path / "exports"))
-    paths = {traces_io.export_path(tf.mixed()) for _ in range(5)}
+    paths = {traces.export_path(tf.mixed()) for _ in range(5)}
     assert len(paths) == 1 and len(list((tmp_path / "exports").iterdir())) == 1
     for name in tf.SCENARIOS:
-        traces_io.export_path(tf.SCENARIOS[name]())
-    assert traces_io.prune_exports(tmp_path / "exports", keep=3) > 0
+        traces.export_path(tf.SCENARIOS[name]())
+    assert traces.prune_exports(tmp_path / "exports", keep=3) > 0
     assert len(list((tmp_path / "exports").iterdir())) == 3
-    assert traces_io.prune_exports(tmp_path / "exports", max_age=-1) == 3
+    assert traces.prune_exports(tmp_path / "exports", max_age=-1) == 3
 
 
 # -- CLI -----------------------------------------------------------------------------------------------------------
