@@ -22,7 +22,7 @@ from components.compare.lanes import COMPARE_CSS
 from components.compare.layout import build_compare_tab
 from components.serve.disk_budget import prepare_cache
 from components.files.examples import examples_dir, first_example, list_examples, load_pair
-from components.serve.front_door import FrontDoor
+from components.serve import front_door
 from components.tour.layout import TOUR_CSS, TourHandles, build_learn_tab
 from components.views.ledger import LEDGER_CSS
 from components.replay.metrics_layout import build_metrics_tab
@@ -146,11 +146,11 @@ def wire(ctx: Ctx, o: Opening, tour: Optional[TourHandles]) -> None:
         rule.input(k(h.knob_visibility), rules, out(h.KNOB_OUT), **PRIVATE)
     c["model"].input(k(h.model_changed), [c["model"], c["knob_loop"], c["knob_seed"]],
                      out(["preset", *h.KNOB_OUT, "preset_note"]), **PRIVATE)
-    # One GPU job per session: a second submission is refused before it enters the queue (gpu_slot.admit). Stop only
+    # One GPU job per session: a second submission is refused before it enters the queue (gpu_slot.admit_decode). Stop only
     # raises the job's flag: the decode ends within one forward and the run itself writes the final status.
     run_ev = c["run"].click(k(gpu_slot.one_job(h.run, h.run_refused)), [c["prompt"], c["model"], *out(h.KNOB_OUT)],
                             out(h.RUN_OUT), api_name="run", concurrency_limit=1, concurrency_id="gpu",
-                            validator=gpu_slot.admit)
+                            validator=gpu_slot.admit_decode)
     run_ev.then(k(h.show_state), [c["state"], c["run_ok"]], out(["tabs", *h.LOAD_OUT]), **PRIVATE)
     c["stop"].click(gpu_slot.stop, None, None, queue=False, **PRIVATE)  # Stop never waits behind the queue
     if tour is not None:  # "Show in Replay": the example and step of the stop on screen
@@ -213,8 +213,9 @@ def build_demo() -> gr.Blocks:
 LAUNCH_KWARGS: dict[str, Any] = dict(theme=THEME, css=CSS, js=KEYS_JS,
                                      state_session_capacity=limits().max_sessions + 64,
                                      max_file_size=limits().max_upload_bytes,
-                                     app_kwargs={"middleware": [Middleware(FrontDoor)]})
+                                     app_kwargs={"middleware": [Middleware(front_door.FrontDoor)]})
 
+front_door.install()  # the one place the serve package is wired together: the watchdog reads the stream counts
 demo = build_demo()
 
 if __name__ == "__main__":

@@ -91,10 +91,10 @@ def _wire(ctx: Ctx, model_name: str, lanes: list[Any], extra: list[Any]) -> None
         return status, gr.skip() if state is None else state  # a refused or stopped run keeps the last comparison
 
     inputs = [ctx["cmp_prompt"], ctx["cmp_seed"], ctx["cmp_gen"], *lanes, *extra]
-    # One GPU job per session, refused at the queue's door (guard.admit); Stop ends it within one forward.
+    # One GPU job per session, refused at the queue's door (guard.admit_decode); Stop ends it within one forward.
     ev = ctx["cmp_run"].click(guard.one_job(run, lambda msg: (msg, gr.skip())), inputs,
                               [ctx["cmp_status"], ctx["cmp_state"]], api_name="compare", concurrency_limit=1,
-                              concurrency_id="gpu", validator=guard.admit)
+                              concurrency_id="gpu", validator=guard.admit_decode)
     ev.then(keyed(after_run, ctx), ctx["cmp_state"], ctx.outputs(AFTER_OUT), **PRIVATE)
     ctx["cmp_block"].change(keyed(compare_views, ctx), [ctx["cmp_state"], ctx["cmp_block"]], ctx.outputs(VIEW_OUT),
                             **PRIVATE)
@@ -105,5 +105,5 @@ def _wire(ctx: Ctx, model_name: str, lanes: list[Any], extra: list[Any]) -> None
         knob.change(keyed(whatif_view, ctx), wi_in, ctx.outputs(["wi_summary", "wi_table"]), **PRIVATE)
     ctx["wi_rerun"].click(keyed(guard.one_job(rerun_whatif, lambda msg: {"wi_status": msg}), ctx), wi_in,
                           ctx.outputs(["wi_status", "wi_metrics", "wi_side"]), concurrency_limit=1,
-                          concurrency_id="gpu", validator=guard.admit, **PRIVATE)
+                          concurrency_id="gpu", validator=guard.admit_decode, **PRIVATE)
     ctx["cmp_stop"].click(guard.stop, None, None, queue=False, **PRIVATE)  # never waits behind the queue

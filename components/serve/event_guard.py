@@ -9,7 +9,7 @@ While a handler runs, the wrapper
   bits or a lone UTF-16 surrogate and takes the whole event stream down with it, so such values leave as None and
   U+FFFD instead.
 It also checks the wiring rules the fairness guards rely on, failing at start-up rather than in production: a decode
-(concurrency_id="gpu") runs as gpu_slot.one_job and is admitted by gpu_slot.admit; a Stop runs outside the queue.
+(concurrency_id="gpu") runs as gpu_slot.one_job and is admitted by gpu_slot.admit_decode; a Stop runs outside the queue.
 """
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ def protect(demo: gr.Blocks) -> gr.Blocks:
             if not _is_one_job(fn):
                 raise ValueError(f"{block_fn.name}: a decode (concurrency_id='gpu') must run as gpu_slot.one_job(...)")
             if block_fn.validator is None:
-                block_fn.validator = gpu_slot.admit  # one decode per session and per client, refused at the door
+                block_fn.validator = gpu_slot.admit_decode  # one decode per session and per client, refused at the door
         block_fn.fn = guarded(fn, block_fn.name or "event")
     return demo
 

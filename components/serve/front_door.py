@@ -17,7 +17,7 @@ For every API request it
 - counts open event streams and heartbeats per session, for the decode watchdog (gpu_slot.Jobs.silence) and the
   session policy, and caps them per client;
 - answers a failed file request, or any request Gradio fails on, with one line and no server path.
-Decode-specific rules (one per session and per client) are the decode's validator, gpu_slot.admit.
+Decode-specific rules (one per session and per client) are the decode's validator, gpu_slot.admit_decode.
 """
 from __future__ import annotations
 
@@ -52,10 +52,15 @@ QUEUE_NEARLY_FULL = "⏳ The queue is nearly full: wait for your requests to fin
 TOO_MANY_STREAMS = "⏳ Too many open connections from your address: close some tabs and try again."
 
 RATE, STOP_RATE, SESSIONS, LISTENERS = Rate(), Rate(), Sessions(), Listeners()
-gpu_slot.JOBS.silence = LISTENERS.silence  # a decode whose session has no open stream stops (gpu_slot.Jobs.cancelled)
 
 Send = Callable[[dict], Awaitable[None]]
 Receive = Callable[[], Awaitable[dict]]
+
+
+def install() -> None:
+    """Connect the decode watchdog to the stream counts: a decode whose session has no open event stream stops
+    (gpu_slot.Jobs.cancelled). app.py calls this once, where it installs the front door."""
+    gpu_slot.JOBS.silence = LISTENERS.silence
 
 
 class Refusal(Exception):
@@ -129,7 +134,7 @@ class FrontDoor:
             cleaned["session_hash"], changed = "call-" + uuid.uuid4().hex, True
         blocks = blocks_of(scope)
         if blocks is not None and isinstance(cleaned, dict):
-            admit(sub, cleaned, client, blocks)
+            admit_request(sub, cleaned, client, blocks)
         if changed:
             body = json.dumps(cleaned).encode()
             scope = with_length(scope, len(body))
@@ -160,7 +165,7 @@ class FrontDoor:
             LISTENERS.close(session, client, heartbeat)
 
 
-def admit(sub: str, data: dict, client: str, blocks: Any) -> None:
+def admit_request(sub: str, data: dict, client: str, blocks: Any) -> None:
     """Raise Refusal unless this event may enter: known and callable this way, room for its session, room in the
     queue for this client."""
     fns = blocks.fns

@@ -1,6 +1,6 @@
 """Fair use of the one GPU slot: one decode per browser session and per client, and every decode can be stopped.
 
-A job is registered when its event is admitted to the queue (the event's `validator`, `admit`): a second decode
+A job is registered when its event is admitted to the queue (the event's `validator`, `admit_decode`): a second decode
 from the same session is refused with a message while the first waits or runs, and so is one from another session
 of the same client (components/serve/identity.py: the signed-in user or the network address, which a visitor cannot mint
 the way it mints session hashes) beyond S2D2_CLIENT_DECODES. The registration ends when the handler returns, or
@@ -208,7 +208,7 @@ def session_of(request: Any) -> str:
     return str(getattr(request, "session_hash", None) or "anonymous")
 
 
-def admit(request: gr.Request, *inputs: Any) -> Any:
+def admit_decode(request: gr.Request, *inputs: Any) -> Any:
     """Event validator of a decode: refuse a second job from the same session or client before it enters the
     queue (Gradio wants one gr.validate per input, a bare one for a single input)."""
     session = getattr(request, "session_hash", None)

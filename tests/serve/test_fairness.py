@@ -68,12 +68,12 @@ def test_a_client_may_have_a_few_events_in_the_queue(monkeypatch):
     monkeypatch.setenv("S2D2_CLIENT_QUEUED", "6")
     mine = [fake_event("6.6.6.6") for _ in range(4)]
     blocks = fake_blocks(mine + [fake_event("1.1.1.1")], [fake_event("6.6.6.6")])
-    front_door.admit("/queue/join", {"fn_index": 0, "session_hash": "a"}, "ip:6.6.6.6", blocks)  # 5 in: ok
+    front_door.admit_request("/queue/join", {"fn_index": 0, "session_hash": "a"}, "ip:6.6.6.6", blocks)  # 5 in: ok
     blocks._queue.event_queue_per_concurrency_id["x"].queue.append(fake_event("6.6.6.6"))
     with pytest.raises(front_door.Refusal) as info:
-        front_door.admit("/queue/join", {"fn_index": 0, "session_hash": "a"}, "ip:6.6.6.6", blocks)
+        front_door.admit_request("/queue/join", {"fn_index": 0, "session_hash": "a"}, "ip:6.6.6.6", blocks)
     assert info.value.status == 429 and info.value.message == front_door.TOO_MANY_QUEUED
-    front_door.admit("/queue/join", {"fn_index": 0, "session_hash": "b"}, "ip:1.1.1.1", blocks)  # others: fine
+    front_door.admit_request("/queue/join", {"fn_index": 0, "session_hash": "b"}, "ip:1.1.1.1", blocks)  # others: fine
 
 
 def test_results_nobody_reads_count_against_the_client(monkeypatch):
@@ -84,13 +84,13 @@ def test_results_nobody_reads_count_against_the_client(monkeypatch):
     blocks = fake_blocks([], [])
     blocks._queue.pending_event_ids_session = {}
     for i in range(3):
-        front_door.admit("/queue/join", {"fn_index": 0, "session_hash": f"u{i}"}, "ip:6.6.6.6", blocks)
+        front_door.admit_request("/queue/join", {"fn_index": 0, "session_hash": f"u{i}"}, "ip:6.6.6.6", blocks)
         blocks.state_holder.session_data[f"u{i}"] = object()
         blocks._queue.pending_event_ids_session[f"u{i}"] = {f"e{i}a", f"e{i}b"}  # finished, never read
     with pytest.raises(front_door.Refusal, match="several requests waiting"):
-        front_door.admit("/queue/join", {"fn_index": 0, "session_hash": "u9"}, "ip:6.6.6.6", blocks)
+        front_door.admit_request("/queue/join", {"fn_index": 0, "session_hash": "u9"}, "ip:6.6.6.6", blocks)
     blocks._queue.pending_event_ids_session["u0"] = set()  # one session read its results
-    front_door.admit("/queue/join", {"fn_index": 0, "session_hash": "u9"}, "ip:6.6.6.6", blocks)
+    front_door.admit_request("/queue/join", {"fn_index": 0, "session_hash": "u9"}, "ip:6.6.6.6", blocks)
 
 
 def test_the_last_places_of_the_queue_go_to_clients_with_nothing_queued(monkeypatch):
@@ -99,18 +99,18 @@ def test_the_last_places_of_the_queue_go_to_clients_with_nothing_queued(monkeypa
     crowd = [fake_event(f"9.9.9.{i}") for i in range(12)] + [fake_event("6.6.6.6")]
     blocks = fake_blocks(crowd, [])
     with pytest.raises(front_door.Refusal, match="nearly full"):
-        front_door.admit("/queue/join", {"fn_index": 0, "session_hash": "a"}, "ip:6.6.6.6", blocks)
-    front_door.admit("/queue/join", {"fn_index": 0, "session_hash": "n"}, "ip:5.5.5.5", blocks)
+        front_door.admit_request("/queue/join", {"fn_index": 0, "session_hash": "a"}, "ip:6.6.6.6", blocks)
+    front_door.admit_request("/queue/join", {"fn_index": 0, "session_hash": "n"}, "ip:5.5.5.5", blocks)
 
 
 def test_private_events_are_not_callable_by_name():
     blocks = fake_blocks([], [])
     for sub in ("/call/stop", "/call/v2/stop", "/run/stop", "/call/nothing"):
         with pytest.raises(front_door.Refusal) as info:
-            front_door.admit(sub, {"data": []}, "ip:1.1.1.1", blocks)
+            front_door.admit_request(sub, {"data": []}, "ip:1.1.1.1", blocks)
         assert info.value.status == 404
-    front_door.admit("/run/stop", {"data": [], "fn_index": 1}, "ip:1.1.1.1", blocks)  # the page: by index
-    front_door.admit("/call/step", {"data": []}, "ip:1.1.1.1", blocks)
+    front_door.admit_request("/run/stop", {"data": [], "fn_index": 1}, "ip:1.1.1.1", blocks)  # the page: by index
+    front_door.admit_request("/call/step", {"data": []}, "ip:1.1.1.1", blocks)
 
 
 def test_request_values_are_bounded_and_made_encodable():
