@@ -15,7 +15,12 @@ from typing import Any
 _MD_PUNCT = re.compile(r"([\\`*_{}\[\]()#+!|~-])")
 _SCHEME = re.compile(r"(?i)\b(https?|ftps?|mailto|xmpp)(:)")
 _WWW = re.compile(r"(?i)\b(www)\.")
-_SURROGATES = re.compile("[\ud800-\udfff]")
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # half a UTF-16 pair: no encoder can write it, so it never leaves
+
+
+def without_surrogates(text: str) -> str:
+    """`text` with every lone surrogate replaced by U+FFFD (the same object when there is none)."""
+    return LONE_SURROGATE.sub("\ufffd", text) if LONE_SURROGATE.search(text) else text
 
 
 def clean_text(value: Any, limit: int) -> str:
@@ -23,7 +28,7 @@ def clean_text(value: Any, limit: int) -> str:
     text = str(value)
     if len(text) > limit:
         text = text[: max(0, limit - 1)] + "…"
-    return _SURROGATES.sub("\ufffd", text)
+    return without_surrogates(text)
 
 
 def md_text(value: Any, limit: int = 120) -> str:

@@ -32,6 +32,7 @@ from typing import Any, Callable, Optional
 
 from s2d2.trace import Trace
 
+from components.escape import LONE_SURROGATE
 from components.views.canvas import visible_text
 from components.views.describe import plain_title
 from components.files.html_replay_page import HINT, page
@@ -45,7 +46,6 @@ CANVAS_CUT = re.compile(r'(?=<span class="tok )')
 STRIP_CUT = re.compile(r"(?=<t[dh][ >])")
 # Without a "<" the block can hold neither "</script" nor "<!--"; U+2028/9 are escaped for any JS reader of the text.
 _SCRIPT_UNSAFE = {ord("<"): "\\u003c", 0x2028: "\\u2028", 0x2029: "\\u2029"}
-_SURROGATE = re.compile("[\ud800-\udfff]")
 SLACK = 64  # bytes kept free for the digits of `start` and the like
 # ~5 s of one core for the heaviest legal traces (benchmarks/html_replay_speed.py): the largest recording (2,560
 # positions, 513 frames = 1.3 M cells) fits whole; a 23,040-step editing-style trace stops at frame 2,048.
@@ -78,7 +78,7 @@ class HtmlReplay:
 def script_json(value: Any) -> str:
     """JSON that is inert inside an HTML <script> block and encodable as UTF-8 (lone surrogates as escapes)."""
     text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).translate(_SCRIPT_UNSAFE)
-    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    return LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def text_html(value: Any, limit: int = 120) -> str:

@@ -17,7 +17,6 @@ import functools
 import inspect
 import logging
 import math
-import re
 import traceback
 from typing import Any, Callable
 
@@ -25,12 +24,11 @@ import gradio as gr
 
 from components.serve import gpu_slot
 from components.serve.identity import request_key, reset_current, set_current
-from components.escape import html_text
+from components.escape import html_text, without_surrogates
 from components.serve.input_numbers import INT_BOUND
 
 LOG = logging.getLogger("s2d2.app")
 GPU = "gpu"
-_SURROGATES = re.compile("[\ud800-\udfff]")
 MAX_LOGGED = 2000  # characters of a traceback written to the log (a value in an exception can be megabytes)
 
 
@@ -102,7 +100,7 @@ def encodable(value: Any, depth: int = 0) -> Any:
     """`value` with ints beyond ±INT_BOUND and non-finite floats as None and lone surrogates as U+FFFD, inside
     dicts, lists and tuples a few levels deep (figures and components are left as they are)."""
     if isinstance(value, str):
-        return _SURROGATES.sub("\ufffd", value) if _SURROGATES.search(value) else value
+        return without_surrogates(value)
     if isinstance(value, bool) or value is None:
         return value
     if isinstance(value, int):

@@ -24,13 +24,13 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import re
 import uuid
 from typing import Any, Awaitable, Callable, Optional
 from urllib.parse import parse_qs
 
 from s2d2.limits import limits
 
+from components.escape import LONE_SURROGATE, without_surrogates
 from components.serve import gpu_slot
 from components.serve.identity import client_key, scope_key
 from components.serve.disk_budget import DISK
@@ -43,7 +43,6 @@ MAX_DEPTH = 32
 MAX_SESSION_CHARS = 128
 RESERVED = 8  # queue places kept for clients with nothing queued
 LOG = logging.getLogger("s2d2.app")
-_SURROGATES = re.compile("[\ud800-\udfff]")
 
 TOO_FAST = "⏳ Too many requests from your address: slow down and try again in a few seconds."
 TOO_MANY_QUEUED = ("⏳ You already have several requests waiting in the queue: wait for them to finish, then try "
@@ -218,8 +217,8 @@ def checked(value: Any, depth: int = 0) -> tuple[Any, bool]:
     if isinstance(value, str):
         if len(value) > MAX_FIELD_CHARS:
             raise Refusal(413, f"A value in this request is longer than {MAX_FIELD_CHARS} characters.")
-        if _SURROGATES.search(value):
-            return _SURROGATES.sub("\ufffd", value), True
+        if LONE_SURROGATE.search(value):
+            return without_surrogates(value), True
         return value, False
     if isinstance(value, list):
         pairs = [checked(v, depth + 1) for v in value]
