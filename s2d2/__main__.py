@@ -7,10 +7,10 @@ block length, seed) before any model loads.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any, NoReturn
 
+from .overrides import parse_overrides
 from .cli_checks import writable_file
 from .config import DecodeConfig, preset, presets
 from .limits import check_lengths, check_prompt_chars, check_prompt_tokens, check_seed
@@ -75,22 +75,6 @@ def _add_generate(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default=None)
     p.add_argument("--dtype", default=None, choices=[None, "float32", "bfloat16", "float16", "float64"])
     p.add_argument("--no-chat", action="store_true", help="do not apply the chat template")
-
-
-def parse_overrides(pairs: list[str]) -> dict[str, Any]:
-    """KEY=VALUE strings -> typed values (JSON literals where they parse, else strings)."""
-    out: dict[str, Any] = {}
-    for pair in pairs:
-        if "=" not in pair:
-            raise ValueError(f"--set: expected KEY=VALUE, got {pair!r}")
-        key, raw = pair.split("=", 1)
-        try:
-            out[key.strip()] = json.loads(raw)
-        except json.JSONDecodeError:
-            out[key.strip()] = raw
-        except RecursionError:
-            raise ValueError(f"--set: the value of {key.strip()[:40]!r} is nested too deeply") from None
-    return out
 
 
 def _dispatch(args: argparse.Namespace) -> int:

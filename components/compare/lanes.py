@@ -13,6 +13,7 @@ from typing import Any, Callable, Iterator, Optional
 
 import plotly.graph_objects as go
 
+from s2d2.overrides import parse_overrides
 from s2d2.compare import PREFILL_BLOCK, Comparison, compare_traces, forward_blocks, same_blocks
 from s2d2.config import DecodeConfig, preset
 from s2d2.limits import check_seed
@@ -43,20 +44,9 @@ COMPARE_CSS = """
 
 # -- lanes from UI values ---------------------------------------------------------------------------------------
 
-def parse_overrides(text: Any) -> dict[str, Any]:
+def parse_custom_settings(text: Any) -> dict[str, Any]:
     """"acceptance=greedy_exact policy=always" (spaces, commas or newlines) -> typed option values."""
-    out: dict[str, Any] = {}
-    for pair in [p for p in re.split(r"[\s,;]+", str(text or "").strip()) if p]:
-        if "=" not in pair:
-            raise ValueError(f"custom settings: expected KEY=VALUE, got {pair!r}")
-        key, raw = pair.split("=", 1)
-        try:
-            out[key] = json.loads(raw)
-        except json.JSONDecodeError:
-            out[key] = raw
-        except RecursionError:
-            raise ValueError(f"custom settings: the value of {key[:40]!r} is nested too deeply") from None
-    return out
+    return parse_overrides([p for p in re.split(r"[\s,;]+", str(text or "").strip()) if p], "custom settings")
 
 
 def lane_configs(presets_: list[Any], overrides: list[Any], gen_length: Any) -> dict[str, DecodeConfig]:
@@ -69,7 +59,7 @@ def lane_configs(presets_: list[Any], overrides: list[Any], gen_length: Any) -> 
         if not name or name == OFF:
             continue
         try:
-            options = parse_overrides(extra)
+            options = parse_custom_settings(extra)
             if "gen_length" in options:
                 raise ValueError("gen_length is set for every lane by the Generation length slider")
             cfg = check_config(preset(str(name)[:100], gen_length=length, **options))

@@ -48,7 +48,7 @@ def add_eval_task_args(parser: argparse.ArgumentParser) -> argparse.ArgumentPars
 def check_eval_args(args: argparse.Namespace) -> Any:
     """Every eval-task argument, before the model loads: the config it runs (ValueError, one line)."""
     from .. import preset
-    from ..__main__ import parse_overrides
+    from ..overrides import parse_overrides
     from ..tasks import arithmetic as A
 
     c.whole(args.n, "--n", 1, A.HELDOUT_MAX if args.task == "arithmetic" else 100_000)
@@ -66,7 +66,7 @@ def run_eval_task(args: argparse.Namespace) -> int:
     cfg = check_eval_args(args)
     import torch
 
-    from ..__main__ import parse_overrides
+    from ..overrides import parse_overrides
     from ..models.loading import load_model
     from ..tasks import arithmetic as A
     from ..tasks.evaluate import evaluate

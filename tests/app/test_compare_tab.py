@@ -95,8 +95,8 @@ def test_lane_validation_messages():
     with pytest.raises(ValueError, match="lane 2: block_length"):
         cc.lane_configs(["ar", "sdar-config-a", cc.OFF, cc.OFF], ["", "block_length=0", "", ""], 16)
     with pytest.raises(ValueError, match="KEY=VALUE"):
-        cc.parse_overrides("policy")
-    assert cc.parse_overrides("a=1, b=x\nc=true") == {"a": 1, "b": "x", "c": True}
+        cc.parse_custom_settings("policy")
+    assert cc.parse_custom_settings("a=1, b=x\nc=true") == {"a": 1, "b": "x", "c": True}
     status, st = cc.run_compare(PROMPT, "tiny", 0, 8, "ar", cc.OFF, cc.OFF, cc.OFF, "", "", "", "")
     assert st is None and status.startswith("⚠")
     assert cc.compare_views(None, 0)["cmp_lanes_html"].startswith("<p>No comparison yet")
