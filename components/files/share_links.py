@@ -20,7 +20,7 @@ from components.serve.disk_budget import DISK
 from components.files.examples import Example, examples_dir, list_examples, load_pair
 from components.replay.handlers import RUNS, open_example
 from components.files.html_replay import ExportError, replay_html
-from components.views.step_views import md_escape
+from components.escape import md_text
 from components.views.trace_index import clamp_step
 from components.files.traces import TraceError, export_folder, export_name, export_path, trace_from_state
 
@@ -62,7 +62,7 @@ def _param(params: Mapping[str, Any], key: str) -> Optional[str]:
 
 
 def _shown(value: str) -> str:
-    return f"“{md_escape(value, 30)}{'…' if len(value) > 30 else ''}”"
+    return f"“{md_text(value, 30)}{'…' if len(value) > 30 else ''}”"
 
 
 def read_moment(params: Mapping[str, Any], directory: Optional[Path] = None) -> Optional[Moment]:
@@ -180,12 +180,12 @@ def html_replay(state: Any, step: Any) -> dict[str, Any]:
         if not path.exists():
             path.write_text(page.html, encoding="utf-8")
     except (ExportError, OSError) as exc:
-        return {"html_file": gr.DownloadButton(visible=False), "share_status": f"⚠️ {md_escape(exc, 300)}"}
+        return {"html_file": gr.DownloadButton(visible=False), "share_status": f"⚠️ {md_text(exc, 300)}"}
     status = (f"HTML replay ready: one file, {page.size / 1000:.0f} kB, opens at step {start}; it needs no server "
               "or network (put it on a course page, or open it in a slide).")
     return {"html_file": gr.DownloadButton(f"⬇ Download the HTML replay ({page.size / 1000:.0f} kB)", value=str(path),
                                            visible=True),
-            "share_status": status + (f" {md_escape(page.note, 300)}" if page.note else "")}
+            "share_status": status + (f" {md_text(page.note, 300)}" if page.note else "")}
 
 
 # The export is CPU work one visitor can repeat: app.py wires it as that visitor's one job, like a decode (one at a

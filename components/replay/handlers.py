@@ -21,7 +21,8 @@ from components.run.knob_scope import shown
 from components.views.attention_mask import mask_figure
 from components.serve.input_numbers import as_float, as_int, clamp_int
 from components.views.residual import residual_html
-from components.views.step_views import STEP_VIEWS, StepOptions, md_escape, metrics_table, render_step, render_timelines, trace_title
+from components.escape import md_text
+from components.views.step_views import STEP_VIEWS, StepOptions, metrics_table, render_step, render_timelines, trace_title
 from components.run.decode import KNOB_NAMES, check_model, check_prompt, config_dict, config_from_inputs, preset_for_model, preset_values, record
 from components.views.story import pair_story, rounding_note, single_story
 from components.views.token_detail import DETAIL_HINT, detail_html
@@ -74,7 +75,7 @@ def open_example(name: Optional[str], run: str = RUNS["s2d2"], step: Optional[in
     story happens unless `step` is given; a pinned position `selected` stays pinned (the run toggle)."""
     example = list_examples(directory or examples_dir()).get(name or "")
     if example is None:
-        return {"load_status": f"Unknown example {md_escape(name, 80)!r}."}
+        return {"load_status": f"Unknown example {md_text(name, 80)!r}."}
     try:
         main, partner = load_pair(example)
     except TraceError as exc:
@@ -106,7 +107,7 @@ def upload_trace(file: Any) -> dict[str, Any]:
     try:
         trace = parse_upload(path if isinstance(path, str) else None)
     except TraceError as exc:  # the file's own name first: a new file's message always replaces the last one
-        return {"load_status": f"⚠️ {md_escape(name, 80) + ': ' if name else ''}{md_escape(exc, 400)}"}
+        return {"load_status": f"⚠️ {md_text(name, 80) + ': ' if name else ''}{md_text(exc, 400)}"}
     return _single(trace, make_state(trace, "upload"), "Loaded the uploaded trace.")
 
 
@@ -256,7 +257,7 @@ def _finished(event: dict[str, Any]) -> dict[str, Any]:
     try:
         trace = Trace.from_dict(event["trace"])
     except ValueError as exc:  # a run outside the limits in force (they changed, or a bug): no traceback
-        return {"run_status": f"⚠️ The run finished but its trace is refused: {md_escape(exc, 300)}", "run_ok": False}
+        return {"run_status": f"⚠️ The run finished but its trace is refused: {md_text(exc, 300)}", "run_ok": False}
     commits = live_rows(trace.steps)
     reason = trace.footer.finish_reason if trace.footer else ""
     size = f"{len(trace.steps)} steps, {len(trace.forwards)} forwards"

@@ -16,7 +16,7 @@ from s2d2.sweeps.agreement import format_equals_ar
 from s2d2.limits import limits
 from s2d2.sweeps.grid import accuracy_interval, format_p
 
-from components.views.step_views import md_escape
+from components.escape import md_text
 from components.sweep.pareto import pareto_figure, pareto_html  # noqa: F401  (re-exported: the tab's public builders)
 from components.sweep.offered_files import RESULTS_DIR, load_results_file, shipped_sweeps
 from components.sweep.verdict import RULE, verdict
@@ -65,7 +65,7 @@ def summary_line(data: dict[str, Any], source: str) -> str:
     """The headline: what the file measured, then S2D2 beside the cheapest baseline as accurate, and whether S2D2
     wins (components/sweep/verdict.py). Every value from the file is escaped (a cell name cannot plant a link)."""
     m = data.get("meta", {})
-    e = md_escape
+    e = md_text
     text = (f"**{e(source)}** · {len(data['cells'])} cells · model {e(m.get('model', '?'), 80)} · task "
             f"{e(m.get('task', '?'), 80)} (n = {e(m.get('n', '?'), 20)}) · {e(m.get('device', '?'), 40)}")
     said = verdict(data["cells"])
@@ -79,7 +79,7 @@ def sweep_views(path: Optional[str | Path], source: str = "") -> tuple[str, Any,
     try:
         data = load_results_file(path)
     except (ValueError, OSError) as exc:
-        return f"⚠ {md_escape(exc, 400)}", None, None, []
+        return f"⚠ {md_text(exc, 400)}", None, None, []
     return (summary_line(data, source or Path(path).name), pareto_figure(data, "nfe"), pareto_figure(data, "wall"),
             results_table(data))
 

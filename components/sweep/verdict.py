@@ -15,7 +15,7 @@ from typing import Any, Optional
 from s2d2.sweeps.stats import paired_p
 from s2d2.sweeps.grid import accuracy_interval
 
-from components.views.step_views import md_escape
+from components.escape import md_text
 
 ALPHA = 0.05
 
@@ -80,7 +80,7 @@ def best_match(cells: list[dict[str, Any]]) -> Optional[Match]:
 def _cell(c: dict[str, Any]) -> str:
     wall = c.get("wall_per_token")
     ms = f", {1000 * wall:.2g} ms/token" if wall is not None else ""
-    return f"**{md_escape(c['name'], 80)}** ({c['nfe_per_token']:.3f} forwards/token{ms}, accuracy {c['accuracy']:.3f})"
+    return f"**{md_text(c['name'], 80)}** ({c['nfe_per_token']:.3f} forwards/token{ms}, accuracy {c['accuracy']:.3f})"
 
 
 def verdict(cells: list[dict[str, Any]]) -> str:

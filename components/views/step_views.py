@@ -191,20 +191,15 @@ def metrics_table(trace: Trace) -> list[list[str]]:
     return rows
 
 
-def md_escape(value: Any, limit: int = 120) -> str:
-    """Text from a trace file made inert for gr.Markdown (components/escape.py: no HTML, no Markdown, no autolink)."""
-    return md_text(value, limit)
-
-
 def trace_title(trace: Trace) -> str:
     h = trace.header
     cfg = h.config
-    method = md_escape(cfg.get("method", "?"), 20)
-    policy = md_escape(cfg.get("policy", ""), 40) if method == "s2d2" else ""
-    block = md_escape(cfg.get("block_length"), 10)
+    method = md_text(cfg.get("method", "?"), 20)
+    policy = md_text(cfg.get("policy", ""), 40) if method == "s2d2" else ""
+    block = md_text(cfg.get("block_length"), 10)
     if cfg.get("loop") == "editing":
         tau = cfg.get("editing_threshold")
-        block += f" · editing {'τ_edit=' + md_escape(tau, 10) if tau is not None else 'off'}"
-    return (f"**{md_escape(h.model.name, 80)}** · {method}{' / ' + policy if policy else ''} · B={block} · "
-            f"seed {h.seed} · {md_escape(h.provenance, 20)} trace · {len(trace.steps)} steps, "
+        block += f" · editing {'τ_edit=' + md_text(tau, 10) if tau is not None else 'off'}"
+    return (f"**{md_text(h.model.name, 80)}** · {method}{' / ' + policy if policy else ''} · B={block} · "
+            f"seed {h.seed} · {md_text(h.provenance, 20)} trace · {len(trace.steps)} steps, "
             f"{len(trace.forwards)} forwards")

@@ -9,6 +9,7 @@ import pytest
 from fixtures import trace_factory as tf
 from fixtures.trace_factory import V
 
+from components.escape import md_text
 from components.views import canvas
 from components.views import describe
 from components.views import figures
@@ -308,7 +309,7 @@ def test_mask_viewer_outlines_the_selected_position():
 
 
 def test_markdown_from_files_is_inert():
-    assert step_views.md_escape("<img src=x onerror=alert(1)> [a](javascript:x) 'q'") == (
+    assert md_text("<img src=x onerror=alert(1)> [a](javascript:x) 'q'") == (
         "&lt;img src=x onerror=alert\\(1\\)&gt; \\[a\\]\\(javascript:x\\) &#x27;q&#x27;")
     t = tf.mixed()
     t.header.model.name = "**<b>x</b>**"

@@ -51,9 +51,9 @@ def test_the_headline_says_plainly_when_s2d2_does_not_win():
 
 
 def md(name: str) -> str:
-    from components.views.step_views import md_escape
+    from components.escape import md_text
 
-    return md_escape(name)
+    return md_text(name)
 
 
 def test_the_headline_says_when_s2d2_wins_and_measures_against_the_cheapest_equal_baseline():
