@@ -117,7 +117,7 @@ def reference_view(out: dict[str, Any]) -> dict[str, Any]:
             "order": [[float(p) for p in step] for step in out["decoding_order"]], "verify": verify}
 
 
-def first_difference(ours: dict[str, Any], ref: dict[str, Any]) -> str:
+def first_mismatch(ours: dict[str, Any], ref: dict[str, Any]) -> str:
     for key in ("tokens", "nfe", "verify", "order"):
         a, b = ours[key], ref[key]
         if key == "order":
@@ -146,7 +146,7 @@ def compare_all(env: dict[str, str]) -> None:
         same, lines, steps_changed, spec_steps = 0, [], 0, 0
         for case in cases:
             ours = our_run(models, case)
-            diff = first_difference(ours, ref[case["name"]])
+            diff = first_mismatch(ours, ref[case["name"]])
             same += not diff
             if diff:
                 lines.append(f"  DIFFERENT {case['name']}: {diff}")
@@ -155,7 +155,7 @@ def compare_all(env: dict[str, str]) -> None:
                 spec_steps += len(ours["order"])
                 steps_changed += sum(a != b for a, b in zip(default["order"], ours["order"])) + abs(
                     len(default["order"]) - len(ours["order"]))
-        as_is = sum(not first_difference(our_run(models, dict(c, name=c["name"][:-6])), ref[c["name"]])
+        as_is = sum(not first_mismatch(our_run(models, dict(c, name=c["name"][:-6])), ref[c["name"]])
                     for c in unwired)
     print(f"identical: {same}/{len(cases)} cases (tokens, NFE, decoded positions per step, verify decisions)")
     print("\n".join(lines) if lines else "  no differences")

@@ -325,3 +325,11 @@ def _first_divergence(a: Trace, b: Trace) -> Optional[tuple[int, tuple[int, int]
         v = s.decision.verify if s.decision else None
         return k, (s.block, s.block), (v, None) if longer is a else (None, v)
     return None
+
+
+def first_difference(a: list[int], b: list[int]) -> Optional[int]:
+    """First index where two outputs differ (the shorter length when one is a prefix of the other; None if equal)."""
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i
+    return None if len(a) == len(b) else min(len(a), len(b))

@@ -51,11 +51,6 @@ class Hit:
         return self.rejected == self.baseline_token and self.skips > 0
 
 
-def first_difference(a: list[int], b: list[int]) -> Optional[int]:
-    """Index of the first differing output token (None when one output is a prefix of the other)."""
-    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None)
-
-
 def catching_step(trace: Any, position: int) -> Optional[Any]:
     """The S2D2 step whose verifier rejected a draft at `position` (absolute) and resampled it."""
     for s in trace.steps:
@@ -70,6 +65,7 @@ def catching_step(trace: Any, position: int) -> Optional[Any]:
 def check(index: int, problem: Any, model: Any, block: int, gen_length: int) -> Optional[Hit]:
     """A hit for held-out question `index`, or None."""
     import s2d2
+    from s2d2.compare import first_difference
     from s2d2.tasks.arithmetic import extract_answer
 
     base_cfg = s2d2.preset(BASELINE[0], block_length=block, gen_length=gen_length, **BASELINE[1])
@@ -81,7 +77,7 @@ def check(index: int, problem: Any, model: Any, block: int, gen_length: int) -> 
     if extract_answer(ours.text) != problem.answer:
         return None
     i = first_difference(base.token_ids, ours.token_ids)
-    if i is None:
+    if i is None or i >= min(len(base.token_ids), len(ours.token_ids)):  # a catch needs a token both runs wrote
         return None
     prompt_len = len(ours.trace.header.prompt_ids)
     step = catching_step(ours.trace, prompt_len + i)

@@ -17,7 +17,7 @@ from s2d2.trace import Trace
 
 from components.views.canvas import visible_text
 from components.views.ledger import strips_html
-from components.views.story import first_difference
+from s2d2.compare import first_difference
 
 RESULT = Path(__file__).resolve().parents[2] / "assets" / "results" / "exactness.json"
 MAX_RESULT_BYTES = 1 << 20

@@ -16,7 +16,7 @@ from s2d2.trace import Trace
 
 from components.views.canvas import render_canvas, visible_text
 from components.views.describe import plain_title
-from components.views.story import first_difference
+from s2d2.compare import first_difference
 from components.views.trace_index import index_of
 
 @dataclass(frozen=True)

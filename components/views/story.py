@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Optional
 
+from s2d2.compare import first_difference
 from s2d2.tasks.arithmetic import extract_answer, solve
 from s2d2.trace import StepRecord, Trace
 
@@ -47,14 +48,6 @@ def _answer(trace: Trace, gold: Optional[int]) -> str:
         return "“" + md_text(visible_text(text.strip(), 30), 200) + "”"
     mark = "" if gold is None else (" ✓" if value == gold else " ✗")
     return f"{value}{mark}"
-
-
-def first_difference(a: list[int], b: list[int]) -> Optional[int]:
-    """First index where two outputs differ (the shorter length when one is a prefix of the other; None if equal)."""
-    for i, (x, y) in enumerate(zip(a, b)):
-        if x != y:
-            return i
-    return None if len(a) == len(b) else min(len(a), len(b))
 
 
 def catch_at(trace: Trace, position: int) -> Optional[StepRecord]:

@@ -21,6 +21,7 @@ from components.tour import material as tour
 from components.tour import stops as tour_stops
 from components.tour import pictures
 from components.files import traces as traces_io
+from s2d2.compare import first_difference
 from s2d2.config import preset  # noqa: E402
 from s2d2.limits import limits  # noqa: E402
 from s2d2.tasks import arithmetic  # noqa: E402
@@ -472,7 +473,7 @@ def test_single_story_and_unknown_questions():
     line = story.single_story(tf.mixed()).text
     assert line.startswith("S2D2 answered") and "with a rejected draft" in line
     assert story.single_story(tf.diffusion_only()).text.startswith("Diffusion alone (never verifies)")
-    assert story.first_difference([1, 2, 3], [1, 2, 3]) is None and story.first_difference([1, 2], [1, 3]) == 1
+    assert first_difference([1, 2, 3], [1, 2, 3]) is None and first_difference([1, 2], [1, 3]) == 1
 
 
 def test_app_structure_internal_handlers_are_private():

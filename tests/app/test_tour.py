@@ -27,7 +27,8 @@ from components.tour import material as tour
 from components.tour import stops as tour_stops
 from components.tour import pictures as tour_views
 from components.files.examples import examples_dir, list_examples, load_pair
-from components.views.story import first_difference, pair_story
+from components.views.story import pair_story
+from s2d2.compare import first_difference
 from s2d2.whatif import what_if  # noqa: E402
 
 OPENING = "Verifier catches a wrong digit"

@@ -33,19 +33,19 @@ def lean_view(trace: dict[str, Any]) -> dict[str, Any]:
     return d
 
 
-def first_difference(a: Any, b: Any, path: str = "trace") -> str:
+def where_they_differ(a: Any, b: Any, path: str = "trace") -> str:
     if type(a) is not type(b):
         return f"{path}: {a!r:.80} != {b!r:.80}"
     if isinstance(a, dict):
         for k in sorted(set(a) | set(b)):
             if a.get(k, "<missing>") != b.get(k, "<missing>"):
-                return first_difference(a.get(k, "<missing>"), b.get(k, "<missing>"), f"{path}.{k}")
+                return where_they_differ(a.get(k, "<missing>"), b.get(k, "<missing>"), f"{path}.{k}")
     elif isinstance(a, list):
         if len(a) != len(b):
             return f"{path}: length {len(a)} != {len(b)}"
         for i, (x, y) in enumerate(zip(a, b)):
             if x != y:
-                return first_difference(x, y, f"{path}[{i}]")
+                return where_they_differ(x, y, f"{path}[{i}]")
     return f"{path}: {a!r:.80} != {b!r:.80}"
 
 
@@ -55,6 +55,6 @@ def test_golden_trace(case, golden) -> None:
         pytest.skip("a bundled model is not trained yet")
     want = golden[case[0]]
     got = stable(run_case(case, detailed=True).trace.to_dict())
-    assert got == want, first_difference(got, want)
+    assert got == want, where_they_differ(got, want)
     lean = stable(run_case(case, detailed=False).trace.to_dict())
-    assert lean == lean_view(want), first_difference(lean, lean_view(want))
+    assert lean == lean_view(want), where_they_differ(lean, lean_view(want))
