@@ -16,7 +16,7 @@ from starlette.middleware import Middleware
 
 from components.serve import gpu_slot
 from components.replay import handlers as h
-from components.files import share_links
+from components.replay import share_links
 from components.views.canvas import CANVAS_CSS
 from components.compare.lanes import COMPARE_CSS
 from components.compare.layout import build_compare_tab

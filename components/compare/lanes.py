@@ -22,7 +22,7 @@ from s2d2.trace import Trace
 from components.views.canvas import render_canvas
 from components.compare.lane_metrics import metrics_table, wall_note
 from components.views.figures import KIND_COLOURS
-from components.compare.rounds import TIMED_ROUNDS, lane_rounds
+from components.run.lane_rounds import TIMED_ROUNDS, lane_rounds
 from components.serve.input_numbers import as_int
 from components.run.decode import RunStopped, check_config, check_prompt, record_lanes
 from components.serve.state_budget import STORE
@@ -119,7 +119,7 @@ def lanes_state(traces: dict[str, Trace]) -> dict[str, Any]:
 def decode_lanes(model_name: str, prompt: Any, configs: dict[str, DecodeConfig], seed: int,
                  load: Optional[Callable[[str], Any]], generate: Optional[Callable[..., Any]],
                  timed_rounds: int = TIMED_ROUNDS) -> tuple[dict[str, Trace], dict[str, list[float]]]:
-    """Decode every lane in interleaved rounds (components/compare/rounds.py): (traces, timed seconds per lane);
+    """Decode every lane in interleaved rounds (components/run/lane_rounds.py): (traces, timed seconds per lane);
     through the GPU-decorated `record_lanes` (time cap, Stop) unless a test injects load / generate. ValueError
     with the message of a failed lane; RunStopped after the job's Stop."""
     plain = {n: c.to_dict() for n, c in configs.items()}

@@ -1,1 +1,1 @@
-"""Traces and examples on disk, share links and the one-file HTML replay (read traces.py first)."""
+"""Traces and examples on disk and the one-file HTML replay (read traces.py first)."""

@@ -1,1 +1,1 @@
-"""The Replay tab and its Metrics & about neighbour: layout, share row, handlers (read layout.py first)."""
+"""The Replay tab and its Metrics & about neighbour: layout, handlers, the share-a-moment links (read layout.py first)."""

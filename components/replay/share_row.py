@@ -1,6 +1,6 @@
 """The Replay tab's "Share this moment" row: copy a link to the step on screen, or make a one-file HTML replay.
 
-Layout only (components registered in the Ctx by name); app.py wires the events to components/files/share_links.py.
+Layout only (components registered in the Ctx by name); app.py wires the events to components/replay/share_links.py.
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ MAKE_LABEL = "Make an HTML replay (one file, works offline)"
 def build_share_note(ctx: Ctx) -> None:
     """The line under the headline that says what part of an opened link was ignored (hidden otherwise)."""
     ctx["share_note"] = gr.Markdown("", visible=False, elem_id="share-note")
-    ctx["moment"] = gr.State(None)  # the link parameters read on load (components/files/share_links.py link_params)
+    ctx["moment"] = gr.State(None)  # the link parameters read on load (components/replay/share_links.py link_params)
 
 
 def build_share_row(ctx: Ctx) -> None:

@@ -25,7 +25,7 @@ from s2d2.policies import editing_knobs, option_knobs, pipeline_knobs, routing_k
 
 from components.views.canvas import live_rows
 from components.serve.gpu_slot import cancelled, current_job
-from components.compare.rounds import TIMED_ROUNDS, lane_rounds
+from components.run.lane_rounds import TIMED_ROUNDS, lane_rounds
 from components.serve.model_pool import DEFAULT_MODEL, check_model, forget_model, get_model, model_choices, preload_on_spaces, register_model
 from components.serve.input_numbers import as_float
 
@@ -323,7 +323,7 @@ def _record_on_gpu(prompt: str, model_name: str, config: dict[str, Any], seed: i
 def record_lanes(prompt: Any, model_name: str, configs: dict[str, dict[str, Any]], seed: int,
                  timed_rounds: int = TIMED_ROUNDS) -> Iterator[dict[str, Any]]:
     """Decode several configurations in interleaved rounds (a warm-up round, then `timed_rounds` timed ones:
-    components/compare/rounds.py), all within one S2D2_MAX_RUN_SECONDS budget; yields progress (with "lane"), then
+    components/run/lane_rounds.py), all within one S2D2_MAX_RUN_SECONDS budget; yields progress (with "lane"), then
     {"kind": "done", "traces": {name: trace dict}, "walls": {name: [seconds]}}, or one "error", or one "stopped"
     (the job's Stop: its lane ends within one forward and nothing more starts)."""
     return _lanes_on_gpu(prompt, model_name, configs, seed, current_job(), timed_rounds)

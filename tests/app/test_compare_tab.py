@@ -229,7 +229,7 @@ def test_tabs_through_gradio_client(model, tmp_path, monkeypatch):
 # -- issue 17: wall figures that can be trusted (row 3), texts true for the data on screen (row 7), messages (row 11)
 
 def test_lanes_are_timed_in_interleaved_rounds_after_a_warmup(state):
-    from components.compare.rounds import TIMED_ROUNDS
+    from components.run.lane_rounds import TIMED_ROUNDS
 
     walls = state["walls"]
     assert set(walls) == set(state["lanes"]) and all(len(w) == TIMED_ROUNDS for w in walls.values())
@@ -247,7 +247,7 @@ def test_lanes_are_timed_in_interleaved_rounds_after_a_warmup(state):
 
 
 def test_lane_rounds_exclude_the_warmup_and_interleave():
-    from components.compare.rounds import lane_rounds
+    from components.run.lane_rounds import lane_rounds
 
     order, seconds = [], iter([9.0, 1.0, 1.0, 2.0, 1.1, 2.2])  # lane a's warm-up run is slow
 

@@ -1,4 +1,4 @@
-"""Share a moment (components/files/share_links.py): a link's query parameters -> the app's first state, hostile parameters
+"""Share a moment (components/replay/share_links.py): a link's query parameters -> the app's first state, hostile parameters
 ignored with one readable line, the link of the moment on screen, and the HTML replay download."""
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ HERE = Path(__file__).resolve().parent.parent
 from fixtures import trace_factory as tf
 from tests.support.html_replay import page_data
 
-from components.files import share_links as share
+from components.replay import share_links as share
 from components.files.examples import list_examples, load_pair
 from components.replay.handlers import RUNS, open_example
 from components.files.html_replay import ExportError, replay_html

@@ -146,7 +146,7 @@ def test_a_hostile_traces_replay_runs_nothing_and_draws_nothing_from_the_trace(b
 
 @pytest.mark.skipif(PAIR is None, reason="needs the shipped example pair")
 def test_a_link_opens_the_app_on_its_moment_and_copy_link_gives_it_back(browser, served):  # noqa: F811
-    from components.files.share_links import example_slug
+    from components.replay.share_links import example_slug
 
     _, url = served
     query = f"?example={example_slug(PAIR)}&run=baseline&step=3"
