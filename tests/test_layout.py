@@ -1,6 +1,12 @@
 """The house rules of the layout, checked on the source (no imports run).
 
 - imports point down: app -> components -> s2d2; s2d2 never imports components, gradio or plotly;
+- components/ is a handful of packages by role, each allowed its own imports (ROLES below): views/ never import
+  gradio, serve/ imports no view, file or tab, files/ no tab, a tab the views, files, serve and the library (and
+  the Run tab's decodes, which Compare and Replay run too), never another tab's layout or handlers;
+- nothing ships code that imports tests/, benchmarks/, fixtures/ or scripts/; benchmarks/ imports nothing from tests/;
+  no test module imports another (helpers live in tests/support/, fixtures/);
+- no sys.path edits anywhere, every module has a docstring, every package's __init__ says which module to read first;
 - only s2d2/models/ imports transformers or peft (training code included);
 - no import cycles between the project's modules (imports inside functions count: a lazy import hides a cycle);
 - no private name (`_x`) imported from another module of the project;
@@ -16,6 +22,7 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PACKAGES = ("s2d2", "components")
+EVERYWHERE = ("s2d2", "components", "fixtures", "benchmarks", "scripts", "tests")  # cycles, sys.path, docstrings
 MAX_MODULE_LINES = 400
 MAX_FUNCTION_LINES = 60
 
@@ -29,8 +36,8 @@ def _module_name(path: pathlib.Path) -> str:
 
 @lru_cache(maxsize=1)
 def modules() -> dict[str, pathlib.Path]:
-    files = [p for pkg in PACKAGES for p in sorted((ROOT / pkg).rglob("*.py"))] + [ROOT / "app.py"]
-    return {_module_name(p): p for p in files}
+    files = [p for pkg in EVERYWHERE for p in sorted((ROOT / pkg).rglob("*.py")) if "data" not in p.parts]
+    return {_module_name(p): p for p in files + [ROOT / "app.py"]}
 
 
 @lru_cache(maxsize=None)
@@ -75,9 +82,14 @@ def _top(target: str) -> str:
     return target.split(".")[0]
 
 
+def shipped() -> list[str]:
+    """The modules the app and the library are made of (what a Space runs and `pip install` would ship)."""
+    return [n for n in modules() if _top(n) in PACKAGES + ("app",)]
+
+
 def test_library_imports_no_ui_and_only_models_import_transformers():
     bad = []
-    for name in modules():
+    for name in shipped():
         for target, _, line in imports(name):
             top = _top(target)
             if name.startswith("s2d2") and top in ("gradio", "plotly", "components", "app"):
@@ -92,7 +104,7 @@ def test_library_imports_no_ui_and_only_models_import_transformers():
 def test_no_private_names_across_modules():
     known = modules()
     bad = []
-    for name in known:
+    for name in shipped():
         for target, names, line in imports(name):
             if target in known and target != name:
                 bad += [f"{name}:{line} imports {n} from {target}" for n in names
@@ -157,4 +169,111 @@ def test_modules_and_functions_stay_small(pkg):
                 length = node.end_lineno - node.lineno + 1
                 if length > MAX_FUNCTION_LINES:
                     bad.append(f"{name}.{node.name}: {length} lines (the limit is {MAX_FUNCTION_LINES})")
+    assert not bad, "\n".join(bad)
+
+
+# --- components/ by role ------------------------------------------------------------------------------------------
+
+TABS = ("replay", "run", "compare", "tour", "sweep")
+SHARED = ("components", "components.escape", "components.ui")  # the package, text made inert, Gradio glue
+# role -> the components packages its modules may import (besides their own package, SHARED and s2d2)
+ROLES = {
+    "serve": (),
+    "views": (),
+    "files": ("views", "serve"),
+    **{tab: ("views", "files", "serve") for tab in TABS},
+}
+# A tab may use the Run tab's decodes and knobs (Compare and Replay run the same validated, GPU-decorated decodes);
+# nothing else crosses from one tab to another.
+SHARED_TAB_MODULES = ("components.run.decode", "components.run.knob_scope", "components.run.lane_rounds")
+
+
+def _role(name: str) -> str:
+    parts = name.split(".")
+    return parts[1] if len(parts) > 2 or (len(parts) == 2 and parts[1] in ROLES) else ""
+
+
+def test_components_is_packages_by_role():
+    flat = [n for n in modules() if n.startswith("components.") and n.count(".") == 1 and n not in SHARED
+            and n.split(".")[1] not in ROLES]
+    assert not flat, f"modules outside the role packages {sorted(ROLES)}: {flat}"
+    stray = sorted({n.split(".")[1] for n in modules() if n.count(".") >= 2 and n.startswith("components.")}
+                   - set(ROLES))
+    assert not stray, f"packages in components/ that have no rule here: {stray}"
+
+
+def test_each_role_imports_only_what_it_may():
+    bad = []
+    for name in modules():
+        role = _role(name) if name.startswith("components.") else ""
+        if not role:
+            continue
+        allowed = {role, *ROLES[role]}
+        for target in project_targets(name):
+            if not target.startswith("components.") or target in SHARED:
+                continue
+            other = _role(target)
+            if other not in allowed and not (role in TABS and target in SHARED_TAB_MODULES):
+                bad.append(f"{name} imports {target} ({role}/ may import {sorted(allowed)})")
+        if role == "views":
+            bad += [f"{name}:{line} imports {t} (views are pure: no gradio)" for t, _, line in imports(name)
+                    if _top(t) == "gradio"]
+    assert not bad, "\n".join(bad)
+
+
+def test_shipped_code_imports_no_tests_benchmarks_or_scripts():
+    bad = []
+    for name in modules():
+        forbidden = {"tests", "benchmarks", "fixtures", "scripts"} if name in shipped() else set()
+        if _top(name) == "benchmarks":
+            forbidden = {"tests"}
+        if _top(name) == "fixtures":
+            forbidden = {"tests", "benchmarks"}
+        bad += [f"{name}:{line} imports {t}" for t, _, line in imports(name) if _top(t) in forbidden]
+    assert not bad, "\n".join(bad)
+
+
+def test_no_test_module_imports_another():
+    bad = [f"{name}:{line} imports {t}" for name in modules() if _top(name) == "tests"
+           for t, names, line in imports(name)
+           for cand in [t] + [f"{t}.{n}" for n in names]
+           if cand.rsplit(".", 1)[-1].startswith("test_") and cand in modules()]
+    assert not bad, "\n".join(bad)
+
+
+def _edits_sys_path(node: ast.AST) -> bool:
+    target = node.func.value if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) else None
+    if isinstance(node, (ast.Assign, ast.AugAssign)):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        return any(ast.unparse(t).startswith("sys.path") for t in targets)
+    return target is not None and ast.unparse(target) == "sys.path"
+
+
+def test_no_sys_path_edits():
+    """Every entry point runs as a module from the repository root (`python -m benchmarks.NAME`, pytest's
+    `pythonpath = ["."]`), so no file reaches another by editing the import path."""
+    bad = [f"{name}:{node.lineno}" for name in modules() for node in ast.walk(tree(name)) if _edits_sys_path(node)]
+    assert not bad, "\n".join(bad)
+
+
+def test_the_sys_path_check_sees_an_edit():
+    assert _edits_sys_path(ast.parse("sys.path.insert(0, 'x')").body[0].value)
+    assert _edits_sys_path(ast.parse("sys.path[:0] = ['x']").body[0])
+    assert not _edits_sys_path(ast.parse("print(sys.path)").body[0].value)
+
+
+def test_every_module_has_a_docstring():
+    bad = [name for name in modules() if ast.get_docstring(tree(name)) is None]
+    assert not bad, f"modules without a docstring (say what it is for): {bad}"
+
+
+def test_every_components_package_says_which_module_to_read_first():
+    bad = []
+    for name, path in modules().items():
+        if path.name != "__init__.py" or not name.startswith("components."):
+            continue
+        doc = ast.get_docstring(tree(name)) or ""
+        first = [w for w in doc.replace("(", " ").replace(")", " ").split() if w.endswith(".py")]
+        if "first" not in doc or not first or not all((path.parent / w.rstrip(".,;")).is_file() for w in first):
+            bad.append(f"{name}: {doc!r}")
     assert not bad, "\n".join(bad)
