@@ -175,7 +175,7 @@ def test_modules_and_functions_stay_small(pkg):
 # --- components/ by role ------------------------------------------------------------------------------------------
 
 TABS = ("replay", "run", "compare", "tour", "sweep")
-SHARED = ("components", "components.escape", "components.ui")  # the package, text made inert, Gradio glue
+SHARED = ("components", "components.escape", "components.ui", "components.theme")  # text made inert, Gradio glue, the look
 # role -> the components packages its modules may import (besides their own package, SHARED and s2d2)
 ROLES = {
     "serve": (),

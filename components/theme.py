@@ -1,0 +1,48 @@
+"""The page's look: the Gradio theme, the CSS (each view's own CSS, then the page's), and the ← / → keys that scrub
+the replay. app.py passes these to `launch`; nothing here reads a trace."""
+from __future__ import annotations
+
+import gradio as gr
+
+from components.compare.lanes import COMPARE_CSS
+from components.tour.layout import TOUR_CSS
+from components.views.canvas import CANVAS_CSS
+from components.views.ledger import LEDGER_CSS
+from components.views.residual import RESIDUAL_CSS
+from components.views.verify_strip import STRIP_CSS
+
+CSS = CANVAS_CSS + STRIP_CSS + COMPARE_CSS + RESIDUAL_CSS + LEDGER_CSS + TOUR_CSS + """
+.s2d2-detail{font-size:0.92em;color:#1e293b;border-left:3px solid #4f46e5;padding:4px 8px;min-height:2.5em}
+.s2d2-detail [data-pinned]{display:block;white-space:pre-line;font-family:ui-monospace,monospace;font-size:0.92em;
+  color:#334155}
+.s2d2-detail .evidence{display:block}
+#summary textarea{font-weight:600}
+#headline{font-size:1.08em;border-left:4px solid #ea580c;padding:4px 12px;background:#fff7ed;border-radius:4px}
+#headline p{margin:4px 0}
+#headline code{font-size:1.05em;font-weight:700;padding:0 4px}
+#load-status p,#trace-title p{margin:2px 0}
+.s2d2-about{max-width:60em}
+.on-touch{display:none}
+@media (hover: none){.on-hover{display:none}.on-touch{display:inline}}
+#scrubber{flex-wrap:nowrap;align-items:center;gap:6px}
+#scrubber>*{min-width:0}
+@media (max-width: 640px){
+  .js-plotly-plot .modebar-container{display:none!important}
+  #intro h1{font-size:1.3em;margin:0 0 2px 0}
+  #intro .wide{display:none}
+  #intro p{font-size:.9em;line-height:1.35;margin:0}
+  #scrubber button{padding-left:6px;padding-right:6px}
+}
+"""
+THEME = gr.themes.Soft(primary_hue="indigo", secondary_hue="green")
+# ← / → scrub the replay unless the focus is in a text field.
+KEYS_JS = """
+() => {
+  document.addEventListener('keydown', (e) => {
+    if (e.target.closest('input, textarea, select, [contenteditable]')) return;
+    const id = e.key === 'ArrowRight' ? 'next-btn' : e.key === 'ArrowLeft' ? 'prev-btn' : null;
+    const btn = id && document.getElementById(id);
+    if (btn && btn.offsetParent !== null) { btn.click(); e.preventDefault(); }
+  });
+}
+"""
