@@ -2,7 +2,7 @@
 
 `python app.py` serves the app on the bundled model, opened on an example where S2D2's verifier catches a token the
 diffusion baseline gets wrong. The same file runs unchanged as a Hugging Face Space. Wiring only: each tab's layout
-is a builder in components/, every handler a pure function in components/replay/handlers.py that returns
+is a builder in components/, every handler a pure function in components/replay/ or components/run/handlers.py that returns
 {component name: value}; `keyed` maps the names to the components registered in the Ctx.
 """
 from __future__ import annotations
@@ -16,6 +16,7 @@ from starlette.middleware import Middleware
 
 from components.serve import gpu_slot
 from components.replay import handlers as h
+from components.run import handlers as r
 from components.replay import share_links
 from components.compare.layout import build_compare_tab
 from components.serve.disk_budget import prepare_cache
@@ -100,17 +101,16 @@ def wire(ctx: Ctx, o: Opening, tour: Optional[TourHandles]) -> None:
     c["toggle"].input(k(lambda e, run, pinned: h.open_example(e, run, selected=pinned)),
                       [c["example"], c["toggle"], c["selected"]], out(h.LOAD_OUT), **PRIVATE)
     c["upload"].upload(k(h.upload_trace), c["upload"], out(h.LOAD_OUT), api_name="upload_trace")
-    c["preset"].input(k(h.apply_preset), [c["preset"], c["knob_seed"]], out([*h.KNOB_OUT, "preset_note"]),
-                      **PRIVATE)
+    c["preset"].input(k(r.apply_preset), [c["preset"], c["knob_seed"]], out([*r.KNOB_OUT, "preset_note"]), **PRIVATE)
     rules = out(["knob_method", "knob_policy", "knob_remasking", "knob_loop"])
     for rule in rules:
-        rule.input(k(h.knob_visibility), rules, out(h.KNOB_OUT), **PRIVATE)
-    c["model"].input(k(h.model_changed), [c["model"], c["knob_loop"], c["knob_seed"]],
-                     out(["preset", *h.KNOB_OUT, "preset_note"]), **PRIVATE)
-    # One GPU job per session: a second submission is refused before it enters the queue (gpu_slot.admit_decode). Stop only
-    # raises the job's flag: the decode ends within one forward and the run itself writes the final status.
-    run_ev = c["run"].click(k(gpu_slot.one_job(h.run, h.run_refused)), [c["prompt"], c["model"], *out(h.KNOB_OUT)],
-                            out(h.RUN_OUT), api_name="run", concurrency_limit=1, concurrency_id="gpu",
+        rule.input(k(r.knob_visibility), rules, out(r.KNOB_OUT), **PRIVATE)
+    c["model"].input(k(r.model_changed), [c["model"], c["knob_loop"], c["knob_seed"]],
+                     out(["preset", *r.KNOB_OUT, "preset_note"]), **PRIVATE)
+    # One GPU job per session: a second submission is refused before it enters the queue (gpu_slot.admit_decode).
+    # Stop only raises the job's flag: the decode ends within one forward and the run itself writes the final status.
+    run_ev = c["run"].click(k(gpu_slot.one_job(r.run, r.run_refused)), [c["prompt"], c["model"], *out(r.KNOB_OUT)],
+                            out(r.RUN_OUT), api_name="run", concurrency_limit=1, concurrency_id="gpu",
                             validator=gpu_slot.admit_decode)
     run_ev.then(k(h.show_state), [c["state"], c["run_ok"]], out(["tabs", *h.LOAD_OUT]), **PRIVATE)
     c["stop"].click(gpu_slot.stop, None, None, queue=False, **PRIVATE)  # Stop never waits behind the queue

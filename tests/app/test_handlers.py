@@ -13,6 +13,7 @@ from components.views import canvas
 from components.files import examples
 from components.views import figures
 from components.replay import handlers
+from components.run import handlers as run_handlers
 from components.views import attention_mask
 from components.views import step_views
 from components.run import decode
@@ -231,10 +232,10 @@ def test_handlers_upload_and_run_messages(tmp_path):
     assert out["load_status"] == "Loaded the uploaded trace." and out["example"] is None
     assert traces_io.trace_from_state(out["state"]).to_dict() == tf.all_accepted().to_dict()
     assert set(out) == set(handlers.LOAD_OUT) and out["toggle"].visible is False
-    msgs = list(handlers.run("", "tiny", *decode.preset_values("sdar-config-a")))
+    msgs = list(run_handlers.run("", "tiny", *decode.preset_values("sdar-config-a")))
     assert len(msgs) == 1 and msgs[0]["run_status"].startswith("⚠️ Type a prompt") and msgs[0]["run_ok"] is False
-    preset_out = handlers.apply_preset("ar", 3)
-    assert set(preset_out) == {*handlers.KNOB_OUT, "preset_note"} and preset_out["knob_seed"]["value"] == 3
+    preset_out = run_handlers.apply_preset("ar", 3)
+    assert set(preset_out) == {*run_handlers.KNOB_OUT, "preset_note"} and preset_out["knob_seed"]["value"] == 3
     assert preset_out["knob_block_length"]["visible"] is False and "`ar`" in preset_out["preset_note"]
 
 
@@ -262,16 +263,16 @@ def _fake_record(session: str, stop_after: int):
 
 
 def _guarded_run(session: str, *args):
-    """handlers.run as app.py wires it: the session's one job (components/serve/gpu_slot.py)."""
+    """run_handlers.run as app.py wires it: the session's one job (components/serve/gpu_slot.py)."""
     from components.serve import gpu_slot as guard
 
-    return list(guard.one_job(handlers.run, handlers.run_refused)(_Request(session), *args))
+    return list(guard.one_job(run_handlers.run, run_handlers.run_refused)(_Request(session), *args))
 
 
 def test_stop_ends_on_partial_trace_kept(monkeypatch):
     from components.serve import gpu_slot as guard
 
-    monkeypatch.setattr(handlers, "record", _fake_record("s1", stop_after=2))
+    monkeypatch.setattr(run_handlers, "record", _fake_record("s1", stop_after=2))
     outs = _guarded_run("s1", "2+3", "tiny", *decode.preset_values("sdar-config-a"))
     last = outs[-1]
     assert last["run_status"].startswith("⏹ Stopped — partial trace kept (2 steps") and last["run_ok"] is True
@@ -281,7 +282,7 @@ def test_stop_ends_on_partial_trace_kept(monkeypatch):
     assert statuses[-1] == last["run_status"] and statuses[-2] == "Stopping…"
     assert not guard.JOBS.running("s1")
     # a new run is a new job: the earlier Stop press is forgotten
-    monkeypatch.setattr(handlers, "record", _fake_record("s1", stop_after=99))
+    monkeypatch.setattr(run_handlers, "record", _fake_record("s1", stop_after=99))
     outs = _guarded_run("s1", "2+3", "tiny", *decode.preset_values("sdar-config-a"))
     assert outs[-1]["run_status"].startswith("✅ Done")
 
@@ -294,10 +295,10 @@ def test_stop_abandons_a_worker_that_cannot_see_the_flag(monkeypatch):
         for k in range(1, 20):  # never stops (a worker process with its own copy of the flags)
             yield {"kind": "progress", "steps": k, "commits": [], "elapsed": 0.1}
 
-    monkeypatch.setattr(handlers, "record", deaf)
+    monkeypatch.setattr(run_handlers, "record", deaf)
     outs = _guarded_run("s2", "2+3", "tiny", *decode.preset_values("sdar-config-a"))
     assert outs[-1]["run_status"].startswith("⏹ Stopped") and outs[-1]["run_ok"] is False
-    assert len(outs) <= 2 + handlers.MAX_LATE_PROGRESS and not guard.JOBS.running("s2")
+    assert len(outs) <= 2 + run_handlers.MAX_LATE_PROGRESS and not guard.JOBS.running("s2")
 
 
 def test_a_run_stopped_while_queued_does_nothing_when_its_turn_comes(monkeypatch):
@@ -309,7 +310,7 @@ def test_a_run_stopped_while_queued_does_nothing_when_its_turn_comes(monkeypatch
         ran.append(args)
         yield from ()
 
-    monkeypatch.setattr(handlers, "record", record)
+    monkeypatch.setattr(run_handlers, "record", record)
     assert guard.JOBS.admit("s3") is None  # the Run event is admitted to the queue (its validator)
     guard.stop(_Request("s3"))  # Stop while it waits
     assert guard.JOBS.admit("s3") is None  # the visitor may submit again at once
@@ -544,7 +545,7 @@ def test_run_panel_on_a_model_that_edits_shows_the_editing_knobs():
     from components.views import describe
     from components.run import knob_scope
 
-    out = handlers.model_changed("tiny-llada2", "block", 3)  # a LLaDA2 model opens on S2D2 with editing
+    out = run_handlers.model_changed("tiny-llada2", "block", 3)  # a LLaDA2 model opens on S2D2 with editing
     assert out["preset"] == decode.FAMILY_PRESETS["llada2"] == "llada2-quality"
     assert out["knob_loop"]["value"] == "editing" and out["knob_editing_threshold"]["value"] == 0.5
     assert out["knob_seed"]["value"] == 3 and "llada2-quality" in out["preset_note"]
@@ -553,10 +554,10 @@ def test_run_panel_on_a_model_that_edits_shows_the_editing_knobs():
     assert not visible & {"kv_reuse", "fused_commit", "adaptive_block", "sub_block_length"}  # refused by the loop
     assert sum(knob_scope.is_main(k) for k in visible) <= knob_scope.MAX_MAIN
     assert knob_scope.is_main("editing_threshold") and not knob_scope.is_main("max_post_steps")
-    assert handlers.model_changed("tiny-llada2", "editing") == {}  # already on the editing loop: knobs kept
-    assert handlers.model_changed("tiny", "editing")["preset"] == decode.DEFAULT_PRESET
-    assert handlers.model_changed("tiny", "block") == {} and handlers.model_changed("/a/folder", "block") == {}
-    hidden = handlers.knob_visibility("s2d2", "score_threshold", "low_confidence_dynamic", "block")
+    assert run_handlers.model_changed("tiny-llada2", "editing") == {}  # already on the editing loop: knobs kept
+    assert run_handlers.model_changed("tiny", "editing")["preset"] == decode.DEFAULT_PRESET
+    assert run_handlers.model_changed("tiny", "block") == {} and run_handlers.model_changed("/a/folder", "block") == {}
+    hidden = run_handlers.knob_visibility("s2d2", "score_threshold", "low_confidence_dynamic", "block")
     assert not hidden["knob_editing_threshold"]["visible"] and hidden["knob_loop"]["visible"]
     # the UI's values make the preset's config; τ_edit 0 means editing off
     values = dict(zip(decode.KNOB_NAMES, decode.preset_values("llada2-quality")))

@@ -9,6 +9,7 @@ import pytest
 
 from components.compare import lanes as cc
 from components.replay import handlers as h
+from components.run import handlers as run_handlers
 from components.serve import event_guard
 from components.run import decode
 from components.serve.identity import current
@@ -27,12 +28,12 @@ def test_a_huge_seed_is_never_echoed_by_a_preset():
     """Row 11: a 20-digit seed, then a preset: the seed box keeps its value (Run says why), nothing beyond 64 bits
     is sent back."""
     for seed in (10**20, 2**64 + 1, float("inf"), -1):
-        out = h.apply_preset("sdar-config-a", seed)
+        out = run_handlers.apply_preset("sdar-config-a", seed)
         assert "knob_seed" not in out and out["knob_method"]["value"] == "s2d2"
         assert event_guard.encodable(out) == out
-    assert h.apply_preset("sdar-config-a", 7)["knob_seed"]["value"] == 7
-    assert h.apply_preset("sdar-config-a", None)["knob_seed"]["value"] == 0
-    assert "knob_seed" not in h.model_changed("tiny-llada2", "block", 10**30)
+    assert run_handlers.apply_preset("sdar-config-a", 7)["knob_seed"]["value"] == 7
+    assert run_handlers.apply_preset("sdar-config-a", None)["knob_seed"]["value"] == 0
+    assert "knob_seed" not in run_handlers.model_changed("tiny-llada2", "block", 10**30)
 
 
 def test_non_finite_numbers_in_replay_events_are_a_blank():

@@ -1,0 +1,119 @@
+"""The Run tab's handlers: knobs shown for the chosen method and preset, and Record as the session's one job,
+streaming status and the live canvas; the finished (or stopped) run becomes the session's trace, which the Replay
+tab then shows. Gradio values in, {component name: value} out, as components/replay/handlers.py."""
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import gradio as gr
+
+from s2d2.limits import SEED_MAX
+from s2d2.trace import Trace
+
+from components.escape import md_text
+from components.files.traces import make_state
+from components.run.decode import (KNOB_NAMES, check_model, check_prompt, config_dict, config_from_inputs,
+                                   preset_for_model, preset_values, record)
+from components.run.knob_scope import shown
+from components.serve.gpu_slot import stop_requested
+from components.serve.input_numbers import as_int
+from components.views.canvas import live_rows, render_live
+from components.views.story import rounding_note
+
+RUN_OUT = ["run_status", "live", "output", "state", "run_ok"]
+KNOB_OUT = [f"knob_{name}" for name in KNOB_NAMES]
+MAX_LATE_PROGRESS = 3  # progress events tolerated after Stop before the run is abandoned without a trace
+
+
+def knob_visibility(method: str, policy: str, remasking: str, loop: str = "block") -> dict[str, Any]:
+    """Show the knobs of the chosen method, policy, remasking rule and block loop; hide the others."""
+    return {f"knob_{k}": gr.update(visible=shown(k, method, policy, remasking, loop)) for k in KNOB_NAMES}
+
+
+def apply_preset(name: str, seed: Any = 0) -> dict[str, Any]:
+    """Every knob set from a preset (the seed kept), the knobs that matter shown."""
+    from components.views.describe import preset_note
+
+    kept = 0 if seed is None else as_int(seed)
+    valid_seed = kept is not None and 0 <= kept <= SEED_MAX
+    try:
+        values = dict(zip(KNOB_NAMES, preset_values(str(name)[:100], kept if valid_seed else 0)))
+    except (ValueError, TypeError):
+        return {}
+    if not valid_seed:  # an out-of-range seed stays in its box (Run says why); it is never echoed back
+        del values["seed"]
+    shown_now = knob_visibility(values["method"], values["policy"], values["remasking"], values["loop"])
+    return {**{f"knob_{k}": gr.update(value=v, visible=shown_now[f"knob_{k}"]["visible"]) for k, v in values.items()},
+            "preset_note": preset_note(name)}
+
+
+def model_changed(model_name: str, loop: str, seed: Any = 0) -> dict[str, Any]:
+    """A model that edits (LLaDA2.x) opens on its family's preset, another model leaves the editing loop for the
+    default preset; nothing changes when the loop already fits the model."""
+    name = preset_for_model(model_name, loop)
+    if name is None:
+        return {}
+    return {"preset": name, **apply_preset(name, seed)}
+
+
+def run_refused(message: str) -> dict[str, Any]:
+    """What a Run that may not start shows (guard.one_job): the session runs another job, or Stop withdrew it."""
+    return {"run_status": message, "run_ok": False}
+
+
+def run(prompt: str, model_name: str, *knobs: Any) -> Iterator[dict[str, Any]]:
+    """Record a run as the session's one job (guard.one_job), streaming status and the live canvas. The session's
+    trace changes only when a trace arrives: complete, or partial after Stop or the time limit. The run is the only
+    writer of its status: Stop raises the job's flag, the decode ends within one forward, and the last line says
+    what was kept."""
+    problem = check_prompt(prompt) or check_model(model_name)
+    cfg, seed, error = config_from_inputs(*knobs)
+    if problem or error:
+        yield {"run_status": f"⚠️ {problem or error}", "run_ok": False}
+        return
+    assert cfg is not None
+    yield {"run_status": "Loading the model and starting…", "live": render_live([]), "output": "", "run_ok": False}
+    events = record(prompt, model_name, config_dict(cfg), seed)
+    late = 0
+    try:
+        for event in events:
+            if event["kind"] == "progress":
+                stopping = stop_requested()
+                late += stopping
+                if late > MAX_LATE_PROGRESS:  # a worker that cannot see the flag (another process): abandon it
+                    yield {"run_status": "⏹ Stopped — the decoding worker ended without a partial trace.",
+                           "run_ok": False}
+                    return
+                status = ("Stopping…" if stopping else event.get("status") or
+                          f"Decoding… {event['steps']} steps, {len(event['commits'])} tokens committed "
+                          f"({event['elapsed']:.1f} s). Stop keeps the partial trace.")
+                yield {"run_status": status, "live": render_live(event["commits"], stop_ids=event.get("stop_ids", ()))}
+            elif event["kind"] == "error":
+                yield {"run_status": f"⚠️ {event['message']}", "run_ok": False}
+                return
+            elif event["kind"] == "done":
+                yield _finished(event)
+                return
+    finally:
+        events.close()
+
+
+def _finished(event: dict[str, Any]) -> dict[str, Any]:
+    try:
+        trace = Trace.from_dict(event["trace"])
+    except ValueError as exc:  # a run outside the limits in force (they changed, or a bug): no traceback
+        return {"run_status": f"⚠️ The run finished but its trace is refused: {md_text(exc, 300)}", "run_ok": False}
+    commits = live_rows(trace.steps)
+    reason = trace.footer.finish_reason if trace.footer else ""
+    size = f"{len(trace.steps)} steps, {len(trace.forwards)} forwards"
+    if reason == "cancelled" and not trace.blocks:
+        return {"run_status": f"⏹ Stopped before the first block was complete ({size}): nothing to replay.",
+                "live": render_live([]), "run_ok": False}
+    if reason == "cancelled":
+        status = f"⏹ Stopped — partial trace kept ({size}). The Replay tab shows it."
+    elif reason == "time_limit":
+        status = f"⏹ Stopped at the time limit — partial trace kept ({size}). The Replay tab shows it."
+    else:
+        status = f"✅ Done in {event['elapsed']:.1f} s: {size}{rounding_note(trace)}. The Replay tab now shows this run."
+    return {"run_status": status, "live": render_live(commits, stop_ids=trace.header.model.stop_ids),
+            "output": event.get("text", ""), "state": make_state(trace, "run"), "run_ok": True}
