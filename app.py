@@ -26,7 +26,7 @@ from components.tour.layout import TourHandles, build_learn_tab
 from components.replay.metrics_layout import build_metrics_tab
 from components.serve.event_guard import protect
 from components.replay.layout import build_replay_tab, step_js
-from components.run.decode import preload_on_spaces
+from components.serve.model_pool import preload_on_spaces
 from components.run.layout import build_run_tab
 from components.replay.share_row import COPY_JS
 from components.views.story import Story, pair_story, single_story

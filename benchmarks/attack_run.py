@@ -29,7 +29,7 @@ LONG_PROMPT = "It is a truth universally acknowledged, that"  # a continuation: 
 
 
 def long_knobs(gen: int) -> list:
-    from components.run.decode import KNOB_NAMES, preset_values
+    from components.run.knobs import KNOB_NAMES, preset_values
 
     values = dict(zip(KNOB_NAMES, preset_values("dynamic-baseline")))
     values.update(gen_length=gen, block_length=4)

@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from components.run.decode import KNOB_NAMES, preset_values
+from components.run.knobs import KNOB_NAMES, preset_values
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -72,7 +72,7 @@ RUNS: list[tuple[Any, ...]] = [
 
 
 def prompt_text(prompt: Prompt) -> str:
-    from components.run.decode import EXAMPLE_PROMPTS
+    from components.run.knobs import EXAMPLE_PROMPTS
     from s2d2.tasks.arithmetic import heldout
 
     if isinstance(prompt, tuple) and prompt[0] == "heldout":

@@ -185,7 +185,8 @@ ROLES = {
 }
 # A tab may use the Run tab's decodes and knobs (Compare and Replay run the same validated, GPU-decorated decodes);
 # nothing else crosses from one tab to another.
-SHARED_TAB_MODULES = ("components.run.decode", "components.run.knob_scope", "components.run.lane_rounds")
+SHARED_TAB_MODULES = ("components.run.knobs", "components.run.config_check", "components.run.workers",
+                      "components.run.zerogpu", "components.run.knob_scope", "components.run.lane_rounds")
 
 
 def _role(name: str) -> str:

@@ -24,7 +24,9 @@ from components.compare.lane_metrics import metrics_table, wall_note
 from components.views.figures import KIND_COLOURS
 from components.run.lane_rounds import TIMED_ROUNDS, lane_rounds
 from components.serve.input_numbers import as_int
-from components.run.decode import RunStopped, check_config, check_prompt, record_lanes
+from components.run.config_check import check_config, check_prompt
+from components.run.workers import RunStopped
+from components.run.zerogpu import record_lanes
 from components.serve.state_budget import STORE
 from components.files.traces import parsed, remember_parsed, trace_json
 
@@ -140,7 +142,7 @@ def decode_lanes(model_name: str, prompt: Any, configs: dict[str, DecodeConfig],
 
 
 def _load(name: str) -> Any:
-    from components.run.decode import get_model
+    from components.serve.model_pool import get_model
 
     return get_model(name)
 

@@ -14,7 +14,7 @@ import gradio as gr
 from components.serve import gpu_slot as guard
 from components.compare.lanes import DEFAULT_LANES, MAX_LANES, NO_RUN, OFF, VIEW_OUT, block_range, compare_views, run_compare
 from components.views.describe import preset_choices
-from components.run.decode import EXAMPLE_PROMPTS, MAX_PROMPT_CHARS
+from components.run.knobs import EXAMPLE_PROMPTS, MAX_PROMPT_CHARS
 from components.ui import PRIVATE, ClampedSlider, Ctx, keyed
 from components.compare.whatif_panel import KNOB_OUT, WHATIF_KNOBS, knob_updates, knob_values, rerun_whatif, s2d2_lanes, whatif_view
 

@@ -16,7 +16,7 @@ from s2d2.whatif import knob_specs, what_if
 from components.views.canvas import render_canvas
 from components.compare.lanes import decode_lanes, divergence_text, traces_of
 from components.compare.lane_metrics import metrics_table
-from components.run.decode import RunStopped
+from components.run.workers import RunStopped
 from components.views.trace_index import show_value
 
 # (field, label, lo, hi, step, policies it applies to), read from the policy registry (s2d2.whatif.knob_specs)

@@ -1,1 +1,2 @@
-"""The Run tab: knobs, config validation, the decode workers and their layout (read layout.py first)."""
+"""The Run tab: the knob table, config validation, the decode workers, the ZeroGPU entry points, handlers and
+layout (read layout.py first)."""

@@ -12,8 +12,10 @@ from s2d2.trace import Trace
 
 from components.escape import md_text
 from components.files.traces import make_state
-from components.run.decode import (KNOB_NAMES, check_model, check_prompt, config_dict, config_from_inputs,
-                                   preset_for_model, preset_values, record)
+from components.run.config_check import check_prompt, config_dict, config_from_inputs
+from components.run.knobs import KNOB_NAMES, preset_for_model, preset_values
+from components.run.zerogpu import record
+from components.serve.model_pool import check_model
 from components.run.knob_scope import shown
 from components.serve.gpu_slot import stop_requested
 from components.serve.input_numbers import as_int

@@ -9,7 +9,8 @@ import gradio as gr
 from components.views.canvas import render_live
 from components.views.describe import preset_choices, preset_note
 from components.run.knob_scope import is_main, shown
-from components.run.decode import DEFAULT_MODEL, DEFAULT_PRESET, EXAMPLE_PROMPTS, KNOBS, MAX_PROMPT_CHARS, Knob, model_choices, preset_values
+from components.run.knobs import DEFAULT_PRESET, EXAMPLE_PROMPTS, KNOBS, MAX_PROMPT_CHARS, Knob, preset_values
+from components.serve.model_pool import DEFAULT_MODEL, model_choices
 from components.ui import ClampedSlider, Ctx
 
 INFO = {  # plain-words help under a knob

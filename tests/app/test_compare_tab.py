@@ -199,10 +199,10 @@ def test_tabs_through_gradio_client(model, tmp_path, monkeypatch):
     import gradio as gr
     from gradio_client import Client, handle_file
 
-    from components.run import decode
+    from components.serve import model_pool
 
     monkeypatch.setenv("GRADIO_TEMP_DIR", str(tmp_path / "gradio"))
-    decode.register_model("test-compare-model", model)
+    model_pool.register_model("test-compare-model", model)
     with gr.Blocks() as demo:
         with gr.Tab("Compare"):
             ct.build_compare_tab(model_name="test-compare-model")
@@ -223,7 +223,7 @@ def test_tabs_through_gradio_client(model, tmp_path, monkeypatch):
         client.close()
     finally:
         demo.close()
-        decode.forget_model("test-compare-model")
+        model_pool.forget_model("test-compare-model")
 
 
 # -- issue 17: wall figures that can be trusted (row 3), texts true for the data on screen (row 7), messages (row 11)

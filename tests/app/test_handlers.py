@@ -16,7 +16,11 @@ from components.replay import handlers
 from components.run import handlers as run_handlers
 from components.views import attention_mask
 from components.views import step_views
-from components.run import decode
+from components.run import config_check
+from components.run import knobs
+from components.run import workers
+from components.run import zerogpu
+from components.serve import model_pool
 from components.views import story
 from components.tour import material as tour
 from components.tour import stops as tour_stops
@@ -75,20 +79,20 @@ def test_download_upload_roundtrip_and_state(tmp_path):
 # -- run panel ---------------------------------------------------------------------------------------------------
 
 def test_config_from_inputs_presets_and_errors():
-    values = decode.preset_values("fastdllm-config-a", seed=7)
-    cfg, seed, err = decode.config_from_inputs(*values)
+    values = knobs.preset_values("fastdllm-config-a", seed=7)
+    cfg, seed, err = config_check.config_from_inputs(*values)
     assert err is None and seed == 7 and cfg == preset("fastdllm-config-a", gen_length=64)
-    v = dict(zip(decode.KNOB_NAMES, values))
+    v = dict(zip(knobs.KNOB_NAMES, values))
     v.update(policy="score_hysteresis", hysteresis_on=-1.0, hysteresis_off=0.5)
-    cfg, _, err = decode.config_from_inputs(*v.values())
+    cfg, _, err = config_check.config_from_inputs(*v.values())
     assert cfg is None and err.startswith("Invalid setting — hysteresis_off:")
-    v = dict(zip(decode.KNOB_NAMES, values), gen_length=4096)
-    assert "at most 512" in decode.config_from_inputs(*v.values())[2]
-    v = dict(zip(decode.KNOB_NAMES, values), block_length=None)
-    assert "block_length: no value" in decode.config_from_inputs(*v.values())[2]
-    v = dict(zip(decode.KNOB_NAMES, values), acceptance="greedy_exact", temperature=0.7)
-    assert "temperature" in decode.config_from_inputs(*v.values())[2]
-    assert "expected" in decode.config_from_inputs(1, 2)[2]
+    v = dict(zip(knobs.KNOB_NAMES, values), gen_length=4096)
+    assert "at most 512" in config_check.config_from_inputs(*v.values())[2]
+    v = dict(zip(knobs.KNOB_NAMES, values), block_length=None)
+    assert "block_length: no value" in config_check.config_from_inputs(*v.values())[2]
+    v = dict(zip(knobs.KNOB_NAMES, values), acceptance="greedy_exact", temperature=0.7)
+    assert "temperature" in config_check.config_from_inputs(*v.values())[2]
+    assert "expected" in config_check.config_from_inputs(1, 2)[2]
 
 
 def test_run_knobs_follow_the_policy_registry_and_presets_read_true():
@@ -97,12 +101,12 @@ def test_run_knobs_follow_the_policy_registry_and_presets_read_true():
     from s2d2.config import LOOPS, METHODS, POLICIES, REMASKING
     from s2d2.policies import REGISTRY
 
-    assert set(decode.KNOB_NAMES) <= set(knob_scope.KNOB_SCOPE)  # every Run knob has a scope
+    assert set(knobs.KNOB_NAMES) <= set(knob_scope.KNOB_SCOPE)  # every Run knob has a scope
     for method in METHODS:
         for policy in POLICIES:
             for rule in REMASKING:
                 for loop in LOOPS:
-                    shown = [k for k in decode.KNOB_NAMES if knob_scope.shown(k, method, policy, rule, loop)]
+                    shown = [k for k in knobs.KNOB_NAMES if knob_scope.shown(k, method, policy, rule, loop)]
                     assert sum(knob_scope.is_main(k) for k in shown) <= knob_scope.MAX_MAIN
     for name, cls in REGISTRY.items():  # a policy's knobs are shown exactly with the policies declaring them
         for knob in cls.knobs:
@@ -118,19 +122,19 @@ def test_run_knobs_follow_the_policy_registry_and_presets_read_true():
 
 
 def test_model_allow_list(monkeypatch):
-    assert decode.check_model("tiny") is None and decode.check_model("JetLM/SDAR-1.7B-Chat") is None
-    assert "Unknown model '/etc'" in decode.check_model("/etc")
+    assert model_pool.check_model("tiny") is None and model_pool.check_model("JetLM/SDAR-1.7B-Chat") is None
+    assert "Unknown model '/etc'" in model_pool.check_model("/etc")
     monkeypatch.setenv("S2D2_ALLOW_ANY_MODEL", "1")
-    assert decode.check_model("/some/folder") is None
+    assert model_pool.check_model("/some/folder") is None
 
 
 def test_prompt_caps_and_duration():
-    assert decode.check_prompt("  ") and decode.check_prompt(None)
-    assert "at most" in decode.check_prompt("x" * (decode.MAX_PROMPT_CHARS + 1))
-    assert decode.check_prompt("2+3?") is None
-    small = decode.gpu_duration("p", "tiny", {"gen_length": 16, "block_length": 4})
-    big = decode.gpu_duration("p", "JetLM/SDAR-1.7B-Chat", {"gen_length": 512, "block_length": 4})
-    assert 20 <= small < big <= decode.MAX_RUN_SECONDS
+    assert config_check.check_prompt("  ") and config_check.check_prompt(None)
+    assert "at most" in config_check.check_prompt("x" * (knobs.MAX_PROMPT_CHARS + 1))
+    assert config_check.check_prompt("2+3?") is None
+    small = zerogpu.gpu_duration("p", "tiny", {"gen_length": 16, "block_length": 4})
+    big = zerogpu.gpu_duration("p", "JetLM/SDAR-1.7B-Chat", {"gen_length": 512, "block_length": 4})
+    assert 20 <= small < big <= knobs.MAX_RUN_SECONDS
 
 
 class _Result:
@@ -149,7 +153,7 @@ def _fake_generate(model, prompt, cfg, seed=0, on_block=None, should_stop=None, 
 
 def test_record_stream_progress_and_done():
     cfg = preset("sdar-config-a").to_dict()
-    events = list(decode.record_stream("p", "tiny", cfg, 0, _fake_generate, lambda n: object(), min_interval=0))
+    events = list(workers.record_stream("p", "tiny", cfg, 0, _fake_generate, lambda n: object(), min_interval=0))
     kinds = [e["kind"] for e in events]
     assert kinds[-1] == "done" and kinds.count("progress") == 7
     first = tf.mixed().steps[0].commits[0]
@@ -164,15 +168,15 @@ def test_record_stream_errors_are_messages():
     def bad_load(name):
         raise ValueError("Could not load model 'x': missing")
 
-    assert list(decode.record_stream("p", "x", cfg, 0, _fake_generate, bad_load)) == [
+    assert list(workers.record_stream("p", "x", cfg, 0, _fake_generate, bad_load)) == [
         {"kind": "error", "message": "Could not load model 'x': missing"}]
 
     def crash(*a, **k):
         raise RuntimeError("CUDA out of memory")
 
-    ev = list(decode.record_stream("p", "tiny", cfg, 0, crash, lambda n: object()))
+    ev = list(workers.record_stream("p", "tiny", cfg, 0, crash, lambda n: object()))
     assert ev[-1]["kind"] == "error" and "RuntimeError: CUDA out of memory" in ev[-1]["message"]
-    ev = list(decode.record_stream("p", "tiny", {"block_length": 0}, 0, crash, lambda n: object()))
+    ev = list(workers.record_stream("p", "tiny", {"block_length": 0}, 0, crash, lambda n: object()))
     assert ev[0]["kind"] == "error" and "block_length" in ev[0]["message"]
 
 
@@ -190,7 +194,7 @@ def test_record_stream_close_stops_the_decode():
             threading.Event().wait(0.01)
         return _Result(tf.mixed())
 
-    gen = decode.record_stream("p", "tiny", preset("sdar-config-a").to_dict(), 0, slow, lambda n: object(),
+    gen = workers.record_stream("p", "tiny", preset("sdar-config-a").to_dict(), 0, slow, lambda n: object(),
                                   min_interval=0)
     assert next(gen)["kind"] == "progress"
     gen.close()
@@ -232,7 +236,7 @@ def test_handlers_upload_and_run_messages(tmp_path):
     assert out["load_status"] == "Loaded the uploaded trace." and out["example"] is None
     assert traces_io.trace_from_state(out["state"]).to_dict() == tf.all_accepted().to_dict()
     assert set(out) == set(handlers.LOAD_OUT) and out["toggle"].visible is False
-    msgs = list(run_handlers.run("", "tiny", *decode.preset_values("sdar-config-a")))
+    msgs = list(run_handlers.run("", "tiny", *knobs.preset_values("sdar-config-a")))
     assert len(msgs) == 1 and msgs[0]["run_status"].startswith("⚠️ Type a prompt") and msgs[0]["run_ok"] is False
     preset_out = run_handlers.apply_preset("ar", 3)
     assert set(preset_out) == {*run_handlers.KNOB_OUT, "preset_note"} and preset_out["knob_seed"]["value"] == 3
@@ -240,7 +244,7 @@ def test_handlers_upload_and_run_messages(tmp_path):
 
 
 def _fake_record(session: str, stop_after: int):
-    """A stand-in for decode.record: progress per block; honours the job's stop flag like the real decoder (which
+    """A stand-in for zerogpu.record: progress per block; honours the job's stop flag like the real decoder (which
     sees it before the next forward), and ends with the partial trace."""
     from components.serve import gpu_slot as guard
 
@@ -273,7 +277,7 @@ def test_stop_ends_on_partial_trace_kept(monkeypatch):
     from components.serve import gpu_slot as guard
 
     monkeypatch.setattr(run_handlers, "record", _fake_record("s1", stop_after=2))
-    outs = _guarded_run("s1", "2+3", "tiny", *decode.preset_values("sdar-config-a"))
+    outs = _guarded_run("s1", "2+3", "tiny", *knobs.preset_values("sdar-config-a"))
     last = outs[-1]
     assert last["run_status"].startswith("⏹ Stopped — partial trace kept (2 steps") and last["run_ok"] is True
     assert len(traces_io.trace_from_state(last["state"]).steps) == 2
@@ -283,7 +287,7 @@ def test_stop_ends_on_partial_trace_kept(monkeypatch):
     assert not guard.JOBS.running("s1")
     # a new run is a new job: the earlier Stop press is forgotten
     monkeypatch.setattr(run_handlers, "record", _fake_record("s1", stop_after=99))
-    outs = _guarded_run("s1", "2+3", "tiny", *decode.preset_values("sdar-config-a"))
+    outs = _guarded_run("s1", "2+3", "tiny", *knobs.preset_values("sdar-config-a"))
     assert outs[-1]["run_status"].startswith("✅ Done")
 
 
@@ -296,7 +300,7 @@ def test_stop_abandons_a_worker_that_cannot_see_the_flag(monkeypatch):
             yield {"kind": "progress", "steps": k, "commits": [], "elapsed": 0.1}
 
     monkeypatch.setattr(run_handlers, "record", deaf)
-    outs = _guarded_run("s2", "2+3", "tiny", *decode.preset_values("sdar-config-a"))
+    outs = _guarded_run("s2", "2+3", "tiny", *knobs.preset_values("sdar-config-a"))
     assert outs[-1]["run_status"].startswith("⏹ Stopped") and outs[-1]["run_ok"] is False
     assert len(outs) <= 2 + run_handlers.MAX_LATE_PROGRESS and not guard.JOBS.running("s2")
 
@@ -314,9 +318,9 @@ def test_a_run_stopped_while_queued_does_nothing_when_its_turn_comes(monkeypatch
     assert guard.JOBS.admit("s3") is None  # the Run event is admitted to the queue (its validator)
     guard.stop(_Request("s3"))  # Stop while it waits
     assert guard.JOBS.admit("s3") is None  # the visitor may submit again at once
-    first = _guarded_run("s3", "2+3", "tiny", *decode.preset_values("sdar-config-a"))
+    first = _guarded_run("s3", "2+3", "tiny", *knobs.preset_values("sdar-config-a"))
     assert first == [{"run_status": guard.STOPPED_QUEUED, "run_ok": False}] and ran == []
-    second = _guarded_run("s3", "2+3", "tiny", *decode.preset_values("sdar-config-a"))
+    second = _guarded_run("s3", "2+3", "tiny", *knobs.preset_values("sdar-config-a"))
     assert second[0]["run_status"].startswith("Loading") and len(ran) == 1 and not guard.JOBS.running("s3")
     for _ in range(guard.MAX_WITHDRAWN):  # a visitor cannot fill the queue with stopped runs either
         assert guard.JOBS.admit("s3") is None
@@ -546,33 +550,33 @@ def test_run_panel_on_a_model_that_edits_shows_the_editing_knobs():
     from components.run import knob_scope
 
     out = run_handlers.model_changed("tiny-llada2", "block", 3)  # a LLaDA2 model opens on S2D2 with editing
-    assert out["preset"] == decode.FAMILY_PRESETS["llada2"] == "llada2-quality"
+    assert out["preset"] == knobs.FAMILY_PRESETS["llada2"] == "llada2-quality"
     assert out["knob_loop"]["value"] == "editing" and out["knob_editing_threshold"]["value"] == 0.5
     assert out["knob_seed"]["value"] == 3 and "llada2-quality" in out["preset_note"]
-    visible = {k for k in decode.KNOB_NAMES if out[f"knob_{k}"]["visible"]}
+    visible = {k for k in knobs.KNOB_NAMES if out[f"knob_{k}"]["visible"]}
     assert {"loop", "editing_threshold", "max_post_steps"} <= visible
     assert not visible & {"kv_reuse", "fused_commit", "adaptive_block", "sub_block_length"}  # refused by the loop
     assert sum(knob_scope.is_main(k) for k in visible) <= knob_scope.MAX_MAIN
     assert knob_scope.is_main("editing_threshold") and not knob_scope.is_main("max_post_steps")
     assert run_handlers.model_changed("tiny-llada2", "editing") == {}  # already on the editing loop: knobs kept
-    assert run_handlers.model_changed("tiny", "editing")["preset"] == decode.DEFAULT_PRESET
+    assert run_handlers.model_changed("tiny", "editing")["preset"] == knobs.DEFAULT_PRESET
     assert run_handlers.model_changed("tiny", "block") == {} and run_handlers.model_changed("/a/folder", "block") == {}
     hidden = run_handlers.knob_visibility("s2d2", "score_threshold", "low_confidence_dynamic", "block")
     assert not hidden["knob_editing_threshold"]["visible"] and hidden["knob_loop"]["visible"]
     # the UI's values make the preset's config; τ_edit 0 means editing off
-    values = dict(zip(decode.KNOB_NAMES, decode.preset_values("llada2-quality")))
-    cfg, _, error = decode.config_from_inputs(*values.values())
+    values = dict(zip(knobs.KNOB_NAMES, knobs.preset_values("llada2-quality")))
+    cfg, _, error = config_check.config_from_inputs(*values.values())
     assert error is None and (cfg.loop, cfg.editing_threshold, cfg.block_length) == ("editing", 0.5, 32)
-    cfg, _, _ = decode.config_from_inputs(*{**values, "editing_threshold": 0}.values())
+    cfg, _, _ = config_check.config_from_inputs(*{**values, "editing_threshold": 0}.values())
     assert cfg.editing_threshold is None
-    message = decode.config_from_inputs(*{**values, "kv_reuse": True, "cache_ver": True,
+    message = config_check.config_from_inputs(*{**values, "kv_reuse": True, "cache_ver": True,
                                              "draft_ver": True}.values())[2]
     assert message.startswith("Invalid setting — kv_reuse: not available with loop='editing'")
     assert describe.plain_title(preset("llada2-dynamic-edit")) == (
         "Diffusion alone (commit drafts with p > 0.7), block 32, edits at p > 0.5")
     post = {"gen_length": 256, "block_length": 4, "max_post_steps": 4}  # mask-free steps are forwards too
-    assert decode.gpu_duration("", "JetLM/SDAR-1.7B-Chat", post) > \
-        decode.gpu_duration("", "JetLM/SDAR-1.7B-Chat", {**post, "max_post_steps": 0})
+    assert zerogpu.gpu_duration("", "JetLM/SDAR-1.7B-Chat", post) > \
+        zerogpu.gpu_duration("", "JetLM/SDAR-1.7B-Chat", {**post, "max_post_steps": 0})
 
 
 def test_live_output_shows_edits():

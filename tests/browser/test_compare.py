@@ -41,12 +41,12 @@ def url(tmp_path_factory):
 
     from components.compare import lanes as cc
     from components.compare import layout as ct
-    from components.run import decode
+    from components.serve import model_pool
     from components.sweep import panel as sw
     from components.views.canvas import CANVAS_CSS
 
     os.environ["GRADIO_TEMP_DIR"] = str(tmp_path_factory.mktemp("gradio"))
-    decode.register_model(MODEL, tiny_with_tokenizer())
+    model_pool.register_model(MODEL, tiny_with_tokenizer())
     bundled, sw.BUNDLED = sw.BUNDLED, _results_file(tmp_path_factory.mktemp("results"))
     with gr.Blocks() as demo:
         with gr.Tab("Compare"):
@@ -60,7 +60,7 @@ def url(tmp_path_factory):
     demo.launch(prevent_thread_lock=True, server_port=port, quiet=True, css=CANVAS_CSS + cc.COMPARE_CSS)
     yield f"http://127.0.0.1:{port}/"
     demo.close()
-    decode.forget_model(MODEL)
+    model_pool.forget_model(MODEL)
 
 
 def test_compare_whatif_and_sweep_in_a_browser(url):

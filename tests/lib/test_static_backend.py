@@ -196,7 +196,7 @@ def test_eager_attention_decode_matches() -> None:
 
 
 def test_run_panel_says_when_graphs_are_captured() -> None:
-    from components.run import decode as run_panel
+    from components.run import workers
 
     class Model:  # needs a capture for block 16, then not
         def __init__(self) -> None:
@@ -214,7 +214,7 @@ def test_run_panel_says_when_graphs_are_captured() -> None:
 
     model = Model()
     cfg = preset("sdar-config-b").to_dict()
-    first = list(run_panel.record_stream("p", "m", cfg, 0, fake_generate, lambda _: model, min_interval=0))
-    assert first[0]["status"] == run_panel.WARMUP_STATUS and model.warmed == [[16]]
-    again = list(run_panel.record_stream("p", "m", cfg, 0, fake_generate, lambda _: model, min_interval=0))
+    first = list(workers.record_stream("p", "m", cfg, 0, fake_generate, lambda _: model, min_interval=0))
+    assert first[0]["status"] == workers.WARMUP_STATUS and model.warmed == [[16]]
+    again = list(workers.record_stream("p", "m", cfg, 0, fake_generate, lambda _: model, min_interval=0))
     assert [e["kind"] for e in again] == ["error"] and model.warmed == [[16]]

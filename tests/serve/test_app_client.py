@@ -29,7 +29,7 @@ SESSION_SCENARIOS = ["all_accepted", "reject_at_zero", "residual_fallback_to_q",
 
 
 def knob_values(preset: str = "sdar-config-b", **changes):
-    from components.run.decode import KNOB_NAMES, preset_values
+    from components.run.knobs import KNOB_NAMES, preset_values
 
     values = dict(zip(KNOB_NAMES, preset_values(preset)))
     values.update(changes)

@@ -39,27 +39,27 @@ def server(tmp_path_factory):
     os.environ.pop("S2D2_EXPORT_DIR", None)  # exports inside Gradio's cache, under the disk budget
     app = importlib.reload(importlib.import_module("app"))
     from tests.support.tiny_models import tiny_qwen3
-    from components.run import decode as run_panel
+    from components.serve import model_pool
     from tests.support.app_server import CharTokenizer
 
     slow = tiny_qwen3(dtype=__import__("torch").float32)
     slow.tokenizer = CharTokenizer()
     fast = slow.forward
     slow.forward = lambda *a, **k: (time.sleep(0.02), fast(*a, **k))[1]
-    run_panel.register_model(SLOW, slow)
+    model_pool.register_model(SLOW, slow)
     port = _free_port()
     app.demo.launch(prevent_thread_lock=True, server_port=port, quiet=True, **app.LAUNCH_KWARGS)
     url = f"http://127.0.0.1:{port}"
     deps = httpx.get(url + "/config").json()["dependencies"]
     yield app, url, {d["api_name"]: d["id"] for d in deps}
     app.demo.close()
-    run_panel.forget_model(SLOW)
+    model_pool.forget_model(SLOW)
     for k, v in saved.items():
         os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
 
 
 def knobs(**changes):
-    from components.run.decode import KNOB_NAMES, preset_values
+    from components.run.knobs import KNOB_NAMES, preset_values
 
     values = dict(zip(KNOB_NAMES, preset_values("dynamic-baseline")))
     values.update(changes)

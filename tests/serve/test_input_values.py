@@ -11,7 +11,8 @@ from components.compare import lanes as cc
 from components.replay import handlers as h
 from components.run import handlers as run_handlers
 from components.serve import event_guard
-from components.run import decode
+from components.run import config_check
+from components.run import knobs
 from components.serve.identity import current
 from s2d2.config import DecodeConfig, preset
 
@@ -71,10 +72,10 @@ def test_compare_values_get_one_readable_line(seed, gen, extra, expect):
 
 
 def test_run_knobs_never_show_python_text():
-    values = dict(zip(decode.KNOB_NAMES, decode.preset_values("sdar-config-a")))
+    values = dict(zip(knobs.KNOB_NAMES, knobs.preset_values("sdar-config-a")))
     for name, bad in (("confidence_threshold", 10**400), ("confidence_threshold", None), ("block_length", "x" * 10**6),
                       ("gen_length", 10**5000), ("temperature", math.inf), ("seed", 10**5000)):
-        cfg, _, err = decode.config_from_inputs(*dict(values, **{name: bad}).values())
+        cfg, _, err = config_check.config_from_inputs(*dict(values, **{name: bad}).values())
         assert cfg is None and err.startswith(f"Invalid setting — {name}") and readable(err), err[:300]
 
 

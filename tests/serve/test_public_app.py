@@ -12,7 +12,11 @@ import pytest
 from components.compare import lanes as cc
 from components.serve import gpu_slot
 from components.serve import model_pool
-from components.run import decode
+from components.run import config_check
+from components.run import knobs
+from components.run import workers
+from components.run import zerogpu
+from components.serve import model_pool
 from components.files import traces
 from s2d2.config import preset
 from s2d2.limits import SEED_MAX
@@ -145,7 +149,7 @@ def test_a_cancelled_run_stops_within_one_forward_and_keeps_its_trace():
 
     model = _slow(0.01)
     stop = threading.Event()
-    events = decode.record_stream([10, 11, 12], "m", preset("dynamic-baseline", gen_length=256).to_dict(), 0,
+    events = workers.record_stream([10, 11, 12], "m", preset("dynamic-baseline", gen_length=256).to_dict(), 0,
                                      generate, lambda name: model, min_interval=0, cancel=stop.is_set)
     first = next(events)
     assert first["kind"] == "progress"
@@ -163,16 +167,16 @@ def test_runs_and_lanes_end_at_the_time_limit(monkeypatch):
 
     monkeypatch.setenv("S2D2_MAX_RUN_SECONDS", "0.5")
     model = _slow(0.02)
-    events = list(decode.record_stream([10, 11, 12], "m", preset("dynamic-baseline", gen_length=256).to_dict(), 0,
+    events = list(workers.record_stream([10, 11, 12], "m", preset("dynamic-baseline", gen_length=256).to_dict(), 0,
                                           generate, lambda name: model))
     done = events[-1]
     assert done["kind"] == "done" and done["trace"]["footer"]["finish_reason"] == "time_limit"
-    decode.register_model("test-slow-lanes", model)
+    model_pool.register_model("test-slow-lanes", model)
     try:
         configs = {n: preset(n, gen_length=256).to_dict() for n in ("dynamic-baseline", "sdar-config-a")}
-        out = list(decode.record_lanes([10, 11, 12], "test-slow-lanes", configs, 0))
+        out = list(zerogpu.record_lanes([10, 11, 12], "test-slow-lanes", configs, 0))
     finally:
-        decode.forget_model("test-slow-lanes")
+        model_pool.forget_model("test-slow-lanes")
     assert out[-1]["kind"] == "error" and out[-1]["message"].startswith("Time limit: the lanes together may run 0.5 s")
 
 
@@ -191,16 +195,16 @@ def test_stopped_lanes_end_within_one_forward_and_compare_nothing():
     class Request:
         session_hash = "lanes-session"
 
-    decode.register_model("test-slow-stop", model)
+    model_pool.register_model("test-slow-stop", model)
     watcher = threading.Thread(target=stop_soon)
     watcher.start()
     try:
-        lanes = gpu_slot.one_job(lambda: list(decode.record_lanes([10, 11, 12], "test-slow-stop", configs, 0)),
+        lanes = gpu_slot.one_job(lambda: list(zerogpu.record_lanes([10, 11, 12], "test-slow-stop", configs, 0)),
                               lambda msg: msg)
         out = lanes(Request())
     finally:
         watcher.join()
-        decode.forget_model("test-slow-stop")
+        model_pool.forget_model("test-slow-stop")
     assert out[-1] == {"kind": "stopped", "message": "Stopped during lane dynamic-baseline (lanes finished before: "
                                                      "none)."}
     assert model.calls - at_stop[0] <= 1 and not gpu_slot.JOBS.running("lanes-session")
@@ -220,11 +224,11 @@ def test_compare_obeys_the_run_caps(monkeypatch):
 
 
 def test_run_settings_within_limits():
-    values = dict(zip(decode.KNOB_NAMES, decode.preset_values("sdar-config-a")))
+    values = dict(zip(knobs.KNOB_NAMES, knobs.preset_values("sdar-config-a")))
     for seed, shown in ((-1, "-1"), (10**249, "-digit number"), (float("inf"), None)):
-        cfg, _, err = decode.config_from_inputs(*dict(values, seed=seed).values())
+        cfg, _, err = config_check.config_from_inputs(*dict(values, seed=seed).values())
         assert cfg is None and err.startswith("Invalid setting — ") and (shown is None or shown in err), err
-    _, _, err = decode.config_from_inputs(*dict(values, block_length=65).values())
+    _, _, err = config_check.config_from_inputs(*dict(values, block_length=65).values())
     assert err == "Invalid setting — block_length: at most 64 (S2D2_MAX_BLOCK_LENGTH), got 65"
 
 

@@ -54,16 +54,16 @@ def served(tmp_path_factory):
     app = importlib.import_module("app")
     app = importlib.reload(app)  # rebuild with this module's example directory
     from tests.support.tiny_models import tiny_qwen3
-    from components.run import decode as run_panel
+    from components.serve import model_pool
 
     model = tiny_qwen3(dtype=__import__("torch").float32)
     model.tokenizer = CharTokenizer()
-    run_panel.register_model(RANDOM_MODEL, model)
+    model_pool.register_model(RANDOM_MODEL, model)
     slow = tiny_qwen3(dtype=__import__("torch").float32)
     slow.tokenizer = CharTokenizer()
     fast_forward = slow.forward
     slow.forward = lambda *a, **k: (__import__("time").sleep(0.02), fast_forward(*a, **k))[1]
-    run_panel.register_model(SLOW_MODEL, slow)
+    model_pool.register_model(SLOW_MODEL, slow)
     port = free_port()
     app.demo.launch(prevent_thread_lock=True, server_port=port, quiet=True, **app.LAUNCH_KWARGS)
     yield app, f"http://127.0.0.1:{port}/"

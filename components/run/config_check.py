@@ -1,0 +1,76 @@
+"""Knob values -> a validated DecodeConfig or one readable message (pure, within s2d2/limits.py), and a prompt checked
+before any work starts."""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Optional
+
+from s2d2.config import DecodeConfig
+from s2d2.limits import check_lengths, check_prompt_chars, check_seed, int_text, limits
+from components.serve.input_numbers import as_float
+from components.run.knobs import KNOBS, Knob
+
+
+def _coerce(knob: Knob, value: Any) -> Any:
+    if value is None or (isinstance(value, str) and not value.strip() and knob.kind != "choice"):
+        raise ValueError(f"{knob.name}: no value given")
+    if knob.kind == "int":
+        if isinstance(value, int) and not isinstance(value, bool):
+            v: Any = value  # exact, however large: the bound check names it (limits.int_text)
+        else:
+            f = as_float(value)
+            if f is None or f != int(f):
+                raise ValueError(f"{knob.name}: expected a whole number, got {_shown(value)}")
+            v = int(f)
+        return None if knob.optional_zero and v == 0 else v
+    if knob.kind == "float":
+        f = as_float(value)
+        if f is None:
+            raise ValueError(f"{knob.name}: expected a number in [{knob.lo:g}, {knob.hi:g}], got {_shown(value)}")
+        return None if knob.optional_zero and f == 0 else f
+    if knob.kind == "bool":
+        return bool(value)
+    return str(value)[:100]
+
+
+def _shown(value: Any) -> str:
+    """A bad value as a message quotes it: short, and never a 4300-digit int (str() refuses those)."""
+    return int_text(value) if isinstance(value, int) else repr(str(value)[:40])
+
+
+def config_from_inputs(*values: Any) -> tuple[Optional[DecodeConfig], int, Optional[str]]:
+    """UI values in KNOBS order -> (config, seed, None) or (None, 0, "one readable message")."""
+    if len(values) != len(KNOBS):
+        return None, 0, f"internal: expected {len(KNOBS)} settings, got {len(values)}"
+    data: dict[str, Any] = {}
+    try:
+        for knob, value in zip(KNOBS, values):
+            data[knob.name] = _coerce(knob, value)
+        seed = check_seed(data.pop("seed"))
+        cfg = check_config(DecodeConfig.from_dict(data))
+    except (ValueError, TypeError, OverflowError) as exc:
+        return None, 0, f"Invalid setting — {exc}"
+    return cfg, int(seed), None
+
+
+def check_config(cfg: DecodeConfig) -> DecodeConfig:
+    """The app's caps on top of DecodeConfig's own ranges (ValueError naming the field and the bound)."""
+    check_lengths(cfg.gen_length, cfg.block_length)
+    top = limits().max_block_length
+    if cfg.adaptive_block and cfg.adaptive_max_block > top:
+        raise ValueError(f"adaptive_max_block: at most {top} (S2D2_MAX_BLOCK_LENGTH), got {cfg.adaptive_max_block}")
+    return cfg
+
+
+def check_prompt(prompt: Any) -> Optional[str]:
+    if not isinstance(prompt, str) or not prompt.strip():
+        return "Type a prompt first (or pick an example)."
+    try:
+        check_prompt_chars(prompt)
+    except ValueError as exc:
+        return f"The {exc}."
+    return None
+
+
+def config_dict(cfg: DecodeConfig) -> dict[str, Any]:
+    return dataclasses.asdict(cfg)
