@@ -138,7 +138,7 @@ def wire_share(ctx: Ctx, demo: gr.Blocks) -> None:
     # another runs, stoppable), and two builds at a time, whoever asks.
     c["make_html"].click(keyed(share_links.html_replay_job, ctx), [c["state"], c["slider"]],
                          out(["html_file", "share_status"]), concurrency_limit=2, concurrency_id="html_export",
-                         validator=gpu_slot.admit, **PRIVATE)
+                         validator=gpu_slot.admit_decode, **PRIVATE)
     c["state"].change(keyed(share_links.reset_share, ctx), None, out(["share_link", "html_file", "share_status"]),
                       **PRIVATE)
 

@@ -193,7 +193,7 @@ def html_replay(state: Any, step: Any) -> dict[str, Any]:
 
 def html_replay_refused(message: str) -> dict[str, Any]:
     """What an export that may not start shows (gpu_slot.one_job): the visitor already has a job."""
-    return {"html_file": gr.DownloadButton(visible=False), "share_status": md_escape(message, 300)}
+    return {"html_file": gr.DownloadButton(visible=False), "share_status": md_text(message, 300)}
 
 
 html_replay_job = gpu_slot.one_job(html_replay, html_replay_refused)

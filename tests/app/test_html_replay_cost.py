@@ -12,8 +12,9 @@ HERE = Path(__file__).resolve().parent.parent
 from tests.support.html_replay import page_data
 
 from components.serve import gpu_slot
-from components.files import share_links
+from components.replay import share_links
 from components.files import html_replay as he
+from components.escape import md_text
 from components.files.traces import load_example, make_state
 
 EDITING = HERE.parent / "assets" / "traces" / "08-editing-fixes-a-wrong-digit--LLaDA2.json"  # 17 steps
@@ -107,7 +108,7 @@ def test_the_apps_export_runs_as_the_visitors_one_job(monkeypatch):
     running = gpu_slot.JOBS.claim(session)  # a decode of this session is running
     try:
         out = share_links.html_replay_job(_request(session), state, 2)
-        assert out["html_file"].visible is False and out["share_status"] == share_links.md_escape(gpu_slot.BUSY, 300)
+        assert out["html_file"].visible is False and out["share_status"] == md_text(gpu_slot.BUSY, 300)
     finally:
         gpu_slot.JOBS.finish(running)
     real = he._frame_views
