@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import os
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
@@ -95,11 +94,11 @@ ESCAPED_CHILD = "import os, time\nif os.fork() == 0:\n    os.setsid()\n    time.
 ], ids=["loop", "sleep", "fork-bomb", "10GB", "write-abs", "write-parent", "socket", "listen", "print-1GB",
         "setsid-child"])
 def test_hostile_programs_are_contained(source: str, reasons: tuple[str, ...]) -> None:
-    t0 = time.monotonic()
     result = run_contained(source)
     assert not result.passed
+    # the reason names the limit that ended it (the wall or CPU limit for the loops): no timing of our own, which a
+    # loaded machine would stretch
     assert any(r in result.reason for r in reasons), result.reason
-    assert time.monotonic() - t0 < FAST.wall_s + 15
 
 
 @needs_namespaces
