@@ -78,7 +78,7 @@ def _open_file(browser, path: Path, viewport: dict):
 def _expect_step(pg, trace, step: int) -> None:
     """The page shows step `step`: its label, and the app's canvas tokens (position, state classes, text)."""
     pg.wait_for_function(f"document.getElementById('step-label').textContent === 'Step {step} of {len(trace.steps)}'",
-                         timeout=5_000)
+                         timeout=20_000)
     views = render_step(trace, step)
     assert [tuple(t) for t in pg.evaluate(TOKENS_JS)] == token_classes(views["canvas"])
     assert pg.locator("#canvas").text_content() == text_content(views["canvas"])
