@@ -31,6 +31,8 @@ SLOW_MODEL = "test-random-qwen3-slow"  # 20 ms per forward: a run long enough to
 SESSION_SCENARIOS = ["all_accepted", "reject_at_zero", "residual_fallback_to_q", "mixed", "hysteresis_flip",
                      "ucb_first_visit", "diffusion_only", "greedy_exact"]
 
+pytestmark = pytest.mark.slow  # launches the app and drives it through gradio_client
+
 
 class CharTokenizer:
     """Characters <-> ids below the random model's stop ids (297, 298) and mask (299)."""

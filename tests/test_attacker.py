@@ -27,6 +27,8 @@ ENV = {"S2D2_TRUSTED_PROXY_HOPS": "1", "S2D2_LISTEN_GRACE_S": "2", "S2D2_MAX_SES
        "S2D2_CLIENT_SESSIONS": "16", "S2D2_CLIENT_UPLOAD_MB": "30", "S2D2_DISK_MB": "64",
        "S2D2_CLIENT_RATE": "5", "S2D2_MODELS": f"tiny,{SLOW}", "GRADIO_HEARTBEAT_INTERVAL": "0.25"}
 
+pytestmark = pytest.mark.slow  # launches the app and decodes through it
+
 
 def _free_port() -> int:
     with socket.socket() as s:

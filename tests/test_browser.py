@@ -23,6 +23,7 @@ sys.path.insert(0, str(HERE))
 from browser_env import ARGS, CHROMIUM, DESKTOP, PHONE, painted, require_browser  # noqa: E402
 
 sync_api = require_browser()
+pytestmark = pytest.mark.browser  # drives Chromium: left out by -m "not browser"
 
 from test_app_client import RANDOM_MODEL, SLOW_MODEL, served  # noqa: E402,F401  (the launched-app fixture)
 

@@ -19,6 +19,7 @@ MODEL = "test-browser-compare"
 from browser_env import ARGS, CHROMIUM, painted, require_browser  # noqa: E402
 
 sync_api = require_browser()
+pytestmark = pytest.mark.browser  # drives Chromium: left out by -m "not browser"
 # the sweep plot laid out for a phone: narrower than the window, its title inside it, the x title above the legend
 PHONE_LAYOUT = """() => {
   const q = s => document.querySelector('#sweep-nfe ' + s);

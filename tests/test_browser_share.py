@@ -23,6 +23,7 @@ sys.path.insert(0, str(HERE))
 from browser_env import ARGS, CHROMIUM, DESKTOP, PHONE, require_browser  # noqa: E402
 
 sync_api = require_browser()
+pytestmark = pytest.mark.browser  # drives Chromium: left out by -m "not browser"
 
 import trace_factory as tf  # noqa: E402
 from html_replay_helpers import hostile_trace, text_content, token_classes  # noqa: E402

@@ -18,6 +18,8 @@ HUMANEVAL = ROOT / "assets" / "tasks" / "code_sample_humaneval.jsonl"
 MBPP = ROOT / "assets" / "tasks" / "code_sample_mbpp.jsonl"
 FAST = SandboxLimits(wall_s=4, cpu_s=3)
 
+pytestmark = pytest.mark.slow  # runs generated programs in the sandbox
+
 
 def raw(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]

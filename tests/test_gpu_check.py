@@ -18,6 +18,7 @@ def gpu_check():
     return module
 
 
+@pytest.mark.slow
 def test_small_run_prints_every_section(gpu_check, capsys) -> None:
     gpu_check.main(["--small", "--budget-s", "120", "--reps", "3", "--gen-length", "8"])
     out = capsys.readouterr().out

@@ -93,6 +93,7 @@ ESCAPED_CHILD = "import os, time\nif os.fork() == 0:\n    os.setsid()\n    time.
     (ESCAPED_CHILD, ("before the program's end",)),
 ], ids=["loop", "sleep", "fork-bomb", "10GB", "write-abs", "write-parent", "socket", "listen", "print-1GB",
         "setsid-child"])
+@pytest.mark.slow
 def test_hostile_programs_are_contained(source: str, reasons: tuple[str, ...]) -> None:
     result = run_contained(source)
     assert not result.passed
@@ -110,6 +111,7 @@ def test_hostile_programs_are_contained(source: str, reasons: tuple[str, ...]) -
     (FORK_BOMB, ("CPU time limit", "wall time limit", "Resource temporarily unavailable")),
     (ESCAPED_CHILD, ("before the program's end",)),
 ], ids=["write-abs", "write-parent", "shell-write", "socket", "fork-bomb", "setsid-child"])
+@pytest.mark.slow
 def test_the_kernel_layers_contain_them_without_the_python_guards(source: str, reasons: tuple[str, ...]) -> None:
     result = run_contained(source, python_guards=False)
     assert not result.passed
@@ -135,6 +137,7 @@ def test_a_service_on_this_machine_is_out_of_reach(guards: bool) -> None:
     (SOCKET, ("socket.__new__ is disabled",)),
     (ESCAPED_CHILD, ("before the program's end",)),
 ], ids=["fork-bomb", "write-abs", "socket", "setsid-child"])
+@pytest.mark.slow
 def test_without_namespaces_the_fallback_still_contains_them(source: str, reasons: tuple[str, ...]) -> None:
     result = run_contained(source, namespaces=False)
     assert not result.passed and result.missing["namespaces"] == "turned off by the caller"
