@@ -6,8 +6,9 @@ result depend on which CPU kernels PyTorch dispatches to (AVX-512, AVX2, the def
 so a byte-for-byte golden holds only on the machine that recorded it. Measured on the golden decodes, AVX-512 (the
 recording) against ATEN_CPU_CAPABILITY=avx2 and =default: at most 2.7e-5 absolute on K-hat (~22, 1.2e-6 relative)
 and 3.4e-6 on a top-2 margin (a difference of two probabilities, 8e-6 relative); no difference uses more than 0.16
-of the tolerance below, which leaves room for other CPUs. A tolerance may never hide a flipped decision: tests/test_golden_traces.py asserts that every
-recorded decision of a golden case lies further than this tolerance from its threshold.
+of the tolerance below, which leaves room for other CPUs. A tolerance may never hide a flipped decision:
+tests/test_golden_traces.py asserts that every recorded decision of a golden case (tests/golden_margins.py) lies
+further than this tolerance from its threshold.
 """
 from __future__ import annotations
 

@@ -321,7 +321,7 @@ def test_stop_acts_only_for_the_client_that_started_the_run(server):
                json={"data": [], "fn_index": fns["stop"], "session_hash": "owned"})
     # Stop acts before it answers: had it raised the flag, the decode would end at its next forward; it goes on
     after = FORWARDS[0]
-    assert wait(lambda: FORWARDS[0] >= after + 3 or not decoding(), 60) and decoding()  # a stranger's Stop did nothing
+    assert wait(lambda: FORWARDS[0] >= after + 3 or not decoding(), 60) and decoding()  # the stranger's did nothing
     httpx.post(url + "/gradio_api/run/predict", headers={"x-forwarded-for": "10.9.12.1"},
                json={"data": [], "fn_index": fns["stop"], "session_hash": "owned"})
     assert wait(lambda: not decoding(), 60) and wait(lambda: app.guard.JOBS.active() == 0, 60)
