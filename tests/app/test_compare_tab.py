@@ -192,6 +192,7 @@ def test_tabs_structure_and_private_handlers():
     assert sum(d.get("api_visibility") == "public" for d in config["dependencies"]) == 2
 
 
+@pytest.mark.slow
 def test_tabs_through_gradio_client(model, tmp_path, monkeypatch):
     """The two public endpoints, driven like a user would through a launched app."""
     import socket

@@ -364,6 +364,7 @@ def test_tour_stops_follow_the_story_in_order():
 
 @pytest.mark.parametrize("family,preset_name,gen", [("aligned", "sdar-config-b", 12),
                                                      ("shifted", "fastdllm-config-c", 8), ("aligned", "ar", 4)])
+@pytest.mark.slow
 def test_views_on_engine_traces(family, preset_name, gen):
     conftest = pytest.importorskip("conftest")
     import s2d2
@@ -396,6 +397,7 @@ def test_views_on_engine_traces(family, preset_name, gen):
         assert len(figures.acceptance_lengths(trace)) == len(trace.steps)
 
 
+@pytest.mark.slow
 def test_precompute_script_writes_loadable_examples(tmp_path, monkeypatch):
     conftest = pytest.importorskip("conftest")
     import importlib

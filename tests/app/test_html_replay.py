@@ -35,6 +35,7 @@ def _traces():
 
 
 @pytest.mark.parametrize("name,make", _traces(), ids=[n for n, _ in _traces()])
+@pytest.mark.slow
 def test_every_frame_is_the_apps_view_of_that_step(name, make):
     trace = make()
     page = he.replay_html(trace).html
@@ -98,6 +99,7 @@ def _fits(trace, bound: int) -> bool:
     return True
 
 
+@pytest.mark.slow
 def test_the_largest_recording_the_app_makes_fits_the_default_bound():
     page = he.replay_html(legit_trace())
     assert page.frames == page.total + 1 == 513 and page.size <= he.MAX_HTML_BYTES

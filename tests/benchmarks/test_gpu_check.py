@@ -12,6 +12,7 @@ def gpu_check():
     return importlib.import_module("benchmarks.gpu_check")
 
 
+@pytest.mark.slow
 def test_small_run_prints_every_section(gpu_check, capsys) -> None:
     gpu_check.main(["--small", "--budget-s", "120", "--reps", "3", "--gen-length", "8"])
     out = capsys.readouterr().out

@@ -16,9 +16,19 @@ from tests.support.lanes import PROMPT, tiny_with_tokenizer
 
 MODEL = "test-browser-compare"
 
-from tests.support.browser_env import ARGS, CHROMIUM, require_browser
+from tests.support.browser_env import ARGS, CHROMIUM, painted, require_browser
 
 sync_api = require_browser()
+pytestmark = pytest.mark.browser  # drives Chromium: left out by -m "not browser"
+# the sweep plot laid out for a phone: narrower than the window, its title inside it, the x title above the legend
+PHONE_LAYOUT = """() => {
+  const q = s => document.querySelector('#sweep-nfe ' + s);
+  const p = q('.js-plotly-plot'), t = q('.gtitle'), x = q('.xtitle'), l = q('.legend');
+  if (!p || !t || !x || !l) return false;
+  const P = p.getBoundingClientRect(), T = t.getBoundingClientRect(), X = x.getBoundingClientRect();
+  return P.width <= window.innerWidth && P.left <= T.left && T.right <= P.right + 1
+    && X.bottom <= l.getBoundingClientRect().top + 1;
+}"""
 
 
 def _results_file(directory: Path) -> Path:
@@ -95,7 +105,7 @@ def test_compare_whatif_and_sweep_in_a_browser(url):
             block.press("Tab")
             pg.wait_for_function(f"document.querySelector('#cmp-lanes').innerText.includes({expect!r})",
                                  timeout=20_000)
-            pg.wait_for_timeout(300)
+            painted(pg)  # the event that changed the lanes is complete: a toast of its own would be on the page
             assert pg.locator(".toast-body").count() == 0, pg.locator(".toast-body").all_inner_texts()
             assert "Error" not in pg.locator("#cmp-results").inner_text()
         # the chosen S2D2 lane is sdar-config-a (score threshold): its knobs only
@@ -112,7 +122,10 @@ def test_compare_whatif_and_sweep_in_a_browser(url):
                              ".length >= 3", timeout=30_000)
         assert "more accurate than every baseline" in pg.locator("#sweep-status").inner_text()  # 0.75 vs 0.7
         pg.set_viewport_size({"width": 390, "height": 844})  # the phone: title whole, legend clear of the axis title
-        pg.wait_for_timeout(800)
+        try:  # the plot relays out for the narrow window (a resize handler): wait for that, then check it
+            pg.wait_for_function(PHONE_LAYOUT, timeout=20_000)
+        except sync_api.TimeoutError:
+            pass  # the assertions below say what is wrong
         plot = pg.locator("#sweep-nfe .js-plotly-plot").bounding_box()
         title = pg.locator("#sweep-nfe .gtitle").first.bounding_box()
         xtitle = pg.locator("#sweep-nfe .xtitle").first.bounding_box()

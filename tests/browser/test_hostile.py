@@ -5,9 +5,12 @@ from __future__ import annotations
 import json
 import socket
 
+import pytest
+
 from tests.support.browser_env import ARGS, CHROMIUM, require_browser
 
 sync_api = require_browser()
+pytestmark = pytest.mark.browser  # drives Chromium: left out by -m "not browser"
 
 
 def test_escaped_file_text_renders_inert_in_gradio_markdown(tmp_path):

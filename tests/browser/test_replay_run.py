@@ -18,9 +18,10 @@ import pytest
 
 HERE = Path(__file__).resolve().parent.parent
 ROOT = HERE.parent
-from tests.support.browser_env import ARGS, CHROMIUM, DESKTOP, PHONE, require_browser
+from tests.support.browser_env import ARGS, CHROMIUM, DESKTOP, PHONE, painted, require_browser
 
 sync_api = require_browser()
+pytestmark = pytest.mark.browser  # drives Chromium: left out by -m "not browser"
 
 from tests.support.app_server import RANDOM_MODEL, SLOW_MODEL, served
 
@@ -67,7 +68,8 @@ def shot_path(name: str) -> Path:
 def screenshot(pg, name: str) -> None:
     """What the viewport shows, at its real size (never a full page): the README's pictures are first screens."""
     pg.evaluate("window.scrollTo(0, 0)")
-    pg.wait_for_timeout(300)
+    pg.wait_for_function("window.scrollY === 0", timeout=20_000)
+    painted(pg)
     pg.screenshot(path=str(shot_path(name)), full_page=False)
 
 
@@ -187,15 +189,18 @@ def _wait_heading(pg, heading: str, same: bool = True) -> None:
                          f".map(e => e.innerText).join() {op} {heading!r}", timeout=20_000)
 
 
-def _strip_col_in_view(pg) -> bool:
-    """Is the tour strip's outlined column inside its sideways-scrolling box (right of the sticky row labels)?"""
-    return pg.evaluate("""() => {
+STRIP_COL_IN_VIEW = """() => {
       const wrap = document.querySelector('#tour-strip .tbl'), col = wrap && wrap.querySelector('th[data-watch]');
       if (!col) return false;
       const w = wrap.getBoundingClientRect(), r = col.getBoundingClientRect();
       const sticky = wrap.querySelector('th[scope=row]').getBoundingClientRect().width;
       return r.left >= w.left + sticky - 1 && r.right <= w.right + 1;
-    }""")
+    }"""
+
+
+def _strip_col_in_view(pg) -> bool:
+    """Is the tour strip's outlined column inside its sideways-scrolling box (right of the sticky row labels)?"""
+    return pg.evaluate(STRIP_COL_IN_VIEW)
 
 
 @pytest.mark.parametrize("size", ["desktop", "phone"])
@@ -239,7 +244,7 @@ def test_tour_changes_in_place_and_its_route_control_redecides(browser, served, 
                 assert "↻" not in pg.locator("#tour-strip").inner_text()
                 pg.wait_for_function("(() => { const c = document.querySelector('#tour-strip th[data-watch]'); "
                                      "return c && c.classList.contains('first-reject'); })()", timeout=20_000)
-                pg.wait_for_timeout(500)
+                pg.wait_for_function(STRIP_COL_IN_VIEW, timeout=20_000)  # it scrolls there (maybe smoothly)
                 assert _strip_col_in_view(pg)
             if keys[-1] == "resample":  # the stop's pictures arrive after its heading: wait for them under load
                 pg.wait_for_function("document.querySelectorAll('#tour-canvas .st-resampled.new').length === 1 && "
@@ -313,9 +318,23 @@ def test_run_shows_few_knobs_and_stop_keeps_the_partial_trace(desktop):
     pg.get_by_role("button", name="■ Stop").click()
     pg.wait_for_function("document.querySelector('#run-status').innerText.includes('Stopped — partial trace kept')",
                          timeout=60_000)
-    pg.wait_for_timeout(2500)  # a late progress update must never overwrite the final line
-    assert "Stopped — partial trace kept" in pg.locator("#run-status").inner_text()
+    # a late progress update must never overwrite the final line: once the server holds no job and no decode,
+    # every message of the run has been sent, and the page, which applies them in order, has shown them all
+    import threading
+    import time
+
+    from components.serve import gpu_slot
+
+    def idle() -> bool:
+        return gpu_slot.JOBS.active() == 0 and not any(t.name == "s2d2-record" for t in threading.enumerate())
+
+    deadline = time.monotonic() + 60  # a bound on a hang only
+    while not idle() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert idle(), "the stopped run still holds its job"
     _wait_replay_shows_run(pg, "Stopped — partial trace")
+    painted(pg)
+    assert "Stopped — partial trace kept" in pg.locator("#run-status").inner_text()
     pg.get_by_role("tab", name="Run", exact=True).click()
     model = "tiny" if (ROOT / "assets" / "tiny").exists() else RANDOM_MODEL
     box.fill(model)

@@ -21,6 +21,7 @@ ROOT = HERE.parent
 from tests.support.browser_env import ARGS, CHROMIUM, DESKTOP, PHONE, require_browser
 
 sync_api = require_browser()
+pytestmark = pytest.mark.browser  # drives Chromium: left out by -m "not browser"
 
 from fixtures import trace_factory as tf
 from tests.support.html_replay import hostile_trace, text_content, token_classes
@@ -76,7 +77,7 @@ def _open_file(browser, path: Path, viewport: dict):
 def _expect_step(pg, trace, step: int) -> None:
     """The page shows step `step`: its label, and the app's canvas tokens (position, state classes, text)."""
     pg.wait_for_function(f"document.getElementById('step-label').textContent === 'Step {step} of {len(trace.steps)}'",
-                         timeout=5_000)
+                         timeout=20_000)
     views = render_step(trace, step)
     assert [tuple(t) for t in pg.evaluate(TOKENS_JS)] == token_classes(views["canvas"])
     assert pg.locator("#canvas").text_content() == text_content(views["canvas"])

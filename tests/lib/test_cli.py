@@ -13,6 +13,8 @@ from tests.support.tiny_models import MASK_ID, tiny_qwen3_model, tiny_tokenizer
 
 ROOT = Path(__file__).resolve().parents[2]
 
+pytestmark = pytest.mark.slow  # runs the command line in subprocesses
+
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}

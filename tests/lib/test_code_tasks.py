@@ -21,6 +21,8 @@ FAST = SandboxLimits(wall_s=4, cpu_s=3)
 needs_bwrap = pytest.mark.skipif(isolation.bwrap_available()[0] is None, reason="bubblewrap unavailable here (the sandbox "
                                  f"refuses to run code: {isolation.bwrap_available()[1]})")
 
+pytestmark = pytest.mark.slow  # runs generated programs in the sandbox
+
 
 def raw(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]

@@ -22,6 +22,7 @@ ANY_VALUE = st.one_of(
 
 @settings(max_examples=400, deadline=None)
 @given(st.dictionaries(st.sampled_from(sorted(FIELDS)), ANY_VALUE, max_size=6))
+@pytest.mark.slow
 def test_any_settings_are_valid_or_one_value_error(changes):
     try:
         cfg = DecodeConfig.from_dict(changes)

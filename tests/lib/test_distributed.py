@@ -21,6 +21,8 @@ LAUNCH_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_A
                "TORCHELASTIC_USE_AGENT_STORE", "GROUP_RANK")
 TIMING = {"wall_per_token", "speedup_wall_vs_ar", "speedup_wall_vs_baseline"}
 
+pytestmark = pytest.mark.slow  # launches several processes
+
 
 def test_dist_env_reads_what_launchers_set():
     assert dist_env({}) == DistEnv(0, 1, 0)

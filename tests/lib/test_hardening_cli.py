@@ -27,7 +27,8 @@ def run(argv, capsys):
     (["bench", "--problems", "0", "--out", "{tmp}/b"], "error: --problems: must be a whole number in [1, 100000]"),
     (["bench", "--out", "{tmp}/afile/b"], "error: --out: cannot write into '{tmp}/afile/b'"),
     (["bench", "--grid", "{tmp}/deep.json", "--out", "{tmp}/b"], "error: --grid: {tmp}/deep.json is nested too deeply"),
-    (["bench", "--grid", "{tmp}/huge.json", "--out", "{tmp}/b"], "error: --grid: at most 1000 cells, got 100000"),
+    pytest.param(["bench", "--grid", "{tmp}/huge.json", "--out", "{tmp}/b"],
+                 "error: --grid: at most 1000 cells, got 100000", marks=pytest.mark.slow),  # a 100,000-cell file
     (["bench", "--grid", "{tmp}/typed.json", "--out", "{tmp}/b"], "error: --grid: cell 0:"),
     (["eval-task", "--seed", "-5"], "error: --seed: must be a whole number in [0, 2147483647], got -5"),
     (["eval-task", "--n", "0"], "error: --n: must be a whole number in [1, "),

@@ -26,6 +26,8 @@ TASKS = ROOT / "assets" / "tasks" / "lm_eval"
 SAMPLE = ROOT / "assets" / "tasks" / "gsm8k_style_sample.jsonl"
 N, GEN = 6, 48
 
+pytestmark = pytest.mark.slow  # runs lm-eval in subprocesses
+
 
 @pytest.fixture(scope="module")
 def model():

@@ -42,6 +42,7 @@ def test_lossless_equals_greedy_ar_on_tiny_random_models(family):
 
 
 @pytest.mark.parametrize("name", ["tiny", "tiny-llada2"])
+@pytest.mark.slow
 def test_lossless_equals_greedy_ar_on_the_bundled_models(name):
     from s2d2.tasks.arithmetic import heldout
 

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import socket
+import threading
 import time
 from pathlib import Path
 
@@ -302,10 +304,24 @@ def test_hub_ids_fail_fast_offline(name: str, tmp_path: Path, monkeypatch: pytes
     import huggingface_hub.constants
 
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path))  # an empty cache
-    start = time.monotonic()
+    # fail fast, whatever the machine's speed: the calling thread neither sleeps (a retry loop) nor connects
+    waits, sleep, connect, caller = [], time.sleep, socket.socket.connect, threading.current_thread()
+
+    def sleeping(seconds):
+        if threading.current_thread() is caller:
+            waits.append(("sleep", seconds))
+        sleep(seconds)
+
+    def connecting(sock, address):
+        if threading.current_thread() is caller:
+            waits.append(("connect", address))
+        return connect(sock, address)
+
+    monkeypatch.setattr(time, "sleep", sleeping)
+    monkeypatch.setattr(socket.socket, "connect", connecting)
     with pytest.raises(ModelLoadError) as err:
         load_model(name)
-    assert time.monotonic() - start < 5
+    assert waits == [], waits
     message = str(err.value)
     assert "\n" not in message and "unreachable" in message and "local checkpoint folder" in message
 

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import os
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
@@ -97,12 +96,13 @@ ESCAPED_CHILD = "import os, time\nif os.fork() == 0:\n    os.setsid()\n    time.
     (ESCAPED_CHILD, ("before the program's end",)),
 ], ids=["loop", "sleep", "fork-bomb", "10GB", "write-abs", "write-parent", "socket", "listen", "print-1GB",
         "setsid-child"])
+@pytest.mark.slow
 def test_hostile_programs_are_contained(source: str, reasons: tuple[str, ...]) -> None:
-    t0 = time.monotonic()
     result = run_contained(source)
     assert not result.passed
+    # the reason names the limit that ended it (the wall or CPU limit for the loops): no timing of our own, which a
+    # loaded machine would stretch
     assert any(r in result.reason for r in reasons), result.reason
-    assert time.monotonic() - t0 < FAST.wall_s + 15
 
 
 @needs_namespaces
@@ -114,6 +114,7 @@ def test_hostile_programs_are_contained(source: str, reasons: tuple[str, ...]) -
     (FORK_BOMB, ("CPU time limit", "wall time limit", "Resource temporarily unavailable")),
     (ESCAPED_CHILD, ("before the program's end",)),
 ], ids=["write-abs", "write-parent", "shell-write", "socket", "fork-bomb", "setsid-child"])
+@pytest.mark.slow
 def test_the_kernel_layers_contain_them_without_the_python_guards(source: str, reasons: tuple[str, ...]) -> None:
     result = run_contained(source, python_guards=False)
     assert not result.passed
@@ -144,6 +145,7 @@ def test_a_service_on_this_machine_is_out_of_reach(guards: bool) -> None:
     (SOCKET, ("socket.__new__ is disabled",)),
     (ESCAPED_CHILD, ("before the program's end",)),
 ], ids=["fork-bomb", "write-abs", "socket", "setsid-child"])
+@pytest.mark.slow
 def test_without_namespaces_the_fallback_still_contains_them(source: str, reasons: tuple[str, ...]) -> None:
     result = run_contained(source, namespaces=False)
     assert not result.passed and result.missing["namespaces"] == "turned off by the caller"

@@ -164,6 +164,7 @@ def _decode_pairs(dynamic, static, prompt, names, gen_length: int) -> None:
 
 
 @pytest.mark.parametrize("build", [tiny_qwen3, tiny_qwen2], ids=["aligned", "shifted"])
+@pytest.mark.slow
 def test_every_preset_same_tokens_and_nfe_tiny_random(build) -> None:
     dynamic, static = pair(build)
     for model in (dynamic, static):
@@ -178,6 +179,7 @@ def test_every_preset_same_tokens_and_nfe_tiny_random(build) -> None:
     _decode_pairs(dynamic, static, list(range(5, 18)), names, gen_length=40)
 
 
+@pytest.mark.slow
 def test_every_preset_same_tokens_and_nfe_bundled_model() -> None:
     from s2d2.tasks.arithmetic import heldout
 

@@ -55,6 +55,7 @@ def test_load_model_spec(model):
     assert model.spec.vocab_size == model.model.config.vocab_size
 
 
+@pytest.mark.slow
 def test_accuracy_smoke(model):
     """AR greedy (block size 1, MASK queried in place) solves most held-out problems."""
     import s2d2
@@ -66,6 +67,7 @@ def test_accuracy_smoke(model):
     assert hits >= 10  # the shipped model scores 98 % on the first 100
 
 
+@pytest.mark.slow
 def test_decoder_ar_and_greedy_exact_s2d2_agree(model):
     """The library's AR decode equals the minimal greedy loop, and S2D2 greedy_exact always-verify equals AR."""
     import s2d2

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import torch
 
 from s2d2.tiny import llada2 as TL
@@ -56,6 +57,7 @@ def test_corrupt_visible_targets_only_visible_tokens():
     assert kept.any() and torch.equal(new_tg[kept], clean[kept])  # some untouched visible tokens predict themselves
 
 
+@pytest.mark.slow
 def test_llada2_stage_trains_resumes_and_exports(tmp_path, monkeypatch):
     import s2d2
     from s2d2.tiny import train

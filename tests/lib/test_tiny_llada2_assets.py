@@ -52,6 +52,7 @@ def test_loads_onto_glm4moe(model):
     assert float(bias.abs().max()) > 0  # the balancing bias was trained and mapped from expert_bias
 
 
+@pytest.mark.slow
 def test_cli_decodes_the_official_folder(tmp_path):
     out = tmp_path / "trace.json"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
@@ -65,6 +66,7 @@ def test_cli_decodes_the_official_folder(tmp_path):
     assert trace["header"]["config"]["loop"] == "editing"
 
 
+@pytest.mark.slow
 def test_solves_held_out_problems_and_edits(model):
     import s2d2
     from s2d2.tasks.arithmetic import heldout, score

@@ -13,6 +13,8 @@ from s2d2.tiny.model import build_model
 MASK = 3
 V = 64
 
+pytestmark = pytest.mark.slow  # trains tiny models
+
 
 def _data(n=8, L=32, seed=0):
     # a learnable toy language: arithmetic progressions mod 60 (offset past the special ids)

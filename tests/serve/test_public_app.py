@@ -187,10 +187,11 @@ def test_stopped_lanes_end_within_one_forward_and_compare_nothing():
     at_stop = []
 
     def stop_soon():
-        while model.calls < 3:
+        deadline = time.monotonic() + 120  # a bound on a hang only
+        while model.calls < 3 and time.monotonic() < deadline:
             time.sleep(0.002)
-        at_stop.append(model.calls)
         gpu_slot.JOBS.stop_session("lanes-session")  # what the Stop button does
+        at_stop.append(model.calls)  # read after the flag: a starved watcher cannot let forwards slip in between
 
     class Request:
         session_hash = "lanes-session"

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import random
 
+import pytest
+
 from fixtures import trace_factory as tf
 
 from components.replay import handlers as h
@@ -61,6 +63,7 @@ def test_state_is_a_compressed_handle_and_a_dropped_one_shows_no_trace(monkeypat
     assert h.step_views(state, 1)["summary"] == h.NO_TRACE
 
 
+@pytest.mark.slow
 def test_a_flood_of_sessions_from_one_client_keeps_a_victims_upload(tmp_path, monkeypatch):
     """Row 7 through the handlers: the victim uploads, then one client opens 420 sessions that each upload."""
     monkeypatch.setenv("S2D2_CLIENT_STATE_MB", "1")

@@ -121,6 +121,7 @@ def _mutated(data: st.DataObject) -> dict:
 
 @settings(max_examples=100, deadline=None, database=None, suppress_health_check=list(HealthCheck))
 @given(st.data())
+@pytest.mark.slow
 def test_fuzzed_uploads_render_or_are_refused(data):
     """Mutations of the shipped traces (numbers blown up, lists emptied or nested, types swapped, hostile strings):
     each loads and renders, or is refused with a validation message; never any other exception."""
@@ -134,6 +135,7 @@ def test_fuzzed_uploads_render_or_are_refused(data):
 
 
 @pytest.mark.parametrize("value", [10**400, -(10**400), 2**64 + 1, 1e308], ids=["1e400", "-1e400", "2^64+1", "1e308"])
+@pytest.mark.slow
 def test_numbers_beyond_a_float_in_free_form_values_render_or_are_refused(value):
     """Every number in a step's policy details and inputs set, one at a time, to an int too large for a float (the
     fuzzer found k_hat = 10**400 crashing the routing figure) or to the largest float: refused or rendered."""
@@ -152,6 +154,7 @@ def test_numbers_beyond_a_float_in_free_form_values_render_or_are_refused(value)
     assert accepted  # details are free-form: such values are accepted, and must render
 
 
+@pytest.mark.slow
 def test_worst_accepted_trace_costs_what_a_legit_512_token_trace_costs():
     """The heaviest trace the validator accepts (longest prompt and generation, largest block, longest strings,
     64 candidates per distribution, as many steps and forwards as allowed) renders a payload within 1.6x that of

@@ -21,3 +21,8 @@ def require_browser() -> Any:
     if not Path(CHROMIUM).exists():
         pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)", allow_module_level=True)
     return sync_api
+
+
+def painted(pg: Any) -> None:
+    """Wait until the page has rendered what it holds now: two animation frames (an event, not a guessed delay)."""
+    pg.evaluate("() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))")
