@@ -21,7 +21,7 @@ from transformers import DynamicCache
 
 from fixtures import tiny_d2f as M
 import s2d2
-from recorded_floats import tensors_close
+from tests.support.recorded_floats import tensors_close
 from s2d2.models import ModelLoadError
 from s2d2.models.llada import module_to_native, module_to_official, to_native, to_official
 from s2d2.models.masks import segments_pattern, verify_2l_pattern, widen

@@ -155,7 +155,7 @@ def test_a_client_out_of_allowance_can_still_stop(monkeypatch):
 
     monkeypatch.setenv("S2D2_CLIENT_RATE", "2")
     # the buckets' clock stands still: no token refills while a loaded machine runs the eleven requests
-    monkeypatch.setattr(fairness, "time", SimpleNamespace(monotonic=lambda: 1000.0))
+    monkeypatch.setattr(client_limits, "time", SimpleNamespace(monotonic=lambda: 1000.0))
     monkeypatch.setattr(front_door, "RATE", client_limits.Rate())
     monkeypatch.setattr(front_door, "STOP_RATE", client_limits.Rate())
     passed: list[str] = []

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-from recorded_floats import slack
+from tests.support.recorded_floats import slack
 
 
 @dataclass(frozen=True)
