@@ -34,7 +34,7 @@ from s2d2.limits import limits
 from . import guard
 from .client_id import client_key, scope_key
 from .disk import DISK
-from .fairness import Listeners, Rate, Sessions, client_queued, queue_events, trim_sessions
+from .fairness import Listeners, Rate, Sessions, client_queued, queue_events, trim_sessions, unread_decay_s
 
 API = "/gradio_api"
 MAX_JSON_BYTES = 256 * 1024
@@ -42,6 +42,8 @@ MAX_FIELD_CHARS = 8192
 MAX_DEPTH = 32
 MAX_SESSION_CHARS = 128
 RESERVED = 8  # queue places kept for clients with nothing queued
+MAX_QUERY_BYTES = 16 * 1024  # a share link's query is under 1 kB (components/share.py: 120 characters a value)
+RATED_PAGES = {"/config", ""}  # page routes outside the API that build a config per request
 LOG = logging.getLogger("s2d2.app")
 _SURROGATES = re.compile("[\ud800-\udfff]")
 
@@ -71,7 +73,7 @@ class FrontDoor:
         self.app = app
 
     async def __call__(self, scope: dict, receive: Receive, send: Send) -> None:
-        if scope.get("type") != "http" or not scope.get("path", "").startswith(API):
+        if scope.get("type") != "http":
             return await self.app(scope, receive, send)
         started = False
 
@@ -80,13 +82,22 @@ class FrontDoor:
             started = started or message.get("type") == "http.response.start"
             await send(message)
 
+        path = scope.get("path", "")
         try:
-            await self._route(scope, receive, tracked)
+            if len(scope.get("query_string", b"")) > MAX_QUERY_BYTES:
+                raise Refusal(414, f"This address is longer than {MAX_QUERY_BYTES // 1024} kB: a link of this app "
+                                   "is much shorter.")
+            if path.startswith(API):
+                await self._route(scope, receive, tracked)
+            elif path.rstrip("/") in RATED_PAGES and not RATE.allow(scope_key(scope)):
+                raise Refusal(429, TOO_FAST)
+            else:
+                await self.app(scope, receive, tracked)
         except Refusal as refusal:
             if not started:
                 await reply(send, refusal.status, refusal.message)
         except Exception as exc:  # one line, no traceback of a request's values, no server path
-            LOG.warning("request %s failed: %s: %s", scope.get("path", "")[:120], type(exc).__name__, str(exc)[:200])
+            LOG.warning("request %s failed: %s: %s", path[:120], type(exc).__name__, str(exc)[:200])
             if not started:
                 await reply(send, 500, "The server could not handle this request.")
 
@@ -99,8 +110,13 @@ class FrontDoor:
                 return await self._upload(scope, receive, send, client)
             return await self._json(scope, receive, send, sub, client)
         if method == "GET":
+            if sub.rstrip("/") == "/deep_link":  # Gradio would write the session's every value to a fetchable file
+                raise Refusal(404, "This app has no deep links: the Share button makes a link to a moment.")
+            if sub.rstrip("/") in ("/info", "/openapi.json") and not RATE.allow(client):
+                raise Refusal(429, TOO_FAST)
             if sub.rstrip("/") == "/queue/data":
-                session = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("session_hash", [""])[0]
+                # the last value, as Starlette's query_params reads it (the stream counted is the one served)
+                session = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("session_hash", [""])[-1]
                 return await self._stream(scope, receive, send, session, client, heartbeat=False)
             if sub.startswith("/heartbeat/"):
                 return await self._stream(scope, receive, send, sub.split("/")[2], client, heartbeat=True)
@@ -113,14 +129,17 @@ class FrontDoor:
 
     async def _json(self, scope: dict, receive: Receive, send: Send, sub: str, client: str) -> None:
         body = await read_body(scope, receive, MAX_JSON_BYTES)
-        if not body or "json" not in (header(scope, b"content-type") or "json"):
+        if not body:
             return await self.app(scope, replay(body, receive), send)
+        # Every body is read as JSON, whatever its Content-Type says: FastAPI parses any spelling of a JSON type
+        # (and a body without the header) as JSON, and some Gradio routes call request.json() on any body; the
+        # app's API takes nothing else (uploads go to /upload).
         try:
             data = json.loads(body)
         except RecursionError:
             raise Refusal(400, "The request is nested too deeply to read.") from None
         except ValueError:
-            raise Refusal(400, "The request body is not valid JSON.") from None
+            raise Refusal(400, "The request body is not valid JSON (this app's API takes JSON only).") from None
         cleaned, changed = checked(data)
         if sub.startswith("/call/") and not sub.startswith("/call/v2/") and isinstance(cleaned, dict) \
                 and not cleaned.get("session_hash"):
@@ -128,12 +147,17 @@ class FrontDoor:
             # session, the watchdog); GET /call/<name>/<event_id> still finds it (Gradio looks the event up).
             cleaned["session_hash"], changed = "call-" + uuid.uuid4().hex, True
         blocks = blocks_of(scope)
+        cancel = sub.rstrip("/") == "/cancel" and isinstance(cleaned, dict)
+        if cancel and SESSIONS.owner(str(cleaned.get("session_hash"))) not in (None, client):
+            raise Refusal(403, "This session belongs to another visitor.")
         if blocks is not None and isinstance(cleaned, dict):
             admit(sub, cleaned, client, blocks)
         if changed:
             body = json.dumps(cleaned).encode()
             scope = with_length(scope, len(body))
         await self.app(scope, replay(body, receive), send)
+        if cancel and blocks is not None:
+            after_cancel(cleaned, client, blocks)
 
     async def _upload(self, scope: dict, receive: Receive, send: Send, client: str) -> None:
         length = header(scope, b"content-length")
@@ -152,6 +176,11 @@ class FrontDoor:
 
     async def _stream(self, scope: dict, receive: Receive, send: Send, session: str, client: str,
                       heartbeat: bool) -> None:
+        owner = SESSIONS.owner(session)
+        if heartbeat and owner is not None and owner != client:
+            # a heartbeat's close ends the session (Gradio closes its events, runs unload): its own client only
+            raise Refusal(403, "This session belongs to another visitor.")
+        admit_session(session, client, blocks_of(scope))
         if not LISTENERS.open(session, client, heartbeat):
             raise Refusal(429, TOO_MANY_STREAMS)
         try:
@@ -181,28 +210,53 @@ def admit(sub: str, data: dict, client: str, blocks: Any) -> None:
             raise Refusal(400, "Unknown event.")
     else:
         fn = None
+    values = data.get("data")
+    wanted = len(getattr(fn, "inputs", ()) or ())
+    if fn is not None and index is not None and isinstance(values, list) and len(values) < wanted:
+        raise Refusal(400, f"This event takes {wanted} values; the request sent {len(values)}.")
     session = data.get("session_hash")
-    if isinstance(session, str) and session:
-        if len(session) > MAX_SESSION_CHARS:
-            raise Refusal(400, "Session id too long.")
-        holder = getattr(blocks, "state_holder", None)
-        if holder is not None:
-            problem = SESSIONS.admit(session, client, holder, limits().max_sessions, LISTENERS)
-            if problem:
-                raise Refusal(503, problem)
-            trim_sessions(holder)
+    admit_session(session, client, blocks)
     if fn is None or path[0] not in ("call", "queue"):
         return
     events = queue_events(blocks._queue)
     unread = getattr(blocks._queue, "pending_event_ids_session", {})  # pushed, result not yet read
-    mine = max(sum(event_client(e) == client for e in events),
-               sum(len(unread.get(s, ())) for s in SESSIONS.of(client)))
+    recent = LISTENERS.recent(SESSIONS.of(client), unread_decay_s())  # the penalty decays (fairness module)
+    mine = max(sum(event_client(e) == client for e in events), sum(len(unread.get(s, ())) for s in recent))
     if mine >= client_queued():
         raise Refusal(429, TOO_MANY_QUEUED)
     if mine and len(events) >= limits().queue_size - RESERVED:
         raise Refusal(429, QUEUE_NEARLY_FULL)
     if isinstance(session, str) and session:
         LISTENERS.joined(session)
+
+
+def after_cancel(data: dict, client: str, blocks: Any) -> None:
+    """Gradio's /cancel (a client's job.cancel()) removed a decode's event from the queue: free the session's
+    decode registration (guard.Jobs.withdraw) unless an event of that decode is still waiting."""
+    session, index = data.get("session_hash"), data.get("fn_index")
+    fn = blocks.fns.get(index) if isinstance(index, int) and not isinstance(index, bool) else None
+    if not isinstance(session, str) or getattr(fn, "concurrency_id", None) != guard.GPU:
+        return
+    waiting = queue_events(blocks._queue, running=False)
+    if not any(e.session_hash == session and getattr(e.fn, "concurrency_id", None) == guard.GPU for e in waiting):
+        guard.JOBS.withdraw(session, client)
+
+
+def admit_session(session: Any, client: str, blocks: Any) -> None:
+    """Make room for a session hash Gradio does not hold yet (fairness.Sessions), or raise Refusal. Every request
+    that names a session passes here: events, event streams and heartbeats (whose close creates the session's
+    state by running the unload event)."""
+    if not isinstance(session, str) or not session:
+        return
+    if len(session) > MAX_SESSION_CHARS:
+        raise Refusal(400, "Session id too long.")
+    holder = getattr(blocks, "state_holder", None)
+    if holder is None:
+        return
+    problem = SESSIONS.admit(session, client, holder, limits().max_sessions, LISTENERS, guard.JOBS.holds)
+    if problem:
+        raise Refusal(503, problem)
+    trim_sessions(holder)
 
 
 def checked(value: Any, depth: int = 0) -> tuple[Any, bool]:
