@@ -18,6 +18,7 @@ from components import guard
 from components import handlers as h
 from components import share
 from components.canvas import CANVAS_CSS
+from components.client_id import identity_settings
 from components.compare import COMPARE_CSS
 from components.compare_tab import build_compare_tab
 from components.disk import prepare_cache
@@ -183,6 +184,7 @@ def wire_share(ctx: Ctx, demo: gr.Blocks) -> None:
 def build_demo() -> gr.Blocks:
     prepare_cache()  # before any Block reads GRADIO_TEMP_DIR: this run's folder; dead runs' files deleted
     os.environ.setdefault("FORWARDED_ALLOW_IPS", "")  # uvicorn keeps the socket peer: client_id reads proxy hops
+    identity_settings()  # refuses FORWARDED_ALLOW_IPS=*, warns loudly when identity could be forged
     preload_on_spaces()
     o = opening()
     ctx = Ctx(o.trace)
