@@ -6,7 +6,8 @@ objects, keyed by components/client_id.py's client key; every map is bounded (th
   (S2D2_CLIENT_QUEUED): those waiting or running, and those finished whose result its sessions have not read yet
   (Gradio keeps them until they are read), so a client that never reads cannot pile up results quickly either.
   Unread results count for S2D2_UNREAD_DECAY_S seconds after their session last joined the queue: the penalty
-  decays on that clock, so visitors behind one NAT with a careless neighbour are let in again within a minute.
+  decays on that clock, so visitors behind one NAT with a careless neighbour are let in again within a minute, and
+  results left by a page that closed (its heartbeat ended) do not count at all.
 - `Sessions`: who minted which session hash, and which session gives way to a new one. A client may hold
   S2D2_CLIENT_SESSIONS sessions (beyond that its own sessions give way first); the app holds S2D2_MAX_SESSIONS.
   A newcomer always gets in while any session can give way: the least recently used idle one (never one with a
@@ -95,6 +96,7 @@ class Listeners:
         self._beats: dict[str, int] = {}
         self._closed: "OrderedDict[str, float]" = OrderedDict()
         self._joined: "OrderedDict[str, float]" = OrderedDict()  # sessions that joined the queue over HTTP
+        self._left: "OrderedDict[str, None]" = OrderedDict()  # sessions whose page closed (last heartbeat ended)
         self._per_client: dict[str, int] = {}
 
     def joined(self, session: str, now: Optional[float] = None) -> None:
@@ -112,6 +114,8 @@ class Listeners:
             self._per_client[client] = self._per_client.get(client, 0) + 1
             table = self._beats if heartbeat else self._streams
             table[session] = table.get(session, 0) + 1
+            if heartbeat:
+                self._left.pop(session, None)
             return True
 
     def close(self, session: str, client: str, heartbeat: bool = False, now: Optional[float] = None) -> None:
@@ -127,7 +131,11 @@ class Listeners:
                 table[session] = n
             else:
                 table.pop(session, None)
-                if not heartbeat:
+                if heartbeat:  # the page left: Gradio closes its events, whose results nobody will read
+                    self._left[session] = None
+                    while len(self._left) > 50_000:
+                        self._left.popitem(last=False)
+                else:
                     self._closed.pop(session, None)
                     self._closed[session] = self.clock() if now is None else now
                     while len(self._closed) > 50_000:
@@ -145,10 +153,13 @@ class Listeners:
         return session in self._beats
 
     def recent(self, sessions: list[str], within: float) -> list[str]:
-        """The sessions among `sessions` that joined the queue in the last `within` seconds (by `clock`)."""
+        """The sessions among `sessions` that joined the queue in the last `within` seconds (by `clock`) and whose
+        page has not closed (a closed tab's unfinished results are never read: they must not lock out the next
+        page its visitor, or a classmate behind the same NAT, opens)."""
         now = self.clock()
         with self._lock:
-            return [s for s in sessions if now - self._joined.get(s, -float("inf")) < within]
+            return [s for s in sessions
+                    if s not in self._left and now - self._joined.get(s, -float("inf")) < within]
 
     def silence(self, session: str, now: float) -> Optional[float]:
         """Seconds since the session last had an open event stream (0 while one is open; infinity when it never

@@ -298,3 +298,18 @@ def test_forgeable_identity_settings_are_refused_or_flagged(monkeypatch, caplog)
     monkeypatch.setenv("S2D2_TRUSTED_PROXIES", "not-an-ip")
     with pytest.raises(ValueError, match="S2D2_TRUSTED_PROXIES"):
         client_id.identity_settings()
+
+
+def test_results_left_by_a_closed_page_do_not_count_against_the_next_one():
+    """A page closed mid-event leaves results nobody reads (Gradio keeps their ids until delivered): the next page
+    from the same address (a reload, a classmate behind the NAT) is not refused for them."""
+    b = blocks()
+    door = FrontDoor(Gradio())
+    for i in range(6):
+        assert request(door, "/gradio_api/queue/join", {"data": [None, 0], "fn_index": 0, "session_hash": "page1"},
+                       ip="10.5.6.6", blocks_=b)[0] == 200
+        b._queue.pending_event_ids_session.setdefault("page1", set()).add(f"event{i}")
+    second = {"data": [None, 0], "fn_index": 0, "session_hash": "page2"}
+    assert request(door, "/gradio_api/queue/join", second, ip="10.5.6.6", blocks_=b)[0] == 429  # page1 is open
+    assert request(door, "/gradio_api/heartbeat/page1", ip="10.5.6.6", blocks_=b)[0] == 200  # ...and now it closed
+    assert request(door, "/gradio_api/queue/join", second, ip="10.5.6.6", blocks_=b)[0] == 200
