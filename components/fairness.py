@@ -12,7 +12,7 @@ objects, keyed by components/client_id.py's client key; every map is bounded (th
   S2D2_CLIENT_SESSIONS sessions (beyond that its own sessions give way first); the app holds S2D2_MAX_SESSIONS.
   A newcomer always gets in while any session can give way: the least recently used idle one (never one with a
   decode queued or running, nor an event in flight), its visitor told with their next event. Every way a session
-  comes to exist (an event, an event stream, a heartbeat, whose close runs the unload event) passes this.
+  comes to exist (an event, a heartbeat, whose close runs the unload event) passes this.
 - `Listeners`: open event streams and heartbeats per session, for the decode watchdog (guard.Jobs.silence) and
   for the idle test above.
 - `trim_sessions`: Gradio keeps, per session, a copy of every component's config with the last value sent (about

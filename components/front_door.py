@@ -1,7 +1,10 @@
 """The app's front door: an ASGI middleware in front of every Gradio route (app.py installs it with
 `launch(app_kwargs={"middleware": [Middleware(FrontDoor)]})`), so each request meets it before Gradio does.
 
-For every API request it
+Every request's query is capped (MAX_QUERY_BYTES: 414), the page and /config are rate-limited, and a page route
+that fails answers one line. For every API request it
+- reads every body as JSON, whatever its Content-Type says (FastAPI parses any spelling of a JSON type, or no
+  header, as JSON, and some Gradio routes call request.json() on any body), so no spelling skips a rule below;
 - rate-limits the client (components/fairness.py `Rate`; the client is components/client_id.py's key); Stop, the
   one event run outside the queue (POST /run/predict), has a bucket of its own, so a client that has spent its
   allowance on other events can still stop its decode;
@@ -10,7 +13,11 @@ For every API request it
   surrogates (they would break Gradio's encoder);
 - refuses a private event called by name (`/gradio_api/call/<name>`, or `/run/<name>` without an fn_index): the
   page calls events by index, only the public API by name;
-- makes room for a new session hash, or refuses it, before Gradio creates its state (fairness `Sessions`);
+- makes room for a new session hash, or refuses it, before Gradio creates its state (fairness `Sessions`), for an
+  event and for a heartbeat alike; refuses a heartbeat or /cancel naming another client's session, and frees a
+  decode's registration when /cancel removed its queued event (guard.Jobs.withdraw);
+- refuses an event by index sent with fewer values than it takes, and Gradio's /deep_link (which would write the
+  session's every value to a file anyone can fetch by path);
 - caps the events a client has pending (S2D2_CLIENT_QUEUED: waiting, running, or finished but unread, counted in
   Gradio's own queue) and keeps the last RESERVED places of the queue for clients with nothing in it;
 - checks an upload against the disk budget and the client's upload allowance (components/disk.py);
@@ -180,7 +187,8 @@ class FrontDoor:
         if heartbeat and owner is not None and owner != client:
             # a heartbeat's close ends the session (Gradio closes its events, runs unload): its own client only
             raise Refusal(403, "This session belongs to another visitor.")
-        admit_session(session, client, blocks_of(scope))
+        if heartbeat:  # its close creates the session's state (the unload event); a result stream creates none
+            admit_session(session, client, blocks_of(scope))
         if not LISTENERS.open(session, client, heartbeat):
             raise Refusal(429, TOO_MANY_STREAMS)
         try:
@@ -244,8 +252,7 @@ def after_cancel(data: dict, client: str, blocks: Any) -> None:
 
 def admit_session(session: Any, client: str, blocks: Any) -> None:
     """Make room for a session hash Gradio does not hold yet (fairness.Sessions), or raise Refusal. Every request
-    that names a session passes here: events, event streams and heartbeats (whose close creates the session's
-    state by running the unload event)."""
+    that can create a session's state passes here: events, and heartbeats (whose close runs the unload event)."""
     if not isinstance(session, str) or not session:
         return
     if len(session) > MAX_SESSION_CHARS:
