@@ -313,3 +313,24 @@ def test_results_left_by_a_closed_page_do_not_count_against_the_next_one():
     assert request(door, "/gradio_api/queue/join", second, ip="10.5.6.6", blocks_=b)[0] == 429  # page1 is open
     assert request(door, "/gradio_api/heartbeat/page1", ip="10.5.6.6", blocks_=b)[0] == 200  # ...and now it closed
     assert request(door, "/gradio_api/queue/join", second, ip="10.5.6.6", blocks_=b)[0] == 200
+
+
+def test_a_visitor_whose_open_tab_was_cleared_is_told_once_with_their_next_event(monkeypatch):
+    import gradio as gr
+    from gradio.context import LocalContext
+
+    from components import protect
+
+    holder = SimpleNamespace(session_data=OrderedDict(cleared=object()), time_last_used={}, lock=threading.Lock())
+    front_door.LISTENERS.open("cleared", "ip:10.6.1.1", heartbeat=True)  # its tab is open, idle
+    assert front_door.SESSIONS.admit("newcomer", "ip:10.6.1.2", holder, 1, front_door.LISTENERS) is None
+    told: list[str] = []
+    monkeypatch.setattr(gr, "Warning", lambda message, *a, **k: told.append(message))
+    step = protect.guarded(lambda: "views", "step")
+    token = LocalContext.request.set(SimpleNamespace(session_hash="cleared", username=None, headers={},
+                                                     client=SimpleNamespace(host="10.6.1.1")))
+    try:
+        assert step() == "views" and step() == "views"
+    finally:
+        LocalContext.request.reset(token)
+    assert told == [fairness.EVICTED]
