@@ -8,8 +8,8 @@ that fails answers one line. For every API request it
 - rate-limits the client (components/fairness.py `Rate`; the client is components/client_id.py's key); Stop, the
   one event run outside the queue (POST /run/predict), has a bucket of its own, so a client that has spent its
   allowance on other events can still stop its decode;
-- caps the body (MAX_JSON_BYTES; an upload at the upload limit), refuses JSON nested deeper than MAX_DEPTH or a
-  string longer than MAX_FIELD_CHARS (nothing a visitor sends can be echoed back at length), and replaces lone
+- caps the body (MAX_JSON_BYTES; an upload at the upload limit), refuses JSON nested deeper than 32 levels or a
+  string longer than 8,192 characters (components/door_checks.py) (nothing a visitor sends can be echoed back at length), and replaces lone
   surrogates (they would break Gradio's encoder);
 - refuses a private event called by name (`/gradio_api/call/<name>`, or `/run/<name>` without an fn_index): the
   page calls events by index, only the public API by name;
@@ -31,9 +31,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import re
 import uuid
-from typing import Any, Awaitable, Callable, Optional
+from typing import Any, Awaitable, Callable
 from urllib.parse import parse_qs
 
 from s2d2.limits import limits
@@ -41,18 +40,16 @@ from s2d2.limits import limits
 from . import guard
 from .client_id import client_key, scope_key
 from .disk import DISK
+from .door_checks import Refusal, checked, count_values, header, read_body, replay, with_length
 from .fairness import Listeners, Rate, Sessions, client_queued, queue_events, trim_sessions, unread_decay_s
 
 API = "/gradio_api"
 MAX_JSON_BYTES = 256 * 1024
-MAX_FIELD_CHARS = 8192
-MAX_DEPTH = 32
 MAX_SESSION_CHARS = 128
 RESERVED = 8  # queue places kept for clients with nothing queued
 MAX_QUERY_BYTES = 16 * 1024  # a share link's query is under 1 kB (components/share.py: 120 characters a value)
 RATED_PAGES = {"/config", ""}  # page routes outside the API that build a config per request
 LOG = logging.getLogger("s2d2.app")
-_SURROGATES = re.compile("[\ud800-\udfff]")
 
 TOO_FAST = "⏳ Too many requests from your address: slow down and try again in a few seconds."
 TOO_MANY_QUEUED = ("⏳ You already have several requests waiting in the queue: wait for them to finish, then try "
@@ -65,12 +62,6 @@ guard.JOBS.silence = LISTENERS.silence  # a decode whose session has no open str
 
 Send = Callable[[dict], Awaitable[None]]
 Receive = Callable[[], Awaitable[dict]]
-
-
-class Refusal(Exception):
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status, self.message = status, message
 
 
 class FrontDoor:
@@ -218,10 +209,8 @@ def admit(sub: str, data: dict, client: str, blocks: Any) -> None:
             raise Refusal(400, "Unknown event.")
     else:
         fn = None
-    values = data.get("data")
-    wanted = len(getattr(fn, "inputs", ()) or ())
-    if path == ["queue", "join"] and fn is not None and isinstance(values, list) and len(values) < wanted:
-        raise Refusal(400, f"This event takes {wanted} values; the request sent {len(values)}.")
+    if path == ["queue", "join"] or path[:2] == ["call", path[-1]]:
+        count_values(fn, data.get("data"), by_index=path[0] == "queue")
     session = data.get("session_hash")
     admit_session(session, client, blocks)
     if fn is None or path[0] not in ("call", "queue"):
@@ -266,30 +255,6 @@ def admit_session(session: Any, client: str, blocks: Any) -> None:
     trim_sessions(holder)
 
 
-def checked(value: Any, depth: int = 0) -> tuple[Any, bool]:
-    """(value with lone surrogates replaced, whether anything changed); Refusal for a value nested deeper than
-    MAX_DEPTH or a string longer than MAX_FIELD_CHARS."""
-    if depth > MAX_DEPTH:
-        raise Refusal(400, "The request is nested too deeply to read.")
-    if isinstance(value, str):
-        if len(value) > MAX_FIELD_CHARS:
-            raise Refusal(413, f"A value in this request is longer than {MAX_FIELD_CHARS} characters.")
-        if _SURROGATES.search(value):
-            return _SURROGATES.sub("\ufffd", value), True
-        return value, False
-    if isinstance(value, list):
-        pairs = [checked(v, depth + 1) for v in value]
-        return [v for v, _ in pairs], any(c for _, c in pairs)
-    if isinstance(value, dict):
-        out, changed = {}, False
-        for k, v in value.items():
-            key, c1 = checked(k, depth + 1) if isinstance(k, str) else (k, False)
-            out[key], c2 = checked(v, depth + 1)
-            changed = changed or c1 or c2
-        return out, changed
-    return value, False
-
-
 def event_client(event: Any) -> str:
     """The client key of a queued Gradio event (cached on it)."""
     key = getattr(event, "_s2d2_client", None)
@@ -324,50 +289,6 @@ def session_of_event(blocks: Any, event_id: str) -> str:
         return event.session_hash
     pending = getattr(queue, "pending_event_ids_session", {}) if queue is not None else {}
     return next((s for s, ids in list(pending.items()) if event_id in ids), event_id)
-
-
-async def read_body(scope: dict, receive: Receive, cap: int) -> bytes:
-    """The whole request body; Refusal(413) past `cap` bytes (declared or received)."""
-    length = header(scope, b"content-length")
-    if length is not None and length.isdigit() and int(length) > cap:
-        raise Refusal(413, f"This request is larger than {cap // 1024} kB.")
-    chunks, size = [], 0
-    while True:
-        message = await receive()
-        if message.get("type") == "http.disconnect":
-            raise Refusal(400, "The request was cut short.")
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > cap:
-            raise Refusal(413, f"This request is larger than {cap // 1024} kB.")
-        chunks.append(chunk)
-        if not message.get("more_body"):
-            return b"".join(chunks)
-
-
-def replay(body: bytes, receive: Receive) -> Receive:
-    sent = False
-
-    async def again() -> dict:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()  # later reads wait for the disconnect, as they would
-
-    return again
-
-
-def header(scope: dict, name: bytes) -> Optional[str]:
-    for key, value in scope.get("headers", ()):
-        if key.lower() == name:
-            return value.decode("latin-1").strip()
-    return None
-
-
-def with_length(scope: dict, length: int) -> dict:
-    headers = [(k, v) for k, v in scope.get("headers", ()) if k.lower() != b"content-length"]
-    return {**scope, "headers": headers + [(b"content-length", str(length).encode())]}
 
 
 def quiet_errors(send: Send) -> Send:
