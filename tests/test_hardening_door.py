@@ -129,6 +129,8 @@ def test_every_rule_holds_under_every_spelling_of_the_content_type(rule, ctype):
     assert bool(gradio.calls) == (status == 200)  # a refused body never reaches Gradio
     if status != 200:
         assert "Traceback" not in reply.decode() and len(json.loads(reply)["detail"]) < 200
+    else:  # joined over HTTP: the watchdog stops it if nobody listens (guard.Jobs.cancelled)
+        assert front_door.LISTENERS.silence(body["session_hash"], 0.0) == float("inf")
 
 
 @pytest.mark.parametrize("ctype", SPELLINGS)
