@@ -1,7 +1,9 @@
 """Per-client bounds the front door (components/front_door.py) applies before Gradio sees a request. Pure policy
 objects, keyed by components/client_id.py's client key; every map is bounded (the quietest clients are forgotten).
 
-- `Rate`: a token bucket per client over every API request (S2D2_CLIENT_RATE per second, bursts of 3x).
+- `Rate`: a token bucket per client over every API request (S2D2_CLIENT_RATE per second, bursts of 3x), and one
+  over the sessions a client opens (S2D2_CLIENT_NEW_SESSIONS per second, bursts of S2D2_CLIENT_NEW_SESSIONS_BURST):
+  each new session costs Gradio a copy of the page's config (tens of ms of CPU), whatever route made it.
 - `queue_events`: the events in Gradio's queue, waiting or running. The front door caps a client's pending events
   (S2D2_CLIENT_QUEUED): those waiting or running, and those finished whose result its sessions have not read yet
   (Gradio keeps them until they are read), so a client that never reads cannot pile up results quickly either.
@@ -58,24 +60,37 @@ def unread_decay_s() -> float:
 
 
 class Rate:
-    """Token buckets: `rate()` tokens per second, up to 3x that in a burst, one per request."""
+    """Token buckets: `rate()` tokens per second, up to `burst` (default 3x the rate), one per request; `clock` is
+    injectable (tests move it instead of sleeping)."""
 
-    def __init__(self, rate: Callable[[], float] = client_rate) -> None:
-        self._rate = rate
+    def __init__(self, rate: Callable[[], float] = client_rate, burst: Optional[Callable[[], float]] = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._rate, self._burst, self.clock = rate, burst, clock
         self._buckets: "OrderedDict[str, tuple[float, float]]" = OrderedDict()
         self._lock = threading.Lock()
 
     def allow(self, client: str, now: Optional[float] = None) -> bool:
-        now = time.monotonic() if now is None else now
+        now = self.clock() if now is None else now
         rate = self._rate()
+        top = self._burst() if self._burst is not None else 3 * rate
         with self._lock:
-            tokens, last = self._buckets.pop(client, (3 * rate, now))
-            tokens = min(3 * rate, tokens + (now - last) * rate)
+            tokens, last = self._buckets.pop(client, (top, now))
+            tokens = min(top, tokens + (now - last) * rate)
             ok = tokens >= 1.0
             self._buckets[client] = (tokens - 1.0 if ok else tokens, now)
             while len(self._buckets) > MAX_CLIENTS:
                 self._buckets.popitem(last=False)
             return ok
+
+
+def new_session_rate() -> float:
+    """S2D2_CLIENT_NEW_SESSIONS: new sessions (page loads) one client may open per second, default 2."""
+    return env_number("S2D2_CLIENT_NEW_SESSIONS", 2, 0.01, 10_000)
+
+
+def new_session_burst() -> float:
+    """S2D2_CLIENT_NEW_SESSIONS_BURST: new sessions one client may open at once, default 40 (a class)."""
+    return env_number("S2D2_CLIENT_NEW_SESSIONS_BURST", 40, 1, 100_000)
 
 
 def queue_events(queue: Any, running: bool = True) -> list[Any]:

@@ -41,7 +41,8 @@ from . import guard
 from .client_id import client_key, scope_key
 from .disk import DISK
 from .door_checks import Refusal, checked, count_values, header, read_body, replay, with_length
-from .fairness import Listeners, Rate, Sessions, client_queued, queue_events, trim_sessions, unread_decay_s
+from .fairness import (Listeners, Rate, Sessions, client_queued, new_session_burst, new_session_rate, queue_events,
+                       trim_sessions, unread_decay_s)
 
 API = "/gradio_api"
 MAX_JSON_BYTES = 256 * 1024
@@ -55,9 +56,11 @@ TOO_FAST = "⏳ Too many requests from your address: slow down and try again in 
 TOO_MANY_QUEUED = ("⏳ You already have several requests waiting in the queue: wait for them to finish, then try "
                    "again.")
 QUEUE_NEARLY_FULL = "⏳ The queue is nearly full: wait for your requests to finish, then try again."
+TOO_MANY_NEW = "⏳ Too many new pages from your address at once: wait a few seconds, then reload."
 TOO_MANY_STREAMS = "⏳ Too many open connections from your address: close some tabs and try again."
 
 RATE, STOP_RATE, SESSIONS, LISTENERS = Rate(), Rate(), Sessions(), Listeners()
+NEW_SESSIONS = Rate(new_session_rate, new_session_burst)  # a new session costs Gradio a copy of the page config
 guard.JOBS.silence = LISTENERS.silence  # a decode whose session has no open stream stops (guard.Jobs.cancelled)
 
 Send = Callable[[dict], Awaitable[None]]
@@ -249,6 +252,8 @@ def admit_session(session: Any, client: str, blocks: Any) -> None:
     holder = getattr(blocks, "state_holder", None)
     if holder is None:
         return
+    if session not in holder.session_data and SESSIONS.owner(session) is None and not NEW_SESSIONS.allow(client):
+        raise Refusal(429, TOO_MANY_NEW)
     problem = SESSIONS.admit(session, client, holder, limits().max_sessions, LISTENERS, guard.JOBS.holds)
     if problem:
         raise Refusal(503, problem)

@@ -87,7 +87,7 @@ def fresh(monkeypatch):
     monkeypatch.setenv("S2D2_CLIENT_RATE", "10000")
     monkeypatch.delenv("S2D2_TRUSTED_PROXIES", raising=False)
     for name, value in (("RATE", fairness.Rate()), ("STOP_RATE", fairness.Rate()), ("SESSIONS", fairness.Sessions()),
-                        ("LISTENERS", fairness.Listeners())):
+                        ("LISTENERS", fairness.Listeners()), ("NEW_SESSIONS", fairness.Rate(lambda: 10_000.0))):
         monkeypatch.setattr(front_door, name, value)
     monkeypatch.setattr(guard, "JOBS", guard.Jobs())
     import components.protect as protect
@@ -336,3 +336,19 @@ def test_a_visitor_whose_open_tab_was_cleared_is_told_once_with_their_next_event
     finally:
         LocalContext.request.reset(token)
     assert told == [fairness.EVICTED]
+
+
+def test_new_sessions_from_one_address_are_paced_on_a_stated_clock(monkeypatch):
+    """Each new session costs Gradio a copy of the page's config: one address opens S2D2_CLIENT_NEW_SESSIONS_BURST
+    at once (a class loading the page), then S2D2_CLIENT_NEW_SESSIONS a second; known sessions are never charged."""
+    clock = [0.0]
+    monkeypatch.setattr(front_door, "NEW_SESSIONS", fairness.Rate(fairness.new_session_rate,
+                                                                  fairness.new_session_burst, lambda: clock[0]))
+    b = blocks()
+    door = FrontDoor(Gradio(on_call=heartbeat_creates_state(b)))
+    beat = lambda name: request(door, f"/gradio_api/heartbeat/{name}", ip="10.6.7.7", blocks_=b)[0]  # noqa: E731
+    assert [beat(f"tab{i}") for i in range(40)] == [200] * 40
+    assert beat("tab40") == 429 and beat("tab39") == 200  # a known session is not new
+    clock[0] += 1 / fairness.new_session_rate()
+    assert beat("tab40") == 200 and beat("tab41") == 429
+    assert request(door, "/gradio_api/heartbeat/elsewhere", ip="10.6.7.8", blocks_=b)[0] == 200  # per address
