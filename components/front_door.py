@@ -231,15 +231,20 @@ def admit(sub: str, data: dict, client: str, blocks: Any) -> None:
 
 
 def after_cancel(data: dict, client: str, blocks: Any) -> None:
-    """Gradio's /cancel (a client's job.cancel()) removed a decode's event from the queue: free the session's
-    decode registration (guard.Jobs.withdraw) unless an event of that decode is still waiting."""
+    """Gradio's /cancel (a client's job.cancel()) removed a job's event from the queue: free the session's
+    job registration (guard.Jobs.withdraw) unless an event of that job is still waiting."""
     session, index = data.get("session_hash"), data.get("fn_index")
     fn = blocks.fns.get(index) if isinstance(index, int) and not isinstance(index, bool) else None
-    if not isinstance(session, str) or getattr(fn, "concurrency_id", None) != guard.GPU:
+    if not isinstance(session, str) or not is_job(fn):
         return
     waiting = queue_events(blocks._queue, running=False)
-    if not any(e.session_hash == session and getattr(e.fn, "concurrency_id", None) == guard.GPU for e in waiting):
+    if not any(e.session_hash == session and is_job(e.fn) for e in waiting):
         guard.JOBS.withdraw(session, client)
+
+
+def is_job(fn: Any) -> bool:
+    """Does the event run as the session's one job (a decode, an HTML export: admitted by guard.admit)?"""
+    return getattr(fn, "concurrency_id", None) == guard.GPU or getattr(fn, "validator", None) is guard.admit
 
 
 def admit_session(session: Any, client: str, blocks: Any) -> None:
