@@ -20,6 +20,7 @@ from components.run import handlers as r
 from components.replay import share_links
 from components.compare.layout import build_compare_tab
 from components.serve.disk_budget import prepare_cache
+from components.serve.identity import identity_settings
 from components.files.examples import examples_dir, first_example, list_examples, load_pair
 from components.serve import front_door
 from components.tour.layout import TourHandles, build_learn_tab
@@ -145,7 +146,8 @@ def wire_share(ctx: Ctx, demo: gr.Blocks) -> None:
 
 def build_demo() -> gr.Blocks:
     prepare_cache()  # before any Block reads GRADIO_TEMP_DIR: this run's folder; dead runs' files deleted
-    os.environ.setdefault("FORWARDED_ALLOW_IPS", "")  # uvicorn keeps the socket peer: client_id reads proxy hops
+    os.environ.setdefault("FORWARDED_ALLOW_IPS", "")  # uvicorn keeps the socket peer: identity reads proxy hops
+    identity_settings()  # refuses FORWARDED_ALLOW_IPS=*, warns loudly when identity could be forged
     preload_on_spaces()
     o = opening()
     ctx = Ctx(o.trace)

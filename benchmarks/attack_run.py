@@ -128,7 +128,7 @@ def run_attacks(args: argparse.Namespace) -> int:
         print(f"server RSS {server_rss_mb(proc.pid):.0f} MB; honest visitor: 3 steps + one {args.gen}-token run + "
               f"one Stop per round on {args.model}; {args.phase_s:g} s per phase; attacker: {args.threads} "
               "threads from one address", flush=True)
-        for phase in ["none", *ATTACKS]:
+        for phase in ["none", *(p for p in ATTACKS if not args.phases or p in args.phases.split(","))]:
             attacker = None
             if phase != "none":  # its own process: its threads must not slow the honest client's (the GIL)
                 attacker, stop, answers = start_attacker(phase, url, fns, args.threads, heavy)

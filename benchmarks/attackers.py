@@ -7,6 +7,10 @@ address, never reading a result (fire-and-forget): the worst case for the honest
 - rest: the REST route with a decode's fn_index, and the public API by name without reading the result (rows 2, 5);
 - replay: eight sessions holding the heaviest trace the validator accepts, spamming its heaviest steps and reading
   every result (so only the per-client cap on pending events binds it, not the cap on unread results) (row 6).
+- spelled (issue 29, row 1): the same rules under other spellings of Content-Type (`Application/JSON`, a charset,
+  `text/plain`): a fresh-session decode, a private event by name, a 9,000-character string;
+- heartbeats (row 2): heartbeat streams of fresh session ids opened and closed (each close runs the unload event);
+- cancel (row 5): a decode joined and cancelled at once through Gradio's /cancel, over and over.
 Every answer's HTTP status is counted: refusals are the point.
 """
 from __future__ import annotations
@@ -138,4 +142,42 @@ class ReplayFlood(Attacker):
         return codes
 
 
-ATTACKS = {"sessions": FreshSessions, "rest": RestRoute, "replay": ReplayFlood}
+SPELLINGS = ("Application/JSON", "APPLICATION/JSON; charset=utf-8", "text/plain")
+
+
+class SpelledHeader(Attacker):
+    def post(self, http: httpx.Client, path: str, body: dict, i: int) -> None:
+        headers = {"content-type": SPELLINGS[i % len(SPELLINGS)]}
+        self.count(http.post(self.url + path, content=json.dumps(body), headers=headers))
+
+    def step(self, http: httpx.Client, i: int) -> None:
+        session = uuid.uuid4().hex[:11]
+        self.post(http, "/gradio_api/queue/join", {"data": ["Once upon a time", "tiny", *self.knobs(512)],
+                                                  "fn_index": self.fns["run"], "session_hash": session}, i)
+        self.post(http, "/gradio_api/call/html_replay", {"data": [None, 0]}, i)
+        self.post(http, "/gradio_api/queue/join", {"data": ["x" * 9000, 1, "auto", "state", None],
+                                                  "fn_index": self.fns["step"], "session_hash": session}, i)
+
+
+class Heartbeats(Attacker):
+    def step(self, http: httpx.Client, i: int) -> None:
+        with http.stream("GET", self.url + f"/gradio_api/heartbeat/hb{uuid.uuid4().hex[:10]}") as beat:
+            self.count(beat)
+            if beat.status_code == 200:
+                next(beat.iter_lines(), None)
+
+
+class CancelledRuns(Attacker):
+    def step(self, http: httpx.Client, i: int) -> None:
+        session = uuid.uuid4().hex[:11]
+        body = {"data": ["Once upon a time", "tiny", *self.knobs(512)], "fn_index": self.fns["run"],
+                "session_hash": session, "event_data": None, "trigger_id": None}
+        answer = http.post(self.url + "/gradio_api/queue/join", json=body)
+        self.count(answer)
+        if answer.status_code == 200:
+            self.count(http.post(self.url + "/gradio_api/cancel", json={
+                "session_hash": session, "fn_index": self.fns["run"], "event_id": answer.json()["event_id"]}))
+
+
+ATTACKS = {"sessions": FreshSessions, "rest": RestRoute, "replay": ReplayFlood, "spelled": SpelledHeader,
+           "heartbeats": Heartbeats, "cancel": CancelledRuns}

@@ -13,7 +13,8 @@ of each call, errors, refusals, the server's RSS before and after, and whether e
 
 `--attack`: one honest visitor (its own address) repeats a replay step, a --gen-token run and a Stop of a long run,
 first alone, then beside each attacker of benchmarks/attackers.py (fresh session hashes, the REST route, a replay
-flood of the heaviest accepted trace), each from one address, for --phase-s seconds; reports the honest p50/p95
+flood of the heaviest accepted trace, other spellings of Content-Type, heartbeat-minted sessions, cancelled runs;
+`--phases` picks some), each from one address, for --phase-s seconds; reports the honest p50/p95
 per phase and how the attacker's requests were answered. The server trusts one proxy hop (X-Forwarded-For names
 the visitor, as on a Space).
 """
@@ -87,6 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--attack", action="store_true", help="honest visitor beside each attacker (issue 19)")
     ap.add_argument("--phase-s", type=float, default=60.0, help="--attack: seconds per phase")
     ap.add_argument("--threads", type=int, default=8, help="--attack: attacker threads")
+    ap.add_argument("--phases", default="", help="--attack: comma-separated attackers to run (default: all)")
     args = ap.parse_args(argv)
     if args.attack:
         from benchmarks.attack_run import run_attacks

@@ -1,14 +1,20 @@
 """Per-client bounds the front door (components/serve/front_door.py) applies before Gradio sees a request. Pure policy
 objects, keyed by components/serve/identity.py's client key; every map is bounded (the quietest clients are forgotten).
 
-- `Rate`: a token bucket per client over every API request (S2D2_CLIENT_RATE per second, bursts of 3x).
+- `Rate`: a token bucket per client over every API request (S2D2_CLIENT_RATE per second, bursts of 3x), and one
+  over the sessions a client opens (S2D2_CLIENT_NEW_SESSIONS per second, bursts of S2D2_CLIENT_NEW_SESSIONS_BURST):
+  each new session costs Gradio a copy of the page's config (tens of ms of CPU), whatever route made it.
 - `queue_events`: the events in Gradio's queue, waiting or running. The front door caps a client's pending events
   (S2D2_CLIENT_QUEUED): those waiting or running, and those finished whose result its sessions have not read yet
-  (Gradio keeps them until they are read), so a client that never reads cannot pile up results in memory either.
-- `Sessions`: who minted which session hash. A client may hold S2D2_CLIENT_SESSIONS sessions; a new one beyond that
-  evicts the client's own least recently used session. When the app holds S2D2_MAX_SESSIONS, a new session takes
-  the place of the least recently used one that is idle (no open stream or heartbeat, no event for
-  S2D2_SESSION_IDLE_S), and is refused when every session is active: the cap never evicts a visitor in use.
+  (Gradio keeps them until they are read), so a client that never reads cannot pile up results quickly either.
+  Unread results count for S2D2_UNREAD_DECAY_S seconds after their session last joined the queue: the penalty
+  decays on that clock, so visitors behind one NAT with a careless neighbour are let in again within a minute, and
+  results left by a page that closed (its heartbeat ended) do not count at all.
+- `Sessions`: who minted which session hash, and which session gives way to a new one. A client may hold
+  S2D2_CLIENT_SESSIONS sessions (beyond that its own sessions give way first); the app holds S2D2_MAX_SESSIONS.
+  A newcomer always gets in while any session can give way: the least recently used idle one (never one with a
+  decode queued or running, nor an event in flight), its visitor told with their next event. Every way a session
+  comes to exist (an event, a heartbeat, whose close runs the unload event) passes this.
 - `Listeners`: open event streams and heartbeats per session, for the decode watchdog (guard.Jobs.silence) and
   for the idle test above.
 - `trim_sessions`: Gradio keeps, per session, a copy of every component's config with the last value sent (about
@@ -48,20 +54,28 @@ def session_idle_s() -> float:
     return env_number("S2D2_SESSION_IDLE_S", 600, 1, 86_400)
 
 
-class Rate:
-    """Token buckets: `rate()` tokens per second, up to 3x that in a burst, one per request."""
+def unread_decay_s() -> float:
+    """S2D2_UNREAD_DECAY_S: seconds results a client never read count against its queue cap, default 60."""
+    return env_number("S2D2_UNREAD_DECAY_S", 60, 1, 86_400)
 
-    def __init__(self, rate: Callable[[], float] = client_rate) -> None:
-        self._rate = rate
+
+class Rate:
+    """Token buckets: `rate()` tokens per second, up to `burst` (default 3x the rate), one per request; `clock` is
+    injectable (tests move it instead of sleeping)."""
+
+    def __init__(self, rate: Callable[[], float] = client_rate, burst: Optional[Callable[[], float]] = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._rate, self._burst, self.clock = rate, burst, clock
         self._buckets: "OrderedDict[str, tuple[float, float]]" = OrderedDict()
         self._lock = threading.Lock()
 
     def allow(self, client: str, now: Optional[float] = None) -> bool:
-        now = time.monotonic() if now is None else now
+        now = self.clock() if now is None else now
         rate = self._rate()
+        top = self._burst() if self._burst is not None else 3 * rate
         with self._lock:
-            tokens, last = self._buckets.pop(client, (3 * rate, now))
-            tokens = min(3 * rate, tokens + (now - last) * rate)
+            tokens, last = self._buckets.pop(client, (top, now))
+            tokens = min(top, tokens + (now - last) * rate)
             ok = tokens >= 1.0
             self._buckets[client] = (tokens - 1.0 if ok else tokens, now)
             while len(self._buckets) > MAX_CLIENTS:
@@ -69,28 +83,41 @@ class Rate:
             return ok
 
 
-def queue_events(queue: Any) -> list[Any]:
-    """Every event in a Gradio queue: waiting (per concurrency id) and running."""
+def new_session_rate() -> float:
+    """S2D2_CLIENT_NEW_SESSIONS: new sessions (page loads) one client may open per second, default 2."""
+    return env_number("S2D2_CLIENT_NEW_SESSIONS", 2, 0.01, 10_000)
+
+
+def new_session_burst() -> float:
+    """S2D2_CLIENT_NEW_SESSIONS_BURST: new sessions one client may open at once, default 40 (a class)."""
+    return env_number("S2D2_CLIENT_NEW_SESSIONS_BURST", 40, 1, 100_000)
+
+
+def queue_events(queue: Any, running: bool = True) -> list[Any]:
+    """Every event in a Gradio queue: waiting (per concurrency id) and, with `running`, running."""
     waiting = [e for q in getattr(queue, "event_queue_per_concurrency_id", {}).values() for e in list(q.queue)]
-    running = [e for job in list(getattr(queue, "active_jobs", ()) or ()) if job for e in job]
-    return waiting + running
+    if not running:
+        return waiting
+    return waiting + [e for job in list(getattr(queue, "active_jobs", ()) or ()) if job for e in job]
 
 
 class Listeners:
     """Open event streams and heartbeats per session, and when a session's last stream closed."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock  # injectable: tests move it instead of sleeping
         self._lock = threading.Lock()
         self._streams: dict[str, int] = {}
         self._beats: dict[str, int] = {}
         self._closed: "OrderedDict[str, float]" = OrderedDict()
         self._joined: "OrderedDict[str, float]" = OrderedDict()  # sessions that joined the queue over HTTP
+        self._left: "OrderedDict[str, None]" = OrderedDict()  # sessions whose page closed (last heartbeat ended)
         self._per_client: dict[str, int] = {}
 
     def joined(self, session: str, now: Optional[float] = None) -> None:
         with self._lock:
             self._joined.pop(session, None)
-            self._joined[session] = time.monotonic() if now is None else now
+            self._joined[session] = self.clock() if now is None else now
             while len(self._joined) > 50_000:
                 self._joined.popitem(last=False)
 
@@ -102,6 +129,8 @@ class Listeners:
             self._per_client[client] = self._per_client.get(client, 0) + 1
             table = self._beats if heartbeat else self._streams
             table[session] = table.get(session, 0) + 1
+            if heartbeat:
+                self._left.pop(session, None)
             return True
 
     def close(self, session: str, client: str, heartbeat: bool = False, now: Optional[float] = None) -> None:
@@ -117,14 +146,35 @@ class Listeners:
                 table[session] = n
             else:
                 table.pop(session, None)
-                if not heartbeat:
+                if heartbeat:  # the page left: Gradio closes its events, whose results nobody will read
+                    self._left[session] = None
+                    while len(self._left) > 50_000:
+                        self._left.popitem(last=False)
+                else:
                     self._closed.pop(session, None)
-                    self._closed[session] = time.monotonic() if now is None else now
+                    self._closed[session] = self.clock() if now is None else now
                     while len(self._closed) > 50_000:
                         self._closed.popitem(last=False)
 
     def active(self, session: str) -> bool:
         return session in self._streams or session in self._beats
+
+    def streaming(self, session: str) -> bool:
+        """An event stream is open: an event of the session is in flight."""
+        return session in self._streams
+
+    def beating(self, session: str) -> bool:
+        """A heartbeat is open: the session's page is open in a tab."""
+        return session in self._beats
+
+    def recent(self, sessions: list[str], within: float) -> list[str]:
+        """The sessions among `sessions` that joined the queue in the last `within` seconds (by `clock`) and whose
+        page has not closed (a closed tab's unfinished results are never read: they must not lock out the next
+        page its visitor, or a classmate behind the same NAT, opens)."""
+        now = self.clock()
+        with self._lock:
+            return [s for s in sessions
+                    if s not in self._left and now - self._joined.get(s, -float("inf")) < within]
 
     def silence(self, session: str, now: float) -> Optional[float]:
         """Seconds since the session last had an open event stream (0 while one is open; infinity when it never
@@ -152,57 +202,88 @@ def trim_sessions(holder: Any) -> int:
     return trimmed
 
 
+FULL = "⏳ The server is at its visitor capacity and every session is in use: try again in a few minutes."
+EVICTED = ("ℹ️ This page was idle and the server needed room for a new visitor, so its session was cleared: the "
+           "views now start from the opening example. Upload your trace (or run it) again to go on.")
+
+
 class Sessions:
-    """Which client minted each session hash, and the session-count policy (see the module docstring)."""
+    """Which client minted each session hash, and the session-count policy (see the module docstring).
+
+    A new session always gets in while some session can give way. The one that gives way is, in this order: a
+    session idle for S2D2_SESSION_IDLE_S with no open tab (no heartbeat), then any session with no open tab, then
+    one whose tab is open but idle; least recently used first within each. Never one with a decode queued or
+    running (`busy`) or an event stream open (an event in flight). A session cleared while its tab was open is
+    remembered, and its visitor gets the EVICTED note with their next event (`evicted_note`)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._owner: "OrderedDict[str, str]" = OrderedDict()  # session -> client, least recently seen first
+        self._evicted: "OrderedDict[str, None]" = OrderedDict()  # cleared while their tab was open
 
     def admit(self, session: str, client: str, holder: Any, capacity: int, listeners: Listeners,
-              now: Optional[float] = None) -> Optional[str]:
+              busy: Callable[[str], bool] = lambda s: False) -> Optional[str]:
         """Called before Gradio creates state for a session hash it does not hold yet: makes room in `holder`
-        (Gradio's StateHolder) for it, or returns the message refusing it."""
+        (Gradio's StateHolder) for it, or returns the message refusing it (only when every session is busy)."""
         with self._lock:
             data = holder.session_data
             if session not in data:
                 mine = [s for s, who in self._owner.items() if who == client and s in data]
-                if len(mine) >= client_sessions():
-                    self._evict(holder, mine[0])  # the client's own least recently seen session
+                if len(mine) >= client_sessions():  # the client's own sessions give way first
+                    self._evict(holder, self._victim(holder, listeners, busy, set(mine)), listeners)
                 if len(data) >= capacity:
-                    victim = self._idle_victim(holder, listeners, now)
+                    victim = self._victim(holder, listeners, busy, None)
                     if victim is None:
-                        return ("⏳ The server is at its visitor capacity and every session is in use: try again "
-                                "in a few minutes.")
-                    self._evict(holder, victim)
-            self._owner.pop(session, None)
-            self._owner[session] = client
+                        return FULL
+                    self._evict(holder, victim, listeners)
+            owner = self._owner.get(session)
+            if owner is None or owner == client:  # a session keeps the client that minted it
+                self._owner.pop(session, None)
+                self._owner[session] = client
             if len(self._owner) > 2 * capacity + 1000:  # forget sessions Gradio no longer holds
                 self._owner = OrderedDict((s, c) for s, c in self._owner.items() if s in data or s == session)
             return None
+
+    def owner(self, session: str) -> Optional[str]:
+        return self._owner.get(session)
 
     def of(self, client: str) -> list[str]:
         """The sessions `client` minted that are still known."""
         with self._lock:
             return [s for s, who in self._owner.items() if who == client]
 
-    def _idle_victim(self, holder: Any, listeners: Listeners, now: Optional[float]) -> Optional[str]:
+    def evicted_note(self, session: str) -> Optional[str]:
+        """The EVICTED note, once, for a session cleared while its tab was open; None otherwise."""
+        with self._lock:
+            return EVICTED if self._evicted.pop(session, 0) is None else None
+
+    def _victim(self, holder: Any, listeners: Listeners, busy: Callable[[str], bool],
+                among: Optional[set]) -> Optional[str]:
         import datetime
 
         idle = datetime.timedelta(seconds=session_idle_s())
         wall = datetime.datetime.now()
         used = getattr(holder, "time_last_used", {})
+        best, best_tier = None, 3
         for session in list(holder.session_data):  # Gradio keeps it least recently used first
-            last = used.get(session)
-            if listeners.active(session) or (last is not None and wall - last < idle):
+            if (among is not None and session not in among) or busy(session) or listeners.streaming(session):
                 continue
-            return session
-        return None
+            last = used.get(session)
+            tier = 2 if listeners.beating(session) else 0 if last is None or wall - last >= idle else 1
+            if tier < best_tier:
+                best, best_tier = session, tier
+                if tier == 0:
+                    break
+        return best
 
-    def _evict(self, holder: Any, session: Optional[str]) -> None:
+    def _evict(self, holder: Any, session: Optional[str], listeners: Listeners) -> None:
         if session is None:
             return
         with holder.lock:
             holder.session_data.pop(session, None)
             holder.time_last_used.pop(session, None)
+        if listeners.beating(session):
+            self._evicted[session] = None
+            while len(self._evicted) > 50_000:
+                self._evicted.popitem(last=False)
         self._owner.pop(session, None)

@@ -3,6 +3,7 @@ is built (app.py), and wraps each event's function.
 
 While a handler runs, the wrapper
 - records who the request comes from (components/serve/identity.py), so deep code can charge its bytes to a visitor;
+- tells a visitor, once, that their session was cleared to let a newcomer in (components/serve/client_limits.py Sessions);
 - turns any exception into one readable line (gr.Error, shown in the page) and logs at most a few lines: a deeply
   nested value (RecursionError) or an unrepresentable number (OverflowError) never reaches the visitor as Python;
 - passes every output through `encodable`: Gradio streams outputs through orjson, which fails on an int beyond 64
@@ -25,10 +26,11 @@ import gradio as gr
 from components.serve import gpu_slot
 from components.serve.identity import request_key, reset_current, set_current
 from components.escape import html_text, without_surrogates
+from components.serve.front_door import SESSIONS
 from components.serve.input_numbers import INT_BOUND
 
 LOG = logging.getLogger("s2d2.app")
-GPU = "gpu"
+GPU = gpu_slot.GPU
 MAX_LOGGED = 2000  # characters of a traceback written to the log (a value in an exception can be megabytes)
 
 
@@ -79,8 +81,12 @@ def guarded(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
 def _step(run: Callable[[], Any], name: str) -> Any:
     from gradio.context import LocalContext
 
-    token = set_current(request_key(LocalContext.request.get(None)))
+    request = LocalContext.request.get(None)
+    token = set_current(request_key(request))
     try:
+        note = SESSIONS.evicted_note(str(getattr(request, "session_hash", "") or ""))
+        if note:  # this session was cleared to let a newcomer in: say so once (components/serve/client_limits.py)
+            gr.Warning(note)
         return run()
     except (StopIteration, gr.Error):
         raise

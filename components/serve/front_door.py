@@ -1,16 +1,23 @@
 """The app's front door: an ASGI middleware in front of every Gradio route (app.py installs it with
 `launch(app_kwargs={"middleware": [Middleware(FrontDoor)]})`), so each request meets it before Gradio does.
 
-For every API request it
+Every request's query is capped (MAX_QUERY_BYTES: 414), the page and /config are rate-limited, and a page route
+that fails answers one line. For every API request it
+- reads every body as JSON, whatever its Content-Type says (FastAPI parses any spelling of a JSON type, or no
+  header, as JSON, and some Gradio routes call request.json() on any body), so no spelling skips a rule below;
 - rate-limits the client (components/serve/client_limits.py `Rate`; the client is components/serve/identity.py's key); Stop, the
   one event run outside the queue (POST /run/predict), has a bucket of its own, so a client that has spent its
   allowance on other events can still stop its decode;
-- caps the body (MAX_JSON_BYTES; an upload at the upload limit), refuses JSON nested deeper than MAX_DEPTH or a
-  string longer than MAX_FIELD_CHARS (nothing a visitor sends can be echoed back at length), and replaces lone
+- caps the body (MAX_JSON_BYTES; an upload at the upload limit), refuses JSON nested deeper than 32 levels or a
+  string longer than 8,192 characters (components/serve/door_checks.py) (nothing a visitor sends can be echoed back at length), and replaces lone
   surrogates (they would break Gradio's encoder);
 - refuses a private event called by name (`/gradio_api/call/<name>`, or `/run/<name>` without an fn_index): the
   page calls events by index, only the public API by name;
-- makes room for a new session hash, or refuses it, before Gradio creates its state (fairness `Sessions`);
+- makes room for a new session hash, or refuses it, before Gradio creates its state (client_limits `Sessions`), for an
+  event and for a heartbeat alike; refuses a heartbeat or /cancel naming another client's session, and frees a
+  decode's registration when /cancel removed its queued event (gpu_slot.Jobs.withdraw);
+- refuses an event by index sent with fewer values than it takes, and Gradio's /deep_link (which would write the
+  session's every value to a file anyone can fetch by path);
 - caps the events a client has pending (S2D2_CLIENT_QUEUED: waiting, running, or finished but unread, counted in
   Gradio's own queue) and keeps the last RESERVED places of the queue for clients with nothing in it;
 - checks an upload against the disk budget and the client's upload allowance (components/serve/disk_budget.py);
@@ -25,32 +32,34 @@ import asyncio
 import json
 import logging
 import uuid
-from typing import Any, Awaitable, Callable, Optional
+from typing import Any, Awaitable, Callable
 from urllib.parse import parse_qs
 
 from s2d2.limits import limits
 
-from components.escape import LONE_SURROGATE, without_surrogates
 from components.serve import gpu_slot
 from components.serve.identity import client_key, scope_key
 from components.serve.disk_budget import DISK
-from components.serve.client_limits import Listeners, Rate, Sessions, client_queued, queue_events, trim_sessions
+from components.serve.door_checks import Refusal, checked, count_values, header, read_body, replay, with_length
+from components.serve.client_limits import Listeners, Rate, Sessions, client_queued, new_session_burst, new_session_rate, queue_events, trim_sessions, unread_decay_s
 
 API = "/gradio_api"
 MAX_JSON_BYTES = 256 * 1024
-MAX_FIELD_CHARS = 8192
-MAX_DEPTH = 32
 MAX_SESSION_CHARS = 128
 RESERVED = 8  # queue places kept for clients with nothing queued
+MAX_QUERY_BYTES = 16 * 1024  # a share link's query is under 1 kB (components/replay/share_links.py: 120 characters a value)
+RATED_PAGES = {"/config", ""}  # page routes outside the API that build a config per request
 LOG = logging.getLogger("s2d2.app")
 
 TOO_FAST = "⏳ Too many requests from your address: slow down and try again in a few seconds."
 TOO_MANY_QUEUED = ("⏳ You already have several requests waiting in the queue: wait for them to finish, then try "
                    "again.")
 QUEUE_NEARLY_FULL = "⏳ The queue is nearly full: wait for your requests to finish, then try again."
+TOO_MANY_NEW = "⏳ Too many new pages from your address at once: wait a few seconds, then reload."
 TOO_MANY_STREAMS = "⏳ Too many open connections from your address: close some tabs and try again."
 
 RATE, STOP_RATE, SESSIONS, LISTENERS = Rate(), Rate(), Sessions(), Listeners()
+NEW_SESSIONS = Rate(new_session_rate, new_session_burst)  # a new session costs Gradio a copy of the page config
 
 Send = Callable[[dict], Awaitable[None]]
 Receive = Callable[[], Awaitable[dict]]
@@ -62,12 +71,6 @@ def install() -> None:
     gpu_slot.JOBS.silence = LISTENERS.silence
 
 
-class Refusal(Exception):
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status, self.message = status, message
-
-
 class FrontDoor:
     """ASGI middleware; see the module docstring."""
 
@@ -75,7 +78,7 @@ class FrontDoor:
         self.app = app
 
     async def __call__(self, scope: dict, receive: Receive, send: Send) -> None:
-        if scope.get("type") != "http" or not scope.get("path", "").startswith(API):
+        if scope.get("type") != "http":
             return await self.app(scope, receive, send)
         started = False
 
@@ -84,13 +87,22 @@ class FrontDoor:
             started = started or message.get("type") == "http.response.start"
             await send(message)
 
+        path = scope.get("path", "")
         try:
-            await self._route(scope, receive, tracked)
+            if len(scope.get("query_string", b"")) > MAX_QUERY_BYTES:
+                raise Refusal(414, f"This address is longer than {MAX_QUERY_BYTES // 1024} kB: a link of this app "
+                                   "is much shorter.")
+            if path.startswith(API):
+                await self._route(scope, receive, tracked)
+            elif path.rstrip("/") in RATED_PAGES and not RATE.allow(scope_key(scope)):
+                raise Refusal(429, TOO_FAST)
+            else:
+                await self.app(scope, receive, tracked)
         except Refusal as refusal:
             if not started:
                 await reply(send, refusal.status, refusal.message)
         except Exception as exc:  # one line, no traceback of a request's values, no server path
-            LOG.warning("request %s failed: %s: %s", scope.get("path", "")[:120], type(exc).__name__, str(exc)[:200])
+            LOG.warning("request %s failed: %s: %s", path[:120], type(exc).__name__, str(exc)[:200])
             if not started:
                 await reply(send, 500, "The server could not handle this request.")
 
@@ -103,8 +115,13 @@ class FrontDoor:
                 return await self._upload(scope, receive, send, client)
             return await self._json(scope, receive, send, sub, client)
         if method == "GET":
+            if sub.rstrip("/") == "/deep_link":  # Gradio would write the session's every value to a fetchable file
+                raise Refusal(404, "This app has no deep links: the Share button makes a link to a moment.")
+            if sub.rstrip("/") in ("/info", "/openapi.json") and not RATE.allow(client):
+                raise Refusal(429, TOO_FAST)
             if sub.rstrip("/") == "/queue/data":
-                session = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("session_hash", [""])[0]
+                # the last value, as Starlette's query_params reads it (the stream counted is the one served)
+                session = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("session_hash", [""])[-1]
                 return await self._stream(scope, receive, send, session, client, heartbeat=False)
             if sub.startswith("/heartbeat/"):
                 return await self._stream(scope, receive, send, sub.split("/")[2], client, heartbeat=True)
@@ -117,14 +134,17 @@ class FrontDoor:
 
     async def _json(self, scope: dict, receive: Receive, send: Send, sub: str, client: str) -> None:
         body = await read_body(scope, receive, MAX_JSON_BYTES)
-        if not body or "json" not in (header(scope, b"content-type") or "json"):
+        if not body:
             return await self.app(scope, replay(body, receive), send)
+        # Every body is read as JSON, whatever its Content-Type says: FastAPI parses any spelling of a JSON type
+        # (and a body without the header) as JSON, and some Gradio routes call request.json() on any body; the
+        # app's API takes nothing else (uploads go to /upload).
         try:
             data = json.loads(body)
         except RecursionError:
             raise Refusal(400, "The request is nested too deeply to read.") from None
         except ValueError:
-            raise Refusal(400, "The request body is not valid JSON.") from None
+            raise Refusal(400, "The request body is not valid JSON (this app's API takes JSON only).") from None
         cleaned, changed = checked(data)
         if sub.startswith("/call/") and not sub.startswith("/call/v2/") and isinstance(cleaned, dict) \
                 and not cleaned.get("session_hash"):
@@ -132,12 +152,17 @@ class FrontDoor:
             # session, the watchdog); GET /call/<name>/<event_id> still finds it (Gradio looks the event up).
             cleaned["session_hash"], changed = "call-" + uuid.uuid4().hex, True
         blocks = blocks_of(scope)
+        cancel = sub.rstrip("/") == "/cancel" and isinstance(cleaned, dict)
+        if cancel and SESSIONS.owner(str(cleaned.get("session_hash"))) not in (None, client):
+            raise Refusal(403, "This session belongs to another visitor.")
         if blocks is not None and isinstance(cleaned, dict):
             admit_request(sub, cleaned, client, blocks)
         if changed:
             body = json.dumps(cleaned).encode()
             scope = with_length(scope, len(body))
         await self.app(scope, replay(body, receive), send)
+        if cancel and blocks is not None:
+            after_cancel(cleaned, client, blocks)
 
     async def _upload(self, scope: dict, receive: Receive, send: Send, client: str) -> None:
         length = header(scope, b"content-length")
@@ -156,6 +181,12 @@ class FrontDoor:
 
     async def _stream(self, scope: dict, receive: Receive, send: Send, session: str, client: str,
                       heartbeat: bool) -> None:
+        owner = SESSIONS.owner(session)
+        if heartbeat and owner is not None and owner != client:
+            # a heartbeat's close ends the session (Gradio closes its events, runs unload): its own client only
+            raise Refusal(403, "This session belongs to another visitor.")
+        if heartbeat:  # its close creates the session's state (the unload event); a result stream creates none
+            admit_session(session, client, blocks_of(scope))
         if not LISTENERS.open(session, client, heartbeat):
             raise Refusal(429, TOO_MANY_STREAMS)
         try:
@@ -185,22 +216,16 @@ def admit_request(sub: str, data: dict, client: str, blocks: Any) -> None:
             raise Refusal(400, "Unknown event.")
     else:
         fn = None
+    if path == ["queue", "join"] or path[:2] == ["call", path[-1]]:
+        count_values(fn, data.get("data"), by_index=path[0] == "queue")
     session = data.get("session_hash")
-    if isinstance(session, str) and session:
-        if len(session) > MAX_SESSION_CHARS:
-            raise Refusal(400, "Session id too long.")
-        holder = getattr(blocks, "state_holder", None)
-        if holder is not None:
-            problem = SESSIONS.admit(session, client, holder, limits().max_sessions, LISTENERS)
-            if problem:
-                raise Refusal(503, problem)
-            trim_sessions(holder)
+    admit_session(session, client, blocks)
     if fn is None or path[0] not in ("call", "queue"):
         return
     events = queue_events(blocks._queue)
     unread = getattr(blocks._queue, "pending_event_ids_session", {})  # pushed, result not yet read
-    mine = max(sum(event_client(e) == client for e in events),
-               sum(len(unread.get(s, ())) for s in SESSIONS.of(client)))
+    recent = LISTENERS.recent(SESSIONS.of(client), unread_decay_s())  # the penalty decays (client_limits)
+    mine = max(sum(event_client(e) == client for e in events), sum(len(unread.get(s, ())) for s in recent))
     if mine >= client_queued():
         raise Refusal(429, TOO_MANY_QUEUED)
     if mine and len(events) >= limits().queue_size - RESERVED:
@@ -209,28 +234,39 @@ def admit_request(sub: str, data: dict, client: str, blocks: Any) -> None:
         LISTENERS.joined(session)
 
 
-def checked(value: Any, depth: int = 0) -> tuple[Any, bool]:
-    """(value with lone surrogates replaced, whether anything changed); Refusal for a value nested deeper than
-    MAX_DEPTH or a string longer than MAX_FIELD_CHARS."""
-    if depth > MAX_DEPTH:
-        raise Refusal(400, "The request is nested too deeply to read.")
-    if isinstance(value, str):
-        if len(value) > MAX_FIELD_CHARS:
-            raise Refusal(413, f"A value in this request is longer than {MAX_FIELD_CHARS} characters.")
-        if LONE_SURROGATE.search(value):
-            return without_surrogates(value), True
-        return value, False
-    if isinstance(value, list):
-        pairs = [checked(v, depth + 1) for v in value]
-        return [v for v, _ in pairs], any(c for _, c in pairs)
-    if isinstance(value, dict):
-        out, changed = {}, False
-        for k, v in value.items():
-            key, c1 = checked(k, depth + 1) if isinstance(k, str) else (k, False)
-            out[key], c2 = checked(v, depth + 1)
-            changed = changed or c1 or c2
-        return out, changed
-    return value, False
+def after_cancel(data: dict, client: str, blocks: Any) -> None:
+    """Gradio's /cancel (a client's job.cancel()) removed a job's event from the queue: free the session's
+    job registration (gpu_slot.Jobs.withdraw) unless an event of that job is still waiting."""
+    session, index = data.get("session_hash"), data.get("fn_index")
+    fn = blocks.fns.get(index) if isinstance(index, int) and not isinstance(index, bool) else None
+    if not isinstance(session, str) or not is_job(fn):
+        return
+    waiting = queue_events(blocks._queue, running=False)
+    if not any(e.session_hash == session and is_job(e.fn) for e in waiting):
+        gpu_slot.JOBS.withdraw(session, client)
+
+
+def is_job(fn: Any) -> bool:
+    """Does the event run as the session's one job (a decode, an HTML export: admitted by gpu_slot.admit_decode)?"""
+    return getattr(fn, "concurrency_id", None) == gpu_slot.GPU or getattr(fn, "validator", None) is gpu_slot.admit_decode
+
+
+def admit_session(session: Any, client: str, blocks: Any) -> None:
+    """Make room for a session hash Gradio does not hold yet (client_limits.Sessions), or raise Refusal. Every request
+    that can create a session's state passes here: events, and heartbeats (whose close runs the unload event)."""
+    if not isinstance(session, str) or not session:
+        return
+    if len(session) > MAX_SESSION_CHARS:
+        raise Refusal(400, "Session id too long.")
+    holder = getattr(blocks, "state_holder", None)
+    if holder is None:
+        return
+    if session not in holder.session_data and SESSIONS.owner(session) is None and not NEW_SESSIONS.allow(client):
+        raise Refusal(429, TOO_MANY_NEW)
+    problem = SESSIONS.admit(session, client, holder, limits().max_sessions, LISTENERS, gpu_slot.JOBS.holds)
+    if problem:
+        raise Refusal(503, problem)
+    trim_sessions(holder)
 
 
 def event_client(event: Any) -> str:
@@ -267,50 +303,6 @@ def session_of_event(blocks: Any, event_id: str) -> str:
         return event.session_hash
     pending = getattr(queue, "pending_event_ids_session", {}) if queue is not None else {}
     return next((s for s, ids in list(pending.items()) if event_id in ids), event_id)
-
-
-async def read_body(scope: dict, receive: Receive, cap: int) -> bytes:
-    """The whole request body; Refusal(413) past `cap` bytes (declared or received)."""
-    length = header(scope, b"content-length")
-    if length is not None and length.isdigit() and int(length) > cap:
-        raise Refusal(413, f"This request is larger than {cap // 1024} kB.")
-    chunks, size = [], 0
-    while True:
-        message = await receive()
-        if message.get("type") == "http.disconnect":
-            raise Refusal(400, "The request was cut short.")
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > cap:
-            raise Refusal(413, f"This request is larger than {cap // 1024} kB.")
-        chunks.append(chunk)
-        if not message.get("more_body"):
-            return b"".join(chunks)
-
-
-def replay(body: bytes, receive: Receive) -> Receive:
-    sent = False
-
-    async def again() -> dict:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()  # later reads wait for the disconnect, as they would
-
-    return again
-
-
-def header(scope: dict, name: bytes) -> Optional[str]:
-    for key, value in scope.get("headers", ()):
-        if key.lower() == name:
-            return value.decode("latin-1").strip()
-    return None
-
-
-def with_length(scope: dict, length: int) -> dict:
-    headers = [(k, v) for k, v in scope.get("headers", ()) if k.lower() != b"content-length"]
-    return {**scope, "headers": headers + [(b"content-length", str(length).encode())]}
 
 
 def quiet_errors(send: Send) -> Send:

@@ -41,6 +41,7 @@ CLIENT_BUSY = ("⏳ Another session from your network address (or account) alrea
                "keeps the GPU fair.")
 STOPPED_QUEUED = "⏹ Stopped before it started: nothing ran."
 NO_SESSION = "A run needs a session: call it through /gradio_api/call/<name> or /gradio_api/queue/join."
+GPU = "gpu"  # the concurrency id of every decode (components/protect.py checks the wiring)
 STALE_QUEUED_S = 1800.0  # a registration whose event never started (its client vanished) is dropped after this
 MAX_WITHDRAWN = 2  # stopped-while-queued events a session may still have in the queue before it is refused
 
@@ -133,18 +134,40 @@ class Jobs:
                 self._withdrawn.setdefault(session, []).append(job)
             return True
 
-    def end_session(self, session: str) -> None:
-        """The session went away: stop its running job; its queued events left with it (Gradio drops them)."""
+    def end_session(self, session: str, client: Optional[str] = None) -> None:
+        """The session went away: stop its running job; its queued events left with it (Gradio drops them). With
+        `client`, only for a job that client admitted (an unload sent by a stranger who learnt the hash is
+        ignored)."""
         with self._lock:
+            job = self._by_session.get(session)
+            if client is not None and job is not None and job.client not in (client, LOCAL):
+                return
             for gone in self._withdrawn.pop(session, []):
                 self._by_id.pop(gone.id, None)
-            job = self._by_session.get(session)
             if job is None:
                 return
             job.stop.set()  # a running job stays registered until its handler returns
             if not job.started:
                 del self._by_session[session]
                 self._by_id.pop(job.id, None)
+
+    def withdraw(self, session: str, client: Optional[str] = None) -> bool:
+        """The session's queued job left the queue without running (Gradio's /cancel removed its event): drop its
+        registration, so the visitor may run again at once. A running job is stopped instead (stop_session)."""
+        with self._lock:
+            job = self._by_session.get(session)
+            if job is None or (client is not None and job.client not in (client, LOCAL)):
+                return False
+            if job.started:
+                job.stop.set()
+            else:
+                del self._by_session[session]
+                self._by_id.pop(job.id, None)
+            return True
+
+    def holds(self, session: str) -> bool:
+        """Has the session a decode admitted, queued or running (its session must not be evicted)?"""
+        return session in self._by_session or session in self._withdrawn
 
     def cancelled(self, job_id: str) -> bool:
         """Has the job been stopped? A running job nobody listens to (no open event stream for its session for
@@ -225,7 +248,7 @@ def stop(request: gr.Request) -> None:
 
 
 def on_unload(request: gr.Request) -> None:
-    JOBS.end_session(session_of(request))
+    JOBS.end_session(session_of(request), request_key(request))
 
 
 def _claim(request: gr.Request) -> tuple[Optional[Job], Optional[str]]:

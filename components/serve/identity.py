@@ -9,6 +9,13 @@ trusted). IPv6 addresses are grouped by /64, the block one subscriber gets. A si
 `auth=` or Hugging Face OAuth) is keyed by name instead, so visitors sharing an address (a classroom behind one NAT)
 who sign in are told apart.
 
+Identity is only as good as these settings, so `identity_settings()` (app.py calls it at start) refuses
+`FORWARDED_ALLOW_IPS=*` (uvicorn would then rewrite the peer from a header any client writes) and warns loudly when
+proxy hops are trusted off a Space without `S2D2_TRUSTED_PROXIES` (the proxies' addresses or networks, comma
+separated): if the app is also reachable directly, a client writes its own X-Forwarded-For. With
+S2D2_TRUSTED_PROXIES set, X-Forwarded-For is read only on a connection from one of them. A request that reaches
+the app without the header while hops are trusted (it skipped the proxy) is logged once, loudly.
+
 The current request's key is also kept in a context variable while a handler runs (components/serve/gpu_slot.py sets it), so
 code deep in a handler (the state store, the export folder) can charge its bytes to the right visitor.
 """
@@ -16,10 +23,17 @@ from __future__ import annotations
 
 import contextvars
 import ipaddress
+import logging
 import os
 from typing import Any, Iterable, Mapping, Optional
 
 LOCAL = "local"  # the key outside any request (tests, scripts, start-up)
+LOG = logging.getLogger("s2d2.app")
+FORGEABLE = ("⚠️ CLIENT IDENTITY CAN BE FORGED: S2D2_TRUSTED_PROXY_HOPS={hops} trusts X-Forwarded-For, {why}; a "
+             "client that reaches the app directly writes its own address and escapes every per-visitor limit. "
+             "Serve the app only through the proxy, and set S2D2_TRUSTED_PROXIES to the proxy's address (or "
+             "network), or set S2D2_TRUSTED_PROXY_HOPS=0.")
+_WARNED: set = set()
 _CURRENT: contextvars.ContextVar[str] = contextvars.ContextVar("s2d2_client", default=LOCAL)
 
 
@@ -35,6 +49,54 @@ def trusted_hops() -> int:
     if not 0 <= hops <= 8:
         raise ValueError(f"S2D2_TRUSTED_PROXY_HOPS: expected a whole number 0-8, got {hops}")
     return hops
+
+
+def trusted_proxies() -> list:
+    """S2D2_TRUSTED_PROXIES: the networks a forwarded header is read from (empty: any peer, as hops say)."""
+    raw = os.environ.get("S2D2_TRUSTED_PROXIES", "").strip()
+    nets = []
+    for part in filter(None, (p.strip() for p in raw.split(","))):
+        try:
+            nets.append(ipaddress.ip_network(part, strict=False))
+        except ValueError:
+            raise ValueError(f"S2D2_TRUSTED_PROXIES: expected IP addresses or networks, got {part[:40]!r}") from None
+    return nets
+
+
+def identity_settings() -> list[str]:
+    """Check the settings client identity rests on (see the module docstring): ValueError for one that lets any
+    client choose its address; the warnings (also logged) for one that does if the app is reachable directly."""
+    allow = os.environ.get("FORWARDED_ALLOW_IPS")
+    if allow is not None and "*" in allow:
+        raise ValueError("FORWARDED_ALLOW_IPS=* lets any client choose its address (uvicorn rewrites the peer from "
+                         "X-Forwarded-For): unset it; behind a proxy set S2D2_TRUSTED_PROXY_HOPS instead.")
+    warnings = []
+    hops, proxies = trusted_hops(), trusted_proxies()
+    if allow and allow.strip():
+        warnings.append(f"FORWARDED_ALLOW_IPS={allow[:60]!r}: uvicorn rewrites the peer from X-Forwarded-For for "
+                        "those addresses, and S2D2_TRUSTED_PROXY_HOPS counts the same header again; unset it.")
+    if hops and not proxies and not os.environ.get("SPACE_ID"):
+        warnings.append(FORGEABLE.format(hops=hops, why="from any connection (S2D2_TRUSTED_PROXIES is unset)"))
+    for line in warnings:
+        LOG.warning(line)
+    return warnings
+
+
+def _direct(peer: Optional[str], hops: int) -> None:
+    if hops and "direct" not in _WARNED:
+        _WARNED.add("direct")
+        LOG.warning(FORGEABLE.format(hops=hops, why=f"but a request from {str(peer)[:60]} came without it (it did "
+                                                    "not pass the proxy)"))
+
+
+def _trusted_peer(peer: Optional[str], proxies: list) -> bool:
+    if not proxies:
+        return True
+    try:
+        ip = ipaddress.ip_address(address_key(peer)[3:].split("/")[0])
+    except ValueError:
+        return False
+    return any(ip in net for net in proxies)
 
 
 def address_key(address: Optional[str]) -> str:
@@ -56,10 +118,11 @@ def address_key(address: Optional[str]) -> str:
 def forwarded_client(forwarded_for: Iterable[str], peer: Optional[str], hops: int) -> Optional[str]:
     """The client address: the `hops`-th entry from the right of the joined X-Forwarded-For values, the socket
     peer with hops = 0 (or when no proxy wrote the header)."""
-    if hops <= 0:
+    if hops <= 0 or not _trusted_peer(peer, trusted_proxies()):
         return peer
     chain = [part.strip() for value in forwarded_for for part in str(value).split(",") if part.strip()]
     if not chain:
+        _direct(peer, hops)
         return peer
     return chain[-hops] if len(chain) >= hops else chain[0]
 
