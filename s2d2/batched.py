@@ -42,14 +42,16 @@ def generate_batch(
     *,
     detailed: bool = True,
     batch_size: int = 32,
-    chat: bool | None = None,
+    chat: bool | None | Sequence[bool | None] = None,
     max_seconds: float | None = None,
     costs: CostTable | None = None,
+    on_result: Callable[[int, GenerateResult], None] | None = None,
 ) -> list[GenerateResult]:
     """Decode every prompt (text or token ids) with `cfg` (one config, or one per prompt) and `seeds` (default
     0, 1, 2, ...); at most `batch_size` decode at once, sharing forwards, and a finished sequence's place goes to
     the next prompt. Results in prompt order, each as `generate` returns it plus `batch`, the shared ledger.
-    `max_seconds` bounds each sequence's own decode, as `generate`'s does."""
+    `chat` is one value or one per prompt; `max_seconds` bounds each sequence's own decode, as `generate`'s does;
+    `on_result(i, result)` is called as each sequence finishes (result.batch is set once the batch ends)."""
     prompts = list(prompts)
     if not prompts:
         raise ValueError("prompts: empty; pass at least one prompt")
@@ -65,7 +67,7 @@ def generate_batch(
     preps = _prepare_all(model, prompts, cfgs, chat, costs)
     scheduler = Scheduler(model, min(batch_size, len(prompts)))
     jobs = [_job(model, prep, seed, detailed, max_seconds) for prep, seed in zip(preps, seed_list)]
-    results = scheduler.run(jobs)
+    results = scheduler.run(jobs, on_result)
     for r in results:
         r.batch = scheduler.ledger
     return results
@@ -107,15 +109,18 @@ def _seeds(seeds: Optional[Sequence[int]], n: int) -> list[int]:
     return out
 
 
-def _prepare_all(model: Any, prompts: list[Any], cfgs: list[DecodeConfig], chat: bool | None,
+def _prepare_all(model: Any, prompts: list[Any], cfgs: list[DecodeConfig], chat: Any,
                  costs: CostTable | None) -> list[Prepared]:
     """Every prompt checked before any decode; one frozen cost table per distinct config that routes in seconds."""
+    chats = list(chat) if isinstance(chat, (list, tuple)) else [chat] * len(prompts)
+    if len(chats) != len(prompts):
+        raise ValueError(f"chat: one value, or a list of {len(prompts)} (one per prompt)")
     tables: dict[int, CostTable] = {}
     preps = []
     for i, (prompt, cfg) in enumerate(zip(prompts, cfgs)):
         key = id(cfg)
         try:
-            prep = prepare(model, prompt, cfg, chat, costs, tables.get(key))
+            prep = prepare(model, prompt, cfg, chats[i], costs, tables.get(key))
         except ValueError as e:
             raise ValueError(f"prompts[{i}]: {e}") from None
         if prep.table is not None and uses_costs(prep.cfg):

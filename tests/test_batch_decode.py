@@ -256,3 +256,32 @@ def test_groups_bound_the_padding():
 
     groups = group_requests([W(0, 8), W(1, 4), W(2, 100), W(3, 5), W(4, 16), W(5, 90)])
     assert [[w.index for w in g] for g in groups] == [[1, 3, 0], [4], [5, 2]]
+
+
+def _science(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """A results file's cells without what depends on timing."""
+    timing = {"wall_per_token", "speedup_wall_vs_ar", "speedup_wall_vs_baseline"}
+    return [{k: v for k, v in c.items() if k not in timing} for c in data["cells"]]
+
+
+def test_bench_batch_size_gives_the_science_of_batch_one(tmp_path, capsys):
+    """`python -m s2d2 bench --batch-size N` (float64, so exact): the same results file as --batch-size 1 but for
+    wall times, and the rank file holds batch 1's rows (outputs, NFE, acceptance) item for item."""
+    import json
+
+    from s2d2.__main__ import main
+    from s2d2.sweeps.shards import read_all_rows
+
+    base = ["bench", "--model", "tiny", "--grid", "quick", "--problems", "5", "--gen-length", "24", "--dtype",
+            "float64", "--device", "cpu", "--no-progress"]
+    assert main([*base, "--out", str(tmp_path / "one"), "--batch-size", "1"]) == 0
+    assert main([*base, "--out", str(tmp_path / "many"), "--batch-size", "7"]) == 0
+    one, many = (json.loads((tmp_path / d / "results.json").read_text()) for d in ("one", "many"))
+    assert (one["meta"]["batch_size"], many["meta"]["batch_size"]) == (1, 7)
+    assert _science(one) == _science(many)
+    rows = [{k: {f: v for f, v in r.items() if f != "wall_s"} for k, r in read_all_rows(tmp_path / d).items()}
+            for d in ("one", "many")]
+    assert rows[0] == rows[1] and len(rows[0]) == 6 * 5
+    for bad in ("0", "x", "1000"):
+        assert main([*base, "--out", str(tmp_path / "bad"), "--batch-size", bad]) == 2
+        assert capsys.readouterr().err.strip().startswith("error: --batch-size")

@@ -148,7 +148,10 @@ class Scheduler:
         self.ledger = BatchLedger(self.batch_size)
         self._batched = callable(getattr(model, "forward_batch", None))
 
-    def run(self, jobs: Iterable[Callable[[Any], T]]) -> list[T]:
+    def run(self, jobs: Iterable[Callable[[Any], T]],
+            on_result: Optional[Callable[[int, T], None]] = None) -> list[T]:
+        """Every job's result, in job order; `on_result(index, result)` is called (on this thread) as each one
+        finishes, so a caller can write it out before the batch ends."""
         queue = deque(enumerate(jobs))
         results: dict[int, T] = {}
         live: list[Worker] = []
@@ -163,6 +166,8 @@ class Scheduler:
                 for w in [w for w in live if w.done]:
                     live.remove(w)
                     results[w.index] = w.outcome()
+                    if on_result is not None:
+                        on_result(w.index, results[w.index])
                 waiting = [w for w in live if w.pending is not None]
                 for group in group_requests(waiting):
                     self._forward(group)
