@@ -249,13 +249,16 @@ def test_an_error_in_one_sequence_stops_the_batch_and_releases_every_thread():
     assert threading.active_count() == before
 
 
-def test_groups_bound_the_padding():
+def test_groups_have_the_least_modelled_cost():
     class W:
         def __init__(self, i, q):
             self.index, self.pending = i, type("R", (), {"input_ids": torch.zeros(q)})()
 
-    groups = group_requests([W(0, 8), W(1, 4), W(2, 100), W(3, 5), W(4, 16), W(5, 90)])
-    assert [[w.index for w in g] for g in groups] == [[1, 3, 0], [4], [5, 2]]
+    ws = [W(0, 8), W(1, 4), W(2, 100), W(3, 5), W(4, 16), W(5, 90)]
+    # cost = 32 per forward + members x longest query: [4 5 8 16] 96 + [90 100] 232 beats every other split
+    assert [[w.index for w in g] for g in group_requests(ws, 32)] == [[1, 3, 0, 4], [5, 2]]
+    assert [[w.index for w in g] for g in group_requests(ws, 1000)] == [[1, 3, 0, 4, 5, 2]]  # fixed cost rules
+    assert [[w.index for w in g] for g in group_requests(ws, 0)] == [[1], [3], [0], [4], [5], [2]]  # no padding
 
 
 def _science(data: dict[str, Any]) -> list[dict[str, Any]]:

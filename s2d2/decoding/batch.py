@@ -34,7 +34,10 @@ from .batch_ledger import BatchForward, BatchLedger
 
 T = TypeVar("T")
 
-PAD_RATIO = 2  # a group's longest query is at most this many times its shortest (bounds the padding per group)
+# A forward's fixed cost in query tokens (its cost at zero queries over the cost of one more query): ~2.6 ms over
+# ~0.086 ms for the bundled tiny model on one CPU thread (benchmarks/batch_speed.py). Larger on a GPU, where a
+# forward is bound by reading the weights; `Scheduler(fixed_tokens=...)` sets it.
+FIXED_TOKENS = 32
 
 
 class BatchAborted(BaseException):
@@ -121,18 +124,23 @@ class SequenceModel:
             record.wall_s = wall
 
 
-def group_requests(workers: list[Worker]) -> list[list[Worker]]:
-    """Waiting sequences grouped into shared forwards: by query count, a group's longest at most PAD_RATIO times
-    its shortest (a prefill never pads a batch of drafts to its length). Deterministic in the requests alone."""
+def group_requests(workers: list[Worker], fixed_tokens: int = FIXED_TOKENS) -> list[list[Worker]]:
+    """Waiting sequences grouped into shared forwards, at the least modelled cost: a forward costs
+    `fixed_tokens` + (members x its longest query) query tokens, so drafts and 2L verifies share a forward only
+    when the saved fixed cost pays for the padding, and a prefill never pads a batch of drafts to its length. The
+    best grouping is contiguous in query order (sorted by query count, then batch position): found exactly by
+    dynamic programming, deterministic in the requests alone."""
     order = sorted(workers, key=lambda w: (int(w.pending.input_ids.shape[0]), w.index))  # type: ignore[union-attr]
+    qs = [int(w.pending.input_ids.shape[0]) for w in order]  # type: ignore[union-attr]
+    best, cut = [0] + [0] * len(order), [0] * (len(order) + 1)
+    for j in range(1, len(order) + 1):
+        best[j] = min(best[i] + fixed_tokens + (j - i) * qs[j - 1] for i in range(j))
+        cut[j] = next(i for i in range(j) if best[i] + fixed_tokens + (j - i) * qs[j - 1] == best[j])
     groups: list[list[Worker]] = []
-    low = 0
-    for w in order:
-        q = int(w.pending.input_ids.shape[0])  # type: ignore[union-attr]
-        if not groups or q > PAD_RATIO * low:
-            groups.append([])
-            low = q
-        groups[-1].append(w)
+    j = len(order)
+    while j > 0:
+        groups.insert(0, order[cut[j] : j])
+        j = cut[j]
     return groups
 
 
@@ -140,10 +148,11 @@ class Scheduler:
     """Runs jobs (one sequence's decode each: `job(model) -> result`) at most `batch_size` at a time, sharing
     their forwards; results in job order. The ledger records every forward it ran."""
 
-    def __init__(self, model: Any, batch_size: int) -> None:
+    def __init__(self, model: Any, batch_size: int, fixed_tokens: int = FIXED_TOKENS) -> None:
         if int(batch_size) < 1:
             raise ValueError(f"batch_size: must be >= 1, got {batch_size}")
         self.model = model
+        self.fixed_tokens = int(fixed_tokens)
         self.batch_size = int(batch_size)
         self.ledger = BatchLedger(self.batch_size)
         self._batched = callable(getattr(model, "forward_batch", None))
@@ -169,7 +178,7 @@ class Scheduler:
                     if on_result is not None:
                         on_result(w.index, results[w.index])
                 waiting = [w for w in live if w.pending is not None]
-                for group in group_requests(waiting):
+                for group in group_requests(waiting, self.fixed_tokens):
                     self._forward(group)
         finally:
             for w in live:
