@@ -76,7 +76,9 @@ def stacked_cache(model: Any, caches: list[Any], lengths: list[int], C: int) -> 
             if n:
                 keys[i, :, :n] = cache.layers[layer].keys[0]
                 values[i, :, :n] = cache.layers[layer].values[0]
-        batch.update(keys, values, layer)
+        target = batch.layers[layer]
+        target.lazy_initialization(keys, values)
+        target.keys, target.values = keys, values  # as update() would leave them, without its copy
     return batch
 
 

@@ -1,0 +1,95 @@
+"""Batched decoding speed (issue 24): decodes/s and tokens/s of `s2d2.generate_batch` at batch 1 / 8 / 32 / 64,
+one CPU thread then two, for AR, the dynamic baseline and the S2D2 presets on both bundled models, with the float32
+agreement rate (a decode's output identical to its batch-1 output).
+
+    python benchmarks/batch_speed.py                          # n = 64 held-out problems per run, gen length 64
+    python benchmarks/batch_speed.py --n 128 --batch-sizes 1,8,32,64 --threads 1,2 --out batch_speed.json
+
+One interleaved run: for each thread count, model and arm, every batch size runs back to back over the same
+prompts and seeds (problem i: seed i), so machine noise hits every batch size of an arm alike. Batch 1 is the same
+engine with one live sequence (its forwards are exactly `generate`'s). `cpu/s` is decodes per second of this
+process's CPU time (every thread: the noise-robust figure on a shared machine; with two threads it counts both);
+`x b1` is the wall-time speed-up over batch 1; `fwd/seq-fwd` is how many sequence-forwards one batch forward served
+on average; `pad` the share of padded query rows. `agree` counts decodes whose token ids equal batch 1's: in float32
+a shared forward sums in another order than a single one, and a near-tie between two tokens can then fall the other
+way (the whole decode after it may differ); in float64 the tests hold every trace equal (tests/test_batch_decode.py).
+Nothing is asserted.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import torch  # noqa: E402
+
+import s2d2  # noqa: E402
+from s2d2.tasks.arithmetic import heldout  # noqa: E402
+
+ARMS = {
+    "tiny": ["ar", "dynamic-baseline", "sdar-config-a", "sdar-config-b", "sdar-config-b+reuse+fused+trim"],
+    "tiny-llada2": ["ar", "llada2-dynamic", "llada2-quality", "llada2-conservative"],
+}
+
+
+def run(model: Any, prompts: list[str], cfg: Any, batch: int) -> dict[str, Any]:
+    t0, c0 = time.perf_counter(), time.process_time()
+    results = s2d2.generate_batch(model, prompts, cfg, list(range(len(prompts))), batch_size=batch, detailed=False)
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    summary = results[0].batch.summary()
+    tokens = sum(r.metrics["generated_tokens"] for r in results)
+    return {"batch": batch, "wall_s": wall, "cpu_s": cpu, "decodes_per_s": len(prompts) / wall,
+            "decodes_per_cpu_s": len(prompts) / cpu, "tokens_per_s": tokens / wall,
+            "sharing": summary["mean_sharing"], "padding": summary["padding_share"],
+            "outputs": [r.token_ids for r in results]}
+
+
+def arm_rows(model: Any, prompts: list[str], preset: str, batches: list[int], gen: int) -> list[dict[str, Any]]:
+    cfg = s2d2.preset(preset, gen_length=gen)
+    rows = [run(model, prompts, cfg, b) for b in batches]
+    base = next((r for r in rows if r["batch"] == 1), rows[0])
+    for r in rows:
+        r["speedup"] = r["decodes_per_s"] / base["decodes_per_s"]
+        r["agree"] = sum(a == b for a, b in zip(r["outputs"], base["outputs"]))
+        r["n"] = len(prompts)
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=64, help="held-out problems per run (default 64)")
+    ap.add_argument("--gen-length", type=int, default=64)
+    ap.add_argument("--batch-sizes", default="1,8,32,64")
+    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--models", default="tiny,tiny-llada2")
+    ap.add_argument("--arms", default=None, help="comma-separated presets (default: per model, see ARMS)")
+    ap.add_argument("--out", default=None, help="also write the rows (without outputs) to this JSON file")
+    args = ap.parse_args()
+    batches = [int(b) for b in args.batch_sizes.split(",")]
+    prompts = [p.question for p in heldout(args.n)]
+    table: list[dict[str, Any]] = []
+    print(f"n = {args.n} held-out problems per run, gen length {args.gen_length}, float32, dynamic backend")
+    print(f"{'thr':>3} {'model':<11} {'arm':<31} {'batch':>5} {'dec/s':>7} {'tok/s':>7} {'cpu/s':>7} {'x b1':>5} "
+          f"{'fwd/seq-fwd':>11} {'pad':>5} {'agree':>7}")
+    for threads in [int(t) for t in args.threads.split(",")]:
+        torch.set_num_threads(threads)
+        for name in args.models.split(","):
+            model = s2d2.load_model(name, backend="dynamic")
+            for preset in (args.arms.split(",") if args.arms else ARMS[name]):
+                for r in arm_rows(model, prompts, preset, batches, args.gen_length):
+                    print(f"{threads:>3} {name:<11} {preset:<31} {r['batch']:>5} {r['decodes_per_s']:>7.2f} "
+                          f"{r['tokens_per_s']:>7.0f} {r['decodes_per_cpu_s']:>7.2f} {r['speedup']:>5.2f} "
+                          f"{r['sharing']:>11.1f} {r['padding']:>5.2f} {r['agree']:>3}/{r['n']:<3}", flush=True)
+                    table.append({"threads": threads, "model": name, "arm": preset,
+                                  **{k: v for k, v in r.items() if k != "outputs"}})
+    if args.out:
+        Path(args.out).write_text(json.dumps(table, indent=1))
+
+
+if __name__ == "__main__":
+    main()
