@@ -28,7 +28,7 @@ from .config import DecodeConfig
 from .decoding.batch import Scheduler
 from .decoding.decoder import make_check
 from .policies import uses_costs
-from .trace import CostTable
+from .trace import CostTable, StepRecord
 
 MAX_BATCH_SIZE = 256  # live sequences (threads and caches) at once
 MAX_PROMPTS = 100_000
@@ -46,12 +46,15 @@ def generate_batch(
     max_seconds: float | None = None,
     costs: CostTable | None = None,
     on_result: Callable[[int, GenerateResult], None] | None = None,
+    on_block: Sequence[Callable[[list[StepRecord]], None] | None] | None = None,
+    should_stop: Sequence[Callable[[], bool] | None] | None = None,
 ) -> list[GenerateResult]:
     """Decode every prompt (text or token ids) with `cfg` (one config, or one per prompt) and `seeds` (default
     0, 1, 2, ...); at most `batch_size` decode at once, sharing forwards, and a finished sequence's place goes to
     the next prompt. Results in prompt order, each as `generate` returns it plus `batch`, the shared ledger.
     `chat` is one value or one per prompt; `max_seconds` bounds each sequence's own decode, as `generate`'s does;
-    `on_result(i, result)` is called as each sequence finishes (result.batch is set once the batch ends)."""
+    `on_result(i, result)` is called as each sequence finishes (result.batch is set once the batch ends);
+    `on_block` / `should_stop`, one per prompt (or None), are `generate`'s hooks of that prompt's decode."""
     prompts = list(prompts)
     if not prompts:
         raise ValueError("prompts: empty; pass at least one prompt")
@@ -66,7 +69,9 @@ def generate_batch(
     seed_list = _seeds(seeds, len(prompts))
     preps = _prepare_all(model, prompts, cfgs, chat, costs)
     scheduler = Scheduler(model, min(batch_size, len(prompts)))
-    jobs = [_job(model, prep, seed, detailed, max_seconds) for prep, seed in zip(preps, seed_list)]
+    blocks, stops = _per_prompt(on_block, "on_block", len(prompts)), _per_prompt(should_stop, "should_stop", len(prompts))
+    jobs = [_job(model, prep, seed, detailed, lambda b=block, s=stop: make_check(s, max_seconds, b))
+            for prep, seed, block, stop in zip(preps, seed_list, blocks, stops)]
     results = scheduler.run(jobs, on_result)
     for r in results:
         r.batch = scheduler.ledger
@@ -82,11 +87,21 @@ def batch_refusal(model: Any, batch_size: int) -> Optional[str]:
 
 
 def _job(model: Any, prep: Prepared, seed: int, detailed: bool,
-         max_seconds: float | None) -> Callable[[Any], GenerateResult]:
+         check: Callable[[], Callable[[list[StepRecord]], str | None]]) -> Callable[[Any], GenerateResult]:
+    """One sequence's decode; its check (and its max_seconds clock) starts when the sequence does."""
     def job(loop_model: Any) -> GenerateResult:
-        return run_prepared(model, prep, seed, detailed, make_check(None, max_seconds, None), loop_model)[0]
+        return run_prepared(model, prep, seed, detailed, check(), loop_model)[0]
 
     return job
+
+
+def _per_prompt(hooks: Optional[Sequence[Any]], name: str, n: int) -> list[Any]:
+    if hooks is None:
+        return [None] * n
+    out = list(hooks)
+    if len(out) != n or not all(h is None or callable(h) for h in out):
+        raise ValueError(f"{name}: one callable (or None) per prompt, {n} in all")
+    return out
 
 
 def _configs(cfg: DecodeConfig | Sequence[DecodeConfig] | None, n: int) -> list[DecodeConfig]:

@@ -288,3 +288,61 @@ def test_bench_batch_size_gives_the_science_of_batch_one(tmp_path, capsys):
     for bad in ("0", "x", "1000"):
         assert main([*base, "--out", str(tmp_path / "bad"), "--batch-size", bad]) == 2
         assert capsys.readouterr().err.strip().startswith("error: --batch-size")
+
+
+def test_lm_eval_generate_until_batched_gives_the_answers_of_one_at_a_time():
+    """The lm-eval backend's generate_until with batch_size 3 (float64): the texts, seeds, NFE and stop reasons
+    of batch_size 1, request for request, stop strings included."""
+    import json
+    from pathlib import Path
+
+    pytest.importorskip("lm_eval")
+    from lm_eval.api.instance import Instance
+
+    from s2d2.harness.backend import S2D2LM
+
+    sample = Path(__file__).resolve().parents[1] / "assets" / "tasks" / "gsm8k_style_sample.jsonl"
+    questions = [json.loads(line)["question"] for line in sample.read_text().splitlines()[:5]]
+    model = model64("bundled")
+
+    def requests(lm):
+        out = []
+        for i, q in enumerate(questions):
+            context = lm.apply_chat_template([{"role": "user", "content": q}])
+            kwargs = {"until": ["####"] if i % 2 == 0 else [], "max_gen_toks": 40}
+            out.append(Instance("generate_until", {}, (context, kwargs), i, ("t", i, 1)))
+        return out
+
+    runs = []
+    for batch in (1, 3):
+        lm = S2D2LM.from_model(model, preset="sdar-config-b", seed=4, batch_size=batch)
+        assert lm.args.batch_size == batch
+        texts = lm.generate_until(requests(lm), disable_tqdm=True)
+        keep = ("doc_id", "seed", "nfe", "generated_tokens", "finish_reason")
+        runs.append((texts, [{k: r[k] for k in keep} for r in lm.records]))
+    assert runs[0] == runs[1]
+    assert {r["finish_reason"] for r in runs[0][1]} >= {"stop_sequence"}  # the stop strings were exercised
+    with pytest.raises(ValueError, match="batch_size"):
+        S2D2LM.from_model(model, batch_size=0)
+    with pytest.raises(ValueError, match="static"):
+        S2D2LM.from_model(model, batch_size=2, backend="static")
+
+
+def test_lm_eval_says_so_when_a_chat_model_runs_without_its_template(caplog):
+    pytest.importorskip("lm_eval")
+    from lm_eval.api.instance import Instance
+
+    from s2d2.harness.backend import S2D2LM
+
+    lm = S2D2LM.from_model(model64("bundled"), preset="ar", gen_length=4)
+    req = Instance("generate_until", {}, ("What is 2 + 2?", {"max_gen_toks": 4}), 0, ("t", 0, 1))
+    with caplog.at_level("WARNING"):
+        lm.generate_until([req], disable_tqdm=True)
+    assert sum("--apply_chat_template" in r.getMessage() for r in caplog.records) == 1
+    caplog.clear()
+    lm.apply_chat_template([{"role": "user", "content": "x"}])
+    fresh = S2D2LM.from_model(model64("bundled"), preset="ar", gen_length=4)
+    fresh.apply_chat_template([{"role": "user", "content": "x"}])
+    with caplog.at_level("WARNING"):
+        fresh.generate_until([req], disable_tqdm=True)
+    assert not any("--apply_chat_template" in r.getMessage() for r in caplog.records)
