@@ -54,8 +54,8 @@ def run_grid(model: Any, task: Task, cells: list[Cell], out: Path, *, seed: int 
              env: DistEnv = DistEnv(), batch_size: int = 1) -> Optional[list[dict[str, Any]]]:
     """Run this rank's share of the (cell, problem) items not yet on disk under `out`; on rank 0 return the results
     rows of the whole grid (None on the other ranks). With `batch_size` > 1 the share decodes through
-    `generate_batch` (items of any cells share forwards; rows are written as each finishes): each row is what
-    batch 1 writes, wall times aside, up to float round-off in the shared forwards (exact in float64)."""
+    `generate_batch`, a cell at a time (`_run_batched`): each row is what batch 1 writes, wall times aside, up to
+    float round-off in the shared forwards (exact in float64)."""
     if generate is None:
         from ..api import generate
     cells = [Cell(c.name, c.config.replace(gen_length=gen_length or task.gen_length)) for c in cells]
@@ -98,20 +98,26 @@ BATCH_CHUNK = 4096  # items handed to one generate_batch call (bounds the result
 
 def _run_batched(model: Any, task: Task, cells: list[Cell], keys: list[str], mine: list[tuple[int, int]], seed: int,
                  batch_size: int, emit: Callable[[dict[str, Any]], Any]) -> None:
-    """Decode `mine` (cell, problem) items in batches, emitting each item's row as it finishes."""
+    """Decode `mine` (cell, problem) items a cell at a time in batches; emit each item's row.
+
+    One cell per batch, so a cell's wall time is its own (mixed cells would share every forward and every wall
+    second). Shared forwards make one problem's wall inseparable from its neighbours', so each row's `wall_s` is
+    its batch's wall divided by its problems: a cell's wall per token is its batched throughput."""
     from ..batched import generate_batch
 
-    for lo in range(0, len(mine), BATCH_CHUNK):
-        chunk = mine[lo : lo + BATCH_CHUNK]
-        items = [task.items[i] for _, i in chunk]
-
-        def done(j: int, result: Any, chunk: list[tuple[int, int]] = chunk, items: list[Any] = items) -> None:
-            c, i = chunk[j]
-            emit(problem_row(keys[c], i, result, task.score(result.text, items[j])))
-
-        generate_batch(model, [it.prompt for it in items], [cells[c].config for c, _ in chunk],
-                       [seed + i for _, i in chunk], detailed=False, batch_size=batch_size,
-                       chat=[it.chat for it in items], on_result=done)
+    by_cell: dict[int, list[int]] = {}
+    for c, i in mine:
+        by_cell.setdefault(c, []).append(i)
+    for c, problems in by_cell.items():
+        for lo in range(0, len(problems), BATCH_CHUNK):
+            chunk = problems[lo : lo + BATCH_CHUNK]
+            items = [task.items[i] for i in chunk]
+            t0 = time.perf_counter()
+            results = generate_batch(model, [it.prompt for it in items], cells[c].config, [seed + i for i in chunk],
+                                     detailed=False, batch_size=batch_size, chat=[it.chat for it in items])
+            share = (time.perf_counter() - t0) / len(chunk)
+            for i, item, result in zip(chunk, items, results):
+                emit({**problem_row(keys[c], i, result, task.score(result.text, item)), "wall_s": share})
 
 
 def merge_results(out: Path, cells: list[Cell], keys: list[str], n: int) -> list[dict[str, Any]]:
