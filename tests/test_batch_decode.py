@@ -346,3 +346,21 @@ def test_lm_eval_says_so_when_a_chat_model_runs_without_its_template(caplog):
     with caplog.at_level("WARNING"):
         fresh.generate_until([req], disable_tqdm=True)
     assert not any("--apply_chat_template" in r.getMessage() for r in caplog.records)
+
+
+def test_eval_task_batch_size_gives_the_answers_of_one_at_a_time(tmp_path, capsys):
+    import json
+
+    from s2d2.__main__ import main
+
+    base = ["eval-task", "--model", "tiny", "--preset", "sdar-config-b", "--n", "5", "--gen-length", "32",
+            "--dtype", "float64", "--device", "cpu"]
+    outs = []
+    for batch in ("1", "4"):
+        assert main([*base, "--batch-size", batch, "--out", str(tmp_path / f"{batch}.json")]) == 0
+        data = json.loads((tmp_path / f"{batch}.json").read_text())
+        outs.append({k: v for k, v in data.items() if k != "wall_seconds"})
+    assert outs[0] == outs[1] and len(outs[0]["texts"]) == 5
+    capsys.readouterr()
+    assert main([*base, "--batch-size", "0"]) == 2
+    assert capsys.readouterr().err.strip().startswith("error: --batch-size")
