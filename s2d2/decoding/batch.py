@@ -95,7 +95,7 @@ class Worker:
 
     def abort(self) -> None:
         """Release a waiting sequence's thread (its forward raises BatchAborted) and wait for it to end."""
-        if not self.done:
+        while not self.done:  # a loop: after an interrupt mid-hand-off the first resume may only finish that one
             self.resume(BatchAborted())
         self._thread.join()
 
