@@ -9,7 +9,7 @@ One interleaved run: for each thread count, model and arm, every batch size runs
 prompts and seeds (problem i: seed i), so machine noise hits every batch size of an arm alike. Batch 1 is the same
 engine with one live sequence (its forwards are exactly `generate`'s). `cpu/s` is decodes per second of this
 process's CPU time (every thread: the noise-robust figure on a shared machine; with two threads it counts both);
-`x b1` is the wall-time speed-up over batch 1; `fwd/seq-fwd` is how many sequence-forwards one batch forward served
+`x b1` is the wall-time speed-up over batch 1 and `cpu x b1` the CPU-time one; `fwd/seq-fwd` is how many sequence-forwards one batch forward served
 on average; `pad` the share of padded query rows. `agree` counts decodes whose token ids equal batch 1's: in float32
 a shared forward sums in another order than a single one, and a near-tie between two tokens can then fall the other
 way (the whole decode after it may differ); in float64 the tests hold every trace equal (tests/test_batch_decode.py).
@@ -49,15 +49,18 @@ def run(model: Any, prompts: list[str], cfg: Any, batch: int) -> dict[str, Any]:
             "outputs": [r.token_ids for r in results]}
 
 
-def arm_rows(model: Any, prompts: list[str], preset: str, batches: list[int], gen: int) -> list[dict[str, Any]]:
+def arm_rows(model: Any, prompts: list[str], preset: str, batches: list[int], gen: int) -> Any:
+    """Each batch size's row in turn (batch 1 first: the others are measured against it)."""
     cfg = s2d2.preset(preset, gen_length=gen)
-    rows = [run(model, prompts, cfg, b) for b in batches]
-    base = next((r for r in rows if r["batch"] == 1), rows[0])
-    for r in rows:
+    base = None
+    for b in sorted(batches):
+        r = run(model, prompts, cfg, b)
+        base = base or r
         r["speedup"] = r["decodes_per_s"] / base["decodes_per_s"]
-        r["agree"] = sum(a == b for a, b in zip(r["outputs"], base["outputs"]))
+        r["cpu_speedup"] = r["decodes_per_cpu_s"] / base["decodes_per_cpu_s"]
+        r["agree"] = sum(a == o for a, o in zip(r["outputs"], base["outputs"]))
         r["n"] = len(prompts)
-    return rows
+        yield r
 
 
 def main() -> None:
@@ -74,8 +77,8 @@ def main() -> None:
     prompts = [p.question for p in heldout(args.n)]
     table: list[dict[str, Any]] = []
     print(f"n = {args.n} held-out problems per run, gen length {args.gen_length}, float32, dynamic backend")
-    print(f"{'thr':>3} {'model':<11} {'arm':<31} {'batch':>5} {'dec/s':>7} {'tok/s':>7} {'cpu/s':>7} {'x b1':>5} "
-          f"{'fwd/seq-fwd':>11} {'pad':>5} {'agree':>7}")
+    print(f"{'thr':>3} {'model':<11} {'arm':<31} {'batch':>5} {'dec/s':>7} {'tok/s':>7} {'x b1':>5} {'cpu/s':>7} "
+          f"{'cpu x b1':>8} {'fwd/seq-fwd':>11} {'pad':>5} {'agree':>7}")
     for threads in [int(t) for t in args.threads.split(",")]:
         torch.set_num_threads(threads)
         for name in args.models.split(","):
@@ -83,12 +86,13 @@ def main() -> None:
             for preset in (args.arms.split(",") if args.arms else ARMS[name]):
                 for r in arm_rows(model, prompts, preset, batches, args.gen_length):
                     print(f"{threads:>3} {name:<11} {preset:<31} {r['batch']:>5} {r['decodes_per_s']:>7.2f} "
-                          f"{r['tokens_per_s']:>7.0f} {r['decodes_per_cpu_s']:>7.2f} {r['speedup']:>5.2f} "
-                          f"{r['sharing']:>11.1f} {r['padding']:>5.2f} {r['agree']:>3}/{r['n']:<3}", flush=True)
+                          f"{r['tokens_per_s']:>7.0f} {r['speedup']:>5.2f} {r['decodes_per_cpu_s']:>7.2f} "
+                          f"{r['cpu_speedup']:>8.2f} {r['sharing']:>11.1f} {r['padding']:>5.2f} "
+                          f"{r['agree']:>3}/{r['n']:<3}", flush=True)
                     table.append({"threads": threads, "model": name, "arm": preset,
                                   **{k: v for k, v in r.items() if k != "outputs"}})
-    if args.out:
-        Path(args.out).write_text(json.dumps(table, indent=1))
+                    if args.out:  # after every row: a killed run keeps what it measured
+                        Path(args.out).write_text(json.dumps(table, indent=1))
 
 
 if __name__ == "__main__":
