@@ -172,6 +172,9 @@ def test_the_ledger_accounts_for_every_forward():
     assert max(len(bf.sequences) for bf in ledger.forwards) <= 2  # never more live sequences than slots
     assert summary["query_tokens"] == sum(r.metrics["query_tokens"] for r in results)
     assert summary["padded_query_tokens"] >= summary["query_tokens"]
+    assert summary["sequences_forward_wall_s"] == pytest.approx(sum(r.trace.footer.forward_wall_s for r in results),
+                                                                rel=1e-9)
+    assert summary["sequences_forward_wall_s"] > summary["forward_wall_s"]  # shared walls count once per batch
     for bf in ledger.forwards:  # a sequence's forward record carries the wall of the batch forward that served it
         for s, f in zip(bf.sequences, bf.seq_forwards):
             assert results[s].trace.forwards[f].wall_s == bf.wall_s

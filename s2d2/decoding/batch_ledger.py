@@ -54,6 +54,8 @@ class BatchLedger:
             "padded_query_tokens": padded,
             "padding_share": (padded - useful) / padded if padded else 0.0,
             "forward_wall_s": sum(f.wall_s for f in self.forwards),
+            # what the sequences' own traces add up to (each forward record carries its batch forward's wall)
+            "sequences_forward_wall_s": sum(f.wall_s * len(f.sequences) for f in self.forwards),
             "wall_s": self.wall_s,
         }
 
