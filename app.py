@@ -173,9 +173,11 @@ def wire_share(ctx: Ctx, demo: gr.Blocks) -> None:
     c["share"].click(keyed(share.share_link, ctx), [c["state"], c["toggle"], c["slider"]],
                      out(["share_link", "share_status"]), **PRIVATE).then(
         None, out(["share_link", "share_status"]), out(["share_link", "share_status"]), js=COPY_JS, **PRIVATE)
-    # A replay of the largest trace takes seconds of CPU: two builds at a time, whoever asks.
-    c["make_html"].click(keyed(share.html_replay, ctx), [c["state"], c["slider"]], out(["html_file", "share_status"]),
-                         concurrency_limit=2, concurrency_id="html_export", **PRIVATE)
+    # An export is CPU work one visitor can repeat: it runs as that visitor's one job, like a decode (refused while
+    # another runs, stoppable), and two builds at a time, whoever asks.
+    c["make_html"].click(keyed(share.html_replay_job, ctx), [c["state"], c["slider"]],
+                         out(["html_file", "share_status"]), concurrency_limit=2, concurrency_id="html_export",
+                         validator=guard.admit, **PRIVATE)
     c["state"].change(keyed(share.reset_share, ctx), None, out(["share_link", "html_file", "share_status"]),
                       **PRIVATE)
 

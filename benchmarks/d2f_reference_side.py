@@ -10,8 +10,9 @@ Three things are patched *around* the reference, never inside it:
 * torch 2.13's CPU scaled_dot_product_attention misreads a float32 additive mask given float64 queries (errors of
   order 1 for some shapes; bf16 and float32 queries are fine), and LLaDA's modeling code always casts its mask to
   float32: in this process such a mask is cast to the query's dtype first (a torch defect, not the reference's);
-* the mask token's logit is set to -inf in every forward (spec §2.4, §9: the reference can draft the mask token
-  itself; on a random model it does, and its loop then never ends);
+* the mask token's logit is set to -inf in every forward (docs/algorithm.md, 'Sampling a draft',
+  'Where we deviate from the reference code': the reference can draft the mask token itself; on a random model it does,
+  and its loop then never ends);
 * with `wire_dream_mask`, the mask the reference passes as `attention_bias=` reaches DreamModel as
   `attention_mask=` (DreamModel.forward has no `attention_bias` argument: it lands in **loss_kwargs, so the
   reference's Dream forwards run with no mask at all). Runs without it show what the reference computes as is.

@@ -4,11 +4,12 @@
     python benchmarks/exactness.py --n 40 --out assets/results/exactness.json
     python benchmarks/exactness.py --block 8 --no-reuse --no-fused
 
-The S2D2 arm is the AR-exactness setting of spec §5: `greedy_exact` acceptance, the `always` policy, `cache_ver`,
-k_s = 1 and no extras, here with the forward-saving options (`kv_reuse`, `fused_commit`) on. It should emit exactly
-the tokens of greedy AR (method `ar`, one forward per token); every question is checked token for token, up to the
-first stop id or `gen_length` tokens. NFE is exact and deterministic (no timing here). The result file is what the
-app's tour quotes in its exactness stop (components/exactness.py); each question's row says whether it matched.
+The S2D2 arm is the AR-exactness setting of docs/algorithm.md, 'Acceptance modes and AR-exactness': `greedy_exact`
+acceptance, the `always` policy, `cache_ver`, k_s = 1 and no extras, here with the forward-saving options (`kv_reuse`,
+`fused_commit`) on. It should emit exactly the tokens of greedy AR (method `ar`, one forward per token); every question
+is checked token for token, up to the first stop id or `gen_length` tokens. NFE is exact and deterministic (no timing
+here). The result file is what the app's tour quotes in its exactness stop (components/exactness.py); each question's
+row says whether it matched.
 """
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ COMMAND = "python benchmarks/exactness.py"
 
 
 def lossless_config(block: int, gen_length: int, reuse: bool = True, fused: bool = True) -> Any:
-    """The S2D2 configuration whose output equals greedy AR (spec §5, AR-exactness theorem)."""
+    """The S2D2 configuration whose output equals greedy AR (docs/algorithm.md, 'Acceptance modes and AR-exactness')."""
     import s2d2
 
     return s2d2.preset("sdar-config-b", block_length=block, gen_length=gen_length, acceptance="greedy_exact",

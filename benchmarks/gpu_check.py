@@ -46,7 +46,8 @@ from s2d2.host_syncs import HostSyncCounter  # noqa: E402
 from s2d2.models import masks  # noqa: E402
 
 SDAR_MASK = 151669
-# Qwen3-1.7B geometry (SDAR-1.7B is a Qwen3ForCausalLM; untied head, rope theta 1e6: model-families.md §3).
+# Qwen3-1.7B geometry (SDAR-1.7B is a Qwen3ForCausalLM; untied head, rope theta 1e6: docs/model-families.md,
+# 'Tokens the decoder needs').
 SDAR_1_7B = dict(vocab_size=151936, hidden_size=2048, intermediate_size=6144, num_hidden_layers=28,
                  num_attention_heads=16, num_key_value_heads=8, head_dim=128, max_position_embeddings=32768,
                  tie_word_embeddings=False, rope_parameters={"rope_type": "default", "rope_theta": 1e6})

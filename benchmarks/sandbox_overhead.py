@@ -2,9 +2,9 @@
 
     S2D2_ALLOW_CODE_EVAL=1 python benchmarks/sandbox_overhead.py --runs 20
 
-Arms: all layers (namespaces + Python guards, the default), no namespaces (the fallback), and a plain
-`python -I -c` subprocess (no sandbox) for scale. The program is a passing HumanEval-style check (a small function
-and three asserts). Runs are interleaved; the figures are the median and the 90th percentile wall seconds per
+Arms: all layers (bubblewrap + cgroups + Python guards, the default), no bubblewrap (the fallback the user must
+accept), and a plain `python -I -c` subprocess (no sandbox) for scale. The program is a passing HumanEval-style
+check (a small function and three asserts). Runs are interleaved; the figures are the median and the 90th percentile wall seconds per
 sample. Nothing is asserted.
 """
 from __future__ import annotations
@@ -43,8 +43,8 @@ def main() -> None:
     args = parser.parse_args()
     if os.environ.get(ALLOW_ENV) != "1":
         sys.exit(f"set {ALLOW_ENV}=1 to run programs in the sandbox")
-    prefix, why = iso.namespace_prefix()
-    print(f"namespaces: {'available' if prefix else 'unavailable (' + why + ')'}; uid {os.geteuid()}")
+    exe, why = iso.bwrap_available()
+    print(f"bubblewrap: {'available' if exe else 'unavailable (' + why + ')'}; uid {os.geteuid()}")
     times: dict[str, list[float]] = {name: [] for name in ARMS}
     for i in range(args.runs):
         order = list(ARMS) if i % 2 == 0 else list(reversed(ARMS))

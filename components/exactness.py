@@ -1,5 +1,5 @@
 """The exactness stop: a lossless S2D2 run and greedy AR on the same question write the same tokens, S2D2 in fewer
-forwards (spec §5, the AR-exactness theorem), and what a benchmark measured on many questions.
+forwards (docs/algorithm.md, 'Acceptance modes and AR-exactness'), and what a benchmark measured on many questions.
 
 `exactness` compares two recorded traces token for token; `load_result` reads the benchmark's file
 (benchmarks/exactness.py writes assets/results/exactness.json) with bounds, so an edited file cannot make the tour
@@ -39,7 +39,8 @@ class Exactness:
 
 
 def conditions(trace: Trace) -> list[str]:
-    """The AR-exactness conditions (spec §5) the S2D2 trace meets, in words; missing ones are left out."""
+    """The AR-exactness conditions (docs/algorithm.md, 'Acceptance modes and AR-exactness') the S2D2 trace meets, in
+    words; missing ones are left out."""
     cfg = trace.header.config
     out = []
     if cfg.get("acceptance") == "greedy_exact":

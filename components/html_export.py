@@ -10,18 +10,25 @@ UTF-8 whatever the trace holds. Every other string from the trace is HTML-escape
 
 Bounded: a page is at most MAX_HTML_BYTES (5 MiB; `max_bytes` changes it). A replay that would be larger stops after
 the last step that fits, and the page and the caller say so; a trace whose first step alone does not fit is refused
-(ExportError).
+(ExportError). The work is bounded before it starts, by what the file holds: at most MAX_EXPORT_FRAMES frames and
+MAX_EXPORT_CELLS token cells (frames x the sequence's positions, each one rendered per frame); a longer replay
+stops at the last step within the bound, with the same visible note. A build can be cancelled (`should_stop`,
+polled before every frame: ExportCancelled), and its frames are cached per trace content (the page for another
+opening step reuses them).
 
 `python -m components.html_export TRACE.json [OUT.html] [--step N] [--max-mb M]` writes one (gradio is not imported).
 """
 from __future__ import annotations
 
+import hashlib
 import html
 import json
 import re
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from s2d2.trace import Trace
 
@@ -40,10 +47,20 @@ STRIP_CUT = re.compile(r"(?=<t[dh][ >])")
 _SCRIPT_UNSAFE = {ord("<"): "\\u003c", 0x2028: "\\u2028", 0x2029: "\\u2029"}
 _SURROGATE = re.compile("[\ud800-\udfff]")
 SLACK = 64  # bytes kept free for the digits of `start` and the like
+# ~5 s of one core for the heaviest legal traces (benchmarks/html_export.py): the largest recording (2,560
+# positions, 513 frames = 1.3 M cells) fits whole; a 23,040-step editing-style trace stops at frame 2,048.
+MAX_EXPORT_FRAMES = 2048
+MAX_EXPORT_CELLS = 1_600_000
+CACHE_ENTRIES = 8
+CACHE_BYTES = 48 * 1024 * 1024
 
 
 class ExportError(ValueError):
     """The replay cannot be written; the message is shown to the user as is."""
+
+
+class ExportCancelled(ExportError):
+    """The build was stopped (`should_stop` answered True) before it finished; nothing was written."""
 
 
 @dataclass(frozen=True)
@@ -141,34 +158,118 @@ def _heading(trace: Trace) -> tuple[str, str]:
     return title, meta
 
 
-def replay_html(trace: Trace, start: Optional[int] = None, max_bytes: int = MAX_HTML_BYTES) -> HtmlReplay:
-    """The replay page of `trace`, opened at scrubber value `start` (default: the step its story names)."""
+def frame_bound(trace: Trace) -> int:
+    """How many frames (steps 0 .. k) an export may build for `trace`, from what the file holds, before any work."""
+    positions = max(1, int(trace.header.total_length))
+    return max(1, min(len(trace.steps) + 1, MAX_EXPORT_FRAMES, MAX_EXPORT_CELLS // positions))
+
+
+@dataclass(frozen=True)
+class Built:
+    """The frames of one trace under one size bound (what the cache keeps), and the page's fixed parts."""
+    pieces: list[str]
+    frames: list[list[Any]]
+    parts: tuple[str, str, str, str]  # title, meta, story HTML, legend
+    story_step: int
+    note: str
+
+
+_CACHE: "OrderedDict[tuple[str, int], Built]" = OrderedDict()
+_CACHE_LOCK = threading.Lock()
+
+
+def content_key(trace: Trace) -> str:
+    """A digest of the trace's content (two loads of the same file share it), kept on the trace object: a trace on
+    screen is never changed in place (a new run or upload is a new object)."""
+    key = trace.__dict__.get("_s2d2_content_key")
+    if key is None:
+        key = hashlib.sha256(trace.to_json().encode("utf-8", "surrogatepass")).hexdigest()
+        trace.__dict__["_s2d2_content_key"] = key
+    return key
+
+
+def _cached(key: tuple[str, int]) -> Optional[Built]:
+    with _CACHE_LOCK:
+        built = _CACHE.get(key)
+        if built is not None:
+            _CACHE.move_to_end(key)
+        return built
+
+
+def _remember(key: tuple[str, int], built: Built, size: int) -> None:
+    """Keep `built`, dropping the least recently used entries past CACHE_ENTRIES or CACHE_BYTES (page bytes)."""
+    with _CACHE_LOCK:
+        _CACHE[key] = built
+        _SIZES[key] = size
+        while len(_CACHE) > CACHE_ENTRIES or sum(_SIZES.values()) > CACHE_BYTES:
+            old, _ = _CACHE.popitem(last=False)
+            _SIZES.pop(old, None)
+
+
+_SIZES: dict[tuple[str, int], int] = {}
+
+
+def clear_cache() -> None:
+    with _CACHE_LOCK:
+        _CACHE.clear()
+        _SIZES.clear()
+
+
+def _build(trace: Trace, max_bytes: int, should_stop: Callable[[], bool]) -> Built:
+    """Every frame that fits the size and work bounds (ExportError when not even the first; ExportCancelled)."""
     story = single_story(trace)
     title, meta = _heading(trace)
     legend = str(STEP_VIEWS["legend"](trace, 0, StepOptions()))
     n = len(trace.steps)
-    cut_note = (f"This replay stops at step {{k}} of {n}: the whole run would make the file larger than "
-                f"{max_bytes / 2**20:g} MB. The app replays all of it.")
-    shell = page(title, meta, story_html(story.text), html.escape(cut_note.format(k=n)), legend, "", n)
+    bound = frame_bound(trace)
+    size_note = (f"This replay stops at step {{k}} of {n}: the whole run would make the file larger than "
+                 f"{max_bytes / 2**20:g} MB. The app replays all of it.")
+    work_note = (f"This replay stops at step {{k}} of {n}: an HTML replay renders at most {MAX_EXPORT_FRAMES:,} "
+                 f"steps and {MAX_EXPORT_CELLS:,} token cells (steps x {trace.header.total_length} positions). "
+                 f"The app replays all of it.")
+    longest = max(size_note.format(k=n), work_note.format(k=n), key=len)
+    shell = page(title, meta, story_html(story.text), html.escape(longest), legend, "", n)
     skeleton = {"pieces": [], "frames": [], "total": n, "start": n, "hint": HINT}
     budget = max_bytes - len(shell.encode("utf-8")) - _byte_len(skeleton) - SLACK
     frames = Frames()
+    note = ""
     for step in range(n + 1):
+        if should_stop():
+            raise ExportCancelled("Stopped: no HTML replay was made.")
+        if step >= bound:
+            note = work_note.format(k=step - 1)
+            break
         cost, frame, fresh = frames.cost(*_frame_views(trace, step))
         if frames.size + cost > budget:
+            note = size_note.format(k=step - 1) if step else ""
             break
         frames.add(cost, frame, fresh)
     if not frames.frames:
         raise ExportError(f"This trace is too large for an HTML replay: its first step alone exceeds "
                           f"{max_bytes / 2**20:g} MB. Download the trace (JSON) and replay it in the app.")
-    last = len(frames.frames) - 1
-    note = cut_note.format(k=last) if last < n else ""
-    at = min(clamp_step(trace, story.step if start is None else start), last)
-    data = {"pieces": list(frames.index), "frames": frames.frames, "total": n, "start": at, "hint": HINT}
-    text = page(title, meta, story_html(story.text), html.escape(note), legend, script_json(data), last)
-    if len(text.encode("utf-8")) > max_bytes:  # the sizes above are exact; this guards the arithmetic
+    return Built(list(frames.index), frames.frames, (title, meta, story_html(story.text), legend), story.step, note)
+
+
+def replay_html(trace: Trace, start: Optional[int] = None, max_bytes: int = MAX_HTML_BYTES,
+                should_stop: Callable[[], bool] = lambda: False) -> HtmlReplay:
+    """The replay page of `trace`, opened at scrubber value `start` (default: the step its story names). The frames
+    come from the cache when this content was exported before (at any step); `should_stop` cancels a build."""
+    key = (content_key(trace), max_bytes)
+    built = _cached(key)
+    fresh = built is None
+    if built is None:
+        built = _build(trace, max_bytes, should_stop)
+    n, last = len(trace.steps), len(built.frames) - 1
+    at = min(clamp_step(trace, built.story_step if start is None else start), last)
+    data = {"pieces": built.pieces, "frames": built.frames, "total": n, "start": at, "hint": HINT}
+    title, meta, story, legend = built.parts
+    text = page(title, meta, story, html.escape(built.note), legend, script_json(data), last)
+    size = len(text.encode("utf-8"))
+    if size > max_bytes:  # the sizes above are exact; this guards the arithmetic
         raise ExportError(f"The HTML replay came out larger than {max_bytes / 2**20:g} MB; nothing was written.")
-    return HtmlReplay(text, last + 1, n, note)
+    if fresh:
+        _remember(key, built, size)
+    return HtmlReplay(text, last + 1, n, built.note)
 
 
 def write_replay(trace: Trace, path: str | Path, start: Optional[int] = None,

@@ -1,5 +1,5 @@
-"""The residual-resample picture at a rejected position (spec §3.6): p, q and (q − p)+ / Z over the top candidates,
-and the draw u against r = min(1, q/p).
+"""The residual-resample picture at a rejected position (docs/algorithm.md, 'Acceptance, first rejection and the
+residual'): p, q and (q − p)+ / Z over the top candidates, and the draw u against r = min(1, q/p).
 
 It shows why "accept with probability min(1, q/p), else draw from the renormalised residual" gives an exact sample
 of the verifier when the draft was sampled from p: P(x) = p(x)·min(1, q(x)/p(x)) + P(reject)·(q(x) − p(x))+ / Z
@@ -192,8 +192,8 @@ def caption(data: ResidualData) -> str:
     if data.mode != "greedy_exact":
         claim = ("This run samples its drafts from p, so the token that comes out is an exact sample of q"
                  if data.sampled_draft else
-                 "This run drafts greedily (the argmax of p), so here the rule is the paper's, not a sampler of q "
-                 "(spec §5); with drafts sampled from p the same rule gives an exact sample of q")
+                 "This run drafts greedily (the argmax of p), so here the rule is the paper's, not a sampler of q; "
+                 "with drafts sampled from p the same rule gives an exact sample of q")
         lines.append(f"{claim}: a token x comes out with probability min(p, q) by acceptance plus Z · (q − p)+/Z "
                      "by the redraw, i.e. min(p, q) + (q − p)+ = q(x).")
     drawn = next((b for b in data.bars if b.is_drawn), None)

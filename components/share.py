@@ -15,6 +15,7 @@ from typing import Any, Mapping, Optional
 
 import gradio as gr
 
+from . import guard
 from .disk import DISK
 from .examples import Example, examples_dir, list_examples, load_pair
 from .handlers import RUNS, open_example
@@ -163,13 +164,15 @@ def share_link(state: Any, run: Any, step: Any) -> dict[str, Any]:
 
 
 def html_replay(state: Any, step: Any) -> dict[str, Any]:
-    """Write the HTML replay of the session's trace, opened at the step on screen; show its download button."""
+    """Write the HTML replay of the session's trace, opened at the step on screen; show its download button. Its
+    work is bounded (html_export.frame_bound), cached per trace content, and it stops at the next frame when the
+    visitor's job is stopped (Stop, a closed tab, nobody listening: guard.stop_requested)."""
     trace = trace_from_state(state)
     if trace is None:
         return {"share_status": "No trace loaded: pick an example, upload a trace or record a run first."}
     start = clamp_step(trace, step)
     try:
-        page = replay_html(trace, start)
+        page = replay_html(trace, start, should_stop=guard.stop_requested)
         path = export_folder(trace) / f"{export_name(trace, 'replay')}-step{start}.html"
         if not path.exists() and not DISK.make_room(len(page.html.encode())):
             return {"html_file": gr.DownloadButton(visible=False),
@@ -183,6 +186,17 @@ def html_replay(state: Any, step: Any) -> dict[str, Any]:
     return {"html_file": gr.DownloadButton(f"⬇ Download the HTML replay ({page.size / 1000:.0f} kB)", value=str(path),
                                            visible=True),
             "share_status": status + (f" {md_escape(page.note, 300)}" if page.note else "")}
+
+
+# The export is CPU work one visitor can repeat: app.py wires it as that visitor's one job, like a decode (one at a
+# time per session and per client, refused while a decode runs, stoppable).
+
+def html_replay_refused(message: str) -> dict[str, Any]:
+    """What an export that may not start shows (guard.one_job): the visitor already has a job."""
+    return {"html_file": gr.DownloadButton(visible=False), "share_status": md_escape(message, 300)}
+
+
+html_replay_job = guard.one_job(html_replay, html_replay_refused)
 
 
 def reset_share() -> dict[str, Any]:

@@ -81,7 +81,7 @@ def exact_stop(m: TourMaterial) -> Optional[Stop]:
             f"{verdict}, in **{e.s2d2_forwards} forwards instead of AR's {e.ar_forwards}**"
             + (f" ({e.ratio:.2f}× fewer)" if e.ratio else "") + ". Each verify commits the longest drafted prefix "
             "that agrees with the AR argmax, plus the AR argmax where they first disagree: drafts change the speed, "
-            "never the output (spec §5).")
+            "never the output.")
     line = result_line(m.exact_result)
     if line:
         text += " " + line
@@ -124,7 +124,7 @@ def edit_stop(m: TourMaterial) -> Optional[Stop]:
     elif any(s.verification is not None for s in t.steps):
         text += " This run also verifies in other steps."
     text += (" Edits are decided by the draft before any verification: the verifier judges only drafts of masked "
-             "positions and reads the edited block as context (docs/editing.md, rule V).")
+             "positions and reads the edited block as context.")
     if t is not m.trace:
         text = f"Another bundled model (tiny LLaDA2, B = {t.header.config.get('block_length')}) on another question. " \
                + text

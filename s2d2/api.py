@@ -9,6 +9,7 @@ from typing import Any, Callable, Sequence
 import torch
 
 from . import __version__
+from .chat import render_chat
 from .config import DecodeConfig
 from .decoding.ar import ar_loop
 from .decoding.decoder import block_loop, make_check
@@ -45,8 +46,7 @@ def encode_prompt(model: Any, prompt: str | Sequence[int], chat: bool | None = N
             raise ValueError("prompt: this model has no tokenizer; pass token ids instead of text")
         use_chat = spec.use_chat_template if chat is None else chat
         if use_chat and getattr(tok, "chat_template", None):
-            text = tok.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True,
-                                           tokenize=False)
+            text = render_chat(tok, [{"role": "user", "content": prompt}])
         else:
             text = prompt
         ids = tok.encode(text, add_special_tokens=False)

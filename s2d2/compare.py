@@ -1,4 +1,5 @@
-"""Side-by-side comparison of decoding configurations on one prompt and seed (app-design §3 item 5).
+"""Side-by-side comparison of decoding configurations on one prompt and seed (docs/app-design.md,
+'Comparing runs aligned by block').
 
 `compare` runs 2-4 configurations; `compare_traces` is the pure part: per-lane metrics, equality with the AR lane,
 and the lanes aligned by block. Block indices differ between lanes with different block lengths (AR has B = 1), so

@@ -43,7 +43,7 @@ LATER_DEFAULTS: dict[str, Any] = {"cost_threshold": 0.0, "cost_verify_scale": 1.
 
 @dataclass(frozen=True)
 class DecodeConfig:
-    """Every knob of one decode. Defaults follow the reference code (§4, §7 of the spec)."""
+    """Every knob of one decode; defaults as in the reference (docs/algorithm.md, 'Paper configurations as presets')."""
 
     method: str = "s2d2"
     block_length: int = 4
@@ -101,8 +101,8 @@ class DecodeConfig:
     adaptive_max_block: int = 32
     adaptive_shrink_below: float = 0.25
     trim_verify: bool = False  # the verifier queries only the rows its span reads (s2d2/decoding/verifier.py)
-    # LLaDA2.x loop (spec §3.9, docs/editing.md; knobs and checks in s2d2/policies/self_correction.py): "editing"
-    # runs edits (tau_edit = editing_threshold; None: off), up to max_post_steps mask-free editing steps per block,
+    # LLaDA2.x loop (docs/algorithm.md, 'Family variants'; docs/editing.md; knobs, checks: policies/self_correction.py):
+    # "editing" runs edits (tau_edit = editing_threshold; None: off), up to max_post_steps mask-free steps per block,
     # EOS early stop, and no commit after the last block. confidence_threshold is its tau_mask.
     loop: str = "block"
     editing_threshold: float | None = None
@@ -127,7 +127,8 @@ class DecodeConfig:
         return self.temperature >= 1e-6
 
     def transfer_schedule(self) -> list[int]:
-        """k_s per step: floor(B/S), the first B mod S steps one more (§2.5)."""
+        """k_s per step: floor(B/S), the first B mod S steps one more (docs/algorithm.md,
+        'How many tokens a step decodes')."""
         b, s = self.block_length, self.steps
         base, extra = divmod(b, s)
         return [base + (1 if i < extra else 0) for i in range(s)]
@@ -231,7 +232,7 @@ def _check_type(name: str, value: Any, annotation: Any) -> None:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Presets (spec §7). All S2D2 presets use soft_entropy_negexp with beta = 1.
+# Presets (docs/algorithm.md, 'Paper configurations as presets'); every S2D2 preset uses soft_entropy_negexp, beta 1.
 
 _S2D2 = dict(method="s2d2", estimator="soft_entropy_negexp", negexp_beta=1.0)
 
@@ -310,9 +311,9 @@ _PRESETS.update({
         "skip's, from this machine's measured forward costs; skips commit drafts above 0.99; KV reuse, fused "
         "commits, trimmed verifier.",
     ),
-    # Lossless mode (spec §5): greedy_exact acceptance, a verify at every step, the causal verifier cache; the
-    # forward savers kept are those that never change a token (KV reuse and the fused commit only move where a KV
-    # row is computed). Adaptive blocks keep exactness too but cost forwards on the bundled model, so they are off.
+    # Lossless mode (docs/algorithm.md, 'Acceptance modes and AR-exactness'): greedy_exact, a verify at every step,
+    # the causal verifier cache; kept are the forward savers that never change a token (KV reuse and the fused commit
+    # only move where a KV row is computed). Adaptive blocks keep exactness too but cost forwards here, so they are off.
     "lossless": (
         dict(**_S2D2, block_length=16, remasking="low_confidence_dynamic", confidence_threshold=0.85,
              policy="mask_span_length", min_span_length=1, acceptance="greedy_exact", cache_ver=True, draft_ver=True,
@@ -323,7 +324,7 @@ _PRESETS.update({
 })
 
 
-# LLaDA2.x (spec §3.9, §7): block 32, one token per step at least (k_s = 1), tau_mask = confidence_threshold.
+# LLaDA2.x presets (docs/algorithm.md, 'Family variants'): block 32, k_s = 1, tau_mask = confidence_threshold.
 _LLADA2 = dict(loop="editing", block_length=32, remasking="low_confidence_dynamic")
 _LLADA2_S2D2 = dict(**_S2D2, **_LLADA2, policy="score_threshold", score_type="difference_static", penalty_coef=4.0)
 _PRESETS.update({

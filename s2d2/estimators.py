@@ -1,4 +1,5 @@
-"""Token-acceptance estimators and the expected number of accepted tokens (spec §4.1, §4.2).
+"""Token-acceptance estimators and the expected number of accepted tokens (docs/algorithm.md, 'Acceptance estimators',
+'Expected accepted tokens and the score').
 
 Every function works on whole spans at once: `probs` is `[n, V]`, one draft distribution per span position (after
 the same temperature / top-k / top-p transform that produced the drafts), `p_draft` is `[n]`, the probability of

@@ -1,4 +1,5 @@
-"""Metrics computed from a trace alone, with vLLM's names for the speculative-decoding ones (app-design §5)."""
+"""Metrics computed from a trace alone, with vLLM's names for the speculative-decoding ones (docs/app-design.md,
+'Metrics')."""
 from __future__ import annotations
 
 from collections import Counter

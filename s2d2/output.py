@@ -1,4 +1,4 @@
-"""Output trimming shared by the decoder and trace replay (§2.7)."""
+"""Output trimming shared by the decoder and trace replay (docs/algorithm.md, 'The block loop, stopping and output')."""
 from __future__ import annotations
 
 

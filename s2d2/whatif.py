@@ -1,4 +1,5 @@
-"""Honest what-if: re-decide every recorded step of an S2D2 trace under changed policy thresholds (spec §10).
+"""Honest what-if: re-decide every recorded step of an S2D2 trace under changed policy thresholds (docs/algorithm.md,
+'What a trace records').
 
 The recorded policy inputs (α, K̂, N_hi, bins) and UCB rewards are replayed in order through a fresh policy, so
 hysteresis and UCB state evolve exactly as they would have. Everything before the first flipped decision is exact;
@@ -151,7 +152,8 @@ def _inputs(cfg: DecodeConfig, step: StepRecord) -> PolicyInputs:
 
 
 def _alpha(cfg: DecodeConfig, p: float, entropy: float, margin: float) -> float:
-    """α of one span position from its recorded scalars (spec §4.1); Rényi-2 needs π itself, so it is absent."""
+    """α of one span position from its recorded scalars (docs/algorithm.md, 'Acceptance estimators'); Rényi-2 needs π
+    itself, so it is absent."""
     name = cfg.estimator
     if name == "hard_margin_threshold":
         return 1.0 if margin > cfg.margin_threshold else 0.0

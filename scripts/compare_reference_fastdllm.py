@@ -9,10 +9,11 @@ the runs that are identical on output tokens, NFE and every step's decoded posit
 The reference (`Fast-dLLM-v2/generate_policy_utils.py`) calls its remote-code model with `(input_ids,
 past_key_values, update_past_key_values, block_size, attention_mask)`. `RefModel` gives it that interface over the
 native `Qwen2ForCausalLM`: the eval mask `q // bs >= kv // bs` on absolute positions (bs = 1 is causal), the cache
-kept or cropped, and MASK's logit at -inf (our decoder never drafts MASK, spec §9; a model that never predicts it
-compares the two algorithms, not that defect). Both run with top-p 1 (the reference applies top-p to q only at
-T = 0, §9). Before comparing, the reference's output is cut before its first stop id and, when it did not stop,
-loses the argmax seed it appends after its last block (README, right-shifted paragraph). Each run seeds the global
+kept or cropped, and MASK's logit at -inf (our decoder never drafts MASK, docs/algorithm.md,
+'Where we deviate from the reference code'; a model that never predicts it compares the two algorithms, not that
+defect). Both run with top-p 1 (the reference applies top-p to q only at T = 0; the same page). Before comparing, the
+reference's output is cut before its first stop id and, when it did not stop, loses the argmax seed it appends after its
+last block (docs/faithfulness.md, 'Fast-dLLM v2: the stop rule and the reference check'). Each run seeds the global
 generator (the reference's) and ours with the same seed.
 
 `--mode restricted` replaces the reference's draft sampler by one that draws only for the rows whose input is MASK,
@@ -90,7 +91,8 @@ class RefModel:
                  attention_mask: torch.Tensor | None = None, use_block_cache: bool = False, **_: Any) -> Any:
         from transformers import DynamicCache
 
-        assert not use_block_cache, "the block-cache path is not compared (spec §9)"
+        assert not use_block_cache, ("the block-cache path is not compared "
+                                     "(docs/algorithm.md, 'Where we deviate from the reference code')")
         cache = past_key_values if past_key_values is not None else DynamicCache(config=self.hf.config)
         known, n = cache.get_seq_length(), int(input_ids.shape[1])
         if attention_mask is None:

@@ -35,9 +35,9 @@ Prompt = Union[int, tuple[str, int]]
 # (verify iff K̂ − 1 ≥ 1.5, the sweep's 96.5 % cell) drafts the same wrong "2", its verifier rejects it and
 # resamples "3": "#### 63". It also skips verification once, so one trace shows every idea of the tour.
 CATCH_PROMPT: Prompt = ("heldout", 8)
-# The exactness stop's S2D2 run: spec §5's AR-exact setting (greedy_exact, always verify, cache_ver, k_s = 1) at the
-# opening's B = 16, with the forward-saving options on (benchmarks/exactness.py measures the same setting on 40
-# held-out questions).
+# The exactness stop's S2D2 run: the AR-exact setting of docs/algorithm.md, 'Acceptance modes and AR-exactness'
+# (greedy_exact, always verify, cache_ver, k_s = 1) at the opening's B = 16, with the forward-saving options on
+# (benchmarks/exactness.py measures the same setting on 40 held-out questions).
 LOSSLESS = {"block_length": 16, "acceptance": "greedy_exact", "policy": "always", "kv_reuse": True,
             "fused_commit": True}
 # The LLaDA2 example where an edit and a verification meet (scripts/find_edit_and_verify.py: held-out 17, seed 17):

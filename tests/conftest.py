@@ -1,4 +1,5 @@
-"""Shared test builders: tiny random Qwen3 / Qwen2 models (model-families.md §7), offline only.
+"""Shared test builders: tiny random Qwen3 / Qwen2 models (docs/model-families.md, 'Tiny models for offline tests'),
+offline only.
 
 Import the builders directly (`from conftest import tiny_qwen3`) or use the fixtures of the same name.
 """

@@ -10,7 +10,8 @@ def tiny_with_tokenizer(seed: int = 0):
     """tiny_qwen3 (position-aligned) plus the word-level test tokenizer, so prompts can be text.
 
     float32, not the conftest default float64: the first float64 matmuls on these CPUs cost ~10 s of warm-up,
-    and float32 is exact enough for the greedy AR-equality check (spec §5).
+    and float32 is exact enough for the greedy AR-equality check (docs/algorithm.md,
+    'Acceptance modes and AR-exactness').
     """
     import torch
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from s2d2.sandbox import ALLOW_ENV, CodeEvalRefused, SandboxLimits
+from s2d2.sandbox import isolation as iso
 from s2d2.tasks.code import check_code, extract_code, read_code_problems
 from s2d2.tasks.sets import load_task
 
@@ -17,6 +18,8 @@ ROOT = Path(__file__).resolve().parents[1]
 HUMANEVAL = ROOT / "assets" / "tasks" / "code_sample_humaneval.jsonl"
 MBPP = ROOT / "assets" / "tasks" / "code_sample_mbpp.jsonl"
 FAST = SandboxLimits(wall_s=4, cpu_s=3)
+needs_bwrap = pytest.mark.skipif(iso.bwrap_available()[0] is None, reason="bubblewrap unavailable here (the sandbox "
+                                 f"refuses to run code: {iso.bwrap_available()[1]})")
 
 
 def raw(path: Path) -> list[dict]:
@@ -37,6 +40,7 @@ def test_code_tasks_need_the_opt_in(monkeypatch) -> None:
         check_code("pass", gold, "humaneval")
 
 
+@needs_bwrap
 def test_the_samples_load_in_both_formats(opted_in) -> None:
     he = load_task(f"jsonl:{HUMANEVAL}", 100, scorer="humaneval", say=lambda m: None)
     mb = load_task(f"jsonl:{MBPP}", 100, scorer="mbpp", say=lambda m: None)
@@ -49,6 +53,7 @@ def fenced(code: str) -> str:
     return f"Here is the function.\n\n```python\n{code}\n```\nIt returns the answer."
 
 
+@needs_bwrap
 def test_reference_solutions_pass_in_every_answer_style(opted_in) -> None:
     for row, item in zip(raw(HUMANEVAL), read_code_problems(HUMANEVAL, "humaneval")):
         whole = row["prompt"] + row["canonical_solution"]
@@ -69,6 +74,7 @@ def test_reference_solutions_pass_in_every_answer_style(opted_in) -> None:
     ("    while True:\n        pass\n", "time limit"),
     ("    import os\n    os._exit(0)\n", "before the program's end"),
 ])
+@needs_bwrap
 def test_wrong_or_hostile_answers_fail_with_their_reason(opted_in, output: str, reason: str) -> None:
     gold = read_code_problems(HUMANEVAL, "humaneval")[0]["answer"]
     result = check_code(output, gold, "humaneval", FAST)
@@ -111,6 +117,7 @@ def test_bench_refuses_code_scorers_without_the_flag_before_loading_a_model(tmp_
     assert proc.returncode == 2 and ALLOW_ENV in proc.stderr and proc.stderr.count("\n") == 1
 
 
+@needs_bwrap
 def test_bench_and_eval_task_run_code_tasks_on_the_bundled_model(tmp_path) -> None:
     grid = tmp_path / "grid.json"
     grid.write_text(json.dumps([{"name": "s2d2", "preset": "sdar-config-a"}]))

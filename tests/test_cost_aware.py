@@ -1,5 +1,5 @@
 """Routing in seconds (issue 21): the measured cost model, the cost table in the trace header, the `cost_aware`
-policy, and its determinism under replay and what-if (spec §8.12)."""
+policy, and its determinism under replay and what-if (invariant 12, docs/algorithm.md, 'Invariants')."""
 from __future__ import annotations
 
 import json

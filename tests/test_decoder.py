@@ -1,4 +1,4 @@
-"""Decoder invariants of spec §8 on tiny random models (float64)."""
+"""Decoder invariants (docs/algorithm.md, 'Invariants') on tiny random models (float64)."""
 from __future__ import annotations
 
 import dataclasses
@@ -75,7 +75,8 @@ def test_greedy_exact_always_verify_reproduces_ar(family, block, seed):
 
 
 def test_greedy_exact_does_not_hold_without_cache_ver(aligned):
-    """The verifier is AR only on a causal cache; a block-causal cache changes q (§3.8)."""
+    """The verifier is AR only on a causal cache; a block-causal cache changes q (docs/algorithm.md,
+    'AR-like caching')."""
     diffs = 0
     for prompt in PROMPTS:
         ar = run(aligned, prompt, method="ar", gen_length=24)
@@ -249,7 +250,7 @@ def test_recorded_policy_inputs_redecide_to_recorded_decisions(kw, aligned):
     assert [d.score for d in again] == [s.decision.score for s in steps]
 
 
-# -- spec §9 defects not copied ----------------------------------------------------------------------------------
+# -- reference defects not copied (docs/algorithm.md, 'Where we deviate from the reference code') ---------------------
 
 def test_mask_token_is_never_drafted():
     m = tiny_qwen3_model(seed=0)

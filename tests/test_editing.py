@@ -133,7 +133,8 @@ def test_presets_and_validation():
     cons = s2d2.preset("llada2-conservative")
     assert (cons.loop, cons.block_length, cons.confidence_threshold, cons.editing_threshold) == ("editing", 32, 0.95,
                                                                                                0.9)
-    assert "ALWAYS verifies" in s2d2.presets()["llada2-conservative"]  # labelled honestly (spec §9)
+    assert "ALWAYS verifies" in s2d2.presets()["llada2-conservative"]  # labelled honestly:
+    # docs/algorithm.md, 'Where we deviate from the reference code'
     assert s2d2.preset("llada2-quality-noedit").editing_threshold is None
     with pytest.raises(ValueError, match="editing_threshold"):
         DecodeConfig(editing_threshold=0.5).validate()
@@ -146,7 +147,8 @@ def test_presets_and_validation():
 
 
 def test_masks_are_bool_never_float():
-    """Spec §9: the reference's prefill passes a {0,1} float mask; every mask here is bool (or a named pattern)."""
+    """docs/algorithm.md, 'Where we deviate from the reference code': the reference's prefill passes a {0,1} float mask;
+    every mask here is bool (or a named pattern)."""
     model = ScriptedModel({(9, 10): (4, 0.9)}, fill_p=0.6)
     res = run(model, prompt=list(range(1, 10)), method="s2d2", policy="always", editing_threshold=0.5)
     kinds = [f.kind for f in res.trace.forwards]

@@ -1,4 +1,5 @@
-"""Estimators and K̂ (spec §4.1, §4.2, invariant 9)."""
+"""Estimators and K̂ (docs/algorithm.md, 'Acceptance estimators', 'Expected accepted tokens and the score';
+invariant 9)."""
 import math
 
 import pytest

@@ -1,6 +1,7 @@
 """The right-shifted family (Fast-dLLM v2) where its reference code decides (issue 18, item 5): UCB progress counts
-every non-mask of the sub-block, prompt tail and AR seed included (spec §3.9 / §4.3); the output ends with the last
-decoded block (the reference also returns the next block's argmax seed; we do not, README right-shifted paragraph)."""
+every non-mask of the sub-block, prompt tail and AR seed included (docs/algorithm.md, 'Family variants',
+'Routing policies'); the output ends with the last decoded block (the reference also returns the next block's argmax
+seed; we do not, docs/faithfulness.md, 'Fast-dLLM v2: the stop rule and the reference check')."""
 from __future__ import annotations
 
 import pytest

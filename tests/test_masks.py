@@ -16,7 +16,7 @@ from s2d2.models.masks import (
 
 
 def brute_2l(c: int, n: int) -> torch.Tensor:
-    """The §3.4 table, entry by entry."""
+    """The 2L table (docs/algorithm.md, 'The 2L verifier'), entry by entry."""
     m = torch.zeros(2 * n, c + 2 * n, dtype=torch.bool)
     for r in range(2 * n):
         for col in range(c + 2 * n):

@@ -1,4 +1,5 @@
-"""Routing policies (spec §4.2, §4.3, §7; invariants 10 and 12)."""
+"""Routing policies (docs/algorithm.md, 'Expected accepted tokens and the score', 'Routing policies',
+'Paper configurations as presets'; invariants 10 and 12)."""
 import dataclasses
 import json
 import math
@@ -253,7 +254,7 @@ def test_ucb_no_bonus_at_t1_ties_verify_and_clock_ticks_without_updates():
     assert p.t == 0 and p.decide(inp()).details["counts"] == {"skip": 0, "verify": 0}
 
 
-# -- paper presets (§7) -------------------------------------------------------------------------------------------
+# -- paper presets (docs/algorithm.md, 'Paper configurations as presets') ---------------------------------
 
 @given(st.lists(st.floats(0.0, 1.0), min_size=1, max_size=16), st.integers(0, 16))
 def test_sdar_config_b_always_verifies(alphas, n_hi):

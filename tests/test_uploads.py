@@ -200,3 +200,18 @@ def test_sweep_files_are_validated_and_escaped(tmp_path):
     assert "\\`x\\` \\[link\\]\\(javascript:alert\\(1\\)\\) &lt;img src=x&gt;" in status
     fig = sw.pareto_figure(sw.load_results_file(tmp_path / "results.json"))
     assert "<img" not in fig.layout.title.text and all("<img" not in t for tr in fig.data for t in (tr.text or []))
+
+
+def test_a_sweep_file_with_huge_speeds_is_one_message_not_a_plot_overflow(tmp_path):
+    """Every speed 1e308 (finite, so the validator took it) overflowed the log axes into a bare "Error"."""
+    good = json.loads((ROOT / "assets" / "results" / "sweep.json").read_text())
+    costs = ("nfe_per_token", "wall_per_token", "tokens_per_forward", "query_tokens_per_token", "speedup_nfe_vs_ar",
+             "speedup_wall_vs_ar", "mean_acceptance_length", "speedup_nfe_vs_baseline", "speedup_wall_vs_baseline")
+    cells = [{k: (1e308 if k in costs and isinstance(v, float) else v) for k, v in c.items()} for c in good["cells"]]
+    status = _sweep(tmp_path, dict(good, cells=cells))
+    assert status.startswith("⚠ Not a results file: results.cells\\[0\\].") and "must be &lt;= 1000000000.0" in status
+    assert sw.sweep_views(tmp_path / "results.json", "upload")[1:] == (None, None, [])
+    big = [dict(c, nfe_per_token=1e9, wall_per_token=1e9) for c in good["cells"]]  # at the bound: plotted
+    status = _sweep(tmp_path, dict(good, cells=big))
+    views = sw.sweep_views(tmp_path / "results.json", "upload")
+    assert not status.startswith("⚠") and views[1] is not None and views[2] is not None

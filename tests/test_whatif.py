@@ -1,4 +1,5 @@
-"""s2d2.whatif: re-deciding recorded steps under changed thresholds (spec §10; invariant 12 with changes)."""
+"""s2d2.whatif: re-deciding recorded steps under changed thresholds (docs/algorithm.md, 'What a trace records';
+invariant 12 with changes)."""
 from __future__ import annotations
 
 import pytest

@@ -1,8 +1,9 @@
 """Block-level forwards of the block loop: prefill, commit, the fused commit+draft, the right-shifted AR seed, and
 the right-shifted stop rule.
 
-* commit (§2.7): stores the finished block's KV, causal with cache_ver, else block-bidirectional. With kv_reuse
-  only the uncached tail [start + cached, end) is processed, and nothing at all when it is empty.
+* commit (docs/algorithm.md, 'The block loop, stopping and output'): stores the finished block's KV, causal with
+  cache_ver, else block-bidirectional. With kv_reuse only the uncached tail [start + cached, end) is processed, and
+  nothing at all when it is empty.
 * commit+draft (`fused_commit`, beyond the paper): the next block's first draft forward carries the previous
   block's uncached tail as rows `[tail | block]` (masks.fused_draft_pattern); the tail's KV is kept, the block's is
   cropped. Right-shifted models: the new block's position 0 goes in as MASK and is seeded from the tail's last

@@ -1,4 +1,5 @@
-"""The block loop: prefill, then per block the steps of each window, then the end of the block (§2.7, §3.2).
+"""The block loop: prefill, then per block the steps of each window, then the end of the block (docs/algorithm.md,
+'The block loop, stopping and output', 'One step').
 
 Methods `diffusion` and `s2d2` share this loop (a `diffusion` run has no policy); `ar` lives in ar.py.
 

@@ -1,4 +1,5 @@
-"""The LLaDA2.x block loop with self-correction (editing), and S2D2 on top of it (spec §3.9, docs/editing.md).
+"""The LLaDA2.x block loop with self-correction (editing), and S2D2 on top of it (docs/algorithm.md, 'Family variants',
+docs/editing.md).
 
 Per block, each step drafts the whole block with full attention over cache + block (no KV stored), then:
 
@@ -6,9 +7,9 @@ Per block, each step drafts the whole block with full attention over cache + blo
    draft differs from its token with p > τ_edit takes the draft (`edit_positions`).
 2. **Mask filling**: with method "s2d2" the policy routes the first mask span; a verify step runs the 2L
    verifier on the block *with this step's edits applied* and masks filled by the drafts, then the acceptance
-   test (§3.6). If fewer than k_s = min(1, #masks) tokens were decoded, the remasking rule picks the rest
-   (`low_confidence_dynamic` at τ_mask = `confidence_threshold` is LLaDA2's: all masks above τ_mask, else the
-   most confident one).
+   test (docs/algorithm.md, 'Acceptance, first rejection and the residual'). If fewer than k_s = min(1, #masks) tokens
+   were decoded, the remasking rule picks the rest (`low_confidence_dynamic` at τ_mask = `confidence_threshold` is
+   LLaDA2's: all masks above τ_mask, else the most confident one).
 3. Edits and fills are written at once.
 
 The block ends after a step that started with no masks and made no edits, or after `max_post_steps` mask-free
@@ -21,13 +22,13 @@ block loop does (result.py `Kept`); `check` ends it at a block's end ("cancelled
 options of the block loop (kv_reuse, fused_commit, adaptive_block) are refused by the config: an edit may rewrite
 any decoded token until its block ends, so no row of the block is final before then.
 
-Deviations from the reference code (phymhan/S2D2 `LLaDA2/generate_utils.py`), per spec §9: the prefill uses a
-bool block-causal mask (the reference passes a {0,1} float mask, which SDPA would add as a bias on a native
-class); the mask token is never drafted; the random generator is seeded per prompt by the caller; policies are
-the library's (`never`/`always`/span/threshold/hysteresis, and UCB). Never verifying is the reference's cached
-decoder (`generate_cached`); verifying is its `generate_ssd_policy`. One difference only shows with
-`max_post_steps > 0`: a mask-free step has no span, so the policy is not consulted (the reference scores it
-s = −∞, which turns a hysteresis policy OFF); with `max_post_steps = 0`, as in every eval script, they agree.
+Deviations from the reference code (phymhan/S2D2 `LLaDA2/generate_utils.py`), per docs/algorithm.md,
+'Where we deviate from the reference code': the prefill uses a bool block-causal mask (the reference passes a {0,1}
+float mask, which SDPA would add as a bias on a native class); the mask token is never drafted; the random generator is
+seeded per prompt by the caller; policies are the library's (`never`/`always`/span/threshold/hysteresis, and UCB). Never
+verifying is the reference's cached decoder (`generate_cached`); verifying is its `generate_ssd_policy`. One difference
+only shows with `max_post_steps > 0`: a mask-free step has no span, so the policy is not consulted (the reference scores
+it s = −∞, which turns a hysteresis policy OFF); with `max_post_steps = 0`, as in every eval script, they agree.
 """
 from __future__ import annotations
 

@@ -18,18 +18,19 @@ block-causally to the blocks before it (models/masks.segments_pattern). A step:
 Every lifecycle change is a `BlockEvent` of the step it happens in (added, complete, finished, cached) and every
 block a step touched has an `InFlight` row, so the trace shows which blocks were in flight at each step.
 
-Deviations from the reference (phymhan/S2D2 `D2F/generation_utils.py`), per the spec:
+Deviations from the reference (phymhan/S2D2 `D2F/generation_utils.py`), per docs/algorithm.md,
+'Where we deviate from the reference code':
 
-* The mask token is never drafted (§2.4, §9): the reference can draft it, and then counts the position as decoded
-  while it still holds the mask token (its loop never ends on a random model).
-* One sampling transform for p, q and the residual (§2.4, §9): in greedy mode the reference applies top-p / top-k to
-  the confidences too; here greedy is T = 1 with no top-k / top-p, as in every loop.
+* The mask token is never drafted (docs/algorithm.md, 'Sampling a draft'): the reference can draft it, and then counts
+  the position as decoded while it still holds the mask token (its loop never ends on a random model).
+* One sampling transform for p, q and the residual (docs/algorithm.md, 'Sampling a draft'): in greedy mode the reference
+  applies top-p / top-k to the confidences too; here greedy is T = 1 with no top-k / top-p, as in every loop.
 * S2D2: a block the verifier decoded nothing in runs the D2F rule (`pipeline_fallback="d2f"`, the default), so a
-  step whose policy declines to verify is exactly a D2F step (§3.2, invariant 5: never verify ≡ the baseline). The
-  reference's fallback serves only complete blocks, thresholds the *score* (margin or negative entropy when those
-  are on) with ≥ instead of the D2F rule's p >, and leaves an incomplete block alone unless the verifier reaches
-  it, so its never-verify decoder is not D2F. `pipeline_fallback="reference"` reproduces it (the comparison in
-  benchmarks/d2f_reference.py runs both).
+  step whose policy declines to verify is exactly a D2F step (docs/algorithm.md, 'One step', invariant 5: never verify ≡
+  the baseline). The reference's fallback serves only complete blocks, thresholds the *score* (margin or negative
+  entropy when those are on) with ≥ instead of the D2F rule's p >, and leaves an incomplete block alone unless the
+  verifier reaches it, so its never-verify decoder is not D2F. `pipeline_fallback="reference"` reproduces it (the
+  comparison in benchmarks/d2f_reference.py runs both).
 * The verifier reads the in-flight region only up to the span's end: its rows are causal, so nothing after the span
   changes q there (same q in exact arithmetic). The reference forwards the whole in-flight region, twice over for
   the 2L layout, and fills every mask of it with drafts.

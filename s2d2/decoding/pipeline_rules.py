@@ -4,7 +4,8 @@ The D2F rule (the reference's `generate_block_single`): every mask whose draft p
 `confidence_threshold` (D2F's skip_threshold); a *complete* block (its predecessor is at least
 `decoded_token_threshold` decoded) with none above takes its single best mask by `confidence_score` instead —
 probability, top-1 minus top-2 margin, or negative entropy Σ p·log(p + 1e-10) (the reference's formula). This is
-the spec's dynamic rule with k = 1 for a complete block and k = 0 for an incomplete one.
+the dynamic rule of docs/algorithm.md, 'Remasking rules', with k = 1 for a complete block and k = 0 for an incomplete
+one.
 
 The reference rule (`pipeline_fallback="reference"`, S2D2 only: the fallback of `generate_block_speculative`): a
 complete block takes every mask whose *score* is at least the threshold, else its best one; an incomplete block

@@ -2,16 +2,16 @@
 test, the residual draw, the writes and the record.
 
 The span is the first run of masks after the cache (it may cross into later blocks). The verifier is the model in
-AR mode on the cache this step's forward left: for position-aligned models the 2L layout (§3.4) over [cache end,
-span end) — drafts, then MASK copies at the same positions, row L+i seeing the cache, the drafts before i and
-itself; for right-shifted models one causal pass over the same stretch, q at j read from row j - 1 (the stored last
-cached logit when the span starts right at the cache end). No KV is stored.
+AR mode on the cache this step's forward left: for position-aligned models the 2L layout (docs/algorithm.md,
+'The 2L verifier') over [cache end, span end) — drafts, then MASK copies at the same positions, row L+i seeing the
+cache, the drafts before i and itself; for right-shifted models one causal pass over the same stretch, q at j read from
+row j - 1 (the stored last cached logit when the span starts right at the cache end). No KV is stored.
 
-The acceptance test is §3.6's (`verify.acceptance`), then D2F's two gates: `draft_confidence_threshold` also
-requires the draft's p above it (the reference's `ssd_threshold_draft_confidence`), and at a rejection
-`verify_confidence_threshold` draws the residual only when q(rejected draft) reaches it; otherwise, as with
-`allow_resample=False`, the rejected position stays masked and the D2F rule decides it (a rejected draft is never
-committed, §9).
+The acceptance test is that of docs/algorithm.md, 'Acceptance, first rejection and the residual' (`verify.acceptance`),
+then D2F's two gates: `draft_confidence_threshold` also requires the draft's p above it (the reference's
+`ssd_threshold_draft_confidence`), and at a rejection `verify_confidence_threshold` draws the residual only when
+q(rejected draft) reaches it; otherwise, as with `allow_resample=False`, the rejected position stays masked and the D2F
+rule decides it (a rejected draft is never committed, docs/algorithm.md, 'Where we deviate from the reference code').
 """
 from __future__ import annotations
 

@@ -1,10 +1,12 @@
-"""Baseline unmasking rules (§2.6), over the still-masked positions of the current window only.
+"""Baseline unmasking rules (docs/algorithm.md, 'Remasking rules'), over the still-masked positions of the current
+window only.
 
 A rule is split where the device and the host meet. `rule_inputs` computes on the device what the rule needs
 from the distributions (the candidates in the rule's order, how many are above τ, how many fit the entropy bound);
 the step reads those with its one transfer, and `choose` finishes on the host: which of them, how many, and how
 each was chosen ("threshold" for dynamic-threshold picks, "fallback" otherwise). k is clamped to the candidate
-count, so a rule can never overwrite a decoded or prompt token (reference defect, §9). `select` is both in one.
+count, so a rule can never overwrite a decoded or prompt token (reference defect, docs/algorithm.md,
+'Where we deviate from the reference code'). `select` is both in one.
 """
 from __future__ import annotations
 
@@ -35,7 +37,8 @@ def rule_inputs(rule: str, p: Tensor, ent: Union[Tensor, Callable[[], Tensor]], 
             out["order"] = torch.argsort(torch.where(candidates, ar, ar + p.shape[0]))
     elif rule == "entropy_bounded":
         # each position's own full-distribution entropy; the reference takes the entropy of the scalar confidence
-        # vector, which gives every position the same value (§9)
+        # vector, which gives every position the same value (docs/algorithm.md,
+        # 'Where we deviate from the reference code')
         ent = ent() if callable(ent) else ent
         order = _candidates_first(torch.argsort(ent, stable=True), candidates)
         below = torch.cumsum(ent[order], dim=0) < gamma  # the candidates come first: their prefix sums are their own

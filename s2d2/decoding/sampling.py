@@ -1,4 +1,5 @@
-"""logits -> distribution -> tokens, with one transform shared by draft, verifier and residual (§2.4, §9)."""
+"""logits -> distribution -> tokens, with one transform shared by draft, verifier and residual (docs/algorithm.md,
+'Sampling a draft', 'Where we deviate from the reference code')."""
 from __future__ import annotations
 
 import torch

@@ -1,9 +1,9 @@
-"""What a step decodes (§3.2 steps 6-8, §3.6): device work before the step's read, host bookkeeping after it,
-device writes.
+"""What a step decodes (steps 6-8 of docs/algorithm.md, 'One step', and 'Acceptance, first rejection and the residual'):
+device work before the step's read, host bookkeeping after it, device writes.
 
-Commit order, as the spec lists the picks: verify picks (the accepted prefix, the resampled first rejection,
-ratio extras) left to right, high-confidence extras left to right, then the remasking rule's picks in selection
-order. The `*_inputs` functions name the device tensors the host needs (added to the step's one fetch); the
+Commit order, as docs/algorithm.md, 'One step' lists the picks: verify picks (the accepted prefix, the resampled first
+rejection, ratio extras) left to right, high-confidence extras left to right, then the remasking rule's picks in
+selection order. The `*_inputs` functions name the device tensors the host needs (added to the step's one fetch); the
 `*_picks` functions rebuild the ordered picks from what was read; `write_picks` scatters them into the sequence,
 indexing only with device tensors sliced by host counts (an index built from a host list would be an upload).
 """

@@ -1,9 +1,10 @@
-"""One denoising step of the current window: draft -> first mask span -> route -> verify -> fallback (§3.2).
+"""One denoising step of the current window: draft -> first mask span -> route -> verify -> fallback (docs/algorithm.md,
+'One step').
 
 With method "diffusion" (or a policy that declines) the step is exactly a baseline step. Deviations from the
-reference code, per the spec (§9): k is clamped to the candidates; the loop runs while masks remain; the mask
-token is never drafted; masks are built per call; a rejected draft is never committed when
-allow_resample=False; one sampling transform serves p, q and the residual.
+reference code (docs/algorithm.md, 'Where we deviate from the reference code'): k is clamped to the candidates; the loop
+runs while masks remain; the mask token is never drafted; masks are built per call; a rejected draft is never committed
+when allow_resample=False; one sampling transform serves p, q and the residual.
 
 Beyond the paper (off in the paper presets): with `kv_reuse` the first `ctx.cached` positions of the block already
 have their causal KV in the cache, so the draft and the verifier query only the rest (same logits in exact
@@ -182,8 +183,9 @@ def fallback_picks(cfg: DecodeConfig, probs: torch.Tensor, drafts: torch.Tensor,
 
 def _not_progress(ctx: StepContext, ws: int, we: int) -> int:
     """Non-mask positions of the window that UCB progress does not count as decoded: the prompt tail on
-    position-aligned models (spec §4.3, as the SDAR reference); none on the right-shifted family, whose Fast-dLLM v2
-    reference counts every non-mask of the sub-block, prompt tail and AR seed included (§3.9)."""
+    position-aligned models (docs/algorithm.md, 'Routing policies', as the SDAR reference); none on the right-shifted
+    family, whose Fast-dLLM v2 reference counts every non-mask of the sub-block, prompt tail and AR seed included
+    (docs/algorithm.md, 'Family variants')."""
     return max(0, min(we, ctx.prompt_len) - ws) if ctx.aligned else 0
 
 

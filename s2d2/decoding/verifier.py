@@ -1,5 +1,6 @@
-"""The verify branch of a step (§3.2 step 6, §3.4-§3.6): the verifier forward, the acceptance test on the device,
-what the step decodes, and one read of it.
+"""The verify branch of a step (step 6 of docs/algorithm.md, 'One step', 'The 2L verifier', 'The causal verifier' and
+'Acceptance, first rejection and the residual'): the verifier forward, the acceptance test on the device, what the step
+decodes, and one read of it.
 
 The host must learn the outcome before it goes on: whether the block still has masks decides whether the next
 forward is a draft or the commit, and whether a position was rejected decides whether the residual draw consumes

@@ -1,4 +1,5 @@
-"""Acceptance test, first rejection and residual resampling (§3.6, §5), on the device.
+"""Acceptance test, first rejection and residual resampling (docs/algorithm.md,
+'Acceptance, first rejection and the residual', 'Acceptance modes and AR-exactness'), on the device.
 
 Modes: `paper` (u < min(1, (q/p)^gamma), residual (q - p)+), `sampled` (the same test on a sampled draft:
 exact speculative sampling), `greedy_exact` (draft == argmax q, argmax q at the first disagreement).

@@ -30,6 +30,7 @@ from lm_eval.models.utils import handle_stop_sequences, normalize_gen_kwargs
 from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
 from tqdm import tqdm
 
+from ..chat import render_chat
 from ..limits import SEED_MAX
 from .loglik import score_continuations
 from .model_args import check_backend_args
@@ -94,8 +95,7 @@ class S2D2LM(TemplateLM):
 
     def apply_chat_template(self, chat_history: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
         self._templated = True
-        return self.tokenizer.apply_chat_template(chat_history, tokenize=False,
-                                                  add_generation_prompt=add_generation_prompt)
+        return render_chat(self.tokenizer, chat_history, add_generation_prompt)
 
     def get_model_info(self) -> dict[str, Any]:
         """Merged into lm-eval's results["config"]: the decoder and its per-task NFE / acceptance summary."""

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from .model_args import BackendArgs, check_backend_args, check_folder, parse_arg_string, typed_value
+from .task_files import check_task_sources
 
 TASK_NAME = re.compile(r"^[\w.*?\[\]/-]+$")
 INSTALL_HINT = "lm-eval is not installed: pip install -r requirements-eval.txt"
@@ -46,6 +47,8 @@ def add_lm_eval_args(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
                    help="requests decoded at once (same as model_args batch_size; default 1; auto = 8)")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     p.add_argument("--trace", action="store_true", help="also write every request's full trace (needs --output_path)")
+    p.add_argument("--trust_task_code", "--trust-task-code", dest="trust_task_code", action="store_true",
+                   help="let task YAMLs outside assets/tasks/lm_eval run their `!function` Python")
     p.add_argument("--confirm_run_unsafe_code", "--confirm-run-unsafe-code", dest="confirm_run_unsafe_code",
                    action="store_true", help="lm-eval's own opt-in for its code-execution tasks")
     return p
@@ -69,6 +72,7 @@ def check_lm_eval_args(args: argparse.Namespace) -> tuple[dict[str, Any], Backen
         raise ValueError(f"--tasks: {bad[0][:60]!r} is not a task name")
     if args.include_path is not None and not os.path.isdir(args.include_path):
         raise ValueError(f"--include_path: {args.include_path!r} is not a folder")
+    check_task_sources(args.include_path, tasks, args.trust_task_code)
     if args.limit is not None and not (args.limit > 0 and (args.limit < 1 or args.limit == int(args.limit))):
         raise ValueError(f"--limit: a whole number of documents or a fraction in (0, 1), got {args.limit}")
     if args.num_fewshot is not None and not 0 <= args.num_fewshot <= 1000:

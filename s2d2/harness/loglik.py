@@ -4,9 +4,9 @@ Which logit predicts a token depends on the family (`ModelSpec.alignment`):
 
 * position-aligned (SDAR, LLaDA2, the bundled tiny): token i is predicted by a MASK query *at position i* that sees
   the causally encoded tokens before it and itself: the model's block-size-1 mode, exactly what the AR decoder
-  (decoding/ar.py) and the second half of the 2L verifier (spec §3.4) read. A whole continuation c_0..c_{n-1}
-  is scored in one forward of the 2L layout, `[c_0 .. c_{n-1} | MASK x n]` at the continuation's positions twice,
-  after a causal prefill of the context: row n + i is the MASK at c_i's position.
+  (decoding/ar.py) and the second half of the 2L verifier (docs/algorithm.md, 'The 2L verifier') read. A whole
+  continuation c_0..c_{n-1} is scored in one forward of the 2L layout, `[c_0 .. c_{n-1} | MASK x n]` at the
+  continuation's positions twice, after a causal prefill of the context: row n + i is the MASK at c_i's position.
 * right-shifted (Fast-dLLM v2): the logit at i - 1 predicts token i: the context's last logit scores c_0 and one
   causal forward over c_0 .. c_{n-2} scores the rest.
 

@@ -86,7 +86,7 @@ def check_backend_args(args: dict[str, Any]) -> BackendArgs:
     unknown = sorted(k for k in args if k not in OWN_KEYS + IGNORED_KEYS + DECODE_FIELDS)
     if unknown:
         raise ValueError(f"model_args: unknown key {unknown[0]!r}; known: {', '.join(OWN_KEYS)}, or a DecodeConfig "
-                         f"field such as block_length, confidence_threshold, acceptance (see the README)")
+                         f"field such as block_length, confidence_threshold, acceptance (see docs/library.md)")
     pretrained = _text(args, "pretrained", "tiny")
     name = _text(args, "preset", "sdar-config-a")
     overrides = {k: v for k, v in args.items() if k in DECODE_FIELDS}

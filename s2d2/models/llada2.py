@@ -1,10 +1,10 @@
 """LLaDA2.0 / 2.1 (inclusionAI, `model_type` "llada2_moe") on transformers' native `Glm4MoeForCausalLM`.
 
-The published LLaDA2-MoE modeling code computes exactly the function of Glm4Moe (model-families.md §5): sigmoid
-routing with a bias-corrected choice, group-limited top-k, renormalised weights scaled by `routed_scaling_factor`,
-shared experts, `first_k_dense_replace` dense layers, per-head QK RMSNorm before a partial rotate-half RoPE. Only
-the names differ, so an official folder loads through this map at load time (nothing converted is written to
-disk), and `to_official` writes the inverse (the bundled tiny LLaDA2 model ships in the official layout).
+The published LLaDA2-MoE modeling code computes exactly the function of Glm4Moe (docs/model-families.md,
+'LLaDA2.x on Glm4Moe'): sigmoid routing with a bias-corrected choice, group-limited top-k, renormalised weights scaled
+by `routed_scaling_factor`, shared experts, `first_k_dense_replace` dense layers, per-head QK RMSNorm before a partial
+rotate-half RoPE. Only the names differ, so an official folder loads through this map at load time (nothing converted is
+written to disk), and `to_official` writes the inverse (the bundled tiny LLaDA2 model ships in the official layout).
 
 Config (official -> native): `num_experts` -> `n_routed_experts`, `num_shared_experts` -> `n_shared_experts`,
 `use_qkv_bias` -> `attention_bias`, `rope_theta` + `partial_rotary_factor` -> `rope_parameters`; the other names

@@ -1,4 +1,4 @@
-"""Turning checkpoints into `HFModel`s (model-families.md §2-§4).
+"""Turning checkpoints into `HFModel`s (docs/model-families.md, 'Loading checkpoints').
 
 Every source (registry name, Hub id, local folder) is first resolved to a local folder, then loaded by one
 code path: native concrete class, explicit dtype and attention backend, safetensors only, no remote code.

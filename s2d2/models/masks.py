@@ -1,11 +1,12 @@
-"""Attention masks (spec §3.4, §3.8, §9). Bool, True = attend.
+"""Attention masks (docs/algorithm.md, 'The 2L verifier', 'AR-like caching',
+'Where we deviate from the reference code'). Bool, True = attend.
 
 Every mask of the decoder sees the whole cache, so each is a query pattern `[q, q]` behind all-True cache columns.
 The `*_query` functions give that pattern as a `QueryMask` (what the decoder passes to a forward: no
 `[q, cache_len + q]` mask is built on the host). A pattern depends only on its shape arguments, so it is built once
-per shape and device and shared; nothing ever writes to it (§9's "never mutate a shared mask": the backends copy
-or widen it). The `*_mask` functions give the full `[queries, cache_len + queries]` mask (cache columns first), a
-fresh tensor on every call.
+per shape and device and shared; nothing ever writes to it ("never mutate a shared mask", docs/algorithm.md,
+'AR-like caching': the backends copy or widen it). The `*_mask` functions give the full `[queries, cache_len + queries]`
+mask (cache columns first), a fresh tensor on every call.
 """
 from __future__ import annotations
 
@@ -38,8 +39,8 @@ def draft_pattern(block: int, causal_prefix: int, device: torch.device | str = "
 
 
 def verify_2l_pattern(length: int, device: torch.device | str = "cpu") -> torch.Tensor:
-    """The 2L layout (§3.4) over [first half | second half]: first-half row i sees first-half j <= i; second-half
-    row L+i sees first-half j < i and itself."""
+    """The 2L layout (docs/algorithm.md, 'The 2L verifier') over [first half | second half]: first-half row i sees
+    first-half j <= i; second-half row L+i sees first-half j < i and itself."""
     i, j = _ij(length, device)
     none = torch.zeros(length, length, dtype=torch.bool, device=device)
     return torch.cat([torch.cat([j <= i, none], dim=1), torch.cat([j < i, j == i], dim=1)], dim=0)
@@ -134,8 +135,9 @@ def block_causal_mask(
 ) -> torch.Tensor:
     """M[i, j] = 1 iff floor((start+i)/B) >= floor((start+j)/B), for a prefill of q tokens at absolute `start`.
 
-    Absolute block ids make it also the Fast-dLLM rule floor(q/bs) >= floor(k/bs) (§8.11). With `cache_len`
-    > 0, all-True cache columns come first (cached keys precede `start`, so the rule always admits them).
+    Absolute block ids make it also the Fast-dLLM rule floor(q/bs) >= floor(k/bs) (invariant 11, docs/algorithm.md,
+    'Invariants'). With `cache_len` > 0, all-True cache columns come first (cached keys precede `start`, so the rule
+    always admits them).
     """
     ids = (torch.arange(q, device=device) + start) // block
     rule = ids[:, None] >= ids[None, :]
@@ -154,7 +156,8 @@ def fused_draft_mask(cache_len: int, tail: int, block: int, causal_tail: bool = 
 
 
 def verify_2l_mask(cache_len: int, length: int, device: torch.device | str = "cpu") -> torch.Tensor:
-    """The 2L layout (§3.4): columns [cache | first half | second half] (`verify_2l_pattern`)."""
+    """The 2L layout (docs/algorithm.md, 'The 2L verifier'): columns [cache | first half | second half]
+    (`verify_2l_pattern`)."""
     return widen(verify_2l_pattern(length, device), cache_len)
 
 

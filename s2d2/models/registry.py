@@ -1,4 +1,5 @@
-"""Known checkpoints as data (model-families.md §1). No transformers import here: this is plain facts.
+"""Known checkpoints as data (docs/model-families.md, 'Known checkpoints'). No transformers import here: this is plain
+facts.
 
 Keys are Hub ids (matched case-insensitively) plus the bundled names "tiny", "tiny-llada2" and "tiny-shift". Bundled
 entries leave the block-diffusion facts to the checkpoint's config.json (`mask_token_id`, `block_size`,

@@ -1,5 +1,6 @@
-"""The tokenizer of a checkpoint folder and the token ids the decoder needs from it (model-families.md §3): the mask
-token, which the tokenizer, config.json and the registry must agree on, and the stop ids."""
+"""The tokenizer of a checkpoint folder and the token ids the decoder needs from it (docs/model-families.md,
+'Tokens the decoder needs'): the mask token, which the tokenizer, config.json and the registry must agree on, and the
+stop ids."""
 from __future__ import annotations
 
 import json
@@ -58,8 +59,8 @@ def native_tokenizer(folder: Path) -> Any:
 
 def resolve_mask_id(tokenizer: Any, config: dict[str, Any], entry: ModelEntry | None, vocab: int,
                      default: int | None = None) -> int:
-    """tokenizer.mask_token, config mask_token_id and the registry must agree (model-families.md §3);
-    `default` (the family's id) only when none of them says anything."""
+    """tokenizer.mask_token, config mask_token_id and the registry must agree (docs/model-families.md,
+    'Tokens the decoder needs'); `default` (the family's id) only when none of them says anything."""
     sources: dict[str, int] = {}
     token = getattr(tokenizer, "mask_token", None) if tokenizer is not None else None
     if token:

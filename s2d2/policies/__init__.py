@@ -1,4 +1,5 @@
-"""Routing policies: should this step verify its first mask span? (spec §4.2, §4.3)
+"""Routing policies: should this step verify its first mask span? (docs/algorithm.md,
+'Expected accepted tokens and the score', 'Routing policies')
 
 One policy, one file: each module defines a `Policy` subclass with its settings object, its knobs (label, range,
 step, help), `decide` and what the routing figure draws. This registry is the only list of them: DecodeConfig
@@ -128,8 +129,8 @@ def redecide(cfg: Any, records: Iterable[tuple[PolicyInputs, Optional[float]]]) 
 
     With the recording's cfg this reproduces every recorded decision (invariant 12). With changed thresholds it
     re-decides every step; the results are meaningful only up to the first step whose decision changes, because
-    later inputs and rewards came from the recorded trajectory (§10). A recorded reward is credited to the new
-    decision's action; a None reward (a step that did not learn) is skipped.
+    later inputs and rewards came from the recorded trajectory (docs/algorithm.md, 'What a trace records'). A recorded
+    reward is credited to the new decision's action; a None reward (a step that did not learn) is skipped.
     """
     policy = make_policy(cfg)
     decisions = []

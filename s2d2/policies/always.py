@@ -1,4 +1,5 @@
-"""`always`: verify at every step (the spec's forcing rule τ_span = 1, as a named policy)."""
+"""`always`: verify at every step (the forcing rule τ_span = 1 of docs/algorithm.md, 'Routing policies', as a named
+policy)."""
 from __future__ import annotations
 
 from ..trace.records import PolicyDecision, PolicyInputs

@@ -84,7 +84,8 @@ class Policy:
         return False
 
     def update(self, decision: PolicyDecision, decoded: int) -> float:
-        """Report how many tokens the step decoded; return the reward, tokens per forward (§4.3)."""
+        """Report how many tokens the step decoded; return the reward, tokens per forward (docs/algorithm.md,
+        'Routing policies')."""
         reward = decoded / (2 if decision.verify else 1)
         self.learn(decision, reward)
         return reward

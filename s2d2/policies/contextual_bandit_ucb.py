@@ -1,4 +1,5 @@
-"""`contextual_bandit_ucb`: UCB1 per context bucket (span, progress, entropy bins) over skip / verify (§4.3).
+"""`contextual_bandit_ucb`: UCB1 per context bucket (span, progress, entropy bins) over skip / verify
+(docs/algorithm.md, 'Routing policies').
 
 The reward is tokens per forward (decoded / 2 for a verify step, decoded / 1 for a skip); ties verify, so the first
 visit to a bucket verifies and the next one skips.
@@ -26,7 +27,8 @@ class UCBSettings:
 
 
 def ucb_bin(v: float, lo: float, hi: float, n: int) -> int:
-    """bin(v; lo, hi, n) = min(n−1, max(0, ⌊(clip(v,lo,hi)−lo)/(hi−lo)·n⌋)); 0 if n ≤ 1 or hi ≤ lo (§4.3)."""
+    """bin(v; lo, hi, n) = min(n−1, max(0, ⌊(clip(v,lo,hi)−lo)/(hi−lo)·n⌋)); 0 if n ≤ 1 or hi ≤ lo (docs/algorithm.md,
+    'Routing policies')."""
     if n <= 1 or hi <= lo or math.isnan(v):  # NaN (e.g. the mean of an empty set) falls in the first bin
         return 0
     x = min(max(v, lo), hi)

@@ -8,10 +8,10 @@ generate functions' own defaults are 0.1 / 0.5 / 0.9).
 Reference S2D2-on-D2F knobs offered: `min_ssd_span_length` (= `min_span_length`), `allow_resample`,
 `ssd_ratio_tempering_factor` (= `ratio_gamma`), `ssd_threshold_draft_confidence` + `draft_confidence_threshold`
 (one optional threshold here), `verify_confidence_threshold`. Not offered: `target_block_size` > 1 (for the
-right-shifted family the reference's mask then lets the row that predicts a draft see that draft; the spec's
-verifier is AR, block size 1), `min_tokens_per_step` > 1 and `ssd_partial_ar_span` (extras that commit more than the
-verifier checked, off in the reference demo), `cache_ver` / `draft_ver` (the reference asserts them equal and never
-reads them).
+right-shifted family the reference's mask then lets the row that predicts a draft see that draft; the verifier of
+docs/algorithm.md is AR, block size 1), `min_tokens_per_step` > 1 and `ssd_partial_ar_span` (extras that commit more
+than the verifier checked, off in the reference demo), `cache_ver` / `draft_ver` (the reference asserts them equal and
+never reads them).
 """
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The verification score shared by the scoring policies (spec §4.2): s = K̂ − c or s = K̂ − c·N_hi."""
+"""The verification score shared by the scoring policies (docs/algorithm.md, 'Expected accepted tokens and the score'):
+s = K̂ − c or s = K̂ − c·N_hi."""
 from __future__ import annotations
 
 import math

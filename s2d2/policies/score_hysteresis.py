@@ -1,4 +1,5 @@
-"""`score_hysteresis`: an ON/OFF switch on the score (spec §4.3). The state persists across steps and blocks.
+"""`score_hysteresis`: an ON/OFF switch on the score (docs/algorithm.md, 'Routing policies'). The state persists across
+steps and blocks.
 
 OFF → ON when s > τ_on (≥ when not strict); ON → OFF when s < τ_off. Verify iff the new state is ON. The reference
 experiments use the strict comparison, the paper's figure writes ≥: `hysteresis_strict` chooses, and the trace

@@ -1,4 +1,4 @@
-"""`score_threshold`: verify iff the score s = K̂ − c(·N_hi) reaches τ_score (spec §4.3)."""
+"""`score_threshold`: verify iff the score s = K̂ − c(·N_hi) reaches τ_score (docs/algorithm.md, 'Routing policies')."""
 from __future__ import annotations
 
 from dataclasses import dataclass

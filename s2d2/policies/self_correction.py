@@ -1,6 +1,6 @@
-"""The editing loop's options (LLaDA2.x self-correction, spec §3.9, docs/editing.md): their knobs and cross-field
-checks. The loop itself lives in s2d2/decoding/editing.py; every LLaDA2 preset turns it on, every other preset
-leaves loop="block".
+"""The editing loop's options (LLaDA2.x self-correction, docs/algorithm.md, 'Family variants', docs/editing.md): their
+knobs and cross-field checks. The loop itself lives in s2d2/decoding/editing.py; every LLaDA2 preset turns it on, every
+other preset leaves loop="block".
 """
 from __future__ import annotations
 

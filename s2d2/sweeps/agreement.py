@@ -1,10 +1,10 @@
 """Does a decode reproduce AR? Token-for-token agreement of two outputs, and a sweep cell's `equals_ar` rate.
 
-An output is compared "up to the first stop id or its length budget" (spec §5): a row holds the generated ids cut
-before the first stop id (at most gen_length of them) and whether a stop id ended it. A stop counts as one more
-token, so an output that stopped and one that went on differ there; an output that ended on its budget is compared
-only as far as it got (the right-shifted family decodes G // B whole blocks, so it can end before AR's G tokens).
-Pure (no torch): the bench runner and tests share it.
+An output is compared "up to the first stop id or its length budget" (docs/algorithm.md,
+'Acceptance modes and AR-exactness'): a row holds the generated ids cut before the first stop id (at most gen_length of
+them) and whether a stop id ended it. A stop counts as one more token, so an output that stopped and one that went on
+differ there; an output that ended on its budget is compared only as far as it got (the right-shifted family decodes
+G // B whole blocks, so it can end before AR's G tokens). Pure (no torch): the bench runner and tests share it.
 """
 from __future__ import annotations
 
@@ -66,8 +66,9 @@ def format_equals_ar(cell: dict[str, Any]) -> str:
 
 
 def is_lossless(cell: dict[str, Any]) -> bool:
-    """A cell whose configuration carries the AR-exactness guarantee (spec §5): greedy_exact acceptance and
-    verification at every step (an s2d2 cell with an always-verifying rule)."""
+    """A cell whose configuration carries the AR-exactness guarantee (docs/algorithm.md,
+    'Acceptance modes and AR-exactness'): greedy_exact acceptance and verification at every step (an s2d2 cell with an
+    always-verifying rule)."""
     cfg = cell.get("config") or {}
     if cell.get("method") != "s2d2" or cfg.get("acceptance") != "greedy_exact":
         return False

@@ -19,11 +19,13 @@ FAMILIES = ("ar", "dynamic", "s2d2")  # the "method" of a cell: one Pareto front
 MAX_CELLS = 2000
 MAX_PROBLEMS = 100_000
 
+MAX_COST = 1e9  # no decode costs a billion forwards or seconds per token, nor is sped up a billion times; a finite
+# 1e308 would overflow the plots' axis arithmetic (x 1.15 is inf)
 Rate = Optional[Annotated[float, Strict(), Field(ge=0, le=1, allow_inf_nan=False)]]
-Cost = Optional[Annotated[float, Strict(), Field(ge=0, allow_inf_nan=False)]]  # per-token costs and ratios
+Cost = Optional[Annotated[float, Strict(), Field(ge=0, le=MAX_COST, allow_inf_nan=False)]]  # per-token costs, ratios
 # forwards and seconds per generated token: a decode takes at least one forward, so 0 is no measurement (and has no
 # place on the plots' log axes)
-PositiveCost = Optional[Annotated[float, Strict(), Field(gt=0, allow_inf_nan=False)]]
+PositiveCost = Optional[Annotated[float, Strict(), Field(gt=0, le=MAX_COST, allow_inf_nan=False)]]
 
 
 @dataclass

@@ -73,13 +73,15 @@ def load_task(spec: str, n: int, scorer: Optional[str] = None, say: Any = print)
 
 def _code_task(spec: str, kind: str, n: int, scorer: str, say: Any) -> Task:
     """A HumanEval- or MBPP-format file; refused before anything is read unless the user opted in to running code."""
-    from ..sandbox import REFUSAL, code_eval_allowed
+    from ..sandbox import REFUSAL, code_eval_allowed, isolation_refusal
     from .code import read_code_problems
 
     if kind != "jsonl":
         raise ValueError(f"--scorer {scorer}: give the problems as a file, --task jsonl:PATH ({scorer} format)")
     if not code_eval_allowed():
         raise ValueError(f"--scorer {scorer}: {REFUSAL}")
+    if (refusal := isolation_refusal()) is not None:
+        raise ValueError(f"--scorer {scorer}: {refusal}")
     path = Path(spec[len("jsonl:"):])
     task = _from_rows(read_code_problems(path, scorer), f"jsonl:{path.name}", CODE_GEN_LENGTH, scorer, n)
     if len(task.items) < n:

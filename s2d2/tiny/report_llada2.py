@@ -20,7 +20,8 @@ from typing import Any
 from .report import card_args, measure_rows
 
 BLOCKS = (8, 16, 32)
-DECODERS = [  # (label, preset): the S2D2 rows use the paper's Quality setting (spec §7)
+# The S2D2 rows use the paper's Quality setting (docs/algorithm.md, 'Paper configurations as presets').
+DECODERS = [  # (label, preset)
     ("static", "llada2-static"),
     ("dynamic (τ_mask 0.7)", "llada2-dynamic"),
     ("dynamic + editing (τ_edit 0.5)", "llada2-dynamic-edit"),
