@@ -285,9 +285,12 @@ def test_bench_batch_size_gives_the_science_of_batch_one(tmp_path, capsys):
     one, many = (json.loads((tmp_path / d / "results.json").read_text()) for d in ("one", "many"))
     assert (one["meta"]["batch_size"], many["meta"]["batch_size"]) == (1, 7)
     assert _science(one) == _science(many)
-    rows = [{k: {f: v for f, v in r.items() if f != "wall_s"} for k, r in read_all_rows(tmp_path / d).items()}
+    rows = [sorted(({f: v for f, v in r.items() if f not in ("wall_s", "cell")} | {"name": k[0].rsplit("-", 1)[0]}
+                    for k, r in read_all_rows(tmp_path / d).items()), key=lambda r: (r["name"], r["i"]))
             for d in ("one", "many")]
     assert rows[0] == rows[1] and len(rows[0]) == 6 * 5
+    keys = [{k[0] for k in read_all_rows(tmp_path / d)} for d in ("one", "many")]
+    assert not keys[0] & keys[1]  # batch-share walls never mix with batch-1 rows in one folder
     for bad in ("0", "x", "1000"):
         assert main([*base, "--out", str(tmp_path / "bad"), "--batch-size", bad]) == 2
         assert capsys.readouterr().err.strip().startswith("error: --batch-size")

@@ -59,7 +59,9 @@ def run_grid(model: Any, task: Task, cells: list[Cell], out: Path, *, seed: int 
     if generate is None:
         from ..api import generate
     cells = [Cell(c.name, c.config.replace(gen_length=gen_length or task.gen_length)) for c in cells]
-    context = {"model": model.spec.name, "task": task.fingerprint, "seed": seed}
+    context: dict[str, Any] = {"model": model.spec.name, "task": task.fingerprint, "seed": seed}
+    if batch_size > 1:  # its rows' wall_s are batch shares: a rerun at another batch size starts fresh rows
+        context["batch_size"] = batch_size
     keys = [cell_key(c, context) for c in cells]
     n, total = len(task.items), len(cells) * len(task.items)
     plan: list[tuple[int, int]] = []
