@@ -9,10 +9,11 @@ One interleaved run: for each thread count, model and arm, every batch size runs
 prompts and seeds (problem i: seed i), so machine noise hits every batch size of an arm alike. Batch 1 is the same
 engine with one live sequence (its forwards are exactly `generate`'s). `cpu/s` is decodes per second of this
 process's CPU time (every thread: the noise-robust figure on a shared machine; with two threads it counts both);
-`x b1` is the wall-time speed-up over batch 1 and `cpu x b1` the CPU-time one; `fwd/seq-fwd` is how many sequence-forwards one batch forward served
-on average; `pad` the share of padded query rows. `agree` counts decodes whose token ids equal batch 1's: in float32
-a shared forward sums in another order than a single one, and a near-tie between two tokens can then fall the other
-way (the whole decode after it may differ); in float64 the tests hold every trace equal (tests/test_batch_decode.py).
+`x b1` is the wall-time speed-up over batch 1 and `cpu x b1` the CPU-time one; `fwd/seq-fwd` is how many
+sequence-forwards one batch forward served on average; `pad` the share of padded query rows. `agree` counts decodes
+whose token ids equal batch 1's: in float32 a shared forward sums in another order than a single one, and a near-tie
+between two tokens can then fall the other way (the whole decode after it may differ); in float64 the tests hold
+every trace equal (tests/test_batch_decode.py).
 Nothing is asserted.
 """
 from __future__ import annotations

@@ -69,7 +69,8 @@ def generate_batch(
     seed_list = _seeds(seeds, len(prompts))
     preps = _prepare_all(model, prompts, cfgs, chat, costs)
     scheduler = Scheduler(model, min(batch_size, len(prompts)))
-    blocks, stops = _per_prompt(on_block, "on_block", len(prompts)), _per_prompt(should_stop, "should_stop", len(prompts))
+    blocks = _per_prompt(on_block, "on_block", len(prompts))
+    stops = _per_prompt(should_stop, "should_stop", len(prompts))
     jobs = [_job(model, prep, seed, detailed, lambda b=block, s=stop: make_check(s, max_seconds, b))
             for prep, seed, block, stop in zip(preps, seed_list, blocks, stops)]
     results = scheduler.run(jobs, on_result)

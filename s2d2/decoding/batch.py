@@ -167,16 +167,16 @@ class Scheduler:
         t0 = time.perf_counter()
         try:
             while queue or live:
-                while queue and len(live) < self.batch_size:  # refill: a new sequence runs to its first request
-                    index, job = queue.popleft()
-                    worker = Worker(index, job, self.model)
-                    worker.resume()
-                    live.append(worker)
-                for w in [w for w in live if w.done]:
+                for w in [w for w in live if w.done]:  # finished sequences leave ...
                     live.remove(w)
                     results[w.index] = w.outcome()
                     if on_result is not None:
                         on_result(w.index, results[w.index])
+                while queue and len(live) < self.batch_size:  # ... and the queue refills (to a first request)
+                    index, job = queue.popleft()
+                    worker = Worker(index, job, self.model)
+                    worker.resume()
+                    live.append(worker)
                 waiting = [w for w in live if w.pending is not None]
                 for group in group_requests(waiting, self.fixed_tokens):
                     self._forward(group)
