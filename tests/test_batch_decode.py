@@ -370,3 +370,25 @@ def test_eval_task_batch_size_gives_the_answers_of_one_at_a_time(tmp_path, capsy
     capsys.readouterr()
     assert main([*base, "--batch-size", "0"]) == 2
     assert capsys.readouterr().err.strip().startswith("error: --batch-size")
+
+
+def test_cost_aware_routing_in_a_batch_routes_as_alone_with_the_same_table():
+    """A cost-aware policy routes every sequence of a batch with one frozen table; given that table, batch 1 makes
+    exactly the same decisions (a made-up table whose verify is dear, so the routing has decisions to make)."""
+    from s2d2.trace import CostTable, ForwardCost
+    from s2d2.trace.records import FORWARD_KINDS
+
+    table = CostTable("measured", 0, [ForwardCost(k, 0.0022 if k.startswith("verify") else 0.002, 1e-4, 10)
+                                      for k in FORWARD_KINDS])
+    model = model64("aligned")
+    cfg = s2d2.preset("sdar-config-b+cost-aware", gen_length=24, block_length=8, temperature=1.0,
+                      cost_skip_value="all")
+    prompts = [PROMPTS["a"], PROMPTS["c"], [4, 4, 4]]
+    batch = s2d2.generate_batch(model, prompts, cfg, [0, 1, 2], batch_size=3, costs=table)
+    routes = set()
+    for i, got in enumerate(batch):
+        want = s2d2.generate(model, prompts[i], cfg, seed=i, costs=table)
+        assert first_mismatch(stable(got.trace.to_dict()), stable(want.trace.to_dict())) is None
+        assert got.trace.header.costs == table
+        routes |= {s.decision.verify for s in got.trace.steps if s.decision is not None}
+    assert routes == {True, False}  # both routes taken: the table matters
