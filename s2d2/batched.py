@@ -11,6 +11,9 @@ Refused, with one readable message each:
 * `batch_size > 1` on the static backend: it leases one preallocated cache to one decode at a time, so the other
   sequences would silently fall back to dynamic caches (another backend mid-batch). Call
   `model.set_backend("dynamic")`, or decode with batch_size=1 (serial forwards, the static path unchanged).
+  CUDA graphs with a batch dimension are not built yet, so a batched GPU run is the dynamic backend's.
+* `batch_size > 1` with an attention implementation other than sdpa or eager (flash, flex): the batch needs an
+  explicit per-row mask, which only those two read correctly.
 * prompts that do not fit, empty prompts, bad seeds: checked for every prompt before any decode starts.
 
 Differences from calling `generate` in a loop, by design: a cost-aware policy routes every sequence with one cost
@@ -80,11 +83,10 @@ def generate_batch(
 
 
 def batch_refusal(model: Any, batch_size: int) -> Optional[str]:
-    """Why this model cannot decode `batch_size` sequences at once, or None."""
-    if batch_size > 1 and getattr(model, "backend", "dynamic") == "static":
-        return ("batch_size > 1: the static backend leases its one cache to one decode at a time; call "
-                "model.set_backend('dynamic') to batch, or use batch_size=1")
-    return None
+    """Why this model cannot decode `batch_size` sequences at once, or None (batch 1 always can)."""
+    check = getattr(model, "batch_unsupported", None)
+    why = check() if batch_size > 1 and check is not None else None
+    return f"batch_size > 1: {why}; or use batch_size=1" if why else None
 
 
 def _job(model: Any, prep: Prepared, seed: int, detailed: bool,

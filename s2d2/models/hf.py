@@ -110,7 +110,7 @@ class HFModel:
     def batch_unsupported(self) -> str | None:
         """Why `forward_batch` cannot run several sequences in one forward here, or None."""
         if self.static is not None:
-            return "the static backend holds one sequence's cache (call set_backend('dynamic') to batch)"
+            return "the static backend leases its one cache to one decode at a time (call set_backend('dynamic'))"
         if self.attn_implementation not in ("sdpa", "eager"):
             return f"it needs attn_implementation 'sdpa' or 'eager', not {self.attn_implementation!r}"
         return None
