@@ -4,6 +4,12 @@ agreement rate (a decode's output identical to its batch-1 output).
 
     python benchmarks/batch_speed.py                          # n = 64 held-out problems per run, gen length 64
     python benchmarks/batch_speed.py --n 128 --batch-sizes 1,8,32,64 --threads 1,2 --out batch_speed.json
+    python benchmarks/batch_speed.py --random sdar-1.7b --device cuda --dtype bfloat16 --batch-sizes 1,8,32,64,128
+    python benchmarks/batch_speed.py --random small --threads 1 --n 8 --batch-sizes 1,4   # that path, on a CPU
+
+`--random` decodes random token-id prompts (lengths 24-87) on a random Qwen3 of SDAR-1.7B's geometry (or a small
+one), no stop ids, so every decode runs to its length: throughput only (random weights accept little; agreement
+there is between random-weight outputs).
 
 One interleaved run: for each thread count, model and arm, every batch size runs back to back over the same
 prompts and seeds (problem i: seed i), so machine noise hits every batch size of an arm alike. Batch 1 is the same
@@ -26,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
 
@@ -38,7 +45,24 @@ ARMS = {
 }
 
 
-def run(model: Any, prompts: list[str], cfg: Any, batch: int) -> dict[str, Any]:
+def random_model(shape: str, device: str, dtype: torch.dtype) -> Any:
+    """A random Qwen3 (gpu_check.py's geometries) wrapped on the dynamic backend."""
+    from gpu_check import SDAR_1_7B, SDAR_MASK, SMALL, build, wrap
+
+    geometry, mask_id = (SDAR_1_7B, SDAR_MASK) if shape == "sdar-1.7b" else (SMALL, SMALL["vocab_size"] - 1)
+    return wrap(build(geometry, dtype, device), "dynamic", mask_id)
+
+
+def random_prompts(n: int, vocab: int, mask_id: int) -> list[list[int]]:
+    g = torch.Generator().manual_seed(0)
+    out = []
+    for i in range(n):
+        ids = torch.randint(0, vocab - 1, (24 + (i * 37) % 64,), generator=g).tolist()
+        out.append([t if t != mask_id else t - 1 for t in ids])
+    return out
+
+
+def run(model: Any, prompts: list[Any], cfg: Any, batch: int) -> dict[str, Any]:
     t0, c0 = time.perf_counter(), time.process_time()
     results = s2d2.generate_batch(model, prompts, cfg, list(range(len(prompts))), batch_size=batch, detailed=False)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
@@ -73,18 +97,28 @@ def main() -> None:
     ap.add_argument("--models", default="tiny,tiny-llada2")
     ap.add_argument("--arms", default=None, help="comma-separated presets (default: per model, see ARMS)")
     ap.add_argument("--out", default=None, help="also write the rows (without outputs) to this JSON file")
+    ap.add_argument("--random", choices=["sdar-1.7b", "small"], default=None,
+                    help="a random Qwen3 of this geometry instead of the bundled models (throughput only)")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16", "float64"])
     args = ap.parse_args()
     batches = [int(b) for b in args.batch_sizes.split(",")]
-    prompts = [p.question for p in heldout(args.n)]
+    dtype = getattr(torch, args.dtype)
     table: list[dict[str, Any]] = []
-    print(f"n = {args.n} held-out problems per run, gen length {args.gen_length}, float32, dynamic backend")
+    what = f"random {args.random} prompts" if args.random else "held-out problems"
+    print(f"n = {args.n} {what} per run, gen length {args.gen_length}, {args.dtype} on {args.device}, dynamic backend")
     print(f"{'thr':>3} {'model':<11} {'arm':<31} {'batch':>5} {'dec/s':>7} {'tok/s':>7} {'x b1':>5} {'cpu/s':>7} "
           f"{'cpu x b1':>8} {'fwd/seq-fwd':>11} {'pad':>5} {'agree':>7}")
     for threads in [int(t) for t in args.threads.split(",")]:
         torch.set_num_threads(threads)
-        for name in args.models.split(","):
-            model = s2d2.load_model(name, backend="dynamic")
-            for preset in (args.arms.split(",") if args.arms else ARMS[name]):
+        for name in ([args.random] if args.random else args.models.split(",")):
+            if args.random:
+                model = random_model(name, args.device, dtype)
+                prompts: list[Any] = random_prompts(args.n, model.spec.vocab_size, model.spec.mask_id)
+            else:
+                model = s2d2.load_model(name, backend="dynamic", device=args.device, dtype=dtype)
+                prompts = [p.question for p in heldout(args.n)]
+            for preset in (args.arms.split(",") if args.arms else ARMS.get(name, ARMS["tiny"])):
                 for r in arm_rows(model, prompts, preset, batches, args.gen_length):
                     print(f"{threads:>3} {name:<11} {preset:<31} {r['batch']:>5} {r['decodes_per_s']:>7.2f} "
                           f"{r['tokens_per_s']:>7.0f} {r['speedup']:>5.2f} {r['decodes_per_cpu_s']:>7.2f} "
