@@ -42,7 +42,7 @@ def test_row2_and_16_nothing_skips_the_queue_and_private_events_are_not_callable
 
 def watchdog_stops(app, monkeypatch) -> list[str]:
     """The job ids the decode watchdog (guard.Jobs.cancelled) has reported stopped so far."""
-    stopped, cancelled = [], app.guard.JOBS.cancelled
+    stopped, cancelled = [], app.gpu_slot.JOBS.cancelled
 
     def recorded(job_id):
         out = cancelled(job_id)
@@ -50,7 +50,7 @@ def watchdog_stops(app, monkeypatch) -> list[str]:
             stopped.append(job_id)
         return out
 
-    monkeypatch.setattr(app.guard.JOBS, "cancelled", recorded)
+    monkeypatch.setattr(app.gpu_slot.JOBS, "cancelled", recorded)
     return stopped
 
 
@@ -67,7 +67,7 @@ def test_row3_fresh_session_hashes_do_not_mint_decodes(server, monkeypatch):
     other = join(url, fns["run"], run_data(gen=8), "mint-other", ip="10.9.3.2")
     assert other.status_code == 200
     threading.Thread(target=outcome, args=(url, "mint-0", "10.9.3.1"), daemon=True).start()
-    app.guard.JOBS.stop_session("mint-0")  # the other address's decode runs next
+    app.gpu_slot.JOBS.stop_session("mint-0")  # the other address's decode runs next
     assert outcome(url, "mint-other", "10.9.3.2")[1] is True
     assert wait(lambda: not decoding(), 60) and wait(lambda: app.gpu_slot.JOBS.active() == 0, 60)
 

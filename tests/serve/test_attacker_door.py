@@ -61,9 +61,9 @@ def test_row5_a_cancelled_queued_run_frees_the_visitors_decode(server):  # noqa:
     assert cancel.status_code == 200
     again = join(url, fns["run"], run_data(gen=8), "cancel-me", ip="10.29.5.2")
     assert again.status_code == 200, again.text[:200]  # not "you already have a run"
-    app.guard.JOBS.stop_session("cancel-blocker")
+    app.gpu_slot.JOBS.stop_session("cancel-blocker")
     assert outcome(url, "cancel-me", "10.29.5.2")[1] is True
-    assert wait(lambda: not decoding(), 30) and wait(lambda: app.guard.JOBS.active() == 0, 10)
+    assert wait(lambda: not decoding(), 30) and wait(lambda: app.gpu_slot.JOBS.active() == 0, 10)
 
 
 def test_row7_an_event_sent_too_few_values_is_one_line_before_gradio_fails_on_it(server):  # noqa: F811
