@@ -105,6 +105,9 @@ def wire(ctx: Ctx, o: Opening, tour: Optional[TourHandles]) -> None:
     rules = out(["knob_method", "knob_policy", "knob_remasking", "knob_loop"])
     for rule in rules:
         rule.input(k(r.knob_visibility), rules, out(r.KNOB_OUT), **PRIVATE)
+    scope_in = [c["prompt"], c["model"]]  # what the bundled model knows, said as the prompt is typed
+    for box in scope_in:
+        box.change(k(r.prompt_scope), scope_in, out(["prompt_scope"]), show_progress="hidden", **PRIVATE)
     c["model"].input(k(r.model_changed), [c["model"], c["knob_loop"], c["knob_seed"]],
                      out(["preset", *r.KNOB_OUT, "preset_note"]), **PRIVATE)
     # One GPU job per session: a second submission is refused before it enters the queue (gpu_slot.admit_decode).

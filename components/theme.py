@@ -17,6 +17,7 @@ CSS = CANVAS_CSS + STRIP_CSS + COMPARE_CSS + RESIDUAL_CSS + LEDGER_CSS + TOUR_CS
   color:#334155}
 .s2d2-detail .evidence{display:block}
 #summary textarea{font-weight:600}
+.clamp-note{font-size:.85em;color:#9a3412;margin-top:2px}
 #headline{font-size:1.08em;border-left:4px solid #ea580c;padding:4px 12px;background:#fff7ed;border-radius:4px}
 #headline p{margin:4px 0}
 #headline code{font-size:1.05em;font-weight:700;padding:0 4px}
@@ -36,8 +37,31 @@ CSS = CANVAS_CSS + STRIP_CSS + COMPARE_CSS + RESIDUAL_CSS + LEDGER_CSS + TOUR_CS
 """
 THEME = gr.themes.Soft(primary_hue="indigo", secondary_hue="green")
 # ← / → scrub the replay unless the focus is in a text field.
+# A number typed into a slider's box outside its range (or between the whole steps of a whole-number knob) is set,
+# in the box, to the value the app will use, and a line under it says what was typed and why it changed: the server
+# clamps the same way (components/ui.py ClampedSlider), so the box never shows a value the run does not use.
 KEYS_JS = """
 () => {
+  document.addEventListener('change', (e) => {
+    const box = e.target;
+    if (!(box instanceof HTMLInputElement) || box.type !== 'number') return;
+    const wrap = box.closest('.wrap');
+    const range = wrap && wrap.querySelector('input[type=range]');
+    if (!range || box.value === '' || !isFinite(Number(box.value))) return;
+    const typed = Number(box.value), lo = Number(range.min), hi = Number(range.max), step = Number(range.step);
+    let used = Math.min(hi, Math.max(lo, typed));
+    const whole = step >= 1 && Number.isInteger(step) && Number.isInteger(lo);
+    if (whole) used = Math.min(hi, lo + Math.floor((used - lo) / step + 0.5) * step);
+    let note = wrap.querySelector('.clamp-note');
+    if (used === typed) { if (note) note.remove(); return; }
+    const why = typed > hi ? `above the largest value, ${hi}` : typed < lo ? `below the smallest value, ${lo}`
+      : `not a whole ${step === 1 ? 'number' : 'multiple of ' + step}`;
+    if (!note) { note = document.createElement('div'); note.className = 'clamp-note'; note.setAttribute('role', 'status');
+                 wrap.appendChild(note); }
+    note.textContent = `${typed} is ${why}: set to ${used}, the value used.`;
+    box.value = String(used);
+    box.dispatchEvent(new Event('input', {bubbles: true}));
+  }, true);
   document.addEventListener('keydown', (e) => {
     if (e.target.closest('input, textarea, select, [contenteditable]')) return;
     const id = e.key === 'ArrowRight' ? 'next-btn' : e.key === 'ArrowLeft' ? 'prev-btn' : null;
