@@ -42,8 +42,8 @@ from s2d2.trace import Trace
 # On a phone only the first sentence of the intro shows: the story line and the canvas must fit the first screen.
 INTRO = ("# S2D2 Explorer\n<span>A block-diffusion LM drafts a whole block of tokens at once; S2D2 has the **same "
          "model** check the drafts in one extra forward and replace the first wrong one.</span><span class=\"wide\"> "
-         "([arXiv 2603.25702](https://arxiv.org/abs/2603.25702)). Take the **Learn** tour, or scrub the run "
-         "below.</span>")
+         "([arXiv 2603.25702](https://arxiv.org/abs/2603.25702)).</span> <span class=\"tour-pointer\">New here? "
+         "Take the **Learn** tour (five minutes), or scrub the run below.</span>")
 
 
 @dataclass

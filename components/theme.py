@@ -16,6 +16,12 @@ CSS = CANVAS_CSS + STRIP_CSS + COMPARE_CSS + RESIDUAL_CSS + LEDGER_CSS + TOUR_CS
 .s2d2-detail [data-pinned]{display:block;white-space:pre-line;font-family:ui-monospace,monospace;font-size:0.92em;
   color:#334155}
 .s2d2-detail .evidence{display:block}
+.s2d2-detail .words{display:block;font-size:1.05em}
+.s2d2-detail details.numbers{margin-top:2px;color:#334155}
+.s2d2-detail details.numbers summary{cursor:pointer;color:#4338ca;font-size:.92em}
+.s2d2-words{font-size:.95em;color:#1e293b;padding:2px 8px}
+#legend .s2d2-legend{margin-top:0;font-size:.8em;gap:4px}
+.tour-pointer{font-weight:600}
 #summary textarea{font-weight:600}
 .clamp-note{font-size:.85em;color:#9a3412;margin-top:2px}
 #headline{font-size:1.08em;border-left:4px solid #ea580c;padding:4px 12px;background:#fff7ed;border-radius:4px}
@@ -31,6 +37,7 @@ CSS = CANVAS_CSS + STRIP_CSS + COMPARE_CSS + RESIDUAL_CSS + LEDGER_CSS + TOUR_CS
   .js-plotly-plot .modebar-container{display:none!important}
   #intro h1{font-size:1.3em;margin:0 0 2px 0}
   #intro .wide{display:none}
+  #legend .s2d2-legend{font-size:.72em;gap:2px}
   #intro p{font-size:.9em;line-height:1.35;margin:0}
   #scrubber button{padding-left:6px;padding-right:6px}
 }

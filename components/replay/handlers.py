@@ -40,7 +40,7 @@ def step_views(state: Any, step: Any, mask_which: str = "auto", color_by: str = 
         return {}
     trace = trace_from_state(state)
     if trace is None:
-        return {"canvas": "", "strip": "", "routing": None, "mask": None, "summary": NO_TRACE, "legend": "",
+        return {"canvas": "", "strip": "", "routing": None, "mask": None, "summary": NO_TRACE, "step_words": "", "legend": "",
                 "detail": DETAIL_HINT, "residual": ""}
     return render_step(trace, step, StepOptions(mask_which, color_by, selected))
 
