@@ -35,7 +35,7 @@ from components.tour.material import load_material
 from components.tour.stops import TourMaterial
 from components.tour.pictures import target
 from components.theme import CSS, KEYS_JS, THEME
-from components.ui import PRIVATE, Ctx, keyed
+from components.ui import PRIVATE, Ctx, follow_js, keyed
 from s2d2.limits import limits
 from s2d2.trace import Trace
 
@@ -43,7 +43,7 @@ from s2d2.trace import Trace
 INTRO = ("# S2D2 Explorer\n<span>A block-diffusion LM drafts a whole block of tokens at once; S2D2 has the **same "
          "model** check the drafts in one extra forward and replace the first wrong one.</span><span class=\"wide\"> "
          "([arXiv 2603.25702](https://arxiv.org/abs/2603.25702)).</span> <span class=\"tour-pointer\">New here? "
-         "Take the **Learn** tour (five minutes), or scrub the run below.</span>")
+         "Take the **Learn** tour<span class=\"wide\"> (five minutes), or scrub the run below</span>.</span>")
 
 
 @dataclass
@@ -115,11 +115,14 @@ def wire(ctx: Ctx, o: Opening, tour: Optional[TourHandles]) -> None:
     run_ev = c["run"].click(k(gpu_slot.one_job(r.run, r.run_refused)), [c["prompt"], c["model"], *out(r.KNOB_OUT)],
                             out(r.RUN_OUT), api_name="run", concurrency_limit=1, concurrency_id="gpu",
                             validator=gpu_slot.admit_decode)
-    run_ev.then(k(h.show_state), [c["state"], c["run_ok"]], out(["tabs", *h.LOAD_OUT]), **PRIVATE)
+    c["run"].click(None, js=follow_js("#run-status"), **PRIVATE)  # on a phone: to the status and live tokens
+    run_ev.then(k(h.show_state), [c["state"], c["run_ok"]], out(["tabs", *h.LOAD_OUT]), **PRIVATE).then(
+        None, js=follow_js("#headline"), **PRIVATE)  # Replay opens at its headline and canvas
     c["stop"].click(gpu_slot.stop, None, None, queue=False, **PRIVATE)  # Stop never waits behind the queue
     if tour is not None:  # "Show in Replay": the example and step of the stop on screen
         tour.show.click(k(lambda at: h.open_tour_step(*target(tour.stops, at)) if target(tour.stops, at) else {}),
-                        tour.at, out(["tabs", *h.LOAD_OUT]), **PRIVATE)
+                        tour.at, out(["tabs", *h.LOAD_OUT]), **PRIVATE).then(None, js=follow_js("#headline"),
+                                                                           **PRIVATE)
     # A public endpoint that shows the session's current trace (gradio_client runs no chained events).
     show = gr.Button(visible=False)
     show.click(k(h.show_state), [c["state"]], out(["tabs", *h.LOAD_OUT]), api_name="show_trace")
