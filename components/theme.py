@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import gradio as gr
 
+from s2d2.limits import limits
+
 from components.compare.lanes import COMPARE_CSS
 from components.tour.layout import TOUR_CSS
 from components.views.canvas import CANVAS_CSS
@@ -52,8 +54,8 @@ KEYS_JS = """
   document.addEventListener('change', (e) => {
     const box = e.target;
     if (!(box instanceof HTMLInputElement) || box.type !== 'number') return;
-    const wrap = box.closest('.wrap');
-    const range = wrap && wrap.querySelector('input[type=range]');
+    const head = box.closest('.head'), wrap = head && head.parentElement;  // the slider's own box and bar only
+    const range = wrap && wrap.querySelector(':scope > .slider_input_container input[type=range]');
     if (!range || box.value === '' || !isFinite(Number(box.value))) return;
     const typed = Number(box.value), lo = Number(range.min), hi = Number(range.max), step = Number(range.step);
     let used = Math.min(hi, Math.max(lo, typed));
@@ -69,6 +71,19 @@ KEYS_JS = """
     box.value = String(used);
     box.dispatchEvent(new Event('input', {bubbles: true}));
   }, true);
+  // A prompt longer than a run takes is never cut: a line under its box gives its length and the limit.
+  document.addEventListener('input', (e) => {
+    const box = e.target;
+    if (!(box instanceof HTMLTextAreaElement) || !box.closest('#prompt, #cmp-prompt')) return;
+    const block = box.closest('#prompt, #cmp-prompt');
+    let note = block.querySelector('.length-note');
+    const limit = Number('PROMPT_CHARS');
+    if (box.value.length <= limit) { if (note) note.remove(); return; }
+    if (!note) { note = document.createElement('div'); note.className = 'clamp-note length-note';
+                 note.setAttribute('role', 'status'); block.appendChild(note); }
+    note.textContent = `${box.value.length.toLocaleString('en')} characters: a run takes at most `
+      + `${limit.toLocaleString('en')}. Nothing is cut: shorten the text, or Record will refuse it.`;
+  }, true);
   document.addEventListener('keydown', (e) => {
     if (e.target.closest('input, textarea, select, [contenteditable]')) return;
     const id = e.key === 'ArrowRight' ? 'next-btn' : e.key === 'ArrowLeft' ? 'prev-btn' : null;
@@ -77,3 +92,4 @@ KEYS_JS = """
   });
 }
 """
+KEYS_JS = KEYS_JS.replace("PROMPT_CHARS", str(limits().max_prompt_chars))  # the limit at start-up

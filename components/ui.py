@@ -91,3 +91,14 @@ def follow_js(selector: str) -> str:
   requestAnimationFrame(go);
   return args;
 }}"""
+
+
+def within_js(cap: int) -> str:
+    """Browser code run before an event that sends a prompt first: a text longer than `cap` characters is sent as
+    its first cap + 1 (the server's front door refuses a field of more than 8,192 characters, so a pasted novel would
+    fail as a bad request); the handler still sees that it is over the limit and refuses it with one line, and the
+    line under the box (theme.KEYS_JS) gives the true length. Nothing is ever run on a cut text."""
+    return f"""(...args) => {{
+  if (typeof args[0] === 'string' && args[0].length > {cap}) args[0] = args[0].slice(0, {cap + 1});
+  return args;
+}}"""

@@ -46,7 +46,7 @@ def build_run_tab(ctx: Ctx) -> None:
             ctx["prompt"] = gr.Textbox(EXAMPLE_PROMPTS[0], label="Prompt: type your question here", lines=3,
                                        elem_id="prompt", info=f"{TRAINED_ON} At most {MAX_PROMPT_CHARS:,} characters.")
             ctx["prompt_scope"] = gr.Markdown("", elem_id="prompt-scope")
-            gr.Examples(EXAMPLE_PROMPTS, inputs=[ctx["prompt"]],
+            ctx["prompt_examples"] = gr.Examples(EXAMPLE_PROMPTS, inputs=[ctx["prompt"]],
                         label="Example prompts the bundled models know (from the held-out set: never trained on)")
             ctx["model"] = gr.Dropdown(model_choices(), value=DEFAULT_MODEL, label="Model", allow_custom_value=True,
                                        elem_id="model",

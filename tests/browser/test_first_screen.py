@@ -21,6 +21,9 @@ from tests.support.app_server import RANDOM_MODEL, served  # noqa: E402,F401
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED_PAIR = any((ROOT / "assets" / "traces").glob("*.baseline.json"))
+# the Replay tab shows the run just recorded (a run's headline; the opening example's starts "Diffusion alone")
+RUN_SHOWN = ("(() => { const h = document.querySelector('#headline'); return h && h.offsetParent !== null && "
+             "h.innerText.startsWith('S2D2 answered'); })()")
 SIZES = {"desktop": (DESKTOP, False), "phone": (PHONE, True)}
 
 
@@ -97,6 +100,7 @@ def test_the_first_screen_speaks_words_first_with_the_key_beside_the_canvas(brow
 
 
 def test_the_run_box_says_what_the_bundled_model_knows(browser, served):  # noqa: F811
+    from components.run.knobs import EXAMPLE_PROMPTS
     from components.views.prompt_scope import fits
 
     pg, errors = _open(browser, served[1], "desktop")
@@ -107,9 +111,10 @@ def test_the_run_box_says_what_the_bundled_model_knows(browser, served):  # noqa
         assert "arithmetic word problems" in pg.locator("#prompt").inner_text()
         assert pg.locator("#prompt-scope").inner_text().strip() == ""
         box.fill("Write a haiku about the sea")
+        box.blur()  # the line comes when the visitor leaves the box (or presses Enter)
         pg.wait_for_function("document.querySelector('#prompt-scope').innerText.includes('only knows')",
                              timeout=20_000)
-        pg.get_by_text("Mia has 5 candles", exact=False).first.click()  # an example from the held-out set
+        pg.get_by_text(EXAMPLE_PROMPTS[1][:30], exact=False).first.click()  # an example from the held-out set
         pg.wait_for_function("document.querySelector('#prompt-scope').innerText.trim() === ''", timeout=20_000)
         assert fits(box.input_value())
         assert not errors, errors
@@ -120,24 +125,29 @@ def test_the_run_box_says_what_the_bundled_model_knows(browser, served):  # noqa
 def _slider_boxes(pg) -> list[int]:
     """Indexes of the visible number boxes that belong to a slider (a range input beside them)."""
     return pg.evaluate("""() => [...document.querySelectorAll('input[type=number]')].map((b, i) => [b, i])
-      .filter(([b]) => b.offsetParent !== null && b.closest('.wrap') && b.closest('.wrap').querySelector(
-        'input[type=range]')).map(([, i]) => i)""")
+      .filter(([b]) => b.offsetParent !== null && b.closest('.head') && b.closest('.head').parentElement
+        .querySelector(':scope > .slider_input_container input[type=range]')).map(([, i]) => i)""")
 
 
-@pytest.mark.parametrize("tab", ["Replay", "Learn", "Run", "Compare"])
+@pytest.mark.parametrize("tab", ["Replay", "Run", "Compare"])  # Learn's: test_the_learn_tau_box_…
 def test_every_slider_box_shows_the_value_used_and_says_why(browser, served, tab):  # noqa: F811
     """Type a number above each visible slider's range: the box shows the largest value (the one the app uses) and a
     line under it says what was typed; a value back in range removes the line."""
     pg, errors = _open(browser, served[1], "desktop")
     try:
         pg.get_by_role("tab", name=tab, exact=True).click()
-        pg.wait_for_timeout(300)  # the tab's content laid out
+        pg.wait_for_function("[...document.querySelectorAll('input[type=range]')].some(r => r.offsetParent)",
+                             timeout=20_000)
+        if tab == "Run":  # and every knob behind Advanced
+            pg.locator("#advanced").get_by_text("Advanced").click()
+            pg.locator("#advanced input[type=range]").first.wait_for(timeout=20_000)
         boxes = _slider_boxes(pg)
         assert boxes, f"no slider in {tab}"
         for i in boxes:
             box = pg.locator("input[type=number]").nth(i)
-            wrap = box.locator("xpath=ancestor::div[contains(@class,'wrap')][1]")
+            wrap = box.locator("xpath=ancestor::div[contains(@class,'head')][1]/..")
             hi = wrap.locator("input[type=range]").get_attribute("max")
+            lo = wrap.locator("input[type=range]").get_attribute("min")
             typed = float(hi) + 100
             box.fill(f"{typed:g}")
             box.press("Enter")
@@ -146,9 +156,10 @@ def test_every_slider_box_shows_the_value_used_and_says_why(browser, served, tab
             assert float(box.input_value()) == float(hi), (tab, i)
             assert note.inner_text() == f"{typed:g} is above the largest value, {float(hi):g}: set to {float(hi):g}, " \
                                         "the value used."
-            box.fill(f"{float(hi):g}")
+            box.fill(f"{float(lo):g}")  # a value in range: the line goes
             box.press("Enter")
             note.wait_for(state="detached", timeout=10_000)
+            assert float(box.input_value()) == float(lo)
         assert not errors, errors
     finally:
         pg.close()
@@ -196,21 +207,26 @@ def test_a_long_prompt_is_refused_whole_and_a_refused_run_clears_the_last_output
         gen.press("Enter")
         pg.get_by_role("button", name="▶ Record a run").click()
         pg.wait_for_function("document.querySelector('#run-status').innerText.includes('Done')", timeout=90_000)
+        pg.wait_for_function(RUN_SHOWN, timeout=90_000)  # the Replay tab opened on it
+        pg.get_by_role("tab", name="Run", exact=True).click()
         assert pg.locator("#live .tok").count() > 0
         box = pg.locator("#prompt textarea")
         box.fill("x" * 20_000)
         assert len(box.input_value()) == 20_000  # the box never cuts a pasted text
+        assert "20,000 characters: a run takes at most 2,000" in pg.locator("#prompt .length-note").inner_text()
         pg.get_by_role("button", name="▶ Record a run").click()
-        pg.wait_for_function("document.querySelector('#run-status').innerText.includes('20000 characters')",
+        pg.wait_for_function("document.querySelector('#run-status').innerText.includes('longer than 2,000')",
                              timeout=30_000)
-        status = pg.locator("#run-status").inner_text()
-        assert "at most 2000" in status and "Nothing was run" in status
+        assert "Nothing was cut" in pg.locator("#run-status").inner_text()
         assert pg.locator("#live .tok").count() == 0 and pg.locator("#output textarea").input_value() == ""
         box.fill("")
+        assert pg.locator("#prompt .length-note").count() == 0
         pg.get_by_role("button", name="▶ Record a run").click()
         pg.wait_for_function("document.querySelector('#run-status').innerText.includes('Type a prompt')",
                              timeout=30_000)
         seed = pg.locator("#knob-seed input")
+        if not seed.is_visible():  # the seed sits under Advanced
+            pg.locator("#advanced").get_by_text("Advanced").click()
         box.fill("2+3=")
         seed.fill("2.5")
         pg.get_by_role("button", name="▶ Record a run").click()
@@ -239,8 +255,7 @@ def test_the_page_follows_the_action(browser, served, size):  # noqa: F811
         record.scroll_into_view_if_needed()
         record.click()
         pg.wait_for_function(_top_in_upper_third("#run-status"), timeout=30_000)
-        pg.wait_for_function("document.querySelector('#headline').offsetParent !== null && document.querySelector("
-                             "'#load-status').textContent.includes('run just recorded')", timeout=90_000)
+        pg.wait_for_function(RUN_SHOWN, timeout=90_000)
         pg.wait_for_function(_top_in_upper_third("#headline"), timeout=30_000)
         assert pg.evaluate("document.querySelector('#canvas').getBoundingClientRect().top < innerHeight")
         pg.get_by_role("tab", name="Learn").click()
