@@ -17,7 +17,7 @@ from tests.support.browser_env import ARGS, CHROMIUM, DESKTOP, PHONE, require_br
 
 sync_api = require_browser()
 
-from tests.support.app_server import RANDOM_MODEL, served  # noqa: E402,F401
+from tests.support.app_server import RANDOM_MODEL, SLOW_MODEL, served  # noqa: E402,F401
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED_PAIR = any((ROOT / "assets" / "traces").glob("*.baseline.json"))
@@ -246,16 +246,16 @@ def test_the_page_follows_the_action(browser, served, size):  # noqa: F811
     try:
         pg.get_by_role("tab", name="Run", exact=True).click()
         model = pg.locator("#model input")
-        model.fill(RANDOM_MODEL)
+        model.fill(SLOW_MODEL)  # 20 ms a forward: the run lasts long enough to be followed
         model.press("Enter")
         gen = pg.locator("#knob-gen_length input[type=number]")
-        gen.fill("8")
+        gen.fill("400")
         gen.press("Enter")
         record = pg.get_by_role("button", name="▶ Record a run")
         record.scroll_into_view_if_needed()
         record.click()
         pg.wait_for_function(_top_in_upper_third("#run-status"), timeout=30_000)
-        pg.wait_for_function(RUN_SHOWN, timeout=90_000)
+        pg.wait_for_function(RUN_SHOWN, timeout=120_000)  # the run ends on its own (about 12 s)
         pg.wait_for_function(_top_in_upper_third("#headline"), timeout=30_000)
         assert pg.evaluate("document.querySelector('#canvas').getBoundingClientRect().top < innerHeight")
         pg.get_by_role("tab", name="Learn").click()
