@@ -36,15 +36,15 @@ from components.tour.material import load_material
 from components.tour.stops import TourMaterial
 from components.tour.pictures import target
 from components.theme import CSS, KEYS_JS, THEME
-from components.ui import PRIVATE, Ctx, keyed
+from components.ui import PRIVATE, Ctx, follow_js, keyed, within_js
 from s2d2.limits import limits
 from s2d2.trace import Trace
 
 # On a phone only the first sentence of the intro shows: the story line and the canvas must fit the first screen.
 INTRO = ("# S2D2 Explorer\n<span>A block-diffusion LM drafts a whole block of tokens at once; S2D2 has the **same "
          "model** check the drafts in one extra forward and replace the first wrong one.</span><span class=\"wide\"> "
-         "([arXiv 2603.25702](https://arxiv.org/abs/2603.25702)). Take the **Learn** tour, or scrub the run "
-         "below.</span>")
+         "([arXiv 2603.25702](https://arxiv.org/abs/2603.25702)).</span> <span class=\"tour-pointer\">New here? "
+         "Take the **Learn** tour<span class=\"wide\"> (five minutes), or scrub the run below</span>.</span>")
 
 
 @dataclass
@@ -106,18 +106,30 @@ def wire(ctx: Ctx, o: Opening, tour: Optional[TourHandles]) -> None:
     rules = out(["knob_method", "knob_policy", "knob_remasking", "knob_loop"])
     for rule in rules:
         rule.input(k(r.knob_visibility), rules, out(r.KNOB_OUT), **PRIVATE)
+    # What the bundled model knows, said once the prompt is typed (on leaving the box: a change event would carry
+    # the whole text as its event data, and a pasted novel would fail at the front door) or the model changes; an
+    # example prompt always fits (they are the task's held-out questions), so picking one clears the line.
+    scope_in = [c["prompt"], c["model"]]
+    for trigger in (c["prompt"].blur, c["prompt"].submit, c["model"].change):
+        trigger(k(r.prompt_scope), scope_in, out(["prompt_scope"]), show_progress="hidden",
+                js=within_js(limits().max_prompt_chars), **PRIVATE)
+    c["prompt_examples"].dataset.click(k(lambda: {"prompt_scope": ""}), None, out(["prompt_scope"]),
+                                       show_progress="hidden", **PRIVATE)
     c["model"].input(k(r.model_changed), [c["model"], c["knob_loop"], c["knob_seed"]],
                      out(["preset", *r.KNOB_OUT, "preset_note"]), **PRIVATE)
     # One GPU job per session: a second submission is refused before it enters the queue (gpu_slot.admit_decode).
     # Stop only raises the job's flag: the decode ends within one forward and the run itself writes the final status.
     run_ev = c["run"].click(k(gpu_slot.one_job(r.run, r.run_refused)), [c["prompt"], c["model"], *out(r.KNOB_OUT)],
                             out(r.RUN_OUT), api_name="run", concurrency_limit=1, concurrency_id="gpu",
-                            validator=gpu_slot.admit_decode)
-    run_ev.then(k(h.show_state), [c["state"], c["run_ok"]], out(["tabs", *h.LOAD_OUT]), **PRIVATE)
+                            validator=gpu_slot.admit_decode, js=within_js(limits().max_prompt_chars))
+    c["run"].click(None, js=follow_js("#run-status"), **PRIVATE)  # on a phone: to the status and live tokens
+    run_ev.then(k(h.show_state), [c["state"], c["run_ok"]], out(["tabs", *h.LOAD_OUT]), **PRIVATE).then(
+        None, js=follow_js("#headline"), **PRIVATE)  # Replay opens at its headline and canvas
     c["stop"].click(gpu_slot.stop, None, None, queue=False, **PRIVATE)  # Stop never waits behind the queue
     if tour is not None:  # "Show in Replay": the example and step of the stop on screen
         tour.show.click(k(lambda at: h.open_tour_step(*target(tour.stops, at)) if target(tour.stops, at) else {}),
-                        tour.at, out(["tabs", *h.LOAD_OUT]), **PRIVATE)
+                        tour.at, out(["tabs", *h.LOAD_OUT]), **PRIVATE).then(None, js=follow_js("#headline"),
+                                                                           **PRIVATE)
     # A public endpoint that shows the session's current trace (gradio_client runs no chained events).
     show = gr.Button(visible=False)
     show.click(k(h.show_state), [c["state"]], out(["tabs", *h.LOAD_OUT]), api_name="show_trace")

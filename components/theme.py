@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import gradio as gr
 
+from s2d2.limits import limits
+
 from components.compare.lanes import COMPARE_CSS
 from components.tour.layout import TOUR_CSS
 from components.views.canvas import CANVAS_CSS
@@ -16,7 +18,14 @@ CSS = CANVAS_CSS + STRIP_CSS + COMPARE_CSS + RESIDUAL_CSS + LEDGER_CSS + TOUR_CS
 .s2d2-detail [data-pinned]{display:block;white-space:pre-line;font-family:ui-monospace,monospace;font-size:0.92em;
   color:#334155}
 .s2d2-detail .evidence{display:block}
+.s2d2-detail .words{display:block;font-size:1.05em}
+.s2d2-detail details.numbers{margin-top:2px;color:#334155}
+.s2d2-detail details.numbers summary{cursor:pointer;color:#4338ca;font-size:.92em}
+.s2d2-words{font-size:.95em;color:#1e293b;padding:2px 8px}
+#legend .s2d2-legend{margin-top:0;font-size:.8em;gap:4px}
+.tour-pointer{font-weight:600}
 #summary textarea{font-weight:600}
+.clamp-note{font-size:.85em;color:#9a3412;margin-top:2px}
 #headline{font-size:1.08em;border-left:4px solid #ea580c;padding:4px 12px;background:#fff7ed;border-radius:4px}
 #headline p{margin:4px 0}
 #headline code{font-size:1.05em;font-weight:700;padding:0 4px}
@@ -30,14 +39,51 @@ CSS = CANVAS_CSS + STRIP_CSS + COMPARE_CSS + RESIDUAL_CSS + LEDGER_CSS + TOUR_CS
   .js-plotly-plot .modebar-container{display:none!important}
   #intro h1{font-size:1.3em;margin:0 0 2px 0}
   #intro .wide{display:none}
+  #legend .s2d2-legend{font-size:.72em;gap:2px}
   #intro p{font-size:.9em;line-height:1.35;margin:0}
   #scrubber button{padding-left:6px;padding-right:6px}
 }
 """
 THEME = gr.themes.Soft(primary_hue="indigo", secondary_hue="green")
 # ← / → scrub the replay unless the focus is in a text field.
+# A number typed into a slider's box outside its range (or between the whole steps of a whole-number knob) is set,
+# in the box, to the value the app will use, and a line under it says what was typed and why it changed: the server
+# clamps the same way (components/ui.py ClampedSlider), so the box never shows a value the run does not use.
 KEYS_JS = """
 () => {
+  document.addEventListener('change', (e) => {
+    const box = e.target;
+    if (!(box instanceof HTMLInputElement) || box.type !== 'number') return;
+    const head = box.closest('.head'), wrap = head && head.parentElement;  // the slider's own box and bar only
+    const range = wrap && wrap.querySelector(':scope > .slider_input_container input[type=range]');
+    if (!range || box.value === '' || !isFinite(Number(box.value))) return;
+    const typed = Number(box.value), lo = Number(range.min), hi = Number(range.max), step = Number(range.step);
+    let used = Math.min(hi, Math.max(lo, typed));
+    const whole = step >= 1 && Number.isInteger(step) && Number.isInteger(lo);
+    if (whole) used = Math.min(hi, lo + Math.floor((used - lo) / step + 0.5) * step);
+    let note = wrap.querySelector('.clamp-note');
+    if (used === typed) { if (note) note.remove(); return; }
+    const why = typed > hi ? `above the largest value, ${hi}` : typed < lo ? `below the smallest value, ${lo}`
+      : `not a whole ${step === 1 ? 'number' : 'multiple of ' + step}`;
+    if (!note) { note = document.createElement('div'); note.className = 'clamp-note'; note.setAttribute('role', 'status');
+                 wrap.appendChild(note); }
+    note.textContent = `${typed} is ${why}: set to ${used}, the value used.`;
+    box.value = String(used);
+    box.dispatchEvent(new Event('input', {bubbles: true}));
+  }, true);
+  // A prompt longer than a run takes is never cut: a line under its box gives its length and the limit.
+  document.addEventListener('input', (e) => {
+    const box = e.target;
+    if (!(box instanceof HTMLTextAreaElement) || !box.closest('#prompt, #cmp-prompt')) return;
+    const block = box.closest('#prompt, #cmp-prompt');
+    let note = block.querySelector('.length-note');
+    const limit = Number('PROMPT_CHARS');
+    if (box.value.length <= limit) { if (note) note.remove(); return; }
+    if (!note) { note = document.createElement('div'); note.className = 'clamp-note length-note';
+                 note.setAttribute('role', 'status'); block.appendChild(note); }
+    note.textContent = `${box.value.length.toLocaleString('en')} characters: a run takes at most `
+      + `${limit.toLocaleString('en')}. Nothing is cut: shorten the text, or Record will refuse it.`;
+  }, true);
   document.addEventListener('keydown', (e) => {
     if (e.target.closest('input, textarea, select, [contenteditable]')) return;
     const id = e.key === 'ArrowRight' ? 'next-btn' : e.key === 'ArrowLeft' ? 'prev-btn' : null;
@@ -46,3 +92,4 @@ KEYS_JS = """
   });
 }
 """
+KEYS_JS = KEYS_JS.replace("PROMPT_CHARS", str(limits().max_prompt_chars))  # the limit at start-up

@@ -73,3 +73,32 @@ class ClampedSlider(gr.Slider):
         lo = self.minimum if self.minimum is not None else value
         hi = self.maximum if self.maximum is not None else value
         return Number.round_to_precision(min(max(value, lo), hi), self.precision)
+
+
+def follow_js(selector: str) -> str:
+    """Browser-only event code that brings `selector` to the top of the screen once it is shown, unless it already
+    sits in the upper third: on a phone the action (a run's status, a trace opened in Replay) would otherwise
+    happen below the finger. It waits for the element to be laid out (a tab switch renders a frame later), at most
+    about a second, and never scrolls a hidden element."""
+    return f"""(...args) => {{
+  let frames = 0;
+  const go = () => {{
+    const el = document.querySelector({selector!r});
+    if (!el || el.offsetParent === null) {{ if (frames++ < 60) requestAnimationFrame(go); return; }}
+    const top = el.getBoundingClientRect().top;
+    if (top < 0 || top > window.innerHeight / 3) el.scrollIntoView({{block: 'start'}});
+  }};
+  requestAnimationFrame(go);
+  return args;
+}}"""
+
+
+def within_js(cap: int) -> str:
+    """Browser code run before an event that sends a prompt first: a text longer than `cap` characters is sent as
+    its first cap + 1 (the server's front door refuses a field of more than 8,192 characters, so a pasted novel would
+    fail as a bad request); the handler still sees that it is over the limit and refuses it with one line, and the
+    line under the box (theme.KEYS_JS) gives the true length. Nothing is ever run on a cut text."""
+    return f"""(...args) => {{
+  if (typeof args[0] === 'string' && args[0].length > {cap}) args[0] = args[0].slice(0, {cap + 1});
+  return args;
+}}"""

@@ -14,7 +14,7 @@ import gradio as gr
 from components.serve import gpu_slot as guard
 from components.compare.lanes import DEFAULT_LANES, MAX_LANES, NO_RUN, OFF, VIEW_OUT, block_range, compare_views, run_compare
 from components.views.describe import preset_choices
-from components.run.knobs import EXAMPLE_PROMPTS, MAX_PROMPT_CHARS
+from components.run.knobs import EXAMPLE_PROMPTS
 from components.ui import PRIVATE, ClampedSlider, Ctx, keyed
 from components.compare.whatif_panel import KNOB_OUT, WHATIF_KNOBS, knob_updates, knob_values, rerun_whatif, s2d2_lanes, whatif_view
 
@@ -41,8 +41,9 @@ def build_compare_tab(ctx: Optional[Ctx] = None, model_name: str = "tiny") -> Ct
     ctx["cmp_state"] = gr.State(None)
     with gr.Row():
         ctx["cmp_prompt"] = gr.Textbox(EXAMPLE_PROMPTS[0], label="Prompt (all lanes)", lines=2, scale=3,
-                                       max_length=MAX_PROMPT_CHARS, elem_id="cmp-prompt", min_width=300)
-        ctx["cmp_seed"] = gr.Number(0, label="Seed (all lanes)", precision=0, scale=1, elem_id="cmp-seed")
+                                       elem_id="cmp-prompt", min_width=300)  # no max_length: Run refuses, never cuts
+
+        ctx["cmp_seed"] = gr.Number(0, label="Seed (all lanes)", scale=1, elem_id="cmp-seed")
         ctx["cmp_gen"] = ClampedSlider(8, 256, value=48, step=8, label="Generation length", scale=1)
     with gr.Row():
         lanes = [gr.Dropdown(names, value=v, label=f"Lane {i + 1}", min_width=260) for i, v in enumerate(DEFAULT_LANES)]

@@ -19,7 +19,8 @@ from components.serve.input_numbers import as_float, as_int, clamp_int
 from components.views.residual import residual_html
 from components.escape import md_text
 from components.views.step_views import STEP_VIEWS, StepOptions, metrics_table, render_step, render_timelines, trace_title
-from components.views.story import pair_story, single_story
+from components.views.prompt_scope import scope_note
+from components.views.story import pair_story, question_of, single_story
 from components.views.token_detail import DETAIL_HINT, detail_html
 from components.views.trace_index import clamp_step
 from components.files.traces import TraceError, describe_error, export_path, make_state, parse_upload, trace_from_state
@@ -39,7 +40,7 @@ def step_views(state: Any, step: Any, mask_which: str = "auto", color_by: str = 
         return {}
     trace = trace_from_state(state)
     if trace is None:
-        return {"canvas": "", "strip": "", "routing": None, "mask": None, "summary": NO_TRACE, "legend": "",
+        return {"canvas": "", "strip": "", "routing": None, "mask": None, "summary": NO_TRACE, "step_words": "", "legend": "",
                 "detail": DETAIL_HINT, "residual": ""}
     return render_step(trace, step, StepOptions(mask_which, color_by, selected))
 
@@ -107,7 +108,11 @@ def show_state(state: Any, ok: bool = True) -> dict[str, Any]:
     if trace is None:
         return {}
     shown = "the run just recorded" if state.get("name") == "run" else "this session's trace"
-    return {"tabs": gr.Tabs(selected="replay"), **_single(trace, state, f"Showing {shown}.")}
+    out = _single(trace, state, f"Showing {shown}.")
+    note = scope_note(question_of(trace), trace.header.model.name)
+    if note:  # the answer of a prompt the bundled model was never taught is headlined with what it knows
+        out["headline"] += f"\n\n{note}"
+    return {"tabs": gr.Tabs(selected="replay"), **out}
 
 
 def open_tour_step(example: str, step: int) -> dict[str, Any]:

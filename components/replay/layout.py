@@ -60,12 +60,17 @@ def build_replay_tab(ctx: Ctx, example_label: Optional[str], first: dict[str, An
     ctx["headline"] = gr.Markdown(first.get("headline", NO_TRACE), elem_id="headline")
     build_share_note(ctx)  # says what part of an opened share link was ignored (hidden otherwise)
     ctx["selected"] = gr.State(None)
+    # The key to the glyphs sits just above the canvas, so it is on the first screen with it (desktop and phone).
+    ctx["legend"] = gr.HTML(first.get("legend", ""), elem_id="legend")
     ctx["canvas"] = gr.HTML(first.get("canvas", ""), elem_id="canvas", label="Token canvas", js_on_load=CANVAS_JS)
     ctx["detail"] = gr.HTML(first.get("detail", DETAIL_HINT), elem_id="token-detail",
                             html_template='<div class="s2d2-detail" aria-live="polite">${value}</div>')
+    ctx["step_words"] = gr.HTML(first.get("step_words", ""), elem_id="step-words",
+                                html_template='<div class="s2d2-words"><b>This step.</b> ${value}</div>')
     _scrubber(ctx, first.get("slider"))
-    ctx["summary"] = gr.Textbox(first.get("summary", NO_TRACE), label="This step", interactive=False,
-                                elem_id="summary", lines=2)
+    with gr.Accordion("This step in numbers (K̂, τ, forwards)", open=False, elem_id="step-numbers"):
+        ctx["summary"] = gr.Textbox(first.get("summary", NO_TRACE), label="This step", interactive=False,
+                                    elem_id="summary", lines=2)
     _run_pick(ctx, example_label, bool(first) and bool(first["toggle"].visible))
     with gr.Row(elem_id="canvas-options"):
         ctx["color_by"] = gr.Radio(COLOR_CHOICES, value=COLOR_BY[0], label="Colour tokens by", scale=3,
@@ -73,7 +78,6 @@ def build_replay_tab(ctx: Ctx, example_label: Optional[str], first: dict[str, An
         with gr.Column(scale=2, min_width=200):
             ctx["play"] = gr.Button("▶ Play", size="sm", elem_id="play")
             ctx["speed"] = ClampedSlider(0.25, 4, value=1, step=0.25, label="Play speed (steps per second)", scale=2)
-    ctx["legend"] = gr.HTML(first.get("legend", ""), elem_id="legend")
     ctx["strip"] = gr.HTML(first.get("strip", ""), elem_id="strip", label="Verification strip", js_on_load=FOCUS_JS)
     ctx["residual"] = gr.HTML(first.get("residual", ""), elem_id="residual", label="The residual draw")
     with gr.Row():

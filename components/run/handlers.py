@@ -7,7 +7,7 @@ from typing import Any, Iterator
 
 import gradio as gr
 
-from s2d2.limits import SEED_MAX
+from s2d2.limits import SEED_MAX, limits
 from s2d2.trace import Trace
 
 from components.escape import md_text
@@ -15,7 +15,8 @@ from components.files.traces import make_state
 from components.run.config_check import check_prompt, config_dict, config_from_inputs
 from components.run.knobs import KNOB_NAMES, preset_for_model, preset_values
 from components.run.zerogpu import record
-from components.serve.model_pool import check_model
+from components.serve.model_pool import allowed_models, check_model, on_gpu
+from components.views.prompt_scope import real_checkpoints, scope_note
 from components.run.knob_scope import shown
 from components.serve.gpu_slot import stop_requested
 from components.serve.input_numbers import as_int
@@ -58,6 +59,16 @@ def model_changed(model_name: str, loop: str, seed: Any = 0) -> dict[str, Any]:
     return {"preset": name, **apply_preset(name, seed)}
 
 
+def prompt_scope(prompt: Any, model_name: Any) -> dict[str, Any]:
+    """The line under the prompt box: empty for a prompt the chosen model knows, else what it knows and prompts
+    that fit (and, on a machine with a GPU, the real checkpoints on the allow-list)."""
+    return {"prompt_scope": _scope(prompt, model_name)}
+
+
+def _scope(prompt: Any, model_name: Any) -> str:
+    return scope_note(prompt, model_name, real_checkpoints(allowed_models(), on_gpu()))
+
+
 def run_refused(message: str) -> dict[str, Any]:
     """What a Run that may not start shows (guard.one_job): the session runs another job, or Stop withdrew it."""
     return {"run_status": message, "run_ok": False}
@@ -69,9 +80,14 @@ def run(prompt: str, model_name: str, *knobs: Any) -> Iterator[dict[str, Any]]:
     writer of its status: Stop raises the job's flag, the decode ends within one forward, and the last line says
     what was kept."""
     problem = check_prompt(prompt) or check_model(model_name)
+    limit = limits().max_prompt_chars
+    if isinstance(prompt, str) and len(prompt) > limit:  # the page sends at most limit + 1 (ui.within_js)
+        problem = (f"The prompt is longer than {limit:,} characters, the most a run takes (the line under the box "
+                   "gives its length). Nothing was cut: shorten it.")
     cfg, seed, error = config_from_inputs(*knobs)
-    if problem or error:
-        yield {"run_status": f"⚠️ {problem or error}", "run_ok": False}
+    if problem or error:  # the live view and output of an earlier run are not this run's answer: cleared
+        yield {"run_status": f"⚠️ {problem or error} Nothing was run.", "live": render_live([]), "output": "",
+               "run_ok": False}
         return
     assert cfg is not None
     yield {"run_status": "Loading the model and starting…", "live": render_live([]), "output": "", "run_ok": False}
@@ -94,7 +110,11 @@ def run(prompt: str, model_name: str, *knobs: Any) -> Iterator[dict[str, Any]]:
                 yield {"run_status": f"⚠️ {event['message']}", "run_ok": False}
                 return
             elif event["kind"] == "done":
-                yield _finished(event)
+                done = _finished(event)
+                note = _scope(prompt, model_name)
+                if note and done["run_ok"]:  # the result says what the model knows, next to its answer
+                    done["run_status"] += f"\n\n{note}"
+                yield done
                 return
     finally:
         events.close()

@@ -10,6 +10,8 @@ from s2d2.limits import SEED_MAX, limits
 from s2d2.policies import Knob as PolicyKnob
 from s2d2.policies import editing_knobs, option_knobs, pipeline_knobs, routing_knobs
 
+from components.views.prompt_scope import fitting_prompts
+
 
 MAX_PROMPT_CHARS = limits().max_prompt_chars  # layout values; the checks read limits() at call time
 
@@ -31,11 +33,9 @@ DEFAULT_PRESET = "sdar-config-a"
 FAMILY_PRESETS = {"llada2": "llada2-quality", "d2f_llada": "d2f-s2d2", "d2f_dream": "d2f-s2d2-dream"}
 
 
-EXAMPLE_PROMPTS = [
-    "Tom has 12 apples. He buys 7 more. How many apples does Tom have now?",
-    "Noah has 24 apples. He doubles the apples. He buys 6 more. How many apples does Noah have now?",
-    "It is a truth universally acknowledged, that",
-]
+# Questions the bundled models were trained for, from the held-out set (never in a training stream): the Run box
+# opens on the first, so a visitor's first run is one the model knows.
+EXAMPLE_PROMPTS = fitting_prompts(3)
 
 
 @dataclass(frozen=True)

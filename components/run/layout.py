@@ -9,6 +9,7 @@ import gradio as gr
 from components.views.canvas import render_live
 from components.views.describe import preset_choices, preset_note
 from components.run.knob_scope import is_main, shown
+from components.views.prompt_scope import TRAINED_ON
 from components.run.knobs import DEFAULT_PRESET, EXAMPLE_PROMPTS, KNOBS, MAX_PROMPT_CHARS, Knob, preset_values
 from components.serve.model_pool import DEFAULT_MODEL, model_choices
 from components.ui import ClampedSlider, Ctx
@@ -31,8 +32,8 @@ def _knob_component(knob: Knob, value: Any, visible: bool) -> Any:
         return gr.Dropdown(list(knob.choices), value=value, info=info, **common)
     if knob.kind == "bool":
         return gr.Checkbox(value=value, info=info, **common)
-    if knob.name == "seed":  # no minimum: a negative seed gets the run's readable message, not an error badge
-        return gr.Number(value=value, precision=0, **common)
+    if knob.name == "seed":  # no minimum, no rounding: a negative or 2.5 seed gets the run's readable message
+        return gr.Number(value=value, **common)
     return ClampedSlider(knob.lo, knob.hi, value=value, step=knob.step, info=info, **common)
 
 
@@ -41,9 +42,12 @@ def build_run_tab(ctx: Ctx) -> None:
     rules = (values["method"], values["policy"], values["remasking"], values["loop"])
     with gr.Row():
         with gr.Column(scale=2, elem_id="run-settings"):
-            ctx["prompt"] = gr.Textbox(EXAMPLE_PROMPTS[0], label="Prompt", lines=3, max_length=MAX_PROMPT_CHARS,
-                                       elem_id="prompt")
-            gr.Examples(EXAMPLE_PROMPTS, inputs=[ctx["prompt"]], label="Example prompts")
+            # No max_length: the box never cuts a pasted text; Record refuses one over the limit and says so.
+            ctx["prompt"] = gr.Textbox(EXAMPLE_PROMPTS[0], label="Prompt: type your question here", lines=3,
+                                       elem_id="prompt", info=f"{TRAINED_ON} At most {MAX_PROMPT_CHARS:,} characters.")
+            ctx["prompt_scope"] = gr.Markdown("", elem_id="prompt-scope")
+            ctx["prompt_examples"] = gr.Examples(EXAMPLE_PROMPTS, inputs=[ctx["prompt"]],
+                        label="Example prompts the bundled models know (from the held-out set: never trained on)")
             ctx["model"] = gr.Dropdown(model_choices(), value=DEFAULT_MODEL, label="Model", allow_custom_value=True,
                                        elem_id="model",
                                        info="The bundled tiny models run on CPU (picking tiny-llada2, which "
@@ -67,6 +71,7 @@ def build_run_tab(ctx: Ctx) -> None:
                                                                    shown(knob.name, *rules))
         with gr.Column(scale=3):
             ctx["run_status"] = gr.Markdown("Pick a prompt and a preset, then record a run.", elem_id="run-status")
+            # On a phone the settings column stacks above this one: after Record the page scrolls here (app.py).
             ctx["live"] = gr.HTML(render_live([]), elem_id="live", label="Live output")
             gr.Markdown("*Tokens appear here as blocks are committed, with the same glyphs as the Replay canvas; "
                         "greyed tokens come after the stop token. When the run ends (or you press Stop) the Replay "

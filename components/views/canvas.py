@@ -187,13 +187,27 @@ def legend_html(trace: Optional[Trace] = None, color_by: str = "state") -> str:
     else:
         items = "".join(
             f'<span class="tok st-{k}"><span class="g" aria-hidden="true">{html.escape(STATES[k][0])}</span>'
-            f'{html.escape(_legend_label(k, trace))}</span>' for k in keys)
-    outlined = ("blocks in flight (outlined; dashed = not complete yet)" if trace is not None and is_pipeline(trace)
-                else "current block (outlined)")
-    extra = (f'<span class="tok blk-key">{outlined}</span>'
+            f'{_two(_legend_label(k, trace), SHORT_LABELS.get(k, k))}</span>' for k in keys)
+    pipeline = trace is not None and is_pipeline(trace)
+    outlined = "blocks in flight (outlined; dashed = not complete yet)" if pipeline else "current block (outlined)"
+    extra = (f'<span class="tok blk-key">{_two(outlined, "blocks in flight" if pipeline else "current block")}</span>'
              '<span class="tok st-accepted after-end">after the end</span>'
-             '<span class="tok new">bold underline = committed this step</span>')
+             f'<span class="tok new">{_two("bold underline = committed this step", "bold = new")}</span>')
     return f'<div class="s2d2-legend">{items}{extra}</div>'
+
+
+# The legend's words on a narrow screen (the key sits above the canvas and must fit the phone's first screen); the
+# long words stay in the tooltip.
+SHORT_LABELS = {"masked": "blank", "drafted": "guess", "discarded": "thrown away", "accepted": "kept after check",
+                "resampled": "replaced", "threshold": "kept: confident", "fallback": "kept: fallback",
+                "hiconf_extra": "confident extra", "ratio_extra": "ratio extra", "ar": "one at a time",
+                "ar_seed": "AR seed", "edited": "edited"}
+
+
+def _two(long: str, short: str) -> str:
+    """A legend label in two lengths; CSS shows one (the long on a wide screen)."""
+    return (f'<span class="long">{html.escape(long)}</span><span class="short" title="{_attr(long)}">'
+            f'{html.escape(short)}</span>')
 
 
 def _legend_label(state: str, trace: Optional[Trace]) -> str:
@@ -224,6 +238,9 @@ CANVAS_CSS = """
 .st-ar{background:#e9d5ff}
 .st-ar_seed{background:#fff;outline:2px solid #111}
 .s2d2-legend{display:flex;flex-wrap:wrap;gap:6px;font-size:0.85em;margin-top:6px;align-items:center}
+.s2d2-legend .short{display:none}
+@media (max-width: 640px){.s2d2-legend .long{display:none}.s2d2-legend .short{display:inline}
+  .s2d2-canvas{line-height:1.85}}
 .s2d2-legend .blk-key{outline:2px solid #4f46e5;outline-offset:1px;background:#fff}
 .s2d2-legend .scale{display:inline-flex;align-items:center;gap:4px}
 .s2d2-legend .scale .bar{display:inline-block;width:90px;height:10px;border-radius:2px;

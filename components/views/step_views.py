@@ -16,6 +16,7 @@ from s2d2.trace import Trace
 
 from components.views.canvas import legend_html, render_canvas, visible_text
 from components.views.describe import decision_line
+from components.views.plain_words import step_words
 from components.escape import md_text
 from components.views.figures import acceptance_histogram, commit_map, nfe_by_block, per_position_figure, routing_figure
 from components.views.attention_mask import mask_figure
@@ -105,6 +106,7 @@ STEP_VIEWS: dict[str, Callable[[Trace, int, StepOptions], Any]] = {
     "strip": lambda t, s, o: render_strip(t, s),
     "routing": lambda t, s, o: routing_figure(t, s),
     "mask": lambda t, s, o: mask_figure(t, s, o.mask_which, o.selected),
+    "step_words": lambda t, s, o: step_words(t, s),  # what happened, in words, before the numbers
     "summary": lambda t, s, o: step_summary(t, s),
     "legend": lambda t, s, o: legend_html(t, o.color_by),
     "detail": lambda t, s, o: detail_html(t, s, o.selected),

@@ -8,6 +8,7 @@ from typing import Any, Optional
 
 from s2d2.trace import Trace
 
+from components.views.plain_words import evidence_words
 from components.views.token_state import AFTER_END, STATES, position_state, visible_text
 from components.views.trace_index import TraceIndex, clamp_step, fmt, fmt_prob, index_of
 DETAIL_HINT = ('<span class="on-hover">Hover a token for its details (p, q, r, the draw u, the top candidates); click '
@@ -118,5 +119,8 @@ def detail_html(trace: Optional[Trace], step: int, selected: Optional[int] = Non
     case = evidence(trace, s)
     if case is None:
         return hint
-    return (f'<span class="evidence" data-evidence="{s}">{html.escape(case)} <a href="#strip">Every verified draft '
-            f'↓</a></span> {PIN_HINT}')
+    words = evidence_words(trace, s) or ""
+    # Words first; the numbers one tap away (a closed <details>: a newcomer reads the story, a learner opens it).
+    return (f'<span class="evidence" data-evidence="{s}"><span class="words">{html.escape(words)}</span>'
+            f'<details class="numbers"><summary>The numbers (p, q, r, u)</summary>{html.escape(case)} '
+            f'<a href="#strip">Every verified draft ↓</a></details></span> {PIN_HINT}')

@@ -1,0 +1,48 @@
+"""What the bundled models know, said where the prompt is typed and in the result: the two tiny models were trained
+on short arithmetic word problems (and, without the chat format, on Jane Austen's novels); the app asks them in the
+chat format, so only a word problem of that kind gets a meaningful answer. A prompt outside it is noticed cheaply
+(the task's own grammar, s2d2.tasks.arithmetic.solve) and gets one line offering prompts that fit: questions of the
+held-out set, which no training stream contains. Pure: no gradio, no model."""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from s2d2.tasks.arithmetic import heldout, solve
+
+BUNDLED = ("tiny", "tiny-llada2", "tiny-shift")  # the registry names of the models shipped with the app (assets/)
+TRAINED_ON = ("The bundled models (tiny and tiny-llada2, 3 and 5 million parameters) were trained for questions "
+              "like the examples below: short arithmetic word problems. Other text gets an arithmetic-looking "
+              "answer that means nothing.")
+
+
+def fitting_prompts(n: int = 3) -> list[str]:
+    """`n` questions the bundled models can answer: the first of the held-out set (never trained on)."""
+    return [p.question for p in heldout(n)]
+
+
+def fits(prompt: Any) -> bool:
+    """True when `prompt` is a word problem in the arithmetic task's grammar (a start, one to three steps, and
+    "How many … does X have now?"), the only kind of question the bundled models were taught."""
+    return isinstance(prompt, str) and solve(prompt.strip()) is not None
+
+
+def is_bundled(model_name: Any) -> bool:
+    return isinstance(model_name, str) and model_name.strip() in BUNDLED
+
+
+def scope_note(prompt: Any, model_name: Any, real_models: tuple[str, ...] = ()) -> str:
+    """One line for a prompt the bundled model was not trained for ("" when it fits, or for another model); with
+    `real_models` (allowed checkpoints on a machine with a GPU) it points to them for open-ended prompts."""
+    if not is_bundled(model_name) or not isinstance(prompt, str) or not prompt.strip() or fits(prompt):
+        return ""
+    line = (f"⚠️ **{model_name.strip()}** only knows short arithmetic word problems (\"Anna has 23 stickers. She "
+            "buys 5 more. How many stickers does Anna have now?\"): this prompt is not one, so its answer will not "
+            "mean anything. Pick one of the example prompts under the box")
+    if real_models:
+        line += f", or a real checkpoint in Model ({', '.join(real_models[:3])}) for open-ended text"
+    return line + "."
+
+
+def real_checkpoints(allowed: list[str], gpu: bool) -> tuple[str, ...]:
+    """The allowed models that are real checkpoints (not bundled), offered only where a GPU can run them."""
+    return tuple(n for n in allowed if n not in BUNDLED) if gpu else ()
