@@ -7,12 +7,12 @@ one forward.
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 import gradio as gr
 
 from components.serve import gpu_slot as guard
-from components.compare.lanes import DEFAULT_LANES, MAX_LANES, NO_RUN, OFF, VIEW_OUT, block_range, compare_views, run_compare
+from components.compare.lanes import DEFAULT_LANES, MAX_LANES, NO_RUN, OFF, VIEW_OUT, block_range, compare_views, run_compare_steps
 from components.views.describe import preset_choices
 from components.run.knobs import EXAMPLE_PROMPTS, MAX_PROMPT_CHARS
 from components.ui import PRIVATE, ClampedSlider, Ctx, keyed
@@ -86,15 +86,17 @@ AFTER_OUT = ["cmp_empty", "cmp_results", "cmp_block", *VIEW_OUT, "wi_lane", *KNO
 
 
 def _wire(ctx: Ctx, model_name: str, lanes: list[Any], extra: list[Any]) -> None:
-    def run(prompt: str, seed: Any, gen: Any, *lane_values: Any) -> tuple[str, Any]:
-        status, state = run_compare(prompt, model_name, seed, gen, *lane_values)
-        return status, gr.skip() if state is None else state  # a refused or stopped run keeps the last comparison
+    def run(prompt: str, seed: Any, gen: Any, *lane_values: Any) -> Iterator[tuple[str, Any]]:
+        # each lane's progress in the status line while they run; a refused or stopped run keeps the last comparison
+        for status, state in run_compare_steps(prompt, model_name, seed, gen, *lane_values):
+            yield status, gr.skip() if state is None else state
 
     inputs = [ctx["cmp_prompt"], ctx["cmp_seed"], ctx["cmp_gen"], *lanes, *extra]
     # One GPU job per session, refused at the queue's door (guard.admit_decode); Stop ends it within one forward.
     ev = ctx["cmp_run"].click(guard.one_job(run, lambda msg: (msg, gr.skip())), inputs,
                               [ctx["cmp_status"], ctx["cmp_state"]], api_name="compare", concurrency_limit=1,
-                              concurrency_id="gpu", validator=guard.admit_decode)
+                              concurrency_id="gpu", validator=guard.admit_decode,
+                              show_progress="hidden")  # the status line says each lane's progress itself
     ev.then(keyed(after_run, ctx), ctx["cmp_state"], ctx.outputs(AFTER_OUT), **PRIVATE)
     ctx["cmp_block"].change(keyed(compare_views, ctx), [ctx["cmp_state"], ctx["cmp_block"]], ctx.outputs(VIEW_OUT),
                             **PRIVATE)

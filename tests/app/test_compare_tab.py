@@ -325,3 +325,27 @@ def test_lane_figure_titles_have_room():
     fig = cc.lanes_figure(comp, traces, 1, "wall")
     assert fig.layout.title.yref == "container" and fig.layout.margin.t >= 100
     assert "one run each: wall times are noise here" in fig.layout.title.text
+
+
+def test_compare_says_each_lanes_progress_while_the_lanes_run(model):
+    """Issue 28 row 9: while the lanes run the status line has one line per lane (waiting, decoding with its steps,
+    or its runs done), from the lane_rounds events; the last item is the finished comparison."""
+    from components.compare.lane_progress import LaneBoard
+    from components.run.lane_rounds import TIMED_ROUNDS
+
+    import s2d2
+
+    lanes = ["ar", "dynamic-baseline", cc.OFF, cc.OFF, "", "", "", ""]
+    steps = list(cc.run_compare_steps(PROMPT, "tiny", 0, 8, *lanes, load=lambda name: model, generate=s2d2.generate))
+    texts = [t for t, st in steps[:-1]]
+    assert all(st is None for _, st in steps[:-1]) and steps[-1][1] is not None
+    assert texts[0].startswith("⏳ Warm-up round") and "- **1·ar**: waiting" in texts[0]
+    assert f"- **1·ar**: 1 of up to {1 + TIMED_ROUNDS} runs done" in texts[1] and "2·dynamic" in texts[1]
+    assert any(f"Timed round {TIMED_ROUNDS} of up to {TIMED_ROUNDS}" in t for t in texts)
+    assert f"runs done" in texts[-1] and steps[-1][0].startswith("Ran 2 lanes")
+    board = LaneBoard(["a", "b"], 3)
+    board.update({"kind": "progress", "lane": "b", "round": 1, "steps": 4, "elapsed": 1.25})
+    assert "- **b**: decoding run 1 of up to 3, 4 steps so far (1.2 s)" in board.markdown()
+    board.update({"kind": "lane_done", "lane": "b", "round": 1, "wall_s": 1.3})
+    board.update({"kind": "progress", "lane": "nobody", "round": 1})  # a stray event changes nothing
+    assert "- **b**: 1 of up to 3 runs done" in board.markdown() and "- **a**: waiting" in board.markdown()
