@@ -52,7 +52,7 @@ class LaneBoard:
     def markdown(self) -> str:
         """The status box's text: which round, then one line per lane in the order they run."""
         if self.round == 0:
-            head = f"⏳ Warm-up round: every lane decodes once, untimed (then up to {self.rounds - 1} timed rounds)."
+            head = f"Running the warm-up round: every lane decodes once, untimed (then up to {self.rounds - 1} timed rounds)."
         else:
-            head = f"⏳ Timed round {self.round} of up to {self.rounds - 1}: the wall times come from these runs."
+            head = f"Running timed round {self.round} of up to {self.rounds - 1}: the wall times come from these runs."
         return head + "\n\n" + "\n".join(self._line(lane) for lane in self.lanes)

@@ -339,9 +339,9 @@ def test_compare_says_each_lanes_progress_while_the_lanes_run(model):
     steps = list(cc.run_compare_steps(PROMPT, "tiny", 0, 8, *lanes, load=lambda name: model, generate=s2d2.generate))
     texts = [t for t, st in steps[:-1]]
     assert all(st is None for _, st in steps[:-1]) and steps[-1][1] is not None
-    assert texts[0].startswith("⏳ Warm-up round") and "- **1·ar**: waiting" in texts[0]
+    assert texts[0].startswith("Running the warm-up round") and "- **1·ar**: waiting" in texts[0]
     assert f"- **1·ar**: 1 of up to {1 + TIMED_ROUNDS} runs done" in texts[1] and "2·dynamic" in texts[1]
-    assert any(f"Timed round {TIMED_ROUNDS} of up to {TIMED_ROUNDS}" in t for t in texts)
+    assert any(f"Running timed round {TIMED_ROUNDS} of up to {TIMED_ROUNDS}" in t for t in texts)
     assert f"runs done" in texts[-1] and steps[-1][0].startswith("Ran 2 lanes")
     board = LaneBoard(["a", "b"], 3)
     board.update({"kind": "progress", "lane": "b", "round": 1, "steps": 4, "elapsed": 1.25})
