@@ -1,0 +1,49 @@
+"""Issue 28 row 7 (words): the start of a trace without a prefill forward says so instead of "0 forwards so far
+(the prefill…)"; the what-if re-run names the thresholds it changed in the panel's words (never a raw dict) and
+its sentences start with a capital; the shaded canvas picks its ink by contrast."""
+from __future__ import annotations
+
+import dataclasses
+
+from fixtures import trace_factory as tf
+from components.views import canvas, step_views
+from s2d2.whatif import what_if
+
+
+def test_a_trace_without_a_prefill_forward_never_says_0_forwards_of_prefill():
+    t = tf.mixed()
+    assert step_views.step_summary(t, 0).startswith("Start: a prompt of 6 tokens, 1 forward so far (the prefill")
+    t.forwards[:] = [dataclasses.replace(f, kind="draft") if f.kind == "prefill" else f for f in t.forwards]
+    text = step_views.step_summary(t, 0)
+    assert "0 forwards" not in text and "prefill, which reads" not in text
+    assert text.startswith("Start: a prompt of 6 tokens, no forward yet")
+
+
+def test_the_whatif_summary_starts_each_sentence_with_a_capital():
+    t = tf.mixed()
+    w = what_if(t, score_threshold=50.0)  # nothing verifies: the first verified step flips
+    assert w.first_flip is not None
+    sentences = [x.strip() for x in w.summary.split(". ") if x.strip()]
+    assert all(x[0].isupper() or x[0].isdigit() for x in sentences), sentences
+    assert "decision(s)" not in w.summary
+
+
+def test_the_rerun_names_the_changed_thresholds_in_words():
+    from components.compare.whatif_panel import changes_words
+
+    t = tf.mixed()
+    recorded = t.header.config["score_threshold"]
+    said = changes_words(t, {"score_threshold": -5.0, "penalty_coef": float(t.header.config["penalty_coef"])})
+    assert said == f"τ_score = −5 (recorded: {recorded:g})".replace("-", "−")
+    assert "{" not in said and "penalty" not in said  # unchanged knobs are not listed
+    assert changes_words(t, {"score_threshold": float(recorded)}) == "the recorded thresholds"
+
+
+def test_the_shade_ink_contrasts_at_least_four_and_a_half_to_one():
+    for v in [i / 100 for i in range(101)]:
+        a = 0.08 + 0.87 * v
+        lin = [(a * c + (1 - a) * 255) / 255 for c in (79, 70, 229)]
+        lum = sum(w * (x / 12.92 if x <= 0.03928 else ((x + 0.055) / 1.055) ** 2.4)
+                  for w, x in zip((0.2126, 0.7152, 0.0722), lin))
+        ratio = 1.05 / (lum + 0.05) if canvas.shade_is_dark(v) else (lum + 0.05) / 0.05
+        assert ratio >= 4.5, (v, ratio)
