@@ -1,6 +1,8 @@
 """Plotly figure builders over a trace. Every array is a Python list (never numpy), so tests can read values."""
 from __future__ import annotations
 
+import textwrap
+
 from collections import Counter
 from typing import Any, Optional
 
@@ -133,8 +135,30 @@ def acceptance_lengths(trace: Trace) -> list[int]:
     return [s.verification.accepted_len for s in verify_steps(trace)]  # type: ignore[union-attr]
 
 
+def no_verify_figure(trace: Trace, what: str) -> go.Figure:
+    """A whole-run acceptance panel for a trace with no verify call: one sentence, no bare axes."""
+    why = {"ar": "autoregressive decoding never drafts ahead",
+           "diffusion": "diffusion alone never verifies"}.get(str(trace.header.config.get("method")),
+                                                              "its policy never chose to verify")
+    return words_figure(f"{what}: this run has no verify call ({why}), so no draft was accepted or rejected.")
+
+
+def words_figure(text: str) -> go.Figure:
+    """A short panel that says `text` instead of drawing empty axes (wrapped: a phone's plot is ~340 px wide)."""
+    lines = textwrap.wrap(text, 46)
+    text = "<br>".join(lines)
+    fig = _fig("", height=max(120, 40 + 20 * len(lines)), margin=dict(l=10, r=10, t=10, b=10))
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
+    fig.add_annotation(text=text, x=0.5, y=0.5, xref="paper", yref="paper", showarrow=False,
+                       font=dict(size=13, color="#334155"))
+    return fig
+
+
 def acceptance_histogram(trace: Trace) -> go.Figure:
     lengths = acceptance_lengths(trace)
+    if not lengths:
+        return no_verify_figure(trace, "Accepted-prefix lengths")
     top = max(lengths, default=0)
     counts = Counter(lengths)
     fig = _fig(f"Accepted-prefix length per verify call ({len(lengths)} calls)",
@@ -163,6 +187,8 @@ def per_position_acceptance(trace: Trace) -> dict[str, list[float]]:
 
 def per_position_figure(trace: Trace) -> go.Figure:
     data = per_position_acceptance(trace)
+    if not data["index"]:
+        return no_verify_figure(trace, "Per-position acceptance")
     fig = _fig("Per-position acceptance", xaxis_title="span index i", yaxis_title="rate",
                yaxis=dict(range=[0, 1.05]), barmode="group")
     fig.add_trace(go.Bar(x=data["index"], y=data["rate"], name="#(K>i) / calls (vLLM)", marker_color="#16a34a"))
@@ -220,12 +246,7 @@ THRESHOLD_NAMES = {"score_threshold": "τ_score", "mask_span_length": "τ_span",
 
 def no_routing_figure(method: str) -> go.Figure:
     """What the routing panel shows for a method that never verifies: one sentence, no empty axes."""
-    fig = _fig("", height=120, margin=dict(l=10, r=10, t=10, b=10))
-    fig.update_xaxes(visible=False)
-    fig.update_yaxes(visible=False)
-    fig.add_annotation(text=NO_ROUTING.get(method, "No routing: this method never verifies."), x=0.5, y=0.5,
-                       xref="paper", yref="paper", showarrow=False, font=dict(size=13, color="#334155"))
-    return fig
+    return words_figure(NO_ROUTING.get(method, "No routing: this method never verifies."))
 
 
 def routing_title(config: dict[str, Any]) -> str:

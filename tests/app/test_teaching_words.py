@@ -47,3 +47,17 @@ def test_the_shade_ink_contrasts_at_least_four_and_a_half_to_one():
                   for w, x in zip((0.2126, 0.7152, 0.0722), lin))
         ratio = 1.05 / (lum + 0.05) if canvas.shade_is_dark(v) else (lum + 0.05) / 0.05
         assert ratio >= 4.5, (v, ratio)
+
+
+def test_the_metrics_panels_say_in_words_when_a_run_has_no_verify():
+    """Issue 28 row 7: an AR or diffusion-only trace gets one sentence in the acceptance panels, not bare axes."""
+    from components.views import figures
+
+    for trace, why in ((tf.ar_trace(), "autoregressive decoding never drafts ahead"),
+                       (tf.diffusion_only(), "diffusion alone never verifies")):
+        assert not figures.verify_steps(trace)
+        for fig in (figures.acceptance_histogram(trace), figures.per_position_figure(trace)):
+            assert not fig.data and not fig.layout.xaxis.visible and not fig.layout.yaxis.visible
+            words = fig.layout.annotations[0].text.replace("<br>", " ")
+            assert "this run has no verify call" in words and why in words
+    assert figures.acceptance_histogram(tf.mixed()).data  # a run with verify calls still draws its bars
