@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from fixtures import trace_factory as tf
 from components.views import canvas, step_views
 from s2d2.whatif import what_if
@@ -61,3 +63,19 @@ def test_the_metrics_panels_say_in_words_when_a_run_has_no_verify():
             words = fig.layout.annotations[0].text.replace("<br>", " ")
             assert "this run has no verify call" in words and why in words
     assert figures.acceptance_histogram(tf.mixed()).data  # a run with verify calls still draws its bars
+
+
+@pytest.mark.parametrize("make", [tf.all_accepted, tf.ar_trace])
+def test_after_a_run_the_picker_says_what_replay_shows_and_replay_opens_on_the_answer(make):
+    """Issue 28 row 7: a run with no rejected draft and no edit opens on its last step (the finished answer), not
+    on an empty step 0, and the blank Example picker's label says Replay shows the run."""
+    from components.files.traces import make_state
+    from components.replay import handlers
+
+    trace = make()
+    shown = handlers.show_state(make_state(trace, "run"), True)
+    assert shown["slider"].value == len(trace.steps) > 0
+    assert shown["example"]["value"] is None
+    assert shown["example"]["label"] == "Example (none: Replay shows the run you recorded; pick one to open it)"
+    opened = handlers.open_example(next(iter(handlers.list_examples(handlers.examples_dir()))))
+    assert opened["example"]["label"] == "Example"  # an example puts the plain label back
