@@ -184,8 +184,9 @@ def _flight_html(idx: TraceIndex, step: int, ids: list[int], color_by: str, befo
 LEGEND_ALWAYS = ("prompt", "masked", "drafted")
 
 
-def legend_html(trace: Optional[Trace] = None, color_by: str = "state") -> str:
-    """The key to the canvas: the states this trace uses (all of them without a trace), the current-block outline,
+def legend_html(trace: Optional[Trace] = None, color_by: str = "state", only: Optional[Collection[str]] = None) -> str:
+    """The key to the canvas: the states this trace uses (all of them without a trace; only those in `only` when
+    given: a tour stop keys what its canvas shows, no state it has not explained yet), the current-block outline,
     "after the end" and the committed-this-step mark; a 0-1 scale when colouring by p, q or r."""
     used = set(STATES)
     if trace is not None:
@@ -193,7 +194,7 @@ def legend_html(trace: Optional[Trace] = None, color_by: str = "state") -> str:
                                                                  else set())
         if any(discarded(s, r.position) for s in trace.steps if s.verification for r in s.verification.positions):
             used.add("discarded")
-    keys = [k for k in STATES if k in LEGEND_ALWAYS or k in used]
+    keys = [k for k in STATES if (k in LEGEND_ALWAYS or k in used) and (only is None or k in only)]
     if color_by in ("p", "q", "r"):
         scale = ('<span class="scale"><span>0</span><span class="bar"></span><span>1</span></span>'
                  f'<span>background = {html.escape(color_by)} of the token (where it was drafted / verified); '
@@ -206,8 +207,10 @@ def legend_html(trace: Optional[Trace] = None, color_by: str = "state") -> str:
     outlined = ("blocks in flight (outlined; dashed = not complete yet)" if trace is not None and is_pipeline(trace)
                 else "current block (outlined)")
     extra = (f'<span class="tok blk-key">{outlined}</span>'
-             '<span class="tok st-accepted after-end">after the end</span>'
-             '<span class="tok new">bold underline = committed this step</span>')
+             + ('<span class="tok st-accepted after-end">after the end</span>' if only is None or "after-end" in only
+                else "")
+             + ('<span class="tok new">bold underline = committed this step</span>' if only is None or "new" in only
+                else ""))
     return f'<div class="s2d2-legend">{items}{extra}</div>'
 
 
