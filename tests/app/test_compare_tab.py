@@ -131,7 +131,7 @@ def test_rerun_shows_old_and_new_side_by_side(state, model):
     out = wv.rerun_whatif(state, lane, *values, load=lambda n: model, generate=s2d2.generate)
     status, table, side = out["wi_status"], out["wi_metrics"].value, out["wi_side"]
     assert out["wi_metrics"].visible is True  # the table appears only once there is a re-run to show
-    assert "Re-ran" in status and "score_threshold" in status
+    assert "Re-ran 3·sdar-config-a with τ_score = −5 (recorded: " in status and "{" not in status  # issue 28 row 7
     # the comparison's AR lane is in the table: "output equals AR" is about lanes on screen (issue 17 row 7)
     assert table["headers"] == ["metric", "recorded", "re-run", "1·ar"]
     rows = {r[0]: r[1:] for r in table["data"]}
