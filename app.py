@@ -127,9 +127,10 @@ def wire(ctx: Ctx, o: Opening, tour: Optional[TourHandles]) -> None:
         None, js=follow_js("#headline"), **PRIVATE)  # Replay opens at its headline and canvas
     c["stop"].click(gpu_slot.stop, None, None, queue=False, **PRIVATE)  # Stop never waits behind the queue
     if tour is not None:  # "Show in Replay": the example and step of the stop on screen
-        tour.show.click(k(lambda at: h.open_tour_step(*target(tour.stops, at)) if target(tour.stops, at) else {}),
-                        tour.at, out(["tabs", *h.LOAD_OUT]), **PRIVATE).then(None, js=follow_js("#headline"),
-                                                                           **PRIVATE)
+        tour.show.click(k(lambda at, step: h.open_tour_step(*target(tour.stops, at, step))
+                          if target(tour.stops, at, step) else {}),
+                        [tour.at, tour.step], out(["tabs", *h.LOAD_OUT]), **PRIVATE).then(
+            None, js=follow_js("#headline"), **PRIVATE)
     # A public endpoint that shows the session's current trace (gradio_client runs no chained events).
     show = gr.Button(visible=False)
     show.click(k(h.show_state), [c["state"]], out(["tabs", *h.LOAD_OUT]), api_name="show_trace")

@@ -70,10 +70,12 @@ class WhatIf:
         if self.first_flip is None:
             return f"No decision flips: all {len(self.steps)} recorded steps stay exactly as recorded.{edits}"
         s = self.steps[self.first_flip]
-        before = f"Steps 1–{s.index} are exactly as recorded; " if s.index else ""
+        before = f"Steps 1–{s.index} are exactly as recorded; after" if s.index else "After"
         block = s.block - self.first_block + 1  # numbered as a reader counts blocks: 1 = the first answer block
-        return (f"{len(self.flipped)} decision(s) flip; the first at step {s.index + 1} (answer block {block}). "
-                f"{before}after step {s.index + 1} the trajectory is unknown: re-run to see it.{edits}")
+        n = len(self.flipped)
+        return (f"{n} decision{'s' if n != 1 else ''} flip{'' if n != 1 else 's'}; the first at step {s.index + 1} "
+                f"(answer block {block}). {before} step {s.index + 1} the trajectory is unknown: re-run to see "
+                f"it.{edits}")
 
 
 # The estimator parameter of the paper presets' estimator, as a what-if knob for the policies that read K̂.

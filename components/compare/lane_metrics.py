@@ -23,7 +23,8 @@ def _count(v: Optional[int]) -> str:
 
 def seconds_text(v: float) -> str:
     """Two significant digits, in ms below a second: "11 ms", "1.5 s" (more digits would be noise)."""
-    return f"{1000 * v:.2g} ms" if v < 1 else f"{v:.2g} s"
+    two = lambda x: f"{float(f'{x:.2g}'):g}"  # noqa: E731  (two digits, never "1e+02")
+    return f"{two(1000 * v)} ms" if v < 1 else f"{two(v)} s"
 
 
 def wall_cell(m: LaneMetrics) -> str:

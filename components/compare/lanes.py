@@ -21,6 +21,7 @@ from s2d2.trace import Trace
 
 from components.views.canvas import render_canvas
 from components.compare.lane_metrics import metrics_table, wall_note
+from components.compare.lane_progress import LaneBoard
 from components.views.figures import KIND_COLOURS
 from components.run.lane_rounds import TIMED_ROUNDS, lane_rounds
 from components.serve.input_numbers import as_int
@@ -78,24 +79,56 @@ def run_compare(prompt: str, model_name: str, seed: Any, gen_length: Any, *lane_
                 ) -> tuple[str, Optional[dict[str, Any]]]:
     """Run every lane on the prompt: (status markdown, new state or None on error). Same caps as Run: prompt
     characters, tokens, seconds (all lanes together), and the Stop button (nothing is compared after a Stop)."""
+    out: tuple[str, Optional[dict[str, Any]]] = ("", None)
+    for out in run_compare_steps(prompt, model_name, seed, gen_length, *lane_values, load=load, generate=generate):
+        pass
+    return out
+
+
+def run_compare_steps(prompt: str, model_name: str, seed: Any, gen_length: Any, *lane_values: Any,
+                      load: Optional[Callable[[str], Any]] = None, generate: Optional[Callable[..., Any]] = None
+                      ) -> Iterator[tuple[str, Optional[dict[str, Any]]]]:
+    """run_compare as it goes: (each lane's progress, None) while the lanes run (components/compare/lane_progress.py),
+    then the final (status, state or None)."""
     problem = check_prompt(prompt) or seed_problem(seed)
     if problem:
-        return f"⚠ {problem}", None
+        yield f"⚠ {problem}", None
+        return
     try:
         seed = check_seed(seed)
         configs = lane_configs(list(lane_values[:MAX_LANES]), list(lane_values[MAX_LANES:]), gen_length)
-        traces, walls = decode_lanes(model_name, prompt, configs, seed, load, generate)
+        board = LaneBoard(list(configs), 1 + TIMED_ROUNDS)
+        yield board.markdown(), None
+        decoded = yield from _with_board(decode_lanes_steps(model_name, prompt, configs, seed, load, generate), board)
+        traces, walls = decoded
     except RunStopped as exc:
-        return f"⏹ {exc}", None
+        yield f"⏹ {exc}", None
+        return
     except (ValueError, TypeError, OverflowError) as exc:
-        return f"⚠ {exc}", None
+        yield f"⚠ {exc}", None
+        return
     first = next(iter(traces.values()))
     state = {"prompt_ids": first.header.prompt_ids, "seed": int(seed), "model": model_name,
              **lanes_state(traces), "walls": walls}
     timed = min((len(w) for w in walls.values()), default=0)
     how = (f": a warm-up round, then {timed} timed round{'s' if timed > 1 else ''} (wall times are medians)" if timed
            else " (once each: no time for timed rounds, so no wall speedups)")
-    return f"Ran {len(traces)} lanes on the same prompt with seed {int(seed)}{how}.", state
+    yield f"Ran {len(traces)} lanes on the same prompt with seed {int(seed)}{how}.", state
+
+
+def _with_board(events: Iterator[dict[str, Any]], board: LaneBoard) -> Any:
+    """Feed each lane event to the board and yield its text when it changed; return what `events` returns."""
+    last = ""
+    while True:
+        try:
+            event = next(events)
+        except StopIteration as end:
+            return end.value
+        board.update(event)
+        text = board.markdown()
+        if text != last:
+            last = text
+            yield text, None
 
 
 def seed_problem(seed: Any) -> Optional[str]:
@@ -124,6 +157,18 @@ def decode_lanes(model_name: str, prompt: Any, configs: dict[str, DecodeConfig],
     """Decode every lane in interleaved rounds (components/run/lane_rounds.py): (traces, timed seconds per lane);
     through the GPU-decorated `record_lanes` (time cap, Stop) unless a test injects load / generate. ValueError
     with the message of a failed lane; RunStopped after the job's Stop."""
+    steps = decode_lanes_steps(model_name, prompt, configs, seed, load, generate, timed_rounds)
+    while True:
+        try:
+            next(steps)
+        except StopIteration as end:
+            return end.value
+
+
+def decode_lanes_steps(model_name: str, prompt: Any, configs: dict[str, DecodeConfig], seed: int,
+                       load: Optional[Callable[[str], Any]], generate: Optional[Callable[..., Any]],
+                       timed_rounds: int = TIMED_ROUNDS) -> Any:
+    """decode_lanes as a generator: yields the lanes' progress and lane_done events, returns (traces, walls)."""
     plain = {n: c.to_dict() for n, c in configs.items()}
     if load is None and generate is None:
         events = record_lanes(prompt, model_name, plain, seed, timed_rounds)
@@ -138,6 +183,8 @@ def decode_lanes(model_name: str, prompt: Any, configs: dict[str, DecodeConfig],
             raise RunStopped(event["message"])
         if event["kind"] == "done":
             out = event
+        else:
+            yield event
     return {n: Trace.from_dict(t) for n, t in out["traces"].items()}, out.get("walls") or {}
 
 

@@ -7,12 +7,12 @@ one forward.
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 import gradio as gr
 
 from components.serve import gpu_slot as guard
-from components.compare.lanes import DEFAULT_LANES, MAX_LANES, NO_RUN, OFF, VIEW_OUT, block_range, compare_views, run_compare
+from components.compare.lanes import DEFAULT_LANES, MAX_LANES, NO_RUN, OFF, VIEW_OUT, block_range, compare_views, run_compare_steps
 from components.views.describe import preset_choices
 from components.run.knobs import EXAMPLE_PROMPTS
 from components.ui import PRIVATE, ClampedSlider, Ctx, keyed
@@ -26,12 +26,21 @@ def after_run(state: Any) -> dict[str, Any]:
     lo, hi = block_range(state)
     lanes = s2d2_lanes(state)
     lane = lanes[0] if lanes else None
+    views = compare_views(state, min(1, hi))
     return {"cmp_empty": gr.Markdown(visible=False), "cmp_results": gr.Column(visible=True),
             "cmp_block": gr.Slider(minimum=lo, maximum=max(hi, lo + 1), value=min(1, hi), step=1,
                                    label=f"Answer block ({lo}–{hi}{', 0 = prompt prefill' if lo == 0 else ''}) "
                                          "— drives every lane"),
-            **compare_views(state, min(1, hi)), "wi_lane": gr.Dropdown(lanes, value=lane),
+            **views, "cmp_metrics": metrics_frame(views["cmp_metrics"]), "wi_lane": gr.Dropdown(lanes, value=lane),
             **knob_updates(state, lane), **(whatif_view(state, lane, *knob_values(state, lane)) if lane else {})}
+
+
+def metrics_frame(table: Any) -> Any:
+    """The metrics table with its columns sized to the lanes: the metric names a fifth of the width, the lanes share
+    the rest, so a fourth lane's column is never cut at 1366 px (its cells wrap instead)."""
+    headers = table.get("headers", []) if isinstance(table, dict) else []
+    lanes = max(1, len(headers) - 1)
+    return gr.Dataframe(value=table, column_widths=["20%"] + [f"{80 / lanes:.4g}%"] * lanes)
 
 
 def build_compare_tab(ctx: Optional[Ctx] = None, model_name: str = "tiny") -> Ctx:
@@ -45,8 +54,12 @@ def build_compare_tab(ctx: Optional[Ctx] = None, model_name: str = "tiny") -> Ct
 
         ctx["cmp_seed"] = gr.Number(0, label="Seed (all lanes)", scale=1, elem_id="cmp-seed")
         ctx["cmp_gen"] = ClampedSlider(8, 256, value=48, step=8, label="Generation length", scale=1)
-    with gr.Row():
-        lanes = [gr.Dropdown(names, value=v, label=f"Lane {i + 1}", min_width=260) for i, v in enumerate(DEFAULT_LANES)]
+    lanes = []
+    for pair in (DEFAULT_LANES[:2], DEFAULT_LANES[2:]):  # two a row: a preset's name fits beside its arrow
+        with gr.Row(elem_classes="cmp-lane-row"):
+            for v in pair:
+                n = len(lanes) + 1
+                lanes.append(gr.Dropdown(names, value=v, label=f"Lane {n}", min_width=260, elem_id=f"cmp-lane-{n}"))
     with gr.Accordion("Custom settings per lane (KEY=VALUE, e.g. acceptance=greedy_exact policy=always)", open=False):
         with gr.Row():
             extra = [gr.Textbox("", label=f"Lane {i + 1} overrides", lines=1) for i in range(MAX_LANES)]
@@ -63,7 +76,8 @@ def build_compare_tab(ctx: Optional[Ctx] = None, model_name: str = "tiny") -> Ct
             ctx["cmp_nfe"] = gr.Plot(label="Shared forwards axis", show_label=False, elem_id="cmp-nfe", min_width=300)
             ctx["cmp_wall"] = gr.Plot(label="Shared wall-time axis", show_label=False, elem_id="cmp-wall",
                                       min_width=300)
-        ctx["cmp_metrics"] = gr.Dataframe([], label="Metrics per lane", interactive=False, elem_id="cmp-metrics")
+        ctx["cmp_metrics"] = gr.Dataframe([], label="Metrics per lane", interactive=False, elem_id="cmp-metrics",
+                                          wrap=True)  # four lanes' columns fit at 1366 px, their cells wrap
         ctx["cmp_diff"] = gr.Markdown("", elem_id="cmp-diff")
         with gr.Accordion("What if the thresholds were different?", open=True):
             gr.Markdown("Moving a threshold re-decides every recorded step from its recorded inputs (no model call). "
@@ -87,15 +101,17 @@ AFTER_OUT = ["cmp_empty", "cmp_results", "cmp_block", *VIEW_OUT, "wi_lane", *KNO
 
 
 def _wire(ctx: Ctx, model_name: str, lanes: list[Any], extra: list[Any]) -> None:
-    def run(prompt: str, seed: Any, gen: Any, *lane_values: Any) -> tuple[str, Any]:
-        status, state = run_compare(prompt, model_name, seed, gen, *lane_values)
-        return status, gr.skip() if state is None else state  # a refused or stopped run keeps the last comparison
+    def run(prompt: str, seed: Any, gen: Any, *lane_values: Any) -> Iterator[tuple[str, Any]]:
+        # each lane's progress in the status line while they run; a refused or stopped run keeps the last comparison
+        for status, state in run_compare_steps(prompt, model_name, seed, gen, *lane_values):
+            yield status, gr.skip() if state is None else state
 
     inputs = [ctx["cmp_prompt"], ctx["cmp_seed"], ctx["cmp_gen"], *lanes, *extra]
     # One GPU job per session, refused at the queue's door (guard.admit_decode); Stop ends it within one forward.
     ev = ctx["cmp_run"].click(guard.one_job(run, lambda msg: (msg, gr.skip())), inputs,
                               [ctx["cmp_status"], ctx["cmp_state"]], api_name="compare", concurrency_limit=1,
-                              concurrency_id="gpu", validator=guard.admit_decode)
+                              concurrency_id="gpu", validator=guard.admit_decode,
+                              show_progress="hidden")  # the status line says each lane's progress itself
     ev.then(keyed(after_run, ctx), ctx["cmp_state"], ctx.outputs(AFTER_OUT), **PRIVATE)
     ctx["cmp_block"].change(keyed(compare_views, ctx), [ctx["cmp_state"], ctx["cmp_block"]], ctx.outputs(VIEW_OUT),
                             **PRIVATE)

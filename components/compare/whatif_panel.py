@@ -66,6 +66,19 @@ def knob_changes(trace: Trace, values: list[Any]) -> dict[str, Any]:
     return out
 
 
+def changes_words(trace: Trace, changes: dict[str, Any]) -> str:
+    """The thresholds a re-run changes, in the panel's own labels: "τ_score = −5 (recorded: 0)"; only those that
+    differ from the recorded run, or "the recorded thresholds" when none does."""
+    cfg, labels = trace.header.config, {name: label for name, label, *_ in WHATIF_KNOBS}
+    said = [f"{labels.get(k, k)} = {_num(v)} (recorded: {_num(cfg.get(k))})"
+            for k, v in changes.items() if cfg.get(k) is None or float(cfg[k]) != float(v)]
+    return ", ".join(said) if said else "the recorded thresholds"
+
+
+def _num(v: Any) -> str:
+    return "–" if v is None else f"{v:g}".replace("-", "−") if isinstance(v, (int, float)) else str(v)
+
+
 def whatif_view(state: Any, lane: Optional[str], *values: Any) -> dict[str, str]:
     """{"wi_summary", "wi_table"}: the lane's recorded steps re-decided under the knob values."""
     traces = traces_of(state)
@@ -129,7 +142,7 @@ def rerun_whatif(state: Any, lane: Optional[str], *values: Any, load: Optional[C
     cols = "".join(f'<div class="s2d2-lane"><h4>{n}</h4>{render_canvas(t, len(t.steps), show_future=True)}</div>'
                    for n, t in pair.items())
     same = comp.lane("re-run").output_ids == comp.lane("recorded").output_ids
-    lines = [f"Re-ran {lane} with {w.changes or 'unchanged thresholds'}. What-if predicted: {w.summary}",
+    lines = [f"Re-ran {lane} with {changes_words(old, w.changes)}. What-if predicted: {w.summary}",
              "Outputs: identical token for token." if same else
              f"Outputs differ from output token {token_diff('re-run', old, new).first_index}.",
              "Wall time is left out: the re-run was not timed together with the recorded lane (forwards are exact)."]

@@ -78,17 +78,28 @@ def open_example(name: Optional[str], run: str = RUNS["s2d2"], step: Optional[in
     which = " (diffusion alone)" if baseline else ""
     return {"state": make_state(trace, example.label, pinned=True),
             "load_status": f"Loaded example **{example.label}**{which}.",
-            "headline": story.text, "example": example.label,
+            "headline": story.text, "example": example_pick(example.label),
             "toggle": gr.Radio(visible=partner is not None, value=RUNS["baseline" if baseline else "s2d2"]),
             **trace_views(trace, at, selected)}
 
 
-def _single(trace: Trace, state: dict[str, Any], status: str) -> dict[str, Any]:
+def _single(trace: Trace, state: dict[str, Any], status: str, own: str = "your uploaded trace") -> dict[str, Any]:
     """A trace of its own (an upload, a run): no example, no partner to toggle to; opened at the moment its
     headline names (the first rejected draft, or the first edit)."""
     story = single_story(trace)
-    return {"state": state, "load_status": status, "headline": story.text,
-            "toggle": gr.Radio(visible=False), "example": None, **trace_views(trace, story.step)}
+    return {"state": state, "load_status": status, "headline": story.text, "toggle": gr.Radio(visible=False),
+            "example": example_pick(None, own), **trace_views(trace, story.step)}
+
+
+EXAMPLE_LABEL = "Example"
+
+
+def example_pick(label: Optional[str], own: str = "") -> Any:
+    """The Example picker: the example shown, or (a trace of the session's own) blank with a label saying what
+    Replay shows instead, so a blank picker is never a puzzle."""
+    if label is not None:
+        return gr.update(value=label, label=EXAMPLE_LABEL)  # an update: the choices stay as they are
+    return gr.update(value=None, label=f"{EXAMPLE_LABEL} (none: Replay shows {own}; pick one to open it)")
 
 
 def upload_trace(file: Any) -> dict[str, Any]:
@@ -108,7 +119,8 @@ def show_state(state: Any, ok: bool = True) -> dict[str, Any]:
     if trace is None:
         return {}
     shown = "the run just recorded" if state.get("name") == "run" else "this session's trace"
-    out = _single(trace, state, f"Showing {shown}.")
+    own = "the run you recorded" if state.get("name") == "run" else "this session's trace"
+    out = _single(trace, state, f"Showing {shown}.", own)
     note = scope_note(question_of(trace), trace.header.model.name)
     if note:  # the answer of a prompt the bundled model was never taught is headlined with what it knows
         out["headline"] += f"\n\n{note}"

@@ -21,8 +21,8 @@ RunLane = Callable[[str, dict[str, Any], float], Iterator[dict[str, Any]]]
 
 def lane_rounds(configs: dict[str, dict[str, Any]], run: RunLane, budget: float, timed_rounds: int = TIMED_ROUNDS,
                 clock: Callable[[], float] = time.monotonic) -> Iterator[dict[str, Any]]:
-    """Yield progress events (with "lane" and "round"), then {"kind": "done", "traces", "walls"}, or one "error" /
-    "stopped" event."""
+    """Yield progress events (with "lane" and "round"), a {"kind": "lane_done", "lane", "round", "wall_s"} after
+    each run that counts, then {"kind": "done", "traces", "walls"}, or one "error" / "stopped" event."""
     deadline = clock() + budget
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in configs}
     last_round = 0.0
@@ -45,6 +45,7 @@ def lane_rounds(configs: dict[str, dict[str, Any]], run: RunLane, budget: float,
             if rnd and outcome["trace"]["footer"]["finish_reason"] == "time_limit":
                 break  # a timed run cut short is not a run: this round does not count
             runs[name].append(outcome["trace"])
+            yield {"kind": "lane_done", "lane": name, "round": rnd, "wall_s": outcome["trace"]["footer"]["wall_s"]}
         last_round = clock() - started
     yield _done(runs)
 

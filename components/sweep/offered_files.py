@@ -4,11 +4,14 @@ The rule: every `*.json` file in `assets/results/` and in the folders one level 
 `assets/results/sweep.json`, the SDAR-architecture `tiny` sweep, and e.g. `assets/results/tiny-llada2/sweep.json`)
 that reads as a results file (s2d2/sweeps/results_file.py: version 1, a `cells` list). Each is offered by what it
 measured, "<model> · <task> (n = N)" from its `meta`, followed by its path under assets/results; the file directly
-in assets/results comes first, then the rest by path. A JSON file that is not a results file is left out (and
-logged), so a stray file never breaks the tab. To ship another sweep, drop its results.json into a folder there.
+in assets/results comes first, then the rest by path. A JSON object with no `cells` key is another kind of file
+(the exactness check's assets/results/exactness.json lives there too) and is passed over without a word; a file
+that has `cells` but does not read as a results file is left out and logged, so a broken sweep never breaks the
+tab and never goes unnoticed. To ship another sweep, drop its results.json into a folder there.
 """
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 from typing import Any, Optional
@@ -40,6 +43,16 @@ def sweep_label(data: dict[str, Any], path: Path, root: Path) -> str:
     return f"{str(m.get('model', '?'))[:40]} · {str(m.get('task', '?'))[:40]} (n = {m.get('n', '?')}) — {where}"
 
 
+def claims_cells(path: Path) -> bool:
+    """Does the file look like a sweep at all (a JSON object with a `cells` key)? Size-bounded like an upload; a
+    file too big or unreadable claims to be one, so its failure is logged rather than passed over."""
+    try:
+        data = json.loads(read_upload(str(path), "results.json"))
+    except (ValueError, OSError):
+        return True
+    return not isinstance(data, dict) or "cells" in data
+
+
 def shipped_sweeps(root: Path = RESULTS_DIR) -> dict[str, Path]:
     """{label: path} of the results files under `root` by the rule above, in the order the tab lists them."""
     if not root.is_dir():
@@ -50,6 +63,8 @@ def shipped_sweeps(root: Path = RESULTS_DIR) -> dict[str, Path]:
         try:
             data = load_results_file(path)
         except (ValueError, OSError) as exc:
+            if not claims_cells(path):  # another kind of results file (e.g. the exactness check's)
+                continue
             log.warning("Sweep tab: %s is not a results file, left out (%s)", path, str(exc)[:200])
             continue
         out[sweep_label(data, path, root)] = path

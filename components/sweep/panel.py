@@ -108,9 +108,11 @@ def build_sweep_tab(ctx: Any = None, sweeps: Optional[dict[str, Path]] = None) -
     with gr.Row():
         c["sweep_pick"] = gr.Dropdown(list(sweeps), value=first, label="Shipped sweep", elem_id="sweep-pick",
                                       scale=2, min_width=280, visible=bool(sweeps))
-        # any file type reaches the handler, which says what the box takes (no browser toast, no stale message)
-        c["sweep_upload"] = gr.File(label=f"…or upload a results.json (≤ {limits().max_upload_mb:g} MB)",
-                                    height=120, scale=1, min_width=240)
+        # Any file type reaches the handler, which says what the box takes (no browser toast, no stale message).
+        # A button, as the Replay tab's upload: Gradio's file box opens an upload-progress stream whose close()
+        # logs "Method not implemented." in the browser console on every upload.
+        c["sweep_upload"] = gr.UploadButton(f"⬆ …or upload a results.json (≤ {limits().max_upload_mb:g} MB)",
+                                            scale=1, min_width=240, elem_id="sweep-upload")
     c["sweep_status"] = gr.Markdown(views[0], elem_id="sweep-status")
     with gr.Accordion("How to read the plots and the table", open=False, elem_id="sweep-how"):
         gr.Markdown(HOW_TO_READ)

@@ -4,7 +4,9 @@ A baseline cell is *as accurate* as an S2D2 cell when its accuracy is at least a
 tell the two apart: McNemar's exact test on the same problems gives p ≥ ALPHA (for a file without per-problem
 results: their 95 % intervals overlap). Each S2D2 cell is matched with the as-accurate baseline that needs the
 fewest forwards per token; the headline shows the S2D2 cell whose match it beats by the most (or loses to by the
-least) and says plainly whether S2D2 wins on this model. An S2D2 cell more accurate than every baseline (no match)
+least) and says plainly whether S2D2 wins on this model: a win takes at least WIN_MARGIN (10 %) fewer forwards
+per token, a smaller gap either way is "no clear winner", and the same sentence gives both accuracies with their
+95 % Wilson intervals and McNemar's p. An S2D2 cell more accurate than every baseline (no match)
 is named too.
 """
 from __future__ import annotations
@@ -13,11 +15,12 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from s2d2.sweeps.stats import paired_p
-from s2d2.sweeps.grid import accuracy_interval
+from s2d2.sweeps.grid import accuracy_interval, format_p
 
 from components.escape import md_text
 
 ALPHA = 0.05
+WIN_MARGIN = 0.10  # forwards are exact counts, but a gap this small is within what one preset knob moves
 
 
 @dataclass(frozen=True)
@@ -83,8 +86,39 @@ def _cell(c: dict[str, Any]) -> str:
     return f"**{md_text(c['name'], 80)}** ({c['nfe_per_token']:.3f} forwards/token{ms}, accuracy {c['accuracy']:.3f})"
 
 
+def _cost(c: dict[str, Any]) -> str:
+    wall = c.get("wall_per_token")
+    ms = f", {1000 * wall:.2g} ms/token" if wall is not None else ""
+    return f"**{md_text(c['name'], 80)}** ({c['nfe_per_token']:.3f} forwards/token{ms})"
+
+
+def _interval(c: dict[str, Any], words: str = "95 % interval ") -> str:
+    ci = accuracy_interval(c)
+    return "" if ci is None else f" ({words}{ci[0]:.2f}–{ci[1]:.2f})"
+
+
+def accuracy_clause(m: Match) -> str:
+    """Both accuracies with their 95 % intervals and what the sweep can say about the gap, in words."""
+    s, b = m.s2d2, m.baseline
+    assert b is not None
+    both = f"S2D2's accuracy is {s['accuracy']:.3f}{_interval(s)} against {b['accuracy']:.3f}{_interval(b, '')}"
+    p = f"McNemar p = {format_p(m.p)} on the same problems" if m.p is not None else ""
+    if s["accuracy"] == b["accuracy"]:
+        ci = accuracy_interval(s)
+        notes = [f"95 % interval {ci[0]:.2f}–{ci[1]:.2f}"] * (ci is not None) + [p] * bool(p)
+        return f"both are {s['accuracy']:.3f} accurate" + (f" ({'; '.join(notes)})" if notes else "")
+    if m.p is not None and m.p < ALPHA:  # only a clearly better baseline can be "as accurate" with a small p
+        return f"{both}, a real difference ({p})"
+    gap = "a gap the sweep cannot tell from chance"
+    return f"{both}, {gap} ({p})" if p else f"{both}, {gap} (the intervals overlap)"
+
+
 def verdict(cells: list[dict[str, Any]]) -> str:
-    """One Markdown paragraph (values from the file escaped); "" when the sweep has no S2D2 cell or no baseline."""
+    """One Markdown paragraph (values from the file escaped); "" when the sweep has no S2D2 cell or no baseline.
+
+    A win needs at least WIN_MARGIN fewer forwards per token than the matched baseline, a loss at least WIN_MARGIN
+    more; a smaller gap either way is "no clear winner". Each sentence carries the margin and both accuracies with
+    their uncertainty."""
     m = best_match(cells)
     alone = [x.s2d2 for x in matches(cells) if x.baseline is None]
     extra = ""
@@ -93,14 +127,21 @@ def verdict(cells: list[dict[str, Any]]) -> str:
         extra = f" {_cell(top)} is more accurate than every baseline{_basis(cells, top)}."
     if m is None:
         return extra.strip()
-    p = f", p = {m.p:.2g} on the same problems" if m.p is not None else ""
-    if m.ratio > 1:  # type: ignore[operator]
-        return (f"**S2D2 wins on this model**: {_cell(m.s2d2)} needs {m.ratio:.2f}× fewer forwards than the cheapest "
-                f"baseline as accurate, {_cell(m.baseline)}{p}.{extra}")  # type: ignore[arg-type]
-    return (f"**S2D2 does not win on this model**: every S2D2 cell needs more forwards per token than the cheapest "
-            f"baseline as accurate as it. The closest: {_cell(m.s2d2)} needs {1 / m.ratio:.2f}× the forwards of "
-            f"{_cell(m.baseline)}{p}.{extra}")  # type: ignore[arg-type, operator]
+    ratio, acc, rule = m.ratio, accuracy_clause(m), f"{100 * WIN_MARGIN:.0f} %"
+    assert ratio is not None and m.baseline is not None
+    pair = f"{_cost(m.s2d2)} against the cheapest baseline as accurate, {_cost(m.baseline)}"
+    if ratio >= 1 + WIN_MARGIN:
+        return (f"**S2D2 wins on this model**: {pair}: {ratio:.2f}× fewer forwards (a win takes at least {rule} "
+                f"fewer); {acc}.{extra}")
+    if ratio * (1 + WIN_MARGIN) > 1:
+        side = f"{ratio:.2f}× fewer" if ratio >= 1 else f"{1 / ratio:.2f}× more"
+        return (f"**No clear winner on this model**: {pair}: {side} forwards, under the {rule} a win or a loss "
+                f"takes; {acc}.{extra}")
+    return (f"**S2D2 does not win on this model**: every S2D2 cell needs at least {rule} more forwards per token "
+            f"than the cheapest baseline as accurate as it. The closest: {_cost(m.s2d2)} needs {1 / ratio:.2f}× "
+            f"the forwards of {_cost(m.baseline)}; {acc}.{extra}")
 
 
 RULE = (f"“As accurate” means a baseline at least as accurate, or one the sweep cannot tell apart (McNemar's exact "
-        f"test on the same problems, p ≥ {ALPHA:g}).")
+        f"test on the same problems, p ≥ {ALPHA:g}). S2D2 wins only with at least {100 * WIN_MARGIN:.0f} % fewer "
+        f"forwards per token than that baseline; a smaller gap either way is no clear winner.")

@@ -8,7 +8,7 @@ from typing import Optional
 
 from s2d2.trace import Trace
 
-from components.views.calibration import calibration_text
+from components.views.calibration import calibration, calibration_text
 from components.views.exactness import exactness, result_line
 from components.views.ledger import KIND_WORDS, block_forwards, lane_ledger
 from components.views.lockstep import how_each_decides, moments, parting, same_things
@@ -31,7 +31,14 @@ def calibration_stop(m: TourMaterial) -> Optional[Stop]:
         return None
     return Stop("calibration", "Was K̂ right?", calibration_text(m.trace) + (
         " The policy only ever sees K̂, so a miss costs a verifier forward that accepts less than it expected; the "
-        "output stays checked either way."), len(m.trace.steps), (Pic("calibration"),), example=m.label)
+        "output stays checked either way."), _largest_miss(m.trace), (Pic("calibration"),), example=m.label)
+
+
+def _largest_miss(trace: Trace) -> int:
+    """The step the calibration text dwells on (its largest miss): the one "Show in Replay" opens."""
+    c = calibration(trace)
+    w = c.worst()
+    return c.step[w] if w is not None else len(trace.steps)
 
 
 def pair(m: TourMaterial) -> dict[str, Trace]:
@@ -76,12 +83,14 @@ def exact_stop(m: TourMaterial) -> Optional[Stop]:
         return None
     e = exactness(m.lossless, m.ar)
     verdict = ("writes **exactly the same tokens as greedy AR** (all " f"{e.tokens})" if e.identical else
-               f"departs from AR at output token {e.first_difference} (float near-ties can flip an argmax)")
-    text = (f"S2D2 can be lossless. With {', '.join(e.conditions)}, the same model on the opening question "
-            f"{verdict}, in **{e.s2d2_forwards} forwards instead of AR's {e.ar_forwards}**"
-            + (f" ({e.ratio:.2f}× fewer)" if e.ratio else "") + ". Each verify commits the longest drafted prefix "
-            "that agrees with the AR argmax, plus the AR argmax where they first disagree: drafts change the speed, "
-            "never the output.")
+               f"departs from AR at output token {e.first_difference} (float near-ties can flip a first choice)")
+    settings = "".join(f"\n* {c}" for c in e.conditions)
+    text = ("S2D2 can be lossless: write exactly what greedy AR writes (autoregressive decoding that takes the "
+            f"model's first choice, one token per forward). On the opening question the same model {verdict}, in "
+            f"**{e.s2d2_forwards} forwards instead of AR's {e.ar_forwards}**"
+            + (f" ({e.ratio:.2f}× fewer)" if e.ratio else "") + ". Each verify keeps the longest run of drafts that "
+            "agree with the verifier's first choices, plus that first choice where they first disagree: drafts "
+            "change the speed, never the output. The settings it takes:" + settings + "\n\n")
     line = result_line(m.exact_result)
     if line:
         text += " " + line

@@ -19,7 +19,7 @@ from components.tour.pictures import VIEW, first_moment, lockstep_views, moment_
 from components.ui import PRIVATE, ClampedSlider, Ctx, keyed
 
 PLOTS = {"routing", "mask", "calibration", "lifecycle"}
-NAV = ["tour_at", "tour_back", "tour_next", "tour_show"]
+NAV = ["tour_at", "tour_back", "tour_next", "tour_show", "tour_step"]
 # A picture that names a position: scroll its sideways-scrolling table so that column is in view (a phone shows
 # two or three strip columns at a time). Deferred: the component may just have been made visible.
 WATCH_JS = """
@@ -59,6 +59,7 @@ class TourHandles:
     show: gr.Button
     at: gr.State
     stops: list[Stop]
+    step: Optional[gr.State] = None  # the step it opens: the stop's, or where the lockstep slider is
 
 
 def _component(kind: str, first: dict[str, Any], **kw: Any) -> Any:
@@ -100,8 +101,9 @@ def build_learn_tab(ctx: Ctx, material: Optional[TourMaterial]) -> Optional[Tour
         ctx["tour_next"] = gr.Button("Next ▶", size="sm", variant="primary", interactive=len(stops) > 1,
                                      elem_id="tour-next")
     ctx["tour_at"] = gr.State(0)
+    ctx["tour_step"] = gr.State(first["tour_step"])  # the step Show in Replay opens (the lockstep slider moves it)
     _wire(ctx, material, stops, steps)
-    return TourHandles(ctx["tour_show"], ctx["tour_at"], stops)
+    return TourHandles(ctx["tour_show"], ctx["tour_at"], stops, ctx["tour_step"])
 
 
 def _controls(ctx: Ctx, stop: Stop, material: TourMaterial, tau0: Optional[float]) -> None:
@@ -139,5 +141,7 @@ def _wire(ctx: Ctx, material: TourMaterial, stops: list[Stop], steps: list[Any])
                              ctx.outputs(["tour_routing", "tour_route_note"]), show_progress="hidden",
                              trigger_mode="always_last", **PRIVATE)
     if "tour_moment" in c:
-        c["tour_moment"].change(keyed(lambda k: lockstep_views(material, k), ctx), c["tour_moment"],
-                                [c["tour_lockstep"]], show_progress="hidden", trigger_mode="always_last", **PRIVATE)
+        run = next(s for s in stops if s.key == "run")
+        c["tour_moment"].change(keyed(lambda k: lockstep_views(material, k, run), ctx), c["tour_moment"],
+                                ctx.outputs(["tour_lockstep", "tour_show", "tour_step"]), show_progress="hidden",
+                                trigger_mode="always_last", **PRIVATE)

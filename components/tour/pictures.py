@@ -6,6 +6,7 @@ their own small handlers. Pure functions of the material and the control values;
 """
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import gradio as gr
@@ -19,7 +20,7 @@ from components.views.lockstep import lockstep_html, moments, parting_moment
 from components.views.attention_mask import mask_figure
 from components.views.pipeline_blocks import lifecycle_figure
 from components.views.residual import residual_html
-from components.tour.tau_control import can_move, clamp_tau, route_figure, route_text
+from components.tour.tau_control import can_move, clamp_tau, recorded_tau, route_figure, route_text
 from components.views.verify_strip import render_strip
 from components.tour.later_stops import S2D2, pair
 from components.tour.stops import KINDS, Pic, Stop, TourMaterial, focus_step
@@ -35,11 +36,17 @@ def picture(m: TourMaterial, stop: Stop, pic: Pic, tau: Any = None, moment: Any 
     step = stop.step
     if pic.kind == "canvas":
         ring = [p for p in (pic.at, *pic.also) if p is not None]
-        return render_canvas(trace, step, before_commit=pic.reveal == "draft", highlight=ring) + legend_html(trace)
-    if pic.kind == "routing":
+        canvas = render_canvas(trace, step, before_commit=pic.reveal == "draft", highlight=ring)
+        # the key lists only the states this canvas shows: a stop never keys what it has not explained yet
+        shown = set(re.findall(r'class="tok st-([a-z_]+)', canvas))
+        shown |= {m for m in ("after-end", "new") if re.search(rf'class="tok [^"]*\b{m}\b', canvas)}
+        return canvas + legend_html(trace, only=shown)
+    if pic.kind == "routing":  # the stops before calibration: the score only (K̂ against K comes with its stop)
         if stop.key == "route" and can_move(trace):
             return route_figure(trace, clamp_tau(trace, tau), step)
-        return routing_figure(trace, step)
+        if can_move(trace):
+            return route_figure(trace, recorded_tau(trace), step)
+        return routing_figure(trace, step, with_k=False)
     if pic.kind == "mask":
         return mask_figure(trace, step, "verify", pic.at, copy_only=True)
     if pic.kind == "strip":
@@ -73,8 +80,27 @@ def stop_views(m: TourMaterial, stops: list[Stop], i: Any, tau: Any = None, mome
     out["tour_at"] = i
     out["tour_back"] = gr.update(interactive=i > 0)
     out["tour_next"] = gr.update(interactive=i + 1 < len(stops))
-    out["tour_show"] = gr.update(value=f"Show step {stop.step} in Replay", visible=stop.example is not None)
+    shown = shown_step(m, stop, moment)
+    out["tour_show"] = gr.update(value=show_label(shown), visible=stop.example is not None)
+    out["tour_step"] = shown
     return out
+
+
+def show_label(step: int) -> str:
+    return f"Show step {step} in Replay"
+
+
+def shown_step(m: TourMaterial, stop: Stop, moment: Any = None) -> int:
+    """The step "Show in Replay" opens for a stop: its own, or (both runs in lockstep) S2D2's step at the moment
+    the slider shows, so the button follows the slider."""
+    if stop.key != "run" or m.baseline is None or moment is None:
+        return stop.step
+    ms = moments(pair(m))
+    try:
+        k = max(0, min(len(ms) - 1, int(moment)))
+    except (TypeError, ValueError):
+        return stop.step
+    return ms[k].at.get(S2D2, stop.step)
 
 
 def route_views(m: TourMaterial, tau: Any) -> dict[str, Any]:
@@ -87,10 +113,16 @@ def route_views(m: TourMaterial, tau: Any) -> dict[str, Any]:
             "tour_route_note": route_text(m.trace, t)}
 
 
-def lockstep_views(m: TourMaterial, moment: Any) -> dict[str, Any]:
+def lockstep_views(m: TourMaterial, moment: Any, stop: Stop | None = None) -> dict[str, Any]:
+    """The lockstep slider moved: both runs at that moment, and (given the run stop) the Show-in-Replay button
+    following it."""
     if m.baseline is None or moment is None:
         return {}
-    return {"tour_lockstep": lockstep_html(pair(m), moment)}
+    out: dict[str, Any] = {"tour_lockstep": lockstep_html(pair(m), moment)}
+    if stop is not None:
+        step = shown_step(m, stop, moment)
+        out.update(tour_show=gr.update(value=show_label(step)), tour_step=step)
+    return out
 
 
 def first_moment(m: TourMaterial) -> int:
@@ -103,10 +135,12 @@ def moment_count(m: TourMaterial) -> int:
     return len(moments(pair(m))) - 1 if m.baseline is not None else 0
 
 
-def target(stops: list[Stop], i: Any) -> tuple[str, int] | None:
-    """(example label, step) that "Show in Replay" opens for stop `i`, or None."""
+def target(stops: list[Stop], i: Any, step: Any = None) -> tuple[str, int] | None:
+    """(example label, step) that "Show in Replay" opens for stop `i` (at `step` when the stop's control moved
+    it: the lockstep slider), or None."""
     try:
         stop = stops[max(0, min(len(stops) - 1, int(i)))]
     except (TypeError, ValueError, IndexError):
         return None
-    return (stop.example, stop.step) if stop.example is not None else None
+    at = step if isinstance(step, int) and not isinstance(step, bool) and step >= 0 else stop.step
+    return (stop.example, at) if stop.example is not None else None

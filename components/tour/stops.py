@@ -30,7 +30,9 @@ HOVER = '<span class="on-hover">hover over</span><span class="on-touch">tap</spa
 SHORT = {"draft": "Draft", "route": "Route", "verify": "Verify", "reject": "Accept / reject", "resample": "Resample",
          "skip": "Skip", "calibration": "Calibration", "cost": "Cost", "exact": "Exactness", "edit": "Self-correct",
          "pipeline": "Pipeline", "run": "Both runs"}
-KINDS = ("canvas", "routing", "mask", "strip", "residual", "calibration", "ledger", "exact", "lockstep", "lifecycle")
+# The order the pictures stand in: routing first, so on a phone the plot sits right under the route stop's τ_score
+# slider that drives it (the canvas below it).
+KINDS = ("routing", "canvas", "mask", "strip", "residual", "calibration", "ledger", "exact", "lockstep", "lifecycle")
 
 
 @dataclass(frozen=True)

@@ -183,6 +183,9 @@ def _layout_note(trace: Trace, f: ForwardRecord, rec: Optional[StepRecord], pipe
     return ""
 
 
+TITLE_LINE_PX = 18  # one 13 px title line with Plotly's line spacing
+
+
 def mask_figure(trace: Trace, step: int, which: str = "auto", selected: Optional[int] = None,
                 copy_only: bool = False) -> go.Figure:
     """Heatmap: rows = query tokens, columns = [cache band | query columns]; the rows of the `selected` position
@@ -233,7 +236,11 @@ def mask_figure(trace: Trace, step: int, which: str = "auto", selected: Optional
     title += _layout_note(trace, f, rec, pipe, prefix, tail, span)
     if copy_only and fig.layout.annotations:  # the MASK copy's row: what it sees, under the title
         title += "<br>" + copy_row_note(f, int(fig.layout.annotations[0].name), rows_at)
-    fig.update_layout(title=dict(text=title, font=dict(size=13)))
+    # The title's lines get their own room above the heatmap (four lines used to cover its top row).
+    lines = title.count("<br>") + 1
+    top = 24 + TITLE_LINE_PX * lines
+    fig.update_layout(title=dict(text=title, font=dict(size=13), yref="container", y=1, yanchor="top",
+                                 pad=dict(t=10)), margin=dict(l=110, r=20, t=top, b=90), height=360 + top)
     fig.update_xaxes(tickangle=-60, tickfont=dict(size=9))
     fig.update_yaxes(tickfont=dict(size=9))
     return fig
@@ -255,7 +262,6 @@ def _outline(fig: go.Figure, f: ForwardRecord, rows_at: list[int], ylab: list[st
     fig.add_annotation(x=1, xref="paper", y=ylab[n - 1 - hits[0]], yref="y", xanchor="right", name=str(hits[0]),
                        text=f"row {hits[0]}: [M] @{rows_at[hits[0]]}", showarrow=False, bgcolor="#fff7ed",
                        bordercolor="#ea580c", font=dict(size=10, color="#9a3412"))
-    fig.update_layout(margin=dict(l=110, r=20, t=95, b=90))
     return ""
 
 

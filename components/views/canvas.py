@@ -62,7 +62,10 @@ def _token_html(idx: TraceIndex, step: int, pos: int, ids: list[int], full: bool
             classes += " end-tok"
             label += " · the stop token: the answer ends here"
         if color_by in ("p", "q", "r"):
-            style = _shade_style(shade_value(idx, step, pos, color_by))
+            value = shade_value(idx, step, pos, color_by)
+            style = _shade_style(value)
+            if value is not None and "after-end" not in classes:  # the ink is a class: a state's own grey ink (discarded) must yield to it
+                classes += " shade-dark" if shade_is_dark(value) else " shade-light"
     body = html.escape(visible_text(text)) if text else ""
     if state == "edited":  # old → new: the replaced token struck through
         body = f"<s>{html.escape(visible_text(edit.old_text or f'#{edit.old}'))}</s> " + body
@@ -80,9 +83,21 @@ def _shade_style(value: Optional[float]) -> str:
     """Inline background for the p / q / r colouring: white (0) to indigo (1); hatched grey when there is none."""
     if value is None:
         return ' style="background:repeating-linear-gradient(45deg,#f1f5f9 0 3px,#e2e8f0 3px 6px)"'
-    v = max(0.0, min(1.0, float(value)))
-    ink = "#fff" if v > 0.55 else "#111"
-    return f' style="background:rgba(79,70,229,{0.08 + 0.87 * v:.2f});color:{ink}"'
+    return f' style="background:rgba(79,70,229,{_alpha(value):.2f})"'
+
+
+def _alpha(value: float) -> float:
+    return round(0.08 + 0.87 * max(0.0, min(1.0, float(value))), 2)
+
+
+def shade_is_dark(value: float) -> bool:
+    """White ink or black on the shade of `value` (indigo at its alpha over the white page): whichever contrasts
+    more (WCAG relative luminance), so no token falls below 4.5 : 1 (the two meet at about 4.6)."""
+    a = _alpha(value)
+    lin = [((a * c + (1 - a) * 255) / 255) for c in (79, 70, 229)]
+    lum = sum(w * (v / 12.92 if v <= 0.03928 else ((v + 0.055) / 1.055) ** 2.4)
+              for w, v in zip((0.2126, 0.7152, 0.0722), lin))
+    return 1.05 / (lum + 0.05) > (lum + 0.05) / 0.05
 
 
 def current_block_span(idx: TraceIndex, step: int) -> Optional[tuple[int, int]]:
@@ -169,8 +184,9 @@ def _flight_html(idx: TraceIndex, step: int, ids: list[int], color_by: str, befo
 LEGEND_ALWAYS = ("prompt", "masked", "drafted")
 
 
-def legend_html(trace: Optional[Trace] = None, color_by: str = "state") -> str:
-    """The key to the canvas: the states this trace uses (all of them without a trace), the current-block outline,
+def legend_html(trace: Optional[Trace] = None, color_by: str = "state", only: Optional[Collection[str]] = None) -> str:
+    """The key to the canvas: the states this trace uses (all of them without a trace; only those in `only` when
+    given: a tour stop keys what its canvas shows, no state it has not explained yet), the current-block outline,
     "after the end" and the committed-this-step mark; a 0-1 scale when colouring by p, q or r."""
     used = set(STATES)
     if trace is not None:
@@ -178,7 +194,7 @@ def legend_html(trace: Optional[Trace] = None, color_by: str = "state") -> str:
                                                                  else set())
         if any(discarded(s, r.position) for s in trace.steps if s.verification for r in s.verification.positions):
             used.add("discarded")
-    keys = [k for k in STATES if k in LEGEND_ALWAYS or k in used]
+    keys = [k for k in STATES if (k in LEGEND_ALWAYS or k in used) and (only is None or k in only)]
     if color_by in ("p", "q", "r"):
         scale = ('<span class="scale"><span>0</span><span class="bar"></span><span>1</span></span>'
                  f'<span>background = {html.escape(color_by)} of the token (where it was drafted / verified); '
@@ -191,8 +207,10 @@ def legend_html(trace: Optional[Trace] = None, color_by: str = "state") -> str:
     pipeline = trace is not None and is_pipeline(trace)
     outlined = "blocks in flight (outlined; dashed = not complete yet)" if pipeline else "current block (outlined)"
     extra = (f'<span class="tok blk-key">{_two(outlined, "blocks in flight" if pipeline else "current block")}</span>'
-             '<span class="tok st-accepted after-end">after the end</span>'
-             f'<span class="tok new">{_two("bold underline = committed this step", "bold = new")}</span>')
+             + ('<span class="tok st-accepted after-end">after the end</span>' if only is None or "after-end" in only
+                else "")
+             + (f'<span class="tok new">{_two("bold underline = committed this step", "bold = new")}</span>'
+                if only is None or "new" in only else ""))
     return f'<div class="s2d2-legend">{items}{extra}</div>'
 
 
@@ -230,6 +248,8 @@ CANVAS_CSS = """
 .st-masked{background:#f3f4f6;color:#9ca3af!important}
 .st-drafted{background:#fef9c3;font-style:italic;text-decoration:underline dashed}
 .st-discarded{background:#f1f5f9;color:#64748b!important;text-decoration:line-through 2px #94a3b8;opacity:.8}
+.s2d2-canvas .tok.shade-dark{color:#fff!important;opacity:1}.s2d2-canvas .tok.shade-light{color:#111!important;opacity:1}
+.s2d2-canvas .tok.shade-dark.st-discarded{text-decoration-color:#e0e7ff}
 .st-accepted{background:#bbf7d0}
 .st-resampled{background:#fed7aa}
 .st-threshold{background:#bfdbfe}

@@ -44,15 +44,18 @@ def conditions(trace: Trace) -> list[str]:
     cfg = trace.header.config
     out = []
     if cfg.get("acceptance") == "greedy_exact":
-        out.append("greedy_exact acceptance (a draft passes only if it is the verifier's argmax; a rejected one is "
-                   "replaced by that argmax)")
+        out.append("a draft passes only if it is the verifier's own first choice, and a rejected one is replaced by "
+                   "that choice (greedy-exact acceptance)")
     if all(s.verification is not None for s in trace.steps if s.masks_before):
         out.append("a verifier forward at every step")
     if cfg.get("cache_ver"):
-        out.append("an AR-consistent cache (cache_ver)")
-    beyond = [n for n, on in (("KV reuse", cfg.get("kv_reuse")), ("fused commits", cfg.get("fused_commit"))) if on]
+        out.append("the prompt and every finished block cached reading left to right only, exactly as AR caches "
+                   "them (the AR-consistent cache)")
+    beyond = [n for n, on in (("the verifier's cache of accepted drafts kept (KV reuse)", cfg.get("kv_reuse")),
+                              ("each finished block cached by the next block's first draft forward instead of a "
+                               "forward of its own (fused commits)", cfg.get("fused_commit"))) if on]
     if beyond:
-        out.append(" and ".join(beyond) + " on (beyond the paper; they save forwards, not change tokens)")
+        out.append(" and ".join(beyond) + ", two savings beyond the paper that change the forwards, not the tokens")
     return out
 
 

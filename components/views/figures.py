@@ -1,6 +1,8 @@
 """Plotly figure builders over a trace. Every array is a Python list (never numpy), so tests can read values."""
 from __future__ import annotations
 
+import textwrap
+
 from collections import Counter
 from typing import Any, Optional
 
@@ -133,8 +135,30 @@ def acceptance_lengths(trace: Trace) -> list[int]:
     return [s.verification.accepted_len for s in verify_steps(trace)]  # type: ignore[union-attr]
 
 
+def no_verify_figure(trace: Trace, what: str) -> go.Figure:
+    """A whole-run acceptance panel for a trace with no verify call: one sentence, no bare axes."""
+    why = {"ar": "autoregressive decoding never drafts ahead",
+           "diffusion": "diffusion alone never verifies"}.get(str(trace.header.config.get("method")),
+                                                              "its policy never chose to verify")
+    return words_figure(f"{what}: this run has no verify call ({why}), so no draft was accepted or rejected.")
+
+
+def words_figure(text: str) -> go.Figure:
+    """A short panel that says `text` instead of drawing empty axes (wrapped: a phone's plot is ~340 px wide)."""
+    lines = textwrap.wrap(text, 46)
+    text = "<br>".join(lines)
+    fig = _fig("", height=max(120, 40 + 20 * len(lines)), margin=dict(l=10, r=10, t=10, b=10))
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
+    fig.add_annotation(text=text, x=0.5, y=0.5, xref="paper", yref="paper", showarrow=False,
+                       font=dict(size=13, color="#334155"))
+    return fig
+
+
 def acceptance_histogram(trace: Trace) -> go.Figure:
     lengths = acceptance_lengths(trace)
+    if not lengths:
+        return no_verify_figure(trace, "Accepted-prefix lengths")
     top = max(lengths, default=0)
     counts = Counter(lengths)
     fig = _fig(f"Accepted-prefix length per verify call ({len(lengths)} calls)",
@@ -163,6 +187,8 @@ def per_position_acceptance(trace: Trace) -> dict[str, list[float]]:
 
 def per_position_figure(trace: Trace) -> go.Figure:
     data = per_position_acceptance(trace)
+    if not data["index"]:
+        return no_verify_figure(trace, "Per-position acceptance")
     fig = _fig("Per-position acceptance", xaxis_title="span index i", yaxis_title="rate",
                yaxis=dict(range=[0, 1.05]), barmode="group")
     fig.add_trace(go.Bar(x=data["index"], y=data["rate"], name="#(K>i) / calls (vLLM)", marker_color="#16a34a"))
@@ -220,12 +246,7 @@ THRESHOLD_NAMES = {"score_threshold": "τ_score", "mask_span_length": "τ_span",
 
 def no_routing_figure(method: str) -> go.Figure:
     """What the routing panel shows for a method that never verifies: one sentence, no empty axes."""
-    fig = _fig("", height=120, margin=dict(l=10, r=10, t=10, b=10))
-    fig.update_xaxes(visible=False)
-    fig.update_yaxes(visible=False)
-    fig.add_annotation(text=NO_ROUTING.get(method, "No routing: this method never verifies."), x=0.5, y=0.5,
-                       xref="paper", yref="paper", showarrow=False, font=dict(size=13, color="#334155"))
-    return fig
+    return words_figure(NO_ROUTING.get(method, "No routing: this method never verifies."))
 
 
 def routing_title(config: dict[str, Any]) -> str:
@@ -253,18 +274,21 @@ def _guide_shapes(th: dict[str, Optional[float]], verified: list[int]) -> list[d
     return shapes
 
 
-def routing_figure(trace: Trace, step: Optional[int] = None) -> go.Figure:
-    """Score vs threshold (or hysteresis band with the ON state shaded), verify/skip markers, K̂ vs K; a sentence
-    instead of empty axes for a method that never verifies."""
+def routing_figure(trace: Trace, step: Optional[int] = None, with_k: bool = True) -> go.Figure:
+    """Score vs threshold (or hysteresis band with the ON state shaded), verify/skip markers, and (`with_k`) K̂ vs
+    K below; a sentence instead of empty axes for a method that never verifies. The title breaks before "vs" so
+    a phone's narrow plot shows it whole."""
     method = trace.header.config.get("method")
     if method != "s2d2":
         return no_routing_figure(str(method))
     data = routing_series(trace)
     policy = trace.header.config.get("policy", "–")
-    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.6, 0.4], vertical_spacing=0.08,
-                        subplot_titles=(routing_title(trace.header.config),
-                                        "Predicted K̂ vs accepted K (verify steps)"))
-    fig.update_layout(**{**_LAYOUT, "height": 420}, legend=dict(orientation="h", y=-0.15))
+    title = routing_title(trace.header.config).replace(" vs ", "<br>vs ", 1)
+    fig = make_subplots(rows=1 + with_k, cols=1, shared_xaxes=True, row_heights=[0.6, 0.4][:1 + with_k] if with_k
+                        else None, vertical_spacing=0.1, subplot_titles=(title, "Predicted K̂ vs accepted K "
+                                                                         "(verify steps)")[:1 + with_k])
+    fig.update_layout(**{**_LAYOUT, "height": 440 if with_k else 320, "margin": dict(l=50, r=20, t=64, b=40)},
+                      legend=dict(orientation="h", y=-0.15 if with_k else -0.3))
     steps = data["step"]
     fig.add_trace(go.Scatter(x=steps, y=data["score"], mode="lines", name="score s", line=dict(color="#64748b"),
                              connectgaps=False), row=1, col=1)
@@ -279,12 +303,8 @@ def routing_figure(trace: Trace, step: Optional[int] = None) -> go.Figure:
                                  marker=dict(color=colour, symbol=symbol, size=10)), row=1, col=1)
     th = _thresholds(trace)
     shapes = _guide_shapes(th, [x for x, v in zip(steps, data["verify"]) if v])
-    ks = [x for x, k in zip(steps, data["k_hat"]) if k is not None]
-    fig.add_trace(go.Scatter(x=ks, y=[k for k in data["k_hat"] if k is not None], mode="markers", name="K̂",
-                             marker=dict(color="#7c3aed", symbol="circle-open", size=9)), row=2, col=1)
-    ka = [x for x, k in zip(steps, data["accepted"]) if k is not None]
-    fig.add_trace(go.Bar(x=ka, y=[k for k in data["accepted"] if k is not None], name="accepted K",
-                         marker_color="#86efac", opacity=0.8), row=2, col=1)
+    if with_k:
+        _k_panel(fig, data)
     prev = None
     for rec in trace.steps if len(trace.blocks) <= MAX_BLOCK_LINES else []:
         if prev is not None and rec.block != prev:
@@ -303,9 +323,19 @@ def routing_figure(trace: Trace, step: Optional[int] = None) -> go.Figure:
     if th.get("on") is not None:
         fig.add_annotation(x=0, xref="paper", y=th["on"], yref="y", text="band [τ_off, τ_on]", showarrow=False,
                            xanchor="left", yanchor="bottom", font=dict(size=10))
-    fig.update_xaxes(title_text="step", row=2, col=1)
+    fig.update_xaxes(title_text="step", row=1 + with_k, col=1)
     fig.update_xaxes(**step_ticks(len(steps)))
     return fig
+
+
+def _k_panel(fig: go.Figure, data: dict[str, list[Any]]) -> None:
+    """The lower panel: each verify step's predicted K̂ (rings) over its accepted K (bars)."""
+    ks = [x for x, k in zip(data["step"], data["k_hat"]) if k is not None]
+    fig.add_trace(go.Scatter(x=ks, y=[k for k in data["k_hat"] if k is not None], mode="markers", name="K̂",
+                             marker=dict(color="#7c3aed", symbol="circle-open", size=9)), row=2, col=1)
+    ka = [x for x, k in zip(data["step"], data["accepted"]) if k is not None]
+    fig.add_trace(go.Bar(x=ka, y=[k for k in data["accepted"] if k is not None], name="accepted K",
+                         marker_color="#86efac", opacity=0.8), row=2, col=1)
 
 
 def step_ticks(n: int) -> dict[str, Any]:

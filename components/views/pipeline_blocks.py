@@ -114,13 +114,19 @@ def _label(trace: Trace, block: int) -> str:
     return f"block {block - (trace.blocks[0].index if trace.blocks else 1) + 1}"
 
 
+ROW_PX = 44  # height of one block's row in the lifecycle chart
+
+
 def lifecycle_figure(trace: Trace, step: int) -> go.Figure:
     """One row per block over the steps: its phases as bars, the tokens each step decoded in it as dots, and the
     current step as a line."""
     fig = go.Figure()
-    fig.update_layout(template="plotly_white", height=max(220, 60 + 28 * len(trace.blocks)),
-                      margin=dict(l=70, r=20, t=46, b=40), barmode="overlay",
-                      legend=dict(orientation="h", y=-0.18))
+    # Rows tall enough that every block keeps its label and its dots stay inside its row on a phone; the legend
+    # below the step axis gets its own room (on a phone its four entries stack).
+    rows = len(trace.blocks)
+    fig.update_layout(template="plotly_white", height=max(260, 150 + ROW_PX * rows),
+                      margin=dict(l=70, r=20, t=60, b=110), barmode="overlay",
+                      legend=dict(orientation="h", yref="container", y=0, yanchor="bottom"))
     if not is_pipeline(trace) or not trace.blocks:
         fig.update_layout(title=dict(text="Blocks in flight: only pipeline (D2F) runs have several", font=dict(size=13)))
         return fig
@@ -134,7 +140,7 @@ def lifecycle_figure(trace: Trace, step: int) -> go.Figure:
             if r.decoded:
                 xs.append(s.index + 1)
                 ys.append(_label(trace, r.block))
-                sizes.append(6 + 3 * r.decoded)
+                sizes.append(min(ROW_PX - 12, 6 + 3 * r.decoded))  # a dot never spills into the next row
                 texts.append(f"step {s.index + 1}: {r.decoded} token(s) in {_label(trace, r.block)}"
                              + ("" if r.complete else " (before it was complete)"))
     fig.add_trace(go.Scatter(x=xs, y=ys, mode="markers", name="tokens decoded", text=texts,
@@ -142,9 +148,10 @@ def lifecycle_figure(trace: Trace, step: int) -> go.Figure:
                              hovertemplate="%{text}<extra></extra>"))
     fig.add_vline(x=step, line=dict(color="#dc2626", width=2, dash="dot"))
     most = max((len(s.in_flight) for s in trace.steps), default=0)
-    fig.update_layout(title=dict(text=f"Blocks in flight over the run (up to {most} at once); dotted line: step "
-                                      f"{step}", font=dict(size=13)))
-    fig.update_yaxes(autorange="reversed", categoryorder="array",
-                     categoryarray=[_label(trace, b.index) for b in trace.blocks])
+    fig.update_layout(title=dict(text=f"Blocks in flight over the run (up to {most} at once)<br>dotted line: "
+                                      f"step {step}", font=dict(size=13)))
+    fig.update_yaxes(autorange="reversed", categoryorder="array", tickmode="array",
+                     categoryarray=[_label(trace, b.index) for b in trace.blocks],
+                     tickvals=[_label(trace, b.index) for b in trace.blocks])
     fig.update_xaxes(title="step", range=[0.5, len(trace.steps) + 1])
     return fig

@@ -36,8 +36,10 @@ def step_summary(trace: Trace, step: int) -> str:
     n = len(trace.steps)
     if rec is None:
         pre = sum(f.kind == "prefill" for f in trace.forwards)
-        return (f"Start: a prompt of {len(trace.header.prompt_ids)} tokens, {_forwards(pre)} so far (the prefill, "
-                f"which reads the prompt). {n} steps recorded: move the scrubber to replay them.")
+        read = (f"{_forwards(pre)} so far (the prefill, which reads the prompt)" if pre
+                else "no forward yet (this trace records no separate prefill)")  # never "0 forwards (the prefill)"
+        return (f"Start: a prompt of {len(trace.header.prompt_ids)} tokens, {read}. {n} steps recorded: move the "
+                f"scrubber to replay them.")
     d = rec.decision
     method = trace.header.config.get("method")
     if d is None and method != "ar" and not rec.masks_before:  # the editing loop's mask-free steps

@@ -104,14 +104,15 @@ def _single(trace: Trace) -> Story:
     edit, edited = _edits(trace)
     if method != "s2d2":
         who = "Autoregressive decoding" if method == "ar" else "Diffusion alone (never verifies)"
-        return Story(f"{who} answered **{answer}**{edited} · {cost}.", edit.index + 1 if edit else 0)
+        return Story(f"{who} answered **{answer}**{edited} · {cost}.", edit.index + 1 if edit else len(trace.steps))
     verified = [s for s in trace.steps if s.verification is not None]
     caught = [s for s in verified if s.verification.first_reject is not None]  # type: ignore[union-attr]
     skipped = sum(1 for s in trace.steps if s.decision is not None and not s.decision.verify)
     text = (f"S2D2 answered **{answer}** · {len(verified)} verified steps, {len(caught)} with a rejected draft, "
             f"{skipped} skipped{edited} · {cost}.")
     moment = caught[0] if caught else edit
-    return Story(text, moment.index + 1 if moment else 0)
+    # no moment to point at: open on the finished answer, never on an empty step 0
+    return Story(text, moment.index + 1 if moment else len(trace.steps))
 
 
 def rounding_note(trace: Trace) -> str:

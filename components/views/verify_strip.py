@@ -188,11 +188,13 @@ def _cut_row(rows: list[dict[str, Any]]) -> str:
 
 STRIP_CSS = """
 .s2d2-strip .tbl{overflow-x:auto;max-width:100%;-webkit-overflow-scrolling:touch}
-.s2d2-strip th[scope=row]{position:sticky;left:0;background:#f8fafc;z-index:1;text-align:left}
-.s2d2-strip table{border-collapse:collapse;font-size:0.85em}
+.s2d2-strip tr>th:first-child{position:sticky;left:0;background:#f8fafc;z-index:2;text-align:left;
+  box-shadow:1px 0 0 #94a3b8}
+.s2d2-strip table{border-collapse:separate;border-spacing:0;font-size:0.85em}
 .s2d2-strip td.first-reject,.s2d2-strip th.first-reject{background:#ffedd5;border-left:2px solid #ea580c;
   border-right:2px solid #ea580c}
-.s2d2-strip th,.s2d2-strip td{border:1px solid #cbd5e1;padding:2px 6px;text-align:center}
+.s2d2-strip th,.s2d2-strip td{border:0 solid #cbd5e1;border-width:0 1px 1px 0;padding:2px 6px;text-align:center}
+.s2d2-strip table{border-top:1px solid #cbd5e1;border-left:1px solid #cbd5e1}
 .s2d2-strip .rbar{position:relative;height:8px;width:60px;background:#e2e8f0;margin:2px auto}
 .s2d2-strip .rbar .r{position:absolute;left:0;top:0;bottom:0;background:#22c55e}
 .s2d2-strip .rbar .u{position:absolute;top:-3px;width:2px;height:14px;background:#111}

@@ -131,7 +131,7 @@ def test_rerun_shows_old_and_new_side_by_side(state, model):
     out = wv.rerun_whatif(state, lane, *values, load=lambda n: model, generate=s2d2.generate)
     status, table, side = out["wi_status"], out["wi_metrics"].value, out["wi_side"]
     assert out["wi_metrics"].visible is True  # the table appears only once there is a re-run to show
-    assert "Re-ran" in status and "score_threshold" in status
+    assert "Re-ran 3·sdar-config-a with τ_score = −5 (recorded: " in status and "{" not in status  # issue 28 row 7
     # the comparison's AR lane is in the table: "output equals AR" is about lanes on screen (issue 17 row 7)
     assert table["headers"] == ["metric", "recorded", "re-run", "1·ar"]
     rows = {r[0]: r[1:] for r in table["data"]}
@@ -326,3 +326,27 @@ def test_lane_figure_titles_have_room():
     fig = cc.lanes_figure(comp, traces, 1, "wall")
     assert fig.layout.title.yref == "container" and fig.layout.margin.t >= 100
     assert "one run each: wall times are noise here" in fig.layout.title.text
+
+
+def test_compare_says_each_lanes_progress_while_the_lanes_run(model):
+    """Issue 28 row 9: while the lanes run the status line has one line per lane (waiting, decoding with its steps,
+    or its runs done), from the lane_rounds events; the last item is the finished comparison."""
+    from components.compare.lane_progress import LaneBoard
+    from components.run.lane_rounds import TIMED_ROUNDS
+
+    import s2d2
+
+    lanes = ["ar", "dynamic-baseline", cc.OFF, cc.OFF, "", "", "", ""]
+    steps = list(cc.run_compare_steps(PROMPT, "tiny", 0, 8, *lanes, load=lambda name: model, generate=s2d2.generate))
+    texts = [t for t, st in steps[:-1]]
+    assert all(st is None for _, st in steps[:-1]) and steps[-1][1] is not None
+    assert texts[0].startswith("Running the warm-up round") and "- **1·ar**: waiting" in texts[0]
+    assert f"- **1·ar**: 1 of up to {1 + TIMED_ROUNDS} runs done" in texts[1] and "2·dynamic" in texts[1]
+    assert any(f"Running timed round {TIMED_ROUNDS} of up to {TIMED_ROUNDS}" in t for t in texts)
+    assert f"runs done" in texts[-1] and steps[-1][0].startswith("Ran 2 lanes")
+    board = LaneBoard(["a", "b"], 3)
+    board.update({"kind": "progress", "lane": "b", "round": 1, "steps": 4, "elapsed": 1.25})
+    assert "- **b**: decoding run 1 of up to 3, 4 steps so far (1.2 s)" in board.markdown()
+    board.update({"kind": "lane_done", "lane": "b", "round": 1, "wall_s": 1.3})
+    board.update({"kind": "progress", "lane": "nobody", "round": 1})  # a stray event changes nothing
+    assert "- **b**: 1 of up to 3 runs done" in board.markdown() and "- **a**: waiting" in board.markdown()

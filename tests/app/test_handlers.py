@@ -233,7 +233,7 @@ def test_handlers_upload_and_run_messages(tmp_path):
     assert out["load_status"].startswith("⚠️ bad.json: Invalid trace file") and "schema\\_version" in out["load_status"]
     good = traces_io.export_path(tf.all_accepted(), str(tmp_path))
     out = handlers.upload_trace(str(good))
-    assert out["load_status"] == "Loaded the uploaded trace." and out["example"] is None
+    assert out["load_status"] == "Loaded the uploaded trace." and out["example"]["value"] is None and "your uploaded trace" in out["example"]["label"]
     assert traces_io.trace_from_state(out["state"]).to_dict() == tf.all_accepted().to_dict()
     assert set(out) == set(handlers.LOAD_OUT) and out["toggle"].visible is False
     msgs = list(run_handlers.run("", "tiny", *knobs.preset_values("sdar-config-a")))
@@ -441,7 +441,7 @@ def test_example_and_state_handlers():
     assert traces_io.trace_from_state(out["state"]).header.provenance == "measured"
     assert handlers.open_example("nope") == {"load_status": "Unknown example 'nope'."}
     shown = handlers.show_state(out["state"], True)
-    assert shown["example"] is None and shown["selected"] is None  # nothing stale after a run
+    assert shown["example"]["value"] is None and "Replay shows this session" in shown["example"]["label"] and shown["selected"] is None  # nothing stale after a run
     assert "data-pinned" not in shown["detail"]
     assert handlers.show_state(out["state"], False) == {}
     assert handlers.set_speed(4, True)["timer"].value == 0.25 and handlers.set_speed(0, False)["timer"].value == 1.0

@@ -45,7 +45,7 @@ def test_a_link_opens_its_example_run_and_step():
     out = _open(example=slug, run="baseline", step="3")
     _, baseline = load_pair(PAIR)
     assert trace_from_state(out["state"]).to_json() == baseline.to_json()
-    assert _slider(out) == 3 and out["toggle"].value == RUNS["baseline"] and out["example"] == PAIR.label
+    assert _slider(out) == 3 and out["toggle"].value == RUNS["baseline"] and out["example"]["value"] == PAIR.label
     assert "share_note" not in out
     assert out["canvas"] == open_example(PAIR.label, RUNS["baseline"], 3, ASSETS)["canvas"]
     s2d2 = _open(example=slug, run="s2d2")  # no step: the moment its story names
@@ -58,7 +58,7 @@ def test_an_example_is_named_by_slug_file_name_or_label(name):
     value = {"slug": share.example_slug(SINGLE), "stem": SINGLE.path.stem, "label": SINGLE.label,
              "upper": share.example_slug(SINGLE).upper()}[name]
     out = _open(example=value, step="1")
-    assert out["example"] == SINGLE.label and _slider(out) == 1 and "share_note" not in out
+    assert out["example"]["value"] == SINGLE.label and _slider(out) == 1 and "share_note" not in out
 
 
 def test_no_parameters_or_only_foreign_ones_change_nothing():
@@ -73,7 +73,7 @@ def test_page_load_reads_the_link_bounded_and_its_change_opens_it():
     moment = share.link_params(SimpleNamespace(query_params={"example": slug, "step": "2", "utm": "x"}))["moment"]
     assert moment == {"example": slug, "step": "2"}
     out = share.open_link(moment)
-    assert out["example"] == PAIR.label and _slider(out) == 2
+    assert out["example"]["value"] == PAIR.label and _slider(out) == 2
     huge = share.link_params(SimpleNamespace(query_params={"example": "x" * 10**6}))["moment"]["example"]
     assert len(huge) == share.MAX_VALUE_CHARS + 1
     _one_line(share.open_link({"example": huge}), "is not one of the shipped examples")
@@ -99,7 +99,7 @@ HOSTILE_EXAMPLES = ["../../etc/passwd", "/etc/passwd", "assets/traces/01-x.json"
 def test_an_unknown_example_opens_the_first_one_with_one_line(value):
     out = _open(example=value, run="baseline", step="2")
     first = next(iter(EXAMPLES.values()))
-    assert out["example"] == first.label and out["toggle"].value == RUNS["s2d2"]  # run and step went with it
+    assert out["example"]["value"] == first.label and out["toggle"].value == RUNS["s2d2"]  # run and step went with it
     _one_line(out, "is not one of the shipped examples")
 
 
@@ -120,13 +120,13 @@ def test_a_bad_run_or_a_missing_partner_falls_back_to_the_s2d2_run():
     assert out["toggle"].value == RUNS["s2d2"] and _slider(out) == 1
     _one_line(out, "is neither s2d2 nor baseline")
     out = _open(example=share.example_slug(SINGLE), run="baseline")
-    assert out["example"] == SINGLE.label and out["toggle"].visible is False
+    assert out["example"]["value"] == SINGLE.label and out["toggle"].visible is False
     _one_line(out, "this example has no diffusion-alone run")
 
 
 def test_every_problem_is_named_in_the_same_line_and_repeated_keys_take_the_last():
     out = _open(example=[share.example_slug(SINGLE), share.example_slug(PAIR)], run="nope", step="x")
-    assert out["example"] == PAIR.label
+    assert out["example"]["value"] == PAIR.label
     note = _one_line(out, "is neither s2d2 nor baseline")
     assert "is not a whole number" in note
 

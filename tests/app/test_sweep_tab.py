@@ -120,3 +120,46 @@ def test_the_verdict_and_plots_come_before_the_fine_print(tmp_path):
     assert ids.index(lead._id) < ids.index(c["sweep_pick"]._id) < ids.index(c["sweep_status"]._id) \
         < ids.index(how._id) < ids.index(c["sweep_nfe"]._id)
     assert "\n\n**S2D2 does not win on this model**" in c["sweep_status"].value
+
+
+def test_a_two_percent_gap_is_no_win_and_the_verdict_carries_its_margin_and_uncertainty():
+    """Issue 28 row 8: the shipped tiny-llada2 sweep (0.301 vs 0.308 forwards per token, accuracy 0.96 vs 0.91,
+    p = 0.18) is "no clear winner", with the margin, both Wilson intervals and McNemar's p in the same sentence."""
+    path = sw.BUNDLED.parent / "tiny-llada2" / "sweep.json"
+    if not path.exists():
+        pytest.skip("no shipped tiny-llada2 sweep")
+    line = sweep_verdict.verdict(sw.load_results_file(path)["cells"])
+    assert line.startswith("**No clear winner on this model**") and "wins" not in line
+    first = line.split(". ")[0]  # one sentence: margin, threshold, accuracies, intervals and p together
+    assert "1.02× fewer forwards" in first and "under the 10 % a win or a loss takes" in first
+    assert "0.960 (95 % interval 0.90–0.98) against 0.910 (0.84–0.95)" in first
+    assert "cannot tell from chance (McNemar p = 0.18 on the same problems)" in first
+    assert "10 % fewer" in sweep_verdict.RULE
+
+
+@pytest.mark.parametrize("s2d2_nfe, head", [(0.30 / 1.11, "**S2D2 wins on this model**"),
+                                            (0.30 / 1.09, "**No clear winner on this model**"),
+                                            (0.30 * 1.09, "**No clear winner on this model**"),
+                                            (0.30 * 1.11, "**S2D2 does not win on this model**")])
+def test_the_win_threshold_is_ten_percent_either_way(s2d2_nfe, head):
+    line = sweep_verdict.verdict(_cells(s2d2_nfe))
+    assert line.startswith(head), line
+    assert "McNemar p = " in line and "95 % interval" in line  # every verdict says how sure it is
+
+
+def test_another_kind_of_json_is_passed_over_quietly_and_a_broken_sweep_is_logged(tmp_path, caplog):
+    """Issue 28 row 9: the exactness check's file beside the sweeps is no sweep file and no warning; a file that
+    claims cells but does not read still warns."""
+    root = tmp_path / "results"
+    _write(root / "sweep.json", _cells(0.25))
+    shipped = sw.BUNDLED.parent / "exactness.json"
+    if shipped.exists():
+        shutil.copy(shipped, root / "exactness.json")
+    else:
+        (root / "exactness.json").write_text('{"meta": {}, "n": 3, "identical": 3, "questions": []}')
+    (root / "broken.json").write_text('{"version": 1, "cells": "not a list"}')
+    with caplog.at_level("WARNING", logger=offered_files.log.name):
+        found = offered_files.shipped_sweeps(root)
+    assert list(found.values()) == [root / "sweep.json"]
+    warned = [r.getMessage() for r in caplog.records]
+    assert len(warned) == 1 and "broken.json" in warned[0] and "exactness" not in " ".join(warned)

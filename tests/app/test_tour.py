@@ -246,7 +246,7 @@ def test_self_correction_stop_where_an_edit_and_a_verification_meet(material):
     pic = tour_views.picture(material, stop, stop.pictures[0]).split('class="s2d2-legend"')[0]
     rejected = v.positions[v.first_reject].position
     assert f'data-pos="{e.position}" data-watch="1"' in pic and f'data-pos="{rejected}" data-watch="1"' in pic
-    assert handlers.open_tour_step(*tour_views.target([stop], 0))["example"] == EDIT_AND_VERIFY
+    assert handlers.open_tour_step(*tour_views.target([stop], 0))["example"]["value"] == EDIT_AND_VERIFY
 
 
 # -- item 6 / row 9: the stops reveal only what they have explained, highlight what they name ---------------------

@@ -134,3 +134,39 @@ def test_compare_whatif_and_sweep_in_a_browser(url):
         assert xtitle["y"] + xtitle["height"] <= legend["y"] + 1, (xtitle, legend)
         assert not errors, errors
         browser.close()
+
+
+def test_four_lanes_fit_at_1366_and_say_their_progress(url):
+    """Issue 28 rows 6 and 9: with four lanes at 1366×900 every lane's name shows whole in its box (none under
+    the arrow), the metrics table's fourth lane column ends inside the table, and while the lanes run the status
+    line names each lane."""
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        pg = browser.new_page(viewport={"width": 1366, "height": 900})
+        errors: list[str] = []
+        pg.on("pageerror", lambda e: errors.append(str(e)))
+        pg.goto(url)
+        pg.locator("#cmp-empty").wait_for(timeout=30_000)
+        box = pg.locator("#cmp-lane-4 input")
+        box.click()
+        box.fill("sdar-config-b")
+        pg.get_by_role("option", name="Always verify, block 16 · sdar-config-b", exact=True).click()
+        for n in range(1, 5):  # the whole name fits before the arrow
+            fits = pg.locator(f"#cmp-lane-{n} input").evaluate("e => e.scrollWidth <= e.clientWidth + 1")
+            assert fits, pg.locator(f"#cmp-lane-{n} input").input_value()
+        pg.get_by_role("button", name="▶ Run all lanes").click()
+        pg.wait_for_function("document.querySelector('#cmp-status').innerText.includes('4·sdar-config-b')",
+                             timeout=60_000)
+        pg.wait_for_selector("#cmp-lanes .s2d2-lane", timeout=120_000)
+        assert pg.locator("#cmp-lanes .s2d2-lane").count() == 4
+        assert pg.locator("#cmp-status").inner_text().startswith("Ran 4 lanes")
+        pg.locator("#cmp-metrics").scroll_into_view_if_needed()
+        frame = pg.locator("#cmp-metrics").bounding_box()
+        last = pg.locator("#cmp-metrics thead th").last
+        pg.wait_for_function("document.querySelector('#cmp-metrics thead').innerText.includes('4·sdar-config-b')",
+                             timeout=20_000)
+        cell = last.bounding_box()
+        assert "4·sdar-config-b" in last.inner_text()
+        assert cell["x"] + cell["width"] <= frame["x"] + frame["width"] + 1, (cell, frame)
+        assert not errors, errors
+        browser.close()

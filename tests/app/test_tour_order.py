@@ -1,0 +1,87 @@
+"""Issue 28 row 5: the tour shows only what it has explained. The first stop's key names only the states its canvas
+shows; the routing picture before the calibration stop has no K̂-vs-K panel; the exactness stop says its settings
+in words before their names; the calibration stop's button opens the step its text dwells on; the last stop's
+button follows its moment slider."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from components.files.examples import examples_dir, list_examples, load_pair
+from components.tour import material as tour
+from components.tour import pictures as tour_views
+from components.tour.tau_control import recorded_tau
+from components.views.calibration import calibration
+from components.views.lockstep import moments
+from components.views.story import pair_story
+
+OPENING = "Verifier catches a wrong digit"
+
+
+@pytest.fixture(scope="module")
+def material():
+    listed = list_examples()
+    if OPENING not in listed:
+        pytest.skip("no shipped example pair")
+    trace, baseline = load_pair(listed[OPENING])
+    return tour.load_material(trace, OPENING, baseline, pair_story(trace, baseline), examples_dir())
+
+
+@pytest.fixture(scope="module")
+def stops(material):
+    return {s.key: (i, s) for i, s in enumerate(tour.tour_stops(material))}
+
+
+def _views(material, stops, key, moment=None):
+    i, _ = stops[key]
+    listed = [s for _, s in sorted(stops.values(), key=lambda x: x[0])]
+    return tour_views.stop_views(material, listed, i, recorded_tau(material.trace), moment)
+
+
+def test_the_first_stop_keys_only_the_states_its_canvas_shows(material, stops):
+    html = _views(material, stops, "draft")["tour_canvas"]["value"]
+    canvas, legend = html.split('class="s2d2-legend', 1)
+    shown = set(re.findall(r'class="tok st-([a-z_]+)', canvas))
+    keyed = set(re.findall(r'class="tok st-([a-z_]+)"', legend))  # the states' own entries
+    assert keyed == shown and "drafted" in keyed
+    assert not {"accepted", "resampled", "discarded"} & keyed  # explained at stops 4-5, not yet
+
+
+def test_no_k_hat_panel_before_the_calibration_stop(material, stops):
+    for key in ("route", "skip"):
+        fig = _views(material, stops, key)["tour_routing"]["value"]
+        names = {t.name for t in fig.data}
+        assert not {"K̂", "accepted K"} & names, (key, names)
+        assert "xaxis2" not in fig.layout.to_plotly_json()
+
+
+def test_the_exactness_stop_says_its_settings_in_words_first(material, stops):
+    text = stops["exact"][1].text
+    for name in ("greedy-exact acceptance", "AR-consistent cache", "KV reuse", "fused commits"):
+        words, _, _ = text.partition(f"{name})")
+        assert words != text and len(words.splitlines()[-1]) > len(name) + 20  # words come before the name
+    assert "greedy_exact" not in text and "cache_ver" not in text and "argmax" not in text.split("Measured")[0]
+
+
+def test_the_calibration_button_opens_the_step_its_text_names(material, stops):
+    _, stop = stops["calibration"]
+    c = calibration(material.trace)
+    worst = c.step[c.worst()]
+    assert f"largest miss is step {worst}" in stop.text and stop.step == worst
+    assert _views(material, stops, "calibration")["tour_show"]["value"] == f"Show step {worst} in Replay"
+
+
+def test_the_last_stops_button_follows_its_moment_slider(material, stops):
+    i, run = stops["run"]
+    ms = moments(tour_views.pair(material))
+    listed = [s for _, s in sorted(stops.values(), key=lambda x: x[0])]
+    seen = set()
+    for k in (0, len(ms) // 2, len(ms) - 1):
+        want = ms[k].at["S2D2"]
+        assert _views(material, stops, "run", k)["tour_show"]["value"] == f"Show step {want} in Replay"
+        moved = tour_views.lockstep_views(material, k, run)
+        assert moved["tour_show"]["value"] == f"Show step {want} in Replay" and moved["tour_step"] == want
+        assert tour_views.target(listed, i, moved["tour_step"]) == (run.example, want)
+        seen.add(want)
+    assert len(seen) > 1  # the slider really moves the step
