@@ -19,6 +19,10 @@ def __getattr__(name: str):
         from . import api
 
         return getattr(api, name)
+    if name == "generate_batch":
+        from .batched import generate_batch
+
+        return generate_batch
     if name in ("load_model", "from_transformers", "ModelLoadError", "known_models"):
         from . import models
 
@@ -26,5 +30,5 @@ def __getattr__(name: str):
     raise AttributeError(f"module 's2d2' has no attribute {name!r}")
 
 
-__all__ = ["DecodeConfig", "preset", "presets", "Trace", "generate", "GenerateResult", "StopDecoding", "load_model",
+__all__ = ["DecodeConfig", "preset", "presets", "Trace", "generate", "generate_batch", "GenerateResult", "StopDecoding", "load_model",
            "from_transformers", "ModelLoadError", "known_models", "__version__"]

@@ -32,6 +32,7 @@ class GenerateResult:
     token_ids: list[int]
     metrics: dict[str, Any]
     trace: Trace
+    batch: Any = None  # generate_batch: the BatchLedger of the batch this decode ran in (shared by its results)
 
 
 def encode_prompt(model: Any, prompt: str | Sequence[int], chat: bool | None = None) -> tuple[list[int], str]:
@@ -105,32 +106,66 @@ def generate(
     measured forward costs (`routing_costs`), frozen for the decode and recorded in the header; every decode's exact
     per-forward timings then refine the model's cost fits.
     """
+    prep = prepare(model, prompt, cfg, chat, costs)
+    result, rec = run_prepared(model, prep, seed, detailed, make_check(should_stop, max_seconds, on_block))
+    observe = getattr(model, "observe_forwards", None)
+    if observe is not None and rec.timed:  # online refinement of the cost fits (exact timings only)
+        observe(rec.forwards)
+    return result
+
+
+@dataclass
+class Prepared:
+    """A prompt checked and encoded for one configuration, before any decode work: what `run_prepared` needs."""
+
+    cfg: DecodeConfig
+    ids: list[int]
+    text: str
+    total: int
+    table: CostTable | None
+
+
+def prepare(model: Any, prompt: str | Sequence[int], cfg: DecodeConfig | None, chat: bool | None,
+            costs: CostTable | None, table: CostTable | None = None) -> Prepared:
+    """Validate `cfg`, encode `prompt`, check it fits, warm a static backend and freeze the routing costs
+    (`table`, when given, is used as they are: a batch freezes them once for all its sequences)."""
     cfg = (cfg or DecodeConfig()).validate()
     ids, text = encode_prompt(model, prompt, chat)
     total = check_fits(model, cfg, len(ids))
     warmup = getattr(model, "warmup", None)
     if warmup is not None:  # static backend: cache room and CUDA graphs, once, before the timer starts
         warmup(block_lengths=block_lengths(cfg), max_length=total)
-    table = routing_costs(model, cfg, costs) if uses_costs(cfg) else None
+    if table is None and uses_costs(cfg):
+        table = routing_costs(model, cfg, costs)
+    return Prepared(cfg, ids, text, total, table if uses_costs(cfg) else None)
+
+
+def run_prepared(model: Any, prep: Prepared, seed: int, detailed: bool,
+                 check: Callable[[list[StepRecord]], str | None],
+                 loop_model: Any = None) -> tuple[GenerateResult, Recorder]:
+    """One decode of a prepared prompt. `loop_model` is what the loop calls for its forwards (a batch's
+    `SequenceModel`; default `model` itself): everything else, from the generator to the trace, is the same."""
+    runner = model if loop_model is None else loop_model
+    cfg, ids = prep.cfg, prep.ids
     t0 = time.perf_counter()
     device = model.device
     generator = torch.Generator(device=device).manual_seed(int(seed))
-    rec = Recorder(model, detailed, table)
+    rec = Recorder(runner, detailed, prep.table)
     prompt_t = torch.tensor(ids, dtype=torch.long, device=device)
-    loop = run_loop(model, cfg, prompt_t, rec, generator, make_check(should_stop, max_seconds, on_block))
+    loop = run_loop(runner, cfg, prompt_t, rec, generator, check)
     wall = time.perf_counter() - t0
-    observe = getattr(model, "observe_forwards", None)
-    if observe is not None and rec.timed:  # online refinement of the cost fits (exact timings only)
-        observe(rec.forwards)
+    settle = getattr(runner, "settle_forwards", None)
+    if settle is not None:  # a batch: each forward record gets the wall of the batch forward that served it
+        settle(rec.forwards)
     out, stop_pos = trim_output(loop.x[len(ids):].tolist(), cfg.gen_length, model.spec.mask_id, model.spec.stop_ids)
     reason = "stop_token" if stop_pos is not None else loop.finish_reason
     tok = model.tokenizer
     header = Header(
         schema_version=SCHEMA_VERSION, library_version=__version__, provenance="measured",
-        model=model_info(model), config=cfg.to_dict(), seed=int(seed), prompt_text=text, prompt_ids=ids,
+        model=model_info(model), config=cfg.to_dict(), seed=int(seed), prompt_text=prep.text, prompt_ids=ids,
         prompt_tokens=rec.texts(ids) if detailed else [], gen_length=cfg.gen_length,
         total_length=int(loop.x.shape[0]), created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        costs=table,
+        costs=prep.table,
     )
     footer = Footer(
         output_ids=out, output_text=tok.decode(out) if tok is not None else "",
@@ -138,7 +173,7 @@ def generate(
         wall_s=wall, forward_wall_s=sum(f.wall_s for f in rec.forwards), finish_reason=reason,
     )
     trace = Trace(header, loop.blocks, rec.forwards, loop.steps, footer, detailed)
-    return GenerateResult(footer.output_text, out, trace_metrics(trace), trace)
+    return GenerateResult(footer.output_text, out, trace_metrics(trace), trace), rec
 
 
 def run_loop(model: Any, cfg: DecodeConfig, prompt: torch.Tensor, rec: Recorder, generator: torch.Generator,

@@ -40,6 +40,7 @@ from .stops import StopWatch, cut_at_stops
 log = logging.getLogger(__name__)
 REPEAT_STRIDE = 1_000_003  # repeat k of a document decodes with seed + doc_id + k * REPEAT_STRIDE
 DECODER_KWARGS = ("until", "max_gen_toks", "do_sample", "temperature")
+GENERATE_CHUNK = 1024  # requests per generate_batch call (bounds the results, and traces, held at once)
 
 
 @register_model("s2d2")
@@ -49,7 +50,8 @@ class S2D2LM(TemplateLM):
         args = check_backend_args({k: v for k, v in kwargs.items() if v is not None})
         from ..models.loading import load_model
 
-        self._setup(args, load_model(args.pretrained, device=args.device, dtype=args.dtype, backend=args.backend))
+        backend = "dynamic" if args.batch_size > 1 and args.backend == "auto" else args.backend  # batches need it
+        self._setup(args, load_model(args.pretrained, device=args.device, dtype=args.dtype, backend=backend))
 
     @classmethod
     def from_model(cls, model: Any, **kwargs: Any) -> "S2D2LM":
@@ -69,6 +71,7 @@ class S2D2LM(TemplateLM):
         self._repeats: Counter = Counter()
         self._warned: set[str] = set()
         self._instances: list[Any] = []
+        self._templated = False  # lm-eval called apply_chat_template (--apply_chat_template)
 
     # -- facts lm-eval asks for ----------------------------------------------------------------------------------
     @property
@@ -91,6 +94,7 @@ class S2D2LM(TemplateLM):
         return self.tokenizer.decode(tokens)
 
     def apply_chat_template(self, chat_history: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
+        self._templated = True
         return render_chat(self.tokenizer, chat_history, add_generation_prompt)
 
     def get_model_info(self) -> dict[str, Any]:
@@ -105,11 +109,43 @@ class S2D2LM(TemplateLM):
 
     # -- generation --------------------------------------------------------------------------------------------
     def generate_until(self, requests: list[Any], disable_tqdm: bool = False) -> list[str]:
-        return [self._generate_one(req) for req in tqdm(requests, desc="s2d2 generate", disable=disable_tqdm)]
+        """Every request with its own seed and stop strings: one at a time (`generate`), or with batch_size > 1
+        `batch_size` at a time (s2d2.generate_batch, in chunks of GENERATE_CHUNK requests); records and answers in
+        request order either way."""
+        if (requests and not self._templated and self.model.spec.use_chat_template
+                and getattr(self.tokenizer, "chat_template", None)):
+            self._warn_once("chat", f"s2d2: {self.args.pretrained} has a chat template and these prompts do not use "
+                            "it; a chat model then often decodes garbage to the length limit (add "
+                            "--apply_chat_template)")
+        bar = tqdm(total=len(requests), desc="s2d2 generate", disable=disable_tqdm)
+        out: list[str] = []
+        for lo in range(0, len(requests), GENERATE_CHUNK):
+            chunk = requests[lo : lo + GENERATE_CHUNK]
+            plans = [self._plan(req) for req in chunk]
+            results = self._decode(plans, lambda: bar.update(1))
+            out += [self._finish(req, plan, result) for req, plan, result in zip(chunk, plans, results)]
+        bar.close()
+        return out
 
-    def _generate_one(self, req: Any) -> str:
+    def _decode(self, plans: list[dict[str, Any]], tick: Any) -> list[Any]:
         from ..api import generate
+        from ..batched import generate_batch
 
+        detailed = self.args.trace_dir is not None
+        if self.args.batch_size == 1:
+            results = []
+            for p in plans:
+                results.append(generate(self.model, p["ids"], p["cfg"], seed=p["seed"], detailed=detailed,
+                                        on_block=p["watch"].on_block, should_stop=p["watch"].should_stop))
+                tick()
+            return results
+        return generate_batch(self.model, [p["ids"] for p in plans], [p["cfg"] for p in plans],
+                              [p["seed"] for p in plans], detailed=detailed, batch_size=self.args.batch_size,
+                              on_result=lambda i, r: tick(), on_block=[p["watch"].on_block for p in plans],
+                              should_stop=[p["watch"].should_stop for p in plans])
+
+    def _plan(self, req: Any) -> dict[str, Any]:
+        """A request's config, prompt ids, seed (seed + doc_id, + a stride per repeat) and stop watch."""
         context, gen_kwargs = req.args
         kwargs = normalize_gen_kwargs(dict(gen_kwargs or {}), default_max_gen_toks=self.args.max_gen_toks)
         until = handle_stop_sequences(kwargs.get("until"), eos=self.tok_decode([self.eot_token_id]))
@@ -122,12 +158,15 @@ class S2D2LM(TemplateLM):
         self._repeats[key] += 1
         seed = (self.args.seed + (req.doc_id or 0) + repeat * REPEAT_STRIDE) % (SEED_MAX + 1)
         watch = StopWatch(self.tokenizer, len(ids), until, self.model.spec.stop_ids)
-        result = generate(self.model, ids, cfg, seed=seed, detailed=self.args.trace_dir is not None,
-                          on_block=watch.on_block, should_stop=watch.should_stop)
-        reason = "stop_sequence" if watch.hit else result.metrics["finish_reason"]
-        text = cut_at_stops(result.text, until)
-        trace_file = self._write_trace(result, req.task_name, req.doc_id, repeat)
-        self.records.append(generation_record(req.task_name, req.doc_id, repeat, seed, result, reason, trace_file))
+        return {"cfg": cfg, "ids": ids, "seed": seed, "repeat": repeat, "until": until, "watch": watch}
+
+    def _finish(self, req: Any, plan: dict[str, Any], result: Any) -> str:
+        context, gen_kwargs = req.args
+        reason = "stop_sequence" if plan["watch"].hit else result.metrics["finish_reason"]
+        text = cut_at_stops(result.text, plan["until"])
+        trace_file = self._write_trace(result, req.task_name, req.doc_id, plan["repeat"])
+        self.records.append(generation_record(req.task_name, req.doc_id, plan["repeat"], plan["seed"], result, reason,
+                                              trace_file))
         self.cache_hook.add_partial("generate_until", (context, gen_kwargs), text)
         return text
 

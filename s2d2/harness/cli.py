@@ -20,7 +20,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Optional
 
-from .model_args import BackendArgs, check_backend_args, check_folder, parse_arg_string
+from .model_args import BackendArgs, check_backend_args, check_folder, parse_arg_string, typed_value
 from .task_files import check_task_sources
 
 TASK_NAME = re.compile(r"^[\w.*?\[\]/-]+$")
@@ -43,6 +43,8 @@ def add_lm_eval_args(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--gen_kwargs", "--gen-kwargs", dest="gen_kwargs", default=None, metavar="K=V,...",
                    help="lm-eval generation kwargs (until, max_gen_toks) over the task's")
     p.add_argument("--device", default=None, help="same as model_args device")
+    p.add_argument("--batch_size", "--batch-size", dest="batch_size", default=None,
+                   help="requests decoded at once (same as model_args batch_size; default 1; auto = 8)")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     p.add_argument("--trace", action="store_true", help="also write every request's full trace (needs --output_path)")
     p.add_argument("--trust_task_code", "--trust-task-code", dest="trust_task_code", action="store_true",
@@ -59,6 +61,8 @@ def check_lm_eval_args(args: argparse.Namespace) -> tuple[dict[str, Any], Backen
         model_args.update(parse_arg_string(text))
     if args.device is not None:
         model_args["device"] = args.device
+    if getattr(args, "batch_size", None) is not None:
+        model_args["batch_size"] = typed_value(str(args.batch_size))
     model_args.setdefault("pretrained", "tiny")  # lm-eval names its results folder after it
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
     if not tasks:

@@ -7,7 +7,9 @@ sdar-config-a), any `DecodeConfig` field (an override of the preset), `seed` (re
 seed + doc_id, as `bench` decodes problem i with seed + i), `device`, `dtype`, `backend` (auto | static | dynamic),
 `max_gen_toks` (used when a task sets none; default 256), `trace_dir` (write every request's full trace there),
 `max_length` (context cap; default the model's). `gen_length`, when given, caps lm-eval's max_gen_toks. lm-eval's
-own `batch_size` / `max_batch_size` are accepted and unused: S2D2 decodes one sequence at a time.
+own `batch_size` (`--batch_size N`) is how many requests `generate_until` decodes at once (s2d2.generate_batch: the
+same answers as one at a time, up to float round-off in the shared forwards; the dynamic backend; "auto" means
+AUTO_BATCH); `max_batch_size` is accepted and unused.
 """
 from __future__ import annotations
 
@@ -22,8 +24,11 @@ from ..limits import check_seed
 DTYPES = ("float32", "bfloat16", "float16", "float64")
 BACKENDS = ("auto", "static", "dynamic")
 DECODE_FIELDS = tuple(f.name for f in dataclasses.fields(DecodeConfig))
-OWN_KEYS = ("pretrained", "preset", "seed", "device", "dtype", "backend", "max_gen_toks", "trace_dir", "max_length")
-IGNORED_KEYS = ("batch_size", "max_batch_size")  # lm-eval passes these to every backend
+OWN_KEYS = ("pretrained", "preset", "seed", "device", "dtype", "backend", "max_gen_toks", "trace_dir", "max_length",
+            "batch_size")
+IGNORED_KEYS = ("max_batch_size",)  # lm-eval passes it to every backend
+AUTO_BATCH = 8
+MAX_BATCH = 256
 DEFAULT_MAX_GEN_TOKS = 256
 
 
@@ -40,6 +45,7 @@ class BackendArgs:
     max_gen_toks: int
     trace_dir: Optional[str]
     max_length: Optional[int]
+    batch_size: int = 1
 
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
@@ -102,12 +108,28 @@ def check_backend_args(args: dict[str, Any]) -> BackendArgs:
     trace_dir = args.get("trace_dir")
     if trace_dir is not None:
         check_folder(str(trace_dir), "model_args trace_dir")
+    batch = _batch_size(args.get("batch_size", 1))
+    if batch > 1 and backend == "static":
+        raise ValueError("model_args backend: static decodes one sequence at a time; use batch_size 1 or backend "
+                         "dynamic (auto picks dynamic when batch_size > 1)")
     return BackendArgs(
         pretrained=pretrained, preset=name, config=cfg, gen_cap=overrides.get("gen_length"), seed=seed,
         device=None if device is None else str(device), dtype=dtype, backend=backend,
         max_gen_toks=_positive(args, "max_gen_toks", DEFAULT_MAX_GEN_TOKS),
         trace_dir=None if trace_dir is None else str(trace_dir), max_length=_positive(args, "max_length", None),
+        batch_size=batch,
     )
+
+
+def _batch_size(value: Any) -> int:
+    """lm-eval's batch_size: an integer, its text, or "auto" / "auto:N" (AUTO_BATCH)."""
+    if isinstance(value, str) and value.strip().lower().startswith("auto"):
+        return AUTO_BATCH
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_BATCH:
+        raise ValueError(f"batch_size: an integer in [1, {MAX_BATCH}] or auto, got {value!r}")
+    return value
 
 
 def _text(args: dict[str, Any], key: str, default: str) -> str:

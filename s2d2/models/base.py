@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, Union
+from typing import Any, Literal, NamedTuple, Optional, Union
 
 import torch
 
@@ -27,6 +27,18 @@ class QueryMask:
 # "causal": cache + causal rows; "full": cache + the whole query, bidirectional; an explicit bool mask of shape
 # [q, cache_len + q] (True = attend); or a QueryMask. s2d2.models.masks builds the last two.
 Attention = Union[Literal["causal", "full"], torch.Tensor, QueryMask]
+
+
+class ForwardRequest(NamedTuple):
+    """The arguments of one `HFModel.forward` call."""
+
+    cache: Any
+    input_ids: torch.Tensor
+    positions: torch.Tensor
+    attention: Attention
+    keep: int
+    last: Optional[int] = None
+    rows: Optional[torch.Tensor] = None
 
 
 @dataclass

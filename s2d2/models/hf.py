@@ -13,7 +13,8 @@ import torch
 from transformers import DynamicCache
 
 from ..trace.records import CostTable
-from .base import Attention, ModelSpec, QueryMask
+from .base import Attention, ForwardRequest, ModelSpec, QueryMask
+from .batch_forward import forward_batch
 from .costs import CostModel, calibrate, calibration_shapes
 from .masks import full_mask, to_additive, widen
 from .static_backend import PAD_LIMIT, StaticBackend
@@ -105,6 +106,26 @@ class HFModel:
         """Static backend: reserve `max_length` positions and capture the shapes of `block_lengths` (or the
         given query `shapes`); seconds spent. A no-op for the dynamic backend. `s2d2.generate` calls it first."""
         return self.static.warmup(block_lengths, max_length, shapes) if self.static is not None else 0.0
+
+    def batch_unsupported(self) -> str | None:
+        """Why `forward_batch` cannot run several sequences in one forward here, or None."""
+        if self.static is not None:
+            return "the static backend leases its one cache to one decode at a time (call set_backend('dynamic'))"
+        if self.attn_implementation not in ("sdpa", "eager"):
+            return f"it needs attn_implementation 'sdpa' or 'eager', not {self.attn_implementation!r}"
+        return None
+
+    @torch.inference_mode()
+    def forward_batch(self, requests: list[ForwardRequest]) -> list[torch.Tensor]:
+        """Several sequences' forwards (each the arguments of `forward`, over its own DynamicCache) as one padded
+        forward (batch_forward.py); each request's logits, as `forward` gives them. One request runs `forward`
+        itself, so a batch of one is the single forward exactly."""
+        if len(requests) == 1:
+            return [self.forward(*requests[0])]
+        why = self.batch_unsupported()
+        if why is not None:
+            raise ValueError(f"forward_batch: {why}")
+        return forward_batch(self.model, self.attn_implementation, self.spec.mask_id, self.dtype, requests)
 
     @torch.inference_mode()
     def forward(

@@ -51,13 +51,17 @@ def problem_row(cell: str, i: int, result: Any, correct: bool) -> dict[str, Any]
 
 def run_grid(model: Any, task: Task, cells: list[Cell], out: Path, *, seed: int = 0, gen_length: Optional[int] = None,
              generate: Optional[Callable[..., Any]] = None, progress: bool = True,
-             env: DistEnv = DistEnv()) -> Optional[list[dict[str, Any]]]:
+             env: DistEnv = DistEnv(), batch_size: int = 1) -> Optional[list[dict[str, Any]]]:
     """Run this rank's share of the (cell, problem) items not yet on disk under `out`; on rank 0 return the results
-    rows of the whole grid (None on the other ranks)."""
+    rows of the whole grid (None on the other ranks). With `batch_size` > 1 the share decodes through
+    `generate_batch`, a cell at a time (`_run_batched`): each row is what batch 1 writes, wall times aside, up to
+    float round-off in the shared forwards (exact in float64)."""
     if generate is None:
         from ..api import generate
     cells = [Cell(c.name, c.config.replace(gen_length=gen_length or task.gen_length)) for c in cells]
-    context = {"model": model.spec.name, "task": task.fingerprint, "seed": seed}
+    context: dict[str, Any] = {"model": model.spec.name, "task": task.fingerprint, "seed": seed}
+    if batch_size > 1:  # its rows' wall_s are batch shares: a rerun at another batch size starts fresh rows
+        context["batch_size"] = batch_size
     keys = [cell_key(c, context) for c in cells]
     n, total = len(task.items), len(cells) * len(task.items)
     plan: list[tuple[int, int]] = []
@@ -75,16 +79,47 @@ def run_grid(model: Any, task: Task, cells: list[Cell], out: Path, *, seed: int 
     mine = shard(plan, env.rank, env.world_size)
     if mine:
         with RowWriter(rank_file(out, env.rank)) as writer:
-            for c, i in mine:
-                item = task.items[i]
-                bar.set_description(cells[c].name[:30], refresh=False)
-                result = generate(model, item.prompt, cells[c].config, seed=seed + i, detailed=False, chat=item.chat)
-                writer.write(problem_row(keys[c], i, result, task.score(result.text, item)))
-                tick()
+            if batch_size > 1:
+                _run_batched(model, task, cells, keys, mine, seed, batch_size, lambda row: (writer.write(row), tick()))
+            else:
+                for c, i in mine:
+                    item = task.items[i]
+                    bar.set_description(cells[c].name[:30], refresh=False)
+                    result = generate(model, item.prompt, cells[c].config, seed=seed + i, detailed=False,
+                                      chat=item.chat)
+                    writer.write(problem_row(keys[c], i, result, task.score(result.text, item)))
+                    tick()
     wait_for_all(env, tick)
     tick()
     bar.close()
     return merge_results(out, cells, keys, n) if env.is_main else None
+
+
+BATCH_CHUNK = 4096  # items handed to one generate_batch call (bounds the results held in memory)
+
+
+def _run_batched(model: Any, task: Task, cells: list[Cell], keys: list[str], mine: list[tuple[int, int]], seed: int,
+                 batch_size: int, emit: Callable[[dict[str, Any]], Any]) -> None:
+    """Decode `mine` (cell, problem) items a cell at a time in batches; emit each item's row.
+
+    One cell per batch, so a cell's wall time is its own (mixed cells would share every forward and every wall
+    second). Shared forwards make one problem's wall inseparable from its neighbours', so each row's `wall_s` is
+    its batch's wall divided by its problems: a cell's wall per token is its batched throughput."""
+    from ..batched import generate_batch
+
+    by_cell: dict[int, list[int]] = {}
+    for c, i in mine:
+        by_cell.setdefault(c, []).append(i)
+    for c, problems in by_cell.items():
+        for lo in range(0, len(problems), BATCH_CHUNK):
+            chunk = problems[lo : lo + BATCH_CHUNK]
+            items = [task.items[i] for i in chunk]
+            t0 = time.perf_counter()
+            results = generate_batch(model, [it.prompt for it in items], cells[c].config, [seed + i for i in chunk],
+                                     detailed=False, batch_size=batch_size, chat=[it.chat for it in items])
+            share = (time.perf_counter() - t0) / len(chunk)
+            for i, item, result in zip(chunk, items, results):
+                emit({**problem_row(keys[c], i, result, task.score(result.text, item)), "wall_s": share})
 
 
 def merge_results(out: Path, cells: list[Cell], keys: list[str], n: int) -> list[dict[str, Any]]:
@@ -134,10 +169,30 @@ def add_bench_args(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--device", default=None, help="default: GPU LOCAL_RANK when CUDA is available, else CPU")
     p.add_argument("--dtype", default=None, choices=[None, "float32", "bfloat16", "float16", "float64"])
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads per process")
+    p.add_argument("--batch-size", default="auto",
+                   help="sequences decoded at once, sharing forwards (s2d2.generate_batch; the dynamic backend): "
+                        f"an integer in [1, {MAX_BATCH}], or auto ({AUTO_BATCH['cuda']} on CUDA, "
+                        f"{AUTO_BATCH['cpu']} elsewhere). Rows equal batch 1's up to float round-off")
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--allow-code-eval", action="store_true",
                    help="run model-written code in the sandbox (humaneval / mbpp scorers; or S2D2_ALLOW_CODE_EVAL=1)")
     return p
+
+
+MAX_BATCH = 256
+AUTO_BATCH = {"cuda": 32, "cpu": 16}
+
+
+def batch_size_for(value: Any, device_type: str) -> int:
+    """The --batch-size value as an integer (auto: by the device type)."""
+    if value is None or value == "auto":
+        return AUTO_BATCH["cuda" if device_type == "cuda" else "cpu"]
+    try:
+        n = int(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"--batch-size: an integer in [1, {MAX_BATCH}] or auto, got {value!r}") from None
+    checks.whole(n, "--batch-size", 1, MAX_BATCH)
+    return n
 
 
 MAX_GRID_CELLS = 1000  # cells of one sweep (the default grid has 50)
@@ -153,6 +208,7 @@ def check_bench_args(args: argparse.Namespace) -> list[Cell]:
     if args.threads is not None:
         checks.whole(args.threads, "--threads", 1, 1024)
     checks.writable_folder(args.out, "--out")
+    batch_size_for(getattr(args, "batch_size", 1), "cpu")
     cells = load_grid(args.grid)
     if len(cells) > MAX_GRID_CELLS:
         raise ValueError(f"--grid: at most {MAX_GRID_CELLS} cells, got {len(cells)}")
@@ -171,19 +227,21 @@ def run_bench(args: argparse.Namespace) -> int:
     task = load_task(args.task, args.problems, args.scorer, say=_say(env))
     from ..models.loading import load_model
 
-    model = load_model(args.model, device=rank_device(args.device, env), dtype=args.dtype)
+    device = rank_device(args.device, env)
+    batch = batch_size_for(getattr(args, "batch_size", 1), torch_device_type(device))
+    model = load_model(args.model, device=device, dtype=args.dtype, backend="dynamic" if batch > 1 else "auto")
     out = Path(args.out)
     start(env, model.device)
     try:
         t0 = time.perf_counter()
         results = run_grid(model, task, cells, out, seed=args.seed, gen_length=args.gen_length,
-                           progress=not args.no_progress, env=env)
+                           progress=not args.no_progress, env=env, batch_size=batch)
         if results is None:
             return 0
         meta = {"model": model.spec.name, "task": task.name, "scorer": task.scorer, "n": len(task.items),
                 "grid": args.grid, "seed": args.seed, "gen_length": args.gen_length or task.gen_length,
                 "device": str(model.device), "dtype": str(model.dtype).replace("torch.", ""),
-                "world_size": env.world_size, "library_version": __version__,
+                "world_size": env.world_size, "batch_size": batch, "library_version": __version__,
                 "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                 "seconds": round(time.perf_counter() - t0, 1)}
         if task.has_ids:
@@ -194,6 +252,15 @@ def run_bench(args: argparse.Namespace) -> int:
     print(format_table(results))
     print("\nwritten: " + ", ".join(str(p) for p in paths.values()))
     return 0
+
+
+def torch_device_type(device: Any) -> str:
+    """"cuda", "cpu", ... of a --device value (None: CUDA when available)."""
+    import torch
+
+    if device is None:
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return torch.device(device).type
 
 
 def _say(env: DistEnv) -> Callable[[str], None]:

@@ -10,35 +10,48 @@ the whole set (total generated tokens / total forwards), not averaged per proble
 from __future__ import annotations
 
 import time
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from . import arithmetic as A
 
 
 def evaluate(model: Any, cfg: Any, problems: Sequence[A.Problem], seed: int = 0, progress: bool = False,
-             keep_texts: bool = True) -> dict[str, Any]:
-    """Accuracy (strict `#### N`) and speed of `cfg` on the arithmetic problems; problem i decodes with seed + i."""
-    from ..api import generate
-
+             keep_texts: bool = True, batch_size: int = 1) -> dict[str, Any]:
+    """Accuracy (strict `#### N`) and speed of `cfg` on the arithmetic problems; problem i decodes with seed + i
+    (with `batch_size` > 1, `batch_size` at a time through s2d2.generate_batch: the same answers)."""
     tally = _Tally()
-    for i, p in enumerate(_maybe_progress(problems, progress)):
-        r = generate(model, A.messages_for(p)[0]["content"], cfg, seed=seed + i, detailed=False)
+    prompts = [A.messages_for(p)[0]["content"] for p in problems]
+    for p, r in zip(problems, _decodes(model, cfg, prompts, [None] * len(prompts), seed, progress, batch_size)):
         tally.add(r, A.score(r.text, p))
     return tally.summary(keep_texts)
 
 
+def _decodes(model: Any, cfg: Any, prompts: list[Any], chats: list[Any], seed: int, progress: bool,
+             batch_size: int) -> Iterator[Any]:
+    """The lean decode of prompt i with seed + i, in order: one at a time, or batched."""
+    from ..api import generate
+    from ..batched import generate_batch
+
+    if batch_size == 1:
+        for i in _maybe_progress(range(len(prompts)), progress):
+            yield generate(model, prompts[i], cfg, seed=seed + i, detailed=False, chat=chats[i])
+        return
+    yield from generate_batch(model, prompts, cfg, [seed + i for i in range(len(prompts))], detailed=False,
+                              batch_size=batch_size, chat=chats)
+
+
 def evaluate_task(model: Any, cfg: Any, task: Any, seed: int = 0, progress: bool = False,
-                  keep_texts: bool = True) -> dict[str, Any]:
+                  keep_texts: bool = True, batch_size: int = 1) -> dict[str, Any]:
     """`evaluate` over any task set (tasks/sets.py): item i decodes with seed + i, scored by the task's scorer. For
     code scorers (pass@1 in the sandbox) each failed problem's reason is listed under "failures"."""
-    from ..api import generate
     from .code import check_code
     from .scoring import CODE_SCORERS
 
     tally = _Tally()
     failures = []
-    for i, item in enumerate(_maybe_progress(task.items, progress)):
-        r = generate(model, item.prompt, cfg, seed=seed + i, detailed=False, chat=item.chat)
+    items = list(task.items)
+    decodes = _decodes(model, cfg, [it.prompt for it in items], [it.chat for it in items], seed, progress, batch_size)
+    for item, r in zip(items, decodes):
         if task.scorer in CODE_SCORERS:
             run = check_code(r.text, item.gold, task.scorer)
             ok = run.passed

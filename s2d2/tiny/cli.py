@@ -42,6 +42,8 @@ def add_eval_task_args(parser: argparse.ArgumentParser) -> argparse.ArgumentPars
     parser.add_argument("--dtype", default=None, choices=[None, "float32", "bfloat16", "float16", "float64"])
     parser.add_argument("--out", default=None, help="write the result (with outputs) to this JSON file")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    parser.add_argument("--batch-size", type=int, default=1,
+                        help="problems decoded at once (s2d2.generate_batch, the dynamic backend; the same answers)")
     return parser
 
 
@@ -56,6 +58,7 @@ def check_eval_args(args: argparse.Namespace) -> Any:
     c.whole(args.gen_length, "--gen-length", 1, 8192)
     if args.threads is not None:
         c.whole(args.threads, "--threads", 1, 1024)
+    c.whole(getattr(args, "batch_size", 1), "--batch-size", 1, 256)
     c.writable_file(args.out, "--out")
     return preset(args.preset, **{"gen_length": args.gen_length, **parse_overrides(args.set)})
 
@@ -83,13 +86,14 @@ def run_eval_task(args: argparse.Namespace) -> int:
             allow_code_eval()
         task = load_task(args.task, args.n, args.scorer)
     dtype = getattr(torch, args.dtype) if args.dtype else None
-    model = load_model(args.model, device=args.device, dtype=dtype)
+    batch = getattr(args, "batch_size", 1)
+    model = load_model(args.model, device=args.device, dtype=dtype, backend="dynamic" if batch > 1 else "auto")
     if task is None:
-        res = evaluate(model, cfg, A.heldout(args.n), seed=args.seed, progress=True)
+        res = evaluate(model, cfg, A.heldout(args.n), seed=args.seed, progress=True, batch_size=batch)
     else:
         from ..tasks.evaluate import evaluate_task
 
-        res = evaluate_task(model, cfg, task, seed=args.seed, progress=True)
+        res = evaluate_task(model, cfg, task, seed=args.seed, progress=True, batch_size=batch)
     summary = {k: v for k, v in res.items() if k != "texts"}
     print(json.dumps({"model": str(args.model), "preset": args.preset, "overrides": overrides, **summary}, indent=1))
     if args.out:

@@ -1,0 +1,147 @@
+"""`generate_batch`: many prompts decoded together, each with the answer `generate` gives it alone.
+
+Every sequence runs `generate`'s own decode (s2d2/api.py `run_prepared`: the block loop, the LLaDA2 editing loop,
+the D2F pipeline or AR, whatever its config names) with its own generator, policy state, masks, drafts,
+acceptance and residual; only the model forwards are shared (s2d2/decoding/batch.py). So sequence i with seed s_i
+gives `generate(model, prompts[i], cfg, seed=s_i)`'s trace apart from wall times and float round-off in the shared
+forwards: in float64 the same tokens, NFE and decisions (tests/lib/test_batch_decode.py).
+
+Refused, with one readable message each:
+
+* `batch_size > 1` on the static backend: it leases one preallocated cache to one decode at a time, so the other
+  sequences would silently fall back to dynamic caches (another backend mid-batch). Call
+  `model.set_backend("dynamic")`, or decode with batch_size=1 (serial forwards, the static path unchanged).
+  CUDA graphs with a batch dimension are not built yet, so a batched GPU run is the dynamic backend's.
+* `batch_size > 1` with an attention implementation other than sdpa or eager (flash, flex): the batch needs an
+  explicit per-row mask, which only those two read correctly.
+* prompts that do not fit, empty prompts, bad seeds: checked for every prompt before any decode starts.
+
+Differences from calling `generate` in a loop, by design: a cost-aware policy routes every sequence with one cost
+table frozen before the batch (`costs`, else the model's measured table at the start), where a loop of `generate`
+calls would refine the fits between decodes; and the batch's timings are not fed back to the cost fits (a shared
+forward's wall is not one sequence's cost). Each forward record's `wall_s` is the wall of the batch forward that
+served it; the batch's own forwards are in the `BatchLedger` on every result (`result.batch`).
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Optional, Sequence
+
+from .api import GenerateResult, Prepared, prepare, run_prepared
+from .config import DecodeConfig
+from .decoding.batch import Scheduler
+from .decoding.decoder import make_check
+from .policies import uses_costs
+from .trace import CostTable, StepRecord
+
+MAX_BATCH_SIZE = 256  # live sequences (threads and caches) at once
+MAX_PROMPTS = 100_000
+
+
+def generate_batch(
+    model: Any,
+    prompts: Sequence[Any],
+    cfg: DecodeConfig | Sequence[DecodeConfig] | None = None,
+    seeds: Optional[Sequence[int]] = None,
+    *,
+    detailed: bool = True,
+    batch_size: int = 32,
+    chat: bool | None | Sequence[bool | None] = None,
+    max_seconds: float | None = None,
+    costs: CostTable | None = None,
+    on_result: Callable[[int, GenerateResult], None] | None = None,
+    on_block: Sequence[Callable[[list[StepRecord]], None] | None] | None = None,
+    should_stop: Sequence[Callable[[], bool] | None] | None = None,
+) -> list[GenerateResult]:
+    """Decode every prompt (text or token ids) with `cfg` (one config, or one per prompt) and `seeds` (default
+    0, 1, 2, ...); at most `batch_size` decode at once, sharing forwards, and a finished sequence's place goes to
+    the next prompt. Results in prompt order, each as `generate` returns it plus `batch`, the shared ledger.
+    `chat` is one value or one per prompt; `max_seconds` bounds each sequence's own decode, as `generate`'s does;
+    `on_result(i, result)` is called as each sequence finishes (result.batch is set once the batch ends);
+    `on_block` / `should_stop`, one per prompt (or None), are `generate`'s hooks of that prompt's decode."""
+    prompts = list(prompts)
+    if not prompts:
+        raise ValueError("prompts: empty; pass at least one prompt")
+    if len(prompts) > MAX_PROMPTS:
+        raise ValueError(f"prompts: {len(prompts)}; at most {MAX_PROMPTS} per call")
+    if not isinstance(batch_size, int) or not 1 <= batch_size <= MAX_BATCH_SIZE:
+        raise ValueError(f"batch_size: must be an integer in [1, {MAX_BATCH_SIZE}], got {batch_size!r}")
+    why = batch_refusal(model, batch_size)
+    if why is not None:
+        raise ValueError(why)
+    cfgs = _configs(cfg, len(prompts))
+    seed_list = _seeds(seeds, len(prompts))
+    preps = _prepare_all(model, prompts, cfgs, chat, costs)
+    scheduler = Scheduler(model, min(batch_size, len(prompts)))
+    blocks = _per_prompt(on_block, "on_block", len(prompts))
+    stops = _per_prompt(should_stop, "should_stop", len(prompts))
+    jobs = [_job(model, prep, seed, detailed, lambda b=block, s=stop: make_check(s, max_seconds, b))
+            for prep, seed, block, stop in zip(preps, seed_list, blocks, stops)]
+    results = scheduler.run(jobs, on_result)
+    for r in results:
+        r.batch = scheduler.ledger
+    return results
+
+
+def batch_refusal(model: Any, batch_size: int) -> Optional[str]:
+    """Why this model cannot decode `batch_size` sequences at once, or None (batch 1 always can)."""
+    check = getattr(model, "batch_unsupported", None)
+    why = check() if batch_size > 1 and check is not None else None
+    return f"batch_size > 1: {why}; or use batch_size=1" if why else None
+
+
+def _job(model: Any, prep: Prepared, seed: int, detailed: bool,
+         check: Callable[[], Callable[[list[StepRecord]], str | None]]) -> Callable[[Any], GenerateResult]:
+    """One sequence's decode; its check (and its max_seconds clock) starts when the sequence does."""
+    def job(loop_model: Any) -> GenerateResult:
+        return run_prepared(model, prep, seed, detailed, check(), loop_model)[0]
+
+    return job
+
+
+def _per_prompt(hooks: Optional[Sequence[Any]], name: str, n: int) -> list[Any]:
+    if hooks is None:
+        return [None] * n
+    out = list(hooks)
+    if len(out) != n or not all(h is None or callable(h) for h in out):
+        raise ValueError(f"{name}: one callable (or None) per prompt, {n} in all")
+    return out
+
+
+def _configs(cfg: DecodeConfig | Sequence[DecodeConfig] | None, n: int) -> list[DecodeConfig]:
+    if cfg is None or isinstance(cfg, DecodeConfig):
+        return [cfg or DecodeConfig()] * n
+    cfgs = list(cfg)
+    if len(cfgs) != n or not all(isinstance(c, DecodeConfig) for c in cfgs):
+        raise ValueError(f"cfg: one DecodeConfig, or a list of {n} (one per prompt)")
+    return cfgs
+
+
+def _seeds(seeds: Optional[Sequence[int]], n: int) -> list[int]:
+    if seeds is None:
+        return list(range(n))
+    out = list(seeds)
+    if len(out) != n:
+        raise ValueError(f"seeds: {len(out)} given for {n} prompts")
+    if not all(isinstance(s, int) and not isinstance(s, bool) and 0 <= s < 2**63 for s in out):
+        raise ValueError("seeds: integers in [0, 2**63) only")
+    return out
+
+
+def _prepare_all(model: Any, prompts: list[Any], cfgs: list[DecodeConfig], chat: Any,
+                 costs: CostTable | None) -> list[Prepared]:
+    """Every prompt checked before any decode; one frozen cost table per distinct config that routes in seconds."""
+    chats = list(chat) if isinstance(chat, (list, tuple)) else [chat] * len(prompts)
+    if len(chats) != len(prompts):
+        raise ValueError(f"chat: one value, or a list of {len(prompts)} (one per prompt)")
+    tables: dict[int, CostTable] = {}
+    preps = []
+    for i, (prompt, cfg) in enumerate(zip(prompts, cfgs)):
+        key = id(cfg)
+        try:
+            prep = prepare(model, prompt, cfg, chats[i], costs, tables.get(key))
+        except ValueError as e:
+            raise ValueError(f"prompts[{i}]: {e}") from None
+        if prep.table is not None and uses_costs(prep.cfg):
+            tables.setdefault(key, prep.table)
+        preps.append(prep)
+    return preps

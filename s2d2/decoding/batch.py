@@ -1,0 +1,211 @@
+"""Batched decoding with batch-1 answers: each sequence runs the batch-1 decode loop unchanged, and only its model
+forwards are shared.
+
+Why this shape: the decode loops (block loop, LLaDA2 editing loop, D2F pipeline, AR) are synchronous code that
+calls `model.forward` wherever its logic needs logits. Rewriting them as a batch-aware loop would give batch N a
+second copy of every routing, acceptance and residual rule, free to drift from batch 1. Instead each sequence runs
+the very same loop in its own thread, against a `SequenceModel` whose `forward` hands the request to the
+`Scheduler` and waits. The scheduler resumes exactly one sequence at a time (a strict hand-off, never two threads
+running decode code at once), so a sequence's host work, its random draws (its own torch.Generator) and its records
+happen in the order batch 1 does them; when every live sequence waits on a forward (or has finished), the
+scheduler groups the waiting requests (`group_requests`), runs each group as one padded forward
+(`model.forward_batch`, s2d2/models/batch_forward.py) and hands each sequence its own logits.
+
+What a sequence sees therefore differs from batch 1 only in its forwards' float round-off (a padded batch sums in
+another order) and in wall times. A sequence that finishes leaves; the next prompt of the queue takes its place
+(continuous batching). A model without `forward_batch` (a test stub) runs the group's forwards one by one: the
+same answers, no speed-up.
+
+Invariants: a sequence's NFE counts the forwards it took part in (its Recorder sees one call per request, as at
+batch 1); the batch's own forwards go to the `BatchLedger`; an error in one sequence stops the batch and is raised
+(every other sequence's thread is released first).
+"""
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from typing import Any, Callable, Iterable, Optional, TypeVar
+
+import torch
+
+from ..models.base import ForwardRequest
+from .batch_ledger import BatchForward, BatchLedger
+
+T = TypeVar("T")
+
+# A forward's fixed cost in query tokens (its cost at zero queries over the cost of one more query): ~2.6 ms over
+# ~0.086 ms for the bundled tiny model on one CPU thread (benchmarks/batch_speed.py). Larger on a GPU, where a
+# forward is bound by reading the weights; `Scheduler(fixed_tokens=...)` sets it.
+FIXED_TOKENS = 32
+
+
+class BatchAborted(BaseException):
+    """Raised inside a sequence's thread when the batch stops because of another sequence's error (a
+    BaseException, so no `except Exception` in a decode loop swallows it)."""
+
+
+class Worker:
+    """One sequence's decode, run in its own thread under a strict hand-off with the scheduler."""
+
+    def __init__(self, index: int, job: Callable[[Any], Any], model: Any) -> None:
+        self.index = index
+        self.model = SequenceModel(model, self)
+        self.pending: Optional[ForwardRequest] = None
+        self.done = False
+        self._job = job
+        self._go, self._back = threading.Semaphore(0), threading.Semaphore(0)
+        self._reply: Any = None
+        self._result: Any = None
+        self._error: Optional[BaseException] = None
+        self._thread = threading.Thread(target=self._main, name=f"s2d2-seq-{index}", daemon=True)
+        self._thread.start()
+
+    def _main(self) -> None:
+        self._go.acquire()
+        try:
+            self._result = self._job(self.model)
+        except BaseException as e:  # handed to the scheduler, which raises it
+            self._error = e
+        self.done = True
+        self._back.release()
+
+    def resume(self, reply: Any = None) -> None:
+        """Scheduler side: give the sequence its logits (or an exception) and run it to its next request or end."""
+        self._reply = reply
+        self.pending = None
+        self._go.release()
+        self._back.acquire()
+
+    def request(self, req: ForwardRequest) -> torch.Tensor:
+        """Sequence side: wait for the scheduler to run `req`; its logits."""
+        self.pending = req
+        self._back.release()
+        self._go.acquire()
+        reply, self._reply = self._reply, None
+        if isinstance(reply, BaseException):
+            raise reply
+        return reply
+
+    def outcome(self) -> Any:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._result
+
+    def abort(self) -> None:
+        """Release a waiting sequence's thread (its forward raises BatchAborted) and wait for it to end."""
+        while not self.done:  # a loop: after an interrupt mid-hand-off the first resume may only finish that one
+            self.resume(BatchAborted())
+        self._thread.join()
+
+
+class SequenceModel:
+    """The model as one sequence of a batch sees it: every attribute is the model's, but `forward` waits for the
+    scheduler's batched forward. `forward_walls` holds, per call, the wall time of the batch forward that served
+    it (what the sequence's forward records get: the time its own wait for logits included other sequences' host
+    work)."""
+
+    def __init__(self, model: Any, worker: Worker) -> None:
+        self._model = model
+        self._worker = worker
+        self.forward_walls: list[float] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._model, name)
+
+    def forward(self, cache: Any, input_ids: torch.Tensor, positions: torch.Tensor, attention: Any, keep: int,
+                last: Optional[int] = None, rows: Optional[torch.Tensor] = None) -> torch.Tensor:
+        return self._worker.request(ForwardRequest(cache, input_ids, positions, attention, keep, last, rows))
+
+    def settle_forwards(self, forwards: list[Any]) -> None:
+        """Give the sequence's forward records the walls of the batch forwards that served them."""
+        for record, wall in zip(forwards, self.forward_walls):
+            record.wall_s = wall
+
+
+def group_requests(workers: list[Worker], fixed_tokens: int = FIXED_TOKENS) -> list[list[Worker]]:
+    """Waiting sequences grouped into shared forwards, at the least modelled cost: a forward costs
+    `fixed_tokens` + (members x its longest query) query tokens, so drafts and 2L verifies share a forward only
+    when the saved fixed cost pays for the padding, and a prefill never pads a batch of drafts to its length. The
+    best grouping is contiguous in query order (sorted by query count, then batch position): found exactly by
+    dynamic programming, deterministic in the requests alone."""
+    order = sorted(workers, key=lambda w: (int(w.pending.input_ids.shape[0]), w.index))  # type: ignore[union-attr]
+    qs = [int(w.pending.input_ids.shape[0]) for w in order]  # type: ignore[union-attr]
+    best, cut = [0] + [0] * len(order), [0] * (len(order) + 1)
+    for j in range(1, len(order) + 1):
+        best[j] = min(best[i] + fixed_tokens + (j - i) * qs[j - 1] for i in range(j))
+        cut[j] = next(i for i in range(j) if best[i] + fixed_tokens + (j - i) * qs[j - 1] == best[j])
+    groups: list[list[Worker]] = []
+    j = len(order)
+    while j > 0:
+        groups.insert(0, order[cut[j] : j])
+        j = cut[j]
+    return groups
+
+
+class Scheduler:
+    """Runs jobs (one sequence's decode each: `job(model) -> result`) at most `batch_size` at a time, sharing
+    their forwards; results in job order. The ledger records every forward it ran."""
+
+    def __init__(self, model: Any, batch_size: int, fixed_tokens: int = FIXED_TOKENS) -> None:
+        if int(batch_size) < 1:
+            raise ValueError(f"batch_size: must be >= 1, got {batch_size}")
+        self.model = model
+        self.fixed_tokens = int(fixed_tokens)
+        self.batch_size = int(batch_size)
+        self.ledger = BatchLedger(self.batch_size)
+        self._batched = callable(getattr(model, "forward_batch", None))
+
+    def run(self, jobs: Iterable[Callable[[Any], T]],
+            on_result: Optional[Callable[[int, T], None]] = None) -> list[T]:
+        """Every job's result, in job order; `on_result(index, result)` is called (on this thread) as each one
+        finishes, so a caller can write it out before the batch ends."""
+        queue = deque(enumerate(jobs))
+        results: dict[int, T] = {}
+        live: list[Worker] = []
+        t0 = time.perf_counter()
+        try:
+            while queue or live:
+                for w in [w for w in live if w.done]:  # finished sequences leave ...
+                    live.remove(w)
+                    results[w.index] = w.outcome()
+                    if on_result is not None:
+                        on_result(w.index, results[w.index])
+                while queue and len(live) < self.batch_size:  # ... and the queue refills (to a first request)
+                    index, job = queue.popleft()
+                    worker = Worker(index, job, self.model)
+                    worker.resume()
+                    live.append(worker)
+                waiting = [w for w in live if w.pending is not None]
+                for group in group_requests(waiting, self.fixed_tokens):
+                    self._forward(group)
+        finally:
+            for w in live:
+                w.abort()
+            self.ledger.wall_s = time.perf_counter() - t0
+        return [results[i] for i in sorted(results)]
+
+    def _forward(self, group: list[Worker]) -> None:
+        """Run the group's requests (one forward, or one by one without `forward_batch`) and resume each member."""
+        requests = [w.pending for w in group]
+        lengths = [int(r.cache.get_seq_length()) for r in requests]  # type: ignore[union-attr]
+        parts = [group] if self._batched else [[w] for w in group]
+        for part in parts:
+            reqs = [w.pending for w in part]
+            t0 = time.perf_counter()
+            try:
+                out: list[Any] = (self.model.forward_batch(reqs) if self._batched
+                                  else [self.model.forward(*reqs[0])])
+            except Exception as e:  # each member's loop handles it as at batch 1 (e.g. StopDecoding)
+                out = [e] * len(part)
+            if self.model.device.type == "cuda":
+                torch.cuda.synchronize()
+            wall = time.perf_counter() - t0
+            at = [group.index(w) for w in part]
+            self.ledger.add(BatchForward(
+                len(self.ledger.forwards), [w.index for w in part], [len(w.model.forward_walls) for w in part],
+                [int(reqs[i].input_ids.shape[0]) for i in range(len(part))], [lengths[i] for i in at], wall))
+            for w, reply in zip(part, out):
+                w.model.forward_walls.append(wall)
+                w.resume(reply)

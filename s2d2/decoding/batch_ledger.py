@@ -1,0 +1,63 @@
+"""The batch's own forwards: what a batched decode cost, against the sum of what its sequences recorded.
+
+A sequence's trace counts the forwards it took part in, exactly as at batch 1 (its NFE, query tokens and per-forward
+records); a `BatchForward` is one forward the machine ran, naming the sequences that shared it, their query and
+cache lengths, and the padded shape it ran at (every row padded to the longest query, every cache to the longest
+cache). So the ledger can say how many forwards the batch ran for how many sequence-forwards, and how much of its
+work was padding.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass
+class BatchForward:
+    index: int
+    sequences: list[int]  # the batch positions (prompt indices) of the sequences that took part
+    seq_forwards: list[int]  # each one's forward index in its own trace
+    queries: list[int]  # each one's query tokens
+    cache_lens: list[int]  # each one's cached positions before the forward
+    wall_s: float
+
+    @property
+    def padded_queries(self) -> int:
+        """Query rows the forward ran: every sequence padded to the longest query."""
+        return len(self.queries) * max(self.queries)
+
+    @property
+    def padding(self) -> int:
+        return self.padded_queries - sum(self.queries)
+
+
+@dataclass
+class BatchLedger:
+    batch_size: int
+    forwards: list[BatchForward] = field(default_factory=list)
+    wall_s: float = 0.0
+
+    def add(self, record: BatchForward) -> None:
+        self.forwards.append(record)
+
+    def summary(self) -> dict[str, Any]:
+        """Forwards run vs sequence-forwards served, query rows (useful and padded), and wall time."""
+        seq_forwards = sum(len(f.sequences) for f in self.forwards)
+        useful = sum(sum(f.queries) for f in self.forwards)
+        padded = sum(f.padded_queries for f in self.forwards)
+        return {
+            "batch_size": self.batch_size,
+            "forwards": len(self.forwards),
+            "sequence_forwards": seq_forwards,
+            "mean_sharing": seq_forwards / len(self.forwards) if self.forwards else 0.0,
+            "query_tokens": useful,
+            "padded_query_tokens": padded,
+            "padding_share": (padded - useful) / padded if padded else 0.0,
+            "forward_wall_s": sum(f.wall_s for f in self.forwards),
+            # what the sequences' own traces add up to (each forward record carries its batch forward's wall)
+            "sequences_forward_wall_s": sum(f.wall_s * len(f.sequences) for f in self.forwards),
+            "wall_s": self.wall_s,
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"summary": self.summary(), "forwards": [asdict(f) for f in self.forwards]}

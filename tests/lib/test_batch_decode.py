@@ -1,0 +1,404 @@
+"""Batch > 1 with batch-1 answers (issue 24): `s2d2.generate_batch` against `s2d2.generate`, sequence by sequence.
+
+Every golden case (tests/support/golden_cases.py: every policy and estimator, greedy and sampled, KV reuse / fused commit
+/ adaptive blocks / trim, AR, the LLaDA2 editing loop, both families) and the D2F pipeline on both D2F families run
+in float64 inside a batch of prompts of different lengths with mixed seeds, fewer slots than prompts (so finished
+sequences are replaced from the queue); each sequence's trace must equal its own batch-1 trace apart from wall
+times: ints, strings and bools exactly (tokens, NFE, every decision), floats within RTOL / ATOL. Batched forwards
+differ from single ones by summation order only (~1e-16 relative in float64), so the bound has room to spare and
+still catches any real difference (a wrong row or a dropped cache column moves logits by far more).
+"""
+from __future__ import annotations
+
+import math
+import threading
+from functools import lru_cache
+from typing import Any, Optional
+
+import pytest
+import torch
+
+from fixtures import tiny_d2f as M
+import s2d2
+from tests.support.tiny_models import tiny_qwen2, tiny_qwen3
+from tests.support.golden_cases import CASES, GEN_LENGTH, PROMPTS, bundled_available, config_for, golden_model, stable
+from s2d2.decoding.batch import Scheduler, group_requests
+from s2d2.sweeps.agreement import same_output
+
+# float64 tolerance, stated here (a shared float-tolerance helper for the tests may replace these two constants).
+RTOL, ATOL = 1e-9, 1e-12
+EAGER_TOL = (1e-5, 1e-7)  # transformers' eager attention takes its softmax in float32 whatever the model's dtype
+
+
+def first_mismatch(a: Any, b: Any, path: str = "trace", tol: tuple[float, float] = (RTOL, ATOL)) -> Optional[str]:
+    """Where two plain-data traces differ: floats beyond tol (rtol, atol), anything else not equal; None if they
+    agree."""
+    if isinstance(a, float) and isinstance(b, float):
+        same = (math.isnan(a) and math.isnan(b)) or math.isclose(a, b, rel_tol=tol[0], abs_tol=tol[1])
+        return None if same else f"{path}: {a!r} != {b!r}"
+    if type(a) is not type(b):
+        return f"{path}: {a!r:.80} != {b!r:.80}"
+    if isinstance(a, dict):
+        for k in sorted(set(a) | set(b)):
+            got = first_mismatch(a.get(k, "<missing>"), b.get(k, "<missing>"), f"{path}.{k}", tol)
+            if got:
+                return got
+        return None
+    if isinstance(a, list):
+        if len(a) != len(b):
+            return f"{path}: length {len(a)} != {len(b)}"
+        for i, (x, y) in enumerate(zip(a, b)):
+            got = first_mismatch(x, y, f"{path}[{i}]", tol)
+            if got:
+                return got
+        return None
+    return None if a == b else f"{path}: {a!r:.80} != {b!r:.80}"
+
+
+def test_the_comparison_can_fail():
+    assert first_mismatch({"p": [0.5, 1]}, {"p": [0.5 + 1e-15, 1]}) is None
+    assert "p[0]" in first_mismatch({"p": [0.5, 1]}, {"p": [0.5 + 1e-6, 1]})
+    assert "p[1]" in first_mismatch({"p": [0.5, 1]}, {"p": [0.5, 2]})
+
+
+@lru_cache(maxsize=None)
+def model64(name: str) -> Any:
+    """The golden cases' models in float64 (the bundled ones loaded so; LLaDA2's MoE on the eager experts path,
+    since the grouped-matmul kernel refuses float64)."""
+    if name == "bundled":
+        return s2d2.load_model("tiny", dtype=torch.float64, backend="dynamic")
+    if name == "llada2":
+        model = s2d2.load_model("tiny-llada2", dtype=torch.float64, backend="dynamic")
+        model.model.set_experts_implementation("eager")
+        return model
+    return golden_model(name)  # the sharpened tiny random models, float64 already
+
+
+def batch_prompts(model_name: str, key: str) -> list[Any]:
+    """The case's prompt first, then prompts of other lengths (and the case's prompt again, under another seed)."""
+    if model_name in ("bundled", "llada2"):
+        from s2d2.tasks.arithmetic import heldout
+
+        qs = [p.question for p in heldout(4)]
+        return [qs[0], qs[1], qs[0], qs[2], qs[3]]
+    others = [PROMPTS[k] for k in sorted(PROMPTS) if k != key]
+    return [PROMPTS[key], others[0], PROMPTS[key], [7, 8, 9], others[1]]
+
+
+def assert_batch_equals_single(model: Any, prompts: list[Any], cfgs: Any, seeds: list[int], batch_size: int,
+                               detailed: bool = True, tol: tuple[float, float] = (RTOL, ATOL)) -> list[Any]:
+    batch = s2d2.generate_batch(model, prompts, cfgs, seeds, batch_size=batch_size, detailed=detailed)
+    assert len(batch) == len(prompts)
+    for i, (got, prompt, seed) in enumerate(zip(batch, prompts, seeds)):
+        cfg = cfgs[i] if isinstance(cfgs, list) else cfgs
+        want = s2d2.generate(model, prompt, cfg, seed=seed, detailed=detailed)
+        assert got.token_ids == want.token_ids, f"sequence {i}"
+        assert got.metrics["nfe"] == want.metrics["nfe"]
+        diff = first_mismatch(stable(got.trace.to_dict()), stable(want.trace.to_dict()), tol=tol)
+        assert diff is None, f"sequence {i}: {diff}"
+    return batch
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_every_golden_case_decodes_in_a_batch_as_alone(case):
+    name, model_name, key, seed, settings = case
+    if model_name in ("bundled", "llada2") and not bundled_available(model_name):
+        pytest.skip("a bundled model is not trained yet")
+    prompts = batch_prompts(model_name, key)
+    seeds = [seed, 7, seed + 11, 3, 12345]
+    assert_batch_equals_single(model64(model_name), prompts, config_for(model_name, settings), seeds, batch_size=3)
+
+
+@pytest.fixture(scope="module")
+def d2f(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("batch-d2f")
+    return {"llada": s2d2.load_model(M.write_llada(tmp / "llada"), device="cpu", dtype=torch.float64),
+            "dream": s2d2.load_model(M.write_dream(tmp / "dream"), device="cpu", dtype=torch.float64)}
+
+
+@pytest.mark.parametrize("fam", ["llada", "dream"])
+@pytest.mark.parametrize("preset,changes", [
+    ("d2f", {}),
+    ("d2f-s2d2", dict(policy="always", temperature=1.0, acceptance="sampled")),
+    ("d2f-s2d2", dict(policy="contextual_bandit_ucb")),
+], ids=["d2f", "s2d2-always-sampled", "s2d2-ucb"])
+def test_the_d2f_pipeline_decodes_in_a_batch_as_alone(d2f, fam, preset, changes):
+    cfg = s2d2.preset(preset, block_length=4, gen_length=24, confidence_threshold=0.5, **changes)
+    prompts = [[5, 9, 17, 33, 2, 71, 3], [4, 8], list(range(10, 40)), [5, 9, 17, 33, 2, 71, 3]]
+    assert_batch_equals_single(d2f[fam], prompts, cfg, [0, 1, 2, 3], batch_size=4)
+
+
+def test_lean_traces_and_mixed_configs_share_a_batch():
+    """AR, a baseline and S2D2 (different forward shapes) in one batch, lean traces: each as alone."""
+    model = model64("aligned")
+    cfgs = [s2d2.DecodeConfig(gen_length=24, method="ar"),
+            s2d2.DecodeConfig(gen_length=24, method="diffusion", block_length=4),
+            s2d2.DecodeConfig(gen_length=24, method="s2d2", policy="always", temperature=1.0, block_length=8),
+            s2d2.DecodeConfig(gen_length=24, method="s2d2", policy="always", trim_verify=True, block_length=8)]
+    assert_batch_equals_single(model, [PROMPTS["a"], PROMPTS["b"], PROMPTS["c"], [1, 2]], cfgs, [0, 1, 2, 3],
+                               batch_size=4, detailed=False)
+
+
+@pytest.mark.parametrize("family", ["aligned", "shifted"])
+def test_greedy_exact_always_verify_stays_ar_identical_per_sequence(family):
+    model = tiny_qwen3(seed=2) if family == "aligned" else tiny_qwen2(seed=2)
+    prompts = [[5, 6, 7, 8, 9, 10, 11], list(range(20, 52)), [3, 4], list(range(60, 75))]
+    lossless = s2d2.generate_batch(model, prompts, s2d2.preset("lossless", gen_length=40), batch_size=4,
+                                   detailed=False)
+    always = s2d2.generate_batch(model, prompts, s2d2.DecodeConfig(
+        gen_length=40, method="s2d2", policy="always", acceptance="greedy_exact", cache_ver=True, block_length=8),
+        batch_size=4,
+        detailed=False)
+    for prompt, a, b in zip(prompts, lossless, always):
+        ar = s2d2.generate(model, prompt, s2d2.preset("ar", gen_length=40), detailed=False)
+        stopped = [r.trace.footer.stop_position is not None for r in (ar, a, b)]
+        assert same_output(ar.token_ids, stopped[0], a.token_ids, stopped[1])
+        assert same_output(ar.token_ids, stopped[0], b.token_ids, stopped[2])
+        assert len(a.token_ids) >= 16 or stopped[1]  # a real comparison, not an empty prefix
+        assert a.metrics["verify_rate"] == 1.0 == b.metrics["verify_rate"]
+
+
+def test_the_ledger_accounts_for_every_forward():
+    model = model64("aligned")
+    prompts = [PROMPTS["a"], PROMPTS["b"], PROMPTS["c"], [1, 2, 3], [9] * 20]
+    cfg = s2d2.DecodeConfig(gen_length=24, method="s2d2", policy="always", temperature=1.0, block_length=8)
+    results = s2d2.generate_batch(model, prompts, cfg, batch_size=2)
+    ledger = results[0].batch
+    assert all(r.batch is ledger for r in results)
+    served = {(s, f) for bf in ledger.forwards for s, f in zip(bf.sequences, bf.seq_forwards)}
+    want = {(i, f.index) for i, r in enumerate(results) for f in r.trace.forwards}
+    assert served == want  # every sequence-forward was served exactly once, by one batch forward
+    summary = ledger.summary()
+    assert summary["sequence_forwards"] == sum(r.metrics["nfe"] for r in results)
+    assert summary["forwards"] < summary["sequence_forwards"]  # forwards were shared
+    assert max(len(bf.sequences) for bf in ledger.forwards) <= 2  # never more live sequences than slots
+    assert summary["query_tokens"] == sum(r.metrics["query_tokens"] for r in results)
+    assert summary["padded_query_tokens"] >= summary["query_tokens"]
+    assert summary["sequences_forward_wall_s"] == pytest.approx(sum(r.trace.footer.forward_wall_s for r in results),
+                                                                rel=1e-9)
+    assert summary["sequences_forward_wall_s"] > summary["forward_wall_s"]  # shared walls count once per batch
+    for bf in ledger.forwards:  # a sequence's forward record carries the wall of the batch forward that served it
+        for s, f in zip(bf.sequences, bf.seq_forwards):
+            assert results[s].trace.forwards[f].wall_s == bf.wall_s
+            assert results[s].trace.forwards[f].query_tokens == bf.queries[bf.sequences.index(s)]
+
+
+def test_a_batch_of_one_is_generate_exactly():
+    model = model64("shifted")
+    cfg = s2d2.DecodeConfig(gen_length=24, method="s2d2", policy="contextual_bandit_ucb", temperature=1.0,
+                            block_length=8)
+    got = s2d2.generate_batch(model, [PROMPTS["a"]], cfg, [3], batch_size=1)[0]
+    want = s2d2.generate(model, PROMPTS["a"], cfg, seed=3)
+    assert stable(got.trace.to_dict()) == stable(want.trace.to_dict())  # exact: the same single forwards
+
+
+def test_refusals_are_one_readable_message():
+    model = tiny_qwen3(seed=0)
+    cfg = s2d2.DecodeConfig(gen_length=8)
+    cases = [
+        (dict(prompts=[]), "prompts: empty"),
+        (dict(batch_size=0), "batch_size"),
+        (dict(batch_size=10**6), "batch_size"),
+        (dict(seeds=[1]), "seeds: 1 given for 2 prompts"),
+        (dict(seeds=[1, -1]), "seeds"),
+        (dict(prompts=[[1, 2], [299]]), "prompts[1]: prompt: contains the mask token"),
+        (dict(cfg=[cfg]), "cfg: one DecodeConfig, or a list of 2"),
+    ]
+    for changes, words in cases:
+        args = dict(prompts=[[1, 2], [3]], cfg=cfg, seeds=None, batch_size=2)
+        args.update(changes)
+        with pytest.raises(ValueError) as e:
+            s2d2.generate_batch(model, args.pop("prompts"), args.pop("cfg"), args.pop("seeds"), **args)
+        assert words in str(e.value)
+
+
+def test_the_static_backend_is_refused_above_batch_one():
+    model = tiny_qwen3(seed=0)
+    model.set_backend("static")
+    cfg = s2d2.DecodeConfig(gen_length=8, block_length=4)
+    with pytest.raises(ValueError, match="static backend leases its one cache"):
+        s2d2.generate_batch(model, [[1, 2], [3]], cfg, batch_size=2)
+    # Eager attention batches too (an additive mask), but transformers' eager softmax runs in float32 even in a
+    # float64 model, so summing over more (masked, exactly zero) columns moves probabilities by ~1e-7: decisions
+    # and tokens stay exact, floats are held to EAGER_TOL.
+    eager = tiny_qwen3(seed=0, attn="eager")
+    prompts = [[1, 2, 3], [4, 5, 6, 7, 8, 9], [10]]
+    assert_batch_equals_single(eager, prompts, s2d2.DecodeConfig(gen_length=12, method="s2d2", policy="always",
+                                                                 block_length=4), [0, 1, 2], batch_size=3,
+                               tol=EAGER_TOL)
+    one = s2d2.generate_batch(model, [[1, 2]], cfg, batch_size=1)[0]
+    assert one.token_ids == s2d2.generate(model, [1, 2], cfg).token_ids
+
+
+class _Fake:
+    """A model stub for the scheduler alone: its forward returns the query count as a one-element tensor."""
+
+    device = torch.device("cpu")
+
+    def forward(self, cache, input_ids, positions, attention, keep, last=None, rows=None):
+        return torch.tensor([float(input_ids.shape[0])])
+
+
+class _Cache:
+    def get_seq_length(self) -> int:
+        return 0
+
+
+def test_an_error_in_one_sequence_stops_the_batch_and_releases_every_thread():
+    before = threading.active_count()
+
+    def ok(model):
+        for q in range(1, 6):
+            assert float(model.forward(_Cache(), torch.zeros(q), torch.zeros(q), "full", 0)[0]) == q
+        return "done"
+
+    def bad(model):
+        model.forward(_Cache(), torch.zeros(2), torch.zeros(2), "full", 0)
+        raise RuntimeError("sequence 1 broke")
+
+    assert Scheduler(_Fake(), 3).run([ok, ok, ok, ok]) == ["done"] * 4  # no forward_batch: one by one
+    with pytest.raises(RuntimeError, match="sequence 1 broke"):
+        Scheduler(_Fake(), 3).run([ok, bad, ok, ok])
+    assert threading.active_count() == before
+
+
+def test_groups_have_the_least_modelled_cost():
+    class W:
+        def __init__(self, i, q):
+            self.index, self.pending = i, type("R", (), {"input_ids": torch.zeros(q)})()
+
+    ws = [W(0, 8), W(1, 4), W(2, 100), W(3, 5), W(4, 16), W(5, 90)]
+    # cost = 32 per forward + members x longest query: [4 5 8 16] 96 + [90 100] 232 beats every other split
+    assert [[w.index for w in g] for g in group_requests(ws, 32)] == [[1, 3, 0, 4], [5, 2]]
+    assert [[w.index for w in g] for g in group_requests(ws, 1000)] == [[1, 3, 0, 4, 5, 2]]  # fixed cost rules
+    assert [[w.index for w in g] for g in group_requests(ws, 0)] == [[1], [3], [0], [4], [5], [2]]  # no padding
+
+
+def _science(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """A results file's cells without what depends on timing."""
+    timing = {"wall_per_token", "speedup_wall_vs_ar", "speedup_wall_vs_baseline"}
+    return [{k: v for k, v in c.items() if k not in timing} for c in data["cells"]]
+
+
+def test_bench_batch_size_gives_the_science_of_batch_one(tmp_path, capsys):
+    """`python -m s2d2 bench --batch-size N` (float64, so exact): the same results file as --batch-size 1 but for
+    wall times, and the rank file holds batch 1's rows (outputs, NFE, acceptance) item for item."""
+    import json
+
+    from s2d2.__main__ import main
+    from s2d2.sweeps.shards import read_all_rows
+
+    base = ["bench", "--model", "tiny", "--grid", "quick", "--problems", "5", "--gen-length", "24", "--dtype",
+            "float64", "--device", "cpu", "--no-progress"]
+    assert main([*base, "--out", str(tmp_path / "one"), "--batch-size", "1"]) == 0
+    assert main([*base, "--out", str(tmp_path / "many"), "--batch-size", "7"]) == 0
+    one, many = (json.loads((tmp_path / d / "results.json").read_text()) for d in ("one", "many"))
+    assert (one["meta"]["batch_size"], many["meta"]["batch_size"]) == (1, 7)
+    assert _science(one) == _science(many)
+    rows = [sorted(({f: v for f, v in r.items() if f not in ("wall_s", "cell")} | {"name": k[0].rsplit("-", 1)[0]}
+                    for k, r in read_all_rows(tmp_path / d).items()), key=lambda r: (r["name"], r["i"]))
+            for d in ("one", "many")]
+    assert rows[0] == rows[1] and len(rows[0]) == 6 * 5
+    keys = [{k[0] for k in read_all_rows(tmp_path / d)} for d in ("one", "many")]
+    assert not keys[0] & keys[1]  # batch-share walls never mix with batch-1 rows in one folder
+    for bad in ("0", "x", "1000"):
+        assert main([*base, "--out", str(tmp_path / "bad"), "--batch-size", bad]) == 2
+        assert capsys.readouterr().err.strip().startswith("error: --batch-size")
+
+
+def test_lm_eval_generate_until_batched_gives_the_answers_of_one_at_a_time():
+    """The lm-eval backend's generate_until with batch_size 3 (float64): the texts, seeds, NFE and stop reasons
+    of batch_size 1, request for request, stop strings included."""
+    import json
+    from pathlib import Path
+
+    pytest.importorskip("lm_eval")
+    from lm_eval.api.instance import Instance
+
+    from s2d2.harness.backend import S2D2LM
+
+    sample = Path(__file__).resolve().parents[2] / "assets" / "tasks" / "gsm8k_style_sample.jsonl"
+    questions = [json.loads(line)["question"] for line in sample.read_text().splitlines()[:5]]
+    model = model64("bundled")
+
+    def requests(lm):
+        out = []
+        for i, q in enumerate(questions):
+            context = lm.apply_chat_template([{"role": "user", "content": q}])
+            kwargs = {"until": ["####"] if i % 2 == 0 else [], "max_gen_toks": 40}
+            out.append(Instance("generate_until", {}, (context, kwargs), i, ("t", i, 1)))
+        return out
+
+    runs = []
+    for batch in (1, 3):
+        lm = S2D2LM.from_model(model, preset="sdar-config-b", seed=4, batch_size=batch)
+        assert lm.args.batch_size == batch
+        texts = lm.generate_until(requests(lm), disable_tqdm=True)
+        keep = ("doc_id", "seed", "nfe", "generated_tokens", "finish_reason")
+        runs.append((texts, [{k: r[k] for k in keep} for r in lm.records]))
+    assert runs[0] == runs[1]
+    assert {r["finish_reason"] for r in runs[0][1]} >= {"stop_sequence"}  # the stop strings were exercised
+    with pytest.raises(ValueError, match="batch_size"):
+        S2D2LM.from_model(model, batch_size=0)
+    with pytest.raises(ValueError, match="static"):
+        S2D2LM.from_model(model, batch_size=2, backend="static")
+
+
+def test_lm_eval_says_so_when_a_chat_model_runs_without_its_template(caplog):
+    pytest.importorskip("lm_eval")
+    from lm_eval.api.instance import Instance
+
+    from s2d2.harness.backend import S2D2LM
+
+    lm = S2D2LM.from_model(model64("bundled"), preset="ar", gen_length=4)
+    req = Instance("generate_until", {}, ("What is 2 + 2?", {"max_gen_toks": 4}), 0, ("t", 0, 1))
+    with caplog.at_level("WARNING"):
+        lm.generate_until([req], disable_tqdm=True)
+    assert sum("--apply_chat_template" in r.getMessage() for r in caplog.records) == 1
+    caplog.clear()
+    lm.apply_chat_template([{"role": "user", "content": "x"}])
+    fresh = S2D2LM.from_model(model64("bundled"), preset="ar", gen_length=4)
+    fresh.apply_chat_template([{"role": "user", "content": "x"}])
+    with caplog.at_level("WARNING"):
+        fresh.generate_until([req], disable_tqdm=True)
+    assert not any("--apply_chat_template" in r.getMessage() for r in caplog.records)
+
+
+def test_eval_task_batch_size_gives_the_answers_of_one_at_a_time(tmp_path, capsys):
+    import json
+
+    from s2d2.__main__ import main
+
+    base = ["eval-task", "--model", "tiny", "--preset", "sdar-config-b", "--n", "5", "--gen-length", "32",
+            "--dtype", "float64", "--device", "cpu"]
+    outs = []
+    for batch in ("1", "4"):
+        assert main([*base, "--batch-size", batch, "--out", str(tmp_path / f"{batch}.json")]) == 0
+        data = json.loads((tmp_path / f"{batch}.json").read_text())
+        outs.append({k: v for k, v in data.items() if k != "wall_seconds"})
+    assert outs[0] == outs[1] and len(outs[0]["texts"]) == 5
+    capsys.readouterr()
+    assert main([*base, "--batch-size", "0"]) == 2
+    assert capsys.readouterr().err.strip().startswith("error: --batch-size")
+
+
+def test_cost_aware_routing_in_a_batch_routes_as_alone_with_the_same_table():
+    """A cost-aware policy routes every sequence of a batch with one frozen table; given that table, batch 1 makes
+    exactly the same decisions (a made-up table whose verify is dear, so the routing has decisions to make)."""
+    from s2d2.trace import CostTable, ForwardCost
+    from s2d2.trace.records import FORWARD_KINDS
+
+    table = CostTable("measured", 0, [ForwardCost(k, 0.0022 if k.startswith("verify") else 0.002, 1e-4, 10)
+                                      for k in FORWARD_KINDS])
+    model = model64("aligned")
+    cfg = s2d2.preset("sdar-config-b+cost-aware", gen_length=24, block_length=8, temperature=1.0,
+                      cost_skip_value="all")
+    prompts = [PROMPTS["a"], PROMPTS["c"], [4, 4, 4]]
+    batch = s2d2.generate_batch(model, prompts, cfg, [0, 1, 2], batch_size=3, costs=table)
+    routes = set()
+    for i, got in enumerate(batch):
+        want = s2d2.generate(model, prompts[i], cfg, seed=i, costs=table)
+        assert first_mismatch(stable(got.trace.to_dict()), stable(want.trace.to_dict())) is None
+        assert got.trace.header.costs == table
+        routes |= {s.decision.verify for s in got.trace.steps if s.decision is not None}
+    assert routes == {True, False}  # both routes taken: the table matters
