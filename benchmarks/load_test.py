@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--classroom", action="store_true", help="a class presses Run, sharing off then on (issue 25)")
     ap.add_argument("--visitors", type=int, default=30, help="--classroom: visitors")
     ap.add_argument("--spread-s", type=float, default=10.0, help="--classroom: seconds over which they press Run")
-    ap.add_argument("--lone-reps", type=int, default=3, help="--classroom: lone runs per mode")
+    ap.add_argument("--lone-reps", type=int, default=5, help="--classroom: lone runs per mode")
     ap.add_argument("--batch-max", type=int, default=16, help="--classroom: S2D2_BATCH_MAX with sharing on")
     args = ap.parse_args(argv)
     if args.classroom:

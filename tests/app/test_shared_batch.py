@@ -54,8 +54,9 @@ class Visitor:
     """One visitor's shared Run in a thread: its progress (the most others it decoded with, whether it was queued),
     optionally a Stop after its first block, or a progress hook that raises."""
 
-    def __init__(self, prompt: str, seed: int, stop_after: bool = False, raise_at_block: bool = False) -> None:
-        self.prompt, self.seed = prompt, seed
+    def __init__(self, prompt: str, seed: int, stop_after: bool = False, raise_at_block: bool = False,
+                 cfg: Any = CFG) -> None:
+        self.prompt, self.seed, self.cfg = prompt, seed, cfg
         self.stop_after, self.raise_at_block = stop_after, raise_at_block
         self.blocks, self.together = 0, 0
         self.queued = threading.Event()
@@ -77,7 +78,7 @@ class Visitor:
 
     def _run(self) -> None:
         try:
-            self.result = shared_batch.shared_generate(NAME)(model64(), self.prompt, CFG, seed=self.seed,
+            self.result = shared_batch.shared_generate(NAME)(model64(), self.prompt, self.cfg, seed=self.seed,
                                                              on_block=self.on_block, should_stop=self.should_stop)
         except Exception as exc:
             self.error = exc
@@ -192,6 +193,17 @@ def test_a_visitor_who_disconnects_leaves_the_batch():
     got = s2d2.Trace.from_dict(second_events[-1]["trace"])
     assert trace_mismatch(got, lone(EXAMPLE_PROMPTS[1], 2).trace) is None
     assert batch.live() == 0 and batch.served == 3  # the holder, the first visitor (left), the second
+
+
+def test_another_block_length_decodes_in_a_batch_of_its_own():
+    other = CFG.replace(block_length=8)
+    a = Visitor(EXAMPLE_PROMPTS[0], 1)
+    b = Visitor(EXAMPLE_PROMPTS[1], 2, cfg=other)
+    in_one_batch(a, b)
+    assert a.together == 0 and b.together == 0  # in the batch at once, never in one forward
+    assert trace_mismatch(a.result.trace, lone(EXAMPLE_PROMPTS[0], 1).trace) is None
+    alone = s2d2.generate(model64(), EXAMPLE_PROMPTS[1], other, seed=2)
+    assert trace_mismatch(b.result.trace, alone.trace) is None
 
 
 def test_presets_that_cannot_share_decode_alone():
