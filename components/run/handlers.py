@@ -102,7 +102,7 @@ def progress_line(event: dict[str, Any]) -> str:
     """The status while a run decodes: its steps and commits, and, in a shared batch, its place in the queue or
     how many others it decodes with."""
     if event.get("queued"):
-        return (f"⏳ Waiting for a place in the shared batch: position {event['queued']} ({event['elapsed']:.1f} s). "
+        return (f"⏳ Waiting to start in the shared batch: position {event['queued']} ({event['elapsed']:.1f} s). "
                 "Stop withdraws it.")
     others = event.get("together") or 0
     together = f", decoding together with {others} other{'s' if others != 1 else ''}" if others else ""

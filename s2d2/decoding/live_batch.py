@@ -77,6 +77,7 @@ class LiveBatch(Scheduler):
         self._count = 0
         self._closed = False
         self.served = 0  # submissions finished (result or error)
+        self.gathering = threading.Event()  # set while an idle batch holds its first arrivals for companions
         self._thread = threading.Thread(target=self._main, name=name, daemon=True)
         self._thread.start()
 
@@ -136,17 +137,20 @@ class LiveBatch(Scheduler):
                 return False
             if not self._live and self.wait_s > 0:
                 until = time.monotonic() + self.wait_s
+                self.gathering.set()
                 while not self._closed and len(self._queue) < self.batch_size and time.monotonic() < until:
                     self._cond.wait(max(0.0, until - time.monotonic()))
+                self.gathering.clear()
             fresh = []
             while self._queue and len(self._live) + len(fresh) < self.batch_size:
                 fresh.append(self._queue.popleft())
             for i, (t, _) in enumerate(self._queue):
                 t.position = i + 1
-        for ticket, job in fresh:
+        admitted = [(Worker(ticket.index, job, self.model), ticket) for ticket, job in fresh]
+        for worker, ticket in admitted:  # all in the batch before the first of them runs
             ticket.position, ticket.started = 0, True
-            worker = Worker(ticket.index, job, self.model)
             self._live.append((worker, ticket))
+        for worker, _ in admitted:
             worker.resume()  # runs the sequence to its first forward request (or its end)
         return True
 

@@ -259,3 +259,20 @@ def test_live_batch_queue_positions_max_batch_and_close():
         fourth.outcome(WAIT)
     with pytest.raises(BatchClosed):
         batch.submit(lambda m: None)
+
+
+def test_waiting_for_companions():
+    """S2D2_BATCH_WAIT_MS's engine side: with a wait, an idle batch's first job starts only once a companion came (the
+    batch full, long before the wait would end); without one (the default), a lone job starts and finishes alone."""
+    batch = LiveBatch(model64(), max_batch=2, wait_s=60.0)
+    seen: list[int] = []
+    first = batch.submit(lambda m: seen.append(batch.live()) or "first")
+    assert batch.gathering.wait(WAIT) and not first.started  # held for a companion
+    second = batch.submit(lambda m: "second")
+    assert first.outcome(WAIT) == "first" and second.outcome(WAIT) == "second"
+    assert seen == [2]  # both joined in one admission: the first had waited for the second
+    batch.close()
+    lone_batch = LiveBatch(model64(), max_batch=2)
+    assert lone_batch.submit(lambda m: "alone").outcome(WAIT) == "alone"
+    assert not lone_batch.gathering.is_set()
+    lone_batch.close()
