@@ -29,6 +29,7 @@ from components.serve.event_guard import protect
 from components.replay.layout import build_replay_tab, step_js
 from components.serve.model_pool import preload_on_spaces
 from components.run.layout import build_run_tab
+from components.run.shared_batch import run_concurrency, sharing_on
 from components.replay.share_row import COPY_JS
 from components.views.story import Story, pair_story, single_story
 from components.sweep.panel import build_sweep_tab
@@ -119,9 +120,13 @@ def wire(ctx: Ctx, o: Opening, tour: Optional[TourHandles]) -> None:
                      out(["preset", *r.KNOB_OUT, "preset_note"]), **PRIVATE)
     # One GPU job per session: a second submission is refused before it enters the queue (gpu_slot.admit_decode).
     # Stop only raises the job's flag: the decode ends within one forward and the run itself writes the final status.
+    # Sharing on (components/run/shared_batch.py): up to S2D2_BATCH_MAX Runs are in their handlers at once, all
+    # decoding in the model's one shared batch, on a slot of their own; off: Run shares the one "gpu" slot.
+    run_slot = gpu_slot.GPU_RUN if sharing_on() else gpu_slot.GPU
     run_ev = c["run"].click(k(gpu_slot.one_job(r.run, r.run_refused)), [c["prompt"], c["model"], *out(r.KNOB_OUT)],
-                            out(r.RUN_OUT), api_name="run", concurrency_limit=1, concurrency_id="gpu",
-                            validator=gpu_slot.admit_decode, js=within_js(limits().max_prompt_chars))
+                            out(r.RUN_OUT), api_name="run", concurrency_limit=run_concurrency(),
+                            concurrency_id=run_slot, validator=gpu_slot.admit_decode,
+                            js=within_js(limits().max_prompt_chars))
     c["run"].click(None, js=follow_js("#run-status"), **PRIVATE)  # on a phone: to the status and live tokens
     run_ev.then(k(h.show_state), [c["state"], c["run_ok"]], out(["tabs", *h.LOAD_OUT]), **PRIVATE).then(
         None, js=follow_js("#headline"), **PRIVATE)  # Replay opens at its headline and canvas

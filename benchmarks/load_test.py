@@ -3,6 +3,7 @@
     python -m benchmarks.load_test                          # 16 sessions, bundled model, 32-token runs
     python -m benchmarks.load_test --sessions 32 --gen 64 --budget-s 600
     python -m benchmarks.load_test --attack                 # honest visitor beside each attacker (issue 19)
+    python -m benchmarks.load_test --classroom              # 30 visitors press Run within 10 s, sharing off/on
 
 Starts the app (`app.py`) in a subprocess on a free port, trusting one proxy hop (X-Forwarded-For names the
 visitor, as on a Space). Default mode: N client sessions at once, each its own visitor: upload a
@@ -17,6 +18,10 @@ flood of the heaviest accepted trace, other spellings of Content-Type, heartbeat
 `--phases` picks some), each from one address, for --phase-s seconds; reports the honest p50/p95
 per phase and how the attacker's requests were answered. The server trusts one proxy hop (X-Forwarded-For names
 the visitor, as on a Space).
+
+`--classroom` (issue 25): --visitors honest visitors press Run (the default preset, each its own question) within
+--spread-s seconds, on a server with decode sharing off and then on (benchmarks/classroom.py); ends with
+`classroom: p95 shared/alone = R (lone run shared/alone = L)`.
 """
 from __future__ import annotations
 
@@ -89,7 +94,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--phase-s", type=float, default=60.0, help="--attack: seconds per phase")
     ap.add_argument("--threads", type=int, default=8, help="--attack: attacker threads")
     ap.add_argument("--phases", default="", help="--attack: comma-separated attackers to run (default: all)")
+    ap.add_argument("--classroom", action="store_true", help="a class presses Run, sharing off then on (issue 25)")
+    ap.add_argument("--visitors", type=int, default=30, help="--classroom: visitors")
+    ap.add_argument("--spread-s", type=float, default=10.0, help="--classroom: seconds over which they press Run")
+    ap.add_argument("--lone-reps", type=int, default=5, help="--classroom: lone runs per mode")
+    ap.add_argument("--batch-max", type=int, default=16, help="--classroom: S2D2_BATCH_MAX with sharing on")
     args = ap.parse_args(argv)
+    if args.classroom:
+        from benchmarks.classroom import run_classroom
+
+        return run_classroom(args)
     if args.attack:
         from benchmarks.attack_run import run_attacks
 

@@ -102,9 +102,7 @@ def run(prompt: str, model_name: str, *knobs: Any) -> Iterator[dict[str, Any]]:
                     yield {"run_status": "⏹ Stopped — the decoding worker ended without a partial trace.",
                            "run_ok": False}
                     return
-                status = ("Stopping…" if stopping else event.get("status") or
-                          f"Decoding… {event['steps']} steps, {len(event['commits'])} tokens committed "
-                          f"({event['elapsed']:.1f} s). Stop keeps the partial trace.")
+                status = "Stopping…" if stopping else event.get("status") or progress_line(event)
                 yield {"run_status": status, "live": render_live(event["commits"], stop_ids=event.get("stop_ids", ()))}
             elif event["kind"] == "error":
                 yield {"run_status": f"⚠️ {event['message']}", "run_ok": False}
@@ -118,6 +116,18 @@ def run(prompt: str, model_name: str, *knobs: Any) -> Iterator[dict[str, Any]]:
                 return
     finally:
         events.close()
+
+
+def progress_line(event: dict[str, Any]) -> str:
+    """The status while a run decodes: its steps and commits, and, in a shared batch, its place in the queue or
+    how many others it decodes with."""
+    if event.get("queued"):
+        return (f"⏳ Waiting to start in the shared batch: position {event['queued']} ({event['elapsed']:.1f} s). "
+                "Stop withdraws it.")
+    others = event.get("together") or 0
+    together = f", decoding together with {others} other{'s' if others != 1 else ''}" if others else ""
+    return (f"Decoding… {event['steps']} steps, {len(event['commits'])} tokens committed ({event['elapsed']:.1f} s"
+            f"{together}). Stop keeps the partial trace.")
 
 
 def _finished(event: dict[str, Any]) -> dict[str, Any]:

@@ -15,27 +15,36 @@ from components.views.canvas import live_rows
 from components.run.config_check import check_config
 
 
+# Decodes that do not share a batch (Compare and what-if lanes, and Runs that cannot share: shared_batch.py) run
+# one at a time, as they did when every decode held the one GPU slot: a static backend leases its one cache to one
+# decode, and a cost calibration times forwards that must not overlap another decode's.
+ALONE = threading.Lock()
+
+
 def generate_within_limits(model: Any, prompt: Any, cfg: DecodeConfig, **kwargs: Any) -> Any:
-    """s2d2.generate, refusing a prompt over S2D2_MAX_PROMPT_TOKENS (counted after the chat template)."""
+    """s2d2.generate (under ALONE), refusing a prompt over S2D2_MAX_PROMPT_TOKENS (counted after the chat
+    template)."""
     from s2d2.api import encode_prompt, generate
 
     check_prompt_tokens(len(encode_prompt(model, prompt)[0]))
-    return generate(model, prompt, cfg, **kwargs)
+    with ALONE:
+        return generate(model, prompt, cfg, **kwargs)
 
 
 class RunStopped(Exception):
     """Compare lanes or a what-if re-run that the visitor stopped; the message says what was kept."""
 
 
-class _Stoppable:
+class Stoppable:
     """The model as one run sees it: every forward first checks the run's stop flag and, once it is up, raises
     s2d2's StopDecoding instead, so a stopped run frees the GPU within one forward and still returns its trace up to
-    the last complete block. Everything else is the model's."""
+    the last complete block. Everything else is the model's; `inner` is the wrapped model."""
 
     def __init__(self, model: Any, stopped: Callable[[], bool]) -> None:
         from s2d2.api import StopDecoding
 
         self._model, self._stopped, self._stop = model, stopped, StopDecoding
+        self.inner = model
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._model, name)
@@ -51,6 +60,23 @@ _END = object()
 
 WARMUP_STATUS = ("Preparing the GPU fast path: capturing CUDA graphs for this block length (a few seconds, once per "
                  "model and block length)…")
+
+
+def progress_events(events: "queue.Queue[Any]", model: Any, start: float) -> Callable[..., None]:
+    """The decode's on_block: a progress event after every block; a shared decode also says how many others it
+    decodes with (`together`), or, still waiting for a place, its position (`queued`; shared_batch.py)."""
+    def on_block(steps: list[Any], *_: Any, together: Optional[int] = None, queued: Optional[int] = None,
+                 **__: Any) -> None:
+        event = {"kind": "progress", "steps": len(steps), "commits": live_rows(steps),
+                 "stop_ids": list(getattr(getattr(model, "spec", None), "stop_ids", ())),
+                 "elapsed": round(time.monotonic() - start, 2)}
+        if together is not None:
+            event["together"] = int(together)
+        if queued is not None:
+            event["queued"] = int(queued)
+        events.put(event)
+
+    return on_block
 
 
 def record_stream(prompt: Any, model_name: str, config: dict[str, Any], seed: int,
@@ -75,10 +101,7 @@ def record_stream(prompt: Any, model_name: str, config: dict[str, Any], seed: in
     def stopped() -> bool:
         return stop.is_set() or cancel()
 
-    def on_block(steps: list[Any], *_: Any, **__: Any) -> None:
-        events.put({"kind": "progress", "steps": len(steps), "commits": live_rows(steps),
-                    "stop_ids": list(getattr(getattr(model, "spec", None), "stop_ids", ())),
-                    "elapsed": round(time.monotonic() - start, 2)})
+    on_block = progress_events(events, model, start)
 
     def work() -> None:
         try:
@@ -86,7 +109,7 @@ def record_stream(prompt: Any, model_name: str, config: dict[str, Any], seed: in
             if getattr(model, "needs_warmup", lambda _: False)(blocks):  # static backend on a GPU: once per shape
                 events.put({"kind": "progress", "steps": 0, "commits": [], "elapsed": 0.0, "status": WARMUP_STATUS})
                 model.warmup(block_lengths=blocks)
-            result = generate(_Stoppable(model, stopped), prompt, cfg, seed=seed, on_block=on_block,
+            result = generate(Stoppable(model, stopped), prompt, cfg, seed=seed, on_block=on_block,
                               should_stop=stopped, max_seconds=seconds)
             events.put({"kind": "done", "trace": result.trace.to_dict(), "text": result.text,
                         "elapsed": round(time.monotonic() - start, 2)})

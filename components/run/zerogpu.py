@@ -1,5 +1,6 @@
 """The decodes as the Space runs them: on Hugging Face ZeroGPU each is decorated with spaces.GPU and a duration bounded
-before it starts (a no-op decorator elsewhere); `record` is one run, `record_lanes` several configurations under one
+before it starts (a no-op decorator elsewhere); `record` is one run (in the model's shared batch when sharing is
+on), `record_lanes` several configurations under one
 time budget (Compare, what-if re-run)."""
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from s2d2.limits import limits
 from components.serve.gpu_slot import cancelled, current_job
 from components.run.lane_rounds import TIMED_ROUNDS, lane_rounds
 from components.serve.model_pool import get_model
+from components.run.shared_batch import shared_generate, sharing_on
 from components.run.workers import generate_within_limits, record_stream
 
 
@@ -41,8 +43,9 @@ def record(prompt: str, model_name: str, config: dict[str, Any], seed: int = 0) 
 @_GPU(duration=gpu_duration)
 def _record_on_gpu(prompt: str, model_name: str, config: dict[str, Any], seed: int,
                    job_id: str) -> Iterator[dict[str, Any]]:
-    yield from record_stream(prompt, model_name, config, seed, generate_within_limits, get_model,
-                             cancel=lambda: cancelled(job_id))
+    # Sharing on: the decode joins the model's shared batch (components/run/shared_batch.py); off: it runs alone.
+    generate = shared_generate(model_name) if sharing_on() else generate_within_limits
+    yield from record_stream(prompt, model_name, config, seed, generate, get_model, cancel=lambda: cancelled(job_id))
 
 
 def record_lanes(prompt: Any, model_name: str, configs: dict[str, dict[str, Any]], seed: int,

@@ -10,7 +10,8 @@ While a handler runs, the wrapper
   bits or a lone UTF-16 surrogate and takes the whole event stream down with it, so such values leave as None and
   U+FFFD instead.
 It also checks the wiring rules the fairness guards rely on, failing at start-up rather than in production: a decode
-(concurrency_id="gpu") runs as gpu_slot.one_job and is admitted by gpu_slot.admit_decode; a Stop runs outside the queue.
+(concurrency_id "gpu", or "gpu_run" for shared Runs) runs as gpu_slot.one_job and is admitted by
+gpu_slot.admit_decode; a Stop runs outside the queue.
 """
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ from components.serve.front_door import SESSIONS
 from components.serve.input_numbers import INT_BOUND
 
 LOG = logging.getLogger("s2d2.app")
-GPU = gpu_slot.GPU
+GPU = gpu_slot.DECODE_SLOTS
 MAX_LOGGED = 2000  # characters of a traceback written to the log (a value in an exception can be megabytes)
 
 
@@ -42,7 +43,7 @@ def protect(demo: gr.Blocks) -> gr.Blocks:
             continue
         if _unwrapped(fn) is gpu_slot.stop and block_fn.queue is not False:
             raise ValueError(f"{block_fn.name}: wire Stop with queue=False (Stop never waits behind the queue)")
-        if block_fn.concurrency_id == GPU:
+        if block_fn.concurrency_id in GPU:
             if not _is_one_job(fn):
                 raise ValueError(f"{block_fn.name}: a decode (concurrency_id='gpu') must run as gpu_slot.one_job(...)")
             if block_fn.validator is None:

@@ -248,7 +248,7 @@ def after_cancel(data: dict, client: str, blocks: Any) -> None:
 
 def is_job(fn: Any) -> bool:
     """Does the event run as the session's one job (a decode, an HTML export: admitted by gpu_slot.admit_decode)?"""
-    return getattr(fn, "concurrency_id", None) == gpu_slot.GPU or getattr(fn, "validator", None) is gpu_slot.admit_decode
+    return getattr(fn, "concurrency_id", None) in gpu_slot.DECODE_SLOTS or getattr(fn, "validator", None) is gpu_slot.admit_decode
 
 
 def admit_session(session: Any, client: str, blocks: Any) -> None:

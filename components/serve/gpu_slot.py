@@ -41,7 +41,9 @@ CLIENT_BUSY = ("⏳ Another session from your network address (or account) alrea
                "keeps the GPU fair.")
 STOPPED_QUEUED = "⏹ Stopped before it started: nothing ran."
 NO_SESSION = "A run needs a session: call it through /gradio_api/call/<name> or /gradio_api/queue/join."
-GPU = "gpu"  # the concurrency id of every decode (components/protect.py checks the wiring)
+GPU = "gpu"  # the concurrency id of every decode but shared Runs (components/serve/event_guard.py checks the wiring)
+GPU_RUN = "gpu_run"  # Runs that decode together in a model's shared batch (components/run/shared_batch.py)
+DECODE_SLOTS = (GPU, GPU_RUN)
 STALE_QUEUED_S = 1800.0  # a registration whose event never started (its client vanished) is dropped after this
 MAX_WITHDRAWN = 2  # stopped-while-queued events a session may still have in the queue before it is refused
 
