@@ -78,15 +78,25 @@ class ClampedSlider(gr.Slider):
 def follow_js(selector: str) -> str:
     """Browser-only event code that brings `selector` to the top of the screen once it is shown, unless it already
     sits in the upper third: on a phone the action (a run's status, a trace opened in Replay) would otherwise
-    happen below the finger. It waits for the element to be laid out (a tab switch renders a frame later), at most
-    about a second, and never scrolls a hidden element."""
+    happen below the finger. It waits for the element to be laid out (a tab switch renders a frame later), then
+    keeps it there for about a second and a half while the views above it finish rendering (a plot that grows
+    pushes it down), and stops at once when the visitor scrolls, touches or types: it never fights the finger."""
     return f"""(...args) => {{
-  let frames = 0;
+  let frames = 0, settled = 0, moved = false;
+  const stop = () => {{ moved = true; }};
+  const hands = ['wheel', 'touchstart', 'keydown', 'mousedown'];
+  hands.forEach(e => window.addEventListener(e, stop, {{once: true, passive: true}}));
+  const done = () => hands.forEach(e => window.removeEventListener(e, stop));
   const go = () => {{
+    if (moved) return done();
     const el = document.querySelector({selector!r});
-    if (!el || el.offsetParent === null) {{ if (frames++ < 60) requestAnimationFrame(go); return; }}
+    if (!el || el.offsetParent === null) {{
+      if (frames++ < 60) requestAnimationFrame(go); else done();
+      return;
+    }}
     const top = el.getBoundingClientRect().top;
-    if (top < 0 || top > window.innerHeight / 3) el.scrollIntoView({{block: 'start'}});
+    if (top < -1 || top > window.innerHeight / 3) el.scrollIntoView({{block: 'start'}});  // -1: sub-pixel layout
+    if (settled++ < 90) requestAnimationFrame(go); else done();
   }};
   requestAnimationFrame(go);
   return args;
