@@ -8,9 +8,9 @@ from __future__ import annotations
 import pytest
 
 from fixtures import trace_factory as tf
-from tests.support.browser_env import ARGS, CHROMIUM, require_browser
+from tests.support.browser_env import require_browser
 
-sync_api = require_browser()
+require_browser()
 
 CONTRAST = """els => els.map(e => {
   const rgb = s => (s.match(/[\\d.]+/g) || []).map(Number);
@@ -26,16 +26,13 @@ CONTRAST = """els => els.map(e => {
 
 
 @pytest.mark.parametrize("mode", ["p", "r"])
-def test_shaded_tokens_keep_readable_ink(mode):
+def test_shaded_tokens_keep_readable_ink(browser, mode):
     from components.views.canvas import CANVAS_CSS, render_canvas
 
     trace = tf.mixed()
     pages = "".join(render_canvas(trace, s, color_by=mode) for s in range(1, len(trace.steps) + 1))
     assert "st-discarded shade-dark" in pages  # the case the issue saw: a discarded draft on dark indigo
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        pg = browser.new_page()
-        pg.set_content(f"<style>{CANVAS_CSS}</style><div style='background:#fff'>{pages}</div>")
-        ratios = pg.locator(".tok.shade-dark, .tok.shade-light").evaluate_all(CONTRAST)
-        browser.close()
+    pg = browser.new_page()
+    pg.set_content(f"<style>{CANVAS_CSS}</style><div style='background:#fff'>{pages}</div>")
+    ratios = pg.locator(".tok.shade-dark, .tok.shade-light").evaluate_all(CONTRAST)
     assert ratios and all(r >= 4.5 for _, r in ratios), [x for x in ratios if x[1] < 4.5]

@@ -16,7 +16,7 @@ from tests.support.lanes import PROMPT, tiny_with_tokenizer
 
 MODEL = "test-browser-compare"
 
-from tests.support.browser_env import ARGS, CHROMIUM, painted, require_browser
+from tests.support.browser_env import painted, require_browser
 
 sync_api = require_browser()
 pytestmark = pytest.mark.browser  # drives Chromium: left out by -m "not browser"
@@ -73,100 +73,94 @@ def url(tmp_path_factory):
     model_pool.forget_model(MODEL)
 
 
-def test_compare_whatif_and_sweep_in_a_browser(url):
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        pg = browser.new_page(viewport={"width": 1400, "height": 1000})
-        errors: list[str] = []
-        pg.on("pageerror", lambda e: errors.append(str(e)))
-        pg.goto(url)
-        pg.locator("#cmp-empty").wait_for(timeout=30_000)
-        assert "No comparison yet" in pg.locator("#cmp-empty").inner_text()
-        assert not pg.locator("#cmp-results").is_visible() and not pg.locator("#cmp-block").is_visible()
-        pg.locator("#cmp-prompt textarea").fill(PROMPT)
-        pg.get_by_role("button", name="▶ Run all lanes").click()
-        pg.wait_for_selector("#cmp-lanes .s2d2-lane", timeout=60_000)
-        assert pg.locator("#cmp-lanes .s2d2-lane").count() == 3 and not pg.locator("#cmp-empty").is_visible()
-        pg.wait_for_function("document.querySelectorAll('#cmp-nfe .js-plotly-plot, #cmp-wall .js-plotly-plot')"
-                             ".length == 2", timeout=30_000)
-        assert "answer block 1 (positions" in pg.locator("#cmp-lanes").inner_text()
-        for plot in ("#cmp-nfe", "#cmp-wall"):  # titles have their own room: not clipped, not under the legend
-            title = pg.locator(f"{plot} .gtitle").first.bounding_box()
-            frame = pg.locator(f"{plot} .js-plotly-plot").bounding_box()
-            legend = pg.locator(f"{plot} .legend").first.bounding_box()
-            assert title["y"] >= frame["y"] and title["y"] + title["height"] <= legend["y"], (title, legend)
-        block = pg.locator("#cmp-block input[type=number]")
-        top = pg.locator("#cmp-block input[type=range]").get_attribute("max")
-        assert int(top) > 1
-        ten = f"answer block {min(10, int(top))} ("
-        for typed, expect in (("10", ten), ("999", f"answer block {top} ("), ("-1", "prompt prefill"),
-                              ("", "prompt prefill")):
-            block.fill(typed)
-            block.press("Tab")
-            pg.wait_for_function(f"document.querySelector('#cmp-lanes').innerText.includes({expect!r})",
-                                 timeout=20_000)
-            painted(pg)  # the event that changed the lanes is complete: a toast of its own would be on the page
-            assert pg.locator(".toast-body").count() == 0, pg.locator(".toast-body").all_inner_texts()
-            assert "Error" not in pg.locator("#cmp-results").inner_text()
-        # the chosen S2D2 lane is sdar-config-a (score threshold): its knobs only
-        assert pg.locator("#wi-score_threshold").is_visible() and not pg.locator("#wi-hysteresis_on").is_visible()
-        box = pg.locator("input[type=number][aria-label*='τ_score']").first
-        box.fill("-5")
-        box.press("Enter")
-        pg.wait_for_selector("#wi-table tr.flip", timeout=30_000)
-        assert "trajectory unknown" in pg.locator("#wi-table").inner_text()
-        pg.get_by_role("button", name="↻ Re-run from the start with these thresholds").click()
-        pg.wait_for_function("document.body.innerText.includes('What-if predicted')", timeout=60_000)
-        pg.get_by_role("tab", name="Sweep").click()
-        pg.wait_for_function("document.querySelectorAll('#sweep-nfe .js-plotly-plot .scatterlayer .point')"
-                             ".length >= 3", timeout=30_000)
-        assert "more accurate than every baseline" in pg.locator("#sweep-status").inner_text()  # 0.75 vs 0.7
-        pg.set_viewport_size({"width": 390, "height": 844})  # the phone: title whole, legend clear of the axis title
-        try:  # the plot relays out for the narrow window (a resize handler): wait for that, then check it
-            pg.wait_for_function(PHONE_LAYOUT, timeout=20_000)
-        except sync_api.TimeoutError:
-            pass  # the assertions below say what is wrong
-        plot = pg.locator("#sweep-nfe .js-plotly-plot").bounding_box()
-        title = pg.locator("#sweep-nfe .gtitle").first.bounding_box()
-        xtitle = pg.locator("#sweep-nfe .xtitle").first.bounding_box()
-        legend = pg.locator("#sweep-nfe .legend").first.bounding_box()
-        assert plot["x"] <= title["x"] and title["x"] + title["width"] <= plot["x"] + plot["width"] + 1, title
-        assert xtitle["y"] + xtitle["height"] <= legend["y"] + 1, (xtitle, legend)
-        assert not errors, errors
-        browser.close()
+def test_compare_whatif_and_sweep_in_a_browser(browser, url):
+    pg = browser.new_page(viewport={"width": 1400, "height": 1000})
+    errors: list[str] = []
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    pg.goto(url)
+    pg.locator("#cmp-empty").wait_for(timeout=30_000)
+    assert "No comparison yet" in pg.locator("#cmp-empty").inner_text()
+    assert not pg.locator("#cmp-results").is_visible() and not pg.locator("#cmp-block").is_visible()
+    pg.locator("#cmp-prompt textarea").fill(PROMPT)
+    pg.get_by_role("button", name="▶ Run all lanes").click()
+    pg.wait_for_selector("#cmp-lanes .s2d2-lane", timeout=60_000)
+    assert pg.locator("#cmp-lanes .s2d2-lane").count() == 3 and not pg.locator("#cmp-empty").is_visible()
+    pg.wait_for_function("document.querySelectorAll('#cmp-nfe .js-plotly-plot, #cmp-wall .js-plotly-plot')"
+                         ".length == 2", timeout=30_000)
+    assert "answer block 1 (positions" in pg.locator("#cmp-lanes").inner_text()
+    for plot in ("#cmp-nfe", "#cmp-wall"):  # titles have their own room: not clipped, not under the legend
+        title = pg.locator(f"{plot} .gtitle").first.bounding_box()
+        frame = pg.locator(f"{plot} .js-plotly-plot").bounding_box()
+        legend = pg.locator(f"{plot} .legend").first.bounding_box()
+        assert title["y"] >= frame["y"] and title["y"] + title["height"] <= legend["y"], (title, legend)
+    block = pg.locator("#cmp-block input[type=number]")
+    top = pg.locator("#cmp-block input[type=range]").get_attribute("max")
+    assert int(top) > 1
+    ten = f"answer block {min(10, int(top))} ("
+    for typed, expect in (("10", ten), ("999", f"answer block {top} ("), ("-1", "prompt prefill"),
+                          ("", "prompt prefill")):
+        block.fill(typed)
+        block.press("Tab")
+        pg.wait_for_function(f"document.querySelector('#cmp-lanes').innerText.includes({expect!r})",
+                             timeout=20_000)
+        painted(pg)  # the event that changed the lanes is complete: a toast of its own would be on the page
+        assert pg.locator(".toast-body").count() == 0, pg.locator(".toast-body").all_inner_texts()
+        assert "Error" not in pg.locator("#cmp-results").inner_text()
+    # the chosen S2D2 lane is sdar-config-a (score threshold): its knobs only
+    assert pg.locator("#wi-score_threshold").is_visible() and not pg.locator("#wi-hysteresis_on").is_visible()
+    box = pg.locator("input[type=number][aria-label*='τ_score']").first
+    box.fill("-5")
+    box.press("Enter")
+    pg.wait_for_selector("#wi-table tr.flip", timeout=30_000)
+    assert "trajectory unknown" in pg.locator("#wi-table").inner_text()
+    pg.get_by_role("button", name="↻ Re-run from the start with these thresholds").click()
+    pg.wait_for_function("document.body.innerText.includes('What-if predicted')", timeout=60_000)
+    pg.get_by_role("tab", name="Sweep").click()
+    pg.wait_for_function("document.querySelectorAll('#sweep-nfe .js-plotly-plot .scatterlayer .point')"
+                         ".length >= 3", timeout=30_000)
+    assert "more accurate than every baseline" in pg.locator("#sweep-status").inner_text()  # 0.75 vs 0.7
+    pg.set_viewport_size({"width": 390, "height": 844})  # the phone: title whole, legend clear of the axis title
+    try:  # the plot relays out for the narrow window (a resize handler): wait for that, then check it
+        pg.wait_for_function(PHONE_LAYOUT, timeout=20_000)
+    except sync_api.TimeoutError:
+        pass  # the assertions below say what is wrong
+    plot = pg.locator("#sweep-nfe .js-plotly-plot").bounding_box()
+    title = pg.locator("#sweep-nfe .gtitle").first.bounding_box()
+    xtitle = pg.locator("#sweep-nfe .xtitle").first.bounding_box()
+    legend = pg.locator("#sweep-nfe .legend").first.bounding_box()
+    assert plot["x"] <= title["x"] and title["x"] + title["width"] <= plot["x"] + plot["width"] + 1, title
+    assert xtitle["y"] + xtitle["height"] <= legend["y"] + 1, (xtitle, legend)
+    assert not errors, errors
 
 
-def test_four_lanes_fit_at_1366_and_say_their_progress(url):
+def test_four_lanes_fit_at_1366_and_say_their_progress(browser, url):
     """Issue 28 rows 6 and 9: with four lanes at 1366×900 every lane's name shows whole in its box (none under
     the arrow), the metrics table's fourth lane column ends inside the table, and while the lanes run the status
     line names each lane."""
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        pg = browser.new_page(viewport={"width": 1366, "height": 900})
-        errors: list[str] = []
-        pg.on("pageerror", lambda e: errors.append(str(e)))
-        pg.goto(url)
-        pg.locator("#cmp-empty").wait_for(timeout=30_000)
-        box = pg.locator("#cmp-lane-4 input")
-        box.click()
-        box.fill("sdar-config-b")
-        pg.get_by_role("option", name="Always verify, block 16 · sdar-config-b", exact=True).click()
-        for n in range(1, 5):  # the whole name fits before the arrow
-            fits = pg.locator(f"#cmp-lane-{n} input").evaluate("e => e.scrollWidth <= e.clientWidth + 1")
-            assert fits, pg.locator(f"#cmp-lane-{n} input").input_value()
-        pg.get_by_role("button", name="▶ Run all lanes").click()
-        pg.wait_for_function("document.querySelector('#cmp-status').innerText.includes('4·sdar-config-b')",
-                             timeout=60_000)
-        pg.wait_for_selector("#cmp-lanes .s2d2-lane", timeout=120_000)
-        assert pg.locator("#cmp-lanes .s2d2-lane").count() == 4
-        assert pg.locator("#cmp-status").inner_text().startswith("Ran 4 lanes")
-        pg.locator("#cmp-metrics").scroll_into_view_if_needed()
-        frame = pg.locator("#cmp-metrics").bounding_box()
-        last = pg.locator("#cmp-metrics thead th").last
-        pg.wait_for_function("document.querySelector('#cmp-metrics thead').innerText.includes('4·sdar-config-b')",
-                             timeout=20_000)
-        cell = last.bounding_box()
-        assert "4·sdar-config-b" in last.inner_text()
-        assert cell["x"] + cell["width"] <= frame["x"] + frame["width"] + 1, (cell, frame)
-        assert not errors, errors
-        browser.close()
+    pg = browser.new_page(viewport={"width": 1366, "height": 900})
+    errors: list[str] = []
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    pg.goto(url)
+    pg.locator("#cmp-empty").wait_for(timeout=30_000)
+    box = pg.locator("#cmp-lane-4 input")
+    box.click()
+    box.fill("sdar-config-b")
+    pg.get_by_role("option", name="Always verify, block 16 · sdar-config-b", exact=True).click()
+    for n in range(1, 5):  # the whole name fits before the arrow
+        fits = pg.locator(f"#cmp-lane-{n} input").evaluate("e => e.scrollWidth <= e.clientWidth + 1")
+        assert fits, pg.locator(f"#cmp-lane-{n} input").input_value()
+    pg.get_by_role("button", name="▶ Run all lanes").click()
+    pg.wait_for_function("document.querySelector('#cmp-status').innerText.includes('4·sdar-config-b')",
+                         timeout=60_000)
+    pg.wait_for_selector("#cmp-lanes .s2d2-lane", timeout=120_000)
+    assert pg.locator("#cmp-lanes .s2d2-lane").count() == 4
+    assert pg.locator("#cmp-status").inner_text().startswith("Ran 4 lanes")
+    pg.locator("#cmp-metrics").scroll_into_view_if_needed()
+    frame = pg.locator("#cmp-metrics").bounding_box()
+    last = pg.locator("#cmp-metrics thead th").last
+    pg.wait_for_function("document.querySelector('#cmp-metrics thead').innerText.includes('4·sdar-config-b')",
+                         timeout=20_000)
+    cell = last.bounding_box()
+    assert "4·sdar-config-b" in last.inner_text()
+    assert cell["x"] + cell["width"] <= frame["x"] + frame["width"] + 1, (cell, frame)
+    assert not errors, errors

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.browser_env import ARGS, CHROMIUM, DESKTOP, PHONE, require_browser
+from tests.support.browser_env import DESKTOP, PHONE, open_app, require_browser
 
-sync_api = require_browser()
+require_browser()
 
 from tests.support.app_server import RANDOM_MODEL, SLOW_MODEL, served  # noqa: E402,F401
 
@@ -24,26 +24,11 @@ SHIPPED_PAIR = any((ROOT / "assets" / "traces").glob("*.baseline.json"))
 # the Replay tab shows the run just recorded (a run's headline; the opening example's starts "Diffusion alone")
 RUN_SHOWN = ("(() => { const h = document.querySelector('#headline'); return h && h.offsetParent !== null && "
              "h.innerText.startsWith('S2D2 answered'); })()")
-SIZES = {"desktop": (DESKTOP, False), "phone": (PHONE, True)}
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield b
-        b.close()
+SIZES = {"desktop": DESKTOP, "phone": PHONE}
 
 
 def _open(browser, url: str, size: str):
-    viewport, phone = SIZES[size]
-    pg = browser.new_page(viewport=viewport, is_mobile=phone, has_touch=phone)
-    errors: list[str] = []
-    pg.on("pageerror", lambda e: errors.append(str(e)))
-    pg.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    pg.goto(url)
-    pg.wait_for_selector("#canvas .s2d2-canvas", timeout=60_000)
-    return pg, errors
+    return open_app(browser, url, SIZES[size])
 
 
 def _in_view(pg, selector: str) -> bool:

@@ -7,13 +7,13 @@ import socket
 
 import pytest
 
-from tests.support.browser_env import ARGS, CHROMIUM, require_browser
+from tests.support.browser_env import require_browser
 
-sync_api = require_browser()
+require_browser()
 pytestmark = pytest.mark.browser  # drives Chromium: left out by -m "not browser"
 
 
-def test_escaped_file_text_renders_inert_in_gradio_markdown(tmp_path):
+def test_escaped_file_text_renders_inert_in_gradio_markdown(browser, tmp_path):
     import gradio as gr
     from fixtures import trace_factory as tf
 
@@ -34,22 +34,19 @@ def test_escaped_file_text_renders_inert_in_gradio_markdown(tmp_path):
         port = s.getsockname()[1]
     demo.launch(prevent_thread_lock=True, server_port=port, quiet=True)
     try:
-        with sync_api.sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-            page = browser.new_page()
-            fetched: list[str] = []
-            page.on("request", lambda r: fetched.append(r.url) if "evil" in r.url else None)
-            page.goto(f"http://127.0.0.1:{port}/")
-            page.wait_for_selector("#control a", timeout=60_000)  # the renderer autolinks plain text
-            for box in ("#md", "#headline"):
-                page.wait_for_selector(f"{box} p", timeout=30_000)
-                for tag in ("a", "img", "form", "button", "h1", "svg", "script"):
-                    assert page.locator(f"{box} {tag}").count() == 0, (box, tag, page.inner_html(box)[:400])
-            text = page.inner_text("#md")
-            assert "<img src=https://evil.example/x.png>" in text and "http://evil.example/a" in text
-            assert "www.evil.example" in text and "b@evil.example" in text
-            assert "“<img src=https://evil.example/…”" in page.inner_text("#headline")  # quoted as text
-            assert fetched == []
-            browser.close()
+        page = browser.new_page()
+        fetched: list[str] = []
+        page.on("request", lambda r: fetched.append(r.url) if "evil" in r.url else None)
+        page.goto(f"http://127.0.0.1:{port}/")
+        page.wait_for_selector("#control a", timeout=60_000)  # the renderer autolinks plain text
+        for box in ("#md", "#headline"):
+            page.wait_for_selector(f"{box} p", timeout=30_000)
+            for tag in ("a", "img", "form", "button", "h1", "svg", "script"):
+                assert page.locator(f"{box} {tag}").count() == 0, (box, tag, page.inner_html(box)[:400])
+        text = page.inner_text("#md")
+        assert "<img src=https://evil.example/x.png>" in text and "http://evil.example/a" in text
+        assert "www.evil.example" in text and "b@evil.example" in text
+        assert "“<img src=https://evil.example/…”" in page.inner_text("#headline")  # quoted as text
+        assert fetched == []
     finally:
         demo.close()

@@ -18,9 +18,9 @@ import pytest
 
 HERE = Path(__file__).resolve().parent.parent
 ROOT = HERE.parent
-from tests.support.browser_env import ARGS, CHROMIUM, DESKTOP, PHONE, painted, require_browser
+from tests.support.browser_env import DESKTOP, PHONE, open_app, painted, require_browser, show_numbers
 
-sync_api = require_browser()
+require_browser()
 pytestmark = pytest.mark.browser  # drives Chromium: left out by -m "not browser"
 
 from tests.support.app_server import RANDOM_MODEL, SLOW_MODEL, served
@@ -31,26 +31,8 @@ SHIPPED_PAIR = any((ROOT / "assets" / "traces").glob("*.baseline.json"))
 
 
 @pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield b
-        b.close()
-
-
-def _open(browser, url: str, viewport: dict, phone: bool = False):
-    pg = browser.new_page(viewport=viewport, is_mobile=phone, has_touch=phone)
-    errors: list[str] = []
-    pg.on("pageerror", lambda e: errors.append(str(e)))
-    pg.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    pg.goto(url)
-    pg.wait_for_selector("#canvas .s2d2-canvas", timeout=60_000)
-    return pg, errors
-
-
-@pytest.fixture(scope="module")
 def desktop(browser, served):  # noqa: F811
-    pg, errors = _open(browser, served[1], DESKTOP)
+    pg, errors = open_app(browser, served[1], DESKTOP)
     yield pg, errors
     pg.close()
 
@@ -102,6 +84,7 @@ def test_first_screen_shows_the_catch(desktop):
                              "document.querySelector('#mask .gtitle').textContent.includes('outlined: position')",
                              timeout=20_000)  # the server has the pin too
         assert "resampled" in pg.locator("#token-detail").inner_text()
+        show_numbers(pg)  # after the picture: the first screen shows them closed
         pg.get_by_text("Diffusion alone: same B, no verifier").click()
         pg.wait_for_function("document.querySelector('#summary textarea').value.includes('never verifies')",
                              timeout=20_000)
@@ -123,7 +106,7 @@ def test_the_opening_trace_downloads_with_the_page_load(browser, served):  # noq
     trace on screen."""
     import json
 
-    pg, errors = _open(browser, served[1], DESKTOP)
+    pg, errors = open_app(browser, served[1], DESKTOP)
     try:
         pg.locator("#files").click()
         with pg.expect_download(timeout=20_000) as download:
@@ -137,6 +120,7 @@ def test_the_opening_trace_downloads_with_the_page_load(browser, served):  # noq
 
 def test_scrub_keys_and_a_step_box_that_never_errors(desktop):
     pg, errors = desktop
+    show_numbers(pg)
     pg.get_by_role("tab", name="Replay", exact=True).click()
     number = pg.locator("#step-slider input[type=number]")
     number.fill("0")
@@ -208,8 +192,9 @@ def test_tour_changes_in_place_and_its_route_control_redecides(browser, served, 
     """Walk the tour at 1366×900 and 390×844: one strip element whose content grows stop by stop, the outlined
     column scrolled into view, the τ_score control re-deciding the plot, Show in Replay at the stop's step."""
     phone = size == "phone"
-    pg, errors = _open(browser, served[1], PHONE if phone else {"width": 1366, "height": 900}, phone=phone)
+    pg, errors = open_app(browser, served[1], PHONE if phone else DESKTOP)
     try:
+        show_numbers(pg)
         pg.get_by_role("tab", name="Learn").click()
         tour = pg.locator("#tour")
         tour.locator(".prose.tour-text:visible").wait_for(timeout=20_000)
@@ -379,6 +364,7 @@ def test_llada2_example_shows_its_edit_and_run_offers_the_editing_knobs(desktop)
     """The LLaDA2 example opens on the step where the model edits a digit it decoded (old token struck through, in
     the legend); picking the LLaDA2 model in Run switches to S2D2 with self-correction and shows τ_edit."""
     pg, errors = desktop
+    show_numbers(pg)
     if not (ROOT / "assets" / "traces" / "08-editing-fixes-a-wrong-digit--LLaDA2.json").exists():
         pytest.skip("no shipped LLaDA2 example trace")
     pg.get_by_role("tab", name="Replay", exact=True).click()
@@ -409,6 +395,7 @@ def test_pipeline_example_shows_several_blocks_in_flight(desktop):
     """The D2F example replays with several blocks outlined at once, each tagged with its state, and the mask viewer
     draws D2F's block-causal mask; docs/screenshot-pipeline.png is that view."""
     pg, errors = desktop
+    show_numbers(pg)
     path = ROOT / "assets" / "traces" / "10-pipeline--blocks-in-flight--D2F.json"
     if not path.exists():
         pytest.skip("no shipped pipeline example trace")
@@ -437,7 +424,7 @@ def test_pipeline_example_shows_several_blocks_in_flight(desktop):
 
 
 def test_phone_layout(browser, served):  # noqa: F811
-    pg, errors = _open(browser, served[1], PHONE, phone=True)
+    pg, errors = open_app(browser, served[1], PHONE)
     try:
         if SHIPPED_PAIR:
             assert pg.locator("#canvas .st-resampled.new").count() == 1 and "✗" in pg.locator("#headline").inner_text()

@@ -18,9 +18,9 @@ import pytest
 HERE = Path(__file__).resolve().parent.parent
 ROOT = HERE.parent
 
-from tests.support.browser_env import ARGS, CHROMIUM, DESKTOP, PHONE, require_browser
+from tests.support.browser_env import DESKTOP, PHONE, require_browser, show_numbers
 
-sync_api = require_browser()
+require_browser()
 pytestmark = pytest.mark.browser  # drives Chromium: left out by -m "not browser"
 
 from fixtures import trace_factory as tf
@@ -37,14 +37,6 @@ ASSETS = ROOT / "assets" / "traces"
 EXAMPLES = list_examples(ASSETS)
 PAIR = next((ex for ex in EXAMPLES.values() if ex.baseline is not None), None)
 TOKENS_JS = "[...document.querySelectorAll('#canvas [data-pos]')].map(e => [Number(e.dataset.pos), e.className])"
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield b
-        b.close()
 
 
 @pytest.fixture(scope="module")
@@ -158,6 +150,7 @@ def test_a_link_opens_the_app_on_its_moment_and_copy_link_gives_it_back(browser,
     pg.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     pg.goto(url + query)
     pg.wait_for_selector("#canvas .s2d2-canvas", timeout=60_000)
+    show_numbers(pg)
     pg.wait_for_function("document.querySelector('#summary textarea').value.includes('Step 3 of')", timeout=60_000)
     assert pg.locator("#run-toggle input[type=radio]:checked").evaluate("e => e.value").startswith("Diffusion alone")
     assert "never verifies" in pg.locator("#summary textarea").input_value()

@@ -8,7 +8,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent.parent
 
-from tests.support.browser_env import ARGS, CHROMIUM, DESKTOP, require_browser
+from tests.support.browser_env import DESKTOP, require_browser, show_numbers
 
 sync_api = require_browser()
 
@@ -22,7 +22,7 @@ STEP_3 = ("document.querySelector('#summary textarea') && "
           "document.querySelector('#summary textarea').value.includes('Step 3 of')")
 
 
-def test_a_link_opens_its_moment_on_every_load_from_one_address(served):  # noqa: F811
+def test_a_link_opens_its_moment_on_every_load_from_one_address(browser, served):  # noqa: F811
     _, url = served
     pair = next((e for e in list_examples(HERE.parent / "assets" / "traces").values() if e.baseline is not None),
                 None)
@@ -32,19 +32,18 @@ def test_a_link_opens_its_moment_on_every_load_from_one_address(served):  # noqa
         pytest.skip("no shipped example pair")
     query = f"?example={example_slug(pair)}&run=baseline&step=3"
     lost = []
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        for i in range(LOADS):
-            ctx = browser.new_context(viewport=DESKTOP)
-            page = ctx.new_page()
-            refused: list[str] = []
-            page.on("response", lambda r: refused.append(f"{r.status} {r.url[len(url):][:40]}")
-                    if r.status >= 400 else None)
-            page.goto(url + query)
-            try:
-                page.wait_for_function(STEP_3, timeout=60_000)
-            except sync_api.TimeoutError:
-                lost.append((i, page.locator("#summary textarea").input_value()[:60], refused))
-            ctx.close()
-        browser.close()
+    for i in range(LOADS):
+        ctx = browser.new_context(viewport=DESKTOP)
+        page = ctx.new_page()
+        refused: list[str] = []
+        page.on("response", lambda r: refused.append(f"{r.status} {r.url[len(url):][:40]}")
+                if r.status >= 400 else None)
+        page.goto(url + query)
+        try:
+            page.wait_for_selector("#canvas .s2d2-canvas", timeout=60_000)
+            show_numbers(page)
+            page.wait_for_function(STEP_3, timeout=60_000)
+        except sync_api.TimeoutError:
+            lost.append((i, page.locator("#headline").inner_text()[:60], refused))
+        ctx.close()
     assert lost == [], lost

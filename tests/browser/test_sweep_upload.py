@@ -12,9 +12,9 @@ import socket
 
 import pytest
 
-from tests.support.browser_env import ARGS, CHROMIUM, DESKTOP, require_browser
+from tests.support.browser_env import DESKTOP, require_browser
 
-sync_api = require_browser()
+require_browser()
 
 
 def _results(path, s2d2_nfe: float):
@@ -49,22 +49,19 @@ def url(tmp_path_factory):
     demo.close()
 
 
-def test_a_sweep_upload_logs_nothing_in_the_console(url, tmp_path):
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        pg = browser.new_page(viewport=DESKTOP)
-        logged: list[str] = []
-        pg.on("console", lambda m: logged.append(f"{m.type}: {m.text}") if m.type in ("warning", "error") else None)
-        pg.on("pageerror", lambda e: logged.append(f"pageerror: {e}"))
-        pg.goto(url)
-        pg.wait_for_function("document.querySelector('#sweep-status')?.innerText.includes('does not win')",
-                             timeout=30_000)
-        with pg.expect_file_chooser() as fc:
-            pg.locator("#sweep-upload").click()
-        fc.value.set_files(str(_results(tmp_path / "results.json", 0.4)))
-        pg.wait_for_function("document.querySelector('#sweep-status')?.innerText.includes('S2D2 wins')",
-                             timeout=30_000)
-        assert "uploaded file" in pg.locator("#sweep-status").inner_text()
-        pg.wait_for_function("document.querySelectorAll('#sweep-nfe .js-plotly-plot').length >= 1", timeout=30_000)
-        assert not logged, logged
-        browser.close()
+def test_a_sweep_upload_logs_nothing_in_the_console(browser, url, tmp_path):
+    pg = browser.new_page(viewport=DESKTOP)
+    logged: list[str] = []
+    pg.on("console", lambda m: logged.append(f"{m.type}: {m.text}") if m.type in ("warning", "error") else None)
+    pg.on("pageerror", lambda e: logged.append(f"pageerror: {e}"))
+    pg.goto(url)
+    pg.wait_for_function("document.querySelector('#sweep-status')?.innerText.includes('does not win')",
+                         timeout=30_000)
+    with pg.expect_file_chooser() as fc:
+        pg.locator("#sweep-upload").click()
+    fc.value.set_files(str(_results(tmp_path / "results.json", 0.4)))
+    pg.wait_for_function("document.querySelector('#sweep-status')?.innerText.includes('S2D2 wins')",
+                         timeout=30_000)
+    assert "uploaded file" in pg.locator("#sweep-status").inner_text()
+    pg.wait_for_function("document.querySelectorAll('#sweep-nfe .js-plotly-plot').length >= 1", timeout=30_000)
+    assert not logged, logged

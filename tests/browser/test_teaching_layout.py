@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.browser_env import ARGS, CHROMIUM, DESKTOP, PHONE, require_browser
+from tests.support.browser_env import DESKTOP, PHONE, open_app, painted, require_browser
 
-sync_api = require_browser()
+require_browser()
 
 from tests.support.app_server import served  # noqa: E402,F401  (the fixture)
 
@@ -25,31 +25,25 @@ if not any((ROOT / "assets" / "traces").glob("*.baseline.json")):
 SIZES = {"desktop": DESKTOP, "phone": PHONE}
 
 
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield b
-        b.close()
+# the tour stop on screen ("route"), or null while none is laid out
+SHOWN_STOP = ("['draft', 'route', 'verify', 'reject', 'resample', 'skip', 'calibration', 'cost', 'exact', 'edit', "
+              "'pipeline', 'run'].find(k => [...document.querySelectorAll('#tour .tour-' + k)]"
+              ".some(e => e.offsetParent !== null)) ?? null")
 
 
 def _open(browser, url: str, size: str):
-    phone = size == "phone"
-    pg = browser.new_page(viewport=SIZES[size], is_mobile=phone, has_touch=phone)
-    errors: list[str] = []
-    pg.on("pageerror", lambda e: errors.append(str(e)))
-    pg.goto(url)
-    pg.wait_for_selector("#canvas .s2d2-canvas", timeout=60_000)
-    return pg, errors
+    return open_app(browser, url, SIZES[size])
 
 
 def _stop(pg, key: str) -> None:
-    """Walk the tour (Next) to the stop `key`."""
+    """Walk the tour (Next) to the stop `key`: after each click, wait until the stop on screen is another one."""
     for _ in range(14):
         if pg.locator(f"#tour .tour-{key}").is_visible():
             return
+        shown = pg.evaluate(SHOWN_STOP)
         pg.locator("#tour-next").click()
-        pg.wait_for_timeout(400)
+        pg.wait_for_function(f"(() => {{ const s = {SHOWN_STOP}; return s !== null && s !== {shown!r}; }})()",
+                             timeout=20_000)
     raise AssertionError(f"no tour stop {key}")
 
 
@@ -91,7 +85,7 @@ def test_phone_strip_labels_cover_the_scrolled_columns(browser, served):  # noqa
         tbl = pg.locator("#strip .s2d2-strip .tbl")
         tbl.scroll_into_view_if_needed()
         pg.evaluate("(e) => { e.scrollLeft = 0; e.scrollLeft = 160; }", tbl.element_handle())
-        pg.wait_for_timeout(200)
+        painted(pg)  # the scrolled frame is drawn
         frame = tbl.bounding_box()
         labels = pg.locator("#strip .s2d2-strip tr > th:first-child")
         assert labels.count() >= 3

@@ -22,6 +22,8 @@ from fixtures import trace_factory as tf
 gradio_client = pytest.importorskip("gradio_client")
 from gradio_client import Client, handle_file  # noqa: E402
 
+from components.replay.handlers import STEP_OUT  # noqa: E402
+
 from tests.support.app_server import RANDOM_MODEL, SLOW_MODEL, served  # noqa: E402,F401  (the fixture)
 
 SESSION_SCENARIOS = ["all_accepted", "reject_at_zero", "residual_fallback_to_q", "mixed", "hysteresis_flip",
@@ -113,7 +115,7 @@ def _session(url: str, name: str, tmp: Path) -> tuple[str, str, str]:
     try:
         assert client.predict(handle_file(str(path)), api_name="/upload_trace")[0] == "Loaded the uploaded trace."
         views = [client.predict(s, "auto", "state", api_name="/step") for s in (1, 0, 1)]
-        return name, views[0][0], views[2][4]
+        return name, views[0][STEP_OUT.index("canvas")], views[2][STEP_OUT.index("summary")]
     finally:
         client.close()
 

@@ -51,6 +51,7 @@ def test_over_the_global_budget_the_heaviest_client_loses_first():
 
 
 def test_state_is_a_compressed_handle_and_a_dropped_one_shows_no_trace(monkeypatch):
+    monkeypatch.setattr(traces_io, "STORE", StateStore())  # this test's store alone (others fill the app's one)
     heavy = tf.large(512, 16)
     state = traces_io.make_state(heavy, "upload")
     text = traces_io.trace_json(heavy)

@@ -26,3 +26,24 @@ def require_browser() -> Any:
 def painted(pg: Any) -> None:
     """Wait until the page has rendered what it holds now: two animation frames (an event, not a guessed delay)."""
     pg.evaluate("() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))")
+
+
+def open_app(browser: Any, url: str, viewport: dict, *, wait_for: str = "#canvas .s2d2-canvas") -> tuple[Any, list]:
+    """A new page at `url` in `viewport` (PHONE: a touch phone), once `wait_for` is drawn; with the list that
+    collects its page errors and console errors (a test ends with `assert not errors, errors`)."""
+    phone = viewport == PHONE
+    pg = browser.new_page(viewport=viewport, is_mobile=phone, has_touch=phone)
+    errors: list[str] = []
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    pg.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    pg.goto(url)
+    pg.wait_for_selector(wait_for, timeout=60_000)
+    return pg, errors
+
+
+def show_numbers(pg: Any) -> None:
+    """Open Replay's "This step in numbers" (closed on the first screen: words first), so that its summary box,
+    which tests read to know which step is on screen, is laid out."""
+    if not pg.locator("#summary textarea").is_visible():  # not laid out yet, or laid out inside the closed box
+        pg.locator("#step-numbers .label-wrap").click()
+    pg.wait_for_selector("#summary textarea", timeout=20_000)
