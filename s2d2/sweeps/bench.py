@@ -26,6 +26,7 @@ from .. import __version__
 from .. import cli_checks as checks
 from .agreement import add_equals_ar, format_equals_ar, lossless_line
 from .distributed import DistEnv, broadcast, dist_env, rank_device, start, stop, wait_for_all
+from .sweep_time import batch1_reference, decode_seconds, read_reference
 from .shards import ROWS_DIR, RowCounter, RowWriter, plan_items, rank_file, read_all_rows, shard
 from .grid import (GRIDS, RESULTS_VERSION, Cell, add_paired_tests, add_speedups, cell_key, csv_rows,
                     format_accuracy, load_grid, readme_table, summarize)
@@ -58,11 +59,7 @@ def run_grid(model: Any, task: Task, cells: list[Cell], out: Path, *, seed: int 
     float round-off in the shared forwards (exact in float64)."""
     if generate is None:
         from ..api import generate
-    cells = [Cell(c.name, c.config.replace(gen_length=gen_length or task.gen_length)) for c in cells]
-    context: dict[str, Any] = {"model": model.spec.name, "task": task.fingerprint, "seed": seed}
-    if batch_size > 1:  # its rows' wall_s are batch shares: a rerun at another batch size starts fresh rows
-        context["batch_size"] = batch_size
-    keys = [cell_key(c, context) for c in cells]
+    cells, keys = grid_keys(model, task, cells, seed, gen_length, batch_size)
     n, total = len(task.items), len(cells) * len(task.items)
     plan: list[tuple[int, int]] = []
     counter = None
@@ -93,6 +90,16 @@ def run_grid(model: Any, task: Task, cells: list[Cell], out: Path, *, seed: int 
     tick()
     bar.close()
     return merge_results(out, cells, keys, n) if env.is_main else None
+
+
+def grid_keys(model: Any, task: Task, cells: list[Cell], seed: int, gen_length: Optional[int],
+              batch_size: int) -> tuple[list[Cell], list[str]]:
+    """The cells at the sweep's answer length, and the key under which each one's rows are kept on disk."""
+    cells = [Cell(c.name, c.config.replace(gen_length=gen_length or task.gen_length)) for c in cells]
+    context: dict[str, Any] = {"model": model.spec.name, "task": task.fingerprint, "seed": seed}
+    if batch_size > 1:  # its rows' wall_s are batch shares: a rerun at another batch size starts fresh rows
+        context["batch_size"] = batch_size
+    return cells, [cell_key(c, context) for c in cells]
 
 
 BATCH_CHUNK = 4096  # items handed to one generate_batch call (bounds the results held in memory)
@@ -173,6 +180,9 @@ def add_bench_args(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
                    help="sequences decoded at once, sharing forwards (s2d2.generate_batch; the dynamic backend): "
                         f"an integer in [1, {MAX_BATCH}], or auto ({AUTO_BATCH['cuda']} on CUDA, "
                         f"{AUTO_BATCH['cpu']} elsewhere). Rows equal batch 1's up to float round-off")
+    p.add_argument("--batch1-reference", default=None, metavar="RESULTS_JSON",
+                   help="an earlier batch-1 results file of the same grid: its seconds per decode are set beside "
+                        "this sweep's in the metadata")
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--allow-code-eval", action="store_true",
                    help="run model-written code in the sandbox (humaneval / mbpp scorers; or S2D2_ALLOW_CODE_EVAL=1)")
@@ -212,6 +222,8 @@ def check_bench_args(args: argparse.Namespace) -> list[Cell]:
     cells = load_grid(args.grid)
     if len(cells) > MAX_GRID_CELLS:
         raise ValueError(f"--grid: at most {MAX_GRID_CELLS} cells, got {len(cells)}")
+    if getattr(args, "batch1_reference", None):
+        read_reference(args.batch1_reference, len(cells))  # a bad file is said before hours of decoding
     return cells
 
 
@@ -244,6 +256,11 @@ def run_bench(args: argparse.Namespace) -> int:
                 "world_size": env.world_size, "batch_size": batch, "library_version": __version__,
                 "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                 "seconds": round(time.perf_counter() - t0, 1)}
+        keys = set(grid_keys(model, task, cells, args.seed, args.gen_length, batch)[1])
+        meta["decode_seconds"] = decode_seconds(r for (key, i), r in read_all_rows(out).items()
+                                                if key in keys and i < len(task.items))
+        if getattr(args, "batch1_reference", None):
+            meta["batch1_reference"] = batch1_reference(args.batch1_reference, meta, len(results))
         if task.has_ids:
             meta["problem_ids"] = [item.id for item in task.items]
         paths = write_results(out, results, meta)

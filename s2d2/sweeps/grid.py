@@ -14,6 +14,7 @@ from .agreement import format_equals_ar, lossless_cell, lossless_line
 from ..config import DecodeConfig, preset
 from .results_file import FAMILIES, RESULTS_VERSION, validate_results  # noqa: F401  (the file schema lives there)
 from .stats import paired_p, wilson_interval
+from .sweep_time import time_line
 
 REQUIRED = (  # every results file has these per cell (version 1 as first written)
     "name", "method", "policy", "block_length", "confidence_threshold", "n", "accuracy", "nfe_per_token",
@@ -346,6 +347,8 @@ def readme_table(data: dict[str, Any]) -> str:
                  f"of a split of the problems they disagree on at least this uneven if both were equally accurate: "
                  f"a large p means no detectable difference, not proof of equality). \"output = AR\": problems "
                  f"whose output equals the AR cell's token for token, up to the first stop id.")
+    if "decode_seconds" in m or "seconds" in m:
+        lines.append("\n" + time_line(m))
     line = lossless_line(data["cells"])
     if line is not None:
         lines.append(f"\n**{line}.**")
