@@ -395,7 +395,6 @@ def test_pipeline_example_shows_several_blocks_in_flight(desktop):
     """The D2F example replays with several blocks outlined at once, each tagged with its state, and the mask viewer
     draws D2F's block-causal mask; docs/screenshot-pipeline.png is that view."""
     pg, errors = desktop
-    show_numbers(pg)
     path = ROOT / "assets" / "traces" / "10-pipeline--blocks-in-flight--D2F.json"
     if not path.exists():
         pytest.skip("no shipped pipeline example trace")
@@ -404,6 +403,7 @@ def test_pipeline_example_shows_several_blocks_in_flight(desktop):
     trace = s2d2.Trace.from_json(path.read_text())
     step = 1 + max(range(len(trace.steps)), key=lambda i: len(trace.steps[i].in_flight))
     pg.get_by_role("tab", name="Replay", exact=True).click()
+    show_numbers(pg)
     pg.locator("#example input").click()
     pg.get_by_role("option", name=PIPELINE_EXAMPLE).click()
     pg.wait_for_function("document.querySelector('#headline').innerText.includes('D2F alone')", timeout=30_000)
