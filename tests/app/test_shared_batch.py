@@ -22,8 +22,9 @@ from components.run import shared_batch
 from components.run.handlers import progress_line
 from components.run.knobs import EXAMPLE_PROMPTS
 from components.run.workers import record_stream
+from components.serve.gpu_slot import STOPPED_QUEUED
 from s2d2.config import preset
-from s2d2.decoding.live_batch import BatchClosed, LiveBatch
+from s2d2.decoding.live_batch import BatchClosed, LiveBatch, Withdrawn
 from tests.support.trace_compare import trace_mismatch
 
 CFG = preset("sdar-config-a").replace(gen_length=32)
@@ -60,6 +61,7 @@ class Visitor:
         self.stop_after, self.raise_at_block = stop_after, raise_at_block
         self.blocks, self.together = 0, 0
         self.queued = threading.Event()
+        self.first_in_line = threading.Event()  # reported place 1 in the queue
         self.result: Any = None
         self.error: Optional[BaseException] = None
         self.thread = threading.Thread(target=self._run, daemon=True)
@@ -67,6 +69,8 @@ class Visitor:
     def on_block(self, steps: list[Any], together: Optional[int] = None, queued: Optional[int] = None) -> None:
         if queued:
             self.queued.set()
+            if queued == 1:
+                self.first_in_line.set()
             return
         self.blocks += 1
         self.together = max(self.together, together or 0)
@@ -193,6 +197,49 @@ def test_a_visitor_who_disconnects_leaves_the_batch():
     got = s2d2.Trace.from_dict(second_events[-1]["trace"])
     assert trace_mismatch(got, lone(EXAMPLE_PROMPTS[1], 2).trace) is None
     assert batch.live() == 0 and batch.served == 3  # the holder, the first visitor (left), the second
+
+
+def test_a_stop_while_queued_withdraws_the_run_at_once():
+    """Stop pressed while the Run still waits for a place in the batch: it leaves the queue at once (the batch is
+    still held: it took no step), its stream ends "stopped before it started" with nothing run, the visitor behind
+    it moves up to place 1, and that visitor's decode is its lone one."""
+    stop = threading.Event()
+    config = CFG.to_dict()
+    batch = shared_batch.batch_for(NAME, model64())
+    release = hold_batch()
+    first = record_stream(EXAMPLE_PROMPTS[0], NAME, config, 1, shared_batch.shared_generate(NAME),
+                          lambda n: model64(), min_interval=0, cancel=stop.is_set)
+    assert next(first).get("queued") == 1
+    b = Visitor(EXAMPLE_PROMPTS[1], 2).start()
+    assert b.queued.wait(WAIT) and not b.first_in_line.is_set()  # behind the first, at place 2
+    assert batch.waiting() == 2
+    stop.set()
+    rest = list(first)  # ends while the batch is still held
+    assert rest[-1] == {"kind": "stopped", "message": STOPPED_QUEUED}
+    assert all(e["kind"] == "progress" and e.get("queued") for e in rest[:-1])  # nothing decoded
+    assert batch.waiting() == 1 and batch.served == 1  # the withdrawn run; the holder still holds
+    assert b.first_in_line.wait(WAIT)  # the place behind it moved up
+    release.set()
+    b.join()
+    assert b.error is None and b.together == 0
+    assert trace_mismatch(b.result.trace, lone(EXAMPLE_PROMPTS[1], 2).trace) is None
+    assert batch.served == 3 and batch.waiting() == 0 and batch.live() == 0
+
+
+def test_withdraw_leaves_a_started_decode_alone():
+    hold, running = threading.Event(), threading.Event()
+    batch = LiveBatch(model64(), max_batch=1)
+    first = batch.submit(lambda m: (running.set(), hold.wait(WAIT))[1])
+    assert running.wait(WAIT)
+    second, third = batch.submit(lambda m: "second"), batch.submit(lambda m: "third")
+    assert (second.position, third.position) == (1, 2)
+    assert not batch.withdraw(first)  # decoding: only its own flag ends it
+    assert batch.withdraw(second) and third.position == 1 and not batch.withdraw(second)
+    with pytest.raises(Withdrawn):
+        second.outcome(WAIT)
+    hold.set()
+    assert first.outcome(WAIT) is True and third.outcome(WAIT) == "third"
+    batch.close()
 
 
 def test_another_block_length_decodes_in_a_batch_of_its_own():
