@@ -159,6 +159,54 @@ def test_the_worker_survives_a_decode_that_raises():
     assert shared_batch.batch_for(NAME, model64()).served == 4  # the holder, a, b, c
 
 
+def corrupt_decode(prompt: str, seed: int, bad_forward: int) -> Any:
+    """A decode whose forward number `bad_forward` asks for a token id outside the vocabulary (the embedding
+    raises): a request that fails for its own input, in whatever forward it shares."""
+    from s2d2.api import prepare, run_prepared
+    from s2d2.decoding.decoder import make_check
+
+    model = model64()
+    prep = prepare(model, prompt, CFG, None, None)
+
+    class Corrupt:
+        def __init__(self, seq_model: Any) -> None:
+            self.seq_model, self.calls = seq_model, 0
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.seq_model, name)
+
+        def forward(self, cache: Any, ids: Any, *rest: Any) -> Any:
+            self.calls += 1
+            if self.calls == bad_forward:
+                ids = torch.full_like(ids, model.model.config.vocab_size + 7)
+            return self.seq_model.forward(cache, ids, *rest)
+
+    return lambda seq_model: run_prepared(model, prep, seed, True, make_check(None, None, None),
+                                          Corrupt(seq_model))[0]
+
+
+def test_a_forward_that_fails_for_one_visitor_fails_only_that_visitor():
+    """Three decodes share their forwards; the second forward of one asks for an impossible token: the shared
+    forward raises, each member is retried alone, and only that decode fails (one readable message); the two
+    visitors go on with their lone traces exactly (tokens, decisions, NFE)."""
+    release = hold_batch()
+    batch = shared_batch.batch_for(NAME, model64())
+    ledger = batch.ledger  # this busy period's
+    a, b = Visitor(EXAMPLE_PROMPTS[0], 1).start(), Visitor(EXAMPLE_PROMPTS[1], 2).start()
+    assert a.queued.wait(WAIT) and b.queued.wait(WAIT)
+    bad = batch.submit(corrupt_decode(EXAMPLE_PROMPTS[2], 3, bad_forward=2), shared_batch.share_key(model64(), CFG))
+    release.set()
+    a.join(), b.join()
+    with pytest.raises(IndexError, match="index out of range"):
+        bad.outcome(WAIT)
+    failed = [f for f in ledger.forwards if f.error]
+    assert len(failed) == 2 and len(failed[0].sequences) == 3 and len(failed[1].sequences) == 1  # shared, then alone
+    for v, prompt, seed in ((a, EXAMPLE_PROMPTS[0], 1), (b, EXAMPLE_PROMPTS[1], 2)):
+        assert v.error is None and v.together == 1  # at its first block end the failed decode had left
+        assert trace_mismatch(v.result.trace, lone(prompt, seed).trace) is None
+        assert v.result.metrics["nfe"] == lone(prompt, seed).metrics["nfe"]
+
+
 def test_a_visitor_who_disconnects_leaves_the_batch():
     """Through record_stream, as the Run handler streams it: the first visitor's stream is closed (Gradio closes it
     when the tab or client goes) while both decode; the second goes on without it, with its lone trace."""
