@@ -122,15 +122,28 @@ def in_one_batch(*visitors: Visitor) -> None:
         v.join()
 
 
-def test_two_visitors_in_one_batch_get_their_lone_traces():
+SAMPLED = CFG.replace(temperature=0.8, top_p=0.9)  # shares with CFG (same loop and block length); the seed matters
+
+
+def test_visitors_in_one_batch_get_their_lone_traces():
+    """Three visitors, one of them sampling, in one batch: each trace equals its lone one in every field but wall
+    times (tokens, NFE, every decision exactly; every score to trace_compare's float64 tolerance)."""
     a = Visitor(EXAMPLE_PROMPTS[0], 1)
     b = Visitor(EXAMPLE_PROMPTS[1], 2)
-    in_one_batch(a, b)
-    assert a.error is None and b.error is None
-    assert a.together == 1 and b.together == 1  # they did decode together
-    assert trace_mismatch(a.result.trace, lone(EXAMPLE_PROMPTS[0], 1).trace) is None
-    assert trace_mismatch(b.result.trace, lone(EXAMPLE_PROMPTS[1], 2).trace) is None
-    assert a.result.text == lone(EXAMPLE_PROMPTS[0], 1).text
+    c = Visitor(EXAMPLE_PROMPTS[2], 3, cfg=SAMPLED)
+    in_one_batch(a, b, c)
+    alone = [lone(EXAMPLE_PROMPTS[0], 1), lone(EXAMPLE_PROMPTS[1], 2),
+             s2d2.generate(model64(), EXAMPLE_PROMPTS[2], SAMPLED, seed=3)]
+    for v, solo in zip((a, b, c), alone):
+        assert v.error is None and v.together == 2  # they did decode together
+        assert trace_mismatch(v.result.trace, solo.trace) is None
+        assert v.result.token_ids == solo.token_ids and v.result.metrics["nfe"] == solo.metrics["nfe"]
+        steps = solo.trace.to_dict()["steps"]  # what was compared: decisions, drafts' scores, verifications
+        assert steps and all(st["decision"] is not None and st["drafts"] for st in steps)
+        assert any(st["verification"] for st in steps)
+    assert a.result.text == alone[0].text
+    other_seed = s2d2.generate(model64(), EXAMPLE_PROMPTS[2], SAMPLED, seed=4)
+    assert trace_mismatch(other_seed.trace, alone[2].trace) is not None  # the sampled one's seed is in its trace
 
 
 def test_the_comparison_can_fail():
