@@ -107,6 +107,9 @@ def run(prompt: str, model_name: str, *knobs: Any) -> Iterator[dict[str, Any]]:
             elif event["kind"] == "error":
                 yield {"run_status": f"⚠️ {event['message']}", "run_ok": False}
                 return
+            elif event["kind"] == "stopped":  # withdrawn from the shared batch's queue: nothing ran
+                yield {"run_status": event["message"], "live": render_live([]), "run_ok": False}
+                return
             elif event["kind"] == "done":
                 done = _finished(event)
                 note = _scope(prompt, model_name)

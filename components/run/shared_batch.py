@@ -6,8 +6,10 @@ it beside every other visitor's (each sequence in its own thread with its own ge
 forwards are shared), so the trace, the seed's output and every decision are those of a lone Run up to the shared
 forwards' float round-off. What the visitor had stays per visitor: its on_block progress (now with how many others
 it decodes with, or its place in the queue), its Stop and a closed stream (its own flag, checked before each of its
-forwards: it leaves within one batch step, keeping its trace to the last complete block), its time limit (from
-when it starts decoding), its errors (its own ticket; the batch goes on).
+forwards: it leaves within one batch step, keeping its trace to the last complete block; still waiting for a place
+in the batch, it is withdrawn from the queue within POLL_S and its Run ends "stopped before it started", nothing
+run and nobody else's place or decode touched), its time limit (from when it starts decoding), its errors (its own
+ticket; the batch goes on).
 
 What shares: Runs on the same loaded model with the same block loop and block length (`share_key`). What decodes
 alone, one at a time beside the batch (`ALONE`, also taken by Compare and what-if lanes): a model that cannot batch
@@ -29,11 +31,12 @@ from s2d2.api import encode_prompt, prepare, run_prepared
 from s2d2.batched import batch_refusal
 from s2d2.config import DecodeConfig
 from s2d2.decoding.decoder import make_check
-from s2d2.decoding.live_batch import LiveBatch
+from s2d2.decoding.live_batch import LiveBatch, Withdrawn
 from s2d2.limits import check_prompt_tokens
 from s2d2.policies import uses_costs
 
-from components.run.workers import ALONE, Stoppable, generate_within_limits
+from components.run.workers import ALONE, RunStopped, Stoppable, generate_within_limits
+from components.serve.gpu_slot import STOPPED_QUEUED
 from components.serve.model_pool import loaded_models
 from components.serve.settings import env_int
 
@@ -132,11 +135,19 @@ def shared_generate(name: str) -> Callable[..., Any]:
             check = make_check(stopped, max_seconds, progress)  # its clock starts when it starts decoding
             return run_prepared(raw, prep, seed, True, check, Stoppable(seq_model, stopped))[0]
 
-        ticket = batch_for(name, raw).submit(job, key)
+        batch = batch_for(name, raw)
+        ticket = batch.submit(job, key)
         ticket_box.append(ticket)
         while not ticket.done.wait(POLL_S):
-            if not ticket.started and on_block is not None:
+            if ticket.started:
+                continue
+            if stopped() and batch.withdraw(ticket):  # Stop while queued: it leaves the queue now, nothing ran
+                break
+            if on_block is not None:
                 on_block([], queued=ticket.position)
-        return ticket.outcome()
+        try:
+            return ticket.outcome()
+        except Withdrawn:
+            raise RunStopped(STOPPED_QUEUED) from None
 
     return generate

@@ -83,7 +83,8 @@ def record_stream(prompt: Any, model_name: str, config: dict[str, Any], seed: in
                   generate: Callable[..., Any], load: Callable[[str], Any],
                   max_seconds: Optional[float] = None, min_interval: float = 0.2,
                   cancel: Callable[[], bool] = lambda: False) -> Iterator[dict[str, Any]]:
-    """Run `generate` in a thread; yield {"kind": "progress"|"done"|"error", ...} plain dicts. The run ends early
+    """Run `generate` in a thread; yield {"kind": "progress"|"done"|"error"|"stopped", ...} plain dicts ("stopped":
+    `generate` raised RunStopped, nothing to keep; its message says so). The run ends early
     with its partial trace as "done": after `max_seconds` (default: S2D2_MAX_RUN_SECONDS; finish_reason
     "time_limit"), and within one forward once `cancel()` turns true ("cancelled": the blocks completed before it).
     Closing this generator stops the decode within one forward too."""
@@ -113,6 +114,8 @@ def record_stream(prompt: Any, model_name: str, config: dict[str, Any], seed: in
                               should_stop=stopped, max_seconds=seconds)
             events.put({"kind": "done", "trace": result.trace.to_dict(), "text": result.text,
                         "elapsed": round(time.monotonic() - start, 2)})
+        except RunStopped as exc:  # stopped before anything ran (a shared Run withdrawn from its queue)
+            events.put({"kind": "stopped", "message": str(exc)})
         except ValueError as exc:
             events.put({"kind": "error", "message": str(exc)[:500]})
         except Exception as exc:  # the UI shows a message, never a traceback

@@ -17,8 +17,9 @@ another order) and in wall times. A sequence that finishes leaves; the next prom
 same answers, no speed-up.
 
 Invariants: a sequence's NFE counts the forwards it took part in (its Recorder sees one call per request, as at
-batch 1); the batch's own forwards go to the `BatchLedger`; an error in one sequence stops the batch and is raised
-(every other sequence's thread is released first).
+batch 1); the batch's own forwards go to the `BatchLedger`; a shared forward that raises is retried once per member
+alone, so a forward error reaches only the sequence whose request fails (`Scheduler._forward`); an error in one
+sequence stops the batch and is raised (every other sequence's thread is released first).
 """
 from __future__ import annotations
 
@@ -187,25 +188,61 @@ class Scheduler:
         return [results[i] for i in sorted(results)]
 
     def _forward(self, group: list[Worker]) -> None:
-        """Run the group's requests (one forward, or one by one without `forward_batch`) and resume each member."""
-        requests = [w.pending for w in group]
-        lengths = [int(r.cache.get_seq_length()) for r in requests]  # type: ignore[union-attr]
+        """Run the group's requests (one forward, or one by one without `forward_batch`) and resume each member.
+
+        A shared forward that raises is retried once per member, each alone, so only a sequence whose own request
+        fails gets an error (its loop handles it as at batch 1) and the others get the logits of their batch-1
+        forward. Any cache the failed forward appended to is cropped back first. What this means for failures that
+        are not one sequence's: out of memory at the shared shape gives way to the smaller lone forwards (that step
+        runs unshared; the next one tries to share again); a model that fails every forward (broken weights, a CUDA
+        context a device-side assert poisoned) fails each member's retry too, so every sequence ends with that
+        error, each its own message, and what restarts the model is the operator's call. Accounting: the
+        sequence's trace counts its forward once (its NFE is its batch-1 NFE; the record carries the wall of the
+        forward that served it); the ledger keeps the failed attempt as a forward the machine ran (`error` set),
+        outside the sequence-forwards it served."""
+        lengths = {w.index: int(w.pending.cache.get_seq_length()) for w in group}  # type: ignore[union-attr]
         parts = [group] if self._batched else [[w] for w in group]
         for part in parts:
-            reqs = [w.pending for w in part]
-            t0 = time.perf_counter()
-            try:
-                out: list[Any] = (self.model.forward_batch(reqs) if self._batched
-                                  else [self.model.forward(*reqs[0])])
-            except Exception as e:  # each member's loop handles it as at batch 1 (e.g. StopDecoding)
-                out = [e] * len(part)
+            replies, wall, error = self._attempt(part)
+            if error is None or len(part) == 1:
+                self._serve(part, lengths, replies, wall, error)
+                continue
+            self._log(part, lengths, wall, error)
+            for w in part:
+                restore_cache(w.pending.cache, lengths[w.index])  # type: ignore[union-attr]
+            for w in part:  # each alone, once: its batch-1 forward
+                self._serve([w], lengths, *self._attempt([w]))
+
+    def _attempt(self, part: list[Worker]) -> tuple[list[Any], float, Optional[Exception]]:
+        """One forward of the part's requests: (each member's logits or the error, wall seconds, the error)."""
+        reqs = [w.pending for w in part]
+        t0 = time.perf_counter()
+        try:
+            out: list[Any] = (self.model.forward_batch(reqs) if self._batched
+                              else [self.model.forward(*reqs[0])])
             if self.model.device.type == "cuda":
-                torch.cuda.synchronize()
-            wall = time.perf_counter() - t0
-            at = [group.index(w) for w in part]
-            self.ledger.add(BatchForward(
-                len(self.ledger.forwards), [w.index for w in part], [len(w.model.forward_walls) for w in part],
-                [int(reqs[i].input_ids.shape[0]) for i in range(len(part))], [lengths[i] for i in at], wall))
-            for w, reply in zip(part, out):
-                w.model.forward_walls.append(wall)
-                w.resume(reply)
+                torch.cuda.synchronize()  # an asynchronous CUDA error surfaces here, as this forward's
+            error = None
+        except Exception as e:  # each member's loop handles it as at batch 1 (e.g. StopDecoding)
+            out, error = [e] * len(part), e
+        return out, time.perf_counter() - t0, error
+
+    def _log(self, part: list[Worker], lengths: dict[int, int], wall: float, error: Optional[Exception]) -> None:
+        self.ledger.add(BatchForward(
+            len(self.ledger.forwards), [w.index for w in part], [len(w.model.forward_walls) for w in part],
+            [int(w.pending.input_ids.shape[0]) for w in part], [lengths[w.index] for w in part], wall,  # type: ignore
+            "" if error is None else f"{type(error).__name__}: {str(error)[:200]}"))
+
+    def _serve(self, part: list[Worker], lengths: dict[int, int], replies: list[Any], wall: float,
+               error: Optional[Exception]) -> None:
+        """Record the forward that served the part and hand each member its reply."""
+        self._log(part, lengths, wall, error)
+        for w, reply in zip(part, replies):
+            w.model.forward_walls.append(wall)
+            w.resume(reply)
+
+
+def restore_cache(cache: Any, length: int) -> None:
+    """Crop a cache a failed forward may have appended to back to `length` positions (a no-op when it did not)."""
+    if int(cache.get_seq_length()) > length:
+        cache.crop(length)

@@ -4,7 +4,9 @@ A sequence's trace counts the forwards it took part in, exactly as at batch 1 (i
 records); a `BatchForward` is one forward the machine ran, naming the sequences that shared it, their query and
 cache lengths, and the padded shape it ran at (every row padded to the longest query, every cache to the longest
 cache). So the ledger can say how many forwards the batch ran for how many sequence-forwards, and how much of its
-work was padding.
+work was padding. A forward that raised is kept (`error`): it counts among the forwards run and their wall time,
+never among the sequence-forwards, query rows or sequence walls it served (a failed shared forward's members are
+served by their lone retries, recorded after it).
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ class BatchForward:
     queries: list[int]  # each one's query tokens
     cache_lens: list[int]  # each one's cached positions before the forward
     wall_s: float
+    error: str = ""  # set when this forward raised: a shared one is then retried per member (batch.py), not served
 
     @property
     def padded_queries(self) -> int:
@@ -42,20 +45,22 @@ class BatchLedger:
 
     def summary(self) -> dict[str, Any]:
         """Forwards run vs sequence-forwards served, query rows (useful and padded), and wall time."""
-        seq_forwards = sum(len(f.sequences) for f in self.forwards)
-        useful = sum(sum(f.queries) for f in self.forwards)
-        padded = sum(f.padded_queries for f in self.forwards)
+        served = [f for f in self.forwards if not f.error]
+        seq_forwards = sum(len(f.sequences) for f in served)
+        useful = sum(sum(f.queries) for f in served)
+        padded = sum(f.padded_queries for f in served)
         return {
             "batch_size": self.batch_size,
-            "forwards": len(self.forwards),
+            "forwards": len(self.forwards),  # every forward the machine ran, a failed one too
+            "failed_forwards": len(self.forwards) - len(served),
             "sequence_forwards": seq_forwards,
-            "mean_sharing": seq_forwards / len(self.forwards) if self.forwards else 0.0,
+            "mean_sharing": seq_forwards / len(served) if served else 0.0,
             "query_tokens": useful,
             "padded_query_tokens": padded,
             "padding_share": (padded - useful) / padded if padded else 0.0,
             "forward_wall_s": sum(f.wall_s for f in self.forwards),
             # what the sequences' own traces add up to (each forward record carries its batch forward's wall)
-            "sequences_forward_wall_s": sum(f.wall_s * len(f.sequences) for f in self.forwards),
+            "sequences_forward_wall_s": sum(f.wall_s * len(f.sequences) for f in served),
             "wall_s": self.wall_s,
         }
 

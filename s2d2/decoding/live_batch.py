@@ -12,6 +12,9 @@ batch-1 answer up to the forwards' round-off) run as a long-lived thread:
   job returns (finished, stopped by its own flag, at its time limit) or raises. A raised error goes to that
   submission's `Ticket` only; the batch goes on.
 * At most `max_batch` sequences decode at once; the rest wait in arrival order (`Ticket.position`).
+* `withdraw(ticket)`: a submission still waiting leaves the queue at once (its ticket fails with `Withdrawn`, the
+  places behind it move up); one already decoding is not touched (it stops through its own flag, at its next
+  forward).
 * `key`: only waiting requests with equal keys share a forward (a key names what may share; None never shares).
   Every key's groups are still run by this one thread, so the model sees one forward at a time.
 * `wait_s`: when the batch is idle, the first arrival waits up to this long for companions (0: never; a lone
@@ -37,6 +40,10 @@ MAX_LEDGER = 10_000  # forward records kept before the ledger starts afresh (a s
 
 class BatchClosed(RuntimeError):
     """The LiveBatch was closed before (or while) this submission decoded."""
+
+
+class Withdrawn(RuntimeError):
+    """The submission was withdrawn while it waited for a place: it never started, nothing of it ran."""
 
 
 @dataclass
@@ -91,6 +98,21 @@ class LiveBatch(Scheduler):
             self._queue.append((ticket, job))
             self._cond.notify_all()
         return ticket
+
+    def withdraw(self, ticket: Ticket) -> bool:
+        """Take a waiting submission out of the queue (its ticket is done, failing with Withdrawn); False when it
+        has already started (or finished): then only its own stop flag ends it."""
+        with self._cond:
+            at = next((i for i, (t, _) in enumerate(self._queue) if t is ticket), None)
+            if at is None:
+                return False
+            del self._queue[at]
+            for i, (t, _) in enumerate(self._queue):
+                t.position = i + 1
+            self._cond.notify_all()  # a batch gathering companions counts the queue again
+        ticket.position = 0
+        self._settle(ticket, None, Withdrawn("stopped before it started: nothing ran"))
+        return True
 
     def live(self) -> int:
         """Sequences decoding now."""
@@ -176,5 +198,6 @@ class LiveBatch(Scheduler):
 
     def _settle(self, ticket: Ticket, result: Any, error: Optional[BaseException]) -> None:
         ticket.result, ticket.error = result, error
-        self.served += 1
+        with self._cond:  # withdraw settles from the visitor's thread
+            self.served += 1
         ticket.done.set()

@@ -593,3 +593,20 @@ def test_live_output_shows_edits():
     html = canvas.render_live(list(rows.values()), stop_ids=trace.header.model.stop_ids)
     assert f'class="tok st-edited" data-pos="{e.position}"' in html
 
+
+
+def test_a_shared_run_withdrawn_from_the_batch_queue_says_nothing_ran(monkeypatch):
+    """record's "stopped" event (components/run/shared_batch.py: Stop while the Run waited for a place in the shared
+    batch) is the Run's last line: nothing ran, no trace, and the session's slot is free for its next Run."""
+    from components.serve import gpu_slot as guard
+
+    def queued_then_withdrawn(prompt, model_name, config, seed=0):
+        yield {"kind": "progress", "steps": 0, "commits": [], "elapsed": 0.1, "queued": 2}
+        guard.stop(_Request("s5"))
+        yield {"kind": "stopped", "message": guard.STOPPED_QUEUED}
+
+    monkeypatch.setattr(run_handlers, "record", queued_then_withdrawn)
+    outs = _guarded_run("s5", "2+3", "tiny", *knobs.preset_values("sdar-config-a"))
+    assert "position 2" in outs[1]["run_status"]
+    assert outs[-1]["run_status"] == guard.STOPPED_QUEUED and outs[-1]["run_ok"] is False
+    assert "state" not in outs[-1] and not guard.JOBS.running("s5") and not guard.JOBS.holds("s5")

@@ -22,8 +22,9 @@ from components.run import shared_batch
 from components.run.handlers import progress_line
 from components.run.knobs import EXAMPLE_PROMPTS
 from components.run.workers import record_stream
+from components.serve.gpu_slot import STOPPED_QUEUED
 from s2d2.config import preset
-from s2d2.decoding.live_batch import BatchClosed, LiveBatch
+from s2d2.decoding.live_batch import BatchClosed, LiveBatch, Withdrawn
 from tests.support.trace_compare import trace_mismatch
 
 CFG = preset("sdar-config-a").replace(gen_length=32)
@@ -60,6 +61,7 @@ class Visitor:
         self.stop_after, self.raise_at_block = stop_after, raise_at_block
         self.blocks, self.together = 0, 0
         self.queued = threading.Event()
+        self.first_in_line = threading.Event()  # reported place 1 in the queue
         self.result: Any = None
         self.error: Optional[BaseException] = None
         self.thread = threading.Thread(target=self._run, daemon=True)
@@ -67,6 +69,8 @@ class Visitor:
     def on_block(self, steps: list[Any], together: Optional[int] = None, queued: Optional[int] = None) -> None:
         if queued:
             self.queued.set()
+            if queued == 1:
+                self.first_in_line.set()
             return
         self.blocks += 1
         self.together = max(self.together, together or 0)
@@ -118,15 +122,28 @@ def in_one_batch(*visitors: Visitor) -> None:
         v.join()
 
 
-def test_two_visitors_in_one_batch_get_their_lone_traces():
+SAMPLED = CFG.replace(temperature=0.8, top_p=0.9)  # shares with CFG (same loop and block length); the seed matters
+
+
+def test_visitors_in_one_batch_get_their_lone_traces():
+    """Three visitors, one of them sampling, in one batch: each trace equals its lone one in every field but wall
+    times (tokens, NFE, every decision exactly; every score to trace_compare's float64 tolerance)."""
     a = Visitor(EXAMPLE_PROMPTS[0], 1)
     b = Visitor(EXAMPLE_PROMPTS[1], 2)
-    in_one_batch(a, b)
-    assert a.error is None and b.error is None
-    assert a.together == 1 and b.together == 1  # they did decode together
-    assert trace_mismatch(a.result.trace, lone(EXAMPLE_PROMPTS[0], 1).trace) is None
-    assert trace_mismatch(b.result.trace, lone(EXAMPLE_PROMPTS[1], 2).trace) is None
-    assert a.result.text == lone(EXAMPLE_PROMPTS[0], 1).text
+    c = Visitor(EXAMPLE_PROMPTS[2], 3, cfg=SAMPLED)
+    in_one_batch(a, b, c)
+    alone = [lone(EXAMPLE_PROMPTS[0], 1), lone(EXAMPLE_PROMPTS[1], 2),
+             s2d2.generate(model64(), EXAMPLE_PROMPTS[2], SAMPLED, seed=3)]
+    for v, solo in zip((a, b, c), alone):
+        assert v.error is None and v.together == 2  # they did decode together
+        assert trace_mismatch(v.result.trace, solo.trace) is None
+        assert v.result.token_ids == solo.token_ids and v.result.metrics["nfe"] == solo.metrics["nfe"]
+        steps = solo.trace.to_dict()["steps"]  # what was compared: decisions, drafts' scores, verifications
+        assert steps and all(st["decision"] is not None and st["drafts"] for st in steps)
+        assert any(st["verification"] for st in steps)
+    assert a.result.text == alone[0].text
+    other_seed = s2d2.generate(model64(), EXAMPLE_PROMPTS[2], SAMPLED, seed=4)
+    assert trace_mismatch(other_seed.trace, alone[2].trace) is not None  # the sampled one's seed is in its trace
 
 
 def test_the_comparison_can_fail():
@@ -153,6 +170,54 @@ def test_the_worker_survives_a_decode_that_raises():
     c = Visitor(EXAMPLE_PROMPTS[2], 3).start().join()  # the same batch serves the next visitor
     assert c.error is None and trace_mismatch(c.result.trace, lone(EXAMPLE_PROMPTS[2], 3).trace) is None
     assert shared_batch.batch_for(NAME, model64()).served == 4  # the holder, a, b, c
+
+
+def corrupt_decode(prompt: str, seed: int, bad_forward: int) -> Any:
+    """A decode whose forward number `bad_forward` asks for a token id outside the vocabulary (the embedding
+    raises): a request that fails for its own input, in whatever forward it shares."""
+    from s2d2.api import prepare, run_prepared
+    from s2d2.decoding.decoder import make_check
+
+    model = model64()
+    prep = prepare(model, prompt, CFG, None, None)
+
+    class Corrupt:
+        def __init__(self, seq_model: Any) -> None:
+            self.seq_model, self.calls = seq_model, 0
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.seq_model, name)
+
+        def forward(self, cache: Any, ids: Any, *rest: Any) -> Any:
+            self.calls += 1
+            if self.calls == bad_forward:
+                ids = torch.full_like(ids, model.model.config.vocab_size + 7)
+            return self.seq_model.forward(cache, ids, *rest)
+
+    return lambda seq_model: run_prepared(model, prep, seed, True, make_check(None, None, None),
+                                          Corrupt(seq_model))[0]
+
+
+def test_a_forward_that_fails_for_one_visitor_fails_only_that_visitor():
+    """Three decodes share their forwards; the second forward of one asks for an impossible token: the shared
+    forward raises, each member is retried alone, and only that decode fails (one readable message); the two
+    visitors go on with their lone traces exactly (tokens, decisions, NFE)."""
+    release = hold_batch()
+    batch = shared_batch.batch_for(NAME, model64())
+    ledger = batch.ledger  # this busy period's
+    a, b = Visitor(EXAMPLE_PROMPTS[0], 1).start(), Visitor(EXAMPLE_PROMPTS[1], 2).start()
+    assert a.queued.wait(WAIT) and b.queued.wait(WAIT)
+    bad = batch.submit(corrupt_decode(EXAMPLE_PROMPTS[2], 3, bad_forward=2), shared_batch.share_key(model64(), CFG))
+    release.set()
+    a.join(), b.join()
+    with pytest.raises(IndexError, match="index out of range"):
+        bad.outcome(WAIT)
+    failed = [f for f in ledger.forwards if f.error]
+    assert len(failed) == 2 and len(failed[0].sequences) == 3 and len(failed[1].sequences) == 1  # shared, then alone
+    for v, prompt, seed in ((a, EXAMPLE_PROMPTS[0], 1), (b, EXAMPLE_PROMPTS[1], 2)):
+        assert v.error is None and v.together == 1  # at its first block end the failed decode had left
+        assert trace_mismatch(v.result.trace, lone(prompt, seed).trace) is None
+        assert v.result.metrics["nfe"] == lone(prompt, seed).metrics["nfe"]
 
 
 def test_a_visitor_who_disconnects_leaves_the_batch():
@@ -193,6 +258,49 @@ def test_a_visitor_who_disconnects_leaves_the_batch():
     got = s2d2.Trace.from_dict(second_events[-1]["trace"])
     assert trace_mismatch(got, lone(EXAMPLE_PROMPTS[1], 2).trace) is None
     assert batch.live() == 0 and batch.served == 3  # the holder, the first visitor (left), the second
+
+
+def test_a_stop_while_queued_withdraws_the_run_at_once():
+    """Stop pressed while the Run still waits for a place in the batch: it leaves the queue at once (the batch is
+    still held: it took no step), its stream ends "stopped before it started" with nothing run, the visitor behind
+    it moves up to place 1, and that visitor's decode is its lone one."""
+    stop = threading.Event()
+    config = CFG.to_dict()
+    batch = shared_batch.batch_for(NAME, model64())
+    release = hold_batch()
+    first = record_stream(EXAMPLE_PROMPTS[0], NAME, config, 1, shared_batch.shared_generate(NAME),
+                          lambda n: model64(), min_interval=0, cancel=stop.is_set)
+    assert next(first).get("queued") == 1
+    b = Visitor(EXAMPLE_PROMPTS[1], 2).start()
+    assert b.queued.wait(WAIT) and not b.first_in_line.is_set()  # behind the first, at place 2
+    assert batch.waiting() == 2
+    stop.set()
+    rest = list(first)  # ends while the batch is still held
+    assert rest[-1] == {"kind": "stopped", "message": STOPPED_QUEUED}
+    assert all(e["kind"] == "progress" and e.get("queued") for e in rest[:-1])  # nothing decoded
+    assert batch.waiting() == 1 and batch.served == 1  # the withdrawn run; the holder still holds
+    assert b.first_in_line.wait(WAIT)  # the place behind it moved up
+    release.set()
+    b.join()
+    assert b.error is None and b.together == 0
+    assert trace_mismatch(b.result.trace, lone(EXAMPLE_PROMPTS[1], 2).trace) is None
+    assert batch.served == 3 and batch.waiting() == 0 and batch.live() == 0
+
+
+def test_withdraw_leaves_a_started_decode_alone():
+    hold, running = threading.Event(), threading.Event()
+    batch = LiveBatch(model64(), max_batch=1)
+    first = batch.submit(lambda m: (running.set(), hold.wait(WAIT))[1])
+    assert running.wait(WAIT)
+    second, third = batch.submit(lambda m: "second"), batch.submit(lambda m: "third")
+    assert (second.position, third.position) == (1, 2)
+    assert not batch.withdraw(first)  # decoding: only its own flag ends it
+    assert batch.withdraw(second) and third.position == 1 and not batch.withdraw(second)
+    with pytest.raises(Withdrawn):
+        second.outcome(WAIT)
+    hold.set()
+    assert first.outcome(WAIT) is True and third.outcome(WAIT) == "third"
+    batch.close()
 
 
 def test_another_block_length_decodes_in_a_batch_of_its_own():

@@ -402,3 +402,103 @@ def test_cost_aware_routing_in_a_batch_routes_as_alone_with_the_same_table():
         assert got.trace.header.costs == table
         routes |= {s.decision.verify for s in got.trace.steps if s.decision is not None}
     assert routes == {True, False}  # both routes taken: the table matters
+
+
+class _GrowCache:
+    """A cache stub that counts its positions (what a forward appended) and can be cropped."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def get_seq_length(self) -> int:
+        return self.n
+
+    def crop(self, length: int) -> None:
+        self.n = length
+
+
+class _Batched(_Fake):
+    """A batching stub: each request's reply is its query count, and its `keep` positions are appended to its cache
+    before the forward can fail (as a failure late in a real forward would leave them). `fails(requests)` says
+    what the forward raises, or None."""
+
+    def __init__(self, fails) -> None:
+        self.fails = fails
+
+    def forward_batch(self, requests):
+        for r in requests:
+            r.cache.n += r.keep
+        problem = self.fails(requests)
+        if problem is not None:
+            raise problem
+        return [torch.tensor([float(r.input_ids.shape[0])]) for r in requests]
+
+
+def _poisoned(requests):
+    return ValueError("request poisoned") if any(bool((r.input_ids < 0).any()) for r in requests) else None
+
+
+def _decode(poison_at=None):
+    """A job of three forwards (2 queries, keep 1) over its own cache; the forward at `poison_at` is bad."""
+    def job(model):
+        cache = _GrowCache()
+        for i in range(3):
+            ids = torch.full((2,), -1 if i == poison_at else 0)
+            assert float(model.forward(cache, ids, torch.zeros(2), "full", 1)[0]) == 2
+        return cache.n  # 3: a failed shared forward's appends were cropped before the lone retry
+
+    return job
+
+
+def _held(batch):
+    """Hold a LiveBatch (a job waiting inside it) until the returned event is set, so jobs submitted meanwhile are
+    admitted in one step."""
+    release, holding = threading.Event(), threading.Event()
+    batch.submit(lambda m: (holding.set(), release.wait(120))[1])
+    assert holding.wait(120)
+    return release
+
+
+def test_a_failing_shared_forward_fails_only_the_sequence_whose_request_fails():
+    from s2d2.decoding.live_batch import LiveBatch
+
+    batch = LiveBatch(_Batched(_poisoned), max_batch=4, fixed_tokens=10_000)
+    release = _held(batch)
+    ledger = batch.ledger  # this busy period's ledger
+    a, bad, b = batch.submit(_decode()), batch.submit(_decode(poison_at=1)), batch.submit(_decode())
+    release.set()
+    assert a.outcome(120) == 3 and b.outcome(120) == 3
+    with pytest.raises(ValueError, match="request poisoned"):
+        bad.outcome(120)
+    shapes = [(len(f.sequences), bool(f.error)) for f in ledger.forwards]
+    # the first forward shared by three, the second failed shared then retried alone, the third shared by two
+    assert shapes == [(3, False), (3, True), (1, False), (1, True), (1, False), (2, False)]
+    summary = ledger.summary()
+    assert summary["forwards"] == 6 and summary["failed_forwards"] == 2
+    assert summary["sequence_forwards"] == 3 + 1 + 1 + 2  # each sequence's forwards served, counted once
+    batch.close()
+
+
+@pytest.mark.parametrize("kind", ["oom", "broken"])
+def test_a_shared_forward_that_fails_for_everyone(kind):
+    """Out of memory at the shared shape: the lone retries fit, every sequence gets its answer. A broken model:
+    every retry fails too, every sequence ends with the error, and the batch goes on serving."""
+    from s2d2.decoding.live_batch import LiveBatch
+
+    def fails(requests):
+        if kind == "oom":
+            return RuntimeError("out of memory") if len(requests) > 1 else None
+        return RuntimeError("the weights are broken")
+
+    batch = LiveBatch(_Batched(fails), max_batch=4, fixed_tokens=10_000)
+    release = _held(batch)
+    tickets = [batch.submit(_decode()) for _ in range(3)]
+    release.set()
+    for t in tickets:
+        if kind == "oom":
+            assert t.outcome(120) == 3
+        else:
+            with pytest.raises(RuntimeError, match="broken"):
+                t.outcome(120)
+    assert batch.submit(lambda m: "next").outcome(120) == "next"
+    batch.close()
