@@ -4,13 +4,13 @@ Every golden case (tests/support/golden_cases.py: every policy and estimator, gr
 / adaptive blocks / trim, AR, the LLaDA2 editing loop, both families) and the D2F pipeline on both D2F families run
 in float64 inside a batch of prompts of different lengths with mixed seeds, fewer slots than prompts (so finished
 sequences are replaced from the queue); each sequence's trace must equal its own batch-1 trace apart from wall
-times: ints, strings and bools exactly (tokens, NFE, every decision), floats within RTOL / ATOL. Batched forwards
-differ from single ones by summation order only (~1e-16 relative in float64), so the bound has room to spare and
-still catches any real difference (a wrong row or a dropped cache column moves logits by far more).
+times: ints, strings and bools exactly (tokens, NFE, every decision), floats within FLOAT64
+(tests/support/trace_compare.py). Batched forwards differ from single ones by summation order only (~1e-16
+relative in float64), so the bound has room to spare and still catches any real difference (a wrong row or a
+dropped cache column moves logits by far more).
 """
 from __future__ import annotations
 
-import math
 import threading
 from functools import lru_cache
 from typing import Any, Optional
@@ -21,44 +21,18 @@ import torch
 from fixtures import tiny_d2f as M
 import s2d2
 from tests.support.tiny_models import tiny_qwen2, tiny_qwen3
+from tests.support.trace_compare import FLOAT64, trace_mismatch
 from tests.support.golden_cases import CASES, GEN_LENGTH, PROMPTS, bundled_available, config_for, golden_model, stable
 from s2d2.decoding.batch import Scheduler, group_requests
 from s2d2.sweeps.agreement import same_output
 
-# float64 tolerance, stated here (a shared float-tolerance helper for the tests may replace these two constants).
-RTOL, ATOL = 1e-9, 1e-12
 EAGER_TOL = (1e-5, 1e-7)  # transformers' eager attention takes its softmax in float32 whatever the model's dtype
 
 
-def first_mismatch(a: Any, b: Any, path: str = "trace", tol: tuple[float, float] = (RTOL, ATOL)) -> Optional[str]:
-    """Where two plain-data traces differ: floats beyond tol (rtol, atol), anything else not equal; None if they
-    agree."""
-    if isinstance(a, float) and isinstance(b, float):
-        same = (math.isnan(a) and math.isnan(b)) or math.isclose(a, b, rel_tol=tol[0], abs_tol=tol[1])
-        return None if same else f"{path}: {a!r} != {b!r}"
-    if type(a) is not type(b):
-        return f"{path}: {a!r:.80} != {b!r:.80}"
-    if isinstance(a, dict):
-        for k in sorted(set(a) | set(b)):
-            got = first_mismatch(a.get(k, "<missing>"), b.get(k, "<missing>"), f"{path}.{k}", tol)
-            if got:
-                return got
-        return None
-    if isinstance(a, list):
-        if len(a) != len(b):
-            return f"{path}: length {len(a)} != {len(b)}"
-        for i, (x, y) in enumerate(zip(a, b)):
-            got = first_mismatch(x, y, f"{path}[{i}]", tol)
-            if got:
-                return got
-        return None
-    return None if a == b else f"{path}: {a!r:.80} != {b!r:.80}"
-
-
 def test_the_comparison_can_fail():
-    assert first_mismatch({"p": [0.5, 1]}, {"p": [0.5 + 1e-15, 1]}) is None
-    assert "p[0]" in first_mismatch({"p": [0.5, 1]}, {"p": [0.5 + 1e-6, 1]})
-    assert "p[1]" in first_mismatch({"p": [0.5, 1]}, {"p": [0.5, 2]})
+    assert trace_mismatch({"p": [0.5, 1]}, {"p": [0.5 + 1e-15, 1]}) is None
+    assert "p[0]" in trace_mismatch({"p": [0.5, 1]}, {"p": [0.5 + 1e-6, 1]})
+    assert "p[1]" in trace_mismatch({"p": [0.5, 1]}, {"p": [0.5, 2]})
 
 
 @lru_cache(maxsize=None)
@@ -86,7 +60,7 @@ def batch_prompts(model_name: str, key: str) -> list[Any]:
 
 
 def assert_batch_equals_single(model: Any, prompts: list[Any], cfgs: Any, seeds: list[int], batch_size: int,
-                               detailed: bool = True, tol: tuple[float, float] = (RTOL, ATOL)) -> list[Any]:
+                               detailed: bool = True, tol: tuple[float, float] = FLOAT64) -> list[Any]:
     batch = s2d2.generate_batch(model, prompts, cfgs, seeds, batch_size=batch_size, detailed=detailed)
     assert len(batch) == len(prompts)
     for i, (got, prompt, seed) in enumerate(zip(batch, prompts, seeds)):
@@ -94,7 +68,7 @@ def assert_batch_equals_single(model: Any, prompts: list[Any], cfgs: Any, seeds:
         want = s2d2.generate(model, prompt, cfg, seed=seed, detailed=detailed)
         assert got.token_ids == want.token_ids, f"sequence {i}"
         assert got.metrics["nfe"] == want.metrics["nfe"]
-        diff = first_mismatch(stable(got.trace.to_dict()), stable(want.trace.to_dict()), tol=tol)
+        diff = trace_mismatch(got.trace, want.trace, tol=tol)
         assert diff is None, f"sequence {i}: {diff}"
     return batch
 
@@ -398,7 +372,7 @@ def test_cost_aware_routing_in_a_batch_routes_as_alone_with_the_same_table():
     routes = set()
     for i, got in enumerate(batch):
         want = s2d2.generate(model, prompts[i], cfg, seed=i, costs=table)
-        assert first_mismatch(stable(got.trace.to_dict()), stable(want.trace.to_dict())) is None
+        assert trace_mismatch(got.trace, want.trace) is None
         assert got.trace.header.costs == table
         routes |= {s.decision.verify for s in got.trace.steps if s.decision is not None}
     assert routes == {True, False}  # both routes taken: the table matters

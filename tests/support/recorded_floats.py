@@ -19,41 +19,37 @@ RTOL = 1e-4
 ATOL = 1e-5
 
 
-def slack(x: float) -> float:
+TOL = (RTOL, ATOL)  # (relative, absolute); a test with another bound (float64 batching) passes its own
+
+
+def slack(x: float, tol: tuple[float, float] = TOL) -> float:
     """How far a recorded float may move between kernel paths: ATOL + RTOL * |x|."""
-    return ATOL + RTOL * abs(x)
+    return tol[1] + tol[0] * abs(x)
 
 
-def floats_close(got: float, want: float) -> bool:
+def floats_close(got: float, want: float, tol: tuple[float, float] = TOL) -> bool:
     """Equal within the tolerance (infinities and NaN only equal to themselves)."""
     if math.isnan(want) or math.isinf(want):
         return math.isnan(got) if math.isnan(want) else got == want
-    return abs(got - want) <= slack(want)
+    return abs(got - want) <= slack(want, tol)
 
 
-def first_disagreement(got: Any, want: Any, path: str = "trace") -> Optional[str]:
+def first_disagreement(got: Any, want: Any, path: str = "trace", tol: tuple[float, float] = TOL) -> Optional[str]:
     """The path and values of the first difference of two JSON-like values (None: they agree), discrete content
-    exactly and floats within the tolerance."""
+    exactly and floats within `tol` (relative, absolute)."""
     if isinstance(got, float) and isinstance(want, float):
-        return None if floats_close(got, want) else f"{path}: {got!r} != {want!r} (beyond rel {RTOL}, abs {ATOL})"
+        return None if floats_close(got, want, tol) else f"{path}: {got!r} != {want!r} (beyond rel {tol[0]}, abs {tol[1]})"
     if type(got) is not type(want):
         return f"{path}: {got!r:.80} != {want!r:.80}"
     if isinstance(got, dict):
         if set(got) != set(want):
             return f"{path}: keys {sorted(set(got) ^ set(want))} only on one side"
-        for k in sorted(got):
-            diff = first_disagreement(got[k], want[k], f"{path}.{k}")
-            if diff:
-                return diff
-        return None
+        return next((d for k in sorted(got) if (d := first_disagreement(got[k], want[k], f"{path}.{k}", tol))), None)
     if isinstance(got, (list, tuple)):
         if len(got) != len(want):
             return f"{path}: length {len(got)} != {len(want)}"
-        for i, (x, y) in enumerate(zip(got, want)):
-            diff = first_disagreement(x, y, f"{path}[{i}]")
-            if diff:
-                return diff
-        return None
+        return next((d for i, (x, y) in enumerate(zip(got, want))
+                     if (d := first_disagreement(x, y, f"{path}[{i}]", tol))), None)
     return None if got == want else f"{path}: {got!r:.80} != {want!r:.80}"
 
 
