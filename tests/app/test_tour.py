@@ -26,22 +26,11 @@ from components.tour import tau_control
 from components.tour import material as tour
 from components.tour import stops as tour_stops
 from components.tour import pictures as tour_views
-from components.files.examples import examples_dir, list_examples, load_pair
-from components.views.story import pair_story
 from s2d2.compare import first_difference
 from s2d2.whatif import what_if  # noqa: E402
 
-OPENING = "Verifier catches a wrong digit"
+from tests.support.tour_material import OPENING
 EDIT_AND_VERIFY = "Self correction meets verification · LLaDA2"
-
-
-@pytest.fixture(scope="module")
-def material():
-    listed = list_examples()
-    if OPENING not in listed:
-        pytest.skip("no shipped example pair")
-    trace, baseline = load_pair(listed[OPENING])
-    return tour.load_material(trace, OPENING, baseline, pair_story(trace, baseline), examples_dir())
 
 
 def _text(html_text: str) -> str:

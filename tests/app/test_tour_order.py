@@ -8,24 +8,13 @@ import re
 
 import pytest
 
-from components.files.examples import examples_dir, list_examples, load_pair
 from components.tour import material as tour
 from components.tour import pictures as tour_views
 from components.tour.tau_control import recorded_tau
 from components.views.calibration import calibration
 from components.views.lockstep import moments
-from components.views.story import pair_story
 
-OPENING = "Verifier catches a wrong digit"
-
-
-@pytest.fixture(scope="module")
-def material():
-    listed = list_examples()
-    if OPENING not in listed:
-        pytest.skip("no shipped example pair")
-    trace, baseline = load_pair(listed[OPENING])
-    return tour.load_material(trace, OPENING, baseline, pair_story(trace, baseline), examples_dir())
+from tests.support.tour_material import OPENING
 
 
 @pytest.fixture(scope="module")
