@@ -366,10 +366,10 @@ def test_tour_stops_follow_the_story_in_order():
                                                      ("shifted", "fastdllm-config-c", 8), ("aligned", "ar", 4)])
 @pytest.mark.slow
 def test_views_on_engine_traces(family, preset_name, gen):
-    conftest = pytest.importorskip("conftest")
+    from tests.support import tiny_models
     import s2d2
 
-    model = conftest.tiny_qwen3(block_size=4) if family == "aligned" else conftest.tiny_qwen2()
+    model = tiny_models.tiny_qwen3(block_size=4) if family == "aligned" else tiny_models.tiny_qwen2()
     trace = s2d2.generate(model, list(range(10, 17)), preset(preset_name, gen_length=gen), seed=0).trace
     trace = Trace.from_json(trace.to_json())
     idx = canvas.index_of(trace)
@@ -399,7 +399,7 @@ def test_views_on_engine_traces(family, preset_name, gen):
 
 @pytest.mark.slow
 def test_precompute_script_writes_loadable_examples(tmp_path, monkeypatch):
-    conftest = pytest.importorskip("conftest")
+    from tests.support import tiny_models
     import importlib
 
     import s2d2
@@ -407,7 +407,7 @@ def test_precompute_script_writes_loadable_examples(tmp_path, monkeypatch):
 
     import torch
 
-    model = conftest.tiny_qwen3(dtype=torch.float32, block_size=4)
+    model = tiny_models.tiny_qwen3(dtype=torch.float32, block_size=4)
     model.tokenizer = CharTokenizer()
     monkeypatch.setattr(s2d2, "load_model", lambda name: model, raising=False)
     script = importlib.import_module("scripts.precompute_traces")

@@ -171,12 +171,12 @@ def test_the_baseline_routing_panel_says_it_never_verifies():
 # -- row 12: a generation length inside one block says it was rounded up to the block --------------------------------
 
 def test_a_length_shorter_than_a_block_says_whole_blocks_were_decoded():
-    conftest = pytest.importorskip("conftest")
+    from tests.support import tiny_models
     import s2d2
     from components.views import story
     from s2d2.config import preset
 
-    model = conftest.tiny_qwen3(block_size=8)
+    model = tiny_models.tiny_qwen3(block_size=8)
     t = s2d2.generate(model, [10, 11, 12], preset("sdar-config-b", block_length=8, gen_length=1), seed=0).trace
     decoded = sum(b.length - b.prompt_tail for b in t.blocks)
     assert decoded > 1 and t.footer.generated_length <= 1

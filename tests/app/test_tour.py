@@ -208,13 +208,14 @@ def test_exactness_from_the_shipped_lossless_pair(material, tmp_path):
 
 
 def test_exactness_benchmark_matches_ar_on_a_random_model():
-    conftest = pytest.importorskip("conftest")
     import importlib
 
     import torch
 
+    from tests.support.tiny_models import tiny_qwen3
+
     bench = importlib.import_module("benchmarks.exactness")
-    model = conftest.tiny_qwen3(dtype=torch.float64)
+    model = tiny_qwen3(dtype=torch.float64)
     rows = bench.measure(model, [[5, 6, 7, 8, 9], [40, 41, 42]], bench.lossless_config(4, 8), 8)
     total = bench.summary(rows)
     assert total["identical"] == total["n"] == 2 and total["ar_nfe"] == sum(r["ar_nfe"] for r in rows)
