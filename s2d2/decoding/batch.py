@@ -218,7 +218,8 @@ class Scheduler:
         reqs = [w.pending for w in part]
         t0 = time.perf_counter()
         try:
-            out: list[Any] = (self.model.forward_batch(reqs) if self._batched
+            # one request: the model's own forward, the very call batch 1 makes (no padding or stacked caches)
+            out: list[Any] = (self.model.forward_batch(reqs) if self._batched and len(reqs) > 1
                               else [self.model.forward(*reqs[0])])
             if self.model.device.type == "cuda":
                 torch.cuda.synchronize()  # an asynchronous CUDA error surfaces here, as this forward's

@@ -407,6 +407,11 @@ class _Batched(_Fake):
             raise problem
         return [torch.tensor([float(r.input_ids.shape[0])]) for r in requests]
 
+    def forward(self, *request):  # a lone forward (the scheduler's call for a group of one) behaves the same
+        from s2d2.models.base import ForwardRequest
+
+        return self.forward_batch([ForwardRequest(*request)])[0]
+
 
 def _poisoned(requests):
     return ValueError("request poisoned") if any(bool((r.input_ids < 0).any()) for r in requests) else None
