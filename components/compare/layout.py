@@ -15,7 +15,8 @@ from components.serve import gpu_slot as guard
 from components.compare.lanes import DEFAULT_LANES, MAX_LANES, NO_RUN, OFF, VIEW_OUT, block_range, compare_views, run_compare_steps
 from components.views.describe import preset_choices
 from components.run.knobs import EXAMPLE_PROMPTS
-from components.ui import PRIVATE, ClampedSlider, Ctx, keyed
+from components.ui import PRIVATE, ClampedSlider, Ctx, keyed, within_js
+from s2d2.limits import limits
 from components.compare.whatif_panel import KNOB_OUT, WHATIF_KNOBS, knob_updates, knob_values, rerun_whatif, s2d2_lanes, whatif_view
 
 
@@ -111,6 +112,7 @@ def _wire(ctx: Ctx, model_name: str, lanes: list[Any], extra: list[Any]) -> None
     ev = ctx["cmp_run"].click(guard.one_job(run, lambda msg: (msg, gr.skip())), inputs,
                               [ctx["cmp_status"], ctx["cmp_state"]], api_name="compare", concurrency_limit=1,
                               concurrency_id="gpu", validator=guard.admit_decode,
+                              js=within_js(limits().max_prompt_chars),  # refused whole by the handler, never a 413
                               show_progress="hidden")  # the status line says each lane's progress itself
     ev.then(keyed(after_run, ctx), ctx["cmp_state"], ctx.outputs(AFTER_OUT), **PRIVATE)
     ctx["cmp_block"].change(keyed(compare_views, ctx), [ctx["cmp_state"], ctx["cmp_block"]], ctx.outputs(VIEW_OUT),

@@ -63,8 +63,14 @@ def check_config(cfg: DecodeConfig) -> DecodeConfig:
 
 
 def check_prompt(prompt: Any) -> Optional[str]:
+    """One line for a prompt no decode may take (None: it may run). A text over the limit is refused whole, never
+    cut: the page sends at most limit + 1 characters (ui.within_js), so the line under the box gives its length."""
     if not isinstance(prompt, str) or not prompt.strip():
         return "Type a prompt first (or pick an example)."
+    limit = limits().max_prompt_chars
+    if len(prompt) > limit:
+        return (f"The prompt is longer than {limit:,} characters, the most a run takes (the line under the box "
+                "gives its length). Nothing was cut: shorten it.")
     try:
         check_prompt_chars(prompt)
     except ValueError as exc:

@@ -7,7 +7,7 @@ from typing import Any, Iterator
 
 import gradio as gr
 
-from s2d2.limits import SEED_MAX, limits
+from s2d2.limits import SEED_MAX
 from s2d2.trace import Trace
 
 from components.escape import md_text
@@ -80,10 +80,6 @@ def run(prompt: str, model_name: str, *knobs: Any) -> Iterator[dict[str, Any]]:
     writer of its status: Stop raises the job's flag, the decode ends within one forward, and the last line says
     what was kept."""
     problem = check_prompt(prompt) or check_model(model_name)
-    limit = limits().max_prompt_chars
-    if isinstance(prompt, str) and len(prompt) > limit:  # the page sends at most limit + 1 (ui.within_js)
-        problem = (f"The prompt is longer than {limit:,} characters, the most a run takes (the line under the box "
-                   "gives its length). Nothing was cut: shorten it.")
     cfg, seed, error = config_from_inputs(*knobs)
     if problem or error:  # the live view and output of an earlier run are not this run's answer: cleared
         yield {"run_status": f"⚠️ {problem or error} Nothing was run.", "live": render_live([]), "output": "",

@@ -39,8 +39,11 @@ def rejection_words(v: Verification) -> str:
     picked = (f" and picked {_quote(v.resampled_text)} instead" if v.resampled is not None
               else " and left that place to be decided again")
     after = len(v.positions) - v.first_reject - 1  # type: ignore[operator]
-    thrown = (f", and threw away the {after} guess{'' if after == 1 else 'es'} after it (each was made assuming "
-              f"{_quote(r.draft_text)})") if after else ""
+    if after == 1:
+        thrown = f", and threw away the guess after it (made assuming {_quote(r.draft_text)})"
+    else:
+        thrown = (f", and threw away the {after} guesses after it (each was made assuming {_quote(r.draft_text)})"
+                  if after else "")
     return found + picked + thrown
 
 
@@ -53,7 +56,7 @@ def step_words(trace: Trace, step: int) -> str:
     n = len(trace.steps)
     if rec is None:
         return (f"Before the first step: the model has read the prompt ({len(trace.header.prompt_ids)} tokens). "
-                f"Move the scrubber to watch it write the answer, {n} steps in all.")
+                f"Move the scrubber to watch it write the answer, {count(n, 'step')} in all.")
     head = f"Step {s} of {n}: "
     method = trace.header.config.get("method")
     edits = f" It also changed {len(rec.edits)} token{'' if len(rec.edits) == 1 else 's'} it had written before." \
@@ -66,18 +69,25 @@ def step_words(trace: Trace, step: int) -> str:
         return head + f"no blanks were left; the model re-read the block and {done}."
     hows = Counter(c.how for c in rec.commits)
     kept = len(rec.commits) - hows.get("resampled", 0)
-    guessed = f"the model guessed {len(rec.drafts)} token{'' if len(rec.drafts) == 1 else 's'} at once"
+    one = len(rec.drafts) == 1
+    guessed = "the model guessed one token" if one else f"the model guessed {len(rec.drafts)} tokens at once"
     d, v = rec.decision, rec.verification
     if v is not None:
-        checked = f"{guessed}, then checked its own guesses in one more pass, reading left to right: it kept " + (
-            f"all {kept}" if kept == len(rec.drafts) else f"{kept}")
+        what = "guess" if one else "guesses"
+        checked = f"{guessed}, then checked its own {what} in one more pass, reading left to right: it kept " + (
+            ("it" if one else f"all {kept}") if kept == len(rec.drafts) else ("none" if kept == 0 else f"{kept}"))
         if v.first_reject is not None and v.first_reject < len(v.positions):
             return head + f"{checked}, {rejection_words(v)}." + edits
-        return head + f"{checked}: every guess held up." + edits
+        return head + f"{checked}: {'the guess' if one else 'every guess'} held up." + edits
     why = ("skipped the check (not worth an extra pass here)" if d is not None
-           else "did not check them (diffusion alone never checks)")
-    which = f"all {kept}" if kept == len(rec.drafts) else f"the {kept} it was surest of"
+           else f"did not check {'it' if one else 'them'} (diffusion alone never checks)")
+    which = ("it" if one else f"all {kept}") if kept == len(rec.drafts) else f"the {kept} it was surest of"
     return head + f"{guessed} and {why}; it kept {which}." + edits
+
+
+def count(n: int, noun: str) -> str:
+    """ "1 step", "7 steps"."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def evidence_words(trace: Trace, step: int) -> Optional[str]:

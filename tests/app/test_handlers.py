@@ -130,7 +130,8 @@ def test_model_allow_list(monkeypatch):
 
 def test_prompt_caps_and_duration():
     assert config_check.check_prompt("  ") and config_check.check_prompt(None)
-    assert "at most" in config_check.check_prompt("x" * (knobs.MAX_PROMPT_CHARS + 1))
+    assert f"longer than {knobs.MAX_PROMPT_CHARS:,} characters" in config_check.check_prompt(
+        "x" * (knobs.MAX_PROMPT_CHARS + 1))
     assert config_check.check_prompt("2+3?") is None
     small = zerogpu.gpu_duration("p", "tiny", {"gen_length": 16, "block_length": 4})
     big = zerogpu.gpu_duration("p", "JetLM/SDAR-1.7B-Chat", {"gen_length": 512, "block_length": 4})

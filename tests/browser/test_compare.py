@@ -53,6 +53,7 @@ def url(tmp_path_factory):
     from components.compare import layout as ct
     from components.serve import model_pool
     from components.sweep import panel as sw
+    from components.theme import KEYS_JS
     from components.views.canvas import CANVAS_CSS
 
     os.environ["GRADIO_TEMP_DIR"] = str(tmp_path_factory.mktemp("gradio"))
@@ -67,7 +68,8 @@ def url(tmp_path_factory):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    demo.launch(prevent_thread_lock=True, server_port=port, quiet=True, css=CANVAS_CSS + cc.COMPARE_CSS)
+    demo.launch(prevent_thread_lock=True, server_port=port, quiet=True, css=CANVAS_CSS + cc.COMPARE_CSS,
+                js=KEYS_JS)  # the app's page code: the length line under a prompt box
     yield f"http://127.0.0.1:{port}/"
     demo.close()
     model_pool.forget_model(MODEL)
@@ -164,3 +166,24 @@ def test_four_lanes_fit_at_1366_and_say_their_progress(browser, url):
     assert "4·sdar-config-b" in last.inner_text()
     assert cell["x"] + cell["width"] <= frame["x"] + frame["width"] + 1, (cell, frame)
     assert not errors, errors
+
+
+def test_a_long_compare_prompt_is_refused_whole_in_one_line(browser, url):
+    """Issue 28 row 3: a pasted text over the limit is neither cut nor a front-door error: the line under the box
+    gives its true length and Run all lanes refuses it in one line, keeping the box as typed."""
+    pg = browser.new_page(viewport={"width": 1366, "height": 900})
+    errors: list[str] = []
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    pg.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    pg.goto(url)
+    pg.locator("#cmp-empty").wait_for(timeout=30_000)
+    box = pg.locator("#cmp-prompt textarea")
+    box.fill("x" * 20_000)
+    assert len(box.input_value()) == 20_000
+    assert "20,000 characters" in pg.locator("#cmp-prompt .length-note").inner_text()
+    pg.get_by_role("button", name="▶ Run all lanes").click()
+    pg.wait_for_function("document.querySelector('#cmp-status').innerText.includes('longer than 2,000')",
+                         timeout=30_000)
+    assert "Nothing was cut" in pg.locator("#cmp-status").inner_text() and len(box.input_value()) == 20_000
+    assert not errors, errors
+    pg.close()

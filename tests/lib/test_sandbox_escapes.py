@@ -3,6 +3,8 @@ fail; nothing outlives the wall limit; the program sees nothing of this machine;
 processes together; a promised layer that is missing is a one-line refusal unless the user accepts less."""
 from __future__ import annotations
 
+import textwrap
+
 import json
 import os
 import secrets
@@ -178,10 +180,39 @@ def test_no_unix_socket_can_be_made_whatever_the_mounts() -> None:
 @pytest.mark.parametrize("namespaces", [pytest.param(True, marks=needs_bwrap), False], ids=["bwrap", "accept-less"])
 def test_memory_is_capped_for_all_processes_together(namespaces: bool) -> None:
     """Four processes of 200 MB each (touched) under a 512 MiB budget: they cannot all succeed."""
-    source = ("import os\npids = []\nfor _ in range(4):\n    pid = os.fork()\n    if pid == 0:\n"
-              "        try:\n            block = b'x' * (200 * 1024 * 1024)\n            os._exit(0)\n"
-              "        except MemoryError:\n            os._exit(3)\n    pids.append(pid)\n"
-              "codes = [os.waitpid(p, 0)[1] for p in pids]\nassert codes == [0, 0, 0, 0], codes\n")
+    # Each child holds its block until all four have one (a barrier): short-lived children one after another
+    # would fit the budget by turns, and the test would depend on how the machine schedules them.
+    source = textwrap.dedent("""\
+        import os, select
+        ready_r, ready_w = os.pipe()
+        go_r, go_w = os.pipe()
+        pids = []
+        for _ in range(4):
+            pid = os.fork()
+            if pid == 0:
+                os.close(ready_r)
+                os.close(go_w)
+                try:
+                    block = b'x' * (200 * 1024 * 1024)
+                except MemoryError:
+                    os._exit(3)
+                os.write(ready_w, b'1')
+                os.read(go_r, 1)  # until the parent lets go
+                os._exit(0)
+            pids.append(pid)
+        os.close(ready_w)
+        os.close(go_r)
+        got, codes = b'', {}
+        while len(got) < 4 and not codes:  # every block held, or a child died for want of memory
+            if select.select([ready_r], [], [], 0.05)[0]:
+                got += os.read(ready_r, 4)
+            pid, status = os.waitpid(-1, os.WNOHANG)
+            if pid:
+                codes[pid] = status
+        os.close(go_w)
+        codes.update({p: os.waitpid(p, 0)[1] for p in pids if p not in codes})
+        assert sorted(codes.values()) == [0, 0, 0, 0], codes
+        """)
     result = run_program(source, SandboxLimits(wall_s=20, cpu_s=10, memory_mb=512, processes=8),
                          namespaces=namespaces, python_guards=False)
     assert not result.passed, result.reason

@@ -214,7 +214,8 @@ def test_stopped_lanes_end_within_one_forward_and_compare_nothing():
 def test_compare_obeys_the_run_caps(monkeypatch):
     lanes = ["ar", "sdar-config-a", cc.OFF, cc.OFF, "", "", "", ""]
     status, state = cc.run_compare("x" * 3000, "tiny", 0, 8, *lanes)
-    assert state is None and status == "⚠ The prompt: 3000 characters; at most 2000 (S2D2_MAX_PROMPT_CHARS)."
+    assert state is None and status == ("⚠ The prompt is longer than 2,000 characters, the most a run takes (the line "
+                                        "under the box gives its length). Nothing was cut: shorten it.")
     status, _ = cc.run_compare("2+3", "tiny", 10**249, 8, *lanes)  # 250 digits, counted exactly
     assert status == f"⚠ seed: must be in [0, {SEED_MAX}], got a 250-digit number"
     status, _ = cc.run_compare("2+3", "tiny", 0, 100_000, *lanes)
