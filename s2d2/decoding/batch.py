@@ -41,6 +41,9 @@ T = TypeVar("T")
 FIXED_TOKENS = 32
 
 
+RUN_OWN = object()  # the scheduler's reply to a request it does not share: run the forward on the sequence's thread
+
+
 class BatchAborted(BaseException):
     """Raised inside a sequence's thread when the batch stops because of another sequence's error (a
     BaseException, so no `except Exception` in a decode loop swallows it)."""
@@ -59,6 +62,7 @@ class Worker:
         self._reply: Any = None
         self._result: Any = None
         self._error: Optional[BaseException] = None
+        self.own: tuple[float, Optional[Exception]] = (0.0, None)  # wall and error of its last RUN_OWN forward
         self._thread = threading.Thread(target=self._main, name=f"s2d2-seq-{index}", daemon=True)
         self._thread.start()
 
@@ -79,14 +83,35 @@ class Worker:
         self._back.acquire()
 
     def request(self, req: ForwardRequest) -> torch.Tensor:
-        """Sequence side: wait for the scheduler to run `req`; its logits."""
+        """Sequence side: wait for the scheduler to run `req` (or to say RUN_OWN: run it here); its logits."""
         self.pending = req
         self._back.release()
         self._go.acquire()
         reply, self._reply = self._reply, None
+        if reply is RUN_OWN:
+            return self._own_forward(req)
         if isinstance(reply, BaseException):
             raise reply
         return reply
+
+    def _own_forward(self, req: ForwardRequest) -> torch.Tensor:
+        """A forward of this sequence alone, on its own thread: the very call batch 1 makes. Why here and not on
+        the scheduler's thread: each thread that calls torch keeps its own pool of intra-op threads, and on a small
+        CPU two pools taking turns every forward slowed a lone Run by a third (issue 25). Its wall and error are
+        left in `own` for the scheduler's ledger."""
+        model = self.model.shared
+        t0 = time.perf_counter()
+        try:
+            out = model.forward(*req)
+            if model.device.type == "cuda":
+                torch.cuda.synchronize()  # an asynchronous CUDA error surfaces here, as this forward's
+        except Exception as e:
+            self.own = (time.perf_counter() - t0, e)
+            self.model.forward_walls.append(self.own[0])
+            raise
+        self.own = (time.perf_counter() - t0, None)
+        self.model.forward_walls.append(self.own[0])
+        return out
 
     def outcome(self) -> Any:
         self._thread.join()
@@ -109,6 +134,7 @@ class SequenceModel:
 
     def __init__(self, model: Any, worker: Worker) -> None:
         self._model = model
+        self.shared = model  # the model the scheduler shares (a lone forward calls it directly)
         self._worker = worker
         self.forward_walls: list[float] = []
 
@@ -203,6 +229,9 @@ class Scheduler:
         lengths = {w.index: int(w.pending.cache.get_seq_length()) for w in group}  # type: ignore[union-attr]
         parts = [group] if self._batched else [[w] for w in group]
         for part in parts:
+            if len(part) == 1:
+                self._run_own(part[0], lengths[part[0].index])
+                continue
             replies, wall, error = self._attempt(part)
             if error is None or len(part) == 1:
                 self._serve(part, lengths, replies, wall, error)
@@ -213,12 +242,21 @@ class Scheduler:
             for w in part:  # each alone, once: its batch-1 forward
                 self._serve([w], lengths, *self._attempt([w]))
 
+    def _run_own(self, w: Worker, length: int) -> None:
+        """A request that shares with nobody: the sequence runs the model's own forward on its thread (the very call
+        batch 1 makes: no padding, no stacked caches) and goes on to its next request; then the ledger records it."""
+        at, queries = len(w.model.forward_walls), int(w.pending.input_ids.shape[0])  # type: ignore[union-attr]
+        w.resume(RUN_OWN)
+        wall, error = w.own
+        self.ledger.add(BatchForward(len(self.ledger.forwards), [w.index], [at], [queries], [length], wall,
+                                     "" if error is None else f"{type(error).__name__}: {str(error)[:200]}"))
+
     def _attempt(self, part: list[Worker]) -> tuple[list[Any], float, Optional[Exception]]:
-        """One forward of the part's requests: (each member's logits or the error, wall seconds, the error)."""
+        """One shared forward of the part's requests: (each member's logits or the error, wall seconds, the
+        error). A member retried alone (after a shared forward failed) runs here too, the batch-1 call."""
         reqs = [w.pending for w in part]
         t0 = time.perf_counter()
         try:
-            # one request: the model's own forward, the very call batch 1 makes (no padding or stacked caches)
             out: list[Any] = (self.model.forward_batch(reqs) if self._batched and len(reqs) > 1
                               else [self.model.forward(*reqs[0])])
             if self.model.device.type == "cuda":

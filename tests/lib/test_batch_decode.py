@@ -236,6 +236,45 @@ def test_an_error_in_one_sequence_stops_the_batch_and_releases_every_thread():
     assert threading.active_count() == before
 
 
+def test_a_forward_shared_with_nobody_runs_on_the_sequences_own_thread():
+    """A lone request is the batch-1 call on the sequence's thread (one pool of torch threads per lone decode);
+    a shared one runs on the scheduler's. Both are in the ledger, a failing lone one with its error."""
+    seen: list[tuple[str, int]] = []
+
+    class Threads(_Fake):
+        def forward(self, cache, input_ids, positions, attention, keep, last=None, rows=None):
+            if int(input_ids.shape[0]) == 7:
+                raise ValueError("seven is refused")
+            seen.append((threading.current_thread().name, 1))
+            return super().forward(cache, input_ids, positions, attention, keep)
+
+        def forward_batch(self, requests):
+            seen.append((threading.current_thread().name, len(requests)))
+            return [torch.tensor([float(r.input_ids.shape[0])]) for r in requests]
+
+    def job(queries):
+        def run(model):
+            for q in queries:
+                try:
+                    assert float(model.forward(_Cache(), torch.zeros(q), torch.zeros(q), "full", 0)[0]) == q
+                except ValueError:
+                    pass  # the sequence's own loop handles its forward's error, as at batch 1
+            return "done"
+        return run
+
+    scheduler = Scheduler(Threads(), 2, fixed_tokens=10_000)
+    assert scheduler.run([job([3, 3]), job([3, 3, 7])]) == ["done", "done"]
+    shared = [name for name, n in seen if n == 2]
+    lone = [name for name, n in seen if n == 1]
+    assert shared and all(not name.startswith("s2d2-seq-") for name in shared)
+    assert lone == []  # the 7-query forward (the only one alone) failed on its own thread
+    assert [(len(f.sequences), f.error) for f in scheduler.ledger.forwards] == [
+        (2, ""), (2, ""), (1, "ValueError: seven is refused")]
+    seen.clear()
+    assert Scheduler(Threads(), 1).run([job([2, 3])]) == ["done"]
+    assert [name for name, _ in seen] == ["s2d2-seq-0", "s2d2-seq-0"]
+
+
 def test_groups_have_the_least_modelled_cost():
     class W:
         def __init__(self, i, q):
