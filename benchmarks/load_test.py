@@ -4,6 +4,7 @@
     python -m benchmarks.load_test --sessions 32 --gen 64 --budget-s 600
     python -m benchmarks.load_test --attack                 # honest visitor beside each attacker (issue 19)
     python -m benchmarks.load_test --classroom              # 30 visitors press Run within 10 s, sharing off/on
+    python -m benchmarks.load_test --classroom --attack     # ... and the class again beside each attacker
 
 Starts the app (`app.py`) in a subprocess on a free port, trusting one proxy hop (X-Forwarded-For names the
 visitor, as on a Space). Default mode: N client sessions at once, each its own visitor: upload a
@@ -21,7 +22,8 @@ the visitor, as on a Space).
 
 `--classroom` (issue 25): --visitors honest visitors press Run (the default preset, each its own question) within
 --spread-s seconds, on a server with decode sharing off and then on (benchmarks/classroom.py); ends with
-`classroom: p95 shared/alone = R (lone run shared/alone = L)`.
+`classroom: p95 shared/alone = R (lone run shared/alone = L)`. `--classroom --attack` adds the class beside each
+attacker (sharing on).
 """
 from __future__ import annotations
 

@@ -132,9 +132,14 @@ def _wire(ctx: Ctx, material: TourMaterial, stops: list[Stop], steps: list[Any])
 
     for i, step in enumerate(steps):  # a stop selected by Next / Back or by its circle: its pictures, in place
         step.select(keyed(lambda *v, i=i: shown(i, *v), ctx), controls, outs, show_progress="hidden", **PRIVATE)
+    def moved(at: Any, d: int) -> tuple[Any, int]:
+        to = max(0, min(len(stops) - 1, int(at or 0) + d))
+        return gr.Walkthrough(selected=to), to
+
     for name, delta in (("tour_back", -1), ("tour_next", 1)):
-        c[name].click(lambda at, d=delta: gr.Walkthrough(selected=max(0, min(len(stops) - 1, int(at or 0) + d))),
-                      c["tour_at"], c["tour"], **PRIVATE)
+        # the stop index moves with the selection, in one event: a second press right after the first (before the
+        # stop's own select event has written its index) moves on from the new stop, not again to it
+        c[name].click(lambda at, d=delta: moved(at, d), c["tour_at"], [c["tour"], c["tour_at"]], **PRIVATE)
         c[name].click(None, js=NAV_JS, **PRIVATE)
     if "tour_tau" in c:
         c["tour_tau"].change(keyed(lambda tau: route_views(material, tau), ctx), c["tour_tau"],

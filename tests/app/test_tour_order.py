@@ -74,3 +74,19 @@ def test_the_last_stops_button_follows_its_moment_slider(material, stops):
         assert tour_views.target(listed, i, moved["tour_step"]) == (run.example, want)
         seen.add(want)
     assert len(seen) > 1  # the slider really moves the step
+
+
+def test_next_and_back_write_the_stop_index_with_the_selection():
+    """A second press of Next right after the first moves on from the new stop: the press itself writes the index it
+    selected (before, only the stop's select event did, and a quick second press re-selected the stop on screen)."""
+    import app
+
+    cfg = app.demo.get_config_file()
+    by_elem = {c.get("props", {}).get("elem_id"): c["id"] for c in cfg["components"]}
+    tour = by_elem["tour"]
+    for button in ("tour-next", "tour-back"):
+        moves = [d for d in cfg["dependencies"] if any(t[0] == by_elem[button] for t in d["targets"])
+                 and tour in d["outputs"]]
+        assert len(moves) == 1, button
+        (index,) = [o for o in moves[0]["outputs"] if o != tour]
+        assert moves[0]["inputs"] == [index]  # it reads the index it writes: the State holding the stop

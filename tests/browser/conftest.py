@@ -1,9 +1,17 @@
-"""The one Chromium every browser test module drives (launched once per module; skipped where it is missing)."""
+"""The one Chromium every browser test module drives (launched once per module; skipped where it is missing), and
+the `browser` mark on every test here, so `-m "not browser"` leaves them all out whatever a module declares."""
 from __future__ import annotations
 
 import pytest
 
-from tests.support.browser_env import ARGS, CHROMIUM, require_browser
+from tests.support.browser_env import ARGS, CHROMIUM, PatientBrowser, require_browser
+
+
+def pytest_collection_modifyitems(items):
+    here = __file__.rsplit("/", 1)[0]
+    for item in items:
+        if str(item.fspath).startswith(here):
+            item.add_marker(pytest.mark.browser)
 
 
 @pytest.fixture(scope="module")
@@ -11,5 +19,5 @@ def browser():
     sync_api = require_browser()
     with sync_api.sync_playwright() as p:
         b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield b
+        yield PatientBrowser(b)
         b.close()

@@ -16,7 +16,7 @@ from tests.support.lanes import PROMPT, tiny_with_tokenizer
 
 MODEL = "test-browser-compare"
 
-from tests.support.browser_env import painted, require_browser
+from tests.support.browser_env import WAIT_MS, painted, require_browser
 
 sync_api = require_browser()
 pytestmark = pytest.mark.browser  # drives Chromium: left out by -m "not browser"
@@ -80,15 +80,15 @@ def test_compare_whatif_and_sweep_in_a_browser(browser, url):
     errors: list[str] = []
     pg.on("pageerror", lambda e: errors.append(str(e)))
     pg.goto(url)
-    pg.locator("#cmp-empty").wait_for(timeout=30_000)
+    pg.locator("#cmp-empty").wait_for(timeout=WAIT_MS)
     assert "No comparison yet" in pg.locator("#cmp-empty").inner_text()
     assert not pg.locator("#cmp-results").is_visible() and not pg.locator("#cmp-block").is_visible()
     pg.locator("#cmp-prompt textarea").fill(PROMPT)
     pg.get_by_role("button", name="▶ Run all lanes").click()
-    pg.wait_for_selector("#cmp-lanes .s2d2-lane", timeout=60_000)
+    pg.wait_for_selector("#cmp-lanes .s2d2-lane", timeout=WAIT_MS)
     assert pg.locator("#cmp-lanes .s2d2-lane").count() == 3 and not pg.locator("#cmp-empty").is_visible()
     pg.wait_for_function("document.querySelectorAll('#cmp-nfe .js-plotly-plot, #cmp-wall .js-plotly-plot')"
-                         ".length == 2", timeout=30_000)
+                         ".length == 2", timeout=WAIT_MS)
     assert "answer block 1 (positions" in pg.locator("#cmp-lanes").inner_text()
     for plot in ("#cmp-nfe", "#cmp-wall"):  # titles have their own room: not clipped, not under the legend
         title = pg.locator(f"{plot} .gtitle").first.bounding_box()
@@ -104,7 +104,7 @@ def test_compare_whatif_and_sweep_in_a_browser(browser, url):
         block.fill(typed)
         block.press("Tab")
         pg.wait_for_function(f"document.querySelector('#cmp-lanes').innerText.includes({expect!r})",
-                             timeout=20_000)
+                             timeout=WAIT_MS)
         painted(pg)  # the event that changed the lanes is complete: a toast of its own would be on the page
         assert pg.locator(".toast-body").count() == 0, pg.locator(".toast-body").all_inner_texts()
         assert "Error" not in pg.locator("#cmp-results").inner_text()
@@ -113,17 +113,17 @@ def test_compare_whatif_and_sweep_in_a_browser(browser, url):
     box = pg.locator("input[type=number][aria-label*='τ_score']").first
     box.fill("-5")
     box.press("Enter")
-    pg.wait_for_selector("#wi-table tr.flip", timeout=30_000)
+    pg.wait_for_selector("#wi-table tr.flip", timeout=WAIT_MS)
     assert "trajectory unknown" in pg.locator("#wi-table").inner_text()
     pg.get_by_role("button", name="↻ Re-run from the start with these thresholds").click()
-    pg.wait_for_function("document.body.innerText.includes('What-if predicted')", timeout=60_000)
+    pg.wait_for_function("document.body.innerText.includes('What-if predicted')", timeout=WAIT_MS)
     pg.get_by_role("tab", name="Sweep").click()
     pg.wait_for_function("document.querySelectorAll('#sweep-nfe .js-plotly-plot .scatterlayer .point')"
-                         ".length >= 3", timeout=30_000)
+                         ".length >= 3", timeout=WAIT_MS)
     assert "more accurate than every baseline" in pg.locator("#sweep-status").inner_text()  # 0.75 vs 0.7
     pg.set_viewport_size({"width": 390, "height": 844})  # the phone: title whole, legend clear of the axis title
     try:  # the plot relays out for the narrow window (a resize handler): wait for that, then check it
-        pg.wait_for_function(PHONE_LAYOUT, timeout=20_000)
+        pg.wait_for_function(PHONE_LAYOUT, timeout=WAIT_MS)
     except sync_api.TimeoutError:
         pass  # the assertions below say what is wrong
     plot = pg.locator("#sweep-nfe .js-plotly-plot").bounding_box()
@@ -143,7 +143,7 @@ def test_four_lanes_fit_at_1366_and_say_their_progress(browser, url):
     errors: list[str] = []
     pg.on("pageerror", lambda e: errors.append(str(e)))
     pg.goto(url)
-    pg.locator("#cmp-empty").wait_for(timeout=30_000)
+    pg.locator("#cmp-empty").wait_for(timeout=WAIT_MS)
     box = pg.locator("#cmp-lane-4 input")
     box.click()
     box.fill("sdar-config-b")
@@ -153,15 +153,15 @@ def test_four_lanes_fit_at_1366_and_say_their_progress(browser, url):
         assert fits, pg.locator(f"#cmp-lane-{n} input").input_value()
     pg.get_by_role("button", name="▶ Run all lanes").click()
     pg.wait_for_function("document.querySelector('#cmp-status').innerText.includes('4·sdar-config-b')",
-                         timeout=60_000)
-    pg.wait_for_selector("#cmp-lanes .s2d2-lane", timeout=120_000)
+                         timeout=WAIT_MS)
+    pg.wait_for_selector("#cmp-lanes .s2d2-lane", timeout=WAIT_MS)
     assert pg.locator("#cmp-lanes .s2d2-lane").count() == 4
     assert pg.locator("#cmp-status").inner_text().startswith("Ran 4 lanes")
     pg.locator("#cmp-metrics").scroll_into_view_if_needed()
     frame = pg.locator("#cmp-metrics").bounding_box()
     last = pg.locator("#cmp-metrics thead th").last
     pg.wait_for_function("document.querySelector('#cmp-metrics thead').innerText.includes('4·sdar-config-b')",
-                         timeout=20_000)
+                         timeout=WAIT_MS)
     cell = last.bounding_box()
     assert "4·sdar-config-b" in last.inner_text()
     assert cell["x"] + cell["width"] <= frame["x"] + frame["width"] + 1, (cell, frame)
@@ -176,14 +176,14 @@ def test_a_long_compare_prompt_is_refused_whole_in_one_line(browser, url):
     pg.on("pageerror", lambda e: errors.append(str(e)))
     pg.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     pg.goto(url)
-    pg.locator("#cmp-empty").wait_for(timeout=30_000)
+    pg.locator("#cmp-empty").wait_for(timeout=WAIT_MS)
     box = pg.locator("#cmp-prompt textarea")
     box.fill("x" * 20_000)
     assert len(box.input_value()) == 20_000
     assert "20,000 characters" in pg.locator("#cmp-prompt .length-note").inner_text()
     pg.get_by_role("button", name="▶ Run all lanes").click()
     pg.wait_for_function("document.querySelector('#cmp-status').innerText.includes('longer than 2,000')",
-                         timeout=30_000)
+                         timeout=WAIT_MS)
     assert "Nothing was cut" in pg.locator("#cmp-status").inner_text() and len(box.input_value()) == 20_000
     assert not errors, errors
     pg.close()

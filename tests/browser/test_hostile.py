@@ -7,7 +7,7 @@ import socket
 
 import pytest
 
-from tests.support.browser_env import require_browser
+from tests.support.browser_env import WAIT_MS, require_browser
 
 require_browser()
 pytestmark = pytest.mark.browser  # drives Chromium: left out by -m "not browser"
@@ -38,9 +38,9 @@ def test_escaped_file_text_renders_inert_in_gradio_markdown(browser, tmp_path):
         fetched: list[str] = []
         page.on("request", lambda r: fetched.append(r.url) if "evil" in r.url else None)
         page.goto(f"http://127.0.0.1:{port}/")
-        page.wait_for_selector("#control a", timeout=60_000)  # the renderer autolinks plain text
+        page.wait_for_selector("#control a", timeout=WAIT_MS)  # the renderer autolinks plain text
         for box in ("#md", "#headline"):
-            page.wait_for_selector(f"{box} p", timeout=30_000)
+            page.wait_for_selector(f"{box} p", timeout=WAIT_MS)
             for tag in ("a", "img", "form", "button", "h1", "svg", "script"):
                 assert page.locator(f"{box} {tag}").count() == 0, (box, tag, page.inner_html(box)[:400])
         text = page.inner_text("#md")

@@ -18,7 +18,8 @@ import pytest
 
 HERE = Path(__file__).resolve().parent.parent
 ROOT = HERE.parent
-from tests.support.browser_env import DESKTOP, PHONE, open_app, painted, require_browser, show_numbers
+from tests.support.browser_env import (DESKTOP, PHONE, WAIT_MS, open_app, painted, require_browser,
+                                       show_numbers)
 
 require_browser()
 pytestmark = pytest.mark.browser  # drives Chromium: left out by -m "not browser"
@@ -50,7 +51,7 @@ def shot_path(name: str) -> Path:
 def screenshot(pg, name: str) -> None:
     """What the viewport shows, at its real size (never a full page): the README's pictures are first screens."""
     pg.evaluate("window.scrollTo(0, 0)")
-    pg.wait_for_function("window.scrollY === 0", timeout=20_000)
+    pg.wait_for_function("window.scrollY === 0", timeout=WAIT_MS)
     painted(pg)
     pg.screenshot(path=str(shot_path(name)), full_page=False)
 
@@ -65,7 +66,7 @@ def _no_error_badges(pg) -> None:
 
 
 def _plots_mounted(pg, selector: str, n: int) -> None:
-    pg.wait_for_function(f"document.querySelectorAll('{selector}').length >= {n}", timeout=30_000)
+    pg.wait_for_function(f"document.querySelectorAll('{selector}').length >= {n}", timeout=WAIT_MS)
 
 
 def test_first_screen_shows_the_catch(desktop):
@@ -82,22 +83,22 @@ def test_first_screen_shows_the_catch(desktop):
         pg.locator(f"#canvas [data-pos='{rejected}']").click()  # pin the caught token, then switch runs
         pg.wait_for_function("document.querySelector('#token-detail [data-pinned]') !== null && "
                              "document.querySelector('#mask .gtitle').textContent.includes('outlined: position')",
-                             timeout=20_000)  # the server has the pin too
+                             timeout=WAIT_MS)  # the server has the pin too
         assert "resampled" in pg.locator("#token-detail").inner_text()
         show_numbers(pg)  # after the picture: the first screen shows them closed
         pg.get_by_text("Diffusion alone: same B, no verifier").click()
         pg.wait_for_function("document.querySelector('#summary textarea').value.includes('never verifies')",
-                             timeout=20_000)
+                             timeout=WAIT_MS)
         assert pg.locator("#canvas .st-resampled").count() == 0 and "never verifies" in _summary(pg)
         assert pg.locator("#headline").inner_text() == headline
         # the pinned detail follows the run on screen (row 4); no empty routing axes for the baseline (row 6)
         pg.wait_for_function("!document.querySelector('#token-detail').innerText.includes('resampled')",
-                             timeout=20_000)
+                             timeout=WAIT_MS)
         assert f"position {rejected}" in pg.locator("#token-detail").inner_text()
         _plots_mounted(pg, "#routing .js-plotly-plot", 1)
-        pg.wait_for_function("document.querySelector('#routing').textContent.includes('No routing')", timeout=20_000)
+        pg.wait_for_function("document.querySelector('#routing').textContent.includes('No routing')", timeout=WAIT_MS)
         pg.get_by_text("S2D2: draft, route, verify").click()
-        pg.wait_for_function("document.querySelectorAll('#canvas .st-resampled').length == 1", timeout=20_000)
+        pg.wait_for_function("document.querySelectorAll('#canvas .st-resampled').length == 1", timeout=WAIT_MS)
     assert not errors, errors
 
 
@@ -109,7 +110,7 @@ def test_the_opening_trace_downloads_with_the_page_load(browser, served):  # noq
     pg, errors = open_app(browser, served[1], DESKTOP)
     try:
         pg.locator("#files").click()
-        with pg.expect_download(timeout=20_000) as download:
+        with pg.expect_download(timeout=WAIT_MS) as download:
             pg.get_by_role("button", name="⬇ Download this trace (JSON)").click()
         data = json.loads(Path(download.value.path()).read_text(encoding="utf-8"))
         assert data["header"]["prompt_text"] and data["steps"] and download.value.suggested_filename.endswith(".json")
@@ -125,40 +126,40 @@ def test_scrub_keys_and_a_step_box_that_never_errors(desktop):
     number = pg.locator("#step-slider input[type=number]")
     number.fill("0")
     number.press("Enter")
-    pg.wait_for_function("document.querySelector('#summary textarea').value.startsWith('Start')", timeout=20_000)
+    pg.wait_for_function("document.querySelector('#summary textarea').value.startsWith('Start')", timeout=WAIT_MS)
     before = pg.locator("#canvas").inner_html()
     pg.locator("#next-btn").click()
-    pg.wait_for_function("document.querySelector('#summary textarea').value.includes('Step 1 of')", timeout=20_000)
+    pg.wait_for_function("document.querySelector('#summary textarea').value.includes('Step 1 of')", timeout=WAIT_MS)
     assert pg.locator("#canvas").inner_html() != before
     for typed, expect in (("1000", "Step 4 of"), ("-3", "Start"), ("", "Start")):  # clamped, clamped, ignored
         number.fill(typed)
         number.press("Tab")
         pg.wait_for_function(f"document.querySelector('#summary textarea').value.includes('{expect}')",
-                             timeout=20_000)
+                             timeout=WAIT_MS)
         _no_error_badges(pg)
     number.fill("2")
     number.press("Enter")
-    pg.wait_for_function("document.querySelector('#summary textarea').value.includes('Step 2 of')", timeout=20_000)
+    pg.wait_for_function("document.querySelector('#summary textarea').value.includes('Step 2 of')", timeout=WAIT_MS)
     tok = pg.locator("#canvas .tok.new").first
     tok.click()
     assert pg.locator("#token-detail .s2d2-detail").inner_text().startswith("📌 position ")
     pg.wait_for_function("document.querySelector('#mask .gtitle') && "
                          "document.querySelector('#mask .gtitle').textContent.includes('outlined: position')",
-                         timeout=20_000)
+                         timeout=WAIT_MS)
     pg.locator("body").click(position={"x": 5, "y": 5})
     pg.keyboard.press("ArrowRight")
-    pg.wait_for_function("document.querySelector('#summary textarea').value.includes('Step 3 of')", timeout=20_000)
+    pg.wait_for_function("document.querySelector('#summary textarea').value.includes('Step 3 of')", timeout=WAIT_MS)
     pg.keyboard.press("ArrowLeft")
-    pg.wait_for_function("document.querySelector('#summary textarea').value.includes('Step 2 of')", timeout=20_000)
+    pg.wait_for_function("document.querySelector('#summary textarea').value.includes('Step 2 of')", timeout=WAIT_MS)
     for _ in range(2):  # presses faster than a server round trip: none is dropped (row 14)
         pg.keyboard.press("ArrowLeft")
-    pg.wait_for_function("document.querySelector('#summary textarea').value.startsWith('Start')", timeout=20_000)
+    pg.wait_for_function("document.querySelector('#summary textarea').value.startsWith('Start')", timeout=WAIT_MS)
     number.fill("2.5")  # a typed half step snaps to a step in the box too
     number.press("Tab")
-    pg.wait_for_function("document.querySelector('#summary textarea').value.includes('Step 3 of')", timeout=20_000)
+    pg.wait_for_function("document.querySelector('#summary textarea').value.includes('Step 3 of')", timeout=WAIT_MS)
     assert number.input_value() == "3"
     pg.get_by_text("q (verifier)").click()
-    pg.wait_for_function("document.querySelector('#legend').innerText.includes('background = q')", timeout=20_000)
+    pg.wait_for_function("document.querySelector('#legend').innerText.includes('background = q')", timeout=WAIT_MS)
     pg.get_by_text("state", exact=True).click()
     pg.get_by_role("tab", name="Metrics & about").click()
     _plots_mounted(pg, ".js-plotly-plot", 6)
@@ -170,7 +171,7 @@ def _wait_heading(pg, heading: str, same: bool = True) -> None:
     """Wait until the visible tour heading is (or, same=False, is no longer) `heading`."""
     op = "===" if same else "!=="
     pg.wait_for_function(f"[...document.querySelectorAll('#tour .prose.tour-text h3')].filter(e => e.offsetParent)"
-                         f".map(e => e.innerText).join() {op} {heading!r}", timeout=20_000)
+                         f".map(e => e.innerText).join() {op} {heading!r}", timeout=WAIT_MS)
 
 
 STRIP_COL_IN_VIEW = """() => {
@@ -197,7 +198,7 @@ def test_tour_changes_in_place_and_its_route_control_redecides(browser, served, 
         show_numbers(pg)
         pg.get_by_role("tab", name="Learn").click()
         tour = pg.locator("#tour")
-        tour.locator(".prose.tour-text:visible").wait_for(timeout=20_000)
+        tour.locator(".prose.tour-text:visible").wait_for(timeout=WAIT_MS)
         headings, keys = [], []
         while True:
             text = tour.locator(".prose.tour-text:visible")
@@ -211,9 +212,9 @@ def test_tour_changes_in_place_and_its_route_control_redecides(browser, served, 
                 box.fill("0.5")
                 box.press("Enter")
                 pg.wait_for_function("document.querySelector('#tour-route-note').innerText.includes('instead of "
-                                     "skip')", timeout=20_000)
+                                     "skip')", timeout=WAIT_MS)
                 pg.wait_for_function("document.querySelector('#tour-routing .gtitle') && document.querySelector("
-                                     "'#tour-routing .gtitle').textContent.includes('τ_score = 0.5')", timeout=20_000)
+                                     "'#tour-routing .gtitle').textContent.includes('τ_score = 0.5')", timeout=WAIT_MS)
                 _no_error_badges(pg)
             if keys[-1] == "verify":
                 strip = pg.locator("#tour-strip").inner_text()
@@ -221,26 +222,26 @@ def test_tour_changes_in_place_and_its_route_control_redecides(browser, served, 
                 pg.evaluate("document.querySelector('#tour-strip').dataset.probe = 'same element'")
                 pg.wait_for_function("document.querySelector('#tour-mask .gtitle') && document.querySelector("
                                      "'#tour-mask .gtitle').textContent.includes('the MASK copy of position')",
-                                     timeout=20_000)
+                                     timeout=WAIT_MS)
             if keys[-1] == "reject":  # the same strip element, now with the test, scrolled to the rejected column
                 pg.wait_for_function("document.querySelector('#tour-strip').innerText.includes('✗ reject')",
-                                     timeout=20_000)
+                                     timeout=WAIT_MS)
                 assert pg.evaluate("document.querySelector('#tour-strip').dataset.probe") == "same element"
                 assert "↻" not in pg.locator("#tour-strip").inner_text()
                 pg.wait_for_function("(() => { const c = document.querySelector('#tour-strip th[data-watch]'); "
-                                     "return c && c.classList.contains('first-reject'); })()", timeout=20_000)
-                pg.wait_for_function(STRIP_COL_IN_VIEW, timeout=20_000)  # it scrolls there (maybe smoothly)
+                                     "return c && c.classList.contains('first-reject'); })()", timeout=WAIT_MS)
+                pg.wait_for_function(STRIP_COL_IN_VIEW, timeout=WAIT_MS)  # it scrolls there (maybe smoothly)
                 assert _strip_col_in_view(pg)
             if keys[-1] == "resample":  # the stop's pictures arrive after its heading: wait for them under load
                 pg.wait_for_function("document.querySelectorAll('#tour-canvas .st-resampled.new').length === 1 && "
-                                     "document.querySelector('#tour-residual .rs-tbl') !== null", timeout=20_000)
+                                     "document.querySelector('#tour-residual .rs-tbl') !== null", timeout=WAIT_MS)
                 assert "↻" in pg.locator("#tour-strip").inner_text() and pg.locator("#tour-residual .rs-tbl").count()
                 if not phone:
                     screenshot(pg, "screenshot-tour.png")
             if keys[-1] == "pipeline":  # several blocks outlined at once, and their lives over the run
                 pg.wait_for_function("document.querySelectorAll('#tour-canvas [data-block]').length >= 2",
-                                     timeout=20_000)
-                pg.locator("#tour-lifecycle .js-plotly-plot").wait_for(timeout=20_000)
+                                     timeout=WAIT_MS)
+                pg.locator("#tour-lifecycle .js-plotly-plot").wait_for(timeout=WAIT_MS)
             if keys[-1] == "run" and SHIPPED_PAIR:
                 before = pg.locator("#tour-lockstep .s2d2-lockstep").get_attribute("data-moment")
                 assert pg.locator("#tour-lockstep [data-watch]").count() == 2  # the parting token, both runs
@@ -248,7 +249,7 @@ def test_tour_changes_in_place_and_its_route_control_redecides(browser, served, 
                 box.fill("0")
                 box.press("Enter")
                 pg.wait_for_function("document.querySelector('#tour-lockstep .s2d2-lockstep').dataset.moment === '0'",
-                                     timeout=20_000)
+                                     timeout=WAIT_MS)
                 assert before != "0" and pg.locator("#tour-lockstep [data-watch]").count() == 0
             if phone:  # no stop's pictures widen the page (wide tables scroll inside their own box)
                 assert pg.evaluate("document.documentElement.scrollWidth") <= PHONE["width"], keys[-1]
@@ -263,12 +264,12 @@ def test_tour_changes_in_place_and_its_route_control_redecides(browser, served, 
         pg.locator("#tour-back").click()
         _wait_heading(pg, headings[-2])
         show = pg.locator("#tour-show")
-        pg.wait_for_function("!document.querySelector('#tour-next').disabled", timeout=20_000)  # the stop's views came
+        pg.wait_for_function("!document.querySelector('#tour-next').disabled", timeout=WAIT_MS)  # the stop's views came
         step = show.inner_text().split()[2]  # "Show step N in Replay": the stop's own trace at that step
         show.click()
-        pg.locator("#canvas").wait_for(state="visible", timeout=20_000)
+        pg.locator("#canvas").wait_for(state="visible", timeout=WAIT_MS)
         pg.wait_for_function(f"document.querySelector('#summary textarea').value.includes('Step {step} of')",
-                             timeout=20_000)
+                             timeout=WAIT_MS)
         if phone:
             assert pg.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
         assert not errors, errors
@@ -278,8 +279,8 @@ def test_tour_changes_in_place_and_its_route_control_redecides(browser, served, 
 
 def _wait_replay_shows_run(pg, headline: str) -> None:
     """After a run the Replay tab opens on it, its one-line story above the canvas."""
-    pg.wait_for_function(f"document.querySelector('#headline').innerText.startsWith({headline!r})", timeout=30_000)
-    pg.locator("#canvas").wait_for(state="visible", timeout=20_000)
+    pg.wait_for_function(f"document.querySelector('#headline').innerText.startsWith({headline!r})", timeout=WAIT_MS)
+    pg.locator("#canvas").wait_for(state="visible", timeout=WAIT_MS)
 
 
 def test_run_shows_few_knobs_and_stop_keeps_the_partial_trace(desktop):
@@ -298,11 +299,11 @@ def test_run_shows_few_knobs_and_stop_keeps_the_partial_trace(desktop):
     gen.press("Tab")
     pg.get_by_role("button", name="▶ Record a run").click()
     pg.wait_for_function("['Decoding', '⚠'].some(s => document.querySelector('#run-status').innerText.includes(s))",
-                         timeout=60_000)
+                         timeout=WAIT_MS)
     assert "Decoding" in pg.locator("#run-status").inner_text()
     pg.get_by_role("button", name="■ Stop").click()
     pg.wait_for_function("document.querySelector('#run-status').innerText.includes('Stopped — partial trace kept')",
-                         timeout=60_000)
+                         timeout=WAIT_MS)
     # a late progress update must never overwrite the final line: once the server holds no job and no decode,
     # every message of the run has been sent, and the page, which applies them in order, has shown them all
     import threading
@@ -328,7 +329,7 @@ def test_run_shows_few_knobs_and_stop_keeps_the_partial_trace(desktop):
     gen.press("Tab")
     pg.locator("#prompt textarea").fill("2+3=")
     pg.get_by_role("button", name="▶ Record a run").click()
-    pg.wait_for_function("document.querySelector('#run-status').innerText.includes('Done')", timeout=90_000)
+    pg.wait_for_function("document.querySelector('#run-status').innerText.includes('Done')", timeout=WAIT_MS)
     _wait_replay_shows_run(pg, "S2D2 answered")
     assert pg.locator("#example input").input_value() == ""  # no stale example name after a run
     pg.locator("#files").get_by_text("This trace: details").click()
@@ -349,9 +350,9 @@ def test_each_upload_replaces_the_last_message(desktop, tmp_path):
     png.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(256)))
     box = pg.locator("#files input[type=file]").first
     box.set_input_files(str(results))
-    pg.wait_for_function("document.querySelector('#load-status').innerText.includes('Sweep tab')", timeout=20_000)
+    pg.wait_for_function("document.querySelector('#load-status').innerText.includes('Sweep tab')", timeout=WAIT_MS)
     box.set_input_files(str(png))
-    pg.wait_for_function("document.querySelector('#load-status').innerText.includes('picture.png')", timeout=20_000)
+    pg.wait_for_function("document.querySelector('#load-status').innerText.includes('picture.png')", timeout=WAIT_MS)
     assert "Sweep tab" not in pg.locator("#load-status").inner_text()
     _no_error_badges(pg)
     assert not errors, errors
@@ -370,7 +371,7 @@ def test_llada2_example_shows_its_edit_and_run_offers_the_editing_knobs(desktop)
     pg.get_by_role("tab", name="Replay", exact=True).click()
     pg.locator("#example input").click()
     pg.get_by_role("option", name=LLADA2_EXAMPLE).click()
-    pg.wait_for_function("document.querySelector('#headline').innerText.includes('corrected itself')", timeout=30_000)
+    pg.wait_for_function("document.querySelector('#headline').innerText.includes('corrected itself')", timeout=WAIT_MS)
     edited = pg.locator("#canvas .st-edited.new")
     assert edited.count() == 1 and edited.locator("s").inner_text() == "2" and "1" in edited.inner_text()
     assert "edited (self-correction)" in pg.locator("#legend").inner_text()
@@ -381,7 +382,7 @@ def test_llada2_example_shows_its_edit_and_run_offers_the_editing_knobs(desktop)
         pg.locator("#model input").click()
         pg.get_by_role("option", name="tiny-llada2").click()
         pg.wait_for_function("document.querySelector('#preset input').value.includes('edits at p > 0.5')",
-                             timeout=20_000)
+                             timeout=WAIT_MS)
         assert pg.locator("#knob-editing_threshold").is_visible()
         assert 0 < pg.locator("#run-settings [id^=knob-]:visible").count() <= 8
         assert pg.locator("#knob-kv_reuse").count() == 0 or not pg.locator("#knob-kv_reuse").is_visible()
@@ -406,18 +407,18 @@ def test_pipeline_example_shows_several_blocks_in_flight(desktop):
     show_numbers(pg)
     pg.locator("#example input").click()
     pg.get_by_role("option", name=PIPELINE_EXAMPLE).click()
-    pg.wait_for_function("document.querySelector('#headline').innerText.includes('D2F alone')", timeout=30_000)
+    pg.wait_for_function("document.querySelector('#headline').innerText.includes('D2F alone')", timeout=WAIT_MS)
     number = pg.locator("#step-slider input[type=number]")
     number.fill(str(step))
     number.press("Enter")
     pg.wait_for_function(f"document.querySelector('#summary textarea').value.includes('Step {step} of')",
-                         timeout=20_000)
-    pg.wait_for_function("document.querySelectorAll('#canvas [data-block]').length >= 3", timeout=20_000)
+                         timeout=WAIT_MS)
+    pg.wait_for_function("document.querySelectorAll('#canvas [data-block]').length >= 3", timeout=WAIT_MS)
     assert pg.locator("#canvas .blk-tag").count() >= 3 and "joined at step" in pg.locator("#canvas").inner_text()
     assert "blocks in flight" in pg.locator("#legend").inner_text()
     pg.get_by_role("radio", name="draft", exact=True).check()  # the step's draft forward, not its verifier
     pg.wait_for_function("document.querySelector('#mask .gtitle') && "
-                         "document.querySelector('#mask .gtitle').textContent.includes('D2F')", timeout=20_000)
+                         "document.querySelector('#mask .gtitle').textContent.includes('D2F')", timeout=WAIT_MS)
     _no_error_badges(pg)
     pg.locator("#canvas").screenshot(path=str(shot_path("screenshot-pipeline.png")))
     assert not errors, errors
@@ -451,7 +452,7 @@ def test_phone_layout(browser, served):  # noqa: F811
             assert tbl["x"] <= col["x"] and col["x"] + col["width"] <= tbl["x"] + tbl["width"]
         screenshot(pg, "screenshot-phone.png")
         pg.get_by_role("tab", name="Learn").click()
-        pg.locator("#tour .prose.tour-text:visible").wait_for(timeout=20_000)
+        pg.locator("#tour .prose.tour-text:visible").wait_for(timeout=WAIT_MS)
         assert "tap" in pg.locator("#tour .prose.tour-text:visible").inner_text().lower()
         assert not errors, errors
     finally:

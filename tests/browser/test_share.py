@@ -18,7 +18,7 @@ import pytest
 HERE = Path(__file__).resolve().parent.parent
 ROOT = HERE.parent
 
-from tests.support.browser_env import DESKTOP, PHONE, require_browser, show_numbers
+from tests.support.browser_env import DESKTOP, PHONE, WAIT_MS, require_browser, show_numbers
 
 require_browser()
 pytestmark = pytest.mark.browser  # drives Chromium: left out by -m "not browser"
@@ -69,7 +69,7 @@ def _open_file(browser, path: Path, viewport: dict):
 def _expect_step(pg, trace, step: int) -> None:
     """The page shows step `step`: its label, and the app's canvas tokens (position, state classes, text)."""
     pg.wait_for_function(f"document.getElementById('step-label').textContent === 'Step {step} of {len(trace.steps)}'",
-                         timeout=20_000)
+                         timeout=WAIT_MS)
     views = render_step(trace, step)
     assert [tuple(t) for t in pg.evaluate(TOKENS_JS)] == token_classes(views["canvas"])
     assert pg.locator("#canvas").text_content() == text_content(views["canvas"])
@@ -149,21 +149,21 @@ def test_a_link_opens_the_app_on_its_moment_and_copy_link_gives_it_back(browser,
     errors: list[str] = []
     pg.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     pg.goto(url + query)
-    pg.wait_for_selector("#canvas .s2d2-canvas", timeout=60_000)
+    pg.wait_for_selector("#canvas .s2d2-canvas", timeout=WAIT_MS)
     show_numbers(pg)
-    pg.wait_for_function("document.querySelector('#summary textarea').value.includes('Step 3 of')", timeout=60_000)
+    pg.wait_for_function("document.querySelector('#summary textarea').value.includes('Step 3 of')", timeout=WAIT_MS)
     assert pg.locator("#run-toggle input[type=radio]:checked").evaluate("e => e.value").startswith("Diffusion alone")
     assert "never verifies" in pg.locator("#summary textarea").input_value()
     assert not pg.locator("#share-note").is_visible()
     pg.get_by_role("button", name=COPY_LABEL).click()
     pg.wait_for_function("document.querySelector('#share-link textarea') && "
-                         "document.querySelector('#share-link textarea').value.startsWith('http')", timeout=20_000)
+                         "document.querySelector('#share-link textarea').value.startsWith('http')", timeout=WAIT_MS)
     assert pg.locator("#share-link textarea").input_value() == url + query
     assert pg.evaluate("navigator.clipboard.readText()") == url + query
     assert pg.locator("#share-status").inner_text().startswith("Copied to the clipboard")
     pg.get_by_role("button", name=MAKE_LABEL).click()
     button = pg.locator("#html-file")
-    button.wait_for(state="visible", timeout=30_000)
+    button.wait_for(state="visible", timeout=WAIT_MS)
     with pg.expect_download() as dl:
         button.click()
     saved = Path(os.environ.get("GRADIO_TEMP_DIR", "/tmp")) / "downloaded-replay.html"
@@ -181,7 +181,7 @@ def test_a_hostile_link_is_ignored_in_one_line_with_no_error_badge(browser, serv
     pg.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     pg.goto(url + "?example=..%2F..%2Fetc%2Fpasswd&run=%3Cscript%3Ealert(1)%3C%2Fscript%3E&step=1e9")
     note = pg.locator("#share-note")
-    note.wait_for(state="visible", timeout=60_000)
+    note.wait_for(state="visible", timeout=WAIT_MS)
     text = note.inner_text()
     assert text.startswith("⚠ Part of this link was ignored:") and "is not one of the shipped examples" in text
     assert pg.locator("#share-note script, #share-note img").count() == 0
@@ -200,7 +200,7 @@ def test_the_share_controls_never_error_on_an_upload(browser, served, tmp_path):
     errors: list[str] = []
     pg.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     pg.goto(url)
-    pg.wait_for_selector("#canvas .s2d2-canvas", timeout=60_000)
+    pg.wait_for_selector("#canvas .s2d2-canvas", timeout=WAIT_MS)
     path = tmp_path / "up.json"
     path.write_text(tf.mixed().to_json())
     pg.locator("#files").click()
@@ -208,13 +208,13 @@ def test_the_share_controls_never_error_on_an_upload(browser, served, tmp_path):
         pg.locator("#upload").click()
     fc.value.set_files(str(path))
     pg.wait_for_function("document.querySelector('#load-status').innerText.includes('uploaded trace')",
-                         timeout=30_000)
+                         timeout=WAIT_MS)
     pg.get_by_role("button", name=COPY_LABEL).click()
     pg.wait_for_function("document.querySelector('#share-status').innerText.includes('shipped examples only')",
-                         timeout=20_000)
+                         timeout=WAIT_MS)
     assert not pg.locator("#share-link").is_visible()
     pg.get_by_role("button", name=MAKE_LABEL).click()
-    pg.locator("#html-file").wait_for(state="visible", timeout=30_000)
+    pg.locator("#html-file").wait_for(state="visible", timeout=WAIT_MS)
     assert pg.locator(".toast-body").count() == 0
     assert not errors, errors
     pg.close()

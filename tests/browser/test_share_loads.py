@@ -8,7 +8,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent.parent
 
-from tests.support.browser_env import DESKTOP, require_browser, show_numbers
+from tests.support.browser_env import DESKTOP, WAIT_MS, require_browser, show_numbers
 
 sync_api = require_browser()
 
@@ -40,9 +40,9 @@ def test_a_link_opens_its_moment_on_every_load_from_one_address(browser, served)
                 if r.status >= 400 else None)
         page.goto(url + query)
         try:
-            page.wait_for_selector("#canvas .s2d2-canvas", timeout=60_000)
+            page.wait_for_selector("#canvas .s2d2-canvas", timeout=WAIT_MS)
             show_numbers(page)
-            page.wait_for_function(STEP_3, timeout=60_000)
+            page.wait_for_function(STEP_3, timeout=WAIT_MS)
         except sync_api.TimeoutError:
             lost.append((i, page.locator("#headline").inner_text()[:60], refused))
         ctx.close()

@@ -12,7 +12,7 @@ import socket
 
 import pytest
 
-from tests.support.browser_env import DESKTOP, require_browser
+from tests.support.browser_env import DESKTOP, WAIT_MS, require_browser
 
 require_browser()
 
@@ -56,12 +56,12 @@ def test_a_sweep_upload_logs_nothing_in_the_console(browser, url, tmp_path):
     pg.on("pageerror", lambda e: logged.append(f"pageerror: {e}"))
     pg.goto(url)
     pg.wait_for_function("document.querySelector('#sweep-status')?.innerText.includes('does not win')",
-                         timeout=30_000)
+                         timeout=WAIT_MS)
     with pg.expect_file_chooser() as fc:
         pg.locator("#sweep-upload").click()
     fc.value.set_files(str(_results(tmp_path / "results.json", 0.4)))
     pg.wait_for_function("document.querySelector('#sweep-status')?.innerText.includes('S2D2 wins')",
-                         timeout=30_000)
+                         timeout=WAIT_MS)
     assert "uploaded file" in pg.locator("#sweep-status").inner_text()
-    pg.wait_for_function("document.querySelectorAll('#sweep-nfe .js-plotly-plot').length >= 1", timeout=30_000)
+    pg.wait_for_function("document.querySelectorAll('#sweep-nfe .js-plotly-plot').length >= 1", timeout=WAIT_MS)
     assert not logged, logged

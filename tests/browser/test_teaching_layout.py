@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.browser_env import DESKTOP, PHONE, open_app, painted, require_browser
+from tests.support.browser_env import DESKTOP, PHONE, WAIT_MS, open_app, painted, require_browser
 
 require_browser()
 
@@ -43,12 +43,12 @@ def _stop(pg, key: str) -> None:
         shown = pg.evaluate(SHOWN_STOP)
         pg.locator("#tour-next").click()
         pg.wait_for_function(f"(() => {{ const s = {SHOWN_STOP}; return s !== null && s !== {shown!r}; }})()",
-                             timeout=20_000)
+                             timeout=WAIT_MS)
     raise AssertionError(f"no tour stop {key}")
 
 
 def _box(pg, selector: str):
-    pg.wait_for_selector(selector, timeout=30_000)
+    pg.wait_for_selector(selector, timeout=WAIT_MS)
     return pg.locator(selector).first.bounding_box()
 
 
@@ -62,14 +62,14 @@ def test_plot_titles_fit_and_the_tau_slider_sits_by_its_plot(browser, served, si
             a = pg.locator("#routing .infolayer .annotation").nth(i).bounding_box()
             assert plot["x"] - 1 <= a["x"] and a["x"] + a["width"] <= plot["x"] + plot["width"] + 1, (i, a, plot)
         pg.get_by_role("tab", name="Learn").click()
-        pg.locator("#tour .prose.tour-text:visible").wait_for(timeout=20_000)
+        pg.locator("#tour .prose.tour-text:visible").wait_for(timeout=WAIT_MS)
         _stop(pg, "route")
         tau = _box(pg, "#tour-tau")
         routing = _box(pg, "#tour-routing .js-plotly-plot")
         assert 0 <= routing["y"] - (tau["y"] + tau["height"]) <= 250, (tau, routing)  # was ~1,050 px on a phone
         _stop(pg, "verify")
         pg.wait_for_function("document.querySelector('#tour-mask .gtitle') && document.querySelector('#tour-mask "
-                             ".gtitle').textContent.includes('MASK copy')", timeout=20_000)
+                             ".gtitle').textContent.includes('MASK copy')", timeout=WAIT_MS)
         title = _box(pg, "#tour-mask .gtitle")
         heat = _box(pg, "#tour-mask .nsewdrag")
         assert title["y"] + title["height"] <= heat["y"], (title, heat)  # four lines above, not over, the top row
@@ -109,7 +109,7 @@ def test_phone_pipeline_chart_keeps_a_label_per_block(browser, served):  # noqa:
     pg, errors = _open(browser, served[1], "phone")
     try:
         pg.get_by_role("tab", name="Learn").click()
-        pg.locator("#tour .prose.tour-text:visible").wait_for(timeout=20_000)
+        pg.locator("#tour .prose.tour-text:visible").wait_for(timeout=WAIT_MS)
         _stop(pg, "pipeline")
         chart = _box(pg, "#tour-lifecycle .js-plotly-plot")
         ticks = pg.locator("#tour-lifecycle .ytick text").evaluate_all("els => els.map(e => e.textContent)")

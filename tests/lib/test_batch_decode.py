@@ -73,7 +73,8 @@ def assert_batch_equals_single(model: Any, prompts: list[Any], cfgs: Any, seeds:
     return batch
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.slow) if c[1] == "llada2" else c for c in CASES],
+                         ids=[c[0] for c in CASES])  # the LLaDA2 cases take seconds each: in the full suite only
 def test_every_golden_case_decodes_in_a_batch_as_alone(case):
     name, model_name, key, seed, settings = case
     if model_name in ("bundled", "llada2") and not bundled_available(model_name):
@@ -293,6 +294,7 @@ def _science(data: dict[str, Any]) -> list[dict[str, Any]]:
     return [{k: v for k, v in c.items() if k not in timing} for c in data["cells"]]
 
 
+@pytest.mark.slow  # seconds: a subprocess or a whole CLI run (left out of the quick subset)
 def test_bench_batch_size_gives_the_science_of_batch_one(tmp_path, capsys):
     """`python -m s2d2 bench --batch-size N` (float64, so exact): the same results file as --batch-size 1 but for
     wall times, and the rank file holds batch 1's rows (outputs, NFE, acceptance) item for item."""

@@ -229,6 +229,7 @@ def test_without_bubblewrap_the_sandbox_refuses_in_one_line(monkeypatch) -> None
     assert result.passed and "not installed" in result.missing["namespaces"]
 
 
+@pytest.mark.slow  # seconds: a subprocess or a whole CLI run (left out of the quick subset)
 def test_the_cli_refuses_code_tasks_without_bubblewrap_in_one_line(tmp_path) -> None:
     """A PATH without bwrap: `eval-task --scorer humaneval` stops with one line, before any model loads."""
     bin_dir = tmp_path / "bin"

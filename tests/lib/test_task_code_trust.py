@@ -83,6 +83,7 @@ def escaping_model(tmp_path_factory) -> Path:
     return folder
 
 
+@pytest.mark.slow  # seconds: a subprocess or a whole CLI run (left out of the quick subset)
 def test_generate_with_an_escaping_chat_template_is_one_line(escaping_model: Path) -> None:
     proc = _cli("generate", "--model", str(escaping_model), "--prompt", "hi", block=False)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
@@ -90,6 +91,7 @@ def test_generate_with_an_escaping_chat_template_is_one_line(escaping_model: Pat
     assert len(lines) == 1 and lines[0].startswith("error: the model's chat template failed (SecurityError"), lines
 
 
+@pytest.mark.slow  # seconds: a subprocess or a whole CLI run (left out of the quick subset)
 def test_lm_eval_with_an_escaping_chat_template_ends_in_one_line(escaping_model: Path, tmp_path) -> None:
     pytest.importorskip("lm_eval")
     proc = _cli("lm-eval", "--model_args", f"pretrained={escaping_model}", "--include_path", str(SHIPPED),

@@ -34,6 +34,7 @@ def test_row1_the_front_door_holds_whatever_the_content_type_says(server, ctype)
     assert codes.count(200) <= 6 and set(codes) <= {200, 422, 429}, codes  # the cap holds (422: FastAPI refuses)
 
 
+@pytest.mark.slow  # seconds: a subprocess or a whole CLI run (left out of the quick subset)
 def test_row2_heartbeats_of_fresh_ids_mint_no_more_than_the_clients_own_sessions(server):  # noqa: F811
     app, url, fns = server
     data = app.demo.state_holder.session_data

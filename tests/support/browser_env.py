@@ -11,6 +11,10 @@ import pytest
 CHROMIUM = os.environ.get("S2D2_CHROMIUM", "/usr/bin/chromium")
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
         "--no-first-run", "--disable-sync"]
+# How long a browser test waits for the event it waits on (a page drawn, a run done, a note shown). A wait ends as
+# soon as its event happens, so a long limit costs a quiet machine nothing; it is long because a busy one (both
+# cores held by other work) answers many times slower. S2D2_TEST_WAIT_SCALE stretches it further still.
+WAIT_MS = int(180_000 * float(os.environ.get("S2D2_TEST_WAIT_SCALE", "1")))
 DESKTOP = {"width": 1366, "height": 900}
 PHONE = {"width": 390, "height": 844}
 
@@ -21,6 +25,27 @@ def require_browser() -> Any:
     if not Path(CHROMIUM).exists():
         pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)", allow_module_level=True)
     return sync_api
+
+
+class PatientBrowser:
+    """The launched Chromium, whose every new page and context waits up to WAIT_MS by default (Playwright's own
+    default, 30 s, is what timed out on a machine with both cores busy)."""
+
+    def __init__(self, browser: Any) -> None:
+        self._browser = browser
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._browser, name)
+
+    def new_page(self, **kwargs: Any) -> Any:
+        page = self._browser.new_page(**kwargs)
+        page.set_default_timeout(WAIT_MS)
+        return page
+
+    def new_context(self, **kwargs: Any) -> Any:
+        context = self._browser.new_context(**kwargs)
+        context.set_default_timeout(WAIT_MS)
+        return context
 
 
 def painted(pg: Any) -> None:
@@ -37,7 +62,7 @@ def open_app(browser: Any, url: str, viewport: dict, *, wait_for: str = "#canvas
     pg.on("pageerror", lambda e: errors.append(str(e)))
     pg.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     pg.goto(url)
-    pg.wait_for_selector(wait_for, timeout=60_000)
+    pg.wait_for_selector(wait_for, timeout=WAIT_MS)
     return pg, errors
 
 
@@ -46,4 +71,4 @@ def show_numbers(pg: Any) -> None:
     which tests read to know which step is on screen, is laid out."""
     if not pg.locator("#summary textarea").is_visible():  # not laid out yet, or laid out inside the closed box
         pg.locator("#step-numbers .label-wrap").click()
-    pg.wait_for_selector("#summary textarea", timeout=20_000)
+    pg.wait_for_selector("#summary textarea", timeout=WAIT_MS)
