@@ -30,6 +30,7 @@ from .api import GenerateResult, Prepared, prepare, run_prepared
 from .config import DecodeConfig
 from .decoding.batch import Scheduler
 from .decoding.decoder import make_check
+from .decoding.layout import block_lengths
 from .policies import uses_costs
 from .trace import CostTable, StepRecord
 
@@ -70,8 +71,13 @@ def generate_batch(
         raise ValueError(why)
     cfgs = _configs(cfg, len(prompts))
     seed_list = _seeds(seeds, len(prompts))
+    live = min(batch_size, len(prompts))
+    reserve = getattr(model, "reserve_slots", None)
+    if reserve is not None and live > 1:  # static backend: a slot per live sequence, before any warm-up captures
+        reserve(live)
     preps = _prepare_all(model, prompts, cfgs, chat, costs)
-    scheduler = Scheduler(model, min(batch_size, len(prompts)))
+    _warm_batch(model, preps, live)
+    scheduler = Scheduler(model, live)
     blocks = _per_prompt(on_block, "on_block", len(prompts))
     stops = _per_prompt(should_stop, "should_stop", len(prompts))
     jobs = [_job(model, prep, seed, detailed, lambda b=block, s=stop: make_check(s, max_seconds, b))
@@ -87,6 +93,15 @@ def batch_refusal(model: Any, batch_size: int) -> Optional[str]:
     check = getattr(model, "batch_unsupported", None)
     why = check() if batch_size > 1 and check is not None else None
     return f"batch_size > 1: {why}; or use batch_size=1" if why else None
+
+
+def _warm_batch(model: Any, preps: list[Prepared], live: int) -> None:
+    """Static backend: room for the longest prompt and, on CUDA, a graph per (batch bucket, row shape) the batch
+    can run (each prompt's `prepare` warmed batch 1 only)."""
+    warmup = getattr(model, "warmup", None)
+    if warmup is not None and live > 1:
+        blocks = sorted({b for p in preps for b in block_lengths(p.cfg)})
+        warmup(block_lengths=blocks, max_length=max(p.total for p in preps), batch_size=live)
 
 
 def _job(model: Any, prep: Prepared, seed: int, detailed: bool,
