@@ -42,29 +42,15 @@ from typing import Any
 
 import torch
 
-from .base import QueryMask
 from .static_cache import CacheCapacityError, StaticCacheHandle, StaticKV
+from .static_shapes import (PAD_LIMIT, ShapeSlots, check_attention, cut_logits, fill_member, fill_padding,
+                            new_shape, next_power_of_two, padded_length, query_shapes)
 
-PAD_LIMIT = 512  # 2 x the largest block (config.MAX_BLOCK_LENGTH): every decoder forward but a long prefill
+__all__ = ["PAD_LIMIT", "BackendStats", "StaticBackend", "batch_buckets", "padded_length", "query_shapes"]
+
 MIN_CAPACITY = 256
 MAX_SLOTS = 256  # = s2d2.batched.MAX_BATCH_SIZE: never more live sequences than that
 DEFAULT_MAX_SLOTS = 64  # how far warmup(batch_size=...) grows the slot count unless max_slots says otherwise
-
-
-def next_power_of_two(n: int) -> int:
-    return 1 << max(0, n - 1).bit_length()
-
-
-def padded_length(q: int) -> int:
-    """The fixed row count a q-query forward runs at: the next power of two up to PAD_LIMIT, else q itself."""
-    return q if q > PAD_LIMIT else next_power_of_two(q)
-
-
-def query_shapes(block_lengths: list[int] | tuple[int, ...]) -> list[int]:
-    """Padded shapes a decode with these block lengths can use: AR (1, 2), drafts and commits (B), the 2L verify
-    or a fused forward (2B), and the shorter causal windows / variable drafts in between."""
-    top = padded_length(2 * max([1, *(int(b) for b in block_lengths)]))
-    return [1 << k for k in range(top.bit_length()) if 1 << k <= top]
 
 
 def batch_buckets(batch: int) -> list[int]:
@@ -81,23 +67,6 @@ def check_slots(slots: Any, max_slots: Any) -> tuple[int, int]:
     if max_slots < slots:
         raise ValueError(f"max_slots ({max_slots}) must be >= slots ({slots})")
     return slots, max_slots
-
-
-@dataclass
-class ShapeSlots:
-    """The static inputs (and, once captured, the graph and its output) of one padded (batch, rows) shape."""
-
-    batch: int
-    rows: int
-    arange: torch.Tensor  # [rows]
-    ids: torch.Tensor  # [batch, rows]
-    positions: torch.Tensor  # [batch, rows]
-    write: torch.Tensor  # [batch, rows] cache column of each row: cache_len + arange
-    slot: torch.Tensor  # [batch] storage entry of each member (several slots only)
-    mask: torch.Tensor  # [batch, rows, capacity] bool, True = attend
-    bias: torch.Tensor | None  # [batch, rows, capacity] additive copy of `mask` (eager attention only)
-    graph: Any = None  # torch.cuda.CUDAGraph
-    logits: torch.Tensor | None = None  # the graph's output [batch, rows, V]
 
 
 @dataclass
@@ -292,7 +261,7 @@ class StaticBackend:
         q, cache_len = int(input_ids.shape[0]), handle.length
         if not 0 <= keep <= q:
             raise ValueError(f"keep must be in [0, {q}], got {keep}")
-        _check_attention(attention, q, cache_len)
+        check_attention(attention, q, cache_len)
         return q, cache_len
 
     @torch.inference_mode()
@@ -307,7 +276,7 @@ class StaticBackend:
         # exact length (a long prefill): compute only the rows asked for; padded: all rows, as a graph does
         logits = self._execute(slots, (last or 0) if rows > PAD_LIMIT else 0)[0, :q]
         handle.length = cache_len + keep
-        return _cut(logits, last, pick)
+        return cut_logits(logits, last, pick)
 
     @torch.inference_mode()
     def forward_batch(self, requests: list[Any]) -> list[torch.Tensor]:
@@ -330,7 +299,7 @@ class StaticBackend:
         results = []
         for b, (r, (q, c)) in enumerate(zip(requests, checked)):
             r.cache.length = c + r.keep
-            results.append(_cut(out[b, :q], r.last, r.rows))
+            results.append(cut_logits(out[b, :q], r.last, r.rows))
         return results
 
     def _execute(self, slots: ShapeSlots, logits_to_keep: int) -> torch.Tensor:
@@ -355,47 +324,15 @@ class StaticBackend:
         return self._slots[(batch, rows)]
 
     def _new_slots(self, batch: int, rows: int) -> ShapeSlots:
-        dev, cap = self.device, self.capacity
-        long = dict(dtype=torch.long, device=dev)
-        mask = torch.zeros(batch, rows, cap, dtype=torch.bool, device=dev)
-        bias = torch.zeros(batch, rows, cap, dtype=self.dtype, device=dev) if self._additive else None
-        return ShapeSlots(batch, rows, torch.arange(rows, **long), torch.zeros(batch, rows, **long),
-                          torch.zeros(batch, rows, **long), torch.zeros(batch, rows, **long),
-                          torch.zeros(batch, **long), mask, bias)
+        return new_shape(batch, rows, self.capacity, self.device, self.dtype if self._additive else None)
 
     def _fill(self, slots: ShapeSlots, b: int, slot: int, cache_len: int, ids: torch.Tensor,
               positions: torch.Tensor, attention: Any, q: int) -> None:
-        """Fill member b's buffers in place: q real rows, then dummy rows that see only their own key. Host ints
-        and device-to-device copies only: nothing here reads the device."""
-        rows, cap, cols = slots.rows, self.capacity, self._cols
-        write, mask = slots.write[b], slots.mask[b]
-        slots.ids[b, :q].copy_(ids)
-        slots.positions[b, :q].copy_(positions)
-        slots.slot[b].fill_(slot)
-        torch.add(slots.arange, cache_len, out=write)
-        if isinstance(attention, QueryMask):  # all-True cache columns, then the pattern, written in place
-            torch.lt(cols.expand(q, cap), cache_len, out=mask[:q])
-            mask[:q, cache_len : cache_len + q].copy_(attention.pattern)
-        elif isinstance(attention, torch.Tensor):
-            mask[:q, : cache_len + q].copy_(attention)
-            mask[:q, cache_len + q :].fill_(False)
-        elif attention == "full":
-            torch.lt(cols.expand(q, cap), cache_len + q, out=mask[:q])
-        else:  # causal: row i sees columns <= cache_len + i
-            torch.le(cols.expand(q, cap), write[:q, None], out=mask[:q])
-        if q < rows:
-            slots.ids[b, q:].fill_(self.pad_id)
-            slots.positions[b, q:].fill_(0)
-            torch.eq(cols.expand(rows - q, cap), write[q:, None], out=mask[q:])
+        fill_member(slots, b, slot, cache_len, ids, positions, attention, q, self._cols, self.pad_id)
 
     def _fill_padding(self, slots: ShapeSlots, b: int) -> None:
-        """Member b pads the batch: pad tokens at position 0, written to the scratch entry at columns 0..rows-1
-        (with one slot, the unleased storage itself: only a capture does that), each row seeing its own key."""
-        slots.ids[b].fill_(self.pad_id)
-        slots.positions[b].fill_(0)
-        slots.slot[b].fill_(self.kv.scratch if self.kv.slots > 1 else 0)
-        slots.write[b].copy_(slots.arange)
-        torch.eq(self._cols.expand(slots.rows, self.capacity), slots.write[b, :, None], out=slots.mask[b])
+        """Member b pads the batch, in the scratch entry (with one slot, the unleased storage: only a capture)."""
+        fill_padding(slots, b, self.kv.scratch if self.kv.slots > 1 else 0, self._cols, self.pad_id)
 
     def _finish(self, slots: ShapeSlots, live: int = 0) -> None:
         """The additive copy of the mask (eager attention: 0 where attended, finfo.min elsewhere)."""
@@ -405,28 +342,6 @@ class StaticBackend:
                 self._bias_values = (torch.zeros((), dtype=self.dtype, device=self.device),
                                      torch.full((), torch.finfo(self.dtype).min, dtype=self.dtype, device=self.device))
             torch.where(slots.mask, *self._bias_values, out=slots.bias)
-
-
-def _cut(logits: torch.Tensor, last: int | None, pick: torch.Tensor | None) -> torch.Tensor:
-    """A member's logits as `HFModel.forward` returns them: the last `last` rows, then the rows picked; float32,
-    copied out of the static output buffer (only the rows asked for leave it)."""
-    if last:
-        logits = logits[-last:]
-    if pick is not None:
-        return logits.index_select(0, pick).to(torch.float32)
-    return logits.to(torch.float32, copy=True)
-
-
-def _check_attention(attention: Any, q: int, cache_len: int) -> None:
-    if isinstance(attention, (torch.Tensor, QueryMask)):
-        mask = attention.pattern if isinstance(attention, QueryMask) else attention
-        want = (q, q) if isinstance(attention, QueryMask) else (q, cache_len + q)
-        if tuple(mask.shape) != want:
-            raise ValueError(f"attention mask shape {tuple(mask.shape)} != {want}")
-        if mask.dtype != torch.bool:
-            raise ValueError(f"attention masks are bool (True = attend), got {mask.dtype}")
-    elif attention not in ("causal", "full"):
-        raise ValueError(f"attention must be 'causal', 'full', a bool mask or a QueryMask, got {attention!r}")
 
 
 def _compiled(model: Any) -> Any:
