@@ -189,3 +189,18 @@ def test_flash_attention_is_refused_above_batch_one_and_static_is_not():
     model.attn_implementation = "flash_attention_2"  # cannot read the per-row masks a batch needs
     with pytest.raises(ValueError, match="batch_size > 1: it needs attn_implementation 'sdpa' or 'eager'"):
         s2d2.generate_batch(model, [[1, 2], [3]], s2d2.DecodeConfig(gen_length=8, block_length=4), batch_size=2)
+
+
+def test_eager_attention_batches_on_the_static_backend():
+    """An additive mask per member; transformers' eager softmax runs in float32 even in a float64 model, so floats
+    are held to 1e-5 relative / 1e-7 absolute (as on the dynamic path) and tokens, NFE and decisions exactly."""
+    model = tiny_qwen3(seed=0, attn="eager")
+    model.set_backend("static")
+    cfg = s2d2.DecodeConfig(gen_length=12, method="s2d2", policy="always", block_length=4)
+    prompts = [[1, 2, 3], [4, 5, 6, 7, 8, 9], [10]]
+    batch = s2d2.generate_batch(model, prompts, cfg, [0, 1, 2], batch_size=3)
+    for got, prompt, seed in zip(batch, prompts, [0, 1, 2]):
+        want = s2d2.generate(model, prompt, cfg, seed=seed)
+        assert (got.token_ids, got.metrics["nfe"]) == (want.token_ids, want.metrics["nfe"])
+        assert trace_mismatch(got.trace, want.trace, tol=(1e-5, 1e-7)) is None
+    assert model.static.stats.batched_forwards > 0
