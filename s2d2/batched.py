@@ -6,12 +6,13 @@ acceptance and residual; only the model forwards are shared (s2d2/decoding/batch
 gives `generate(model, prompts[i], cfg, seed=s_i)`'s trace apart from wall times and float round-off in the shared
 forwards: in float64 the same tokens, NFE and decisions (tests/lib/test_batch_decode.py).
 
+Both backends batch. On the static backend each live sequence leases one slot of the preallocated storage
+(`generate_batch` first reserves min(batch_size, max_slots) slots, then warms the (batch bucket, row bucket) shapes
+the batch can run: on CUDA one graph each), and a group's forward is one static forward at a shape fixed by the
+group alone (s2d2/models/static_backend.py); a sequence that finds no free slot decodes over a dynamic cache.
+
 Refused, with one readable message each:
 
-* `batch_size > 1` on the static backend: it leases one preallocated cache to one decode at a time, so the other
-  sequences would silently fall back to dynamic caches (another backend mid-batch). Call
-  `model.set_backend("dynamic")`, or decode with batch_size=1 (serial forwards, the static path unchanged).
-  CUDA graphs with a batch dimension are not built yet, so a batched GPU run is the dynamic backend's.
 * `batch_size > 1` with an attention implementation other than sdpa or eager (flash, flex): the batch needs an
   explicit per-row mask, which only those two read correctly.
 * prompts that do not fit, empty prompts, bad seeds: checked for every prompt before any decode starts.
