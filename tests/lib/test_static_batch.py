@@ -65,6 +65,16 @@ def test_generate_batch_on_the_static_backend_gives_each_sequence_its_batch_one_
     assert stats.batched_forwards > 0  # and they really shared static forwards
 
 
+@pytest.mark.parametrize("name", ["ar", "sdar-config-b+reuse+fused+trim", "llada2-quality", "llada2-dynamic-edit"])
+def test_presets_of_every_block_loop_shape_batch_on_the_static_backend_as_alone(name):
+    """AR (1- and 2-query forwards), KV reuse + fused commits + the trimmed verifier, and the LLaDA2 editing loop
+    (position-aligned models only) with and without S2D2."""
+    model = sharpened(tiny_qwen3, 0)
+    cfg = s2d2.preset(name, gen_length=24, block_length=8)
+    assert_each_as_alone(model, PROMPTS, cfg, SEEDS, batch_size=5)
+    assert model.static.stats.batched_forwards > 0 and model.static.stats.dynamic_fallbacks == 0
+
+
 def test_the_bundled_model_batches_on_the_static_backend_as_alone():
     from s2d2.tasks.arithmetic import heldout
 
@@ -179,6 +189,8 @@ def test_slot_bounds_are_one_readable_message():
     held = model.new_cache()
     assert model.reserve_slots(1) == 3 and model.static.warmup([4], batch_size=8) == 0.0  # busy: nothing moves
     del held
+    assert model.warmup([4], max_length=300, batch_size=8) >= 0.0 and model.static.slots == 3
+    assert model.static.capacity >= 300 + 8 and not model.needs_warmup([4], batch_size=8)  # CPU: no graphs
     assert batch_buckets(1) == [1] and batch_buckets(5) == [1, 2, 4, 8] and batch_buckets(8) == [1, 2, 4, 8]
 
 
