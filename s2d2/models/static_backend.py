@@ -346,7 +346,8 @@ class StaticBackend:
 
 def _compiled(model: Any) -> Any:
     """torch.compile for fused kernels under our own graph capture (inductor's cudagraphs stay off): opt-in,
-    as it costs tens of seconds per shape. One compiled graph per padded (batch, rows) shape, so raise dynamo's limit."""
+    as it costs tens of seconds per shape. One compiled graph per padded (batch, rows) shape, so raise dynamo's
+    limit."""
     import torch._dynamo
 
     torch._dynamo.config.cache_size_limit = max(torch._dynamo.config.cache_size_limit, 128)
