@@ -87,7 +87,8 @@ def _counted(model: Any, prompts: list[Any], cfg: Any, batch: int) -> tuple[int,
     try:
         with warnings.catch_warnings(record=True) as caught:  # the warnings module is global: every thread's count
             warnings.simplefilter("always")
-            out = s2d2.generate_batch(model, prompts, cfg, list(range(len(prompts))), batch_size=batch)
+            out = s2d2.generate_batch(model, prompts, cfg, list(range(len(prompts))), batch_size=batch,
+                                      detailed=False)
     finally:
         torch.cuda.set_sync_debug_mode("default")
     steps = sum(len(r.trace.steps) for r in out)
