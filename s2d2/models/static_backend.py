@@ -27,6 +27,7 @@ replayed for the rest of the model's life:
   filled by the same code (`_fill`) whether a graph replays it or the model runs eagerly, and filling reads nothing
   back from the device: a batched forward costs no host sync, whatever its size.
   `warmup(..., batch_size=n)` grows the slot count to min(n, max_slots) while no decode holds the storage.
+  Forwards hold the backend's lock: decodes on other threads (a batch beside a lone decode) take turns.
 
 On CPU (or with graphs=False) the very same buffers, padding and masks run eagerly: the tests prove this path
 gives the dynamic path's tokens and NFE, and a replayed graph runs exactly these kernels. `compile=True` (opt-in)
@@ -267,6 +268,11 @@ class StaticBackend:
     @torch.inference_mode()
     def forward(self, handle: StaticCacheHandle, input_ids: torch.Tensor, positions: torch.Tensor,
                 attention: Any, keep: int, last: int | None = None, pick: torch.Tensor | None = None) -> torch.Tensor:
+        with self._lock:  # one forward at a time: the shape buffers and the storage's indices are shared
+            return self._forward(handle, input_ids, positions, attention, keep, last, pick)
+
+    def _forward(self, handle: StaticCacheHandle, input_ids: torch.Tensor, positions: torch.Tensor,
+                 attention: Any, keep: int, last: int | None, pick: torch.Tensor | None) -> torch.Tensor:
         q, cache_len = self._check(handle, input_ids, attention, keep)
         rows = padded_length(q)
         self._reserve(cache_len + rows, live=self._live())
@@ -283,6 +289,10 @@ class StaticBackend:
         """Several handles' forwards (each the arguments of `HFModel.forward`, its cache a handle of this backend)
         as one forward at (next power of two of the members, `padded_length` of the longest query); each member's
         logits as `forward` returns them, and each member's `keep` new positions kept in its own slot."""
+        with self._lock:
+            return self._forward_batch(requests)
+
+    def _forward_batch(self, requests: list[Any]) -> list[torch.Tensor]:
         checked = [self._check(r.cache, r.input_ids, r.attention, r.keep) for r in requests]
         if len({r.cache.slot for r in requests}) < len(requests):
             raise ValueError("forward_batch: two requests on one cache handle")
