@@ -18,6 +18,10 @@ Rows, in order:
 4. Host syncs per S2D2 step on the bundled model, lean and traced: the engine's reads outside forwards
    (s2d2/host_syncs.py) and, on CUDA, every sync of the decode, forwards included (torch's sync debug mode); and
    S2D2's wall with and without the model-side savers (query masks, row picks: benchmarks/model_savers.py).
+5. Batched static decoding (benchmarks/gpu_batch.py), on the bundled model in float32 and then at SDAR-1.7B shapes
+   in bf16: the (batch bucket, row bucket) graph captures, each sequence of a batch of 8 against its batch-1 decode
+   (tokens, NFE), decodes/s and tokens/s at batch 1 / 8 / 32 with the ratio to batch 1, and CUDA syncs per batch
+   step. About 60-90 s at SDAR shapes on an H200; every row is skipped with a note when the budget is spent.
 
 On an H200 (the image has transformers 5.17 and no registry access, so a 5.24 wheel travels in `.whl/`: see
 `python3 -m pip download` in .library/device/README.md; `regex` too, transformers 5.24 wants >= 2025.10.22), one
@@ -43,6 +47,8 @@ import torch  # noqa: E402
 import s2d2  # noqa: E402
 from s2d2.host_syncs import HostSyncCounter  # noqa: E402
 from s2d2.models import masks  # noqa: E402
+
+from benchmarks.gpu_batch import batch_rows  # noqa: E402
 
 SDAR_MASK = 151669
 # Qwen3-1.7B geometry (SDAR-1.7B is a Qwen3ForCausalLM; untied head, rope theta 1e6: docs/model-families.md,
@@ -392,6 +398,28 @@ def cuda_syncs(model: Any, prompt: Any, cfg: Any, detailed: bool) -> int:
     return sum("synchroniz" in str(w.message) for w in caught)
 
 
+def batched_rows(budget: Budget, cuda: bool, small: bool, gen_length: int) -> None:
+    """Section 5: batched static decoding, bundled model (float32) then SDAR-1.7B shapes (bf16)."""
+    from s2d2.tasks.arithmetic import heldout
+
+    device = "cuda" if cuda else "cpu"
+    cfg = s2d2.preset("sdar-config-b", gen_length=gen_length)
+    if budget.allows("batched bundled model", 20):
+        tiny = s2d2.load_model("tiny", device=device, backend="dynamic")
+        tiny.set_backend("static", graphs=cuda, max_slots=32)
+        batch_rows("bundled fp32", tiny, [p.question for p in heldout(32)], cfg, budget.allows, row,
+                   per_decode_s=0.5)
+        del tiny
+    if not budget.allows("batched build bf16 model", 2 if small else 40):
+        return
+    shape, mask_id = (SMALL, SMALL["vocab_size"] - 1) if small else (SDAR_1_7B, SDAR_MASK)
+    model = build(shape, torch.bfloat16 if cuda else torch.float32, device)
+    hf = wrap(model, "static+graphs" if cuda else "static", mask_id, max_slots=32)
+    prompts = [list(range(100 + i, 148 + 3 * i)) for i in range(32)]  # 48 .. 141 tokens
+    batch_rows("tiny-shape" if small else "SDAR-1.7B bf16", hf, prompts, cfg, budget.allows, row,
+               per_decode_s=0.5 if small else 3.0)
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--small", action="store_true", help="tiny shapes (automatic without CUDA)")
@@ -412,6 +440,9 @@ def main(argv: list[str] | None = None) -> None:
     if cuda:
         torch.cuda.empty_cache()
     bundled_rows(budget, cuda, gen_length)
+    if cuda:
+        torch.cuda.empty_cache()
+    batched_rows(budget, cuda, small, gen_length)
     row("done", f"{budget.seconds - budget.left():.1f} s of {budget.seconds:.0f} s")
 
 

@@ -6,12 +6,13 @@ acceptance and residual; only the model forwards are shared (s2d2/decoding/batch
 gives `generate(model, prompts[i], cfg, seed=s_i)`'s trace apart from wall times and float round-off in the shared
 forwards: in float64 the same tokens, NFE and decisions (tests/lib/test_batch_decode.py).
 
+Both backends batch. On the static backend each live sequence leases one slot of the preallocated storage
+(`generate_batch` first reserves min(batch_size, max_slots) slots, then warms the (batch bucket, row bucket) shapes
+the batch can run: on CUDA one graph each), and a group's forward is one static forward at a shape fixed by the
+group alone (s2d2/models/static_backend.py); a sequence that finds no free slot decodes over a dynamic cache.
+
 Refused, with one readable message each:
 
-* `batch_size > 1` on the static backend: it leases one preallocated cache to one decode at a time, so the other
-  sequences would silently fall back to dynamic caches (another backend mid-batch). Call
-  `model.set_backend("dynamic")`, or decode with batch_size=1 (serial forwards, the static path unchanged).
-  CUDA graphs with a batch dimension are not built yet, so a batched GPU run is the dynamic backend's.
 * `batch_size > 1` with an attention implementation other than sdpa or eager (flash, flex): the batch needs an
   explicit per-row mask, which only those two read correctly.
 * prompts that do not fit, empty prompts, bad seeds: checked for every prompt before any decode starts.
@@ -30,6 +31,7 @@ from .api import GenerateResult, Prepared, prepare, run_prepared
 from .config import DecodeConfig
 from .decoding.batch import Scheduler
 from .decoding.decoder import make_check
+from .decoding.layout import block_lengths
 from .policies import uses_costs
 from .trace import CostTable, StepRecord
 
@@ -70,8 +72,13 @@ def generate_batch(
         raise ValueError(why)
     cfgs = _configs(cfg, len(prompts))
     seed_list = _seeds(seeds, len(prompts))
+    live = min(batch_size, len(prompts))
+    reserve = getattr(model, "reserve_slots", None)
+    if reserve is not None and live > 1:  # static backend: a slot per live sequence, before any warm-up captures
+        reserve(live)
     preps = _prepare_all(model, prompts, cfgs, chat, costs)
-    scheduler = Scheduler(model, min(batch_size, len(prompts)))
+    _warm_batch(model, preps, live)
+    scheduler = Scheduler(model, live)
     blocks = _per_prompt(on_block, "on_block", len(prompts))
     stops = _per_prompt(should_stop, "should_stop", len(prompts))
     jobs = [_job(model, prep, seed, detailed, lambda b=block, s=stop: make_check(s, max_seconds, b))
@@ -87,6 +94,15 @@ def batch_refusal(model: Any, batch_size: int) -> Optional[str]:
     check = getattr(model, "batch_unsupported", None)
     why = check() if batch_size > 1 and check is not None else None
     return f"batch_size > 1: {why}; or use batch_size=1" if why else None
+
+
+def _warm_batch(model: Any, preps: list[Prepared], live: int) -> None:
+    """Static backend: room for the longest prompt and, on CUDA, a graph per (batch bucket, row shape) the batch
+    can run (each prompt's `prepare` warmed batch 1 only)."""
+    warmup = getattr(model, "warmup", None)
+    if warmup is not None and live > 1:
+        blocks = sorted({b for p in preps for b in block_lengths(p.cfg)})
+        warmup(block_lengths=blocks, max_length=max(p.total for p in preps), batch_size=live)
 
 
 def _job(model: Any, prep: Prepared, seed: int, detailed: bool,

@@ -2,8 +2,10 @@
 runs a transformers forward. It exposes one primitive, `forward`, over a KV cache from `new_cache()`.
 
 Two backends sit behind that primitive: "dynamic" (a `DynamicCache` that grows and is cropped; any shape) and
-"static" (static_backend.py: a preallocated cache, fixed query shapes and, on CUDA, one captured graph per
-shape). "auto" picks static on CUDA and dynamic elsewhere. Both give the same tokens and NFE.
+"static" (static_backend.py: a preallocated cache of `slots` sequences, fixed query shapes and, on CUDA, one captured
+graph per (batch bucket, row bucket) shape). "auto" picks static on CUDA and dynamic elsewhere. Both give the same
+tokens and NFE, and both batch (`forward_batch`): static handles share one static forward, dynamic caches one padded
+dynamic forward, and a group holding both (a decode that found every slot leased) runs one forward of each.
 """
 from __future__ import annotations
 
@@ -58,7 +60,8 @@ class HFModel:
 
     def set_backend(self, backend: str = "auto", **options: Any) -> None:
         """Choose the forward backend. `options` go to `StaticBackend`: graphs (default: on CUDA), capacity,
-        max_capacity, compile (torch.compile under the graphs: fused kernels, tens of seconds per shape)."""
+        max_capacity, compile (torch.compile under the graphs: fused kernels, tens of seconds per shape), slots
+        (sequences the storage holds, default 1) and max_slots (how far `warmup(batch_size=...)` may grow it)."""
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
         why = self.static_unsupported()
@@ -97,35 +100,62 @@ class HFModel:
         handle = self.static.new_cache() if self.static is not None else None
         return handle if handle is not None else DynamicCache(config=self.model.config)
 
-    def needs_warmup(self, block_lengths: list[int] | tuple[int, ...] = ()) -> bool:
-        """True when `warmup(block_lengths)` would capture CUDA graphs (seconds, once per model and shape)."""
-        return self.static is not None and self.static.needs_warmup(block_lengths)
+    def needs_warmup(self, block_lengths: list[int] | tuple[int, ...] = (), batch_size: int = 1) -> bool:
+        """True when `warmup(block_lengths, batch_size=...)` would capture CUDA graphs (seconds, once per model
+        and shape)."""
+        return self.static is not None and self.static.needs_warmup(block_lengths, batch_size)
 
     def warmup(self, block_lengths: list[int] | tuple[int, ...] = (), max_length: int | None = None,
-               shapes: list[int] | None = None) -> float:
-        """Static backend: reserve `max_length` positions and capture the shapes of `block_lengths` (or the
-        given query `shapes`); seconds spent. A no-op for the dynamic backend. `s2d2.generate` calls it first."""
-        return self.static.warmup(block_lengths, max_length, shapes) if self.static is not None else 0.0
+               shapes: list[int] | None = None, batch_size: int = 1) -> float:
+        """Static backend: hold `batch_size` sequences (up to its max_slots), reserve `max_length` positions and
+        capture the shapes of `block_lengths` (or the given query `shapes`) at every batch bucket up to
+        `batch_size`; seconds spent. A no-op for the dynamic backend. `s2d2.generate` calls it first,
+        `s2d2.generate_batch` with its batch size."""
+        if self.static is None:
+            return 0.0
+        return self.static.warmup(block_lengths, max_length, shapes, batch_size)
+
+    def reserve_slots(self, slots: int) -> int:
+        """Static backend: hold `slots` sequences at once (up to its max_slots; only while no decode holds one),
+        so a batch's decodes each lease a slot; the slot count. 0 for the dynamic backend (any number batch)."""
+        return self.static.reserve_slots(slots) if self.static is not None else 0
 
     def batch_unsupported(self) -> str | None:
-        """Why `forward_batch` cannot run several sequences in one forward here, or None."""
-        if self.static is not None:
-            return "the static backend leases its one cache to one decode at a time (call set_backend('dynamic'))"
+        """Why `forward_batch` cannot run several sequences in one forward here, or None. Both backends batch;
+        flash / flex attention cannot, since a batch needs an explicit per-row mask only sdpa and eager read."""
         if self.attn_implementation not in ("sdpa", "eager"):
             return f"it needs attn_implementation 'sdpa' or 'eager', not {self.attn_implementation!r}"
         return None
 
     @torch.inference_mode()
     def forward_batch(self, requests: list[ForwardRequest]) -> list[torch.Tensor]:
-        """Several sequences' forwards (each the arguments of `forward`, over its own DynamicCache) as one padded
-        forward (batch_forward.py); each request's logits, as `forward` gives them. One request runs `forward`
+        """Several sequences' forwards (each the arguments of `forward`) as few forwards as their caches allow:
+        the static handles' as one static forward (static_backend.py), the DynamicCaches' as one padded forward
+        (batch_forward.py); each request's logits, as `forward` gives them. A part of one request runs `forward`
         itself, so a batch of one is the single forward exactly."""
         if len(requests) == 1:
             return [self.forward(*requests[0])]
         why = self.batch_unsupported()
         if why is not None:
             raise ValueError(f"forward_batch: {why}")
-        return forward_batch(self.model, self.attn_implementation, self.spec.mask_id, self.dtype, requests)
+        static = [i for i, r in enumerate(requests) if isinstance(r.cache, StaticCacheHandle)]
+        dynamic = [i for i in range(len(requests)) if i not in set(static)]
+        out: list[torch.Tensor] = [torch.empty(0)] * len(requests)
+        for part in (static, dynamic):
+            reqs = [requests[i] for i in part]
+            if not reqs:
+                continue
+            if len(reqs) == 1:
+                got = [self.forward(*reqs[0])]
+            elif part is static:
+                if any(r.cache.backend is not self.static for r in reqs):
+                    raise ValueError("forward_batch: a static cache handle of another model")
+                got = self.static.forward_batch(reqs)
+            else:
+                got = forward_batch(self.model, self.attn_implementation, self.spec.mask_id, self.dtype, reqs)
+            for i, logits in zip(part, got):
+                out[i] = logits
+        return out
 
     @torch.inference_mode()
     def forward(

@@ -187,12 +187,16 @@ def test_refusals_are_one_readable_message():
         assert words in str(e.value)
 
 
-def test_the_static_backend_is_refused_above_batch_one():
+def test_the_static_backend_batches_and_flash_attention_is_refused_above_batch_one():
     model = tiny_qwen3(seed=0)
-    model.set_backend("static")
+    model.set_backend("static")  # a slot per live sequence (tests/lib/test_static_batch.py has the rest)
     cfg = s2d2.DecodeConfig(gen_length=8, block_length=4)
-    with pytest.raises(ValueError, match="static backend leases its one cache"):
-        s2d2.generate_batch(model, [[1, 2], [3]], cfg, batch_size=2)
+    assert_batch_equals_single(model, [[1, 2], [3]], cfg, [0, 1], batch_size=2)
+    assert model.static.slots == 2 and model.static.stats.batched_forwards > 0
+    flash = tiny_qwen3(seed=0)
+    flash.attn_implementation = "flash_attention_2"  # cannot read the explicit per-row masks a batch needs
+    with pytest.raises(ValueError, match="batch_size > 1: it needs attn_implementation 'sdpa' or 'eager'"):
+        s2d2.generate_batch(flash, [[1, 2], [3]], cfg, batch_size=2)
     # Eager attention batches too (an additive mask), but transformers' eager softmax runs in float32 even in a
     # float64 model, so summing over more (masked, exactly zero) columns moves probabilities by ~1e-7: decisions
     # and tokens stay exact, floats are held to EAGER_TOL.
