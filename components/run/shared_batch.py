@@ -11,9 +11,10 @@ in the batch, it is withdrawn from the queue within POLL_S and its Run ends "sto
 run and nobody else's place or decode touched), its time limit (from when it starts decoding), its errors (its own
 ticket; the batch goes on).
 
-What shares: Runs on the same loaded model with the same block loop and block length (`share_key`). What decodes
+What shares: Runs on the same loaded model with the same block loop and block length (`share_key`); a static
+backend's storage is grown to S2D2_BATCH_MAX slots when the model's batch starts, a slot per Run. What decodes
 alone, one at a time beside the batch (`ALONE`, also taken by Compare and what-if lanes): a model that cannot batch
-(the static backend, flash attention) and cost-aware policies (they calibrate and route by measured seconds, which a
+(flash attention) and cost-aware policies (they calibrate and route by measured seconds, which a
 shared forward does not give one sequence).
 
 Operator knobs (docs/operating-a-space.md): S2D2_BATCH_MAX (sequences decoding at once per model, default 16; 1
@@ -95,6 +96,9 @@ def batch_for(name: str, model: Any) -> LiveBatch:
             old.close(timeout=0)
         if entry is not None:
             return entry[1]
+        reserve = getattr(model, "reserve_slots", None)
+        if callable(reserve):  # a static backend: a slot per Run of the batch (a no-op while a decode holds one)
+            reserve(batch_max())
         batch = LiveBatch(model, batch_max(), batch_wait_s(), name=f"s2d2-batch-{name[:40]}")
         _BATCHES[name] = (model, batch)
         return batch
@@ -119,7 +123,7 @@ def shared_generate(name: str) -> Callable[..., Any]:
                  max_seconds: Optional[float] = None) -> Any:
         raw = getattr(model, "inner", model)  # record_stream's Stoppable: the batch needs the model itself
         key = share_key(raw, cfg.validate())
-        if key is None:  # before prepare: a static backend's warm-up or a cost calibration runs under ALONE
+        if key is None:  # before prepare: a cost calibration runs under ALONE
             return generate_within_limits(model, prompt, cfg, seed=seed, on_block=on_block,
                                           should_stop=should_stop, max_seconds=max_seconds)
         check_prompt_tokens(len(encode_prompt(raw, prompt)[0]))

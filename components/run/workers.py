@@ -16,8 +16,8 @@ from components.run.config_check import check_config
 
 
 # Decodes that do not share a batch (Compare and what-if lanes, and Runs that cannot share: shared_batch.py) run
-# one at a time, as they did when every decode held the one GPU slot: a static backend leases its one cache to one
-# decode, and a cost calibration times forwards that must not overlap another decode's.
+# one at a time, as they did when every decode held the one GPU slot: their wall times are compared or routed on
+# (a cost calibration times forwards that must not overlap another decode's).
 ALONE = threading.Lock()
 
 

@@ -50,8 +50,7 @@ class S2D2LM(TemplateLM):
         args = check_backend_args({k: v for k, v in kwargs.items() if v is not None})
         from ..models.loading import load_model
 
-        backend = "dynamic" if args.batch_size > 1 and args.backend == "auto" else args.backend  # batches need it
-        self._setup(args, load_model(args.pretrained, device=args.device, dtype=args.dtype, backend=backend))
+        self._setup(args, load_model(args.pretrained, device=args.device, dtype=args.dtype, backend=args.backend))
 
     @classmethod
     def from_model(cls, model: Any, **kwargs: Any) -> "S2D2LM":

@@ -108,10 +108,7 @@ def check_backend_args(args: dict[str, Any]) -> BackendArgs:
     trace_dir = args.get("trace_dir")
     if trace_dir is not None:
         check_folder(str(trace_dir), "model_args trace_dir")
-    batch = _batch_size(args.get("batch_size", 1))
-    if batch > 1 and backend == "static":
-        raise ValueError("model_args backend: static decodes one sequence at a time; use batch_size 1 or backend "
-                         "dynamic (auto picks dynamic when batch_size > 1)")
+    batch = _batch_size(args.get("batch_size", 1))  # both backends batch (the static one a slot per sequence)
     return BackendArgs(
         pretrained=pretrained, preset=name, config=cfg, gen_cap=overrides.get("gen_length"), seed=seed,
         device=None if device is None else str(device), dtype=dtype, backend=backend,

@@ -320,11 +320,43 @@ def test_presets_that_cannot_share_decode_alone():
     assert shared_batch.share_key(model, CFG.replace(block_length=8)) != shared_batch.share_key(model, CFG)
     assert shared_batch.share_key(model, preset("sdar-config-a").replace(policy="cost_aware")) is None
 
-    class Static:
+    class Flash:
         def batch_unsupported(self) -> str:
-            return "the static backend leases its one cache"
+            return "it needs attn_implementation 'sdpa' or 'eager', not 'flash_attention_2'"
 
-    assert shared_batch.share_key(Static(), CFG) is None
+    assert shared_batch.share_key(Flash(), CFG) is None
+
+
+def test_a_static_backend_model_shares_with_a_slot_per_run():
+    """The static backend (CUDA graphs on a GPU; the same buffers eagerly here) joins the shared batch: its storage
+    grows to S2D2_BATCH_MAX slots when the batch starts, and two Runs in one batch get their lone traces."""
+    model = s2d2.load_model("tiny", dtype=torch.float64, backend="static")
+    batch = shared_batch.batch_for("tiny-static", model)
+    assert model.static.slots == 4
+    release, holding = threading.Event(), threading.Event()
+    batch.submit(lambda seq_model: (holding.set(), release.wait(WAIT))[1])
+    assert holding.wait(WAIT)
+    waiting = [threading.Event(), threading.Event()]  # each visitor saw its place in the queue
+    results: list[Any] = [None, None]
+
+    def visitor(i: int) -> None:
+        def on_block(steps: list[Any], together: Optional[int] = None, queued: Optional[int] = None) -> None:
+            if queued:
+                waiting[i].set()
+        results[i] = shared_batch.shared_generate("tiny-static")(model, EXAMPLE_PROMPTS[i], CFG, seed=i + 1,
+                                                                 on_block=on_block)
+
+    threads = [threading.Thread(target=visitor, args=(i,), daemon=True) for i in range(2)]
+    for t in threads:
+        t.start()
+    assert all(w.wait(WAIT) for w in waiting)
+    release.set()
+    for t in threads:
+        t.join(WAIT)
+    assert model.static.stats.batched_forwards > 0  # they shared static forwards
+    for i, got in enumerate(results):
+        alone = s2d2.generate(model, EXAMPLE_PROMPTS[i], CFG, seed=i + 1)
+        assert trace_mismatch(got.trace, alone.trace) is None
 
 
 def test_sharing_knobs(monkeypatch):

@@ -359,8 +359,12 @@ def test_lm_eval_generate_until_batched_gives_the_answers_of_one_at_a_time():
     assert {r["finish_reason"] for r in runs[0][1]} >= {"stop_sequence"}  # the stop strings were exercised
     with pytest.raises(ValueError, match="batch_size"):
         S2D2LM.from_model(model, batch_size=0)
-    with pytest.raises(ValueError, match="static"):
-        S2D2LM.from_model(model, batch_size=2, backend="static")
+    static = model64("bundled")
+    static.set_backend("static")  # batches too, a slot per sequence: the same answers
+    lm = S2D2LM.from_model(static, preset="sdar-config-b", seed=4, batch_size=3, backend="static")
+    texts = lm.generate_until(requests(lm), disable_tqdm=True)
+    assert (texts, [{k: r[k] for k in keep} for r in lm.records]) == runs[0]
+    assert static.static.slots >= 2 and static.static.stats.batched_forwards > 0
 
 
 def test_lm_eval_says_so_when_a_chat_model_runs_without_its_template(caplog):
