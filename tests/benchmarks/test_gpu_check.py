@@ -38,4 +38,5 @@ def test_tiny_budget_skips_and_says_so(gpu_check, capsys) -> None:
     gpu_check.main(["--small", "--budget-s", "1"])
     out = capsys.readouterr().out
     assert "build float32 model" in out and "bundled model" in out
-    assert out.count("skipped: needs") == 2 and "2L vs sequential" not in out
+    # every section says it was skipped and why (the two single-sequence ones, the two batched ones), none ran
+    assert out.count("skipped: needs") == 4 and "batched bundled model" in out and "2L vs sequential" not in out
