@@ -8,8 +8,8 @@ the strict hand-off, the same `group_requests` and the same padded forwards, so 
 batch-1 answer up to the forwards' round-off) run as a long-lived thread:
 
 * `submit(job, key)` from any thread queues a decode; it joins the batch at the scheduler's next step (between two
-  forwards or reads: as soon as the engine allows, never waiting for a block boundary of the others), and leaves when its
-  job returns (finished, stopped by its own flag, at its time limit) or raises. A raised error goes to that
+  forwards or reads: as soon as the engine allows, never waiting for a block boundary of the others), and leaves
+  when its job returns (finished, stopped by its own flag, at its time limit) or raises. A raised error goes to that
   submission's `Ticket` only; the batch goes on.
 * At most `max_batch` sequences decode at once; the rest wait in arrival order (`Ticket.position`).
 * `withdraw(ticket)`: a submission still waiting leaves the queue at once (its ticket fails with `Withdrawn`, the

@@ -109,6 +109,18 @@ def test_a_queue_longer_than_the_batch_still_gets_batch_one_traces(monkeypatch):
     assert got["summary"]["reads"] < got["summary"]["sequence_reads"]
 
 
+def test_the_static_backend_shares_its_reads_too(monkeypatch):
+    monkeypatch.setattr(HostReads, "pack_on_cpu", True)
+    model = tiny_qwen3(seed=0)
+    model.model.model.norm.weight.data *= 25.0  # drafts and verifier often disagree
+    model.set_backend("static")
+    cfg = s2d2.DecodeConfig(gen_length=24, **VERIFYING["ucb sampled, kv reuse"])
+    got = _batch_against_single(monkeypatch, model, PROMPT_SET[:4], cfg, SEEDS[:4], 4)
+    assert model.static.stats.batched_forwards > 0 and model.static.stats.dynamic_fallbacks == 0
+    assert got["in_batch"] == got["alone"] == got["summary"]["sequence_reads"]
+    assert got["summary"]["reads"] <= got["summary"]["sequence_reads"] / 2, got["summary"]
+
+
 def test_the_plain_cpu_path_never_hands_a_read_off(monkeypatch):
     calls = []
     read = Worker.read
