@@ -121,6 +121,27 @@ def test_the_static_backend_shares_its_reads_too(monkeypatch):
     assert got["summary"]["reads"] <= got["summary"]["sequence_reads"] / 2, got["summary"]
 
 
+def test_a_shared_transfer_that_fails_lets_each_reader_read_alone(monkeypatch):
+    """A shared transfer that raises (say an asynchronous device error) costs nothing but time: each reader then
+    makes its own batch-1 read, so every sequence still gets its batch-1 trace."""
+    import s2d2.decoding.batch as batch
+
+    monkeypatch.setattr(HostReads, "pack_on_cpu", True)
+    shared = batch.packed_values
+
+    def failing(requests, *args):
+        if len(requests) > 1:
+            raise RuntimeError("device lost")
+        return shared(requests, *args)
+
+    monkeypatch.setattr(batch, "packed_values", failing)
+    cfg = s2d2.DecodeConfig(gen_length=24, **VERIFYING["always sampled"])
+    got = _batch_against_single(monkeypatch, golden_model("aligned"), PROMPT_SET[:3], cfg, SEEDS[:3], 3)
+    summary = got["summary"]
+    assert summary["failed_reads"] > 0 and got["in_batch"] == got["alone"] == summary["sequence_reads"]
+    assert summary["reads"] == summary["sequence_reads"] + summary["failed_reads"]  # each failed one, then alone
+
+
 def test_the_plain_cpu_path_never_hands_a_read_off(monkeypatch):
     calls = []
     read = Worker.read
