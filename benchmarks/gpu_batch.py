@@ -8,8 +8,10 @@ for it, each the moment it is measured and each only when the budget allows it.
 3. Throughput: decodes/s and tokens/s at batch 1 / 8 / 32 (each batch size decodes as many prompts as it holds,
    batch 1 a few), and the ratio to batch 1; the graphs replayed against eager forwards run, so a run that fell back
    to eager or to dynamic caches says so.
-4. Syncs: every synchronizing CUDA call of one batched decode (torch's sync debug mode) per batch step, against
-   the same count at batch 1 per step: what the whole batch costs in host transfers.
+4. Syncs: every synchronizing CUDA call of one batched decode (torch's sync debug mode) per batch step (the longest
+   sequence's steps) and per sequence-step, against the same counts at batch 1, with the ledger's shared reads (one
+   packed transfer serves every waiting sequence's read: ~2 per batch step for the whole batch) against the reads
+   the sequences asked for.
 """
 from __future__ import annotations
 
@@ -76,20 +78,30 @@ def batch_rows(tag: str, model: Any, prompts: list[Any], cfg: Any, allows: Calla
             f"{stats.dynamic_fallbacks - fallbacks}")
     if model.device.type == "cuda" and allows(f"{tag} CUDA syncs per batch step", 3 * per_decode_s + 5):
         for size in (1, n):
-            syncs, steps = _counted(model, prompts[:size], cfg, size)
-            row(f"{tag} CUDA syncs per step, batch {size}", f"{syncs / max(1, steps):.2f} per sequence-step; "
-                f"{syncs / max(1, steps) * size:.2f} per batch step")
+            row(f"{tag} CUDA syncs per step, batch {size}", sync_row(model, prompts[:size], cfg, size))
 
 
-def _counted(model: Any, prompts: list[Any], cfg: Any, batch: int) -> tuple[int, int]:
-    """(synchronizing CUDA calls of one batched decode, its sequences' steps in all)."""
-    torch.cuda.set_sync_debug_mode("warn")
+def sync_row(model: Any, prompts: list[Any], cfg: Any, batch: int) -> str:
+    """Row 4 for one batch size (on the CPU, where nothing synchronizes, the sync counts are 0)."""
+    syncs, out = _counted(model, prompts, cfg, batch)
+    steps = sum(len(r.trace.steps) for r in out)
+    longest = max(len(r.trace.steps) for r in out)
+    ledger = out[0].batch.summary()
+    return (f"{syncs / max(1, longest):.2f} per batch step ({longest} steps), {syncs / max(1, steps):.2f} per "
+            f"sequence-step; shared reads {ledger['reads']} for {ledger['sequence_reads']} sequence reads")
+
+
+def _counted(model: Any, prompts: list[Any], cfg: Any, batch: int) -> tuple[int, list[Any]]:
+    """(synchronizing CUDA calls of one batched decode, its results)."""
+    cuda = model.device.type == "cuda"
+    if cuda:
+        torch.cuda.set_sync_debug_mode("warn")
     try:
         with warnings.catch_warnings(record=True) as caught:  # the warnings module is global: every thread's count
             warnings.simplefilter("always")
             out = s2d2.generate_batch(model, prompts, cfg, list(range(len(prompts))), batch_size=batch,
                                       detailed=False)
     finally:
-        torch.cuda.set_sync_debug_mode("default")
-    steps = sum(len(r.trace.steps) for r in out)
-    return sum("synchroniz" in str(w.message) for w in caught), steps
+        if cuda:
+            torch.cuda.set_sync_debug_mode("default")
+    return sum("synchroniz" in str(w.message) for w in caught), out

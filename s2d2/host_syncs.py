@@ -14,7 +14,9 @@ Model forwards are not counted (`model.forward` is paused): what happens inside 
 business (the static backend runs it as one captured graph); the counter measures the engine around it. A
 `HostReads.fetch` (s2d2/decoding/transfers.py) counts as the one read it is on an accelerator, where it packs its
 parts into a single transfer; on the CPU it reads them one by one because nothing is moved (`packed_fetch=False`
-counts those reads instead).
+counts those reads instead). In a batch (s2d2/decoding/batch.py) the scheduler serves several sequences' fetches
+with one shared transfer: this counter still notes one read per fetch (what each sequence asked for), and the
+batch's ledger counts the transfers (`BatchLedger.reads`).
 """
 from __future__ import annotations
 

@@ -11,6 +11,15 @@ happen in the order batch 1 does them; when every live sequence waits on a forwa
 scheduler groups the waiting requests (`group_requests`), runs each group as one padded forward
 (`model.forward_batch`, s2d2/models/batch_forward.py) and hands each sequence its own logits.
 
+Host reads share too. On the packed path (an accelerator, or `HostReads.pack_on_cpu`), a sequence's
+`HostReads.fetch` is a hand-off like a forward (`SequenceModel.share_read`): when every live sequence waits, the
+scheduler first serves ALL waiting reads with ONE transfer (`packed_values` of every reader's parts: one
+`.tolist()`, split back, each value converted on its own, so each sequence gets exactly its lone fetch's values),
+then runs the forwards. So a batch step costs ~2 transfers for the whole batch, not ~2 per sequence; the ledger
+counts them (`reads`) against the fetches they served (`sequence_reads`, what the sequences' own `transfers` counts
+add up to). A read that waits alone is done on the sequence's own thread (RUN_OWN: the very read batch 1 makes, and
+nothing to share). On the plain CPU path nothing is moved and a fetch never hands off.
+
 What a sequence sees therefore differs from batch 1 only in its forwards' float round-off (a padded batch sums in
 another order) and in wall times. A sequence that finishes leaves; the next prompt of the queue takes its place
 (continuous batching). A model without `forward_batch` (a test stub) runs the group's forwards one by one: the
@@ -26,12 +35,13 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from typing import Any, Callable, Iterable, Optional, TypeVar
+from typing import Any, Callable, Iterable, NamedTuple, Optional, TypeVar
 
 import torch
 
 from ..models.base import ForwardRequest
 from .batch_ledger import BatchForward, BatchLedger
+from .transfers import packed_values
 
 T = TypeVar("T")
 
@@ -41,7 +51,14 @@ T = TypeVar("T")
 FIXED_TOKENS = 32
 
 
-RUN_OWN = object()  # the scheduler's reply to a request it does not share: run the forward on the sequence's thread
+RUN_OWN = object()  # the scheduler's reply to a request it does not share: run it on the sequence's thread
+
+
+class ReadRequest(NamedTuple):
+    """One sequence's packed host read: its parts and the dtype they pack into (HostReads.dtype)."""
+
+    parts: list[torch.Tensor]
+    dtype: torch.dtype
 
 
 class BatchAborted(BaseException):
@@ -56,6 +73,7 @@ class Worker:
         self.index = index
         self.model = SequenceModel(model, self)
         self.pending: Optional[ForwardRequest] = None
+        self.reading: Optional[ReadRequest] = None  # a packed host read waiting for the batch's shared transfer
         self.done = False
         self._job = job
         self._go, self._back = threading.Semaphore(0), threading.Semaphore(0)
@@ -76,9 +94,10 @@ class Worker:
         self._back.release()
 
     def resume(self, reply: Any = None) -> None:
-        """Scheduler side: give the sequence its logits (or an exception) and run it to its next request or end."""
+        """Scheduler side: give the sequence its logits / read values (or an exception) and run it to its next
+        request or end."""
         self._reply = reply
-        self.pending = None
+        self.pending = self.reading = None
         self._go.release()
         self._back.acquire()
 
@@ -90,6 +109,19 @@ class Worker:
         reply, self._reply = self._reply, None
         if reply is RUN_OWN:
             return self._own_forward(req)
+        if isinstance(reply, BaseException):
+            raise reply
+        return reply
+
+    def read(self, parts: list[torch.Tensor], dtype: torch.dtype) -> Optional[list[Any]]:
+        """Sequence side: wait for the scheduler's shared read of `parts`; their values, or None (RUN_OWN: the
+        sequence's HostReads reads them itself, as at batch 1)."""
+        self.reading = ReadRequest(parts, dtype)
+        self._back.release()
+        self._go.acquire()
+        reply, self._reply = self._reply, None
+        if reply is RUN_OWN:
+            return None
         if isinstance(reply, BaseException):
             raise reply
         return reply
@@ -120,7 +152,7 @@ class Worker:
         return self._result
 
     def abort(self) -> None:
-        """Release a waiting sequence's thread (its forward raises BatchAborted) and wait for it to end."""
+        """Release a waiting sequence's thread (its forward or read raises BatchAborted) and wait for it to end."""
         while not self.done:  # a loop: after an interrupt mid-hand-off the first resume may only finish that one
             self.resume(BatchAborted())
         self._thread.join()
@@ -144,6 +176,11 @@ class SequenceModel:
     def forward(self, cache: Any, input_ids: torch.Tensor, positions: torch.Tensor, attention: Any, keep: int,
                 last: Optional[int] = None, rows: Optional[torch.Tensor] = None) -> torch.Tensor:
         return self._worker.request(ForwardRequest(cache, input_ids, positions, attention, keep, last, rows))
+
+    def share_read(self, parts: list[torch.Tensor], dtype: torch.dtype) -> Optional[list[Any]]:
+        """The sequence's packed read, served with the batch's other waiting reads in one transfer (transfers.py's
+        `share` hook); None: read alone."""
+        return self._worker.read(parts, dtype)
 
     def settle_forwards(self, forwards: list[Any]) -> None:
         """Give the sequence's forward records the walls of the batch forwards that served them."""
@@ -204,6 +241,7 @@ class Scheduler:
                     worker = Worker(index, job, self.model)
                     worker.resume()
                     live.append(worker)
+                self._read([w for w in live if w.reading is not None])
                 waiting = [w for w in live if w.pending is not None]
                 for group in group_requests(waiting, self.fixed_tokens):
                     self._forward(group)
@@ -212,6 +250,30 @@ class Scheduler:
                 w.abort()
             self.ledger.wall_s = time.perf_counter() - t0
         return [results[i] for i in sorted(results)]
+
+    def _read(self, readers: list[Worker]) -> None:
+        """Serve every waiting read with one packed transfer per dtype (one in practice: all share the model's
+        device) and resume each reader with its own values, in batch order. A lone reader reads on its own thread
+        (RUN_OWN). If the shared transfer raises, each reader reads alone, so each gets what its batch-1 fetch
+        gives (its values or its error); the failed transfer counts among the reads."""
+        by_dtype: dict[torch.dtype, list[Worker]] = {}
+        for w in readers:
+            by_dtype.setdefault(w.reading.dtype, []).append(w)  # type: ignore[union-attr]
+        for part in by_dtype.values():
+            self.ledger.sequence_reads += len(part)
+            self.ledger.reads += 1
+            if len(part) == 1:
+                part[0].resume(RUN_OWN)
+                continue
+            try:
+                replies: list[Any] = packed_values([w.reading.parts for w in part],  # type: ignore[union-attr]
+                                                   part[0].reading.dtype, self.model.device)  # type: ignore
+            except Exception:  # e.g. an asynchronous device error: each reader meets its own, as at batch 1
+                self.ledger.failed_reads += 1
+                self.ledger.reads += len(part)
+                replies = [RUN_OWN] * len(part)
+            for w, reply in zip(part, replies):
+                w.resume(reply)
 
     def _forward(self, group: list[Worker]) -> None:
         """Run the group's requests (one forward, or one by one without `forward_batch`) and resume each member.

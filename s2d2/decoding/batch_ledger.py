@@ -7,6 +7,11 @@ cache). So the ledger can say how many forwards the batch ran for how many seque
 work was padding. A forward that raised is kept (`error`): it counts among the forwards run and their wall time,
 never among the sequence-forwards, query rows or sequence walls it served (a failed shared forward's members are
 served by their lone retries, recorded after it).
+
+Host reads are counted too, on the packed path (an accelerator; batch.py): `reads` is the transfers the batch made
+(one per batch-wide shared read, one per read a sequence made alone, a failed shared transfer and its lone retries
+included), `sequence_reads` the packed fetches they served, which is what the sequences' own `transfers` counts add
+up to (each sequence still counts its own, as at batch 1). On the plain CPU path nothing is handed off: both stay 0.
 """
 from __future__ import annotations
 
@@ -39,6 +44,9 @@ class BatchLedger:
     batch_size: int
     forwards: list[BatchForward] = field(default_factory=list)
     wall_s: float = 0.0
+    reads: int = 0  # device-to-host transfers the batch made for its sequences' packed reads
+    sequence_reads: int = 0  # the sequences' packed fetches those transfers served
+    failed_reads: int = 0  # shared transfers that raised (each reader then read alone)
 
     def add(self, record: BatchForward) -> None:
         self.forwards.append(record)
@@ -61,6 +69,9 @@ class BatchLedger:
             "forward_wall_s": sum(f.wall_s for f in self.forwards),
             # what the sequences' own traces add up to (each forward record carries its batch forward's wall)
             "sequences_forward_wall_s": sum(f.wall_s * len(f.sequences) for f in served),
+            "reads": self.reads,  # host transfers for the sequences' reads (packed path only)
+            "sequence_reads": self.sequence_reads,  # the reads the sequences asked for (their own counts' sum)
+            "failed_reads": self.failed_reads,
             "wall_s": self.wall_s,
         }
 

@@ -1,6 +1,8 @@
 """Runs every forward for the decoder and records it: the one place NFE, query tokens and timing are counted.
 
-It also owns the run's host reads (`reads`, transfers.py): the loop reads device values only through it.
+It also owns the run's host reads (`reads`, transfers.py): the loop reads device values only through it. In a batch
+the loop's model (batch.py's SequenceModel) offers `share_read`, so a packed read waits for the batch's one shared
+transfer.
 """
 from __future__ import annotations
 
@@ -26,7 +28,7 @@ class Recorder:
         self._texts: dict[int, str] = {}
         self._sync = model.device.type == "cuda" and detailed  # exact per-forward timing needs a sync on CUDA
         self.timed = model.device.type == "cpu" or self._sync  # wall_s is the forward's own time (cost model input)
-        self.reads = HostReads(model.device)
+        self.reads = HostReads(model.device, getattr(model, "share_read", None))  # in a batch: shared reads
         self._rows = _takes_rows(model)
 
     def forward(

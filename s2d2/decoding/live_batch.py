@@ -8,8 +8,8 @@ the strict hand-off, the same `group_requests` and the same padded forwards, so 
 batch-1 answer up to the forwards' round-off) run as a long-lived thread:
 
 * `submit(job, key)` from any thread queues a decode; it joins the batch at the scheduler's next step (between two
-  forwards: as soon as the engine allows, never waiting for a block boundary of the others), and leaves when its
-  job returns (finished, stopped by its own flag, at its time limit) or raises. A raised error goes to that
+  forwards or reads: as soon as the engine allows, never waiting for a block boundary of the others), and leaves
+  when its job returns (finished, stopped by its own flag, at its time limit) or raises. A raised error goes to that
   submission's `Ticket` only; the batch goes on.
 * At most `max_batch` sequences decode at once; the rest wait in arrival order (`Ticket.position`).
 * `withdraw(ticket)`: a submission still waiting leaves the queue at once (its ticket fails with `Withdrawn`, the
@@ -17,6 +17,8 @@ batch-1 answer up to the forwards' round-off) run as a long-lived thread:
   forward).
 * `key`: only waiting requests with equal keys share a forward (a key names what may share; None never shares).
   Every key's groups are still run by this one thread, so the model sees one forward at a time.
+* Host reads (the packed path, batch.py): every live sequence's waiting read, whatever its key, is served by one
+  shared transfer per step, before the forwards; a sequence whose read waits blocks nobody.
 * `wait_s`: when the batch is idle, the first arrival waits up to this long for companions (0: never; a lone
   visitor is not slowed). A batch already decoding admits newcomers at once.
 
@@ -177,7 +179,8 @@ class LiveBatch(Scheduler):
         return True
 
     def _step(self) -> None:
-        """Settle finished sequences, then run every waiting request, grouped within its key."""
+        """Settle finished sequences, then serve every waiting host read (one shared transfer for all keys: a read
+        shares nothing but the transfer), then run every waiting forward, grouped within its key."""
         for w, t in [(w, t) for w, t in self._live if w.done]:
             self._live.remove((w, t))
             try:
@@ -189,6 +192,7 @@ class LiveBatch(Scheduler):
             keys.setdefault(t.key if t.key is not None else ("alone", t.index), []).append(w)
         for w, t in self._live:
             t.companions = len(keys[t.key if t.key is not None else ("alone", t.index)]) - 1
+        self._read([w for w, _ in self._live if w.reading is not None])
         for members in keys.values():
             waiting = [w for w in members if w.pending is not None]
             for group in group_requests(waiting, self.fixed_tokens):

@@ -9,21 +9,30 @@ On an accelerator all parts are flattened into one float64 tensor (float32 on MP
 stay exact below 2^24 > MAX_VOCAB) and moved by a single `.tolist()`; integer and bool parts come back as ints,
 float32 values come back exactly (float64 holds every float32). On the CPU there is nothing to move and packing
 costs more than it saves, so each part is read as it is: the same values at the same points of the loop.
+
+In a batch (s2d2/decoding/batch.py) a packed fetch is one more hand-off: `share(parts, dtype)`, given by the
+sequence's model, waits while the scheduler serves every waiting sequence's read with ONE transfer
+(`packed_values` of all their parts at once), so a batch step costs ~2 transfers for the whole batch, not per
+sequence. Each sequence still gets exactly what its own packed fetch gives (the packing converts value by value),
+and `transfers` still counts its own fetches, as at batch 1. The plain CPU path never hands off.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 import torch
 
 Apply = Callable[[list[Any]], None]
+# A batch's shared read: the host values of `parts` as `packed_values` gives them, or None: read them here.
+Share = Callable[[list[torch.Tensor], torch.dtype], Optional[list[Any]]]
 
 
 class HostReads:
     pack_on_cpu = False  # tests set it to run the accelerator path on the CPU
 
-    def __init__(self, device: torch.device) -> None:
+    def __init__(self, device: torch.device, share: Optional[Share] = None) -> None:
         self.device = device
+        self.share = share  # a batch's shared read (packed path only); None alone
         self.dtype = torch.float32 if device.type == "mps" else torch.float64
         self.transfers = 0  # how many reads this run made (benchmarks report it per step)
         self._later: list[tuple[torch.Tensor, Apply]] = []
@@ -46,24 +55,40 @@ class HostReads:
             return {}
         self.transfers += 1
         packed = self.device.type != "cpu" or self.pack_on_cpu
-        values = self._packed(parts) if packed else [t.reshape(-1).tolist() if t.dim() > 1 else t.tolist()
-                                                     for t in parts]
+        shared = self.share(parts, self.dtype) if packed and self.share is not None else None
+        if shared is not None:
+            values = shared
+        elif packed:
+            values = packed_values([parts], self.dtype, self.device)[0]
+        else:
+            values = [t.reshape(-1).tolist() if t.dim() > 1 else t.tolist() for t in parts]
         for (_, apply), chunk in zip(later, values[len(asked):]):
             apply(chunk if isinstance(chunk, list) else [chunk])
         return {name: chunk for (name, _), chunk in zip(asked, values)}
-
-    def _packed(self, parts: list[torch.Tensor]) -> list[Any]:
-        flat = [t.reshape(-1) for t in parts]
-        values = torch.cat(flat, out=torch.empty(0, dtype=self.dtype, device=self.device)).tolist()
-        out, at = [], 0
-        for t, f in zip(parts, flat):
-            chunk = values[at : at + f.shape[0]]
-            at += f.shape[0]
-            chunk = chunk if t.is_floating_point() else list(map(int, chunk))
-            out.append(chunk[0] if t.dim() == 0 else chunk)
-        return out
 
     def flush(self) -> None:
         """Settle everything deferred (a no-op without pending reads)."""
         if self._later:
             self.fetch({})
+
+
+def packed_values(requests: Sequence[Sequence[torch.Tensor]], dtype: torch.dtype,
+                  device: torch.device) -> list[list[Any]]:
+    """The host values of every request's parts (flat lists; 0-d tensors give scalars; integer and bool parts as
+    ints, floating parts as floats) in ONE transfer: every part flattened into one `dtype` tensor on `device`, one
+    `.tolist()`, split back. A request's values do not depend on the others packed with it (each value is converted
+    on its own), so a batch's shared read gives each sequence what its lone packed fetch gives."""
+    flat = [t.reshape(-1) for parts in requests for t in parts]
+    values = torch.cat(flat, out=torch.empty(0, dtype=dtype, device=device)).tolist()
+    out: list[list[Any]] = []
+    at = 0
+    for parts in requests:
+        got = []
+        for t in parts:
+            n = t.numel()
+            chunk = values[at : at + n]
+            at += n
+            chunk = chunk if t.is_floating_point() else list(map(int, chunk))
+            got.append(chunk[0] if t.dim() == 0 else chunk)
+        out.append(got)
+    return out
