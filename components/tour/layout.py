@@ -126,12 +126,31 @@ def _wire(ctx: Ctx, material: TourMaterial, stops: list[Stop], steps: list[Any])
     controls = [c[n] for n in ("tour_tau", "tour_moment") if n in c]
     names = [n for n in ("tour_tau", "tour_moment") if n in c]
 
+    run = next((s for s in stops if s.key == "run"), None)
+    # A stop holding a live control: the views that follow the control are drawn by a second event, chained after
+    # the stop's own, from the control's value when that one ends. Drawn by the stop's event from the value at the
+    # press, a τ typed while it ran was drawn over with the old one (the plot disagreeing with its box).
+    live = {"route": ("tour_tau", lambda tau: route_views(material, tau), ["tour_routing", "tour_route_note"]),
+            "run": ("tour_moment", lambda k: lockstep_views(material, k, run), ["tour_lockstep", "tour_show",
+                                                                              "tour_step"])}
+    live = {key: spec for key, spec in live.items() if spec[0] in c and (key != "route" or can_move(material.trace))}
+
     def shown(i: int, *values: Any) -> dict[str, Any]:
         given = dict(zip(names, values))
-        return stop_views(material, stops, i, given.get("tour_tau"), given.get("tour_moment", first_moment(material)))
+        out = stop_views(material, stops, i, given.get("tour_tau"), given.get("tour_moment", first_moment(material)))
+        for name in live.get(stops[max(0, min(len(stops) - 1, int(i)))].key, (None, None, []))[2]:
+            if isinstance(out.get(name), dict):  # keep what it shows or hides; its value comes from the control
+                out[name] = {k: v for k, v in out[name].items() if k != "value"}
+            else:
+                out.pop(name, None)
+        return out
 
     for i, step in enumerate(steps):  # a stop selected by Next / Back or by its circle: its pictures, in place
-        step.select(keyed(lambda *v, i=i: shown(i, *v), ctx), controls, outs, show_progress="hidden", **PRIVATE)
+        event = step.select(keyed(lambda *v, i=i: shown(i, *v), ctx), controls, outs, show_progress="hidden",
+                            **PRIVATE)
+        if stops[i].key in live:
+            control, views, names_out = live[stops[i].key]
+            event.then(keyed(views, ctx), c[control], ctx.outputs(names_out), show_progress="hidden", **PRIVATE)
     def moved(at: Any, d: int) -> tuple[Any, int]:
         to = max(0, min(len(stops) - 1, int(at or 0) + d))
         return gr.Walkthrough(selected=to), to
@@ -146,7 +165,6 @@ def _wire(ctx: Ctx, material: TourMaterial, stops: list[Stop], steps: list[Any])
                              ctx.outputs(["tour_routing", "tour_route_note"]), show_progress="hidden",
                              trigger_mode="always_last", **PRIVATE)
     if "tour_moment" in c:
-        run = next(s for s in stops if s.key == "run")
         c["tour_moment"].change(keyed(lambda k: lockstep_views(material, k, run), ctx), c["tour_moment"],
                                 ctx.outputs(["tour_lockstep", "tour_show", "tour_step"]), show_progress="hidden",
                                 trigger_mode="always_last", **PRIVATE)

@@ -122,10 +122,19 @@ def test_run_knobs_follow_the_policy_registry_and_presets_read_true():
 
 
 def test_model_allow_list(monkeypatch):
-    assert model_pool.check_model("tiny") is None and model_pool.check_model("JetLM/SDAR-1.7B-Chat") is None
-    assert "Unknown model '/etc'" in model_pool.check_model("/etc")
-    monkeypatch.setenv("S2D2_ALLOW_ANY_MODEL", "1")
-    assert model_pool.check_model("/some/folder") is None
+    # the default list is decided once from the machine's free memory and the loaded-model cap: pin both, and
+    # decide it afresh (another test may have decided it under its own settings; a small laptop would too)
+    monkeypatch.setattr(model_pool, "free_memory_gb", lambda: 64.0)
+    monkeypatch.delenv("S2D2_MODELS", raising=False)
+    monkeypatch.delenv("S2D2_MAX_LOADED_MODELS", raising=False)
+    model_pool.default_models.cache_clear()
+    try:
+        assert model_pool.check_model("tiny") is None and model_pool.check_model("JetLM/SDAR-1.7B-Chat") is None
+        assert "Unknown model '/etc'" in model_pool.check_model("/etc")
+        monkeypatch.setenv("S2D2_ALLOW_ANY_MODEL", "1")
+        assert model_pool.check_model("/some/folder") is None
+    finally:
+        model_pool.default_models.cache_clear()  # the next caller decides it under its own settings
 
 
 def test_prompt_caps_and_duration():

@@ -90,3 +90,20 @@ def test_next_and_back_write_the_stop_index_with_the_selection():
         assert len(moves) == 1, button
         (index,) = [o for o in moves[0]["outputs"] if o != tour]
         assert moves[0]["inputs"] == [index]  # it reads the index it writes: the State holding the stop
+
+
+def test_the_live_controls_views_are_drawn_from_their_value_after_the_stop_arrives():
+    """The route stop's routing plot and the run stop's lockstep are drawn by an event chained after the stop's own,
+    from the control's value then: a τ typed while the stop's event ran is not drawn over with the old one."""
+    import app
+
+    cfg = app.demo.get_config_file()
+    by_elem = {c.get("props", {}).get("elem_id"): c["id"] for c in cfg["components"]}
+    for key, control, view in (("route", "tour-tau", "tour-routing"), ("run", "tour-moment", "tour-lockstep")):
+        if control not in by_elem:
+            continue
+        (step,) = [c["id"] for c in cfg["components"] if f"tour-{key}" in (c.get("props", {}).get("elem_classes")
+                                                                            or [])]
+        (select,) = [d for d in cfg["dependencies"] if any(t[0] == step for t in d["targets"])]
+        chained = [d for d in cfg["dependencies"] if d.get("trigger_after") == select["id"]]
+        assert [(d["inputs"], by_elem[view] in d["outputs"]) for d in chained] == [([by_elem[control]], True)], key
