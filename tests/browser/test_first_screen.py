@@ -8,6 +8,7 @@ missing): exactly what each viewport shows first.
 """
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -111,11 +112,12 @@ def test_the_run_box_says_what_the_bundled_model_knows(browser, served):  # noqa
         pg.close()
 
 
-def _slider_boxes(pg) -> list[int]:
-    """Indexes of the visible number boxes that belong to a slider (a range input beside them)."""
-    return pg.evaluate("""() => [...document.querySelectorAll('input[type=number]')].map((b, i) => [b, i])
-      .filter(([b]) => b.offsetParent !== null && b.closest('.head') && b.closest('.head').parentElement
-        .querySelector(':scope > .slider_input_container input[type=range]')).map(([, i]) => i)""")
+def _slider_boxes(pg) -> list[str]:
+    """The names (aria-labels) of the visible number boxes that belong to a slider (a range input beside them): a
+    box is found again by its name, since the page may re-render (and renumber) its inputs while a test types."""
+    return pg.evaluate("""() => [...document.querySelectorAll('input[type=number]')]
+      .filter(b => b.offsetParent !== null && b.closest('.head') && b.closest('.head').parentElement
+        .querySelector(':scope > .slider_input_container input[type=range]')).map(b => b.getAttribute('aria-label'))""")
 
 
 @pytest.mark.parametrize("tab", ["Replay", "Run", "Compare"])  # Learn's: test_the_learn_tau_box_…
@@ -132,8 +134,8 @@ def test_every_slider_box_shows_the_value_used_and_says_why(browser, served, tab
             pg.locator("#advanced input[type=range]").first.wait_for(timeout=WAIT_MS)
         boxes = _slider_boxes(pg)
         assert boxes, f"no slider in {tab}"
-        for i in boxes:
-            box = pg.locator("input[type=number]").nth(i)
+        for i, name in enumerate(boxes):
+            box = pg.locator(f"input[type=number][aria-label={json.dumps(name, ensure_ascii=False)}]:visible").nth(boxes[:i].count(name))
             wrap = box.locator("xpath=ancestor::div[contains(@class,'head')][1]/..")
             hi = wrap.locator("input[type=range]").get_attribute("max")
             lo = wrap.locator("input[type=range]").get_attribute("min")
