@@ -126,6 +126,8 @@ def test_compare_whatif_and_sweep_in_a_browser(browser, url):
         pg.wait_for_function(PHONE_LAYOUT, timeout=WAIT_MS)
     except sync_api.TimeoutError:
         pass  # the assertions below say what is wrong
+    for part in (".gtitle", ".xtitle", ".legend"):  # a relayout redraws them: each laid out again before it is read
+        pg.locator(f"#sweep-nfe {part}").first.wait_for(state="visible", timeout=WAIT_MS)
     plot = pg.locator("#sweep-nfe .js-plotly-plot").bounding_box()
     title = pg.locator("#sweep-nfe .gtitle").first.bounding_box()
     xtitle = pg.locator("#sweep-nfe .xtitle").first.bounding_box()
