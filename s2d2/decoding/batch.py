@@ -132,18 +132,18 @@ class Worker:
         CPU two pools taking turns every forward slowed a lone Run by a third (issue 25). Its wall and error are
         left in `own` for the scheduler's ledger."""
         model = self.model.shared
-        t0 = time.perf_counter()
+        t0, error = time.perf_counter(), None
         try:
             out = model.forward(*req)
             if model.device.type == "cuda":
                 torch.cuda.synchronize()  # an asynchronous CUDA error surfaces here, as this forward's
+            return out
         except Exception as e:
-            self.own = (time.perf_counter() - t0, e)
-            self.model.forward_walls.append(self.own[0])
+            error = e
             raise
-        self.own = (time.perf_counter() - t0, None)
-        self.model.forward_walls.append(self.own[0])
-        return out
+        finally:
+            self.own = (time.perf_counter() - t0, error)
+            self.model.forward_walls.append(self.own[0])
 
     def outcome(self) -> Any:
         self._thread.join()
@@ -295,7 +295,7 @@ class Scheduler:
                 self._run_own(part[0], lengths[part[0].index])
                 continue
             replies, wall, error = self._attempt(part)
-            if error is None or len(part) == 1:
+            if error is None:
                 self._serve(part, lengths, replies, wall, error)
                 continue
             self._log(part, lengths, wall, error)
@@ -311,7 +311,7 @@ class Scheduler:
         w.resume(RUN_OWN)
         wall, error = w.own
         self.ledger.add(BatchForward(len(self.ledger.forwards), [w.index], [at], [queries], [length], wall,
-                                     "" if error is None else f"{type(error).__name__}: {str(error)[:200]}"))
+                                     error_text(error)))
 
     def _attempt(self, part: list[Worker]) -> tuple[list[Any], float, Optional[Exception]]:
         """One shared forward of the part's requests: (each member's logits or the error, wall seconds, the
@@ -332,7 +332,7 @@ class Scheduler:
         self.ledger.add(BatchForward(
             len(self.ledger.forwards), [w.index for w in part], [len(w.model.forward_walls) for w in part],
             [int(w.pending.input_ids.shape[0]) for w in part], [lengths[w.index] for w in part], wall,  # type: ignore
-            "" if error is None else f"{type(error).__name__}: {str(error)[:200]}"))
+            error_text(error)))
 
     def _serve(self, part: list[Worker], lengths: dict[int, int], replies: list[Any], wall: float,
                error: Optional[Exception]) -> None:
@@ -341,6 +341,11 @@ class Scheduler:
         for w, reply in zip(part, replies):
             w.model.forward_walls.append(wall)
             w.resume(reply)
+
+
+def error_text(error: Optional[Exception]) -> str:
+    """How the ledger names a failed forward ("" for one that ran)."""
+    return "" if error is None else f"{type(error).__name__}: {str(error)[:200]}"
 
 
 def restore_cache(cache: Any, length: int) -> None:
