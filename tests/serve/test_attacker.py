@@ -240,3 +240,33 @@ def test_stop_acts_only_for_the_client_that_started_the_run(server):
     httpx.post(url + "/gradio_api/run/predict", headers={"x-forwarded-for": "10.9.12.1"},
                json={"data": [], "fn_index": fns["stop"], "session_hash": "owned"})
     assert wait(lambda: not decoding(), 60) and wait(lambda: app.gpu_slot.JOBS.active() == 0, 60)
+
+
+def test_a_visitor_past_its_cpu_share_is_refused_only_while_another_visitor_waits(server, monkeypatch):
+    """The replay flood's remedy (components/serve/cpu_share.py), through the launched app: a visitor whose share of
+    handler time is spent gets its step, alone; while another visitor's decode runs, the same step is refused
+    with one line before any work; the decoding visitor is never slowed."""
+    from components.serve import event_guard
+    from components.serve.cpu_share import OVER_SHARE, CpuShare
+
+    app, url, fns = server
+    share = CpuShare(lambda: 0.01, lambda: 0.05, clock=lambda: 0.0)  # the clock stands still: nothing refills
+    monkeypatch.setattr(event_guard, "CPU_SHARE", share)
+    share.charge("ip:10.9.20.1", 1.0)  # owes the most it can: 0.05 s, 5 s at 0.01 s a second
+    step = [None, 1, "auto", "state", None]
+    assert join(url, fns["step"], step, "spent-1", ip="10.9.20.1").status_code == 200
+    assert outcome(url, "spent-1", "10.9.20.1")[1] is True  # alone on the server: let through
+    assert join(url, fns["run"], run_data(), "busy-run", ip="10.9.20.2").status_code == 200
+    ended = []
+    listener = threading.Thread(target=lambda: ended.append(outcome(url, "busy-run", "10.9.20.2")), daemon=True)
+    listener.start()
+    assert wait(decoding)
+    assert join(url, fns["step"], step, "spent-2", ip="10.9.20.1").status_code == 200
+    refused = outcome(url, "spent-2", "10.9.20.1")
+    assert refused[1] is False and refused[2]["error"] == OVER_SHARE.format(seconds=5), refused
+    assert decoding()  # refused while the other visitor's decode was still running
+    httpx.post(url + "/gradio_api/run/predict", timeout=60, headers={"x-forwarded-for": "10.9.20.2"},
+               json={"data": [], "fn_index": fns["stop"], "session_hash": "busy-run"})
+    listener.join(60)
+    assert ended and ended[0][0] == "done" and ended[0][1] is True, ended
+    assert wait(lambda: app.gpu_slot.JOBS.active() == 0, 60)
