@@ -31,19 +31,19 @@ OVER_SHARE = ("⏳ You have used your share of the server's time for now, and ot
 
 
 def client_cpu_share() -> float:
-    """S2D2_CLIENT_CPU_SHARE: handler CPU seconds per second one visitor earns back, default 0.25 (a quarter core)."""
-    return env_number("S2D2_CLIENT_CPU_SHARE", 0.25, 0.01, 64)
+    """S2D2_CLIENT_CPU_SHARE: handler CPU seconds per second one visitor earns back, default 0.1 (a tenth of a core)."""
+    return env_number("S2D2_CLIENT_CPU_SHARE", 0.1, 0.01, 64)
 
 
 def client_cpu_burst_s() -> float:
-    """S2D2_CLIENT_CPU_BURST_S: handler CPU seconds one visitor may spend at once, default 15."""
-    return env_number("S2D2_CLIENT_CPU_BURST_S", 15, 0.1, 3600)
+    """S2D2_CLIENT_CPU_BURST_S: handler CPU seconds one visitor may spend at once, default 5."""
+    return env_number("S2D2_CLIENT_CPU_BURST_S", 5, 0.1, 3600)
 
 
 class CpuShare:
     """Buckets of handler CPU seconds per client. A bucket starts full (`burst()` seconds), refills at `share()`
     seconds per second, and never owes more than one full bucket, so a visitor waits at most burst / share seconds
-    (60 s by default). `clock` is injectable (tests move it instead of sleeping)."""
+    (50 s by default). `clock` is injectable (tests move it instead of sleeping)."""
 
     def __init__(self, share: Callable[[], float] = client_cpu_share, burst: Callable[[], float] = client_cpu_burst_s,
                  clock: Callable[[], float] = time.monotonic) -> None:
