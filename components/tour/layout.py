@@ -13,7 +13,7 @@ from typing import Any, Optional
 import gradio as gr
 
 from components.tour.tau_control import can_move, recorded_tau, route_text, tau_range
-from components.tour.material import numbered, tour_stops
+from components.tour.material import core_end, header, numbered, tour_stops
 from components.tour.stops import KINDS, Stop, TourMaterial
 from components.tour.pictures import VIEW, first_moment, lockstep_views, moment_count, route_views, stop_views
 from components.ui import PRIVATE, ClampedSlider, Ctx, keyed
@@ -62,6 +62,13 @@ class TourHandles:
     step: Optional[gr.State] = None  # the step it opens: the stop's, or where the lockstep slider is
 
 
+def _index(at: Any) -> int:
+    try:
+        return int(at)
+    except (TypeError, ValueError):
+        return 0
+
+
 def _component(kind: str, first: dict[str, Any], **kw: Any) -> Any:
     shown = first[VIEW[kind]]
     elem = f"tour-{kind}"
@@ -76,16 +83,15 @@ def build_learn_tab(ctx: Ctx, material: Optional[TourMaterial]) -> Optional[Tour
         gr.Markdown("## Learn S2D2\nNo example trace is available yet.")
         return None
     stops = tour_stops(material)
-    gr.Markdown(f"## Learn S2D2 in {len(stops)} stops\nA guided tour over the recorded example run that opens the "
-                "app. The pictures below the text change as you go; **Show in Replay** opens the full panel at the "
-                "moment a stop describes.")
+    gr.Markdown(header(stops), elem_id="tour-header")
     tau0 = recorded_tau(material.trace) if can_move(material.trace) else None
     steps = []
     with gr.Walkthrough(selected=0, elem_id="tour") as tour:
         for i, (stop, title) in enumerate(zip(stops, numbered(stops))):
             with gr.Step(stop.label, id=i, elem_classes=[f"tour-{stop.key}"]) as step:
                 # Not sanitised: the text holds the hover/tap spans; every trace string in it is escaped.
-                gr.Markdown(f"### {title}\n{stop.text}", elem_classes=["tour-text"], sanitize_html=False)
+                gr.Markdown(f"### {title}\n{stop.text}{core_end(stops, i)}", elem_classes=["tour-text"],
+                            sanitize_html=False)
                 _controls(ctx, stop, material, tau0)
             steps.append(step)
     ctx["tour"] = tour
@@ -145,20 +151,29 @@ def _wire(ctx: Ctx, material: TourMaterial, stops: list[Stop], steps: list[Any])
                 out.pop(name, None)
         return out
 
-    for i, step in enumerate(steps):  # a stop selected by Next / Back or by its circle: its pictures, in place
-        event = step.select(keyed(lambda *v, i=i: shown(i, *v), ctx), controls, outs, show_progress="hidden",
-                            **PRIVATE)
+    def selected(i: int, at: Any, *values: Any) -> dict[str, Any]:
+        # Next / Back drew this stop's pictures with its words (at == i): nothing left to draw
+        return {"tour_at": i} if _index(at) == i else shown(i, *values)
+
+    for i, step in enumerate(steps):  # a stop selected by its circle: its pictures, in place
+        event = step.select(keyed(lambda at, *v, i=i: selected(i, at, *v), ctx), [c["tour_at"], *controls], outs,
+                            show_progress="hidden", **PRIVATE)
         if stops[i].key in live:
             control, views, names_out = live[stops[i].key]
             event.then(keyed(views, ctx), c[control], ctx.outputs(names_out), show_progress="hidden", **PRIVATE)
-    def moved(at: Any, d: int) -> tuple[Any, int]:
-        to = max(0, min(len(stops) - 1, int(at or 0) + d))
-        return gr.Walkthrough(selected=to), to
+
+    def moved(at: Any, d: int, *values: Any) -> dict[str, Any]:
+        to = max(0, min(len(stops) - 1, _index(at) + d))
+        given = dict(zip(names, values))
+        out = stop_views(material, stops, to, given.get("tour_tau"), given.get("tour_moment", first_moment(material)))
+        return {**out, "tour": gr.Walkthrough(selected=to)}
 
     for name, delta in (("tour_back", -1), ("tour_next", 1)):
-        # the stop index moves with the selection, in one event: a second press right after the first (before the
-        # stop's own select event has written its index) moves on from the new stop, not again to it
-        c[name].click(lambda at, d=delta: moved(at, d), c["tour_at"], [c["tour"], c["tour_at"]], **PRIVATE)
+        # One event moves the selection, the stop index and the new stop's pictures: the words and the pictures
+        # they name arrive in one update (drawn by the stop's select event, the old pictures stayed up under the
+        # new words for a round trip). A second press right after the first moves on from the new stop.
+        c[name].click(keyed(lambda at, *v, d=delta: moved(at, d, *v), ctx), [c["tour_at"], *controls],
+                      [c["tour"], *outs], show_progress="hidden", **PRIVATE)
         c[name].click(None, js=NAV_JS, **PRIVATE)
     if "tour_tau" in c:
         c["tour_tau"].change(keyed(lambda tau: route_views(material, tau), ctx), c["tour_tau"],

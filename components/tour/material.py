@@ -26,8 +26,28 @@ def tour_stops(material: TourMaterial | Trace, story: Optional[Story] = None,
 
 def numbered(stops: list[Stop]) -> list[str]:
     """Stop headings numbered by position: "1 · Draft", "2 · Span and routing", … (the walkthrough's circles show
-    the same numbers)."""
-    return [f"{i + 1} · {s.title}" for i, s in enumerate(stops)]
+    the same numbers); a stop past the core story says it goes deeper ("7 · Going deeper · Was K̂ right?")."""
+    return [f"{i + 1} · {'Going deeper · ' if s.deeper else ''}{s.title}" for i, s in enumerate(stops)]
+
+
+def header(stops: list[Stop]) -> str:
+    """The tour's heading and the line under it: how long the core story is and where the deeper stops start.
+    The time is what the core's words take to read and look at (tests/app/test_tour_core.py bounds their words)."""
+    core = sum(1 for s in stops if not s.deeper)
+    intro = ("A guided tour over the recorded example run that opens the app. The pictures below the text change as "
+             "you go; **Show in Replay** opens the full panel at the moment a stop describes.")
+    if core == len(stops) or core == 0:
+        return f"## Learn S2D2 in {len(stops)} stops\n{intro}"
+    return (f"## Learn S2D2: the core story in {core} stops, about five minutes\n{intro} Stops {core + 1}–"
+            f"{len(stops)} go deeper (each says so in its heading): take them when you want more.")
+
+
+def core_end(stops: list[Stop], i: int) -> str:
+    """The line closing the last core stop: the core story is told, what follows goes deeper ("" elsewhere)."""
+    if stops[i].deeper or i + 1 >= len(stops) or not stops[i + 1].deeper:
+        return ""
+    return (f"\n\n**That is the core story.** Stops {i + 2}–{len(stops)} go deeper: whether the guess was right, "
+            "what it costs, when S2D2 writes exactly what step-by-step decoding writes, and more.")
 
 
 def load_material(trace: Trace, label: Optional[str] = None, baseline: Optional[Trace] = None,

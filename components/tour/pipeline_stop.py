@@ -50,7 +50,7 @@ def pipeline_stop(m: TourMaterial) -> Optional[Stop]:
     names = ", ".join(str(r.block - first + 1) for r in rec.in_flight)
     complete = sum(r.complete for r in rec.in_flight)
     text = (f"D2F decodes a **pipeline** of blocks: a block starts before the one before it is finished. At step {k} "
-            f"blocks {names} are in flight, all drafted by one forward. Block {newest - first + 1} joined at step "
+            f"blocks {names} are in flight (each outlined below), all drafted by one forward. Block {newest - first + 1} joined at step "
             f"{joined + 1}, once the block before it was {fmt(cfg.get('block_add_threshold'), 2)} decoded. A block "
             f"counts as **complete** once its predecessor is {fmt(cfg.get('decoded_token_threshold'), 2)} decoded "
             f"({complete} of these {len(rec.in_flight)} are): it then decodes at least its most confident mask every "
@@ -62,5 +62,6 @@ def pipeline_stop(m: TourMaterial) -> Optional[Stop]:
         start = html.escape(visible_text(t.header.prompt_text.strip(), 40))
         text = f"Another example run, on “{start}”, where the blocks overlap. " + text
     own = t is m.trace
-    return Stop("pipeline", "Blocks in flight", text, k, (Pic("canvas"), Pic("lifecycle")),
+    return Stop("pipeline", "Blocks in flight", text, k,
+                (Pic("canvas", names="each outlined below"), Pic("lifecycle", names="the chart shows")),
                 trace="main" if own else "pipeline", example=m.label if own else m.extra.get("pipeline_label"))

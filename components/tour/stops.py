@@ -32,7 +32,11 @@ SHORT = {"draft": "Draft", "route": "Route", "verify": "Verify", "reject": "Acce
          "pipeline": "Pipeline", "run": "Both runs"}
 # The order the pictures stand in: routing first, so on a phone the plot sits right under the route stop's τ_score
 # slider that drives it (the canvas below it).
-KINDS = ("routing", "canvas", "mask", "strip", "residual", "calibration", "ledger", "exact", "lockstep", "lifecycle")
+# The verification table before the attention mask: the verify stop's words are about q next to p first, the mask
+# (how one forward gives every q) second.
+KINDS = ("routing", "canvas", "strip", "residual", "mask", "calibration", "ledger", "exact", "lockstep", "lifecycle")
+# The core story (about five minutes); the stops after it go deeper and are marked so.
+CORE = ("draft", "route", "verify", "reject", "resample", "skip")
 
 
 @dataclass(frozen=True)
@@ -43,6 +47,7 @@ class Pic:
     reveal: str = ""  # strip: q | test | all; canvas: "draft" (before the step commits) or "" (after)
     at: Optional[int] = None  # the position the text names (ringed / outlined / scrolled to)
     also: tuple[int, ...] = ()  # more positions ringed on the canvas
+    names: str = ""  # the words of the stop's text that point at this picture (the first picture's come first)
 
 
 @dataclass(frozen=True)
@@ -63,6 +68,11 @@ class Stop:
     @property
     def kinds(self) -> tuple[str, ...]:
         return tuple(p.kind for p in self.pictures)
+
+    @property
+    def deeper(self) -> bool:
+        """Past the core story: a stop for the learner who wants more (its heading says so)."""
+        return self.key not in CORE
 
 
 @dataclass
@@ -126,6 +136,11 @@ def core_stops(m: TourMaterial) -> list[Stop]:
     return stops + ([skip] if skip is not None else [])
 
 
+def symbols(summary: str, body: str) -> str:
+    """The symbols of a stop one tap away, after its words: a closed <details> (as Replay's "The numbers")."""
+    return f'\n\n<details class="symbols"><summary>{summary}</summary>\n\n{body}\n\n</details>'
+
+
 def _draft_stop(m: TourMaterial, f: StepRecord, n: int, at: Optional[int]) -> Stop:
     idx = index_of(m.trace)
     watch = ""
@@ -135,23 +150,44 @@ def _draft_stop(m: TourMaterial, f: StepRecord, n: int, at: Optional[int]) -> St
                  "guess." if d is not None else "")
     return Stop("draft", "Draft", (
         f"At step {n} (answer block {idx.answer_block(f.block)}) the model fills **every masked position of the "
-        f"block at once**: one *draft* forward in diffusion mode. The {len(f.drafts)} drafts (italic, **?**) are "
-        f"proposals, nothing is committed yet. Each comes with its draft probability **p**; {HOVER} a token to see "
-        f"it.{watch}"), n, (Pic("canvas", "draft", at),), example=m.label)
+        f"block at once**: one *draft* forward in diffusion mode. In the block below, the {len(f.drafts)} drafts "
+        f"(italic, **?**) are proposals, nothing is committed yet. Each comes with its draft probability **p**, how "
+        f"sure the drafter is; {HOVER} a token to see it.{watch}"), n,
+        (Pic("canvas", "draft", at, names="In the block below"),), example=m.label)
 
 
 def _route_stop(m: TourMaterial, f: StepRecord, n: int, at: Optional[int]) -> Optional[Stop]:
     if f.decision is None or f.policy_inputs is None:
         return None
-    pi = f.policy_inputs
-    text = (f"S2D2 looks at the **first run of consecutive masks** (the span: {pi.span_len} positions here) and "
-            f"predicts how many drafts a verifier would accept, **K̂ = Σₖ Πᵢ≤ₖ αᵢ** with αᵢ = exp(−entropy): "
-            f"K̂ = {fmt(pi.k_hat, 2)}. The routing policy turns that into a score and decides whether the extra "
-            f"verifier forward pays: **{html.escape(decision_line(f.decision))}**. The plot shows every step's score "
-            f"against the threshold (dashed red); the vertical line is step {n}.")
+    pi, cfg = f.policy_inputs, m.trace.header.config
+    threshold = cfg.get("policy") == "score_threshold" and isinstance(cfg.get("score_threshold"), (int, float))
+    bar = (f" **τ_score** is the bar that score must clear for a step to check (this run sets it at "
+           f"{cfg['score_threshold']:g})." if threshold else "")
+    verdict = "check" if f.decision.verify else "skip the check"
+    text = ("A check costs one more forward, so before paying for it S2D2 **guesses how many drafts a check would "
+            "keep**. The plot below has that guess, turned into a score, for every step"
+            + (", against the bar it must clear (dashed red)" if threshold else "") + "; the vertical line is this "
+            "step. The guess reads the unbroken run of masked positions at the front of the block "
+            f"({pi.span_len} here) and how sure the drafter was along it: the surer, the more drafts it expects to "
+            f"survive (about {fmt(pi.k_hat, 2)} here). {_cost_words(cfg)}{bar} At step {n} the answer is: "
+            f"**{verdict}**.")
+    text += symbols("The symbols (K̂, αᵢ, s)", (
+        "The expected number kept is K̂ = Σₖ Πᵢ≤ₖ αᵢ over the span, where αᵢ = exp(−H̃ᵢ) is how sure the drafter is "
+        "at span position i (H̃ᵢ its entropy divided by ln V: 0 for certain, 1 for uniform, so αᵢ runs from e⁻¹ to "
+        f"1). Here K̂ = {fmt(pi.k_hat, 2)} and the decision reads **{html.escape(decision_line(f.decision))}**."))
     if can_move(m.trace):
-        text += " " + _what_to_try(m.trace)
-    return Stop("route", "Span and routing", text, n, (Pic("canvas", "draft", at), Pic("routing")), example=m.label)
+        text += "\n\n" + _what_to_try(m.trace)
+    return Stop("route", "Span and routing", text, n,
+                (Pic("routing", names="The plot below"), Pic("canvas", "draft", at, names="the front of the block")),
+                example=m.label)
+
+
+def _cost_words(cfg: dict[str, Any]) -> str:
+    """How the score is made from the guess, in words (spec §4.2: s = K̂ − c, or K̂ − c·N_hi)."""
+    if cfg.get("score_type") == "difference_dynamic":
+        return ("The score is the guess less a cost for every draft already sure enough to be kept without a check "
+                "(p above τ_conf).")
+    return "The score is the guess less a fixed cost for the extra forward."
 
 
 def _what_to_try(trace: Trace) -> str:
@@ -194,36 +230,57 @@ def _verification_stops(m: TourMaterial, f: StepRecord, n: int, at: Optional[int
     row = verify_row(m.trace, n, at) if at is not None else None
     where = ""
     if rej is not None:
-        where = (f" At position {rej.position} (the outlined column): p = {fmt(rej.p)} but q = {fmt(rej.q, 5)}: "
-                 f"the verifier finds {code(rej.draft_text)} very unlikely there.")
-    outlined = (f" The outlined row {row} of the mask is the MASK copy of position {at}: it sees the cache, the drafts "
-                f"before it and itself." if row is not None else "")
+        where = (f" At position {rej.position} (the outlined column) the drafter was sure, p = {fmt(rej.p)}, but the "
+                 f"verifier gives q = {fmt(rej.q, 5)}: it finds {code(rej.draft_text)} very unlikely there.")
+    outlined = (f" The outlined row {row} of the mask is the MASK copy of position {at}: it sees the cache, the drafts before it "
+                f"and itself." if row is not None else "")
     stops.append(Stop("verify", "Verify with the same model", (
-        "On a verify step the **same weights run in autoregressive mode**. The 2L layout appends a copy of the block "
-        "made of MASK tokens with the same positions; each MASK copy sees the cache, the drafts strictly before it "
-        "and itself (the mask: drafts | MASK copies, rows and columns numbered alike). That is one left-to-right "
-        f"step for every span position, all in one forward, and it gives **q**, the verifier's probability of each "
-        f"draft.{outlined}{where}"), n, (Pic("mask", at=at), Pic("strip", "q", at)), example=m.label))
+        "To check the drafts, the **same model reads them again left to right**, the way an ordinary "
+        "(autoregressive) language model reads: at each position it asks how likely the draft there is, given only "
+        "the drafts before it. That probability is **q**, the verifier's; the table below sets it next to **p**, "
+        f"the drafter's. All positions are checked in **one** forward: the picture under the table shows how."
+        f"{where}" + symbols(
+            "How one forward checks every position (2L, MASK copies)",
+            "The forward gets the block twice (2L tokens): the drafts, then a copy made of MASK tokens at the same "
+            "positions. In the mask picture (drafts | MASK copies, rows and columns numbered alike) each MASK copy "
+            "sees the cache, the drafts strictly before it and itself, so its row is one left-to-right step for its "
+            f"position: all of them in one forward.{outlined}")), n,
+        (Pic("strip", "q", at, names="the table below"), Pic("mask", at=at, names="the picture under the table")),
+        example=m.label))
     if rej is None:
         return stops
     u = f"u = {fmt(rej.u)}" if rej.u is not None else "argmax q differs"
     stops.append(Stop("reject", "Accept or reject", (
-        "Each draft passes if a uniform draw u falls below **r = min(1, q/p)** (the black tick on the r bar). Here "
-        f"the first {v.accepted_len} drafts pass; the draft {code(rej.draft_text)} has r = {fmt(rej.ratio, 5)} and "
-        f"{u}: **rejected** (the orange column). Acceptance stops at the first rejection: the drafts after it were "
-        "checked in the context of the rejected token, so they are discarded even where their own test passed."),
-        n, (Pic("strip", "test", rej.position),), example=m.label))
+        "In the table below each draft now faces a test: it passes if a random draw u falls below **r = min(1, q/p)** "
+        "(on the r bar, the green part is r and the black tick is u: a tick inside the green passes). A draft the "
+        "verifier likes at least as much as the drafter did (q ≥ p, so r = 1) always passes. "
+        f"Here the first {v.accepted_len} drafts pass; the draft {code(rej.draft_text)} has "
+        f"r = {fmt(rej.ratio, 5)} and {u}: **rejected** (the orange column). **Everything after it is thrown away**, "
+        "even drafts that passed their own test: each was drafted, and checked, with the rejected token in front of "
+        "it. That token is about to be replaced, so what came after it was built on a token that will not be there."),
+        n, (Pic("strip", "test", rej.position, names="In the table below"),), example=m.label))
     if v.resampled is None:
         return stops
-    source = "q (the residual was empty)" if v.fallback_to_q else "the residual (q − p)+, renormalised"
+    source = ("q itself (the residual was empty)" if v.fallback_to_q else
+              "the residual (q − p)+, renormalised: the tokens the verifier likes more than the drafter did")
     stops.append(Stop("resample", "Residual resampling", (
-        f"The rejected position is not wasted: a new token is drawn from {source}: {code(v.resampled_text)} (↻, the "
-        f"rejected {code(rej.draft_text)} struck through). Step {n} commits {v.accepted_len} accepted drafts + 1 "
-        "resampled token for 2 forwards (draft + verify). The bars below show why the rule is right: a token comes "
-        "out by acceptance with probability min(p, q) and by the redraw with (q − p)+, which add up to q."),
-        n, (Pic("canvas", "", rej.position), Pic("strip", "all", rej.position), Pic("residual", at=rej.position)),
-        example=m.label))
+        f"The rejected position is not wasted: in the block below a new token is drawn there, {code(v.resampled_text)} "
+        f"(↻, the rejected {code(rej.draft_text)} struck through), from {source}. Step {n} commits {v.accepted_len} accepted drafts + 1 resampled token for 2 forwards "
+        "(draft + verify). The bars under the table show why the rule is right: a token comes out by acceptance with "
+        "probability min(p, q) and by the redraw with (q − p)+, which add up to q."),
+        n, (Pic("canvas", "", rej.position, names="in the block below"), Pic("strip", "all", rej.position),
+            Pic("residual", at=rej.position, names="The bars under the table")), example=m.label))
     return stops
+
+
+def _kept_words(cfg: dict[str, Any]) -> str:
+    """What a step that does not check keeps, in words: τ_conf's job under the dynamic rule (spec §2.6)."""
+    tau = cfg.get("confidence_threshold")
+    if cfg.get("remasking") != "low_confidence_dynamic" or not isinstance(tau, (int, float)):
+        return f"Which drafts it keeps is decided by the run's remasking rule ({cfg.get('remasking')})."
+    return (f"Which drafts it keeps is decided by a second threshold, **τ_conf** (this run: {tau:g}): every draft "
+            "whose p is above it (▲), or if there is none, the single most confident draft (•). So τ_score decides "
+            "*whether* a step checks; τ_conf decides *what* a step that does not check keeps.")
 
 
 def _skip_stop(m: TourMaterial) -> Optional[Stop]:
@@ -231,8 +288,13 @@ def _skip_stop(m: TourMaterial) -> Optional[Stop]:
     if skip is None:
         return None
     k = skip.index + 1
+    cfg = m.trace.header.config
+    short = f"step {k}'s score falls short of the bar: " if cfg.get("policy") == "score_threshold" else ""
     return Stop("skip", "Skipping verification", (
-        f"At step {k} the policy said **skip** ({html.escape(decision_line(skip.decision))}): a plain diffusion "
-        "step. Confident drafts (p > τ_conf, ▲) or the single most confident one (•) are committed without a "
-        f"verifier forward: {len(skip.commits)} token(s) for 1 forward (ringed). Cheap, but not checked."), k,
-        (Pic("routing"), Pic("canvas", "", None, tuple(c.position for c in skip.commits))), example=m.label)
+        f"On the plot below, {short}the policy said **skip**, so step {k} is a plain diffusion step with no check. "
+        f"{_kept_words(cfg)} {len(skip.commits)} token(s) for 1 forward (ringed in the block). Cheap, but not "
+        "checked."
+        + symbols("The decision in symbols", html.escape(decision_line(skip.decision)))), k,
+        (Pic("routing", names="On the plot below"),
+         Pic("canvas", "", None, tuple(c.position for c in skip.commits), names="ringed in the block")),
+        example=m.label)

@@ -10,9 +10,9 @@ from typing import Any, Optional
 from s2d2.tasks.arithmetic import heldout, solve
 
 BUNDLED = ("tiny", "tiny-llada2", "tiny-shift")  # the registry names of the models shipped with the app (assets/)
-TRAINED_ON = ("The bundled models (tiny and tiny-llada2, 3 and 5 million parameters) were trained for questions "
-              "like the examples below: short arithmetic word problems. Other text gets an arithmetic-looking "
-              "answer that means nothing.")
+TRAINED_ON = ("The bundled models (tiny and tiny-llada2, 3 and 5 million parameters) were trained on two things "
+              "only: short arithmetic word problems like the examples below, and Jane Austen's six novels. Other "
+              "text gets Austen-like prose or a muddle, not a real answer.")
 
 
 def fitting_prompts(n: int = 3) -> list[str]:

@@ -192,8 +192,9 @@ def caption(data: ResidualData) -> str:
     if data.mode != "greedy_exact":
         claim = ("This run samples its drafts from p, so the token that comes out is an exact sample of q"
                  if data.sampled_draft else
-                 "This run drafts greedily (the argmax of p), so here the rule is the paper's, not a sampler of q; "
-                 "with drafts sampled from p the same rule gives an exact sample of q")
+                 "This run drafts greedily (always p's most likely token), so the token kept here does not follow "
+                 "q's odds exactly; had the drafts been drawn at random from p, the same accept-or-redraw rule would "
+                 "give an exact sample of q (as if the verifier had picked the token itself)")
         lines.append(f"{claim}: a token x comes out with probability min(p, q) by acceptance plus Z · (q − p)+/Z "
                      "by the redraw, i.e. min(p, q) + (q − p)+ = q(x).")
     drawn = next((b for b in data.bars if b.is_drawn), None)

@@ -167,8 +167,38 @@ def render_strip(trace: Trace, step: int, reveal: str = "all", watch: Optional[i
         focus = watch if watch is not None else (rows[first]["position"] if first is not None and first < len(rows)
                                                  else None)
     cut = _cut_row(rows) if reveal != "q" else ""  # the cut is shown once the test that makes it is
-    return (f'<div class="s2d2-strip"{focus_attr(focus)}>{head}<div class="tbl"><table><thead>{cut}'
-            f'<tr><th></th>{"".join(cols)}</tr></thead><tbody>{trs}</tbody></table></div></div>')
+    return (f'<div class="s2d2-strip"{focus_attr(focus)}>{head}{scroll_hint(len(rows))}<div class="tbl">'
+            f'<table style="width:{table_px(len(rows))}px">{_colgroup(len(rows))}<thead>{cut}<tr><th></th>{"".join(cols)}</tr></thead><tbody>{trs}</tbody>'
+            '</table></div></div>')
+
+
+# Fixed column widths, so the table's width is known before it is drawn: 104 + 58·n px. A 16-column span fits at
+# 1366 px; where the strip is narrower than its table (a phone), the line above the table says it scrolls (a
+# container query per column count: CSS alone decides, on every redraw, with no script).
+LABEL_PX, COLUMN_PX, MOST_COLUMNS = 104, 58, 64
+
+
+def table_px(n: int) -> int:
+    """The drawn width of a table of `n` span columns (the label column, the columns, the outer border)."""
+    return LABEL_PX + COLUMN_PX * n + 1
+
+
+def scroll_hint(n: int) -> str:
+    """The line saying the table scrolls sideways, shown only while the strip is narrower than the table."""
+    last = f"i = 0–{n - 1}" if n > 1 else "i = 0"
+    return (f'<p class="scroll-hint n{min(n, MOST_COLUMNS + 1)}">↔ This table is wider than the screen: scroll it '
+            f"sideways to see every column ({last}).</p>")
+
+
+def _colgroup(n: int) -> str:
+    return (f'<colgroup><col style="width:{LABEL_PX}px">' + f'<col style="width:{COLUMN_PX}px">' * n
+            + "</colgroup>")
+
+
+def _hint_rules() -> str:
+    rules = "".join(f"@container strip (max-width:{table_px(n) - 1}px){{.s2d2-strip .scroll-hint.n{n}"
+                    "{display:block}}" for n in range(2, MOST_COLUMNS + 1))
+    return rules + f".s2d2-strip .scroll-hint.n{MOST_COLUMNS + 1}{{display:block}}"
 
 
 def _draft_cell(r: dict[str, Any], reveal: str = "all") -> str:
@@ -182,20 +212,25 @@ def _cut_row(rows: list[dict[str, Any]]) -> str:
     if first is None or first + 1 >= len(rows):
         return ""
     n = len(rows) - first - 1
+    why = ": checked after a rejected token, so discarded" if n >= 5 else ""  # a narrow band: the line above says why
     return (f'<tr class="cut"><th></th><td colspan="{first + 1}"></td><td colspan="{n}" class="cut-band">'
-            f"✂ cut at i = {first}: checked after a rejected token, so discarded</td></tr>")
+            f"✂ cut at i = {first}{why}</td></tr>")
 
 
 STRIP_CSS = """
+.s2d2-strip{container:strip/inline-size}
+.s2d2-strip .scroll-hint{display:none;margin:2px 0;font-size:.85em;color:#475569}
 .s2d2-strip .tbl{overflow-x:auto;max-width:100%;-webkit-overflow-scrolling:touch}
+.s2d2-strip table{table-layout:fixed}
+.s2d2-strip th,.s2d2-strip td{box-sizing:border-box;overflow-wrap:anywhere}
 .s2d2-strip tr>th:first-child{position:sticky;left:0;background:#f8fafc;z-index:2;text-align:left;
   box-shadow:1px 0 0 #94a3b8}
 .s2d2-strip table{border-collapse:separate;border-spacing:0;font-size:0.85em}
 .s2d2-strip td.first-reject,.s2d2-strip th.first-reject{background:#ffedd5;border-left:2px solid #ea580c;
   border-right:2px solid #ea580c}
-.s2d2-strip th,.s2d2-strip td{border:0 solid #cbd5e1;border-width:0 1px 1px 0;padding:2px 6px;text-align:center}
+.s2d2-strip th,.s2d2-strip td{border:0 solid #cbd5e1;border-width:0 1px 1px 0;padding:2px 3px;text-align:center}
 .s2d2-strip table{border-top:1px solid #cbd5e1;border-left:1px solid #cbd5e1}
-.s2d2-strip .rbar{position:relative;height:8px;width:60px;background:#e2e8f0;margin:2px auto}
+.s2d2-strip .rbar{position:relative;height:8px;width:46px;background:#e2e8f0;margin:2px auto}
 .s2d2-strip .rbar .r{position:absolute;left:0;top:0;bottom:0;background:#22c55e}
 .s2d2-strip .rbar .u{position:absolute;top:-3px;width:2px;height:14px;background:#111}
 .s2d2-strip td.watch,.s2d2-strip th.watch{outline:2px solid #dc2626;outline-offset:-2px}
@@ -203,7 +238,7 @@ STRIP_CSS = """
 .s2d2-strip td.discarded{background:#f8fafc;color:#64748b}
 .s2d2-strip tr.cut td{border:none;padding:0 2px}
 .s2d2-strip td.cut-band{background:repeating-linear-gradient(135deg,#f1f5f9 0 6px,#e2e8f0 6px 12px);color:#475569;
-  font-size:.85em;text-align:left;border-left:3px dashed #ea580c!important;white-space:nowrap}
+  font-size:.85em;text-align:left;border-left:3px dashed #ea580c!important}
 .s2d2-strip td s code{color:#64748b}
 .s2d2-strip .ok{color:#15803d;font-weight:600}.s2d2-strip .bad{color:#c2410c;font-weight:600}
-"""
+""" + _hint_rules()

@@ -269,8 +269,9 @@ def test_verify_stop_outlines_the_mask_copy_row_with_one_numbering(material):
     t = material.trace
     stops = tour.tour_stops(material)
     stop = next(s for s in stops if s.key == "verify")
-    at = stop.pictures[0].at
-    fig = tour_views.picture(material, stop, stop.pictures[0])
+    mask = next(p for p in stop.pictures if p.kind == "mask")  # under the table the words start from
+    at = mask.at
+    fig = tour_views.picture(material, stop, mask)
     row = tour_stops.verify_row(t, stop.step, at)
     f = attention_mask.pick_forward(t, stop.step, "verify")
     n = f.input_len // 2

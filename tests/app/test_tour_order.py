@@ -10,6 +10,7 @@ import pytest
 
 from components.tour import material as tour
 from components.tour import pictures as tour_views
+from components.tour.stops import KINDS
 from components.tour.tau_control import recorded_tau
 from components.views.calibration import calibration
 from components.views.lockstep import moments
@@ -76,20 +77,24 @@ def test_the_last_stops_button_follows_its_moment_slider(material, stops):
     assert len(seen) > 1  # the slider really moves the step
 
 
-def test_next_and_back_write_the_stop_index_with_the_selection():
+def test_next_and_back_write_the_stop_index_and_its_pictures_with_the_selection():
     """A second press of Next right after the first moves on from the new stop: the press itself writes the index it
-    selected (before, only the stop's select event did, and a quick second press re-selected the stop on screen)."""
+    selected (before, only the stop's select event did, and a quick second press re-selected the stop on screen).
+    The same event draws the new stop's pictures (issue 38 row 4: drawn by the select event, the old stop's pictures
+    stayed up under the new words for a round trip)."""
     import app
 
     cfg = app.demo.get_config_file()
     by_elem = {c.get("props", {}).get("elem_id"): c["id"] for c in cfg["components"]}
     tour = by_elem["tour"]
+    pictures = {by_elem[f"tour-{kind}"] for kind in KINDS}
     for button in ("tour-next", "tour-back"):
         moves = [d for d in cfg["dependencies"] if any(t[0] == by_elem[button] for t in d["targets"])
                  and tour in d["outputs"]]
         assert len(moves) == 1, button
-        (index,) = [o for o in moves[0]["outputs"] if o != tour]
-        assert moves[0]["inputs"] == [index]  # it reads the index it writes: the State holding the stop
+        assert pictures <= set(moves[0]["outputs"]), button  # every picture drawn (or hidden) with the words
+        index = moves[0]["inputs"][0]
+        assert index in moves[0]["outputs"]  # it reads the index it writes: the State holding the stop
 
 
 def test_the_live_controls_views_are_drawn_from_their_value_after_the_stop_arrives():
