@@ -168,11 +168,12 @@ def render_strip(trace: Trace, step: int, reveal: str = "all", watch: Optional[i
                                                  else None)
     cut = _cut_row(rows) if reveal != "q" else ""  # the cut is shown once the test that makes it is
     return (f'<div class="s2d2-strip"{focus_attr(focus)}>{head}{scroll_hint(len(rows))}<div class="tbl">'
-            f'<table style="width:{table_px(len(rows))}px">{_colgroup(len(rows))}<thead>{cut}<tr><th></th>{"".join(cols)}</tr></thead><tbody>{trs}</tbody>'
+            f'<table style="width:{table_px(len(rows))}px"><thead>{cut}<tr><th></th>{"".join(cols)}</tr></thead><tbody>{trs}</tbody>'
             '</table></div></div>')
 
 
-# Fixed column widths, so the table's width is known before it is drawn: 104 + 58·n px. A 16-column span fits at
+# Fixed column widths, so the table's width is known before it is drawn: 104 + 58·n px (the table's width is set,
+# the label column's too; the fixed layout shares the rest equally among the span's columns). A 16-column span fits at
 # 1366 px; where the strip is narrower than its table (a phone), the line above the table says it scrolls (a
 # container query per column count: CSS alone decides, on every redraw, with no script).
 LABEL_PX, COLUMN_PX, MOST_COLUMNS = 104, 58, 64
@@ -186,19 +187,14 @@ def table_px(n: int) -> int:
 def scroll_hint(n: int) -> str:
     """The line saying the table scrolls sideways, shown only while the strip is narrower than the table."""
     last = f"i = 0–{n - 1}" if n > 1 else "i = 0"
-    return (f'<p class="scroll-hint n{min(n, MOST_COLUMNS + 1)}">↔ This table is wider than the screen: scroll it '
-            f"sideways to see every column ({last}).</p>")
-
-
-def _colgroup(n: int) -> str:
-    return (f'<colgroup><col style="width:{LABEL_PX}px">' + f'<col style="width:{COLUMN_PX}px">' * n
-            + "</colgroup>")
+    return (f'<p class="s2d2-scroll n{min(n, MOST_COLUMNS + 1)}">↔ The table is wider than the screen: scroll it '
+            f"sideways ({last}).</p>")
 
 
 def _hint_rules() -> str:
-    rules = "".join(f"@container strip (max-width:{table_px(n) - 1}px){{.s2d2-strip .scroll-hint.n{n}"
-                    "{display:block}}" for n in range(2, MOST_COLUMNS + 1))
-    return rules + f".s2d2-strip .scroll-hint.n{MOST_COLUMNS + 1}{{display:block}}"
+    rules = "".join(f"@container strip (max-width:{table_px(n) - 1}px){{.s2d2-scroll.n{n}{{display:block}}}}"
+                    for n in range(2, MOST_COLUMNS + 1))
+    return rules + f".s2d2-scroll.n{MOST_COLUMNS + 1}{{display:block}}"
 
 
 def _draft_cell(r: dict[str, Any], reveal: str = "all") -> str:
@@ -219,9 +215,10 @@ def _cut_row(rows: list[dict[str, Any]]) -> str:
 
 STRIP_CSS = """
 .s2d2-strip{container:strip/inline-size}
-.s2d2-strip .scroll-hint{display:none;margin:2px 0;font-size:.85em;color:#475569}
+.s2d2-scroll{display:none;margin:2px 0;font-size:.85em;color:#475569}
 .s2d2-strip .tbl{overflow-x:auto;max-width:100%;-webkit-overflow-scrolling:touch}
 .s2d2-strip table{table-layout:fixed}
+.s2d2-strip tr>th:first-child{width:104px}
 .s2d2-strip th,.s2d2-strip td{box-sizing:border-box;overflow-wrap:anywhere}
 .s2d2-strip tr>th:first-child{position:sticky;left:0;background:#f8fafc;z-index:2;text-align:left;
   box-shadow:1px 0 0 #94a3b8}
