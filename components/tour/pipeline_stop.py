@@ -50,7 +50,8 @@ def pipeline_stop(m: TourMaterial) -> Optional[Stop]:
     names = ", ".join(str(r.block - first + 1) for r in rec.in_flight)
     complete = sum(r.complete for r in rec.in_flight)
     text = (f"D2F decodes a **pipeline** of blocks: a block starts before the one before it is finished. At step {k} "
-            f"blocks {names} are in flight (each outlined below), all drafted by one forward. Block {newest - first + 1} joined at step "
+            f"blocks {names} are in flight (each outlined below), all drafted by one forward. Block "
+            f"{newest - first + 1} joined at step "
             f"{joined + 1}, once the block before it was {fmt(cfg.get('block_add_threshold'), 2)} decoded. A block "
             f"counts as **complete** once its predecessor is {fmt(cfg.get('decoded_token_threshold'), 2)} decoded "
             f"({complete} of these {len(rec.in_flight)} are): it then decodes at least its most confident mask every "

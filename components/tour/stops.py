@@ -232,8 +232,8 @@ def _verification_stops(m: TourMaterial, f: StepRecord, n: int, at: Optional[int
     if rej is not None:
         where = (f" At position {rej.position} (the outlined column) the drafter was sure, p = {fmt(rej.p)}, but the "
                  f"verifier gives q = {fmt(rej.q, 5)}: it finds {code(rej.draft_text)} very unlikely there.")
-    outlined = (f" The outlined row {row} of the mask is the MASK copy of position {at}: it sees the cache, the drafts before it "
-                f"and itself." if row is not None else "")
+    outlined = (f" The outlined row {row} of the mask is the MASK copy of position {at}: it sees the cache, the "
+                "drafts before it and itself." if row is not None else "")
     stops.append(Stop("verify", "Verify with the same model", (
         "To check the drafts, the **same model reads them again left to right**, the way an ordinary "
         "(autoregressive) language model reads: at each position it asks how likely the draft there is, given only "
@@ -265,7 +265,8 @@ def _verification_stops(m: TourMaterial, f: StepRecord, n: int, at: Optional[int
               "the residual (q − p)+, renormalised: the tokens the verifier likes more than the drafter did")
     stops.append(Stop("resample", "Residual resampling", (
         f"The rejected position is not wasted: in the block below a new token is drawn there, {code(v.resampled_text)} "
-        f"(↻, the rejected {code(rej.draft_text)} struck through), from {source}. Step {n} commits {v.accepted_len} accepted drafts + 1 resampled token for 2 forwards "
+        f"(↻, the rejected {code(rej.draft_text)} struck through), from {source}. Step {n} commits "
+        f"{v.accepted_len} accepted drafts + 1 resampled token for 2 forwards "
         "(draft + verify). The bars under the table show why the rule is right: a token comes out by acceptance with "
         "probability min(p, q) and by the redraw with (q − p)+, which add up to q."),
         n, (Pic("canvas", "", rej.position, names="in the block below"), Pic("strip", "all", rej.position),

@@ -168,7 +168,8 @@ def render_strip(trace: Trace, step: int, reveal: str = "all", watch: Optional[i
                                                  else None)
     cut = _cut_row(rows) if reveal != "q" else ""  # the cut is shown once the test that makes it is
     return (f'<div class="s2d2-strip"{focus_attr(focus)}>{head}{scroll_hint(len(rows))}<div class="tbl">'
-            f'<table style="width:{table_px(len(rows))}px"><thead>{cut}<tr><th></th>{"".join(cols)}</tr></thead><tbody>{trs}</tbody>'
+            f'<table style="width:{table_px(len(rows))}px"><thead>{cut}<tr><th></th>{"".join(cols)}</tr></thead>'
+            f'<tbody>{trs}</tbody>'
             '</table></div></div>')
 
 

@@ -58,6 +58,8 @@ def test_the_first_screen_speaks_words_first_with_the_key_beside_the_canvas(brow
         assert legend["y"] < pg.locator("#canvas").bounding_box()["y"]  # just above the canvas
         assert "✓" in pg.locator("#legend").inner_text()
         assert _in_view(pg, ".tour-pointer") and "Learn" in pg.locator(".tour-pointer").inner_text()
+        # what the models know, on the first screen (issue 38 row 1)
+        assert _in_view(pg, "#intro .knows") and "Jane Austen" in pg.locator("#intro .knows").inner_text()
         if SHIPPED_PAIR:
             words = pg.locator("#token-detail .evidence .words")
             assert _in_view(pg, "#token-detail .evidence .words")

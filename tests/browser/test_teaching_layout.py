@@ -122,3 +122,68 @@ def test_phone_pipeline_chart_keeps_a_label_per_block(browser, served):  # noqa:
         assert not errors, errors
     finally:
         pg.close()
+
+
+# Issue 38 row 4: at the first frame painted with a stop's words, which pictures stand under them (DOM order =
+# screen order), and whether the verification table already shows its test rows.
+FIRST_FRAME = """([key, kinds]) => { window.s2d2FirstFrame = new Promise((done) => {
+  const poll = () => {
+    const words = [...document.querySelectorAll('#tour .tour-' + key)].some(e => e.offsetParent !== null);
+    if (!words) { requestAnimationFrame(poll); return; }
+    const shown = kinds.filter(k => {
+      const e = document.getElementById('tour-' + k);
+      return e && e.offsetParent !== null;
+    });
+    const strip = document.getElementById('tour-strip');
+    done({shown, strip: strip && strip.offsetParent !== null ? strip.innerText : ''});
+  };
+  requestAnimationFrame(poll);
+}); }"""
+
+
+@pytest.mark.parametrize("size", ["desktop", "phone"])
+def test_each_stop_arrives_with_the_pictures_its_words_name(browser, served, size):  # noqa: F811
+    from components.tour.material import tour_stops
+    from components.tour.stops import KINDS
+    from tests.support.tour_material import opening_material
+
+    stops = tour_stops(opening_material())
+    pg, errors = _open(browser, served[1], size)
+    try:
+        pg.get_by_role("tab", name="Learn").click()
+        pg.locator("#tour .prose.tour-text:visible").wait_for(timeout=WAIT_MS)
+        for stop in stops[1:]:
+            pg.evaluate(FIRST_FRAME, [stop.key, list(KINDS)])  # watching from before the press
+            pg.locator("#tour-next").click()
+            first = pg.evaluate("window.s2d2FirstFrame")
+            assert first["shown"] == list(stop.kinds), (stop.key, first["shown"])  # not the last stop's pictures
+            if stop.key == "reject":
+                assert "draw u" in first["strip"] and "outcome" in first["strip"]  # the test rows the words name
+        assert not errors, errors
+    finally:
+        pg.close()
+
+
+TABLE = """(sel) => { const s = document.querySelector(sel); const t = s.querySelector('.tbl');
+  const hint = s.querySelector('.s2d2-scroll');
+  return {over: t.scrollWidth > t.clientWidth + 1, hint: !!hint && hint.offsetParent !== null,
+          cols: s.querySelectorAll('thead tr:last-child th[scope=col]').length}; }"""
+
+
+@pytest.mark.parametrize("size", ["desktop", "phone"])
+def test_the_verification_table_fits_or_says_it_scrolls(browser, served, size):  # noqa: F811
+    pg, errors = _open(browser, served[1], size)
+    try:
+        pg.wait_for_selector("#strip .s2d2-strip .tbl", timeout=WAIT_MS)
+        tables = [pg.evaluate(TABLE, "#strip .s2d2-strip")]  # Replay's, at the opening step
+        pg.get_by_role("tab", name="Learn").click()
+        pg.locator("#tour .prose.tour-text:visible").wait_for(timeout=WAIT_MS)
+        _stop(pg, "resample")
+        pg.wait_for_selector("#tour-strip .s2d2-strip .tbl", timeout=WAIT_MS)
+        tables.append(pg.evaluate(TABLE, "#tour-strip .s2d2-strip"))
+        for t in tables:
+            assert t["cols"] == 16 and t["hint"] == t["over"], t  # it scrolls only where it says so
+            assert t["over"] == (size == "phone"), t  # all 16 columns fit at 1366 px
+        assert not errors, errors
+    finally:
+        pg.close()
