@@ -175,9 +175,11 @@ def render_strip(trace: Trace, step: int, reveal: str = "all", watch: Optional[i
 
 # Fixed column widths, so the table's width is known before it is drawn: 104 + 58·n px (the table's width is set,
 # the label column's too; the fixed layout shares the rest equally among the span's columns). A 16-column span fits at
-# 1366 px; where the strip is narrower than its table (a phone), the line above the table says it scrolls (a
-# container query per column count: CSS alone decides, on every redraw, with no script).
-LABEL_PX, COLUMN_PX, MOST_COLUMNS = 104, 58, 64
+# 1366 px; where the strip is narrower than its table (a phone), the line above the table says it scrolls: a
+# container query that CSS alone decides on every redraw, with no script. It travels in the table's own <style>
+# because the app's stylesheet drops @container rules (Gradio re-scopes only style, @media and @keyframes rules),
+# and !important because the hiding rule comes back re-scoped, with more weight than this one.
+LABEL_PX, COLUMN_PX = 104, 58
 
 
 def table_px(n: int) -> int:
@@ -188,14 +190,9 @@ def table_px(n: int) -> int:
 def scroll_hint(n: int) -> str:
     """The line saying the table scrolls sideways, shown only while the strip is narrower than the table."""
     last = f"i = 0–{n - 1}" if n > 1 else "i = 0"
-    return (f'<p class="s2d2-scroll n{min(n, MOST_COLUMNS + 1)}">↔ The table is wider than the screen: scroll it '
-            f"sideways ({last}).</p>")
-
-
-def _hint_rules() -> str:
-    rules = "".join(f"@container strip (max-width:{table_px(n) - 1}px){{.s2d2-scroll.n{n}{{display:block}}}}"
-                    for n in range(2, MOST_COLUMNS + 1))
-    return rules + f".s2d2-scroll.n{MOST_COLUMNS + 1}{{display:block}}"
+    rule = f"@container strip (max-width:{table_px(n) - 1}px){{.s2d2-scroll.n{n}{{display:block!important}}}}"
+    return (f"<style>{rule}</style>"
+            f'<p class="s2d2-scroll n{n}">↔ The table is wider than the screen: scroll it sideways ({last}).</p>')
 
 
 def _draft_cell(r: dict[str, Any], reveal: str = "all") -> str:
@@ -239,4 +236,4 @@ STRIP_CSS = """
   font-size:.85em;text-align:left;border-left:3px dashed #ea580c!important}
 .s2d2-strip td s code{color:#64748b}
 .s2d2-strip .ok{color:#15803d;font-weight:600}.s2d2-strip .bad{color:#c2410c;font-weight:600}
-""" + _hint_rules()
+"""
