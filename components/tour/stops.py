@@ -183,7 +183,7 @@ def _route_stop(m: TourMaterial, f: StepRecord, n: int, at: Optional[int]) -> Op
 
 
 def _cost_words(cfg: dict[str, Any]) -> str:
-    """How the score is made from the guess, in words (spec §4.2: s = K̂ − c, or K̂ − c·N_hi)."""
+    """How the score is made from the guess, in words (the score is K̂ − c, or K̂ − c·N_hi)."""
     if cfg.get("score_type") == "difference_dynamic":
         return ("The score is the guess less a cost for every draft already sure enough to be kept without a check "
                 "(p above τ_conf).")
@@ -275,7 +275,7 @@ def _verification_stops(m: TourMaterial, f: StepRecord, n: int, at: Optional[int
 
 
 def _kept_words(cfg: dict[str, Any]) -> str:
-    """What a step that does not check keeps, in words: τ_conf's job under the dynamic rule (spec §2.6)."""
+    """What a step that does not check keeps, in words: τ_conf's job under the dynamic remasking rule."""
     tau = cfg.get("confidence_threshold")
     if cfg.get("remasking") != "low_confidence_dynamic" or not isinstance(tau, (int, float)):
         return f"Which drafts it keeps is decided by the run's remasking rule ({cfg.get('remasking')})."

@@ -113,7 +113,7 @@ def _head(rec: StepRecord, reveal: str) -> str:
         return summary_line(rec)
     n = len(v.positions) or rec.span[1]
     if reveal == "q":
-        return (f"{v.kind.upper()} verifier: one forward gives q, the verifier's probability of each of the {n} "
+        return (f"One verifier forward gives q, the verifier's probability of each of the {n} "
                 "drafts (next to p, the drafter's).")
     text = f"{v.kind.upper()} verifier, mode {v.mode}: accepted {v.accepted_len} of {n} verified"
     if v.first_reject is None:
