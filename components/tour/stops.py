@@ -172,14 +172,23 @@ def _route_stop(m: TourMaterial, f: StepRecord, n: int, at: Optional[int]) -> Op
             f"survive (about {fmt(pi.k_hat, 2)} here). {_cost_words(cfg)}{bar} At step {n} the answer is: "
             f"**{verdict}**.")
     text += symbols("The symbols (K̂, αᵢ, s)", (
-        "The expected number kept is K̂ = Σₖ Πᵢ≤ₖ αᵢ over the span, where αᵢ = exp(−H̃ᵢ) is how sure the drafter is "
-        "at span position i (H̃ᵢ its entropy divided by ln V: 0 for certain, 1 for uniform, so αᵢ runs from e⁻¹ to "
-        f"1). Here K̂ = {fmt(pi.k_hat, 2)} and the decision reads **{html.escape(decision_line(f.decision))}**."))
+        f"The expected number kept is K̂ = Σₖ Πᵢ≤ₖ αᵢ over the span, where {_alpha_words(cfg)} Here K̂ = "
+        f"{fmt(pi.k_hat, 2)} and the decision reads **{html.escape(decision_line(f.decision))}**."))
     if can_move(m.trace):
         text += "\n\n" + _what_to_try(m.trace)
     return Stop("route", "Span and routing", text, n,
                 (Pic("routing", names="The plot below"), Pic("canvas", "draft", at, names="the front of the block")),
                 example=m.label)
+
+
+def _alpha_words(cfg: dict[str, Any]) -> str:
+    """What αᵢ is for the run's estimator: the paper configs' negexp in full, any other by name."""
+    beta = cfg.get("negexp_beta")
+    if cfg.get("estimator") == "soft_entropy_negexp" and isinstance(beta, (int, float)):
+        b = "" if beta == 1 else f"{beta:g}·"
+        return (f"αᵢ = exp(−{b}H̃ᵢ) is how sure the drafter is at span position i (H̃ᵢ its entropy divided by ln V: 0 "
+                f"for certain, 1 for uniform, so αᵢ runs from {math.exp(-beta):.2f} to 1).")
+    return f"αᵢ is how sure the drafter is at span position i, by the run's estimator ({cfg.get('estimator')})."
 
 
 def _cost_words(cfg: dict[str, Any]) -> str:
