@@ -25,6 +25,8 @@ CONFIGS = {
                              block_length=8),
     "diffusion-sampled": dict(method="diffusion", block_length=4, remasking="sequential", temperature=1.0),
     "ar-sampled": dict(method="ar", temperature=1.0),
+    "editing-paper-sampled": dict(loop="editing", method="s2d2", policy="always", temperature=1.0, block_length=4,
+                                  editing_threshold=0.5, max_post_steps=2),
 }
 
 
@@ -116,6 +118,13 @@ def test_the_header_records_the_generator_and_the_trace_loads_and_replays():
     cfg = s2d2.DecodeConfig.from_dict(loaded.header.config)
     again = s2d2.generate(model(), loaded.header.prompt_ids, cfg, seed=loaded.header.seed)
     assert stable(again.trace.to_dict()) == stable(result.trace.to_dict())  # the header re-decodes the run
+
+
+def test_an_upload_naming_an_unknown_generator_is_refused():
+    data = s2d2.generate(model(), PROMPTS["a"], cfg_for("ar-sampled"), seed=1).trace.to_dict()
+    data["header"]["config"]["rng"] = "mersenne"
+    with pytest.raises(ValueError, match="^trace.header.config: rng: "):
+        s2d2.Trace.from_dict(data)
 
 
 def test_bad_generator_settings_are_one_readable_error():
