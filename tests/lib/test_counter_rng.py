@@ -87,6 +87,9 @@ def categorical_cases(n_random: int = 240) -> list[dict]:
     cases = []
     for i, w in enumerate(rows):
         us = [C.uniform(11, C.KINDS["draft"], i, k) for k in range(3)] + [0.0, 0.5, 1 - 2**-53, 1.0]
+        c = np.add.accumulate(w)
+        edge = float(c[int(gen.integers(0, len(w)))] / c[-1])  # u * total lands on (or one rounding off) a c[i]
+        us += [min(x, 1 - 2**-53) for x in (np.nextafter(edge, 0.0), edge, np.nextafter(edge, 1.0))]
         cases.append({"w": w.tolist(), "u": us, "want": [C.categorical(w, u) for u in us]})
     return cases
 
