@@ -1,5 +1,6 @@
 """The counter generator (s2d2/counter_rng.py) and its page-side twin (s2d2_web/counter_rng.js): known answers, the
-categorical rule's edge cases, and Python and JavaScript drawing the same bits and the same indices.
+categorical rule's edge cases, and Python and JavaScript drawing the same bits and the same indices; the page's
+stream (s2d2_web/draws.js) numbering its calls as s2d2/decoding/draws.py's CounterStream does.
 
 The JavaScript checks run the ES module under Node (marked slow: a subprocess); they skip where Node is absent."""
 from __future__ import annotations
@@ -9,8 +10,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from s2d2 import counter_rng as C
+from s2d2.decoding.draws import CounterStream, categorical, uniform
 from tests.support.node_runner import run_module
 
 VECTORS = json.loads((Path(__file__).resolve().parents[1] / "data" / "counter_rng_vectors.json").read_text())["vectors"]
@@ -125,3 +128,20 @@ def test_javascript_refuses_what_python_refuses():
         output = tries.map(f => { try { f(); return "no error"; } catch (e) { return e.message.split(":")[0]; } });""",
                      None)
     assert got == ["seed", "kind", "call", "categorical", "categorical", "categorical"]
+
+
+@pytest.mark.slow
+def test_the_page_stream_numbers_its_calls_as_the_python_stream():
+    """The same sequence of calls (acceptance u, a draft row set, a residual, an AR token) on both streams."""
+    rows = [[0.1, 0.2, 0.3, 0.4], [0.0, 0.5, 0.5, 0.0], [0.7, 0.1, 0.1, 0.1]]
+    py = CounterStream(2**40 + 17, "cpu")
+    want = [uniform(py, 5, torch.device("cpu")).tolist(),
+            categorical(py, torch.tensor(rows, dtype=torch.float64), "draft").tolist(),
+            categorical(py, torch.tensor(rows[1], dtype=torch.float64), "residual").item(),
+            uniform(py, 2, torch.device("cpu")).tolist(),
+            categorical(py, torch.tensor(rows[:1], dtype=torch.float64), "ar").tolist()]
+    got = run_module("draws.js", """
+        const s = new m.CounterStream(2n ** 40n + 17n);
+        output = [Array.from(s.uniforms(5)), s.categorical(input, "draft"), s.categorical([input[1]], "residual")[0],
+                  Array.from(s.uniforms(2)), s.categorical([input[0]], "ar"), s.calls];""", rows)
+    assert got == want + [py.calls]
