@@ -13,6 +13,7 @@ from .chat import render_chat
 from .config import DecodeConfig
 from .decoding.ar import ar_loop
 from .decoding.decoder import block_loop, make_check
+from .decoding.draws import Source, make_generator
 from .decoding.editing import editing_loop
 from .decoding.pipeline import pipeline_loop
 from .decoding.layout import block_lengths, block_plan
@@ -149,7 +150,7 @@ def run_prepared(model: Any, prep: Prepared, seed: int, detailed: bool,
     cfg, ids = prep.cfg, prep.ids
     t0 = time.perf_counter()
     device = model.device
-    generator = torch.Generator(device=device).manual_seed(int(seed))
+    generator = make_generator(cfg.rng, seed, device)
     rec = Recorder(runner, detailed, prep.table)
     prompt_t = torch.tensor(ids, dtype=torch.long, device=device)
     loop = run_loop(runner, cfg, prompt_t, rec, generator, check)
@@ -176,7 +177,7 @@ def run_prepared(model: Any, prep: Prepared, seed: int, detailed: bool,
     return GenerateResult(footer.output_text, out, trace_metrics(trace), trace), rec
 
 
-def run_loop(model: Any, cfg: DecodeConfig, prompt: torch.Tensor, rec: Recorder, generator: torch.Generator,
+def run_loop(model: Any, cfg: DecodeConfig, prompt: torch.Tensor, rec: Recorder, generator: Source,
              check: Callable[[list[StepRecord]], str | None]) -> LoopResult:
     """The decode loop cfg names: the editing loop (LLaDA2.x), the pipeline (D2F), honest AR, or the block loop
     (AR with the reference accounting is B = 1 diffusion: a query and a commit per token)."""

@@ -19,7 +19,7 @@ from .policies.knob import check_int as _int_range
 
 __all__ = ["DecodeConfig", "preset", "presets", "METHODS", "REMASKING", "POLICIES", "SCORE_TYPES", "ESTIMATORS",
            "ACCEPTANCE", "AR_ACCOUNTING", "UCB_ENTROPY_SCOPES", "LOOPS", "MAX_POST_STEPS", "MAX_GEN_LENGTH",
-           "MAX_BLOCK_LENGTH"]
+           "MAX_BLOCK_LENGTH", "RNGS"]
 
 METHODS = ("ar", "diffusion", "s2d2")
 REMASKING = ("low_confidence_static", "low_confidence_dynamic", "sequential", "entropy_bounded")
@@ -36,9 +36,10 @@ AR_ACCOUNTING = ("fused", "reference")
 LOOPS, MAX_POST_STEPS = self_correction.LOOPS, self_correction.MAX_POST_STEPS
 MAX_GEN_LENGTH = 4096
 MAX_BLOCK_LENGTH = 256
+RNGS = ("torch", "counter")  # DecodeConfig.rng: s2d2/decoding/draws.py
 # Options added after traces and sweep rows were first written: `to_dict` leaves them out at these defaults.
 LATER_DEFAULTS: dict[str, Any] = {"cost_threshold": 0.0, "cost_verify_scale": 1.0, "cost_skip_value": "prefix",
-                                  "trim_verify": False}
+                                  "trim_verify": False, "rng": "torch"}
 
 
 @dataclass(frozen=True)
@@ -117,6 +118,7 @@ class DecodeConfig:
     draft_confidence_threshold: float | None = None
     verify_confidence_threshold: float | None = None
     pipeline_fallback: str = "d2f"
+    rng: str = "torch"  # every draw's source: torch's generator (as the reference) or "counter" (s2d2/counter_rng.py)
 
     @property
     def steps(self) -> int:
@@ -194,6 +196,7 @@ class DecodeConfig:
         _int_range("top_k", self.top_k, 0, 10_000_000)
         _float_range("top_p", self.top_p, 0.0, 1.0, lo_open=True)
         _choice("ar_accounting", self.ar_accounting, AR_ACCOUNTING)
+        _choice("rng", self.rng, RNGS)
         self_correction.check(self)  # before the block-loop options: it names the one the editing loop refuses
         pipeline.check(self)
         if self.acceptance == "greedy_exact" and self.do_sample:

@@ -17,6 +17,8 @@ from typing import Optional
 
 import torch
 
+from .draws import Source, categorical, uniform
+
 
 @dataclass
 class Acceptance:
@@ -29,7 +31,7 @@ class Acceptance:
 
 
 def acceptance(mode: str, drafts: torch.Tensor, p_draft: torch.Tensor, q_probs: torch.Tensor, gamma: float,
-               generator: torch.Generator, with_argmax: bool = False) -> Acceptance:
+               generator: Source, with_argmax: bool = False) -> Acceptance:
     """Test every span position at once; the accepted prefix ends at the first failure. One uniform draw per
     position (one call) unless greedy_exact."""
     q_draft = q_probs.gather(-1, drafts[:, None]).squeeze(-1)
@@ -42,13 +44,13 @@ def acceptance(mode: str, drafts: torch.Tensor, p_draft: torch.Tensor, q_probs: 
         draws = None
         accepted = drafts == argmax_q
     else:
-        draws = torch.rand(drafts.shape[0], generator=generator, device=drafts.device)
+        draws = uniform(generator, int(drafts.shape[0]), drafts.device)
         accepted = draws < ratio
     return Acceptance(q_draft, ratio, draws, accepted, argmax_q, argmax_prob)
 
 
 def residual_token(p: torch.Tensor, q: torch.Tensor,
-                   generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                   generator: Source) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Draw from normalize((q - p)+) using the full draft distribution p; from q if the mass is 0 or not finite.
 
     Returns device tensors (token, mass, fell back to q). One multinomial call either way, over the same width, so
@@ -57,7 +59,7 @@ def residual_token(p: torch.Tensor, q: torch.Tensor,
     residual = (q - p).clamp_min(0.0)
     mass = residual.sum()
     usable = (mass > 0.0) & torch.isfinite(mass)
-    token = torch.multinomial(torch.where(usable, residual / mass, q), 1, generator=generator)[0]
+    token = categorical(generator, torch.where(usable, residual / mass, q), "residual")
     return token, mass, ~usable
 
 
@@ -77,7 +79,7 @@ class Outcome:
 
 
 def accept_span(mode: str, drafts: torch.Tensor, p_draft: torch.Tensor, p_probs: torch.Tensor,
-                q_probs: torch.Tensor, gamma: float, allow_resample: bool, generator: torch.Generator) -> Outcome:
+                q_probs: torch.Tensor, gamma: float, allow_resample: bool, generator: Source) -> Outcome:
     """`acceptance` + the residual draw, read back (host ints and floats in the Outcome)."""
     acc = acceptance(mode, drafts, p_draft, q_probs, gamma, generator, with_argmax=True)
     n, first = int(drafts.shape[0]), int(torch.cumprod(acc.accepted.to(torch.long), dim=0).sum())

@@ -13,6 +13,7 @@ import torch
 from ..config import DecodeConfig
 from ..trace import BlockRecord, Commit, MaskDraft, StepRecord
 from ..estimators import normalized_entropy, top2_margin
+from .draws import Source
 from .forwards import Recorder, top_k
 from .result import Kept, LoopResult, StopDecoding, number_steps
 from .sampling import draw_tokens, token_distribution
@@ -21,7 +22,7 @@ CHECK_EVERY = 8  # tokens between progress callbacks
 
 
 @torch.inference_mode()  # no autograd bookkeeping on any op of the loop
-def ar_loop(model: Any, cfg: DecodeConfig, prompt: torch.Tensor, rec: Recorder, generator: torch.Generator,
+def ar_loop(model: Any, cfg: DecodeConfig, prompt: torch.Tensor, rec: Recorder, generator: Source,
             check: Callable[[list[StepRecord]], str | None]) -> LoopResult:
     P, G, mask_id = int(prompt.shape[0]), cfg.gen_length, model.spec.mask_id
     x = torch.full((P + G,), mask_id, dtype=torch.long, device=prompt.device)
@@ -35,7 +36,7 @@ def ar_loop(model: Any, cfg: DecodeConfig, prompt: torch.Tensor, rec: Recorder, 
         return LoopResult(x, *kept.restore(mask_id), "cancelled")
 
 
-def _ar_tokens(model: Any, cfg: DecodeConfig, prompt: torch.Tensor, rec: Recorder, generator: torch.Generator,
+def _ar_tokens(model: Any, cfg: DecodeConfig, prompt: torch.Tensor, rec: Recorder, generator: Source,
                check: Callable[[list[StepRecord]], str | None], x: torch.Tensor, blocks: list[BlockRecord],
                steps: list[StepRecord], kept: Kept) -> LoopResult:
     P, G, mask_id = int(prompt.shape[0]), cfg.gen_length, model.spec.mask_id
@@ -54,7 +55,7 @@ def _ar_tokens(model: Any, cfg: DecodeConfig, prompt: torch.Tensor, rec: Recorde
             logits = rec.forward("ar", i, 0, cache, ids, torch.arange(i - 1, i - 1 + ids.shape[0], device=x.device),
                                  "causal", keep=1, last=1)
         probs = token_distribution(logits[-1:], cfg, mask_id)
-        token = draw_tokens(probs, cfg, generator)
+        token = draw_tokens(probs, cfg, generator, "ar")
         x[i] = token[0]
         got = rec.reads.fetch({"token": token[0], **_detail(rec, probs, token)})  # the step's one read
         tok = got["token"]

@@ -9,6 +9,7 @@ from typing import Any, Optional
 import torch
 
 from ..config import DecodeConfig
+from .draws import Source
 from .forwards import Recorder
 from .sampling import entropy
 from .transfers import HostReads
@@ -23,7 +24,7 @@ class StepContext:
     model: Any
     cfg: DecodeConfig
     rec: Recorder
-    generator: torch.Generator
+    generator: Source
     x: torch.Tensor  # [total] token ids, MASK where undecided
     cache: Any
     policy: Any  # None for method "diffusion"

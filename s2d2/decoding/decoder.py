@@ -33,6 +33,7 @@ from ..policies import AdaptiveBlock, BlockFeedback, make_policy
 from ..trace import BlockRecord, StepRecord
 from .blocks import ar_seed, block_masks, carry_tail, commit_block, prefill, stop_reached, stopped_in
 from .context import StepContext
+from .draws import Source
 from .layout import BlockPlan, block_plan
 from .forwards import Recorder
 from .result import Kept, LoopResult, StopDecoding, number_steps
@@ -40,7 +41,7 @@ from .step import run_step
 
 
 @torch.inference_mode()  # no autograd bookkeeping on any op of the loop
-def block_loop(model: Any, cfg: DecodeConfig, prompt: torch.Tensor, rec: Recorder, generator: torch.Generator,
+def block_loop(model: Any, cfg: DecodeConfig, prompt: torch.Tensor, rec: Recorder, generator: Source,
                check: Callable[[list[StepRecord]], Optional[str]]) -> LoopResult:
     P, mask_id, shifted = int(prompt.shape[0]), model.spec.mask_id, model.spec.alignment == "shifted"
     plan = block_plan(cfg, P, shifted)

@@ -41,6 +41,7 @@ from ..policies import make_policy
 from ..trace import BlockRecord, Commit, Edit, StepRecord
 from .blocks import commit_block, prefill
 from .context import StepContext
+from .draws import Source
 from .layout import block_plan
 from .forwards import Recorder
 from .result import Kept, LoopResult, StopDecoding, number_steps
@@ -58,7 +59,7 @@ def edit_positions(is_mask: torch.Tensor, prompt_tail: int, current: torch.Tenso
     return (editable & (drafts != current) & (p > threshold)).nonzero().squeeze(-1)
 
 
-def editing_loop(model: Any, cfg: DecodeConfig, prompt: torch.Tensor, rec: Recorder, generator: torch.Generator,
+def editing_loop(model: Any, cfg: DecodeConfig, prompt: torch.Tensor, rec: Recorder, generator: Source,
                  check: Callable[[list[StepRecord]], Optional[str]]) -> LoopResult:
     P, mask_id = int(prompt.shape[0]), model.spec.mask_id
     plan = block_plan(cfg, P, model.spec.alignment == "shifted")  # refuses a right-shifted model

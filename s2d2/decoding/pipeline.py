@@ -53,6 +53,7 @@ from ..config import DecodeConfig
 from ..policies import make_policy
 from ..trace import BlockEvent, BlockRecord, StepRecord
 from .context import StepContext
+from .draws import Source
 from .layout import block_plan
 from .pipeline_state import PipeBlock, PipeState
 from .pipeline_step import pipeline_step
@@ -61,7 +62,7 @@ from .result import Kept, LoopResult, StopDecoding, number_steps
 
 
 @torch.inference_mode()  # no autograd bookkeeping on any op of the loop
-def pipeline_loop(model: Any, cfg: DecodeConfig, prompt: torch.Tensor, rec: Recorder, generator: torch.Generator,
+def pipeline_loop(model: Any, cfg: DecodeConfig, prompt: torch.Tensor, rec: Recorder, generator: Source,
                   check: Callable[[list[StepRecord]], Optional[str]]) -> LoopResult:
     P, mask_id = int(prompt.shape[0]), model.spec.mask_id
     plan = block_plan(cfg, P, model.spec.alignment == "shifted")

@@ -6,6 +6,7 @@ import torch
 
 from ..config import DecodeConfig
 from ..models.warpers import warp_logits
+from .draws import Source, categorical
 
 
 def token_distribution(logits: torch.Tensor, cfg: DecodeConfig, mask_id: int, owned: bool = False) -> torch.Tensor:
@@ -24,15 +25,16 @@ def token_distribution(logits: torch.Tensor, cfg: DecodeConfig, mask_id: int, ow
     return torch.softmax(logits, dim=-1)
 
 
-def draw_tokens(probs: torch.Tensor, cfg: DecodeConfig, generator: torch.Generator) -> torch.Tensor:
-    """Argmax (first index on ties) when greedy, else one sample per row."""
+def draw_tokens(probs: torch.Tensor, cfg: DecodeConfig, generator: Source, kind: str = "draft") -> torch.Tensor:
+    """Argmax (first index on ties) when greedy, else one sample per row from the decode's random source (`kind`:
+    the draw site, which keys the counter generator's draws)."""
     if not cfg.do_sample:
         return torch.argmax(probs, dim=-1)
-    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+    return categorical(generator, probs, kind)
 
 
 def draw_with_probs(probs: torch.Tensor, cfg: DecodeConfig,
-                    generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+                    generator: Source) -> tuple[torch.Tensor, torch.Tensor]:
     """`draw_tokens` and each drawn token's probability. Greedy takes both from one max (its index is argmax's,
     the first on ties; its value is the probability there)."""
     if not cfg.do_sample:
