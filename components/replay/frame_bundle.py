@@ -14,14 +14,15 @@ Play tick, with no server event. The format follows the HTML replay export (comp
   step > 0 (its x0/x1 set to the step), or None when the figure has none (a method that never verifies).
 
 Invariants: views are rendered with the pin cleared (selected None), under the given colouring and mask forward;
-a pinned token's views, and any step past `last`, are drawn by the server (the page asks for them). Bounded like the
-export: at most html_replay.frame_bound(trace) frames and MAX_BUNDLE_BYTES of JSON; a longer trace's later steps are
+a pinned token's views, and any step past `last`, are drawn by the server (the page asks for them). Bounded before
+and during the work (bundle_frames, BUILD_CPU_S) and in bytes (MAX_BUNDLE_BYTES); a longer trace's later steps are
 drawn by the server as the visitor reaches them. Bundles are cached per (content, colouring, forward).
 """
 from __future__ import annotations
 
 import json
 import threading
+import time
 from collections import OrderedDict
 from typing import Any, Optional
 
@@ -32,7 +33,13 @@ from components.views.attention_mask import WHICH
 from components.views.canvas import COLOR_BY
 from components.views.step_views import STEP_VIEWS, StepOptions
 
-MAX_BUNDLE_BYTES = 4 * 1024 * 1024  # what one trace may send to a page (the shipped examples: 20-150 kB)
+MAX_BUNDLE_BYTES = 4 * 1024 * 1024  # what one trace may send to a page (the shipped examples: 40-400 kB)
+# The work a bundle may cost when a trace opens (every upload opens one): a frame renders every per-step view, about
+# 50 ms of one core, so at most MAX_BUNDLE_FRAMES frames and MAX_BUNDLE_CELLS token cells (frames x positions), and
+# BUILD_CPU_S of thread CPU whatever the machine; past them the server draws the steps as the visitor reaches them.
+MAX_BUNDLE_FRAMES = 256
+MAX_BUNDLE_CELLS = 200_000
+BUILD_CPU_S = 3.0
 CACHE_ENTRIES = 16
 CACHE_BYTES = 64 * 1024 * 1024
 VERSION = 1
@@ -103,6 +110,12 @@ def _frame(trace: Trace, step: int, options: StepOptions, table: _Table) -> tupl
     return row, template
 
 
+def bundle_frames(trace: Trace) -> int:
+    """How many frames (steps 0 .. k) a bundle may hold for `trace`, from its shape, before any work."""
+    positions = max(1, int(trace.header.total_length))
+    return max(1, min(frame_bound(trace), MAX_BUNDLE_FRAMES, MAX_BUNDLE_CELLS // positions))
+
+
 def build_bundle(trace: Trace, color_by: str = "state", mask_which: str = "auto",
                  max_bytes: int = MAX_BUNDLE_BYTES) -> dict[str, Any]:
     """The bundle of `trace` under these view switches (format in the module docstring); steps 0..`last`."""
@@ -117,7 +130,10 @@ def build_bundle(trace: Trace, color_by: str = "state", mask_which: str = "auto"
     table = _Table()
     table.size = _size(routing) + _size(template)
     table.size += _size({"v": VERSION, "key": "x" * 40, "total": n, "last": n, "marker": marker}) + SLACK
-    for step in range(frame_bound(trace)):
+    start = time.thread_time()
+    for step in range(bundle_frames(trace)):
+        if table.frames and time.thread_time() - start > BUILD_CPU_S:
+            break
         mark = table.mark()
         row, template = _frame(trace, step, options, table)
         if table.frames and table.size + _size(row) + 1 > max_bytes:

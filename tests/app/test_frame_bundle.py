@@ -127,3 +127,13 @@ def test_a_trace_opens_with_its_bundle_and_a_new_switch_sends_a_new_one():
 def test_play_waits_as_the_server_timer_did():
     got = decode(fb.build_bundle(load_example(SHIPPED[0])), speeds=[1, 4, 0.25, 0, -2, None, "x", 100, 0.1])
     assert got["intervals"] == [1.0, 0.25, 4.0, 1.0, 1.0, 1.0, 1.0, 0.2, 5.0]
+
+
+def test_the_work_of_a_bundle_is_bounded_before_it_starts():
+    trace = tf.large(512)
+    positions = trace.header.total_length
+    assert fb.bundle_frames(trace) == min(len(trace.steps) + 1, fb.MAX_BUNDLE_FRAMES, fb.MAX_BUNDLE_CELLS // positions)
+    from types import SimpleNamespace
+
+    long = SimpleNamespace(header=SimpleNamespace(total_length=4096), steps=[None] * 3000)  # a long upload's shape
+    assert fb.bundle_frames(long) == fb.MAX_BUNDLE_CELLS // 4096  # few frames; the server draws the rest
