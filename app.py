@@ -95,7 +95,7 @@ def wire_steps(ctx: Ctx) -> None:
     api_step = gr.Button(visible=False)
     api_step.click(k(h.step_views), step_in, out(h.STEP_OUT), api_name="step", show_progress="hidden")
     c["slider"].change(None, [c["slider"], c["bundle"], *out(STEPPED)], out([*STEPPED, "server_step"]),
-                       js=STEP_JS, show_progress="hidden", **PRIVATE)
+                       js=STEP_JS, show_progress="hidden", trigger_mode="always_last", **PRIVATE)  # never drop a step
     c["server_step"].change(k(h.server_step), [c["state"], c["server_step"], *step_in[2:]], out(h.STEP_OUT),
                             trigger_mode="always_last", show_progress="hidden", **PRIVATE)
     for switch in (c["mask_which"], c["color_by"]):  # a new bundle, drawn with the new switch

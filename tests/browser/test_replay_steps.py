@@ -90,7 +90,8 @@ def expect_step(pg: Any, trace: Any, step: int) -> None:
             return a[max(0, i - 80):i + 160], b[max(0, i - 80):i + 160]
 
         bad = {k: diff(got[k], exp[k]) for k in exp if got[k] != exp[k]}
-        raise AssertionError(f"step {step}: {bad}") from None
+        slider = pg.locator("#step-slider input[type=number]").input_value()
+        raise AssertionError(f"step {step} (the slider says {slider}): {bad}") from None
 
 
 class Joins:
