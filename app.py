@@ -27,6 +27,7 @@ from components.tour.layout import TourHandles, build_learn_tab
 from components.replay.metrics_layout import build_metrics_tab
 from components.serve.event_guard import protect
 from components.replay.layout import build_replay_tab, step_js
+from components.replay.browser_steps import PLAY_JS, STEP_JS, STEPPED, serve_modules
 from components.serve.model_pool import preload_on_spaces
 from components.run.layout import build_run_tab
 from components.run.shared_batch import run_concurrency, sharing_on
@@ -83,25 +84,40 @@ TABS: list[tuple[str, str, Callable[[Ctx, Opening], Any]]] = [
 ]
 
 
-def wire(ctx: Ctx, o: Opening, tour: Optional[TourHandles]) -> None:
+def wire_steps(ctx: Ctx) -> None:
+    """Replay's scrubber, Play and view switches. Stepping runs in the browser from the trace's frame bundle
+    (components/replay/browser_steps.py): the slider, ◀ ▶, the keys and Play send the server nothing; only a pinned
+    token or a step past the bundle is handed to it through "server_step". /step stays in the API for gradio_client
+    (the page never calls it)."""
     c, out = ctx.c, ctx.outputs
 
     def k(fn: Callable[..., Any]) -> Callable[..., Any]:
         return keyed(fn, ctx)
 
     step_in = [c["state"], c["slider"], c["mask_which"], c["color_by"], c["selected"]]
-    c["slider"].change(k(h.step_views), step_in, out(h.STEP_OUT), api_name="step", show_progress="hidden")
-    for switch in (c["mask_which"], c["color_by"]):
-        switch.change(k(h.step_views), step_in, out(h.STEP_OUT), show_progress="hidden", **PRIVATE)
+    api_step = gr.Button(visible=False)
+    api_step.click(k(h.step_views), step_in, out(h.STEP_OUT), api_name="step", show_progress="hidden")
+    c["slider"].change(None, [c["slider"], c["bundle"], *out(STEPPED)], out([*STEPPED, "server_step"]),
+                       js=STEP_JS, show_progress="hidden", trigger_mode="always_last", **PRIVATE)  # never drop a step
+    c["server_step"].change(k(h.server_step), [c["state"], c["server_step"], *step_in[2:]], out(h.STEP_OUT),
+                            trigger_mode="always_last", show_progress="hidden", **PRIVATE)
+    for switch in (c["mask_which"], c["color_by"]):  # a new bundle, drawn with the new switch
+        switch.change(k(h.restyle), step_in, out([*h.STEP_OUT, "bundle"]), show_progress="hidden", **PRIVATE)
     c["canvas"].select(k(h.select_position), [c["state"], c["slider"], c["mask_which"]],
                        out(["selected", "mask", "detail", "residual"]), show_progress="hidden", **PRIVATE)
     c["slider"].change(None, c["slider"], c["slider"], js=step_js(0), **PRIVATE)  # a typed 2.5 shows as a step
     c["prev"].click(None, c["slider"], c["slider"], js=step_js(-1), **PRIVATE)  # in the browser: no dropped presses
     c["next"].click(None, c["slider"], c["slider"], js=step_js(1), **PRIVATE)
-    c["timer"].tick(k(h.tick), [c["state"], c["slider"]], out(["slider", "timer", "play", "playing"]), **PRIVATE)
-    c["play"].click(k(h.toggle_play), [c["playing"], c["state"], c["slider"], c["speed"]],
-                    out(["playing", "timer", "play", "slider"]), **PRIVATE)
-    c["speed"].change(k(h.set_speed), [c["speed"], c["playing"]], c["timer"], **PRIVATE)
+    c["play"].click(None, [c["play"], c["speed"], c["slider"]], [c["play"], c["slider"]], js=PLAY_JS, **PRIVATE)
+
+
+def wire(ctx: Ctx, o: Opening, tour: Optional[TourHandles]) -> None:
+    c, out = ctx.c, ctx.outputs
+
+    def k(fn: Callable[..., Any]) -> Callable[..., Any]:
+        return keyed(fn, ctx)
+
+    wire_steps(ctx)
     c["example"].input(k(h.open_example), c["example"], out(h.LOAD_OUT), api_name="open_example")
     c["toggle"].input(k(lambda e, run, pinned: h.open_example(e, run, selected=pinned)),
                       [c["example"], c["toggle"], c["selected"]], out(h.LOAD_OUT), **PRIVATE)
@@ -170,6 +186,7 @@ def build_demo() -> gr.Blocks:
     os.environ.setdefault("FORWARDED_ALLOW_IPS", "")  # uvicorn keeps the socket peer: identity reads proxy hops
     identity_settings()  # refuses FORWARDED_ALLOW_IPS=*, warns loudly when identity could be forged
     preload_on_spaces()
+    serve_modules()  # the Replay tab's ES modules, which step in the browser
     o = opening()
     ctx = Ctx(o.trace)
     built: dict[str, Any] = {}

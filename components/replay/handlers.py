@@ -14,8 +14,10 @@ import gradio as gr
 from s2d2.trace import Trace
 
 from components.files.examples import examples_dir, list_examples, load_pair
+from components.replay.frame_bundle import bundle_for
 from components.views.attention_mask import mask_figure
-from components.serve.input_numbers import as_float, as_int, clamp_int
+from components.views.canvas import COLOR_BY
+from components.serve.input_numbers import as_float, as_int
 from components.views.residual import residual_html
 from components.escape import md_text
 from components.views.step_views import STEP_VIEWS, StepOptions, metrics_table, render_step, render_timelines, trace_title
@@ -29,7 +31,9 @@ NO_TRACE = "No trace loaded: pick an example, upload a trace file, or record a r
 RUNS = {"s2d2": "S2D2: draft, route, verify", "baseline": "Diffusion alone: same B, no verifier"}
 TIMELINES = ["commit_map", "nfe", "hist", "perpos"]
 STEP_OUT = list(STEP_VIEWS)
-TRACE_OUT = ["title", "slider", *STEP_OUT, *TIMELINES, "metrics", "download", "selected"]
+# A trace opens with the views' default switches (its bundle is drawn with them), so the radios are set back too.
+TRACE_OUT = ["title", "slider", *STEP_OUT, *TIMELINES, "metrics", "download", "selected", "bundle", "color_by",
+             "mask_which"]
 LOAD_OUT = ["state", "load_status", "headline", "toggle", "example", *TRACE_OUT]
 
 
@@ -45,6 +49,26 @@ def step_views(state: Any, step: Any, mask_which: str = "auto", color_by: str = 
     return render_step(trace, step, StepOptions(mask_which, color_by, selected))
 
 
+def server_step(state: Any, step: Any, mask_which: str = "auto", color_by: str = "state",
+                selected: Optional[int] = None) -> dict[str, Any]:
+    """A step the browser hands to the server (components/replay/js/stepper.js): a pinned token's views, or a step
+    past the frame bundle. -1 (the browser drew the step itself) changes nothing."""
+    value = as_float(step)
+    if value is None or value < 0:
+        return {}
+    return step_views(state, step, mask_which, color_by, selected)
+
+
+def restyle(state: Any, step: Any, mask_which: str = "auto", color_by: str = "state",
+            selected: Optional[int] = None) -> dict[str, Any]:
+    """A new colouring or mask forward: this step's views and the frame bundle drawn with them."""
+    out = step_views(state, step if step is not None else 0, mask_which, color_by, selected)
+    trace = trace_from_state(state)
+    if trace is not None:
+        out["bundle"] = bundle_for(trace, color_by, mask_which)
+    return out
+
+
 def trace_views(trace: Trace, step: int = 0, selected: Optional[int] = None) -> dict[str, Any]:
     """Everything that changes when a new trace is loaded, opened at scrubber value `step` (`selected`: a position
     still pinned, e.g. across the run toggle; its details follow the run on screen)."""
@@ -57,7 +81,8 @@ def trace_views(trace: Trace, step: int = 0, selected: Optional[int] = None) -> 
             "slider": gr.Slider(minimum=0, maximum=max(1, n), value=step, step=1,
                                 label=f"Step (of {n})"),
             **render_step(trace, step, StepOptions(selected=selected)), **timelines, "metrics": metrics_table(trace),
-            "download": export_path(trace), "selected": selected}
+            "download": export_path(trace), "selected": selected, "bundle": bundle_for(trace),
+            "color_by": COLOR_BY[0], "mask_which": "auto"}
 
 
 def open_example(name: Optional[str], run: str = RUNS["s2d2"], step: Optional[int] = None,
@@ -143,43 +168,3 @@ def select_position(state: Any, step: Any, mask_which: str, evt: gr.EventData) -
     s = clamp_step(trace, step)
     return {"selected": pos, "mask": mask_figure(trace, s, mask_which, pos), "detail": detail_html(trace, s, pos),
             "residual": residual_html(trace, s, pos)}
-
-
-def move(state: Any, step: Any, delta: int) -> dict[str, Any]:
-    return {"slider": _moved(state, step, delta)}
-
-
-def _moved(state: Any, step: Any, delta: int) -> int:
-    trace = trace_from_state(state)
-    n = len(trace.steps) if trace else 0
-    return clamp_int(clamp_int(step, 0, n, 0) + delta, 0, n, 0)
-
-
-def tick(state: Any, step: Any) -> dict[str, Any]:
-    """Autoplay: advance one step; at the end stop the timer."""
-    trace = trace_from_state(state)
-    nxt = _moved(state, step, 1)
-    if nxt >= (len(trace.steps) if trace else 0):
-        return {"slider": nxt, "timer": gr.Timer(active=False), "play": gr.Button(value="▶ Play"), "playing": False}
-    return {"slider": nxt}
-
-
-def toggle_play(playing: bool, state: Any, step: Any, speed: float) -> dict[str, Any]:
-    """Play / pause; starting at the end rewinds to 0."""
-    trace = trace_from_state(state)
-    n = len(trace.steps) if trace else 0
-    if playing:
-        return {"playing": False, "timer": gr.Timer(active=False), "play": gr.Button(value="▶ Play")}
-    out = {"playing": True, "timer": gr.Timer(value=_interval(speed), active=True), "play": gr.Button(value="⏸ Pause")}
-    if _moved(state, step, 0) >= n:
-        out["slider"] = 0
-    return out
-
-
-def set_speed(speed: float, playing: bool) -> dict[str, Any]:
-    return {"timer": gr.Timer(value=_interval(speed), active=bool(playing))}
-
-
-def _interval(speed: Any) -> float:
-    steps_per_s = as_float(speed)
-    return 1.0 if not steps_per_s or steps_per_s <= 0 else max(0.2, min(5.0, 1.0 / steps_per_s))

@@ -60,6 +60,8 @@ def build_replay_tab(ctx: Ctx, example_label: Optional[str], first: dict[str, An
     ctx["headline"] = gr.Markdown(first.get("headline", NO_TRACE), elem_id="headline")
     build_share_note(ctx)  # says what part of an opened share link was ignored (hidden otherwise)
     ctx["selected"] = gr.State(None)
+    # Every step's views, drawn in the browser (components/replay/frame_bundle.py); never shown itself.
+    ctx["bundle"] = gr.JSON(first.get("bundle"), visible=False, elem_id="frame-bundle")
     # The key to the glyphs sits just above the canvas, so it is on the first screen with it (desktop and phone).
     ctx["legend"] = gr.HTML(first.get("legend", ""), elem_id="legend")
     ctx["canvas"] = gr.HTML(first.get("canvas", ""), elem_id="canvas", label="Token canvas", js_on_load=CANVAS_JS)
@@ -77,7 +79,8 @@ def build_replay_tab(ctx: Ctx, example_label: Optional[str], first: dict[str, An
                                    elem_id="color-by")
         with gr.Column(scale=2, min_width=200):
             ctx["play"] = gr.Button("▶ Play", size="sm", elem_id="play")
-            ctx["speed"] = ClampedSlider(0.25, 4, value=1, step=0.25, label="Play speed (steps per second)", scale=2)
+            ctx["speed"] = ClampedSlider(0.25, 4, value=1, step=0.25, label="Play speed (steps per second)", scale=2,
+                                         elem_id="play-speed")
     ctx["strip"] = gr.HTML(first.get("strip", ""), elem_id="strip", label="Verification strip", js_on_load=FOCUS_JS)
     ctx["residual"] = gr.HTML(first.get("residual", ""), elem_id="residual", label="The residual draw")
     with gr.Row():
@@ -97,8 +100,8 @@ def _scrubber(ctx: Ctx, slider: Any) -> None:
                                       label=slider.label if slider else "Step", elem_id="step-slider", scale=4,
                                       min_width=120)
         ctx["next"] = gr.Button("▶", size="sm", scale=0, min_width=44, elem_id="next-btn")
-    ctx["timer"] = gr.Timer(1.0, active=False)
-    ctx["playing"] = gr.State(False)
+    # The step the browser hands to the server (stepper.js): -1 while the browser draws every step itself.
+    ctx["server_step"] = gr.Number(-1, visible=False, elem_id="server-step")
 
 
 def _run_pick(ctx: Ctx, example_label: Optional[str], has_pair: bool) -> None:

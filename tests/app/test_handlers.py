@@ -224,14 +224,9 @@ def test_handlers_state_and_scrubbing():
     views = handlers.step_views(state, 1)
     assert set(views) == set(handlers.STEP_OUT) and views["summary"].startswith("Step 1 of")
     assert handlers.step_views(state, None) == {}  # a blank step box changes nothing
-    assert handlers.move(state, 0, -1) == {"slider": 0} and handlers.move(state, 7, 1) == {"slider": 7}
-    assert handlers.move(state, 3.0, 1) == {"slider": 4}
-    out = handlers.tick(state, 6)
-    assert out["slider"] == 7 and out["timer"].active is False and out["playing"] is False
-    assert handlers.tick(state, 2) == {"slider": 3}
-    out = handlers.toggle_play(False, state, 7, 2.0)
-    assert out["playing"] is True and out["timer"].active and out["timer"].value == 0.5 and out["slider"] == 0
-    assert handlers.toggle_play(True, state, 3, 1.0)["playing"] is False
+    # ◀ ▶ and Play run in the browser (components/replay/js/, tests/app/test_frame_bundle.py); the server draws
+    # only the steps the browser hands it, and -1 (drawn in the browser) changes nothing.
+    assert handlers.server_step(state, 3) == views | handlers.step_views(state, 3) and handlers.server_step(state, -1) == {}
     assert set(handlers.trace_views(tf.mixed(), 3)) == set(handlers.TRACE_OUT)
 
 
@@ -454,7 +449,6 @@ def test_example_and_state_handlers():
     assert shown["example"]["value"] is None and "Replay shows this session" in shown["example"]["label"] and shown["selected"] is None  # nothing stale after a run
     assert "data-pinned" not in shown["detail"]
     assert handlers.show_state(out["state"], False) == {}
-    assert handlers.set_speed(4, True)["timer"].value == 0.25 and handlers.set_speed(0, False)["timer"].value == 1.0
 
 
 def test_first_screen_pair_and_headline():

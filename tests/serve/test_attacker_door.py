@@ -44,7 +44,7 @@ def test_row2_heartbeats_of_fresh_ids_mint_no_more_than_the_clients_own_sessions
             next(beat.iter_lines())
         assert wait(lambda: f"hb-{i}" in data, 30)  # its unload ran
     assert sum(s.startswith("hb-") for s in list(data)) <= 17  # S2D2_CLIENT_SESSIONS (16) and the newest
-    newcomer = join(url, fns["tick"], [None, 0], "hb-newcomer", ip="10.29.2.2")
+    newcomer = join(url, fns["server_step"], [None, 0, "auto", "state", None], "hb-newcomer", ip="10.29.2.2")
     assert newcomer.status_code == 200 and outcome(url, "hb-newcomer", "10.29.2.2")[1] is True
 
 

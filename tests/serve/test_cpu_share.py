@@ -157,5 +157,5 @@ def test_the_apps_views_are_metered_and_its_decodes_and_stop_are_not():
         if block_fn.trigger_after is not None or any(t in ("load", "unload") for _, t in block_fn.targets):
             assert block_fn.fn.s2d2_metered and not block_fn.fn.s2d2_refuses, block_fn.name
     assert all(block_fn.fn.s2d2_refuses for block_fn in app.demo.fns.values() if block_fn.name == "step_views")
-    assert {"step_views", "upload_trace", "tick", "html_replay", "page_load", "on_unload", "after_run"} <= metered
+    assert {"step_views", "server_step", "restyle", "upload_trace", "html_replay", "page_load", "on_unload", "after_run"} <= metered
     assert {"run", "rerun_whatif", "stop"} <= unmetered
