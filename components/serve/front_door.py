@@ -40,7 +40,8 @@ from s2d2.limits import limits
 from components.serve import gpu_slot
 from components.serve.identity import client_key, scope_key
 from components.serve.disk_budget import DISK
-from components.serve.door_checks import Refusal, checked, count_values, header, read_body, replay, with_length
+from components.serve.door_checks import (Refusal, checked, count_values, file_values, header, read_body, replay,
+                                          with_length)
 from components.serve.client_limits import Listeners, Rate, Sessions, client_queued, new_session_burst, new_session_rate, queue_events, trim_sessions, unread_decay_s
 
 API = "/gradio_api"
@@ -56,6 +57,7 @@ TOO_MANY_QUEUED = ("⏳ You already have several requests waiting in the queue: 
                    "again.")
 QUEUE_NEARLY_FULL = "⏳ The queue is nearly full: wait for your requests to finish, then try again."
 TOO_MANY_NEW = "⏳ Too many new pages from your address at once: wait a few seconds, then reload."
+PAGE_ONLY = "This event runs in the page only: there is nothing for the server to do."
 TOO_MANY_STREAMS = "⏳ Too many open connections from your address: close some tabs and try again."
 
 RATE, STOP_RATE, SESSIONS, LISTENERS = Rate(), Rate(), Sessions(), Listeners()
@@ -216,8 +218,10 @@ def admit_request(sub: str, data: dict, client: str, blocks: Any) -> None:
             raise Refusal(400, "Unknown event.")
     else:
         fn = None
+    refuse_page_only(fn)
     if path == ["queue", "join"] or path[:2] == ["call", path[-1]]:
         count_values(fn, data.get("data"), by_index=path[0] == "queue")
+        file_values(fn, data.get("data"), by_index=path[0] == "queue")
     session = data.get("session_hash")
     admit_session(session, client, blocks)
     if fn is None or path[0] not in ("call", "queue"):
@@ -232,6 +236,13 @@ def admit_request(sub: str, data: dict, client: str, blocks: Any) -> None:
         raise Refusal(429, QUEUE_NEARLY_FULL)
     if isinstance(session, str) and session:
         LISTENERS.joined(session)
+
+
+def refuse_page_only(fn: Any) -> None:
+    """Refusal for an event the page runs only in JavaScript (no Python function: Gradio would fail on it with an
+    IndexError in the server's log)."""
+    if fn is not None and getattr(fn, "fn", True) is None:
+        raise Refusal(400, PAGE_ONLY)
 
 
 def after_cancel(data: dict, client: str, blocks: Any) -> None:
