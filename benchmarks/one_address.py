@@ -141,17 +141,19 @@ def first_example_steps() -> tuple[str, int]:
 
 
 def stepper(url: str, address: str, every_s: float, until: float, start_at: float) -> dict[str, Any]:
-    """One student: open the first example (again at each tick until it opened), then step every `every_s`."""
+    """One student: load the page and open the first example (again at each tick until both worked), then step
+    every `every_s`."""
     label, steps = first_example_steps()
     out: dict[str, Any] = {"step": [], "refused": Counter(), "opened": False}
-    c = client(url, address)
-    tick, k = start_at, 0
+    c, tick, k = None, start_at, 0
     try:
         while time.time() < until:
             threading.Event().wait(max(0.0, tick - time.time()))  # the student's own pace
             tick += every_s
             t0 = time.perf_counter()
             try:
+                if c is None:  # the page itself (its config and API info) may be refused
+                    c = client(url, address)
                 if not out["opened"]:
                     c.predict(label, api_name="/open_example")
                     out["opened"] = True
@@ -162,7 +164,8 @@ def stepper(url: str, address: str, every_s: float, until: float, start_at: floa
             except Exception as exc:  # a refusal (429 at the door, the CPU share) or an error
                 out["refused"][f"{'open' if not out['opened'] else 'step'}: {str(exc)[:60]}"] += 1
     finally:
-        c.close()
+        if c is not None:
+            c.close()
     return out
 
 
@@ -182,11 +185,13 @@ def step_round(url: str, proc: Any, addresses: list[str], every_s: float, second
 
 def step_line(label: str, m: dict[str, Any]) -> str:
     served, refused = len(m["steps"]), sum(v for k, v in m["refused"].items() if k.startswith("step"))
+    opening = sum(v for k, v in m["refused"].items() if k.startswith("open"))
     total = served + refused
     first = next(iter(m["refused"]), "")
-    return (f"{label}: steps served {served}/{total} ({100 * served / max(1, total):.0f} %), refused {refused}, "
-            f"could not open the example {m['not_opened']}; step {summary(m['steps'])}; server CPU "
-            f"{m['cpu']:.1f} s = {1e3 * m['cpu'] / max(1, served):.0f} ms per served step"
+    per_step = f"{1e3 * m['cpu'] / served:.0f} ms per served step" if served else "no step served"
+    return (f"{label}: steps served {served}/{total} ({100 * served / max(1, total):.0f} %), refused {refused}; "
+            f"page or example refused {opening} times, never opened by {m['not_opened']} visitors; step "
+            f"{summary(m['steps'])}; server CPU {m['cpu']:.1f} s, {per_step}"
             + (f" | first refusal: {first}" if first else ""))
 
 
@@ -198,7 +203,12 @@ def _flood(url: str, fns: dict[str, int], threads: int, heavy: Path, address: st
 
     attackers.ATTACKER_IP = address  # this process is the flooder alone: its module-wide address is this one
     flooder = attackers.ReplayFlood(url, fns, long_knobs, threads=threads, trace_path=heavy)
-    flooder.start()
+    try:
+        flooder.start()  # its uploads may be refused or time out on a server already flooded
+    except Exception as exc:  # noqa: BLE001 (the figure says how many flooders could start)
+        answers.put({f"flooder could not start ({type(exc).__name__})": 1})
+        ready.set()
+        return
     ready.set()
     stop.wait()
     answers.put(dict(flooder.stop()))
@@ -216,7 +226,8 @@ def start_floods(url: str, fns: dict[str, int], threads: int, heavy: Path, addre
         p = ctx.Process(target=_flood, args=(url.rstrip("/"), fns, threads, heavy, address, ready, stop, answers),
                         daemon=True)
         p.start()
-        ready.wait(timeout=300)
+        while not ready.wait(timeout=1) and p.is_alive():
+            pass  # its uploads done, or it died (its answers then read "flooder lost")
         started.append((p, stop, answers))
 
     def stop_all() -> dict:
@@ -225,7 +236,7 @@ def start_floods(url: str, fns: dict[str, int], threads: int, heavy: Path, addre
             stop.set()
         for p, stop, answers in started:
             try:
-                codes.update(answers.get(timeout=120))
+                codes.update(answers.get(timeout=120 if p.is_alive() else 1))
             except Exception:  # noqa: BLE001 (a flooder that died: its answers are lost, the figure says so)
                 codes["flooder lost"] += 1
             p.join(timeout=30)
@@ -277,28 +288,33 @@ def run_one_address(args: argparse.Namespace) -> int:
     return 0
 
 
-def phases(url: str, proc: Any, fns: dict[str, int], heavy: Path, args: argparse.Namespace, budget: Budget) -> None:
-    p95: dict[str, float] = {}
-    for one, label in ((False, "from 30 addresses" if args.visitors == 30 else "from own addresses"),
-                       (True, "from one address")):
+def runs_figure(url: str, args: argparse.Namespace, budget: Budget) -> None:
+    """(a): the class's Runs from their own addresses, then from one; the ratio of the two p95s."""
+    p95: dict[bool, float] = {}
+    for one, label in ((False, f"from {args.visitors} addresses"), (True, "from one address")):
         if budget.fits(f"(a) {label}", args.round_s + 10):
             m = run_round(url, args, one)
-            p95[label] = pct([r["s"] for r in m["runs"] if r["ok"]], 0.95)
+            p95[one] = pct([r["s"] for r in m["runs"] if r["ok"]], 0.95)
             print(run_line(label, m), flush=True)
     if len(p95) == 2:
-        many, one_ = p95.values()
-        print(f"(a) class p95 one address / own addresses = {one_ / many:.2f}", flush=True)
+        print(f"(a) class p95 one address / own addresses = {p95[True] / p95[False]:.2f}", flush=True)
+
+
+def phases(url: str, proc: Any, fns: dict[str, int], heavy: Path, args: argparse.Namespace, budget: Budget) -> None:
+    """The figures --figures asks for, in order, each while the budget lasts."""
+    if "a" in args.figures:
+        runs_figure(url, args, budget)
     students = [CLASS_IP] * args.visitors
-    if budget.fits("(b) replay", args.phase_s + 20):
+    if "b" in args.figures and budget.fits("(b) replay", args.phase_s + 20):
         print(step_line("(b) replay, class alone", step_round(url, proc, students, args.step_every_s,
                                                             args.phase_s)), flush=True)
     for where, address in (("its own address", CLASS_IP), ("another address", OTHER_IP)):
-        if budget.fits(f"(c) beside a flooder on {where}", args.phase_s + 60):
+        if "c" in args.figures and budget.fits(f"(c) beside a flooder on {where}", args.phase_s + 60):
             stop = start_floods(url, fns, args.flood_threads, heavy, [address])
             m = step_round(url, proc, students, args.step_every_s, args.phase_s)
             print(step_line(f"(c) replay beside a heavy-step flooder on {where}", m) + f" | flooder answers "
                   f"{stop()}", flush=True)
-    if budget.fits("(d) eight flooding addresses", args.phase_s + 120):
+    if "d" in args.figures and budget.fits("(d) eight flooding addresses", args.phase_s + 120):
         stop = start_floods(url, fns, args.flood_threads, heavy, FLOOD_IPS)
         m = step_round(url, proc, [HONEST_IP], 0.5, args.phase_s)
         print(step_line("(d) honest visitor beside eight flooding addresses", m) + f" | flooders' answers "
@@ -313,12 +329,15 @@ def add_options(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--retry-s", type=float, default=5.0, help="--one-address: a refused student presses again")
     ap.add_argument("--step-every-s", type=float, default=2.0, help="--one-address: seconds between a student's steps")
     ap.add_argument("--flood-threads", type=int, default=4, help="--one-address: threads per flooding address")
+    ap.add_argument("--figures", default="abcd", help="--one-address: which figures to measure (default: abcd)")
 
 
 def validated(args: argparse.Namespace) -> Optional[str]:
     """One line saying what is out of bounds, or None."""
     bounds = {"visitors": (1, 100), "round_s": (5, 3600), "retry_s": (0.5, 600), "phase_s": (5, 3600),
               "step_every_s": (0.1, 60), "flood_threads": (1, 32), "budget_s": (10, 86_400), "spread_s": (0, 600)}
+    if not args.figures or set(args.figures) - set("abcd"):
+        return f"--figures takes letters of abcd, got {args.figures[:20]!r}"
     for name, (low, high) in bounds.items():
         value = getattr(args, name)
         if not low <= value <= high:
