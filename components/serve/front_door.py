@@ -1,8 +1,9 @@
 """The app's front door: an ASGI middleware in front of every Gradio route (app.py installs it with
 `launch(app_kwargs={"middleware": [Middleware(FrontDoor)]})`), so each request meets it before Gradio does.
 
-Every request's query is capped (MAX_QUERY_BYTES: 414), the page and /config are rate-limited, and a page route
-that fails answers one line. For every API request it
+Every request's query is capped (MAX_QUERY_BYTES: 414), the page and /config are rate-limited and built once per
+key (components/serve/page_cache.py: a class loading the page costs one build), and a page route that fails answers
+one line. For every API request it
 - reads every body as JSON, whatever its Content-Type says (FastAPI parses any spelling of a JSON type, or no
   header, as JSON, and some Gradio routes call request.json() on any body), so no spelling skips a rule below;
 - rate-limits the client (components/serve/client_limits.py `Rate`; the client is components/serve/identity.py's key); Stop, the
@@ -37,11 +38,12 @@ from urllib.parse import parse_qs
 
 from s2d2.limits import limits
 
+from components.serve.door_checks import file_values
+from components.serve.page_cache import PageCache
 from components.serve import gpu_slot
 from components.serve.identity import client_key, scope_key
 from components.serve.disk_budget import DISK
-from components.serve.door_checks import (Refusal, checked, count_values, file_values, header, read_body, replay,
-                                          with_length)
+from components.serve.door_checks import Refusal, checked, count_values, header, read_body, replay, with_length
 from components.serve.client_limits import Listeners, Rate, Sessions, client_queued, new_session_burst, new_session_rate, queue_events, trim_sessions, unread_decay_s
 
 API = "/gradio_api"
@@ -61,6 +63,7 @@ PAGE_ONLY = "This event runs in the page only: there is nothing for the server t
 TOO_MANY_STREAMS = "⏳ Too many open connections from your address: close some tabs and try again."
 
 RATE, STOP_RATE, SESSIONS, LISTENERS = Rate(), Rate(), Sessions(), Listeners()
+PAGES = PageCache()  # the page and /config, built once per key
 NEW_SESSIONS = Rate(new_session_rate, new_session_burst)  # a new session costs Gradio a copy of the page config
 
 Send = Callable[[dict], Awaitable[None]]
@@ -96,8 +99,11 @@ class FrontDoor:
                                    "is much shorter.")
             if path.startswith(API):
                 await self._route(scope, receive, tracked)
-            elif path.rstrip("/") in RATED_PAGES and not RATE.allow(scope_key(scope)):
-                raise Refusal(429, TOO_FAST)
+            elif path.rstrip("/") in RATED_PAGES:  # rated, and built once per key (components/serve/page_cache.py)
+                client = scope_key(scope)
+                if not RATE.allow(client):
+                    raise Refusal(429, TOO_FAST)
+                await PAGES.serve(scope, receive, tracked, self.app, client, id(blocks_of(scope)), TOO_FAST)
             else:
                 await self.app(scope, receive, tracked)
         except Refusal as refusal:
