@@ -103,7 +103,8 @@ class FrontDoor:
                 client = scope_key(scope)
                 if not RATE.allow(client):
                     raise Refusal(429, TOO_FAST)
-                await PAGES.serve(scope, receive, tracked, self.app, client, id(blocks_of(scope)), TOO_FAST)
+                app_id = getattr(blocks_of(scope), "app_id", None)  # Gradio's random id of this app's Blocks
+                await PAGES.serve(scope, receive, tracked, self.app, client, app_id, TOO_FAST)
             else:
                 await self.app(scope, receive, tracked)
         except Refusal as refusal:

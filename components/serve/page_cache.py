@@ -11,7 +11,8 @@ the same key wait for the one build instead of each making their own.
 
 Invariants: only a complete 200 answer without Set-Cookie and under MAX_BYTES is kept; at most MAX_ENTRIES answers
 (the least recently used are dropped) and MAX_TOTAL_BYTES in all; an app rebuilt in the same process (tests reload
-app.py) never gets the old app's answer (the key holds the app's identity).
+app.py) never gets the old app's answer (the key holds the app's identity: Gradio's random 64-bit app id, never a
+memory address that a new app could reuse).
 """
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ App = Callable[[dict, Receive, Send], Awaitable[None]]
 Answer = tuple[dict, bytes]  # the response start message and the whole body
 
 
-def cache_key(scope: dict, app_id: int) -> tuple:
+def cache_key(scope: dict, app_id: Any) -> tuple:
     """What the built answer depends on (see the module docstring)."""
     headers = {k.lower(): v for k, v in scope.get("headers", ()) if k.lower() in KEY_HEADERS}
     cookies = b";".join(sorted(part.strip() for k, v in scope.get("headers", ()) if k.lower() == b"cookie"
@@ -64,7 +65,7 @@ class PageCache:
     def total_bytes(self) -> int:
         return sum(len(body) for _, body in self._answers.values())
 
-    async def serve(self, scope: dict, receive: Receive, send: Send, app: App, client: str, app_id: int,
+    async def serve(self, scope: dict, receive: Receive, send: Send, app: App, client: str, app_id: Any,
                     too_fast: str) -> None:
         """Answer a GET from the cache, or build it (once per key at a time; Refusal(429, too_fast) when the
         client has spent its builds) and keep it when it may be kept."""
