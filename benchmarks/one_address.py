@@ -11,13 +11,16 @@ one server (defaults as shipped; one trusted proxy hop, read only from loopback)
 (b) replay: the students open the first example and step through it every --step-every-s for --phase-s seconds:
     steps served and refused, step p50 / p95, server CPU per served step.
 (c) the replay class again beside a heavy-step flooder (benchmarks/attackers.py's replay flood, in its own process)
-    on the class's own address, then on another address: the same figures and the flooder's answers.
+    on the class's own address, then on another address: the same figures and the flooder's answers; then the
+    class presses Run beside a stranger on another address pressing Run from --flood-threads tabs: the class's
+    share of the decode places (benchmarks/decode_share.py).
 (d) eight flooding addresses (one replay flooder each, --flood-threads threads): one honest visitor on its own
     address steps every 0.5 s; its step p50 / p95 and served share.
 
-Each figure is printed as soon as it exists. Bounded: --visitors, --round-s, --phase-s and --budget-s for the whole
-run (a phase that no longer fits is skipped, and says so); every request goes to the server on 127.0.0.1 (the
-forwarded addresses are only header values).
+`--figures` picks some (letters a, b, c, r: figure (c)'s decode half, d). Each figure is printed as soon as it
+exists. Bounded: --visitors, --round-s, --phase-s and --budget-s for the whole run (a phase that no longer fits is
+skipped, and says so); every request goes to the server on 127.0.0.1 (the forwarded addresses are only header
+values).
 """
 from __future__ import annotations
 
@@ -79,7 +82,8 @@ class Budget:
 
 def press_until_done(c: Any, prompt: str, model: str, retry_s: float, until: float) -> dict[str, Any]:
     """Press Run; after a refusal (an error, or a final status other than ✅) wait `retry_s` and press again, until
-    the run finishes or `until` passes. Seconds from the first press, refusals and the last status."""
+    the run finishes or `until` passes. Seconds from the first press, refusals, the last status and the moment it
+    ended (time.time())."""
     from benchmarks.classroom import default_knobs
 
     t0, refusals, status = time.perf_counter(), 0, ""
@@ -91,10 +95,11 @@ def press_until_done(c: Any, prompt: str, model: str, retry_s: float, until: flo
         except Exception as exc:  # a refusal at the door or the validator, a timeout
             status = f"{type(exc).__name__}: {str(exc)[:100]}"
         if status.startswith("✅"):
-            return {"s": time.perf_counter() - t0, "ok": True, "refusals": refusals, "status": status}
+            return {"s": time.perf_counter() - t0, "ok": True, "refusals": refusals, "status": status,
+                    "end": time.time()}
         refusals += 1
         threading.Event().wait(min(retry_s, max(0.0, until - time.time())))  # the student presses again later
-    return {"s": time.perf_counter() - t0, "ok": False, "refusals": refusals, "status": status}
+    return {"s": time.perf_counter() - t0, "ok": False, "refusals": refusals, "status": status, "end": time.time()}
 
 
 def run_round(url: str, args: argparse.Namespace, one_address: bool) -> dict[str, Any]:
@@ -314,6 +319,10 @@ def phases(url: str, proc: Any, fns: dict[str, int], heavy: Path, args: argparse
             m = step_round(url, proc, students, args.step_every_s, args.phase_s)
             print(step_line(f"(c) replay beside a heavy-step flooder on {where}", m) + f" | flooder answers "
                   f"{stop()}", flush=True)
+    if "r" in args.figures and budget.fits("(c) runs beside a stranger pressing Run", args.round_s + 30):
+        from benchmarks.decode_share import decode_share_figure  # it builds on this module's rounds
+
+        print(decode_share_figure(url, args), flush=True)
     if "d" in args.figures and budget.fits("(d) eight flooding addresses", args.phase_s + 120):
         stop = start_floods(url, fns, args.flood_threads, heavy, FLOOD_IPS)
         m = step_round(url, proc, [HONEST_IP], 0.5, args.phase_s)
@@ -329,15 +338,16 @@ def add_options(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--retry-s", type=float, default=5.0, help="--one-address: a refused student presses again")
     ap.add_argument("--step-every-s", type=float, default=2.0, help="--one-address: seconds between a student's steps")
     ap.add_argument("--flood-threads", type=int, default=4, help="--one-address: threads per flooding address")
-    ap.add_argument("--figures", default="abcd", help="--one-address: which figures to measure (default: abcd)")
+    ap.add_argument("--figures", default="abcrd", help="--one-address: which figures to measure: a, b, c (steps "
+                    "beside flooders), r (runs beside a stranger: figure (c)'s decode places), d; default all")
 
 
 def validated(args: argparse.Namespace) -> Optional[str]:
     """One line saying what is out of bounds, or None."""
     bounds = {"visitors": (1, 100), "round_s": (5, 3600), "retry_s": (0.5, 600), "phase_s": (5, 3600),
               "step_every_s": (0.1, 60), "flood_threads": (1, 32), "budget_s": (10, 86_400), "spread_s": (0, 600)}
-    if not args.figures or set(args.figures) - set("abcd"):
-        return f"--figures takes letters of abcd, got {args.figures[:20]!r}"
+    if not args.figures or set(args.figures) - set("abcrd"):
+        return f"--figures takes letters of abcrd, got {args.figures[:20]!r}"
     for name, (low, high) in bounds.items():
         value = getattr(args, name)
         if not low <= value <= high:
