@@ -59,7 +59,6 @@ TOO_MANY_QUEUED = ("⏳ You already have several requests waiting in the queue: 
                    "again.")
 QUEUE_NEARLY_FULL = "⏳ The queue is nearly full: wait for your requests to finish, then try again."
 TOO_MANY_NEW = "⏳ Too many new pages from your address at once: wait a few seconds, then reload."
-PAGE_ONLY = "This event runs in the page only: there is nothing for the server to do."
 TOO_MANY_STREAMS = "⏳ Too many open connections from your address: close some tabs and try again."
 
 RATE, STOP_RATE, SESSIONS, LISTENERS = Rate(), Rate(), Sessions(), Listeners()
@@ -243,6 +242,9 @@ def admit_request(sub: str, data: dict, client: str, blocks: Any) -> None:
         raise Refusal(429, QUEUE_NEARLY_FULL)
     if isinstance(session, str) and session:
         LISTENERS.joined(session)
+
+
+PAGE_ONLY = "This event runs in the page only: there is nothing for the server to do."
 
 
 def refuse_page_only(fn: Any) -> None:
