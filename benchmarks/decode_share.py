@@ -14,7 +14,7 @@ import threading
 import time
 from typing import Any, Callable
 
-from benchmarks.one_address import OTHER_IP, client, run_line, run_round
+from benchmarks.class_runs import OTHER_IP, client, run_line, run_round
 
 
 def start_stranger(url: str, tabs: int, model: str) -> Callable[[], list[float]]:

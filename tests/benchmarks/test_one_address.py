@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks import load_test, one_address
+from benchmarks import class_runs, load_test, one_address
 
 
 def test_the_option_reaches_the_one_address_run_with_its_settings(monkeypatch) -> None:
@@ -32,8 +32,8 @@ def test_out_of_bounds_settings_are_one_line_and_exit_2(argv, word, monkeypatch,
 
 
 def test_every_student_shares_one_loopback_served_address() -> None:
-    assert {one_address.address_of(i, True) for i in range(30)} == {one_address.CLASS_IP}
-    assert len({one_address.address_of(i, False) for i in range(30)}) == 30
+    assert {class_runs.address_of(i, True) for i in range(30)} == {class_runs.CLASS_IP}
+    assert len({class_runs.address_of(i, False) for i in range(30)}) == 30
     assert one_address.SERVER_ENV["S2D2_TRUSTED_PROXIES"] == "127.0.0.1"  # headers read from loopback only
 
 
