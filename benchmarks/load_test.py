@@ -5,6 +5,7 @@
     python -m benchmarks.load_test --attack                 # honest visitor beside each attacker (issue 19)
     python -m benchmarks.load_test --classroom              # 30 visitors press Run within 10 s, sharing off/on
     python -m benchmarks.load_test --classroom --attack     # ... and the class again beside each attacker
+    python -m benchmarks.load_test --classroom --one-address --budget-s 900   # the class behind ONE address
 
 Starts the app (`app.py`) in a subprocess on a free port, trusting one proxy hop (X-Forwarded-For names the
 visitor, as on a Space). Default mode: N client sessions at once, each its own visitor: upload a
@@ -24,6 +25,12 @@ the visitor, as on a Space).
 --spread-s seconds, on a server with decode sharing off and then on (benchmarks/classroom.py); ends with
 `classroom: p95 shared/alone = R (lone run shared/alone = L)`. `--classroom --attack` adds the class beside each
 attacker (sharing on).
+
+`--classroom --one-address` (issue 35): the class behind ONE forwarded address, as a school's NAT shows it, on one
+server: (a) --visitors press Run within --spread-s (refused ones press again every --retry-s), compared with the same
+class from their own addresses; (b) the class steps through Replay every --step-every-s for --phase-s; (c) the same
+beside a heavy-step flooder on the class's address, then on another; (d) one honest visitor beside eight flooding
+addresses (benchmarks/one_address.py). Every figure printed as it exists; bounded by --budget-s.
 """
 from __future__ import annotations
 
@@ -38,6 +45,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
+from benchmarks.one_address import add_options as add_one_address_options
 from benchmarks.percentiles import pct
 from benchmarks.server import free_port, knobs, server_cpu_s, server_rss_mb, start_server, stop_server
 
@@ -101,7 +109,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--spread-s", type=float, default=10.0, help="--classroom: seconds over which they press Run")
     ap.add_argument("--lone-reps", type=int, default=5, help="--classroom: lone runs per mode")
     ap.add_argument("--batch-max", type=int, default=16, help="--classroom: S2D2_BATCH_MAX with sharing on")
+    add_one_address_options(ap)
     args = ap.parse_args(argv)
+    if args.classroom and args.one_address:
+        from benchmarks.one_address import run_one_address, validated
+
+        if (problem := validated(args)) is not None:
+            ap.error(problem)
+        return run_one_address(args)
     if args.classroom:
         from benchmarks.classroom import run_classroom
 

@@ -37,6 +37,8 @@ def start_server(port: int, env_extra: dict | None = None) -> subprocess.Popen:
     code = ("import app; app.demo.launch(server_name='127.0.0.1', server_port=%d, quiet=True, **app.LAUNCH_KWARGS)"
             % port)
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT), **(env_extra or {})}
+    if env.get("S2D2_TRUSTED_PROXY_HOPS", "0") != "0":  # X-Forwarded-For read only from loopback (the app refuses
+        env.setdefault("S2D2_TRUSTED_PROXIES", "127.0.0.1")  # proxy hops trusted from any connection)
     proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     deadline = time.time() + 180

@@ -31,6 +31,44 @@ def count_values(fn: Any, values: Any, by_index: bool) -> None:
         raise Refusal(400, f"This event takes {wanted} values; the request sent {len(values)}.")
 
 
+NOT_A_FILE = "This event takes a file: choose one with its upload button."
+
+
+def file_values(fn: Any, values: Any, by_index: bool) -> None:
+    """Refusal for a value sent to a file input (an upload button or file box) that is not a file Gradio's upload
+    made (Gradio would fail on it with a traceback in the log): None or a FileData record of an uploaded file, or
+    for a box of many files a list of them. Values map to the inputs as count_values says they are counted."""
+    from gradio.data_classes import FileData, ListFiles
+
+    inputs = list(getattr(fn, "inputs", ()) or ())
+    if fn is None or not isinstance(values, list):
+        return
+    if not by_index and len(values) != len(inputs):
+        inputs = [block for block in inputs if not getattr(block, "skip_api", False)]
+    for block, value in zip(inputs, values):
+        model = getattr(block, "data_model", None)
+        many = isinstance(model, type) and issubclass(model, ListFiles)
+        if not (isinstance(model, type) and (many or issubclass(model, FileData))) or value is None:
+            continue
+        if not (all(map(is_file_record, value)) if many and isinstance(value, list) else is_file_record(value)):
+            raise Refusal(400, NOT_A_FILE)
+
+
+def is_file_record(value: Any) -> bool:
+    """Is `value` a file Gradio's upload made: shaped as its FileData (a dict with a text path and meta
+    {"_type": "gradio.FileData"}) and inside its upload folder (a path elsewhere, or a URL, Gradio refuses with a
+    traceback in the log)?"""
+    from gradio import utils as gradio_utils
+
+    if not (isinstance(value, dict) and isinstance(value.get("path"), str)
+            and value.get("meta") == {"_type": "gradio.FileData"}):
+        return False
+    try:
+        return gradio_utils.is_in_or_equal(gradio_utils.abspath(value["path"]), gradio_utils.get_upload_folder())
+    except (OSError, ValueError):  # a path the file system cannot even resolve
+        return False
+
+
 def checked(value: Any, depth: int = 0) -> tuple[Any, bool]:
     """(value with lone surrogates replaced, whether anything changed); Refusal for a value nested deeper than
     MAX_DEPTH or a string longer than MAX_FIELD_CHARS."""

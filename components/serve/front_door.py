@@ -1,8 +1,9 @@
 """The app's front door: an ASGI middleware in front of every Gradio route (app.py installs it with
 `launch(app_kwargs={"middleware": [Middleware(FrontDoor)]})`), so each request meets it before Gradio does.
 
-Every request's query is capped (MAX_QUERY_BYTES: 414), the page and /config are rate-limited, and a page route
-that fails answers one line. For every API request it
+Every request's query is capped (MAX_QUERY_BYTES: 414), the page and /config are rate-limited and built once per
+key (components/serve/page_cache.py: a class loading the page costs one build), and a page route that fails answers
+one line. For every API request it
 - reads every body as JSON, whatever its Content-Type says (FastAPI parses any spelling of a JSON type, or no
   header, as JSON, and some Gradio routes call request.json() on any body), so no spelling skips a rule below;
 - rate-limits the client (components/serve/client_limits.py `Rate`; the client is components/serve/identity.py's key); Stop, the
@@ -37,6 +38,8 @@ from urllib.parse import parse_qs
 
 from s2d2.limits import limits
 
+from components.serve.door_checks import file_values
+from components.serve.page_cache import PageCache
 from components.serve import gpu_slot
 from components.serve.identity import client_key, scope_key
 from components.serve.disk_budget import DISK
@@ -59,6 +62,7 @@ TOO_MANY_NEW = "⏳ Too many new pages from your address at once: wait a few sec
 TOO_MANY_STREAMS = "⏳ Too many open connections from your address: close some tabs and try again."
 
 RATE, STOP_RATE, SESSIONS, LISTENERS = Rate(), Rate(), Sessions(), Listeners()
+PAGES = PageCache()  # the page and /config, built once per key
 NEW_SESSIONS = Rate(new_session_rate, new_session_burst)  # a new session costs Gradio a copy of the page config
 
 Send = Callable[[dict], Awaitable[None]]
@@ -94,8 +98,12 @@ class FrontDoor:
                                    "is much shorter.")
             if path.startswith(API):
                 await self._route(scope, receive, tracked)
-            elif path.rstrip("/") in RATED_PAGES and not RATE.allow(scope_key(scope)):
-                raise Refusal(429, TOO_FAST)
+            elif path.rstrip("/") in RATED_PAGES:  # rated, and built once per key (components/serve/page_cache.py)
+                client = scope_key(scope)
+                if not RATE.allow(client):
+                    raise Refusal(429, TOO_FAST)
+                app_id = getattr(blocks_of(scope), "app_id", None)  # Gradio's random id of this app's Blocks
+                await PAGES.serve(scope, receive, tracked, self.app, client, app_id, TOO_FAST)
             else:
                 await self.app(scope, receive, tracked)
         except Refusal as refusal:
@@ -216,8 +224,10 @@ def admit_request(sub: str, data: dict, client: str, blocks: Any) -> None:
             raise Refusal(400, "Unknown event.")
     else:
         fn = None
+    refuse_page_only(fn)
     if path == ["queue", "join"] or path[:2] == ["call", path[-1]]:
         count_values(fn, data.get("data"), by_index=path[0] == "queue")
+        file_values(fn, data.get("data"), by_index=path[0] == "queue")
     session = data.get("session_hash")
     admit_session(session, client, blocks)
     if fn is None or path[0] not in ("call", "queue"):
@@ -232,6 +242,16 @@ def admit_request(sub: str, data: dict, client: str, blocks: Any) -> None:
         raise Refusal(429, QUEUE_NEARLY_FULL)
     if isinstance(session, str) and session:
         LISTENERS.joined(session)
+
+
+PAGE_ONLY = "This event runs in the page only: there is nothing for the server to do."
+
+
+def refuse_page_only(fn: Any) -> None:
+    """Refusal for an event the page runs only in JavaScript (no Python function: Gradio would fail on it with an
+    IndexError in the server's log)."""
+    if fn is not None and getattr(fn, "fn", True) is None:
+        raise Refusal(400, PAGE_ONLY)
 
 
 def after_cancel(data: dict, client: str, blocks: Any) -> None:

@@ -10,10 +10,11 @@ trusted). IPv6 addresses are grouped by /64, the block one subscriber gets. A si
 who sign in are told apart.
 
 Identity is only as good as these settings, so `identity_settings()` (app.py calls it at start) refuses
-`FORWARDED_ALLOW_IPS=*` (uvicorn would then rewrite the peer from a header any client writes) and warns loudly when
-proxy hops are trusted off a Space without `S2D2_TRUSTED_PROXIES` (the proxies' addresses or networks, comma
-separated): if the app is also reachable directly, a client writes its own X-Forwarded-For. With
-S2D2_TRUSTED_PROXIES set, X-Forwarded-For is read only on a connection from one of them. A request that reaches
+`FORWARDED_ALLOW_IPS=*` (uvicorn would then rewrite the peer from a header any client writes) and refuses proxy hops
+trusted off a Space without `S2D2_TRUSTED_PROXIES` (the proxies' addresses or networks, comma separated): a client
+that reaches the app directly would write its own X-Forwarded-For and be a new visitor at every request. On a Space
+(SPACE_ID set) the default of one hop stays allowed: its proxy is the only way in. With S2D2_TRUSTED_PROXIES set,
+X-Forwarded-For is read only on a connection from one of them. A request that reaches
 the app without the header while hops are trusted (it skipped the proxy) is logged once, loudly.
 
 The current request's key is also kept in a context variable while a handler runs (components/serve/gpu_slot.py sets it), so
@@ -33,6 +34,9 @@ FORGEABLE = ("⚠️ CLIENT IDENTITY CAN BE FORGED: S2D2_TRUSTED_PROXY_HOPS={hop
              "client that reaches the app directly writes its own address and escapes every per-visitor limit. "
              "Serve the app only through the proxy, and set S2D2_TRUSTED_PROXIES to the proxy's address (or "
              "network), or set S2D2_TRUSTED_PROXY_HOPS=0.")
+REFUSED_HOPS = ("S2D2_TRUSTED_PROXY_HOPS={hops} trusts X-Forwarded-For from any connection: set S2D2_TRUSTED_PROXIES "
+                "to your proxy's address or network (e.g. 127.0.0.1 for a proxy on this machine), or set "
+                "S2D2_TRUSTED_PROXY_HOPS=0; a client reaching the app directly could otherwise name any address.")
 _WARNED: set = set()
 _CURRENT: contextvars.ContextVar[str] = contextvars.ContextVar("s2d2_client", default=LOCAL)
 
@@ -64,8 +68,9 @@ def trusted_proxies() -> list:
 
 
 def identity_settings() -> list[str]:
-    """Check the settings client identity rests on (see the module docstring): ValueError for one that lets any
-    client choose its address; the warnings (also logged) for one that does if the app is reachable directly."""
+    """Check the settings client identity rests on (see the module docstring): ValueError, in one line, for one
+    that lets any client choose its address (FORWARDED_ALLOW_IPS=*, or proxy hops trusted from any connection off
+    a Space); the warnings (also logged) for one that is only redundant."""
     allow = os.environ.get("FORWARDED_ALLOW_IPS")
     if allow is not None and "*" in allow:
         raise ValueError("FORWARDED_ALLOW_IPS=* lets any client choose its address (uvicorn rewrites the peer from "
@@ -76,7 +81,7 @@ def identity_settings() -> list[str]:
         warnings.append(f"FORWARDED_ALLOW_IPS={allow[:60]!r}: uvicorn rewrites the peer from X-Forwarded-For for "
                         "those addresses, and S2D2_TRUSTED_PROXY_HOPS counts the same header again; unset it.")
     if hops and not proxies and not os.environ.get("SPACE_ID"):
-        warnings.append(FORGEABLE.format(hops=hops, why="from any connection (S2D2_TRUSTED_PROXIES is unset)"))
+        raise ValueError(REFUSED_HOPS.format(hops=hops))
     for line in warnings:
         LOG.warning(line)
     return warnings

@@ -17,10 +17,11 @@ import ctypes
 import json
 import os
 import resource
+import signal
 import sys
 import traceback
 
-PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_SECUREBITS, PR_SET_NO_NEW_PRIVS = 4, 24, 28, 38
+PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_SECUREBITS, PR_SET_NO_NEW_PRIVS = 1, 4, 24, 28, 38
 SECURE_BITS = 0x3F  # NOROOT, NO_SETUID_FIXUP, KEEP_CAPS, each with its lock: uid 0 never regains capabilities
 NOBODY = 65534
 WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
@@ -64,8 +65,25 @@ def set_limits(cfg):
         resource.setrlimit(resource.RLIMIT_NPROC, (cfg["nproc"],) * 2)
 
 
+def end_the_run(*_):
+    """SIGKILL every process of the run's group (the runner, the program and whatever it forked), this one too."""
+    os.killpg(0, signal.SIGKILL)
+
+
+def die_with_the_harness(parent):
+    """The harness kills the run's process group on each of its own exit paths; when it dies without one (SIGKILL,
+    SIGTERM: a program of the same user may send them), the kernel's parent-death signal reaches this runner, which
+    then kills the group. `parent` (the harness's pid, None inside bubblewrap, whose --die-with-parent covers it)
+    closes the race of a harness that died before the signal was set."""
+    signal.signal(signal.SIGTERM, end_the_run)
+    _check(_libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0), "set the parent-death signal")
+    if parent is not None and os.getppid() != parent:
+        end_the_run()
+
+
 def runner():
     cfg = json.loads(sys.stdin.read())
+    die_with_the_harness(cfg.pop("parent", None))
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     status = cfg.pop("status_fd")
@@ -102,6 +120,8 @@ def _program_process(cfg, token_r, done_w):
             os.set_inheritable(fd, True)
         drop_capabilities(cfg["to_nobody"])
         set_limits(cfg)
+        # after the uid change (which clears it): the program dies with the runner, whoever kills the runner
+        _check(_libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "set the parent-death signal")
         os.execv(sys.executable, [sys.executable, "-I", "-B", os.path.abspath(__file__), "--run", str(settings)])
     except BaseException as exc:  # noqa: BLE001 (report any setup failure as the run's failure)
         os.write(2, f"sandbox setup failed: {exc}\n".encode())

@@ -11,7 +11,8 @@ see isolation.py and child.py):
   cgroup for root), and the memory of all the run's processes together (a memory cgroup; without one each
   process gets memory_mb / processes of address space and the process cap shrinks to match);
 * a wall-clock timeout after which every process of the run is killed (process group, bubblewrap's PID namespace,
-  cgroups, marker); stdout + stderr capped (over the cap the run is killed);
+  cgroups, marker); stdout + stderr capped (over the cap the run is killed); the run's processes are killed on every
+  exit path, the death of the process calling run_program included (a parent-death signal kills the group);
 * Python-level guards: no sockets, no writes outside the work folder, no ctypes libraries, no gc/frame walking.
 
 Invariant: a sample passes only when the runner (which the program cannot write for) saw program.py run to its end
@@ -132,6 +133,7 @@ def run_program(source: str, limits: SandboxLimits = SandboxLimits(), *, namespa
             # to this user: there the folder stays ours, mode 0700)
         status_r, status_w = os.pipe()
         cfg = _settings(limits, inside, status_w, prefix is not None, python_guards, "memory-cgroup" in applied)
+        cfg["parent"] = os.getpid() if prefix is None else None  # the runner dies with us (child.py)
         child = iso.INSIDE_CHILD if prefix else CHILD
         t0 = time.monotonic()
         proc = subprocess.Popen([*(prefix or ()), os.path.realpath(sys.executable), "-I", "-B", child], cwd=work,

@@ -2,7 +2,10 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -164,3 +167,60 @@ def test_environment_is_scrubbed(monkeypatch) -> None:
     result = run_contained("import os\nassert 'S2D2_TEST_SECRET' not in os.environ\nassert os.getcwd() == "
                            "os.environ['HOME']\n")
     assert result.passed, result.reason
+
+
+HARNESS = """
+import sys
+from s2d2.sandbox import SandboxLimits, run_program
+run_program(sys.argv[1], SandboxLimits(wall_s=120, cpu_s=120, processes=16), namespaces=False)
+"""
+LINGERING = """
+import os, time
+if os.fork() == 0:
+    time.sleep(120)
+    os._exit(0)
+open("started", "w").write("1")
+time.sleep(120)
+"""
+
+
+def run_processes(folder: Path) -> list[int]:
+    """The processes working in a sandbox folder under `folder` (the runner, the program, what it forked)."""
+    found = []
+    for name in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if os.readlink(f"/proc/{name}/cwd").startswith(str(folder)):
+                found.append(int(name))
+        except OSError:
+            continue
+    return found
+
+
+def wait_for(condition, seconds: float) -> bool:
+    """Poll `condition` until it holds or `seconds` pass (an event to wait on, not a timing)."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+@pytest.mark.slow
+def test_the_run_dies_with_the_process_that_started_it(tmp_path) -> None:
+    """Without bubblewrap, a harness killed mid-run (SIGKILL: no finally runs; a program of the same user could
+    send it) leaves none of the run's processes behind, the program's own child included."""
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, ALLOW_ENV: "1", "S2D2_CODE_EVAL_ACCEPT_LESS": "1", "TMPDIR": str(tmp_path),
+           "PYTHONPATH": str(root)}
+    harness = subprocess.Popen([sys.executable, "-c", HARNESS, LINGERING], env=env, cwd=root)
+    try:
+        assert wait_for(lambda: any(tmp_path.glob("s2d2-sandbox-*/started")) or harness.poll() is not None, 60)
+        assert harness.poll() is None and len(run_processes(tmp_path)) >= 3  # runner, program, its child
+        harness.kill()
+        harness.wait()
+        assert wait_for(lambda: not run_processes(tmp_path), 20), run_processes(tmp_path)
+    finally:
+        harness.kill()
+        for pid in run_processes(tmp_path):
+            os.kill(pid, 9)

@@ -290,9 +290,22 @@ def test_forgeable_identity_settings_are_refused_or_flagged(monkeypatch, caplog)
         client_id.identity_settings()
     monkeypatch.setenv("FORWARDED_ALLOW_IPS", "")
     monkeypatch.delenv("SPACE_ID", raising=False)
+    monkeypatch.delenv("S2D2_TRUSTED_PROXIES", raising=False)
+    monkeypatch.setenv("S2D2_TRUSTED_PROXY_HOPS", "1")
+    with pytest.raises(ValueError, match="S2D2_TRUSTED_PROXIES") as refused:  # issue 35 item 7: refused, not warned
+        client_id.identity_settings()
+    assert "\n" not in str(refused.value) and len(str(refused.value)) < 400
+    monkeypatch.setenv("SPACE_ID", "someone/s2d2")  # on a Space its proxy is the only way in: one hop stays allowed
+    assert client_id.identity_settings() == []
+    monkeypatch.delenv("S2D2_TRUSTED_PROXY_HOPS")
+    assert client_id.trusted_hops() == 1 and client_id.identity_settings() == []
+    monkeypatch.delenv("SPACE_ID")
+    monkeypatch.setenv("FORWARDED_ALLOW_IPS", "10.0.0.1")
     with caplog.at_level(logging.WARNING, "s2d2.app"):
-        warnings = client_id.identity_settings()
-    assert any("CAN BE FORGED" in w for w in warnings) and any("FORGED" in r.getMessage() for r in caplog.records)
+        warnings = client_id.identity_settings()  # redundant rather than forgeable: a warning
+    assert any("FORWARDED_ALLOW_IPS" in w for w in warnings) and caplog.records
+    monkeypatch.setenv("FORWARDED_ALLOW_IPS", "")
+    monkeypatch.setenv("S2D2_TRUSTED_PROXY_HOPS", "1")
     monkeypatch.setenv("S2D2_TRUSTED_PROXIES", "10.0.0.0/8")
     assert client_id.identity_settings() == []  # the safe setting: hops read only from the proxy's network
     forged = [("x-forwarded-for", "6.6.6.6")]

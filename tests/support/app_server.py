@@ -50,6 +50,7 @@ def served(tmp_path_factory):
     os.environ["S2D2_MODELS"] = "tiny,tiny-llada2,JetLM/SDAR-1.7B-Chat"  # the allow-list, whatever the memory
     os.environ["GRADIO_HEARTBEAT_INTERVAL"] = "0.25"  # a closed client is noticed quickly (unload)
     os.environ["S2D2_TRUSTED_PROXY_HOPS"] = "1"  # as behind the Spaces proxy: X-Forwarded-For names the visitor
+    os.environ["S2D2_TRUSTED_PROXIES"] = "127.0.0.1"  # ... written by the proxy: here, every client on loopback
     os.environ["S2D2_EXPORT_DIR"] = str(tmp_path_factory.mktemp("exports"))
     app = importlib.import_module("app")
     app = importlib.reload(app)  # rebuild with this module's example directory
@@ -68,5 +69,6 @@ def served(tmp_path_factory):
     app.demo.launch(prevent_thread_lock=True, server_port=port, quiet=True, **app.LAUNCH_KWARGS)
     yield app, f"http://127.0.0.1:{port}/"
     app.demo.close()
-    for key in ("S2D2_MODELS", "GRADIO_HEARTBEAT_INTERVAL", "S2D2_EXPORT_DIR", "S2D2_TRUSTED_PROXY_HOPS"):
+    for key in ("S2D2_MODELS", "GRADIO_HEARTBEAT_INTERVAL", "S2D2_EXPORT_DIR", "S2D2_TRUSTED_PROXY_HOPS",
+                "S2D2_TRUSTED_PROXIES"):
         os.environ.pop(key, None)

@@ -16,7 +16,8 @@ import pytest
 httpx = pytest.importorskip("httpx")
 SLOW = "test-attacker-slow"  # 20 ms per forward: a decode that lasts
 FORWARDS = [0]  # the slow model's forwards so far: tests wait on the decode's progress, never on the wall clock
-ENV = {"S2D2_TRUSTED_PROXY_HOPS": "1", "S2D2_LISTEN_GRACE_S": "2", "S2D2_MAX_SESSIONS": "40",
+ENV = {"S2D2_TRUSTED_PROXY_HOPS": "1", "S2D2_TRUSTED_PROXIES": "127.0.0.1", "S2D2_LISTEN_GRACE_S": "2",
+       "S2D2_MAX_SESSIONS": "40",
        "S2D2_CLIENT_SESSIONS": "16", "S2D2_CLIENT_UPLOAD_MB": "30", "S2D2_DISK_MB": "64",
        "S2D2_CLIENT_RATE": "5", "S2D2_MODELS": f"tiny,{SLOW}", "GRADIO_HEARTBEAT_INTERVAL": "0.25"}
 

@@ -1,0 +1,127 @@
+"""Stepping through Replay for `load_test --classroom --one-address` (benchmarks/one_address.py): students step
+at their own pace, and heavy-step flooders (benchmarks/attackers.py's replay flood) run beside them, one process
+per flooding address."""
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Callable
+
+from benchmarks.class_runs import client, summary
+from benchmarks.server import server_cpu_s
+
+def first_example_steps() -> tuple[str, int]:
+    """The label of the app's first example and how many steps it has."""
+    from components.files.examples import examples_dir, list_examples
+
+    label, example = next(iter(list_examples(examples_dir()).items()))
+    return label, max(1, len(json.loads(Path(example.path).read_text())["steps"]))
+
+
+def stepper(url: str, address: str, every_s: float, until: float, start_at: float) -> dict[str, Any]:
+    """One student: load the page and open the first example (again at each tick until both worked), then step
+    every `every_s`."""
+    label, steps = first_example_steps()
+    out: dict[str, Any] = {"step": [], "refused": Counter(), "opened": False}
+    c, tick, k = None, start_at, 0
+    try:
+        while time.time() < until:
+            threading.Event().wait(max(0.0, tick - time.time()))  # the student's own pace
+            tick += every_s
+            t0 = time.perf_counter()
+            try:
+                if c is None:  # the page itself (its config and API info) may be refused
+                    c = client(url, address)
+                if not out["opened"]:
+                    c.predict(label, api_name="/open_example")
+                    out["opened"] = True
+                    continue
+                k += 1
+                c.predict(k % steps + 1, "auto", "state", api_name="/step")
+                out["step"].append(time.perf_counter() - t0)
+            except Exception as exc:  # a refusal (429 at the door, the CPU share) or an error
+                out["refused"][f"{'open' if not out['opened'] else 'step'}: {str(exc)[:60]}"] += 1
+    finally:
+        if c is not None:
+            c.close()
+    return out
+
+
+def step_round(url: str, proc: Any, addresses: list[str], every_s: float, seconds: float) -> dict[str, Any]:
+    """Visitors at `addresses` step every `every_s` for `seconds` (their ticks staggered over the first period)."""
+    n = len(addresses)
+    start, cpu0 = time.time() + 2.0, server_cpu_s(proc.pid)
+    until = start + seconds
+    with ThreadPoolExecutor(n) as pool:
+        results = list(pool.map(lambda i: stepper(url, addresses[i], every_s, until, start + i * every_s / n),
+                                range(n)))
+    steps = [s for r in results for s in r["step"]]
+    refused: Counter = sum((r["refused"] for r in results), Counter())
+    return {"steps": steps, "refused": refused, "cpu": server_cpu_s(proc.pid) - cpu0,
+            "not_opened": sum(not r["opened"] for r in results)}
+
+
+def step_line(label: str, m: dict[str, Any]) -> str:
+    served, refused = len(m["steps"]), sum(v for k, v in m["refused"].items() if k.startswith("step"))
+    opening = sum(v for k, v in m["refused"].items() if k.startswith("open"))
+    total = served + refused
+    first = next(iter(m["refused"]), "")
+    per_step = f"{1e3 * m['cpu'] / served:.0f} ms per served step" if served else "no step served"
+    return (f"{label}: steps served {served}/{total} ({100 * served / max(1, total):.0f} %), refused {refused}; "
+            f"page or example refused {opening} times, never opened by {m['not_opened']} visitors; step "
+            f"{summary(m['steps'])}; server CPU {m['cpu']:.1f} s, {per_step}"
+            + (f" | first refusal: {first}" if first else ""))
+
+
+def flood(url: str, fns: dict[str, int], threads: int, heavy: Path, address: str, ready: Any, stop: Any,
+           answers: Any) -> None:
+    """A spawned process: benchmarks/attackers.py's replay flood from `address`."""
+    import benchmarks.attackers as attackers
+    from benchmarks.attack_run import long_knobs
+
+    attackers.ATTACKER_IP = address  # this process is the flooder alone: its module-wide address is this one
+    flooder = attackers.ReplayFlood(url, fns, long_knobs, threads=threads, trace_path=heavy)
+    try:
+        flooder.start()  # its uploads may be refused or time out on a server already flooded
+    except Exception as exc:  # noqa: BLE001 (the figure says how many flooders could start)
+        answers.put({f"flooder could not start ({type(exc).__name__})": 1})
+        ready.set()
+        return
+    ready.set()
+    stop.wait()
+    answers.put(dict(flooder.stop()))
+
+
+def start_floods(url: str, fns: dict[str, int], threads: int, heavy: Path, addresses: list[str]) -> Callable[[], dict]:
+    """One flooder process per address, each running before this returns; the returned call stops them all and
+    gives their answers by HTTP status, summed."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    started = []
+    for address in addresses:
+        ready, stop, answers = ctx.Event(), ctx.Event(), ctx.Queue()
+        p = ctx.Process(target=flood, args=(url.rstrip("/"), fns, threads, heavy, address, ready, stop, answers),
+                        daemon=True)
+        p.start()
+        while not ready.wait(timeout=1) and p.is_alive():
+            pass  # its uploads done, or it died (its answers then read "flooder lost")
+        started.append((p, stop, answers))
+
+    def stop_all() -> dict:
+        codes: Counter = Counter()
+        for p, stop, answers in started:
+            stop.set()
+        for p, stop, answers in started:
+            try:
+                codes.update(answers.get(timeout=120 if p.is_alive() else 1))
+            except Exception:  # noqa: BLE001 (a flooder that died: its answers are lost, the figure says so)
+                codes["flooder lost"] += 1
+            p.join(timeout=30)
+        return dict(sorted(codes.items(), key=str))
+
+    return stop_all
