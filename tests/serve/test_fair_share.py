@@ -1,0 +1,198 @@
+"""Issue 35 items 1, 2 and 6 at the policy level, with injected clocks: idle capacity goes to whoever asks; while
+others wait it is divided equally between units (an address or an account), then between a unit's counted
+sessions; forged hashes are one member; the server's total handler CPU is bounded; chained events join once per
+finished parent; a class's page loads get in."""
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from components.serve import client_limits
+from components.serve.chains import Chains, door_parent
+from components.serve.cpu_share import CpuShare
+from components.serve.fair_order import fair_order
+from components.serve.roster import REST, Roster
+
+CLASS = "ip:10.0.0.1"
+STRANGER = "ip:9.9.9.9"
+
+
+def places(waiting: list, n: int, held: dict | None = None) -> Counter:
+    """Who gets the next `n` free places: (unit, member) counts."""
+    order = fair_order(waiting, held or {})
+    return Counter(waiting[i] for i in order[:n])
+
+
+# -- decode places (fair_order) -----------------------------------------------------------------------------------
+
+def test_a_class_alone_gets_every_place_in_arrival_order():
+    waiting = [(CLASS, f"s{i}") for i in range(30)]
+    assert fair_order(waiting, {}) == list(range(30))
+
+
+def test_a_stranger_beside_a_class_waits_for_one_place_and_the_class_keeps_at_least_half():
+    waiting = [(CLASS, f"s{i}") for i in range(30)] + [(STRANGER, "x")]
+    held = {(CLASS, f"r{i}"): 1 for i in range(16)}  # the class already fills the batch
+    assert fair_order(waiting, held)[0] == 30  # the stranger's Run gets the next free place
+    flood = [(CLASS, f"s{i}") for i in range(30)] + [(STRANGER, f"x{i}") for i in range(30)]
+    got = places(flood, 16)
+    assert sum(n for (unit, _), n in got.items() if unit == CLASS) == 8  # half of the places, split by student
+    assert all(n == 1 for n in got.values())
+
+
+def test_forged_hashes_behind_the_class_address_get_one_students_part():
+    students = [(CLASS, f"s{i}") for i in range(6)]
+    forged = [(CLASS, REST)] * 40  # 40 hashes that never opened a page: one member
+    waiting = forged[:20] + students + forged[20:]  # the flooder asked first, too
+    got = places(waiting, 7)  # one Run per student (one per session): each round gives the flooder one place
+    assert got[(CLASS, REST)] == 1 and all(got[s] == 1 for s in students)
+    held = {(CLASS, REST): 3, (CLASS, "s0"): 1}  # the flooder holds three places already
+    assert [waiting[i] for i in fair_order(waiting, held)[:5]] == students[1:]  # students first
+
+
+# -- who counts as a student (Roster) -----------------------------------------------------------------------------
+
+def test_only_open_pages_count_and_at_most_unit_sessions_of_them(monkeypatch):
+    monkeypatch.setenv("S2D2_UNIT_SESSIONS", "48")
+    roster = Roster()
+    for i in range(40):  # a class of 40 opens its pages
+        assert roster.arrive(CLASS, f"s{i}")
+    assert roster.count(CLASS) == 40 and roster.member(CLASS, "s7") == "s7"
+    assert roster.member(CLASS, "forged") == REST  # never opened a page
+    for i in range(40, 100):
+        roster.arrive(CLASS, f"s{i}")
+    assert roster.count(CLASS) == 48 and roster.member(CLASS, "s99") == REST  # beyond the cap: one member
+    assert not roster.arrive(STRANGER, "s3") and roster.member(STRANGER, "s3") == REST  # one unit per session
+    roster.arrive(CLASS, "s7")  # a second tab's heartbeat on the same session
+    roster.leave(CLASS, "s7")
+    assert roster.member(CLASS, "s7") == "s7"
+    roster.leave(CLASS, "s7")
+    assert roster.member(CLASS, "s7") == REST and roster.count(CLASS) == 47
+
+
+def test_queue_caps_scale_with_a_units_pages_and_stay_bounded(monkeypatch):
+    monkeypatch.setenv("S2D2_CLIENT_QUEUED", "6")
+    monkeypatch.setenv("S2D2_UNIT_QUEUED", "48")
+    assert client_limits.unit_queued(0) == client_limits.unit_queued(1) == 6  # a lone visitor: as before
+    assert client_limits.unit_queued(5) == 30
+    assert client_limits.unit_queued(40) == 48  # bounded, however many pages
+
+
+# -- handler CPU (CpuShare) ---------------------------------------------------------------------------------------
+
+def bound(share: float, members: int, seconds: float = 120.0, cost: float = 0.05, window: float = 10.0) -> float:
+    """The most `members` asking all the time can be let spend in `seconds`: each member's use stays under its part
+    of the window plus one event (it is let in while under), and what is let in is what decays, so the total is
+    at most (share x window + members x cost) x (1 + seconds / window)."""
+    return (share * window + members * cost) * (1 + seconds / window)
+
+
+def flood(asks: list, seconds: float = 120.0, cost: float = 0.05, tick: float = 0.1,
+          every: dict | None = None) -> Counter:
+    """Every ask sends an event of `cost` CPU seconds every `tick` (or every `every[ask]` seconds) whenever it is
+    let in; the CPU seconds each was let spend. Share 0.75 s a second, window 10 s, on an injected clock."""
+    clock = [0.0]
+    share = CpuShare(lambda: 0.75, lambda: 10.0, lambda: clock[0])
+    got: Counter = Counter()
+    step = 0
+    while clock[0] < seconds:
+        for ask in asks:
+            period = round((every or {}).get(ask, tick) / tick)
+            if step % period == 0 and share.refusal(ask, lambda: asks) is None:
+                share.charge(ask, cost)
+                got[ask] += cost
+        step += 1
+        clock[0] = step * tick
+    return got
+
+
+def test_a_visitor_alone_is_never_refused():
+    assert flood([(CLASS, "s0")], seconds=60)[(CLASS, "s0")] == pytest.approx(0.05 * 600)
+
+
+def test_a_class_alone_gets_the_whole_share_split_between_its_students():
+    students = [(CLASS, f"s{i}") for i in range(6)]
+    got = flood(students)
+    total = sum(got.values())
+    assert 0.75 * 120 <= total <= bound(0.75, 6)  # everything given out, and no more
+    assert max(got.values()) - min(got.values()) <= 0.15 * total / 6  # equal parts
+
+
+def test_a_class_beside_a_stranger_keeps_at_least_half():
+    students = [(CLASS, f"s{i}") for i in range(6)]
+    got = flood(students + [(STRANGER, "x")])
+    class_total = sum(got[s] for s in students)
+    assert class_total >= 0.95 * got[(STRANGER, "x")]  # one half each, up to one event of overshoot a window
+
+
+def test_a_flooder_behind_the_class_address_gets_one_students_part():
+    students = [(CLASS, f"s{i}") for i in range(6)]
+    every = {s: 2.0 for s in students}  # students step every 2 s (50 ms each: 0.025 s a second)
+    got = flood(students + [(CLASS, REST)], every=every)
+    for s in students:
+        assert got[s] == pytest.approx(0.05 * 60)  # every step of every student let in
+    assert got[(CLASS, REST)] <= bound(0.75 / 7, 1) < 0.75 * 120 / 4  # one member's part, not the class's share
+
+
+def test_the_total_is_bounded_whatever_the_number_of_addresses():
+    honest = (STRANGER, "h")
+    flooders = [(f"ip:6.6.6.{i}", "x") for i in range(8)]
+    got = flood(flooders + [honest], every={honest: 2.0})
+    assert sum(got[f] for f in flooders) <= bound(0.75 * 8 / 9, 8)  # eight addresses: the share, not 8 bursts
+    assert got[honest] == pytest.approx(0.05 * 60)  # every honest step let in
+
+
+def test_a_refusal_says_when_to_try_again():
+    clock = [0.0]
+    share = CpuShare(lambda: 1.0, lambda: 10.0, lambda: clock[0])
+    me, other = (CLASS, "s0"), (STRANGER, "x")
+    share.charge(me, 10 * 2.718281828 / 2)  # e times its allowance (half of 1 s a second, over 10 s)
+    assert share.refusal(me, lambda: [me, other]) == (
+        "You have used your share of the server's time for now, and other visitors are waiting: try again in "
+        "about 10 s.")
+    assert share.refusal(me, lambda: [me]) is None  # nobody else waits: let in
+    clock[0] = 10.5
+    assert share.refusal(me, lambda: [me, other]) is None  # its use decayed under its part
+
+
+# -- chained events (Chains) ---------------------------------------------------------------------------------------
+
+def test_a_chained_event_joins_once_per_finished_parent_of_the_same_session():
+    clock = [0.0]
+    chains = Chains(lambda: clock[0])
+    assert not chains.take("s", 61)  # show_state joined directly by fn index: refused
+    chains.finished("s", 61)
+    assert not chains.take("other", 61)  # another session's Run does not let this one in
+    assert chains.take("s", 61) and not chains.take("s", 61)  # once per finished Run
+    chains.finished("s", 61)
+    clock[0] = 1000.0
+    assert not chains.take("s", 61)  # a stale finish does not count
+
+
+def test_only_events_after_a_python_event_are_door_chained():
+    class Fn:
+        def __init__(self, fn, after=None):
+            self.fn, self.trigger_after = fn, after
+
+    fns = {0: Fn(print), 1: Fn(print, 0), 2: Fn(None), 3: Fn(print, 2)}
+    assert [door_parent(fns, fns[i]) for i in range(4)] == [None, 0, None, None]
+
+
+# -- session creation -------------------------------------------------------------------------------------------
+
+def test_forty_page_loads_in_thirty_seconds_get_in_and_hundreds_a_minute_are_paced(monkeypatch):
+    monkeypatch.delenv("S2D2_CLIENT_NEW_SESSIONS", raising=False)
+    monkeypatch.delenv("S2D2_CLIENT_NEW_SESSIONS_BURST", raising=False)
+    clock = [0.0]
+    new = client_limits.Rate(client_limits.new_session_rate, client_limits.new_session_burst, lambda: clock[0])
+    allowed = 0
+    for i in range(40):  # 40 students, in one burst inside 30 s
+        clock[0] = i * 0.1
+        allowed += new.allow(CLASS)
+    assert allowed == 40
+    clock[0], allowed = 100.0, 0
+    for i in range(300):  # 300 in one minute from one address, after the bucket filled again
+        clock[0] = 100.0 + i * 0.2
+        allowed += new.allow(CLASS)
+    assert allowed <= 40 + 2 * 60 + 1
