@@ -4,11 +4,13 @@ sessions; forged hashes are one member; the server's total handler CPU is bounde
 finished parent; a class's page loads get in."""
 from __future__ import annotations
 
+import time
 from collections import Counter
+from types import SimpleNamespace
 
 import pytest
 
-from components.serve import client_limits
+from components.serve import client_limits, fair_queue, front_door
 from components.serve.chains import Chains, door_parent
 from components.serve.cpu_share import CpuShare
 from components.serve.fair_order import fair_order
@@ -196,3 +198,67 @@ def test_forty_page_loads_in_thirty_seconds_get_in_and_hundreds_a_minute_are_pac
         clock[0] = 100.0 + i * 0.2
         allowed += new.allow(CLASS)
     assert allowed <= 40 + 2 * 60 + 1
+
+
+# -- the same rules where they are wired (front door, Gradio's queue, identity) ------------------------------------
+
+def fake_event(ip: str, session: str, fn: object = None) -> SimpleNamespace:
+    request = SimpleNamespace(headers={"x-forwarded-for": ip}, client=SimpleNamespace(host="127.0.0.1"))
+    return SimpleNamespace(request=request, username=None, fn=fn, session_hash=session, concurrency_id="gpu_run")
+
+
+def test_the_decode_line_in_gradios_queue_gives_a_free_place_to_the_stranger_first(monkeypatch):
+    monkeypatch.setenv("S2D2_TRUSTED_PROXY_HOPS", "1")
+    fn = SimpleNamespace(concurrency_id="gpu_run")
+    line = SimpleNamespace(queue=[])
+    queue = SimpleNamespace(event_queue_per_concurrency_id={"gpu_run": line}, active_jobs=[None, None],
+                            create_event_queue_for_fn=lambda f: None)
+    fair_queue.install(queue, fn, front_door.event_client)
+    fair_queue.install(queue, fn, front_door.event_client)  # idempotent
+    queue.active_jobs[0] = [fake_event("10.0.0.1", f"r{i}") for i in range(3)]  # the class decodes three
+    for i in range(5):
+        line.queue.append(fake_event("10.0.0.1", f"s{i}"))
+    line.queue.append(fake_event("9.9.9.9", "x"))
+    assert line.queue[0].session_hash == "x"  # Gradio starts queue[0] when a place frees: the stranger's Run
+    assert [e.session_hash for e in line.queue] == ["x", "s0", "s1", "s2", "s3", "s4"]  # its rank, as shown
+    line.queue.remove(line.queue[0])
+    assert line.queue[0].session_hash == "s0" and len(line.queue) == 5
+
+
+def test_the_door_lets_a_chained_event_join_once_per_finished_parent(monkeypatch):
+    monkeypatch.setattr(front_door, "CHAINS", Chains())
+    fns = {0: SimpleNamespace(api_name="run", api_visibility="public", fn=print, trigger_after=None),
+           1: SimpleNamespace(api_name=None, api_visibility="private", fn=print, trigger_after=0)}
+    queue = SimpleNamespace(event_queue_per_concurrency_id={}, active_jobs=[None])
+    blocks = SimpleNamespace(fns=fns, _queue=queue, state_holder=None)
+    join = {"fn_index": 1, "session_hash": "page"}
+    with pytest.raises(front_door.Refusal) as info:
+        front_door.admit_request("/queue/join", dict(join), "ip:6.6.6.6", blocks)  # show_state, joined directly
+    assert info.value.status == 409 and "runs only right after" in info.value.message
+    front_door.CHAINS.finished("page", 0)  # the page's Run finished
+    front_door.admit_request("/queue/join", dict(join), "ip:6.6.6.6", blocks)  # its view joins
+    with pytest.raises(front_door.Refusal):
+        front_door.admit_request("/queue/join", dict(join), "ip:6.6.6.6", blocks)  # and only once
+
+
+def test_stream_and_rate_caps_grow_with_a_units_open_pages(monkeypatch):
+    monkeypatch.setenv("S2D2_CLIENT_STREAMS", "64")
+    assert client_limits.unit_streams(1) == client_limits.unit_streams(16) == 64  # a lone visitor: as before
+    assert client_limits.unit_streams(40) == 64 + 48  # forty pages, a heartbeat and an event stream each
+    assert client_limits.unit_rate_scale(1) == 1.0 and client_limits.unit_rate_scale(41) == 11.0
+    rate = client_limits.Rate(lambda: 1.0, clock=lambda: 0.0)
+    assert sum(rate.allow("a", scale=4.0) for _ in range(20)) == 12  # a burst of 3 x 4
+
+
+def test_a_signed_in_visitor_is_their_own_unit_wherever_the_request_is_read():
+    from components.serve.identity import request_key, scope_key
+
+    profile = {"oauth_info": {"userinfo": {"preferred_username": "ada"}, "expires_at": time.time() + 3600}}
+    expired = {"oauth_info": {"userinfo": {"preferred_username": "ada"}, "expires_at": time.time() - 1}}
+    headers = [(b"x-forwarded-for", b"10.0.0.1")]
+    for session, key in ((profile, "user:ada"), (expired, "ip:127.0.0.1"), ({}, "ip:127.0.0.1")):
+        scope = {"type": "http", "headers": headers, "client": ("127.0.0.1", 5), "session": session}
+        request = SimpleNamespace(headers={}, client=SimpleNamespace(host="127.0.0.1"), scope=scope)
+        event = SimpleNamespace(request=request, session_hash="s")
+        assert scope_key(scope) == request_key(SimpleNamespace(request=request)) == front_door.event_client(event) \
+            == key
