@@ -20,7 +20,7 @@ from components.run import handlers as r
 from components.replay import share_links
 from components.compare.layout import build_compare_tab
 from components.serve.disk_budget import prepare_cache
-from components.serve.identity import identity_settings
+from components.serve.identity import identity_settings, sign_in_offered
 from components.files.examples import examples_dir, first_example, list_examples, load_pair
 from components.serve import front_door
 from components.tour.layout import TourHandles, build_learn_tab
@@ -174,6 +174,9 @@ def build_demo() -> gr.Blocks:
     # restart; exported traces have their own bounded folder (components/files/traces.py).
     with gr.Blocks(title="S2D2 Explorer", delete_cache=(600, 3600)) as demo:
         gr.Markdown(INTRO, elem_id="intro")
+        if sign_in_offered():  # a signed-in student is their own unit of fairness (components/serve/identity.py)
+            gr.LoginButton("Sign in with Hugging Face: your own share of the server, even behind a school network",
+                           elem_id="sign-in", size="sm")
         ctx["state"] = gr.State(o.first.get("state"))
         with gr.Tabs(selected="replay") as ctx.c["tabs"]:
             for label, tab_id, build in TABS:

@@ -24,6 +24,7 @@ code deep in a handler (the state store, the export folder) can charge its bytes
 from __future__ import annotations
 
 import contextvars
+import importlib.util
 import ipaddress
 import logging
 import os
@@ -141,6 +142,25 @@ def signed_in(session: Any) -> Optional[str]:
     user = info.get("userinfo")
     name = user.get("preferred_username") if isinstance(user, Mapping) else None
     return name if isinstance(name, str) and name else None
+
+
+def sign_in_offered() -> bool:
+    """Does this Space offer Hugging Face sign-in? (`hf_oauth: true` in the Space's README metadata makes the
+    Space set OAUTH_CLIENT_ID.) The page shows a sign-in button only then, so a local run is unchanged. Gradio's
+    sign-in needs its `oauth` extra (itsdangerous, and authlib on a Space): without it the app still starts, with
+    no button and one loud line in the log."""
+    if not os.environ.get("OAUTH_CLIENT_ID", "").strip():
+        return False
+    needed = ["itsdangerous"] + (["authlib"] if os.environ.get("SPACE_ID") else [])
+    missing = [name for name in needed if not installed(name)]
+    if missing:
+        LOG.warning("OAUTH_CLIENT_ID is set but %s is not installed: add gradio[oauth] to requirements.txt to "
+                    "offer sign-in (visitors are told apart by address until then).", ", ".join(missing))
+    return not missing
+
+
+def installed(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
 
 
 def client_key(headers: Any, peer: Optional[str], username: Optional[str] = None,

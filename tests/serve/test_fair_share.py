@@ -262,3 +262,24 @@ def test_a_signed_in_visitor_is_their_own_unit_wherever_the_request_is_read():
         event = SimpleNamespace(request=request, session_hash="s")
         assert scope_key(scope) == request_key(SimpleNamespace(request=request)) == front_door.event_client(event) \
             == key
+
+
+def test_the_sign_in_button_is_offered_only_where_the_space_has_oauth(monkeypatch):
+    import gradio.routes
+
+    import app
+    from components.serve import identity
+
+    def buttons(demo) -> int:
+        return sum(type(b).__name__ == "LoginButton" for b in demo.blocks.values())
+
+    assert not identity.sign_in_offered() and buttons(app.demo) == 0  # a local run: no button
+    monkeypatch.setenv("OAUTH_CLIENT_ID", "stand-in")
+    monkeypatch.setattr(identity, "installed", lambda name: False)  # gradio[oauth] not installed
+    assert buttons(app.build_demo()) == 0  # the app still starts, visitors keyed by address
+    monkeypatch.undo()
+    monkeypatch.setenv("OAUTH_CLIENT_ID", "stand-in")
+    monkeypatch.setattr(identity, "installed", lambda name: True)
+    monkeypatch.setattr(gradio.routes, "attach_oauth", lambda app: None)  # its session middleware needs the extra
+    demo = app.build_demo()
+    assert buttons(demo) == 1 and demo.expects_oauth
