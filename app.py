@@ -118,7 +118,8 @@ def wire(ctx: Ctx, o: Opening, tour: Optional[TourHandles]) -> None:
                                        show_progress="hidden", **PRIVATE)
     c["model"].input(k(r.model_changed), [c["model"], c["knob_loop"], c["knob_seed"]],
                      out(["preset", *r.KNOB_OUT, "preset_note"]), **PRIVATE)
-    # One GPU job per session: a second submission is refused before it enters the queue (gpu_slot.admit_decode).
+    # One GPU job per session: a second submission is refused before it enters the queue (gpu_slot.admit_decode);
+    # other pages of the same address wait their turn in fair order (components/serve/fair_queue.py).
     # Stop only raises the job's flag: the decode ends within one forward and the run itself writes the final status.
     # Sharing on (components/run/shared_batch.py): up to S2D2_BATCH_MAX Runs are in their handlers at once, all
     # decoding in the model's one shared batch, on a slot of their own; off: Run shares the one "gpu" slot.
@@ -126,6 +127,7 @@ def wire(ctx: Ctx, o: Opening, tour: Optional[TourHandles]) -> None:
     run_ev = c["run"].click(k(gpu_slot.one_job(r.run, r.run_refused)), [c["prompt"], c["model"], *out(r.KNOB_OUT)],
                             out(r.RUN_OUT), api_name="run", concurrency_limit=run_concurrency(),
                             concurrency_id=run_slot, validator=gpu_slot.admit_decode,
+                            show_progress_on=[c["run_wait"]],  # its place in the queue, next to the button
                             js=within_js(limits().max_prompt_chars))
     c["run"].click(None, js=follow_js("#run-status"), **PRIVATE)  # on a phone: to the status and live tokens
     run_ev.then(k(h.show_state), [c["state"], c["run_ok"]], out(["tabs", *h.LOAD_OUT]), **PRIVATE).then(

@@ -49,3 +49,46 @@ def test_twelve_pages_behind_one_address_press_run_together_and_all_finish_alike
     assert all(s.startswith("✅ Done") for s in statuses), statuses  # none refused, none failed
     texts = {text for _, _, text in results}
     assert len(texts) == 1 and texts != {""}, texts  # the same seed and prompt: the same answer for everyone
+
+
+def test_forty_pages_behind_one_address_load_in_one_burst(served):
+    """What a page load sends (found with Chromium: the page, its heartbeat, the load event and its result stream),
+    forty times at once from one address: every page gets in, none refused."""
+    import httpx
+
+    app, url = served
+    load = next(i for i, fn in app.demo.fns.items() if fn.name == "page_load")
+    headers = {"x-forwarded-for": "10.0.35.2"}
+    hearts_open, closing = threading.Semaphore(0), threading.Event()
+
+    def heartbeat(session: str) -> int:
+        with httpx.stream("GET", f"{url}gradio_api/heartbeat/{session}", headers=headers, timeout=120) as beat:
+            hearts_open.release()
+            if beat.status_code == 200:
+                closing.wait(120)  # held open, as a page's is, until every page has loaded
+            return beat.status_code
+
+    def page(n: int) -> list:
+        session = f"class-page-{n}"
+        codes = [httpx.get(url, headers=headers, timeout=120).status_code]
+        join = httpx.post(f"{url}gradio_api/queue/join", headers=headers, timeout=120,
+                          json={"data": [None], "fn_index": load, "session_hash": session, "event_data": None,
+                                "trigger_id": None})
+        codes.append(join.status_code)
+        with httpx.stream("GET", f"{url}gradio_api/queue/data?session_hash={session}", headers=headers,
+                          timeout=120) as stream:
+            codes.append(stream.status_code)
+            done = any('"process_completed"' in line and '"success": true' in line.replace('":true', '": true')
+                       for line in stream.iter_lines() if line.startswith("data:")) if stream.status_code == 200 \
+                else False
+        return codes + [done]
+
+    with ThreadPoolExecutor(80) as pool:
+        beats = [pool.submit(heartbeat, f"class-page-{n}") for n in range(40)]
+        for _ in range(40):
+            hearts_open.acquire()
+        pages = list(pool.map(page, range(40)))
+        closing.set()
+        beat_codes = [b.result() for b in beats]
+    assert beat_codes == [200] * 40, beat_codes
+    assert all(p == [200, 200, 200, True] for p in pages), [p for p in pages if p != [200, 200, 200, True]]

@@ -283,3 +283,25 @@ def test_the_sign_in_button_is_offered_only_where_the_space_has_oauth(monkeypatc
     monkeypatch.setattr(gradio.routes, "attach_oauth", lambda app: None)  # its session middleware needs the extra
     demo = app.build_demo()
     assert buttons(demo) == 1 and demo.expects_oauth
+
+
+def test_a_waiting_run_is_told_its_place_beside_the_run_button():
+    """Gradio's place-in-queue and time estimate for a Run goes to the line right under the Run button (never the
+    Prompt box, where a refusal used to be drawn)."""
+    import app
+
+    config = app.demo.get_config_file()
+    ids = {c["props"].get("elem_id"): c["id"] for c in config["components"]}
+    run = next(d for d in config["dependencies"] if d["api_name"] == "run")
+    assert run["show_progress_on"] == [ids["run-wait"]]
+
+    def parent_of(block_id: int, node: dict | None = None) -> int | None:
+        for child in (node or config["layout"]).get("children", []):
+            if child["id"] == block_id:
+                return (node or config["layout"])["id"]
+            found = parent_of(block_id, child)
+            if found is not None:
+                return found
+        return None
+
+    assert parent_of(ids["run-wait"]) == parent_of(parent_of(ids["run"]))  # in the column, under Run's row
