@@ -118,8 +118,7 @@ def wire(ctx: Ctx, o: Opening, tour: Optional[TourHandles]) -> None:
                                        show_progress="hidden", **PRIVATE)
     c["model"].input(k(r.model_changed), [c["model"], c["knob_loop"], c["knob_seed"]],
                      out(["preset", *r.KNOB_OUT, "preset_note"]), **PRIVATE)
-    # One GPU job per session: a second submission is refused before it enters the queue (gpu_slot.admit_decode);
-    # other pages of the same address wait their turn in fair order (components/serve/fair_queue.py).
+    # One GPU job per session (a second is refused at the door, gpu_slot.admit_decode); other pages wait in fair order.
     # Stop only raises the job's flag: the decode ends within one forward and the run itself writes the final status.
     # Sharing on (components/run/shared_batch.py): up to S2D2_BATCH_MAX Runs are in their handlers at once, all
     # decoding in the model's one shared batch, on a slot of their own; off: Run shares the one "gpu" slot.
