@@ -73,6 +73,12 @@ def client_sessions() -> int:
     return int(env_number("S2D2_CLIENT_SESSIONS", 32, 1, 100_000))
 
 
+def client_session_cap(pages: int) -> int:
+    """Sessions one client may hold: S2D2_CLIENT_SESSIONS, or its open pages and 8 more when that is larger (a
+    class of 40 behind one address keeps every student's page; bounded, as open pages are per unit)."""
+    return max(client_sessions(), pages + 8) if pages > 0 else client_sessions()
+
+
 def client_streams() -> int:
     return int(env_number("S2D2_CLIENT_STREAMS", 64, 2, 100_000))
 
@@ -252,14 +258,15 @@ class Sessions:
         self._evicted: "OrderedDict[str, None]" = OrderedDict()  # cleared while their tab was open
 
     def admit(self, session: str, client: str, holder: Any, capacity: int, listeners: Listeners,
-              busy: Callable[[str], bool] = lambda s: False) -> Optional[str]:
+              busy: Callable[[str], bool] = lambda s: False, pages: int = 0) -> Optional[str]:
         """Called before Gradio creates state for a session hash it does not hold yet: makes room in `holder`
-        (Gradio's StateHolder) for it, or returns the message refusing it (only when every session is busy)."""
+        (Gradio's StateHolder) for it, or returns the message refusing it (only when every session is busy).
+        `pages`: the client's open pages (components/serve/roster.py), which raise its own cap (`client_session_cap`)."""
         with self._lock:
             data = holder.session_data
             if session not in data:
                 mine = [s for s, who in self._owner.items() if who == client and s in data]
-                if len(mine) >= client_sessions():  # the client's own sessions give way first
+                if len(mine) >= client_session_cap(pages):  # the client's own sessions give way first
                     self._evict(holder, self._victim(holder, listeners, busy, set(mine)), listeners)
                 if len(data) >= capacity:
                     victim = self._victim(holder, listeners, busy, None)

@@ -284,7 +284,8 @@ def admit_session(session: Any, client: str, blocks: Any) -> None:
         return
     if session not in holder.session_data and SESSIONS.owner(session) is None and not NEW_SESSIONS.allow(client):
         raise Refusal(429, TOO_MANY_NEW)
-    problem = SESSIONS.admit(session, client, holder, limits().max_sessions, LISTENERS, gpu_slot.JOBS.holds)
+    problem = SESSIONS.admit(session, client, holder, limits().max_sessions, LISTENERS, gpu_slot.JOBS.holds,
+                             pages=ROSTER.count(client))
     if problem:
         raise Refusal(503, problem)
     trim_sessions(holder)

@@ -305,3 +305,30 @@ def test_a_waiting_run_is_told_its_place_beside_the_run_button():
         return None
 
     assert parent_of(ids["run-wait"]) == parent_of(parent_of(ids["run"]))  # in the column, under Run's row
+
+
+def test_a_class_of_forty_keeps_every_page_and_forged_ids_still_replace_their_own(monkeypatch):
+    import datetime
+    import threading
+    from collections import OrderedDict
+
+    monkeypatch.setenv("S2D2_CLIENT_SESSIONS", "32")
+    sessions, listeners = client_limits.Sessions(), client_limits.Listeners()
+    holder = SimpleNamespace(session_data=OrderedDict(), time_last_used={}, lock=threading.Lock())
+    roster = Roster()
+
+    def visit(session: str, page: bool) -> None:
+        if page:  # an open page: its heartbeat is open and counted
+            listeners.open(session, CLASS, heartbeat=True)
+            roster.arrive(CLASS, session)
+        assert sessions.admit(session, CLASS, holder, 400, listeners, pages=roster.count(CLASS)) is None
+        holder.session_data[session] = object()
+        holder.time_last_used[session] = datetime.datetime.now()
+
+    for n in range(40):
+        visit(f"page-{n}", page=True)
+    assert all(f"page-{n}" in holder.session_data for n in range(40))  # the 33rd page cleared nobody's
+    for n in range(100):
+        visit(f"forged-{n}", page=False)  # ids that open no page only ever replace the client's own idle ones
+    assert len(holder.session_data) == 48 and client_limits.client_session_cap(0) == 32
+    assert all(f"page-{n}" in holder.session_data for n in range(40))  # the forged ones gave way, not the pages
