@@ -98,3 +98,37 @@ def test_forty_pages_behind_one_address_load_in_one_burst(served):
     assert beat_codes == [200] * 40, beat_codes
     assert all(p == [200, 200, 200, True] for p in pages), [p for p in pages if p != [200, 200, 200, True]]
     assert all(kept), kept.count(False)  # no student's page cleared to make room for a classmate's
+
+
+def test_a_chained_view_joins_by_index_only_once_after_its_own_run(served):
+    """Issue 35 item 6: `show_state` (the `.then` after Run) joined directly by its fn index is refused; after the
+    session's own Run it joins once, as the page does, and draws; a second direct join is refused again."""
+    import json
+
+    import httpx
+
+    app, url = served
+    fns = app.demo.fns
+    run = next(i for i, fn in fns.items() if fn.api_name == "run")
+    show = next(i for i, fn in fns.items() if fn.name == "show_state" and fn.trigger_after == run)
+    headers = {"x-forwarded-for": "10.0.35.3"}
+
+    def join(index: int, data: list, session: str) -> httpx.Response:
+        return httpx.post(f"{url}gradio_api/queue/join", headers=headers, timeout=120,
+                          json={"data": data, "fn_index": index, "session_hash": session, "event_data": None,
+                                "trigger_id": None})
+
+    def finished(session: str) -> bool:
+        with httpx.stream("GET", f"{url}gradio_api/queue/data?session_hash={session}", headers=headers,
+                          timeout=120) as stream:
+            for line in stream.iter_lines():
+                if line.startswith("data:") and json.loads(line[5:]).get("msg") == "process_completed":
+                    return json.loads(line[5:]).get("success") is True
+        return False
+
+    refused = join(show, [None, False], "chain-page")
+    assert refused.status_code == 409 and "runs only right after" in refused.text, refused.text[:200]
+    assert join(run, ["2+3=", RANDOM_MODEL, *knob_values(gen_length=8, block_length=4)], "chain-page").status_code \
+        == 200 and finished("chain-page")
+    assert join(show, [None, True], "chain-page").status_code == 200 and finished("chain-page")
+    assert join(show, [None, True], "chain-page").status_code == 409  # once per finished Run
