@@ -261,7 +261,8 @@ class Sessions:
               busy: Callable[[str], bool] = lambda s: False, pages: int = 0) -> Optional[str]:
         """Called before Gradio creates state for a session hash it does not hold yet: makes room in `holder`
         (Gradio's StateHolder) for it, or returns the message refusing it (only when every session is busy).
-        `pages`: the client's open pages (components/serve/roster.py), which raise its own cap (`client_session_cap`)."""
+        `pages`: the client's open pages (components/serve/roster.py): they raise its own cap
+        (`client_session_cap`)."""
         with self._lock:
             data = holder.session_data
             if session not in data:

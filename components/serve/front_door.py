@@ -50,7 +50,9 @@ from components.serve.disk_budget import DISK
 from components.serve.door_checks import Refusal, checked, count_values, header, read_body, replay, with_length
 from components.serve import fair_queue
 from components.serve.chains import CHAINS, UNCHAINED, door_parent
-from components.serve.client_limits import Listeners, Rate, Sessions, client_queued, new_session_burst, new_session_rate, queue_events, trim_sessions, unit_queued, unit_rate_scale, unit_streams, unread_decay_s
+from components.serve.client_limits import (Listeners, Rate, Sessions, client_queued, new_session_burst,
+                                            new_session_rate, queue_events, trim_sessions, unit_queued,
+                                            unit_rate_scale, unit_streams, unread_decay_s)
 from components.serve.roster import ROSTER
 
 API = "/gradio_api"
