@@ -20,7 +20,7 @@ from components.run import handlers as r
 from components.replay import share_links
 from components.compare.layout import build_compare_tab
 from components.serve.disk_budget import prepare_cache
-from components.serve.identity import identity_settings
+from components.serve.identity import identity_settings, sign_in_offered
 from components.files.examples import examples_dir, first_example, list_examples, load_pair
 from components.serve import front_door
 from components.tour.layout import TourHandles, build_learn_tab
@@ -137,7 +137,7 @@ def wire(ctx: Ctx, o: Opening, tour: Optional[TourHandles]) -> None:
                                        show_progress="hidden", **PRIVATE)
     c["model"].input(k(r.model_changed), [c["model"], c["knob_loop"], c["knob_seed"]],
                      out(["preset", *r.KNOB_OUT, "preset_note"]), **PRIVATE)
-    # One GPU job per session: a second submission is refused before it enters the queue (gpu_slot.admit_decode).
+    # One GPU job per session (a second is refused at the door, gpu_slot.admit_decode); other pages wait in fair order.
     # Stop only raises the job's flag: the decode ends within one forward and the run itself writes the final status.
     # Sharing on (components/run/shared_batch.py): up to S2D2_BATCH_MAX Runs are in their handlers at once, all
     # decoding in the model's one shared batch, on a slot of their own; off: Run shares the one "gpu" slot.
@@ -145,6 +145,7 @@ def wire(ctx: Ctx, o: Opening, tour: Optional[TourHandles]) -> None:
     run_ev = c["run"].click(k(gpu_slot.one_job(r.run, r.run_refused)), [c["prompt"], c["model"], *out(r.KNOB_OUT)],
                             out(r.RUN_OUT), api_name="run", concurrency_limit=run_concurrency(),
                             concurrency_id=run_slot, validator=gpu_slot.admit_decode,
+                            show_progress_on=[c["run_wait"]],  # its place in the queue, next to the button
                             js=within_js(limits().max_prompt_chars))
     c["run"].click(None, js=follow_js("#run-status"), **PRIVATE)  # on a phone: to the status and live tokens
     run_ev.then(k(h.show_state), [c["state"], c["run_ok"]], out(["tabs", *h.LOAD_OUT]), **PRIVATE).then(
@@ -194,6 +195,9 @@ def build_demo() -> gr.Blocks:
     # restart; exported traces have their own bounded folder (components/files/traces.py).
     with gr.Blocks(title="S2D2 Explorer", delete_cache=(600, 3600)) as demo:
         gr.Markdown(INTRO, elem_id="intro")
+        if sign_in_offered():  # a signed-in student is their own unit of fairness (components/serve/identity.py)
+            gr.LoginButton("Sign in with Hugging Face: your own share of the server, even behind a school network",
+                           elem_id="sign-in", size="sm")
         ctx["state"] = gr.State(o.first.get("state"))
         with gr.Tabs(selected="replay") as ctx.c["tabs"]:
             for label, tab_id, build in TABS:

@@ -59,6 +59,10 @@ def build_run_tab(ctx: Ctx) -> None:
             with gr.Row():
                 ctx["run"] = gr.Button("▶ Record a run", variant="primary", elem_id="run")
                 ctx["stop"] = gr.Button("■ Stop", variant="stop", elem_id="stop")
+            # Beside the button, not on the Prompt box: a Run that must wait for a place is told here its place in
+            # the queue and the expected wait (Gradio's estimate: app.py points the Run's progress at this line).
+            ctx["run_wait"] = gr.Markdown("*When the server is busy, a Run waits for a free place: its place in the "
+                                          "queue and the expected wait show on this line.*", elem_id="run-wait")
             for knob in KNOBS:
                 if is_main(knob.name):
                     ctx[f"knob_{knob.name}"] = _knob_component(knob, values[knob.name],

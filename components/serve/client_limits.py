@@ -4,8 +4,9 @@ objects, keyed by components/serve/identity.py's client key; every map is bounde
 - `Rate`: a token bucket per client over every API request (S2D2_CLIENT_RATE per second, bursts of 3x), and one
   over the sessions a client opens (S2D2_CLIENT_NEW_SESSIONS per second, bursts of S2D2_CLIENT_NEW_SESSIONS_BURST):
   each new session costs Gradio a copy of the page's config (tens of ms of CPU), whatever route made it.
-- `queue_events`: the events in Gradio's queue, waiting or running. The front door caps a client's pending events
-  (S2D2_CLIENT_QUEUED): those waiting or running, and those finished whose result its sessions have not read yet
+- `queue_events`: the events in Gradio's queue, waiting or running. The front door caps a session's pending events
+  (S2D2_CLIENT_QUEUED) and a client's (`unit_queued`: that many per counted session of the client, bounded by
+  S2D2_UNIT_QUEUED): those waiting or running, and those finished whose result its sessions have not read yet
   (Gradio keeps them until they are read), so a client that never reads cannot pile up results quickly either.
   Unread results count for S2D2_UNREAD_DECAY_S seconds after their session last joined the queue: the penalty
   decays on that clock, so visitors behind one NAT with a careless neighbour are let in again within a minute, and
@@ -42,8 +43,40 @@ def client_queued() -> int:
     return int(env_number("S2D2_CLIENT_QUEUED", 6, 1, 10_000))
 
 
+def unit_queued_cap() -> int:
+    """S2D2_UNIT_QUEUED: events one unit (address or account) may have pending, however many pages it has open,
+    default 48."""
+    return int(env_number("S2D2_UNIT_QUEUED", 48, 1, 10_000))
+
+
+def unit_queued(members: int) -> int:
+    """Events a unit with `members` counted sessions (components/serve/roster.py) may have pending: S2D2_CLIENT_QUEUED
+    for each (at least one), never more than S2D2_UNIT_QUEUED. A class of 12 behind one address may queue 12 Runs
+    and their views; a lone visitor keeps the single-visitor cap."""
+    return min(client_queued() * max(1, members), max(client_queued(), unit_queued_cap()))
+
+
+def unit_streams(members: int) -> int:
+    """Event streams and heartbeats a unit with `members` counted sessions may hold open: S2D2_CLIENT_STREAMS, and
+    two more for each counted session beyond the first 16 (a page holds a heartbeat and, while an event is in
+    flight, its stream): 64 by default, 128 for a class of 48 pages. Bounded, as the members are."""
+    return client_streams() + 2 * max(0, members - 16)
+
+
+def unit_rate_scale(members: int) -> float:
+    """How many times S2D2_CLIENT_RATE (and its burst) a unit with `members` counted sessions gets: one for a lone
+    visitor, one more for every four open pages (a student's page sends a request or two a second at most)."""
+    return 1.0 + max(0, members - 1) / 4.0
+
+
 def client_sessions() -> int:
     return int(env_number("S2D2_CLIENT_SESSIONS", 32, 1, 100_000))
+
+
+def client_session_cap(pages: int) -> int:
+    """Sessions one client may hold: S2D2_CLIENT_SESSIONS, or its open pages and 8 more when that is larger (a
+    class of 40 behind one address keeps every student's page; bounded, as open pages are per unit)."""
+    return max(client_sessions(), pages + 8) if pages > 0 else client_sessions()
 
 
 def client_streams() -> int:
@@ -69,10 +102,12 @@ class Rate:
         self._buckets: "OrderedDict[str, tuple[float, float]]" = OrderedDict()
         self._lock = threading.Lock()
 
-    def allow(self, client: str, now: Optional[float] = None) -> bool:
+    def allow(self, client: str, now: Optional[float] = None, scale: float = 1.0) -> bool:
+        """Take one token of `client`'s bucket; with `scale`, the bucket's rate and size are that many times the
+        setting (a unit with many open pages, `unit_rate_scale`)."""
         now = self.clock() if now is None else now
-        rate = self._rate()
-        top = self._burst() if self._burst is not None else 3 * rate
+        rate = self._rate() * scale
+        top = (self._burst() if self._burst is not None else 3 * self._rate()) * scale
         with self._lock:
             tokens, last = self._buckets.pop(client, (top, now))
             tokens = min(top, tokens + (now - last) * rate)
@@ -121,10 +156,11 @@ class Listeners:
             while len(self._joined) > 50_000:
                 self._joined.popitem(last=False)
 
-    def open(self, session: str, client: str, heartbeat: bool = False) -> bool:
-        """Register an open stream; False (not registered) when the client has S2D2_CLIENT_STREAMS open."""
+    def open(self, session: str, client: str, heartbeat: bool = False, cap: Optional[int] = None) -> bool:
+        """Register an open stream; False (not registered) when the client has `cap` open (default
+        S2D2_CLIENT_STREAMS; the front door passes `unit_streams`)."""
         with self._lock:
-            if self._per_client.get(client, 0) >= client_streams():
+            if self._per_client.get(client, 0) >= (client_streams() if cap is None else cap):
                 return False
             self._per_client[client] = self._per_client.get(client, 0) + 1
             table = self._beats if heartbeat else self._streams
@@ -222,14 +258,16 @@ class Sessions:
         self._evicted: "OrderedDict[str, None]" = OrderedDict()  # cleared while their tab was open
 
     def admit(self, session: str, client: str, holder: Any, capacity: int, listeners: Listeners,
-              busy: Callable[[str], bool] = lambda s: False) -> Optional[str]:
+              busy: Callable[[str], bool] = lambda s: False, pages: int = 0) -> Optional[str]:
         """Called before Gradio creates state for a session hash it does not hold yet: makes room in `holder`
-        (Gradio's StateHolder) for it, or returns the message refusing it (only when every session is busy)."""
+        (Gradio's StateHolder) for it, or returns the message refusing it (only when every session is busy).
+        `pages`: the client's open pages (components/serve/roster.py): they raise its own cap
+        (`client_session_cap`)."""
         with self._lock:
             data = holder.session_data
             if session not in data:
                 mine = [s for s, who in self._owner.items() if who == client and s in data]
-                if len(mine) >= client_sessions():  # the client's own sessions give way first
+                if len(mine) >= client_session_cap(pages):  # the client's own sessions give way first
                     self._evict(holder, self._victim(holder, listeners, busy, set(mine)), listeners)
                 if len(data) >= capacity:
                     victim = self._victim(holder, listeners, busy, None)

@@ -1,19 +1,22 @@
-"""Each visitor's share of the server's Python time, so one visitor's events cannot take the interpreter from the rest.
+"""Fair shares of the server's Python time, so no visitor (and no number of addresses) takes the interpreter.
 
 The app's event handlers (replay steps, views, uploads, the tour) run in one Python process, and one interpreter
-runs Python on one core at a time. The per-request bounds (components/serve/client_limits.py) cap how many events a
-visitor sends, not what each costs: a step of the heaviest trace an upload may hold costs about 80 ms, so twenty of
-them a second would be more than the whole interpreter.
+runs Python on one core at a time. The per-request bounds (components/serve/client_limits.py) cap how many events
+a visitor sends, not what each costs: a step of the heaviest trace an upload may hold costs about 80 ms.
 
 So the event guard (components/serve/event_guard.py) measures the CPU time each handler's own thread spent
-(`time.thread_time`: time waiting for the interpreter or for the machine is not charged, so a busy machine charges
-the same) and charges it to the visitor (components/serve/identity.py's key). A visitor's allowance is a bucket of
-CPU seconds, full at S2D2_CLIENT_CPU_BURST_S and refilled at S2D2_CLIENT_CPU_SHARE seconds per second. A visitor
-whose bucket is empty is refused a new event, with one line saying when to try again, but only while another
-visitor has an event waiting or running: a visitor alone on the server is never slowed, however much they scrub.
+(`time.thread_time`: waiting for the interpreter or the machine is not charged) and charges it to the session's
+member of its unit (components/serve/roster.py: a unit is an address or an account; a member is a counted
+session, or the unit's REST). What each member used is remembered with exponential decay over
+S2D2_CPU_WINDOW_S seconds (its recent use, in CPU seconds).
 
-Decodes (Run, Compare, the what-if re-run) are not charged: each visitor has one at a time in its own slot
-(components/serve/gpu_slot.py). Stop is never refused.
+Work-conserving and hierarchical: a member alone (nobody else has an event waiting or running) is never refused,
+however much it uses. While others wait, the server gives out S2D2_CPU_SHARE CPU seconds per second in all,
+divided equally between the units that are active (waiting, running, or with recent use), then equally between a
+unit's active members; a member whose recent use is over its part times the window is refused a new event, with
+one line saying when to try again. So a class alone gets everything; beside one stranger, at least half, split
+between its students; a flooder behind the class's address gets one student's part; and however many addresses
+flood, their parts add up to S2D2_CPU_SHARE (each overshoots by at most the one event that took it over).
 """
 from __future__ import annotations
 
@@ -21,64 +24,83 @@ import math
 import threading
 import time
 from collections import OrderedDict
-from typing import Callable, Optional
+from typing import Callable, Iterable, Optional
 
-from components.serve.client_limits import MAX_CLIENTS
+from components.serve.fair_order import Ask
 from components.serve.settings import env_number
 
-OVER_SHARE = ("⏳ You have used your share of the server's time for now, and other visitors are waiting: try again "
+OVER_SHARE = ("You have used your share of the server's time for now, and other visitors are waiting: try again "
               "in about {seconds} s.")
+MAX_MEMBERS = 20_000  # members remembered (the quietest are forgotten: their use had decayed)
+FORGOTTEN_S = 1e-3  # recent use below this counts as idle
 
 
-def client_cpu_share() -> float:
-    """S2D2_CLIENT_CPU_SHARE: handler CPU seconds per second one visitor earns back, default 0.1 (a tenth of a core)."""
-    return env_number("S2D2_CLIENT_CPU_SHARE", 0.1, 0.01, 64)
+def cpu_share() -> float:
+    """S2D2_CPU_SHARE: handler CPU seconds per second the server gives out while visitors wait, all units
+    together, default 0.75 (three quarters of the one interpreter)."""
+    return env_number("S2D2_CPU_SHARE", 0.75, 0.01, 64)
 
 
-def client_cpu_burst_s() -> float:
-    """S2D2_CLIENT_CPU_BURST_S: handler CPU seconds one visitor may spend at once, default 5."""
-    return env_number("S2D2_CLIENT_CPU_BURST_S", 5, 0.1, 3600)
+def cpu_window_s() -> float:
+    """S2D2_CPU_WINDOW_S: seconds over which a member's CPU use is remembered (decay time), default 10."""
+    return env_number("S2D2_CPU_WINDOW_S", 10, 0.5, 3600)
 
 
 class CpuShare:
-    """Buckets of handler CPU seconds per client. A bucket starts full (`burst()` seconds), refills at `share()`
-    seconds per second, and never owes more than one full bucket, so a visitor waits at most burst / share seconds
-    (50 s by default). `clock` is injectable (tests move it instead of sleeping)."""
+    """Recent CPU use per (unit, member), and the fair-part rule (see the module docstring). `clock` is injectable
+    (tests move it instead of sleeping)."""
 
-    def __init__(self, share: Callable[[], float] = client_cpu_share, burst: Callable[[], float] = client_cpu_burst_s,
+    def __init__(self, share: Callable[[], float] = cpu_share, window: Callable[[], float] = cpu_window_s,
                  clock: Callable[[], float] = time.monotonic) -> None:
-        self._share, self._burst, self.clock = share, burst, clock
-        self._buckets: "OrderedDict[str, tuple[float, float]]" = OrderedDict()
+        self._share, self._window, self.clock = share, window, clock
+        self._used: "OrderedDict[Ask, tuple[float, float]]" = OrderedDict()  # ask -> (use at `last`, last)
         self._lock = threading.Lock()
 
-    def charge(self, client: str, seconds: float, now: Optional[float] = None) -> None:
-        """Take `seconds` of CPU from `client`'s bucket."""
+    def charge(self, ask: Ask, seconds: float, now: Optional[float] = None) -> None:
+        """Add `seconds` of CPU to `ask`'s recent use."""
         with self._lock:
-            top, tokens, now = self._refilled(client, now)
-            self._buckets[client] = (max(-top, tokens - max(0.0, seconds)), now)
-            while len(self._buckets) > MAX_CLIENTS:  # the quietest clients are forgotten: their buckets were full
-                self._buckets.popitem(last=False)
+            now = self.clock() if now is None else now
+            self._used[ask] = (self._decayed(ask, now) + max(0.0, seconds), now)
+            self._used.move_to_end(ask)
+            while len(self._used) > MAX_MEMBERS:
+                self._used.popitem(last=False)
 
-    def wait_s(self, client: str, now: Optional[float] = None) -> float:
-        """Seconds until `client`'s bucket holds CPU time again; 0 when it holds some now."""
+    def used(self, ask: Ask, now: Optional[float] = None) -> float:
+        """`ask`'s recent use (CPU seconds, decayed)."""
         with self._lock:
-            _, tokens, now = self._refilled(client, now)
-            self._buckets[client] = (tokens, now)
-            return 0.0 if tokens > 0 else max(1e-9, -tokens / self._share())
+            return self._decayed(ask, self.clock() if now is None else now)
 
-    def refusal(self, client: str, others_waiting: Callable[[], bool]) -> Optional[str]:
-        """The line that refuses `client` a new event, or None: refused only with an empty bucket while
-        `others_waiting()` (asked only then: it reads the queue)."""
-        wait = self.wait_s(client)
-        if wait <= 0 or not others_waiting():
+    def part(self, ask: Ask, contenders: Iterable[Ask], now: Optional[float] = None) -> float:
+        """`ask`'s fair part (CPU seconds per second) among the active members: `contenders` (their events wait or
+        run), those with recent use, and `ask` itself."""
+        now = self.clock() if now is None else now
+        with self._lock:
+            active = {a for a in self._used if self._decayed(a, now) >= FORGOTTEN_S}
+        active |= set(contenders) | {ask}
+        units = {unit for unit, _ in active}
+        mates = {member for unit, member in active if unit == ask[0]}
+        return self._share() / len(units) / len(mates)
+
+    def refusal(self, ask: Ask, contenders: Callable[[], list]) -> Optional[str]:
+        """The line that refuses `ask` a new event, or None: refused only while another member has an event waiting
+        or running (`contenders()`, read only for a member with recent use: it scans the queue) and `ask`'s recent
+        use is over its fair part times the window."""
+        now = self.clock()
+        use, window = self.used(ask, now), self._window()
+        if use <= FORGOTTEN_S:
             return None
+        others = [a for a in contenders() if a != ask]
+        if not others:
+            return None
+        allowance = self.part(ask, others, now) * window
+        if use <= allowance:
+            return None
+        wait = window * math.log(use / allowance)  # until the decayed use is back under the allowance
         return OVER_SHARE.format(seconds=max(1, math.ceil(wait)))
 
-    def _refilled(self, client: str, now: Optional[float]) -> tuple[float, float, float]:
-        now = self.clock() if now is None else now
-        top = self._burst()
-        tokens, last = self._buckets.pop(client, (top, now))
-        return top, min(top, tokens + max(0.0, now - last) * self._share()), now
+    def _decayed(self, ask: Ask, now: float) -> float:
+        use, last = self._used.get(ask, (0.0, now))
+        return use * math.exp(-max(0.0, now - last) / self._window())
 
 
 CPU_SHARE = CpuShare()

@@ -3,8 +3,10 @@ is built (app.py), and wraps each event's function.
 
 While a handler runs, the wrapper
 - records who the request comes from (components/serve/identity.py), so deep code can charge its bytes to a visitor;
-- charges the handler's CPU time to that visitor, and refuses a visitor who has used up their share while other
-  visitors wait (components/serve/cpu_share.py); decodes and Stop are not metered;
+- charges the handler's CPU time to that visitor's session within its unit, and refuses a session over its fair
+  part while others wait (components/serve/cpu_share.py); decodes and Stop are not metered;
+- records that the event finished, so the front door lets its chained event (`.then`) join once
+  (components/serve/chains.py);
 - tells a visitor, once, that their session was cleared to let a newcomer in (components/serve/client_limits.py Sessions);
 - turns any exception into one readable line (gr.Error, shown in the page) and logs at most a few lines: a deeply
   nested value (RecursionError) or an unrepresentable number (OverflowError) never reaches the visitor as Python;
@@ -30,21 +32,24 @@ import gradio as gr
 from components.serve import gpu_slot
 from components.serve.identity import request_key, reset_current, set_current
 from components.escape import html_text, without_surrogates
-from components.serve.cpu_share import CPU_SHARE, client_cpu_burst_s, client_cpu_share
+from components.serve.chains import CHAINS, door_parent
+from components.serve.cpu_share import CPU_SHARE, cpu_share, cpu_window_s
+from components.serve.fair_order import Ask
 from components.serve.front_door import SESSIONS, event_client
+from components.serve.roster import ROSTER
 from components.serve.client_limits import queue_events
 from components.serve.input_numbers import INT_BOUND
 
 LOG = logging.getLogger("s2d2.app")
-Contended = Optional[Callable[[str], bool]]  # does a visitor other than this one wait? (None: not metered)
+Contended = Optional[Callable[[], list]]  # the (unit, member) of every event waiting or running (None: not metered)
 GPU = gpu_slot.DECODE_SLOTS
 MAX_LOGGED = 2000  # characters of a traceback written to the log (a value in an exception can be megabytes)
 
 
 def protect(demo: gr.Blocks) -> gr.Blocks:
     """Wrap every event function of `demo` (once) and check the fairness wiring; returns `demo`."""
-    client_cpu_share(), client_cpu_burst_s()  # a bad S2D2_CLIENT_CPU_* stops the start, not every event
-    for block_fn in demo.fns.values():
+    cpu_share(), cpu_window_s()  # a bad S2D2_CPU_* stops the start, not every event
+    for index, block_fn in demo.fns.items():
         fn = block_fn.fn
         if fn is None or getattr(fn, "_s2d2_protected", False):
             continue
@@ -55,56 +60,72 @@ def protect(demo: gr.Blocks) -> gr.Blocks:
                 raise ValueError(f"{block_fn.name}: a decode (concurrency_id='gpu') must run as gpu_slot.one_job(...)")
             if block_fn.validator is None:
                 block_fn.validator = gpu_slot.admit_decode  # one decode per session and per client, refused at the door
-        block_fn.fn = guarded(fn, block_fn.name or "event", _contended(demo, block_fn))
+        block_fn.fn = guarded(fn, block_fn.name or "event", _contended(demo, block_fn), index)
     return demo
 
 
 def _contended(demo: gr.Blocks, block_fn: Any) -> Contended:
     """How the guard meters an event (components/serve/cpu_share.py): decodes and Stop not at all; a page's
-    load and unload, and an event chained after another (`.then`: a Run's views), are charged but never refused
-    (refused, a page would be left half built, a session never freed, or a finished Run never shown); every
-    other event is charged, and refused while its visitor's share is spent and others wait."""
+    load and unload, and an event chained after a Python event (`.then`: a Run's views), are charged but never
+    refused (refused, a page would be left half built, a session never freed, or a finished Run never shown; the
+    front door lets a chained event join only once per finished parent, components/serve/chains.py); every other
+    event is charged, and refused while its session is over its fair part and others wait."""
     if block_fn.concurrency_id in GPU or _unwrapped(block_fn.fn) is gpu_slot.stop:
         return None
-    chained = getattr(block_fn, "trigger_after", None) is not None
+    chained = door_parent(demo.fns, block_fn) is not None
     if chained or any(trigger in ("load", "unload") for _, trigger in block_fn.targets):
         return _never
-    return functools.partial(others_waiting, demo)
+    return functools.partial(contenders, demo)
 
 
-def _never(client: str) -> bool:
-    return False
+def _never() -> list:
+    return []
 
 
-def others_waiting(demo: gr.Blocks, client: str) -> bool:
-    """Has a visitor other than `client` an event waiting or running in `demo`'s queue?"""
+def ask_of(unit: str, session: Any) -> Ask:
+    """The (unit, member) a session's events are charged to (components/serve/roster.py)."""
+    return unit, ROSTER.member(unit, str(session or "") or None)
+
+
+def contenders(demo: gr.Blocks) -> list[Ask]:
+    """The (unit, member) of every event waiting or running in `demo`'s queue."""
     queue = getattr(demo, "_queue", None)
-    return queue is not None and any(event_client(e) != client for e in queue_events(queue))
+    if queue is None:
+        return []
+    return [ask_of(event_client(e), getattr(e, "session_hash", None)) for e in queue_events(queue)]
 
 
-def guarded(fn: Callable[..., Any], name: str, contended: Contended = None) -> Callable[..., Any]:
+def guarded(fn: Callable[..., Any], name: str, contended: Contended = None,
+            index: Optional[int] = None) -> Callable[..., Any]:
     """`fn` with the visitor's key set, readable errors and encodable outputs (generators stay generators). With
-    `contended` (does another visitor than this one wait?), the handler's CPU time is charged to the visitor, and a
-    visitor whose share is spent is refused while `contended` says others wait (components/serve/cpu_share.py)."""
+    `contended` (the members whose events wait or run), the handler's CPU time is charged to the session's member,
+    and a member over its fair part is refused while others wait (components/serve/cpu_share.py). When it ends,
+    the event `index` is recorded as finished for its session (components/serve/chains.py)."""
     if inspect.isgeneratorfunction(fn):
         @functools.wraps(fn)
         def stream(*args: Any, **kwargs: Any) -> Any:
-            inner = _step(lambda: fn(*args, **kwargs), name, contended, admit=True)
             try:
-                while True:  # Gradio resumes a generator from a fresh context: set the visitor around every step
-                    try:
-                        item = _step(lambda: next(inner), name, contended)
-                    except StopIteration:
-                        return
-                    yield encodable(item)
+                inner = _step(lambda: fn(*args, **kwargs), name, contended, admit=True)
+                try:
+                    while True:  # Gradio resumes a generator from a fresh context: set the visitor around every step
+                        try:
+                            item = _step(lambda: next(inner), name, contended)
+                        except StopIteration:
+                            return
+                        yield encodable(item)
+                finally:
+                    inner.close()
             finally:
-                inner.close()
+                _finished(index)
 
         wrapped: Callable[..., Any] = stream
     else:
         @functools.wraps(fn)
         def call(*args: Any, **kwargs: Any) -> Any:
-            return encodable(_step(lambda: fn(*args, **kwargs), name, contended, admit=True))
+            try:
+                return encodable(_step(lambda: fn(*args, **kwargs), name, contended, admit=True))
+            finally:
+                _finished(index)
 
         wrapped = call
     wrapped._s2d2_protected = True  # type: ignore[attr-defined]
@@ -113,16 +134,23 @@ def guarded(fn: Callable[..., Any], name: str, contended: Contended = None) -> C
     return wrapped
 
 
+def _finished(index: Optional[int]) -> None:
+    from gradio.context import LocalContext
+
+    CHAINS.finished(getattr(LocalContext.request.get(None), "session_hash", None), index)
+
+
 def _step(run: Callable[[], Any], name: str, contended: Contended = None, admit: bool = False) -> Any:
     from gradio.context import LocalContext
 
     request = LocalContext.request.get(None)
     key = request_key(request)
+    ask = ask_of(key, getattr(request, "session_hash", None))
     token = set_current(key)
     started = time.thread_time()
     try:
         if contended is not None and admit:
-            refusal = CPU_SHARE.refusal(key, lambda: contended(key))
+            refusal = CPU_SHARE.refusal(ask, contended)
             if refusal:
                 raise gr.Error(refusal, print_exception=False)
         note = SESSIONS.evicted_note(str(getattr(request, "session_hash", "") or ""))
@@ -141,7 +169,7 @@ def _step(run: Callable[[], Any], name: str, contended: Contended = None, admit:
                        "Reload the page if the views look stale.", print_exception=False) from None
     finally:
         if contended is not None:  # this thread's CPU only: waiting for the interpreter or the machine is free
-            CPU_SHARE.charge(key, time.thread_time() - started)
+            CPU_SHARE.charge(ask, time.thread_time() - started)
         reset_current(token)
 
 

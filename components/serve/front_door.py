@@ -6,7 +6,8 @@ key (components/serve/page_cache.py: a class loading the page costs one build), 
 one line. For every API request it
 - reads every body as JSON, whatever its Content-Type says (FastAPI parses any spelling of a JSON type, or no
   header, as JSON, and some Gradio routes call request.json() on any body), so no spelling skips a rule below;
-- rate-limits the client (components/serve/client_limits.py `Rate`; the client is components/serve/identity.py's key); Stop, the
+- rate-limits the client (components/serve/client_limits.py `Rate`; the client is components/serve/identity.py's key,
+  its bucket scaled by its open pages, `unit_rate_scale`); Stop, the
   one event run outside the queue (POST /run/predict), has a bucket of its own, so a client that has spent its
   allowance on other events can still stop its decode;
 - caps the body (MAX_JSON_BYTES; an upload at the upload limit), refuses JSON nested deeper than 32 levels or a
@@ -17,10 +18,15 @@ one line. For every API request it
 - makes room for a new session hash, or refuses it, before Gradio creates its state (client_limits `Sessions`), for an
   event and for a heartbeat alike; refuses a heartbeat or /cancel naming another client's session, and frees a
   decode's registration when /cancel removed its queued event (gpu_slot.Jobs.withdraw);
+- refuses a chained event (`.then`) joined by index except once per finished run of its parent in the same
+  session (components/serve/chains.py);
 - refuses an event by index sent with fewer values than it takes, and Gradio's /deep_link (which would write the
   session's every value to a file anyone can fetch by path);
-- caps the events a client has pending (S2D2_CLIENT_QUEUED: waiting, running, or finished but unread, counted in
-  Gradio's own queue) and keeps the last RESERVED places of the queue for clients with nothing in it;
+- caps the events a session has pending (S2D2_CLIENT_QUEUED: waiting or running, counted in Gradio's own queue)
+  and those of its unit (waiting, running, or finished but unread: S2D2_CLIENT_QUEUED per counted session of the
+  unit, components/serve/roster.py, at most S2D2_UNIT_QUEUED), keeps the last RESERVED places of the queue for
+  clients with nothing in it, and keeps the decode slots' waiting line in fair order (components/serve/fair_queue.py);
+- counts a session whose heartbeat is open as one of its unit's members (components/serve/roster.py);
 - checks an upload against the disk budget and the client's upload allowance (components/serve/disk_budget.py);
 - counts open event streams and heartbeats per session, for the decode watchdog (gpu_slot.Jobs.silence) and the
   session policy, and caps them per client;
@@ -33,6 +39,7 @@ import asyncio
 import json
 import logging
 import uuid
+from types import SimpleNamespace
 from typing import Any, Awaitable, Callable
 from urllib.parse import parse_qs
 
@@ -41,10 +48,15 @@ from s2d2.limits import limits
 from components.serve.door_checks import file_values
 from components.serve.page_cache import PageCache
 from components.serve import gpu_slot
-from components.serve.identity import client_key, scope_key
+from components.serve.identity import request_key, scope_key
 from components.serve.disk_budget import DISK
 from components.serve.door_checks import Refusal, checked, count_values, header, read_body, replay, with_length
-from components.serve.client_limits import Listeners, Rate, Sessions, client_queued, new_session_burst, new_session_rate, queue_events, trim_sessions, unread_decay_s
+from components.serve import fair_queue
+from components.serve.chains import CHAINS, UNCHAINED, door_parent
+from components.serve.client_limits import (Listeners, Rate, Sessions, client_queued, new_session_burst,
+                                            new_session_rate, queue_events, trim_sessions, unit_queued,
+                                            unit_rate_scale, unit_streams, unread_decay_s)
+from components.serve.roster import ROSTER
 
 API = "/gradio_api"
 MAX_JSON_BYTES = 256 * 1024
@@ -117,7 +129,8 @@ class FrontDoor:
     async def _route(self, scope: dict, receive: Receive, send: Send) -> None:
         sub, method, client = scope["path"][len(API):], scope.get("method", "GET"), scope_key(scope)
         if method == "POST":
-            if not (STOP_RATE if sub.rstrip("/") == "/run/predict" else RATE).allow(client):
+            scale = unit_rate_scale(ROSTER.count(client))  # a class behind one address: more pages, more requests
+            if not (STOP_RATE if sub.rstrip("/") == "/run/predict" else RATE).allow(client, scale=scale):
                 raise Refusal(429, TOO_FAST)
             if sub.rstrip("/") == "/upload":
                 return await self._upload(scope, receive, send, client)
@@ -195,12 +208,16 @@ class FrontDoor:
             raise Refusal(403, "This session belongs to another visitor.")
         if heartbeat:  # its close creates the session's state (the unload event); a result stream creates none
             admit_session(session, client, blocks_of(scope))
-        if not LISTENERS.open(session, client, heartbeat):
+        if not LISTENERS.open(session, client, heartbeat, cap=unit_streams(ROSTER.count(client))):
             raise Refusal(429, TOO_MANY_STREAMS)
+        if heartbeat:  # an open page: the session counts as one of its unit's members (components/serve/roster.py)
+            ROSTER.arrive(client, session)
         try:
             await self.app(scope, receive, send)
         finally:
             LISTENERS.close(session, client, heartbeat)
+            if heartbeat:
+                ROSTER.leave(client, session)
 
 
 def admit_request(sub: str, data: dict, client: str, blocks: Any) -> None:
@@ -236,10 +253,16 @@ def admit_request(sub: str, data: dict, client: str, blocks: Any) -> None:
     unread = getattr(blocks._queue, "pending_event_ids_session", {})  # pushed, result not yet read
     recent = LISTENERS.recent(SESSIONS.of(client), unread_decay_s())  # the penalty decays (client_limits)
     mine = max(sum(event_client(e) == client for e in events), sum(len(unread.get(s, ())) for s in recent))
-    if mine >= client_queued():
+    own = sum(e.session_hash == session for e in events) if isinstance(session, str) else 0
+    if own >= client_queued() or mine >= unit_queued(ROSTER.count(client)):
         raise Refusal(429, TOO_MANY_QUEUED)
     if mine and len(events) >= limits().queue_size - RESERVED:
         raise Refusal(429, QUEUE_NEARLY_FULL)
+    parent = door_parent(fns, fn) if path == ["queue", "join"] else None
+    if parent is not None and not CHAINS.take(session if isinstance(session, str) else None, parent):
+        raise Refusal(409, UNCHAINED)  # a chained event is never refused by the CPU share: joined only as the page does
+    if is_job(fn) and fn.concurrency_id in gpu_slot.DECODE_SLOTS:  # free decode places go in fair order
+        fair_queue.install(blocks._queue, fn, event_client)
     if isinstance(session, str) and session:
         LISTENERS.joined(session)
 
@@ -283,19 +306,18 @@ def admit_session(session: Any, client: str, blocks: Any) -> None:
         return
     if session not in holder.session_data and SESSIONS.owner(session) is None and not NEW_SESSIONS.allow(client):
         raise Refusal(429, TOO_MANY_NEW)
-    problem = SESSIONS.admit(session, client, holder, limits().max_sessions, LISTENERS, gpu_slot.JOBS.holds)
+    problem = SESSIONS.admit(session, client, holder, limits().max_sessions, LISTENERS, gpu_slot.JOBS.holds,
+                             pages=ROSTER.count(client))
     if problem:
         raise Refusal(503, problem)
     trim_sessions(holder)
 
 
 def event_client(event: Any) -> str:
-    """The client key of a queued Gradio event (cached on it)."""
+    """The client key of a queued Gradio event (cached on it): its request's, read as the front door reads it."""
     key = getattr(event, "_s2d2_client", None)
     if key is None:
-        request = getattr(event, "request", None)
-        peer = getattr(getattr(request, "client", None), "host", None)
-        key = client_key(getattr(request, "headers", {}) or {}, peer, getattr(event, "username", None))
+        key = request_key(getattr(event, "request", None) or SimpleNamespace(headers={}, client=None))
         try:
             event._s2d2_client = key
         except AttributeError:

@@ -1,11 +1,11 @@
-"""Fair use of the one GPU slot: one decode per browser session and per client, and every decode can be stopped.
+"""Fair use of the decode slots: one decode per browser session, every decode can be stopped.
 
 A job is registered when its event is admitted to the queue (the event's `validator`, `admit_decode`): a second decode
-from the same session is refused with a message while the first waits or runs, and so is one from another session
-of the same client (components/serve/identity.py: the signed-in user or the network address, which a visitor cannot mint
-the way it mints session hashes) beyond S2D2_CLIENT_DECODES. The registration ends when the handler returns, or
-when the session goes away (`demo.unload`, which Gradio calls when the browser tab or the API client's heartbeat
-disconnects).
+from the same session is refused with a message while the first waits or runs. Sessions of one unit (a class
+behind one address, components/serve/identity.py) are not refused: their Runs wait in the queue, which gives free
+places in fair order (components/serve/fair_queue.py: equally between units, then between a unit's sessions). The
+registration ends when the handler returns, or when the session goes away (`demo.unload`, which Gradio calls when
+the browser tab or the API client's heartbeat disconnects).
 
 This registry is the app's one stop mechanism. Stop (`stop`, an event outside the queue, so it never waits behind
 it) only raises the job's flag and writes nothing: a decode polls `cancelled(job_id)` before every forward and ends
@@ -32,13 +32,10 @@ import gradio as gr
 from components.serve.identity import LOCAL, request_key
 from components.serve.settings import env_int
 
-BUSY = ("⏳ You already have a run in progress (or waiting in the queue): wait for it to finish, or press "
-        "Stop, then try again. One run per visitor at a time keeps the GPU fair.")
-LEAVING = ("⏳ The runs you stopped are still leaving the queue (they do no work): try again when one has left. "
-           "One run per visitor at a time keeps the GPU fair.")
-CLIENT_BUSY = ("⏳ Another session from your network address (or account) already has a run in progress or "
-               "waiting: wait for it to finish, or stop it there, then try again. One run per visitor at a time "
-               "keeps the GPU fair.")
+BUSY = ("You already have a run in progress (or waiting in the queue) on this page: wait for it to finish, or "
+        "press Stop, then try again. One run per page at a time keeps the server fair.")
+LEAVING = ("The runs you stopped are still leaving the queue (they do no work): try again when one has left. "
+           "One run per page at a time keeps the server fair.")
 STOPPED_QUEUED = "⏹ Stopped before it started: nothing ran."
 NO_SESSION = "A run needs a session: call it through /gradio_api/call/<name> or /gradio_api/queue/join."
 GPU = "gpu"  # the concurrency id of every decode but shared Runs (components/serve/event_guard.py checks the wiring)
@@ -46,11 +43,6 @@ GPU_RUN = "gpu_run"  # Runs that decode together in a model's shared batch (comp
 DECODE_SLOTS = (GPU, GPU_RUN)
 STALE_QUEUED_S = 1800.0  # a registration whose event never started (its client vanished) is dropped after this
 MAX_WITHDRAWN = 2  # stopped-while-queued events a session may still have in the queue before it is refused
-
-
-def client_decodes() -> int:
-    """S2D2_CLIENT_DECODES: decodes one client may have admitted at once (queued or running), default 1."""
-    return env_int("S2D2_CLIENT_DECODES", 1, 1, 64)
 
 
 def listen_grace_s() -> float:
@@ -75,7 +67,7 @@ Silence = Callable[[str, float], Optional[float]]
 
 
 class Jobs:
-    """Registry of in-flight jobs: one per session, at most S2D2_CLIENT_DECODES per client."""
+    """Registry of in-flight jobs: one per session (a unit's sessions wait in fair order, never refused)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -92,8 +84,6 @@ class Jobs:
                 return BUSY
             if len(self._withdrawn.get(session, ())) >= MAX_WITHDRAWN:
                 return LEAVING
-            if client != LOCAL and sum(j.client == client for j in self._by_session.values()) >= client_decodes():
-                return CLIENT_BUSY
             self._add(session, client)
             return None
 
@@ -234,7 +224,7 @@ def session_of(request: Any) -> str:
 
 
 def admit_decode(request: gr.Request, *inputs: Any) -> Any:
-    """Event validator of a decode: refuse a second job from the same session or client before it enters the
+    """Event validator of a decode: refuse a second job from the same session before it enters the
     queue (Gradio wants one gr.validate per input, a bare one for a single input)."""
     session = getattr(request, "session_hash", None)
     problem = JOBS.admit(session, request_key(request)) if session else NO_SESSION

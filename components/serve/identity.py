@@ -5,9 +5,11 @@ client chooses. Behind a reverse proxy (a Hugging Face Space) the socket peer is
 is the entry the last trusted proxy appended to `X-Forwarded-For`: with `S2D2_TRUSTED_PROXY_HOPS` = N the client is
 the N-th address from the right of that list (everything to its left was written by the client and is ignored).
 The default is 1 on a Space (`SPACE_ID` is set) and 0 elsewhere (the socket peer; a forwarded header is never
-trusted). IPv6 addresses are grouped by /64, the block one subscriber gets. A signed-in user (Gradio's `username`:
-`auth=` or Hugging Face OAuth) is keyed by name instead, so visitors sharing an address (a classroom behind one NAT)
-who sign in are told apart.
+trusted). IPv6 addresses are grouped by /64, the block one subscriber gets. A visitor signed in with Hugging Face
+OAuth (a Space with `hf_oauth: true`; the sign-in lives in the session cookie Gradio's SessionMiddleware reads, in
+front of the front door) is keyed by account name instead, so students sharing an address (a class behind one NAT)
+who sign in are told apart; anonymous visitors share their address. The front door (a raw ASGI scope), a handler
+(a gr.Request) and a queued event (its Starlette request) all read the same two things, so they always agree.
 
 Identity is only as good as these settings, so `identity_settings()` (app.py calls it at start) refuses
 `FORWARDED_ALLOW_IPS=*` (uvicorn would then rewrite the peer from a header any client writes) and refuses proxy hops
@@ -23,9 +25,11 @@ code deep in a handler (the state store, the export folder) can charge its bytes
 from __future__ import annotations
 
 import contextvars
+import importlib.util
 import ipaddress
 import logging
 import os
+import time
 from typing import Any, Iterable, Mapping, Optional
 
 LOCAL = "local"  # the key outside any request (tests, scripts, start-up)
@@ -132,6 +136,38 @@ def forwarded_client(forwarded_for: Iterable[str], peer: Optional[str], hops: in
     return chain[-hops] if len(chain) >= hops else chain[0]
 
 
+def signed_in(session: Any) -> Optional[str]:
+    """The Hugging Face account name in a session (Gradio's OAuth `oauth_info`), None when signed out or expired."""
+    info = session.get("oauth_info") if isinstance(session, Mapping) else None
+    if not isinstance(info, Mapping):
+        return None
+    expires = info.get("expires_at")
+    if isinstance(expires, (int, float)) and expires < time.time():
+        return None
+    user = info.get("userinfo")
+    name = user.get("preferred_username") if isinstance(user, Mapping) else None
+    return name if isinstance(name, str) and name else None
+
+
+def sign_in_offered() -> bool:
+    """Does this Space offer Hugging Face sign-in? (`hf_oauth: true` in the Space's README metadata makes the
+    Space set OAUTH_CLIENT_ID.) The page shows a sign-in button only then, so a local run is unchanged. Gradio's
+    sign-in needs its `oauth` extra (itsdangerous, and authlib on a Space): without it the app still starts, with
+    no button and one loud line in the log."""
+    if not os.environ.get("OAUTH_CLIENT_ID", "").strip():
+        return False
+    needed = ["itsdangerous"] + (["authlib"] if os.environ.get("SPACE_ID") else [])
+    missing = [name for name in needed if not installed(name)]
+    if missing:
+        LOG.warning("OAUTH_CLIENT_ID is set but %s is not installed: add gradio[oauth] to requirements.txt to "
+                    "offer sign-in (visitors are told apart by address until then).", ", ".join(missing))
+    return not missing
+
+
+def installed(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
+
+
 def client_key(headers: Any, peer: Optional[str], username: Optional[str] = None,
                hops: Optional[int] = None) -> str:
     """The fairness key of one request (see the module docstring)."""
@@ -142,7 +178,8 @@ def client_key(headers: Any, peer: Optional[str], username: Optional[str] = None
 
 
 def request_key(request: Any) -> str:
-    """client_key of a gr.Request (or a Starlette request); LOCAL without one."""
+    """client_key of a gr.Request (or a Starlette request: a queued event's); LOCAL without one. The account is
+    the OAuth sign-in in the request's session, as the front door reads it (`scope_key`)."""
     if request is None:
         return LOCAL
     raw = getattr(request, "request", None) or request  # gr.Request wraps the Starlette request
@@ -150,15 +187,16 @@ def request_key(request: Any) -> str:
     peer = getattr(client, "host", None) if client is not None else None
     if isinstance(client, Mapping):  # a pickled gr.Request keeps plain dicts
         peer = client.get("host")
-    username = getattr(request, "username", None)
-    return client_key(getattr(raw, "headers", {}) or {}, peer, username if isinstance(username, str) else None)
+    scope = getattr(raw, "scope", None)
+    user = signed_in(scope.get("session")) if isinstance(scope, Mapping) else None
+    return client_key(getattr(raw, "headers", {}) or {}, peer, user)
 
 
 def scope_key(scope: Mapping[str, Any]) -> str:
-    """client_key of a raw ASGI scope (the front door sees requests before Gradio does; no username there)."""
+    """client_key of a raw ASGI scope (the front door sees requests before Gradio does)."""
     headers = [(k.decode("latin-1").lower(), v.decode("latin-1")) for k, v in scope.get("headers", ())]
     client = scope.get("client")
-    return client_key(headers, client[0] if client else None)
+    return client_key(headers, client[0] if client else None, signed_in(scope.get("session")))
 
 
 def _header_values(headers: Any, name: str) -> list[str]:

@@ -133,15 +133,17 @@ def test_the_rate_is_per_client():
 
 
 @pytest.mark.parametrize("name,raw,message", [
-    ("S2D2_CLIENT_DECODES", "lots", "S2D2_CLIENT_DECODES: expected a whole number in [1, 64], got 'lots'"),
-    ("S2D2_CLIENT_DECODES", "9" * 400,
-     "S2D2_CLIENT_DECODES: expected a whole number in [1, 64], got a 400-digit number"),
+    ("S2D2_UNIT_SESSIONS", "lots", "S2D2_UNIT_SESSIONS: expected a whole number in [1, 10000], got 'lots'"),
+    ("S2D2_UNIT_SESSIONS", "9" * 400,
+     "S2D2_UNIT_SESSIONS: expected a whole number in [1, 10000], got a 400-digit number"),
     ("S2D2_CLIENT_RATE", "nan", "S2D2_CLIENT_RATE: expected a number in [0.1, 10000], got nan"),
     ("S2D2_DISK_MB", "0", "S2D2_DISK_MB: expected a whole number of MB, at least 1, got 0"),
 ])
 def test_operator_settings_refuse_bad_values_in_one_line(monkeypatch, name, raw, message):
     monkeypatch.setenv(name, raw)
-    read = {"S2D2_CLIENT_DECODES": gpu_slot.client_decodes, "S2D2_CLIENT_RATE": client_limits.client_rate,
+    from components.serve import roster
+
+    read = {"S2D2_UNIT_SESSIONS": roster.unit_sessions, "S2D2_CLIENT_RATE": client_limits.client_rate,
             "S2D2_DISK_MB": disk_budget.disk_budget_bytes}[name]
     with pytest.raises(ValueError) as info:
         read()
@@ -219,11 +221,11 @@ def test_sessions_evict_their_own_and_never_an_active_visitor(monkeypatch):
 
 # -- decodes ---------------------------------------------------------------------------------------------------
 
-def test_one_decode_per_client_and_stop_from_the_same_client_only(monkeypatch):
-    monkeypatch.setenv("S2D2_CLIENT_DECODES", "1")
+def test_one_decode_per_session_and_stop_from_the_same_client_only():
     jobs = gpu_slot.Jobs()
     assert jobs.admit("s1", "ip:6.6.6.6") is None
-    assert jobs.admit("s2", "ip:6.6.6.6") == gpu_slot.CLIENT_BUSY  # a fresh session hash does not mint a decode
+    assert jobs.admit("s1", "ip:6.6.6.6") == gpu_slot.BUSY  # one decode per session
+    assert jobs.admit("s2", "ip:6.6.6.6") is None  # another page of the same address waits its turn, not refused
     assert jobs.admit("s3", "ip:1.1.1.1") is None
     job = jobs.claim("s1")
     assert not jobs.stop_session("s1", "ip:1.1.1.1") and not job.stop.is_set()  # a stranger's Stop

@@ -1,0 +1,65 @@
+"""The decode slots' waiting line in Gradio's own queue, kept in fair order (components/serve/fair_order.py).
+
+Gradio keeps each concurrency id's waiting events in a list and starts `queue[0]` whenever a place is free; it also
+tells each waiting visitor its rank in that list (the "queue: k/n" the page shows). `FairLine` is that list with
+one change: it is re-ordered fairly when an event joins and when Gradio reads its head (the moment a place came
+free, so the places held are read then). Gradio calls both from its event loop only, so the re-order never races
+its own edits. `install(queue, fn)` puts a FairLine in place for a decode's concurrency id (idempotent).
+
+Who holds places: the decodes running now, by (unit, member) (components/serve/roster.py), read from Gradio's
+running events.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, Callable, Iterable
+
+from components.serve.fair_order import Ask, fair_order
+from components.serve.roster import ROSTER
+
+AskOf = Callable[[Any], Ask]
+
+
+class FairLine(list):
+    """A Gradio event list that keeps itself in fair order (see the module docstring)."""
+
+    def __init__(self, events: Iterable[Any], ask_of: AskOf, running: Callable[[], list]) -> None:
+        super().__init__(events)
+        self._ask_of, self._running = ask_of, running
+
+    def append(self, event: Any) -> None:
+        super().append(event)
+        self.reorder()
+
+    def __getitem__(self, index: Any) -> Any:
+        if index == 0:  # Gradio reads the head only when a place is free: order by the places held now
+            self.reorder()
+        return super().__getitem__(index)
+
+    def reorder(self) -> None:
+        if len(self) < 2:
+            return
+        events = list(self)
+        held = Counter(self._ask_of(e) for e in self._running())
+        order = fair_order([self._ask_of(e) for e in events], held)
+        super().__setitem__(slice(None), [events[i] for i in order])
+
+
+def install(queue: Any, fn: Any, client_of: Callable[[Any], str]) -> None:
+    """Keep the waiting line of `fn`'s concurrency id in fair order (Gradio's queue `queue`); idempotent."""
+    if queue is None:
+        return
+    queue.create_event_queue_for_fn(fn)
+    line = queue.event_queue_per_concurrency_id[fn.concurrency_id]
+    if isinstance(line.queue, FairLine):
+        return
+
+    def ask_of(event: Any) -> Ask:
+        unit = client_of(event)
+        return unit, ROSTER.member(unit, getattr(event, "session_hash", None))
+
+    def running() -> list:
+        return [e for job in list(queue.active_jobs or ()) if job for e in job
+                if getattr(e, "concurrency_id", None) == fn.concurrency_id]
+
+    line.queue = FairLine(line.queue, ask_of, running)

@@ -1,0 +1,134 @@
+"""Issue 35 through the launched app: a class behind one address (twelve pages, one X-Forwarded-For) presses Run
+together; every Run waits its turn in the fair queue instead of being refused, and all finish alike."""
+from __future__ import annotations
+
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+gradio_client = pytest.importorskip("gradio_client")
+from gradio_client import Client  # noqa: E402
+
+from tests.support.app_server import RANDOM_MODEL, served  # noqa: E402,F401  (the fixture)
+
+pytestmark = pytest.mark.slow  # launches the app and decodes through it
+CLASS = "10.0.35.1"
+STUDENTS = 12
+
+
+def knob_values(**changes) -> list:
+    from components.run.knobs import KNOB_NAMES, preset_values
+
+    values = dict(zip(KNOB_NAMES, preset_values("sdar-config-b")))
+    values.update(changes)
+    return list(values.values())
+
+
+def test_twelve_pages_behind_one_address_press_run_together_and_all_finish_alike(served):
+    _, url = served
+    with ThreadPoolExecutor(STUDENTS) as pool:  # twelve pages, each with its own session and heartbeat
+        clients = list(pool.map(lambda _: Client(url, verbose=False, headers={"X-Forwarded-For": CLASS}),
+                                range(STUDENTS)))
+    together = threading.Barrier(STUDENTS)
+
+    def press(client: Client) -> tuple:
+        together.wait()
+        return tuple(client.predict("2+3=", RANDOM_MODEL, *knob_values(gen_length=16, block_length=4, seed=7),
+                                    api_name="/run"))
+
+    try:
+        with ThreadPoolExecutor(STUDENTS) as pool:
+            results = list(pool.map(press, clients))
+    finally:
+        for client in clients:
+            client.close()
+    statuses = [status for status, _, _ in results]
+    assert all(s.startswith("✅ Done") for s in statuses), statuses  # none refused, none failed
+    texts = {text for _, _, text in results}
+    assert len(texts) == 1 and texts != {""}, texts  # the same seed and prompt: the same answer for everyone
+
+
+def test_forty_pages_behind_one_address_load_in_one_burst(served):
+    """What a page load sends (found with Chromium: the page, its heartbeat, the load event and its result stream),
+    forty times at once from one address: every page gets in, none refused."""
+    import httpx
+
+    app, url = served
+    load = next(i for i, fn in app.demo.fns.items() if fn.name == "page_load")
+    headers = {"x-forwarded-for": "10.0.35.2"}
+    hearts_open, closing = threading.Semaphore(0), threading.Event()
+
+    def heartbeat(session: str) -> int:
+        with httpx.stream("GET", f"{url}gradio_api/heartbeat/{session}", headers=headers, timeout=120) as beat:
+            hearts_open.release()
+            if beat.status_code == 200:
+                closing.wait(120)  # held open, as a page's is, until every page has loaded
+            return beat.status_code
+
+    def page(n: int) -> list:
+        session = f"class-page-{n}"
+        codes = [httpx.get(url, headers=headers, timeout=120).status_code]
+        join = httpx.post(f"{url}gradio_api/queue/join", headers=headers, timeout=120,
+                          json={"data": [None], "fn_index": load, "session_hash": session, "event_data": None,
+                                "trigger_id": None})
+        codes.append(join.status_code)
+        try:
+            with httpx.stream("GET", f"{url}gradio_api/queue/data?session_hash={session}", headers=headers,
+                              timeout=120) as stream:
+                codes.append(stream.status_code)
+                done = stream.status_code == 200 and any(
+                    '"process_completed"' in line and '"success": true' in line.replace('":true', '": true')
+                    for line in stream.iter_lines() if line.startswith("data:"))
+        except httpx.HTTPError as exc:  # the stream was cut (e.g. its session evicted to make room)
+            codes.append(type(exc).__name__)
+            done = False
+        return codes + [done]
+
+    with ThreadPoolExecutor(80) as pool:
+        beats = [pool.submit(heartbeat, f"class-page-{n}") for n in range(40)]
+        for _ in range(40):
+            hearts_open.acquire()
+        pages = list(pool.map(page, range(40)))
+        kept = [f"class-page-{n}" in app.demo.state_holder.session_data for n in range(40)]
+        closing.set()
+        beat_codes = [b.result() for b in beats]
+    assert beat_codes == [200] * 40, beat_codes
+    assert all(p == [200, 200, 200, True] for p in pages), [p for p in pages if p != [200, 200, 200, True]]
+    assert all(kept), kept.count(False)  # no student's page cleared to make room for a classmate's
+
+
+def test_a_chained_view_joins_by_index_only_once_after_its_own_run(served):
+    """Issue 35 item 6: `show_state` (the `.then` after Run) joined directly by its fn index is refused; after the
+    session's own Run it joins once, as the page does, and draws; a second direct join is refused again."""
+    import json
+
+    import httpx
+
+    app, url = served
+    fns = app.demo.fns
+    run = next(i for i, fn in fns.items() if fn.api_name == "run")
+    show = next(i for i, fn in fns.items() if fn.name == "show_state" and fn.trigger_after == run)
+    headers = {"x-forwarded-for": "10.0.35.3"}
+
+    def join(index: int, data: list, session: str) -> httpx.Response:
+        return httpx.post(f"{url}gradio_api/queue/join", headers=headers, timeout=120,
+                          json={"data": data, "fn_index": index, "session_hash": session, "event_data": None,
+                                "trigger_id": None})
+
+    def finished(session: str) -> bool:
+        with httpx.stream("GET", f"{url}gradio_api/queue/data?session_hash={session}", headers=headers,
+                          timeout=120) as stream:
+            for line in stream.iter_lines():
+                if line.startswith("data:") and json.loads(line[5:]).get("msg") == "process_completed":
+                    return json.loads(line[5:]).get("success") is True
+        return False
+
+    refused = join(show, [None, False], "chain-page")
+    assert refused.status_code == 409 and "runs only right after" in refused.text, refused.text[:200]
+    assert join(run, ["2+3=", RANDOM_MODEL, *knob_values(gen_length=8, block_length=4)], "chain-page").status_code \
+        == 200 and finished("chain-page")
+    assert join(show, [None, True], "chain-page").status_code == 200 and finished("chain-page")
+    assert join(show, [None, True], "chain-page").status_code == 409  # once per finished Run
