@@ -109,7 +109,7 @@ def upload_trace(file: Any) -> dict[str, Any]:
     try:
         trace = parse_upload(path if isinstance(path, str) else None)
     except TraceError as exc:  # the file's own name first: a new file's message always replaces the last one
-        return {"load_status": f"⚠️ {md_text(name, 80) + ': ' if name else ''}{md_text(exc, 400)}"}
+        return {"load_status": f"⚠ {md_text(name, 80) + ': ' if name else ''}{md_text(exc, 400)}"}
     return _single(trace, make_state(trace, "upload"), "Loaded the uploaded trace.")
 
 
@@ -170,7 +170,7 @@ def toggle_play(playing: bool, state: Any, step: Any, speed: float) -> dict[str,
     n = len(trace.steps) if trace else 0
     if playing:
         return {"playing": False, "timer": gr.Timer(active=False), "play": gr.Button(value="▶ Play")}
-    out = {"playing": True, "timer": gr.Timer(value=_interval(speed), active=True), "play": gr.Button(value="⏸ Pause")}
+    out = {"playing": True, "timer": gr.Timer(value=_interval(speed), active=True), "play": gr.Button(value="❚❚ Pause")}
     if _moved(state, step, 0) >= n:
         out["slider"] = 0
     return out

@@ -9,6 +9,7 @@ from s2d2.config import DecodeConfig
 from s2d2.limits import check_lengths, check_prompt_chars, check_seed, int_text, limits
 from components.serve.input_numbers import as_float
 from components.run.knobs import KNOBS, Knob
+from components.views.plural import plural
 
 
 def _coerce(knob: Knob, value: Any) -> Any:
@@ -69,8 +70,8 @@ def check_prompt(prompt: Any) -> Optional[str]:
         return "Type a prompt first (or pick an example)."
     limit = limits().max_prompt_chars
     if len(prompt) > limit:
-        return (f"The prompt is longer than {limit:,} characters, the most a run takes (the line under the box "
-                "gives its length). Nothing was cut: shorten it.")
+        return (f"The prompt is longer than {plural(limit, 'character', grouped=True)}, the most a run takes "
+                "(the line under the box gives its length). Nothing was cut: shorten it.")
     try:
         check_prompt_chars(prompt)
     except ValueError as exc:

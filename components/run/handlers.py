@@ -22,6 +22,7 @@ from components.serve.gpu_slot import stop_requested
 from components.serve.input_numbers import as_int
 from components.views.canvas import live_rows, render_live
 from components.views.story import rounding_note
+from components.views.plural import plural
 
 RUN_OUT = ["run_status", "live", "output", "state", "run_ok"]
 KNOB_OUT = [f"knob_{name}" for name in KNOB_NAMES]
@@ -82,7 +83,7 @@ def run(prompt: str, model_name: str, *knobs: Any) -> Iterator[dict[str, Any]]:
     problem = check_prompt(prompt) or check_model(model_name)
     cfg, seed, error = config_from_inputs(*knobs)
     if problem or error:  # the live view and output of an earlier run are not this run's answer: cleared
-        yield {"run_status": f"⚠️ {problem or error} Nothing was run.", "live": render_live([]), "output": "",
+        yield {"run_status": f"⚠ {problem or error} Nothing was run.", "live": render_live([]), "output": "",
                "run_ok": False}
         return
     assert cfg is not None
@@ -95,13 +96,13 @@ def run(prompt: str, model_name: str, *knobs: Any) -> Iterator[dict[str, Any]]:
                 stopping = stop_requested()
                 late += stopping
                 if late > MAX_LATE_PROGRESS:  # a worker that cannot see the flag (another process): abandon it
-                    yield {"run_status": "⏹ Stopped — the decoding worker ended without a partial trace.",
+                    yield {"run_status": "■ Stopped — the decoding worker ended without a partial trace.",
                            "run_ok": False}
                     return
                 status = "Stopping…" if stopping else event.get("status") or progress_line(event)
                 yield {"run_status": status, "live": render_live(event["commits"], stop_ids=event.get("stop_ids", ()))}
             elif event["kind"] == "error":
-                yield {"run_status": f"⚠️ {event['message']}", "run_ok": False}
+                yield {"run_status": f"⚠ {event['message']}", "run_ok": False}
                 return
             elif event["kind"] == "stopped":  # withdrawn from the shared batch's queue: nothing ran
                 yield {"run_status": event["message"], "live": render_live([]), "run_ok": False}
@@ -121,11 +122,12 @@ def progress_line(event: dict[str, Any]) -> str:
     """The status while a run decodes: its steps and commits, and, in a shared batch, its place in the queue or
     how many others it decodes with."""
     if event.get("queued"):
-        return (f"⏳ Waiting to start in the shared batch: position {event['queued']} ({event['elapsed']:.1f} s). "
+        return (f"◷ Waiting to start in the shared batch: position {event['queued']} ({event['elapsed']:.1f} s). "
                 "Stop withdraws it.")
     others = event.get("together") or 0
     together = f", decoding together with {others} other{'s' if others != 1 else ''}" if others else ""
-    return (f"Decoding… {event['steps']} steps, {len(event['commits'])} tokens committed ({event['elapsed']:.1f} s"
+    return (f"Decoding… {plural(event['steps'], 'step')}, "
+            f"{plural(len(event['commits']), 'token')} committed ({event['elapsed']:.1f} s"
             f"{together}). Stop keeps the partial trace.")
 
 
@@ -133,18 +135,18 @@ def _finished(event: dict[str, Any]) -> dict[str, Any]:
     try:
         trace = Trace.from_dict(event["trace"])
     except ValueError as exc:  # a run outside the limits in force (they changed, or a bug): no traceback
-        return {"run_status": f"⚠️ The run finished but its trace is refused: {md_text(exc, 300)}", "run_ok": False}
+        return {"run_status": f"⚠ The run finished but its trace is refused: {md_text(exc, 300)}", "run_ok": False}
     commits = live_rows(trace.steps)
     reason = trace.footer.finish_reason if trace.footer else ""
-    size = f"{len(trace.steps)} steps, {len(trace.forwards)} forwards"
+    size = f"{plural(len(trace.steps), 'step')}, {plural(len(trace.forwards), 'forward')}"
     if reason == "cancelled" and not trace.blocks:
-        return {"run_status": f"⏹ Stopped before the first block was complete ({size}): nothing to replay.",
+        return {"run_status": f"■ Stopped before the first block was complete ({size}): nothing to replay.",
                 "live": render_live([]), "run_ok": False}
     if reason == "cancelled":
-        status = f"⏹ Stopped — partial trace kept ({size}). The Replay tab shows it."
+        status = f"■ Stopped — partial trace kept ({size}). The Replay tab shows it."
     elif reason == "time_limit":
-        status = f"⏹ Stopped at the time limit — partial trace kept ({size}). The Replay tab shows it."
+        status = f"■ Stopped at the time limit — partial trace kept ({size}). The Replay tab shows it."
     else:
-        status = f"✅ Done in {event['elapsed']:.1f} s: {size}{rounding_note(trace)}. The Replay tab now shows this run."
+        status = f"✓ Done in {event['elapsed']:.1f} s: {size}{rounding_note(trace)}. The Replay tab now shows this run."
     return {"run_status": status, "live": render_live(commits, stop_ids=trace.header.model.stop_ids),
             "output": event.get("text", ""), "state": make_state(trace, "run"), "run_ok": True}

@@ -13,6 +13,7 @@ from components.views.prompt_scope import TRAINED_ON
 from components.run.knobs import DEFAULT_PRESET, EXAMPLE_PROMPTS, KNOBS, MAX_PROMPT_CHARS, Knob, preset_values
 from components.serve.model_pool import DEFAULT_MODEL, model_choices
 from components.ui import ClampedSlider, Ctx
+from components.views.plural import plural
 
 INFO = {  # plain-words help under a knob
     "method": "ar: one token per forward · diffusion: drafts a block, never verifies · s2d2: draft, route, verify",
@@ -44,7 +45,8 @@ def build_run_tab(ctx: Ctx) -> None:
         with gr.Column(scale=2, elem_id="run-settings"):
             # No max_length: the box never cuts a pasted text; Record refuses one over the limit and says so.
             ctx["prompt"] = gr.Textbox(EXAMPLE_PROMPTS[0], label="Prompt: type your question here", lines=3,
-                                       elem_id="prompt", info=f"{TRAINED_ON} At most {MAX_PROMPT_CHARS:,} characters.")
+                                       elem_id="prompt", info=f"{TRAINED_ON} At most "
+                                       f"{plural(MAX_PROMPT_CHARS, 'character', grouped=True)}.")
             ctx["prompt_scope"] = gr.Markdown("", elem_id="prompt-scope")
             ctx["prompt_examples"] = gr.Examples(EXAMPLE_PROMPTS, inputs=[ctx["prompt"]],
                         label="Example prompts the bundled models know (from the held-out set: never trained on)")

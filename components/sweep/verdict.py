@@ -18,6 +18,7 @@ from s2d2.sweeps.stats import paired_p
 from s2d2.sweeps.grid import accuracy_interval, format_p
 
 from components.escape import md_text
+from components.views.plural import plural
 
 ALPHA = 0.05
 WIN_MARGIN = 0.10  # forwards are exact counts, but a gap this small is within what one preset knob moves
@@ -135,8 +136,8 @@ def verdict(cells: list[dict[str, Any]]) -> str:
                 f"fewer); {acc}.{extra}")
     if ratio * (1 + WIN_MARGIN) > 1:
         side = f"{ratio:.2f}× fewer" if ratio >= 1 else f"{1 / ratio:.2f}× more"
-        return (f"**No clear winner on this model**: {pair}: {side} forwards, under the {rule} a win or a loss "
-                f"takes; {acc}.{extra}")
+        return (f"**No clear winner on this model**: {pair}: {plural(side, 'forward')}, under the {rule} "
+                f"a win or a loss takes; {acc}.{extra}")
     return (f"**S2D2 does not win on this model**: every S2D2 cell needs at least {rule} more forwards per token "
             f"than the cheapest baseline as accurate as it. The closest: {_cost(m.s2d2)} needs {1 / ratio:.2f}× "
             f"the forwards of {_cost(m.baseline)}; {acc}.{extra}")

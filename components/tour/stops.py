@@ -25,6 +25,7 @@ from components.views.attention_mask import pick_forward, row_positions
 from components.tour.tau_control import can_move, tau_range
 from components.views.story import Story
 from components.views.trace_index import fmt, index_of
+from components.views.plural import plural
 
 HOVER = '<span class="on-hover">hover over</span><span class="on-touch">tap</span>'
 SHORT = {"draft": "Draft", "route": "Route", "verify": "Verify", "reject": "Accept / reject", "resample": "Resample",
@@ -135,17 +136,18 @@ def _draft_stop(m: TourMaterial, f: StepRecord, n: int, at: Optional[int]) -> St
                  "guess." if d is not None else "")
     return Stop("draft", "Draft", (
         f"At step {n} (answer block {idx.answer_block(f.block)}) the model fills **every masked position of the "
-        f"block at once**: one *draft* forward in diffusion mode. The {len(f.drafts)} drafts (italic, **?**) are "
-        f"proposals, nothing is committed yet. Each comes with its draft probability **p**; {HOVER} a token to see "
-        f"it.{watch}"), n, (Pic("canvas", "draft", at),), example=m.label)
+        f"block at once**: one *draft* forward in diffusion mode. The {plural(len(f.drafts), 'draft')} "
+        f"(italic, **?**) are proposals, nothing is committed yet. Each comes with its draft probability **p**; "
+        f"{HOVER} a token to see it.{watch}"), n, (Pic("canvas", "draft", at),), example=m.label)
 
 
 def _route_stop(m: TourMaterial, f: StepRecord, n: int, at: Optional[int]) -> Optional[Stop]:
     if f.decision is None or f.policy_inputs is None:
         return None
     pi = f.policy_inputs
-    text = (f"S2D2 looks at the **first run of consecutive masks** (the span: {pi.span_len} positions here) and "
-            f"predicts how many drafts a verifier would accept, **K̂ = Σₖ Πᵢ≤ₖ αᵢ** with αᵢ = exp(−entropy): "
+    text = (f"S2D2 looks at the **first run of consecutive masks** (the span: "
+            f"{plural(pi.span_len, 'position')} here) and predicts how many drafts a verifier would accept, "
+            f"**K̂ = Σₖ Πᵢ≤ₖ αᵢ** with αᵢ = exp(−entropy): "
             f"K̂ = {fmt(pi.k_hat, 2)}. The routing policy turns that into a score and decides whether the extra "
             f"verifier forward pays: **{html.escape(decision_line(f.decision))}**. The plot shows every step's score "
             f"against the threshold (dashed red); the vertical line is step {n}.")
@@ -184,6 +186,13 @@ def verify_row(trace: Trace, step: int, at: int) -> Optional[int]:
     return hits[1] if len(hits) == 2 else None
 
 
+def _passed(accepted: int) -> str:
+    """How many of the span's first drafts passed their test, in words that agree with the count."""
+    if accepted == 0:
+        return "no draft passes"
+    return "the first draft passes" if accepted == 1 else f"the first {plural(accepted, 'draft')} pass"
+
+
 def _verification_stops(m: TourMaterial, f: StepRecord, n: int, at: Optional[int]) -> list[Stop]:
     """Verify, then accept/reject and residual resampling when the focus step has a rejection."""
     stops: list[Stop] = []
@@ -209,7 +218,7 @@ def _verification_stops(m: TourMaterial, f: StepRecord, n: int, at: Optional[int
     u = f"u = {fmt(rej.u)}" if rej.u is not None else "argmax q differs"
     stops.append(Stop("reject", "Accept or reject", (
         "Each draft passes if a uniform draw u falls below **r = min(1, q/p)** (the black tick on the r bar). Here "
-        f"the first {v.accepted_len} drafts pass; the draft {code(rej.draft_text)} has r = {fmt(rej.ratio, 5)} and "
+        f"{_passed(v.accepted_len)}; the draft {code(rej.draft_text)} has r = {fmt(rej.ratio, 5)} and "
         f"{u}: **rejected** (the orange column). Acceptance stops at the first rejection: the drafts after it were "
         "checked in the context of the rejected token, so they are discarded even where their own test passed."),
         n, (Pic("strip", "test", rej.position),), example=m.label))
@@ -218,8 +227,9 @@ def _verification_stops(m: TourMaterial, f: StepRecord, n: int, at: Optional[int
     source = "q (the residual was empty)" if v.fallback_to_q else "the residual (q − p)+, renormalised"
     stops.append(Stop("resample", "Residual resampling", (
         f"The rejected position is not wasted: a new token is drawn from {source}: {code(v.resampled_text)} (↻, the "
-        f"rejected {code(rej.draft_text)} struck through). Step {n} commits {v.accepted_len} accepted drafts + 1 "
-        "resampled token for 2 forwards (draft + verify). The bars below show why the rule is right: a token comes "
+        f"rejected {code(rej.draft_text)} struck through). Step {n} commits "
+        f"{plural(v.accepted_len, 'accepted draft')} + 1 resampled token for 2 forwards (draft + verify). The bars "
+        "below show why the rule is right: a token comes "
         "out by acceptance with probability min(p, q) and by the redraw with (q − p)+, which add up to q."),
         n, (Pic("canvas", "", rej.position), Pic("strip", "all", rej.position), Pic("residual", at=rej.position)),
         example=m.label))
@@ -234,5 +244,5 @@ def _skip_stop(m: TourMaterial) -> Optional[Stop]:
     return Stop("skip", "Skipping verification", (
         f"At step {k} the policy said **skip** ({html.escape(decision_line(skip.decision))}): a plain diffusion "
         "step. Confident drafts (p > τ_conf, ▲) or the single most confident one (•) are committed without a "
-        f"verifier forward: {len(skip.commits)} token(s) for 1 forward (ringed). Cheap, but not checked."), k,
+        f"verifier forward: {plural(len(skip.commits), 'token')} for 1 forward (ringed). Cheap, but not checked."), k,
         (Pic("routing"), Pic("canvas", "", None, tuple(c.position for c in skip.commits))), example=m.label)

@@ -18,6 +18,7 @@ from components.views.pipeline_blocks import block_tag, in_flight_spans, is_pipe
 from components.views.token_detail import tooltip
 from components.views.token_state import AFTER_END, STATES, discarded, done_steps, position_state, shade_value, visible_text
 from components.views.trace_index import TraceIndex, clamp_step, index_of
+from components.views.plural import plural
 
 MAX_PROMPT_SHOWN = 48
 COLOR_BY = ("state", "p", "q", "r")  # the canvas colour switch
@@ -163,7 +164,7 @@ def render_canvas(trace: Trace, step: int, show_future: bool = False, color_by: 
     hidden = len(ids) - end
     if hidden > 0:
         never = "never decoded (the run had ended)" if show_future else "in later blocks"
-        parts.append(f' <span class="more">… {hidden} positions {never}</span>')
+        parts.append(f' <span class="more">… {plural(hidden, "position")} {never}</span>')
     return (f'<div class="s2d2-canvas" role="group" aria-label="token canvas"{focus_attr(focus)}>{"".join(parts)}'
             '</div>')
 
