@@ -69,7 +69,7 @@ def summary_line(data: dict[str, Any], source: str) -> str:
     e = md_text
     text = (f"**{e(source)}** · {plural(len(data['cells']), 'cell')} · model {e(m.get('model', '?'), 80)} · task "
             f"{e(m.get('task', '?'), 80)} (n = {e(m.get('n', '?'), 20)}) · {e(m.get('device', '?'), 40)}")
-    said = verdict(data["cells"])
+    said = verdict(data["cells"], m)
     return f"{text}\n\n{said}" if said else text
 
 
