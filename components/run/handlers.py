@@ -148,5 +148,6 @@ def _finished(event: dict[str, Any]) -> dict[str, Any]:
         status = f"■ Stopped at the time limit — partial trace kept ({size}). The Replay tab shows it."
     else:
         status = f"✓ Done in {event['elapsed']:.1f} s: {size}{rounding_note(trace)}. The Replay tab now shows this run."
-    return {"run_status": status, "live": render_live(commits, stop_ids=trace.header.model.stop_ids),
+    keep = len(trace.header.prompt_ids) + trace.header.gen_length  # the answer is cut there (s2d2/output.py)
+    return {"run_status": status, "live": render_live(commits, stop_ids=trace.header.model.stop_ids, keep=keep),
             "output": event.get("text", ""), "state": make_state(trace, "run"), "run_ok": True}

@@ -76,7 +76,8 @@ def build_run_tab(ctx: Ctx) -> None:
             # On a phone the settings column stacks above this one: after Record the page scrolls here (app.py).
             ctx["live"] = gr.HTML(render_live([]), elem_id="live", label="Live output")
             gr.Markdown("*Tokens appear here as blocks are committed, with the same glyphs as the Replay canvas; "
-                        "greyed tokens come after the stop token. When the run ends (or you press Stop) the Replay "
+                        "greyed tokens are not part of the answer (after the stop token, or past the generation "
+                        "length: the model decodes whole blocks). When the run ends (or you press Stop) the Replay "
                         "tab opens on it.*")
             ctx["output"] = gr.Textbox(label="Output text", interactive=False, lines=4, elem_id="output")
     ctx["run_ok"] = gr.State(False)
