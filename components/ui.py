@@ -75,6 +75,22 @@ class ClampedSlider(gr.Slider):
         return Number.round_to_precision(min(max(value, lo), hi), self.precision)
 
 
+class FreeSlider(gr.Slider):
+    """A slider for a setting the handler checks itself (the Run tab's knobs): its number box never raises an error
+    badge either, but a typed value reaches the handler as it is, so one outside the range is refused with a line
+    beside its field (components/run/config_check.py) instead of being changed without a word. In the browser the
+    page clamps a typed value first and says so under the box (components/theme.py)."""
+
+    is_template = True  # rendered by the stock slider front end (Gradio names it by the direct base class)
+
+    def preprocess(self, payload: Any) -> Optional[float]:
+        try:
+            value = float(payload)
+        except (TypeError, ValueError, OverflowError):
+            return None
+        return value if math.isfinite(value) else None
+
+
 def follow_js(selector: str) -> str:
     """Browser-only event code that brings `selector` to the top of the screen once it is shown, unless it already
     sits in the upper third: on a phone the action (a run's status, a trace opened in Replay) would otherwise

@@ -10,24 +10,13 @@ from components.views.canvas import render_live
 from components.views.describe import preset_choices, preset_note
 from components.run.knob_scope import is_main, shown
 from components.views.prompt_scope import TRAINED_ON
-from components.run.knobs import DEFAULT_PRESET, EXAMPLE_PROMPTS, KNOBS, MAX_PROMPT_CHARS, Knob, preset_values
+from components.run.knobs import DEFAULT_PRESET, EXAMPLE_PROMPTS, KNOBS, MAX_PROMPT_CHARS, Knob, knob_info, preset_values
 from components.serve.model_pool import DEFAULT_MODEL, model_choices
-from components.ui import ClampedSlider, Ctx
+from components.ui import Ctx, FreeSlider
 from components.views.plural import plural
 
-INFO = {  # plain-words help under a knob
-    "method": "ar: one token per forward · diffusion: drafts a block, never verifies · s2d2: draft, route, verify",
-    "policy": "decides at each step whether the extra verifier forward is worth it",
-    "confidence_threshold": "steps that do not verify commit every draft with p above this (at least one)",
-    "score_threshold": "verify when the score s = K̂ − c reaches this",
-    "acceptance": "paper: accept if u < min(1, q/p) · greedy_exact: draft == argmax q (AR-exact)",
-    "cache_ver": "causal prefill and commit: the verifier then equals exact AR",
-    "temperature": "0 = greedy drafts",
-}
-
-
 def _knob_component(knob: Knob, value: Any, visible: bool) -> Any:
-    info = INFO.get(knob.name) or knob.info or None
+    info = knob_info(knob)
     common = dict(label=knob.label, visible=visible, elem_id=f"knob-{knob.name}")
     if knob.kind == "choice":
         return gr.Dropdown(list(knob.choices), value=value, info=info, **common)
@@ -35,7 +24,7 @@ def _knob_component(knob: Knob, value: Any, visible: bool) -> Any:
         return gr.Checkbox(value=value, info=info, **common)
     if knob.name == "seed":  # no minimum, no rounding: a negative or 2.5 seed gets the run's readable message
         return gr.Number(value=value, **common)
-    return ClampedSlider(knob.lo, knob.hi, value=value, step=knob.step, info=info, **common)
+    return FreeSlider(knob.lo, knob.hi, value=value, step=knob.step, info=info, **common)
 
 
 def build_run_tab(ctx: Ctx) -> None:
@@ -66,7 +55,7 @@ def build_run_tab(ctx: Ctx) -> None:
                     ctx[f"knob_{knob.name}"] = _knob_component(knob, values[knob.name],
                                                                shown(knob.name, *rules))
             with gr.Accordion("Advanced: every other setting of this method and policy", open=False,
-                              elem_id="advanced"):
+                              elem_id="advanced") as ctx.c["advanced"]:
                 for knob in KNOBS:
                     if not is_main(knob.name):
                         ctx[f"knob_{knob.name}"] = _knob_component(knob, values[knob.name],
@@ -81,3 +70,4 @@ def build_run_tab(ctx: Ctx) -> None:
                         "tab opens on it.*")
             ctx["output"] = gr.Textbox(label="Output text", interactive=False, lines=4, elem_id="output")
     ctx["run_ok"] = gr.State(False)
+    ctx["run_final"] = gr.State(None)  # the run's final views, written again when Replay opens (handlers.final_views)

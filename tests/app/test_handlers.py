@@ -329,7 +329,8 @@ def test_a_run_stopped_while_queued_does_nothing_when_its_turn_comes(monkeypatch
     guard.stop(_Request("s3"))  # Stop while it waits
     assert guard.JOBS.admit("s3") is None  # the visitor may submit again at once
     first = _guarded_run("s3", "2+3", "tiny", *knobs.preset_values("sdar-config-a"))
-    assert first == [{"run_status": guard.STOPPED_QUEUED, "run_ok": False}] and ran == []
+    assert first == [{"run_status": guard.STOPPED_QUEUED, "run_ok": False,
+                      "run_final": {"run_status": guard.STOPPED_QUEUED}}] and ran == []
     second = _guarded_run("s3", "2+3", "tiny", *knobs.preset_values("sdar-config-a"))
     assert second[0]["run_status"].startswith("Loading") and len(ran) == 1 and not guard.JOBS.running("s3")
     for _ in range(guard.MAX_WITHDRAWN):  # a visitor cannot fill the queue with stopped runs either

@@ -41,3 +41,20 @@ def test_the_strip_greys_from_the_end_of_the_generation_length_and_the_stop_toke
     assert [("after-end" in c, "past-length" in c) for _, c in _tokens(live)] == [(False, False)] * 3 + [(True, False)]
     live = render_live(rows, stop_ids=[], keep=12)
     assert [("past-length" in c) for _, c in _tokens(live)] == [False, False, True, True]
+
+
+def test_the_event_that_opens_replay_carries_the_runs_final_views_again():
+    """Issue 38 row 9: a run's final update is recorded in the session ("run_final"), and final_views (the chained
+    event that opens Replay) writes the same status, answer and strip again: a page that missed the run's last
+    message still ends with them, never with Replay open beside a Run tab that says "Decoding…"."""
+    outs = list(run_handlers.run(knobs.EXAMPLE_PROMPTS[0], "tiny", *_knobs(gen_length=8, block_length=4)))
+    assert outs[0]["run_final"] is None  # the run's first update drops an earlier run's record
+    done = outs[-1]
+    assert done["run_status"].startswith("✓ Done in ") and done["output"]
+    again = run_handlers.final_views(done["state"], done["run_ok"], done["run_final"])
+    assert again == {"run_status": done["run_status"], "output": done["output"], "live": done["live"]}
+    assert len(str(done["run_final"])) < len(done["run_status"]) + len(done["output"]) + 100  # the strip is not stored
+    refused = list(run_handlers.run(knobs.EXAMPLE_PROMPTS[0], "tiny", *_knobs(seed=-1)))[-1]
+    assert run_handlers.final_views(None, False, refused["run_final"]) == {
+        "run_status": refused["run_status"], "output": "", "live": render_live([])}
+    assert run_handlers.final_views(None, False, None) == {}  # before any run: nothing to write
