@@ -153,7 +153,8 @@ def wire_run(ctx: Ctx) -> None:
                             js=within_js(limits().max_prompt_chars))
     c["run"].click(None, js=follow_js("#run-status"), **PRIVATE)  # on a phone: to the status and live tokens
     # A setting the run refuses is said beside its field too (Advanced opened), not only in the status far away.
-    c["run"].click(k(r.setting_notes), out(r.KNOB_OUT), out(r.NOTES_OUT), show_progress="hidden", **PRIVATE)
+    c["run"].click(k(r.setting_notes), out(r.KNOB_OUT), out(r.NOTES_OUT), show_progress="hidden", **PRIVATE).then(
+        None, js=follow_js(f"#run-settings .{r.FIELD_ERROR}"), **PRIVATE)  # to the field, if one was refused
     run_ev.then(k(opened_run), [c["state"], c["run_ok"], c["run_final"]],
                 out(["tabs", *h.LOAD_OUT, *r.FINAL_OUT]), show_progress="hidden", **PRIVATE).then(
         None, js=follow_js("#headline"), **PRIVATE)  # Replay opens at its headline and canvas

@@ -96,20 +96,24 @@ def follow_js(selector: str) -> str:
     sits in the upper third: on a phone the action (a run's status, a trace opened in Replay) would otherwise
     happen below the finger. It waits for the element to be laid out (a tab switch renders a frame later), then
     keeps it there for about a second and a half while the views above it finish rendering (a plot that grows
-    pushes it down), and stops at once when the visitor scrolls, touches or types: it never fights the finger."""
+    pushes it down), and stops at once when the visitor scrolls, touches or types: it never fights the finger.
+    The newest follow whose element is shown takes over from an older one still running (a refused setting's line
+    from Record's status), so two never pull the page two ways; one whose element never shows takes nothing."""
     return f"""(...args) => {{
+  const me = (window.s2d2FollowSeq = (window.s2d2FollowSeq || 0) + 1);
   let frames = 0, settled = 0, moved = false;
   const stop = () => {{ moved = true; }};
   const hands = ['wheel', 'touchstart', 'keydown', 'mousedown'];
   hands.forEach(e => window.addEventListener(e, stop, {{once: true, passive: true}}));
   const done = () => hands.forEach(e => window.removeEventListener(e, stop));
   const go = () => {{
-    if (moved) return done();
+    if (moved || (window.s2d2Following || 0) > me) return done();
     const el = document.querySelector({selector!r});
     if (!el || el.offsetParent === null) {{
       if (frames++ < 60) requestAnimationFrame(go); else done();
       return;
     }}
+    window.s2d2Following = Math.max(window.s2d2Following || 0, me);
     const top = el.getBoundingClientRect().top;
     if (top < -1 || top > window.innerHeight / 3) el.scrollIntoView({{block: 'start'}});  // -1: sub-pixel layout
     if (settled++ < 90) requestAnimationFrame(go); else done();
