@@ -24,7 +24,7 @@ from components.compare.lane_metrics import metrics_table, wall_note
 from components.compare.lane_progress import LaneBoard
 from components.views.figures import KIND_COLOURS
 from components.run.lane_rounds import TIMED_ROUNDS, lane_rounds
-from components.serve.input_numbers import as_int
+from components.serve.input_numbers import as_float
 from components.run.config_check import check_config, check_prompt
 from components.run.workers import RunStopped
 from components.run.zerogpu import record_lanes
@@ -53,12 +53,18 @@ def parse_custom_settings(text: Any) -> dict[str, Any]:
     return parse_overrides([p for p in re.split(r"[\s,;]+", str(text or "").strip()) if p], "custom settings")
 
 
+GEN_MIN, GEN_MAX = 8, 256  # the Generation length slider's range (layout.py)
+
+
 def lane_configs(presets_: list[Any], overrides: list[Any], gen_length: Any) -> dict[str, DecodeConfig]:
     """Named configurations for the lanes that are on; one ValueError naming the lane and the problem."""
     configs: dict[str, DecodeConfig] = {}
-    length = as_int(gen_length)
-    if length is None:
+    length = as_float(gen_length)
+    if length is None or length != int(length):
         raise ValueError("Generation length: expected a whole number")
+    if not GEN_MIN <= length <= GEN_MAX:  # refused, never clamped: the page clamps a typed value and says so
+        raise ValueError(f"Generation length: {GEN_MIN} to {GEN_MAX}, got {int(length)}")
+    length = int(length)
     for i, (name, extra) in enumerate(zip(presets_, overrides)):
         if not name or name == OFF:
             continue

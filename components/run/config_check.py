@@ -18,6 +18,7 @@ from components.views.plural import plural
 
 INVALID = "Invalid setting — "
 KNOB_BY_NAME = {k.name: k for k in KNOBS}
+OPERATOR_CAPPED = {"gen_length": "S2D2_MAX_GEN_TOKENS", "block_length": "S2D2_MAX_BLOCK_LENGTH"}  # their tops
 
 
 def _coerce(knob: Knob, value: Any) -> Any:
@@ -43,10 +44,12 @@ def _coerce(knob: Knob, value: Any) -> Any:
 
 
 def _in_range(knob: Knob, value: Any) -> Any:
-    """`value` when it lies in the knob's range (the seed's own check names its bound), else the line saying so."""
+    """`value` when it lies in the knob's range, else the line saying so (the seed's bounds are check_seed's; a
+    length's top is the operator's limit, and the line names it)."""
     if knob.name == "seed" or knob.lo <= value <= knob.hi:
         return value
-    side = f"at most {knob.hi:g}" if value > knob.hi else f"at least {knob.lo:g}"
+    cap = f" ({OPERATOR_CAPPED[knob.name]})" if knob.name in OPERATOR_CAPPED else ""
+    side = f"at most {knob.hi:g}{cap}" if value > knob.hi else f"at least {knob.lo:g}"
     raise ValueError(f"{knob.name}: {side}, got {_shown(value)}")
 
 
