@@ -89,7 +89,8 @@ def setting_notes(*knobs: Any) -> dict[str, Any]:
 
 
 def where(message: str) -> str:
-    """" (beside the Seed field, under Advanced)" for a refused setting's message: where the page shows it."""
+    """Where the page shows a refused setting's message, as a clause for the status line: " (beside the **Seed**
+    field, under Advanced)"; "" for a message about no one knob."""
     knob = KNOB_BY_NAME.get(message.removeprefix("Invalid setting — ").split(":", 1)[0].strip())
     if knob is None:
         return ""
