@@ -20,6 +20,7 @@ from s2d2.sweeps.stats import paired_p
 from s2d2.sweeps.grid import accuracy_interval, format_p
 
 from components.escape import md_text
+from components.views.plural import plural
 
 ALPHA = 0.05
 WIN_MARGIN = 0.10  # forwards are exact counts, but a gap this small is within what one preset knob moves
@@ -128,7 +129,7 @@ def machine_words(meta: Optional[dict[str, Any]]) -> str:
         known.append(f"{md_text(meta['dtype'], 20)} weights")
     batch = meta.get("batch_size")
     if isinstance(batch, int) and not isinstance(batch, bool):
-        known.append("one question at a time" if batch == 1 else f"{batch} questions decoded together")
+        known.append("one question at a time" if batch == 1 else f"{plural(batch, 'question')} decoded together")
     world = meta.get("world_size")
     if isinstance(world, int) and not isinstance(world, bool) and world > 1:
         known.append(f"split over {world} processes")
