@@ -28,7 +28,7 @@ def count_values(fn: Any, values: Any, by_index: bool) -> None:
     shown = sum(not getattr(block, "skip_api", False) for block in inputs)
     if by_index or len(values) != shown:
         wanted = len(inputs) if by_index else shown
-        raise Refusal(400, f"Values this event takes: {wanted}; values the request sent: {len(values)}.")
+        raise Refusal(400, f"This event takes {wanted} values; the request sent {len(values)}.")
 
 
 def checked(value: Any, depth: int = 0) -> tuple[Any, bool]:
@@ -38,8 +38,7 @@ def checked(value: Any, depth: int = 0) -> tuple[Any, bool]:
         raise Refusal(400, "The request is nested too deeply to read.")
     if isinstance(value, str):
         if len(value) > MAX_FIELD_CHARS:
-            raise Refusal(413, "A value in this request has more characters than a field may hold "
-                                f"({MAX_FIELD_CHARS:,}).")
+            raise Refusal(413, f"A value in this request is longer than {MAX_FIELD_CHARS} characters.")
         if LONE_SURROGATE.search(value):
             return without_surrogates(value), True
         return value, False
