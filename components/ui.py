@@ -84,6 +84,8 @@ class FreeSlider(gr.Slider):
     is_template = True  # rendered by the stock slider front end (Gradio names it by the direct base class)
 
     def preprocess(self, payload: Any) -> Optional[float]:
+        if isinstance(payload, int) and not isinstance(payload, bool):
+            return payload  # exact, however large: the check quotes it (s2d2.limits.int_text)
         try:
             value = float(payload)
         except (TypeError, ValueError, OverflowError):

@@ -21,6 +21,8 @@ def _knobs(**values):
 
 def test_a_block_length_over_the_range_is_refused_by_name_not_clamped():
     assert FreeSlider(1, 64, value=4).preprocess(999) == 999.0  # the Run knob passes it on as typed
+    assert FreeSlider(1, 64, value=4).preprocess(10**500) == 10**500  # exact: the line quotes its size
+    assert setting_problem(*_knobs(block_length=10**500))[1].endswith("got a 501-digit number")
     assert setting_problem(*_knobs(block_length=999)) == (
         "block_length", "block_length: at most 64 (S2D2_MAX_BLOCK_LENGTH), got 999")
     assert setting_problem(*_knobs(denoising_steps=999)) == ("denoising_steps", "denoising_steps: at most 64, got 999")
