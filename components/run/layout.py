@@ -10,7 +10,8 @@ from components.views.canvas import render_live
 from components.views.describe import preset_choices, preset_note
 from components.run.knob_scope import is_main, shown
 from components.views.prompt_scope import TRAINED_ON
-from components.run.knobs import DEFAULT_PRESET, EXAMPLE_PROMPTS, KNOBS, MAX_PROMPT_CHARS, Knob, knob_info, preset_values
+from components.run.knobs import (DEFAULT_PRESET, EXAMPLE_PROMPTS, KNOBS, MAX_PROMPT_CHARS, Knob, knob_info,
+                                  preset_values)
 from components.serve.model_pool import DEFAULT_MODEL, model_choices
 from components.ui import Ctx, FreeSlider
 from components.views.plural import plural

@@ -8,8 +8,9 @@ least) and says plainly whether S2D2 wins on this model: a win takes at least WI
 per token, a smaller gap either way is "no clear winner", and the same sentence gives both accuracies with their
 95 % Wilson intervals and McNemar's p. An S2D2 cell more accurate than every baseline (no match)
 is named too. The match is made on forwards (exact counts), so a last sentence says how the two cells compare in
-wall time, which can go the other way (forwards that read more tokens take longer), and on what machine that was measured:
-what the file's `meta` records (device, precision, how many questions decoded at once); it names no processor.
+wall time, which can go the other way (forwards that read more tokens take longer), and on what machine that was
+measured: what the file's `meta` records (device, precision, how many questions decoded at once); it names no
+processor.
 """
 from __future__ import annotations
 

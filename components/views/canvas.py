@@ -16,7 +16,8 @@ from s2d2.trace import StepRecord, Trace
 from components.views.focus import focus_attr
 from components.views.pipeline_blocks import block_tag, in_flight_spans, is_pipeline, lifecycles
 from components.views.token_detail import tooltip
-from components.views.token_state import AFTER_END, PAST_LENGTH, STATES, discarded, done_steps, position_state, shade_value, visible_text
+from components.views.token_state import (AFTER_END, PAST_LENGTH, STATES, discarded, done_steps, position_state,
+                                          shade_value, visible_text)
 from components.views.trace_index import TraceIndex, clamp_step, index_of
 from components.views.plural import plural
 

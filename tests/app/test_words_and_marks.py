@@ -16,7 +16,8 @@ NOUNS = ("steps|blocks|tokens|forwards|lanes|positions|runs|cells|edits|rounds|d
 COUNTED = re.compile(rf"^\s({NOUNS})\b")
 # Texts the fairness and front-door work rewrites (issue 38 row 8 leaves them to it; serve/ may not import the
 # views' plural()): checked again once it lands.
-REWRITTEN_ELSEWHERE = {"components/serve/gpu_slot.py", "components/serve/cpu_share.py", "components/serve/door_checks.py"}
+REWRITTEN_ELSEWHERE = {"components/serve/gpu_slot.py", "components/serve/cpu_share.py",
+                       "components/serve/door_checks.py"}
 # Code points drawn as emoji by default (Unicode's Emoji_Presentation) in the blocks the app's marks come from, the
 # variation selector that forces emoji style, and every pictograph plane character.
 EMOJI = re.compile("[\u231a\u231b\u23e9-\u23ec\u23f0\u23f3\u23f8-\u23fa\u25fd\u25fe\u2614\u2615\u2648-\u2653\u267f"

@@ -30,12 +30,13 @@ def _open(browser, url: str, visitor: int, viewport: dict):
 def _replay_opened(pg) -> None:
     """Wait until this page's Replay tab is the selected one again (the chained event opened it)."""
     pg.wait_for_function("(() => { const t = [...document.querySelectorAll('[role=tab]')].find(b => "
-                         "b.innerText.trim() === 'Replay'); return t && t.getAttribute('aria-selected') === 'true'; })()",
+                         "b.innerText.trim() === 'Replay'); "
+                         "return t && t.getAttribute('aria-selected') === 'true'; })()",
                          timeout=WAIT_MS)
 
 
 @pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["desktop", "phone"])
-def test_every_run_of_a_class_ends_with_its_answer_and_done_line_when_replay_opens(browser, served, viewport):  # noqa: F811
+def test_every_run_of_a_class_ends_with_its_answer_and_done_line(browser, served, viewport):  # noqa: F811
     pages = [_open(browser, served[1], i + 1, viewport) for i in range(PAGES)]
     finals = []  # (the Done line after its time, the answer) of every run: the same prompt and seed, the same run
     try:
