@@ -156,7 +156,8 @@ def run(prompt: str, model_name: str, *knobs: Any) -> Iterator[dict[str, Any]]:
                                 "run_ok": False})
                     return
                 status = "Stopping…" if stopping else event.get("status") or progress_line(event)
-                yield {"run_status": status, "live": render_live(event["commits"], stop_ids=event.get("stop_ids", ()))}
+                yield {"run_status": status, "live": render_live(event["commits"], stop_ids=event.get("stop_ids", ()),
+                                                                 keep=event.get("keep"))}
             elif event["kind"] == "error":
                 yield last({"run_status": f"⚠ {event['message']}", "run_ok": False})
                 return

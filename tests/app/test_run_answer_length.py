@@ -58,3 +58,11 @@ def test_the_event_that_opens_replay_carries_the_runs_final_views_again():
     assert run_handlers.final_views(None, False, refused["run_final"]) == {
         "run_status": refused["run_status"], "output": "", "live": render_live([])}
     assert run_handlers.final_views(None, False, None) == {}  # before any run: nothing to write
+
+
+def test_the_strip_greys_past_the_generation_length_while_the_run_decodes():
+    outs = list(run_handlers.run(knobs.EXAMPLE_PROMPTS[0], "tiny", *_knobs(gen_length=1, block_length=16)))
+    decoding = [o for o in outs if o.get("run_status", "").startswith("Decoding")]
+    assert decoding, [o.get("run_status") for o in outs]
+    tokens = _tokens(decoding[0]["live"])
+    assert tokens and all("past-length" in cls for pos, cls in tokens if pos > min(p for p, _ in tokens))
