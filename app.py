@@ -137,6 +137,30 @@ def wire(ctx: Ctx, o: Opening, tour: Optional[TourHandles]) -> None:
                                        show_progress="hidden", **PRIVATE)
     c["model"].input(k(r.model_changed), [c["model"], c["knob_loop"], c["knob_seed"]],
                      out(["preset", *r.KNOB_OUT, "preset_note"]), **PRIVATE)
+    wire_run(ctx)
+    if tour is not None:  # "Show in Replay": the example and step of the stop on screen
+        tour.show.click(k(lambda at, step: h.open_tour_step(*target(tour.stops, at, step))
+                          if target(tour.stops, at, step) else {}),
+                        [tour.at, tour.step], out(["tabs", *h.LOAD_OUT]), **PRIVATE).then(
+            None, js=follow_js("#headline"), **PRIVATE)
+    # A public endpoint that shows the session's current trace (gradio_client runs no chained events).
+    show = gr.Button(visible=False)
+    show.click(k(h.show_state), [c["state"]], out(["tabs", *h.LOAD_OUT]), api_name="show_trace")
+
+
+def opened_run(state: Any, ok: Any, final: Any) -> dict[str, Any]:
+    """After a Run: Replay opens on it, and the Run tab's final views are written again in the same update, so
+    the page never shows Replay on a run whose own last lines it missed (components/run/handlers.final_views)."""
+    return {**h.show_state(state, ok is True), **r.final_views(state, ok, final)}
+
+
+def wire_run(ctx: Ctx) -> None:
+    """Record, Stop, the lines beside refused settings, and the hand-off to Replay once the run ends."""
+    c, out = ctx.c, ctx.outputs
+
+    def k(fn: Callable[..., Any]) -> Callable[..., Any]:
+        return keyed(fn, ctx)
+
     # One GPU job per session (a second is refused at the door, gpu_slot.admit_decode); other pages wait in fair order.
     # Stop only raises the job's flag: the decode ends within one forward and the run itself writes the final status.
     # Sharing on (components/run/shared_batch.py): up to S2D2_BATCH_MAX Runs are in their handlers at once, all
@@ -148,17 +172,13 @@ def wire(ctx: Ctx, o: Opening, tour: Optional[TourHandles]) -> None:
                             show_progress_on=[c["run_wait"]],  # its place in the queue, next to the button
                             js=within_js(limits().max_prompt_chars))
     c["run"].click(None, js=follow_js("#run-status"), **PRIVATE)  # on a phone: to the status and live tokens
-    run_ev.then(k(h.show_state), [c["state"], c["run_ok"]], out(["tabs", *h.LOAD_OUT]), **PRIVATE).then(
+    # A setting the run refuses is said beside its field too (Advanced opened), not only in the status far away.
+    c["run"].click(k(r.setting_notes), out(r.KNOB_OUT), out(r.NOTES_OUT), show_progress="hidden", **PRIVATE).then(
+        None, js=follow_js(f"#run-settings .{r.FIELD_ERROR}"), **PRIVATE)  # to the field, if one was refused
+    run_ev.then(k(opened_run), [c["state"], c["run_ok"], c["run_final"]],
+                out(["tabs", *h.LOAD_OUT, *r.FINAL_OUT]), show_progress="hidden", **PRIVATE).then(
         None, js=follow_js("#headline"), **PRIVATE)  # Replay opens at its headline and canvas
     c["stop"].click(gpu_slot.stop, None, None, queue=False, **PRIVATE)  # Stop never waits behind the queue
-    if tour is not None:  # "Show in Replay": the example and step of the stop on screen
-        tour.show.click(k(lambda at, step: h.open_tour_step(*target(tour.stops, at, step))
-                          if target(tour.stops, at, step) else {}),
-                        [tour.at, tour.step], out(["tabs", *h.LOAD_OUT]), **PRIVATE).then(
-            None, js=follow_js("#headline"), **PRIVATE)
-    # A public endpoint that shows the session's current trace (gradio_client runs no chained events).
-    show = gr.Button(visible=False)
-    show.click(k(h.show_state), [c["state"]], out(["tabs", *h.LOAD_OUT]), api_name="show_trace")
 
 
 def wire_share(ctx: Ctx, demo: gr.Blocks) -> None:

@@ -75,25 +75,47 @@ class ClampedSlider(gr.Slider):
         return Number.round_to_precision(min(max(value, lo), hi), self.precision)
 
 
+class FreeSlider(gr.Slider):
+    """A slider for a setting the handler checks itself (the Run tab's knobs): its number box never raises an error
+    badge either, but a typed value reaches the handler as it is, so one outside the range is refused with a line
+    beside its field (components/run/config_check.py) instead of being changed without a word. In the browser the
+    page clamps a typed value first and says so under the box (components/theme.py)."""
+
+    is_template = True  # rendered by the stock slider front end (Gradio names it by the direct base class)
+
+    def preprocess(self, payload: Any) -> Optional[float]:
+        if isinstance(payload, int) and not isinstance(payload, bool):
+            return payload  # exact, however large: the check quotes it (s2d2.limits.int_text)
+        try:
+            value = float(payload)
+        except (TypeError, ValueError, OverflowError):
+            return None
+        return value if math.isfinite(value) else None
+
+
 def follow_js(selector: str) -> str:
     """Browser-only event code that brings `selector` to the top of the screen once it is shown, unless it already
     sits in the upper third: on a phone the action (a run's status, a trace opened in Replay) would otherwise
     happen below the finger. It waits for the element to be laid out (a tab switch renders a frame later), then
     keeps it there for about a second and a half while the views above it finish rendering (a plot that grows
-    pushes it down), and stops at once when the visitor scrolls, touches or types: it never fights the finger."""
+    pushes it down), and stops at once when the visitor scrolls, touches or types: it never fights the finger.
+    The newest follow whose element is shown takes over from an older one still running (a refused setting's line
+    from Record's status), so two never pull the page two ways; one whose element never shows takes nothing."""
     return f"""(...args) => {{
+  const me = (window.s2d2FollowSeq = (window.s2d2FollowSeq || 0) + 1);
   let frames = 0, settled = 0, moved = false;
   const stop = () => {{ moved = true; }};
   const hands = ['wheel', 'touchstart', 'keydown', 'mousedown'];
   hands.forEach(e => window.addEventListener(e, stop, {{once: true, passive: true}}));
   const done = () => hands.forEach(e => window.removeEventListener(e, stop));
   const go = () => {{
-    if (moved) return done();
+    if (moved || (window.s2d2Following || 0) > me) return done();
     const el = document.querySelector({selector!r});
     if (!el || el.offsetParent === null) {{
       if (frames++ < 60) requestAnimationFrame(go); else done();
       return;
     }}
+    window.s2d2Following = Math.max(window.s2d2Following || 0, me);
     const top = el.getBoundingClientRect().top;
     if (top < -1 || top > window.innerHeight / 3) el.scrollIntoView({{block: 'start'}});  // -1: sub-pixel layout
     if (settled++ < 90) requestAnimationFrame(go); else done();

@@ -7,6 +7,7 @@ from typing import Any, Callable, Optional
 
 from s2d2.compare import Comparison, LaneMetrics
 from s2d2.timing import MAX_NOISE
+from components.views.plural import plural
 
 
 def _num(digits: int, unit: str = "") -> Callable[[Any], str]:
@@ -32,7 +33,7 @@ def wall_cell(m: LaneMetrics) -> str:
     seconds = seconds_text(m.wall_seconds)
     if m.wall_noise is None:
         return f"{seconds} (one run: noise unknown)"
-    return f"{seconds} (median of {m.wall_runs} runs, ±{100 * m.wall_noise:.0f} %)"
+    return f"{seconds} (median of {plural(m.wall_runs, 'run')}, ±{100 * m.wall_noise:.0f} %)"
 
 
 def wall_speedup_cell(m: LaneMetrics) -> str:

@@ -24,12 +24,13 @@ from components.compare.lane_metrics import metrics_table, wall_note
 from components.compare.lane_progress import LaneBoard
 from components.views.figures import KIND_COLOURS
 from components.run.lane_rounds import TIMED_ROUNDS, lane_rounds
-from components.serve.input_numbers import as_int
+from components.serve.input_numbers import as_float
 from components.run.config_check import check_config, check_prompt
 from components.run.workers import RunStopped
 from components.run.zerogpu import record_lanes
 from components.serve.state_budget import STORE
 from components.files.traces import parsed, remember_parsed, trace_json
+from components.views.plural import plural
 
 OFF = "(off)"
 MAX_LANES = 4
@@ -52,12 +53,18 @@ def parse_custom_settings(text: Any) -> dict[str, Any]:
     return parse_overrides([p for p in re.split(r"[\s,;]+", str(text or "").strip()) if p], "custom settings")
 
 
+GEN_MIN, GEN_MAX = 8, 256  # the Generation length slider's range (layout.py)
+
+
 def lane_configs(presets_: list[Any], overrides: list[Any], gen_length: Any) -> dict[str, DecodeConfig]:
     """Named configurations for the lanes that are on; one ValueError naming the lane and the problem."""
     configs: dict[str, DecodeConfig] = {}
-    length = as_int(gen_length)
-    if length is None:
+    length = as_float(gen_length)
+    if length is None or length != int(length):
         raise ValueError("Generation length: expected a whole number")
+    if not GEN_MIN <= length <= GEN_MAX:  # refused, never clamped: the page clamps a typed value and says so
+        raise ValueError(f"Generation length: {GEN_MIN} to {GEN_MAX}, got {int(length)}")
+    length = int(length)
     for i, (name, extra) in enumerate(zip(presets_, overrides)):
         if not name or name == OFF:
             continue
@@ -70,7 +77,7 @@ def lane_configs(presets_: list[Any], overrides: list[Any], gen_length: Any) -> 
             raise ValueError(f"lane {i + 1}: {exc}") from None
         configs[f"{i + 1}·{name}{'*' if str(extra or '').strip() else ''}"] = cfg
     if not 2 <= len(configs) <= MAX_LANES:
-        raise ValueError(f"turn on 2 to {MAX_LANES} lanes (now {len(configs)})")
+        raise ValueError(f"turn on 2 to {plural(MAX_LANES, 'lane')} (now {len(configs)})")
     return configs
 
 
@@ -102,7 +109,7 @@ def run_compare_steps(prompt: str, model_name: str, seed: Any, gen_length: Any, 
         decoded = yield from _with_board(decode_lanes_steps(model_name, prompt, configs, seed, load, generate), board)
         traces, walls = decoded
     except RunStopped as exc:
-        yield f"⏹ {exc}", None
+        yield f"■ {exc}", None
         return
     except (ValueError, TypeError, OverflowError) as exc:
         yield f"⚠ {exc}", None
@@ -113,7 +120,7 @@ def run_compare_steps(prompt: str, model_name: str, seed: Any, gen_length: Any, 
     timed = min((len(w) for w in walls.values()), default=0)
     how = (f": a warm-up round, then {timed} timed round{'s' if timed > 1 else ''} (wall times are medians)" if timed
            else " (once each: no time for timed rounds, so no wall speedups)")
-    yield f"Ran {len(traces)} lanes on the same prompt with seed {int(seed)}{how}.", state
+    yield f"Ran {plural(len(traces), 'lane')} on the same prompt with seed {int(seed)}{how}.", state
 
 
 def _with_board(events: Iterator[dict[str, Any]], board: LaneBoard) -> Any:
@@ -253,7 +260,8 @@ def block_label(comp: Comparison, number: int) -> str:
     b = comp.blocks[answer_blocks(comp)[number]]
     if b.index == PREFILL_BLOCK:
         return "the prompt prefill (block 0)"
-    return f"answer block {number} (positions {b.start}–{b.start + b.length - 1}, {comp.grid} positions per block)"
+    return (f"answer block {number} (positions {b.start}–{b.start + b.length - 1}, "
+            f"{plural(comp.grid, 'position')} per block)")
 
 
 def block_html(comp: Comparison, traces: dict[str, Trace], number: int) -> str:
@@ -263,7 +271,8 @@ def block_html(comp: Comparison, traces: dict[str, Trace], number: int) -> str:
     for name, trace in traces.items():
         lb = block.lanes[name]
         kinds = ", ".join(f"{k} {v}" for k, v in lb.nfe_by_kind.items()) or "none"
-        info = (f"{lb.nfe} forwards ({kinds}) · {len(lb.steps)} steps · {len(lb.commits)} tokens committed")
+        info = (f"{plural(lb.nfe, 'forward')} ({kinds}) · {plural(len(lb.steps), 'step')} · "
+                f"{plural(len(lb.commits), 'token')} committed")
         cols.append(f'<div class="s2d2-lane"><h4>{html.escape(name)}</h4><div>{html.escape(info)}</div>'
                     f'{render_canvas(trace, lb.last_step)}</div>')
     note = ("Lanes are aligned by block position (steps inside a block are not equivalent across methods). "

@@ -12,10 +12,11 @@ from typing import Any, Iterator, Optional
 import gradio as gr
 
 from components.serve import gpu_slot as guard
-from components.compare.lanes import DEFAULT_LANES, MAX_LANES, NO_RUN, OFF, VIEW_OUT, block_range, compare_views, run_compare_steps
+from components.compare.lanes import (DEFAULT_LANES, GEN_MAX, GEN_MIN, MAX_LANES, NO_RUN, OFF, VIEW_OUT, block_range,
+                                      compare_views, run_compare_steps)
 from components.views.describe import preset_choices
 from components.run.knobs import EXAMPLE_PROMPTS
-from components.ui import PRIVATE, ClampedSlider, Ctx, keyed, within_js
+from components.ui import PRIVATE, ClampedSlider, Ctx, FreeSlider, keyed, within_js
 from s2d2.limits import limits
 from components.compare.whatif_panel import KNOB_OUT, WHATIF_KNOBS, knob_updates, knob_values, rerun_whatif, s2d2_lanes, whatif_view
 
@@ -54,7 +55,7 @@ def build_compare_tab(ctx: Optional[Ctx] = None, model_name: str = "tiny") -> Ct
                                        elem_id="cmp-prompt", min_width=300)  # no max_length: Run refuses, never cuts
 
         ctx["cmp_seed"] = gr.Number(0, label="Seed (all lanes)", scale=1, elem_id="cmp-seed")
-        ctx["cmp_gen"] = ClampedSlider(8, 256, value=48, step=8, label="Generation length", scale=1)
+        ctx["cmp_gen"] = FreeSlider(GEN_MIN, GEN_MAX, value=48, step=8, label="Generation length", scale=1)
     lanes = []
     for pair in (DEFAULT_LANES[:2], DEFAULT_LANES[2:]):  # two a row: a preset's name fits beside its arrow
         with gr.Row(elem_classes="cmp-lane-row"):

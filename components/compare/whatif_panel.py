@@ -132,7 +132,7 @@ def rerun_whatif(state: Any, lane: Optional[str], *values: Any, load: Optional[C
         new = decode_lanes(state["model"], state["prompt_ids"], {"re-run": DecodeConfig.from_dict(w.config)},
                            int(state["seed"]), load, generate, timed_rounds=0)[0]["re-run"]
     except RunStopped as exc:
-        return {"wi_status": f"⏹ {exc}"}
+        return {"wi_status": f"■ {exc}"}
     except ValueError as exc:
         return {"wi_status": f"⚠ {exc}"}
     pair = {"recorded": old, "re-run": new}

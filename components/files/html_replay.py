@@ -39,6 +39,7 @@ from components.files.html_replay_page import HINT, page
 from components.views.step_views import STEP_VIEWS, StepOptions
 from components.views.story import single_story
 from components.views.trace_index import clamp_step
+from components.views.plural import plural
 
 MAX_HTML_BYTES = 5 * 1024 * 1024
 # Where a frame's HTML is cut into shared fragments (any cut is lossless: the fragments are joined back as they are).
@@ -153,7 +154,7 @@ def _heading(trace: Trace) -> tuple[str, str]:
     except (ValueError, TypeError, KeyError):  # an upload's config the library no longer reads: its method name
         what = str(h.config.get("method", "run"))
     title = f"{text_html(h.model.name, 80)} · {text_html(what, 160)}"
-    meta = (f"seed {h.seed} · {len(trace.steps)} steps, {len(trace.forwards)} forwards · "
+    meta = (f"seed {h.seed} · {plural(len(trace.steps), 'step')}, {plural(len(trace.forwards), 'forward')} · "
             f"{text_html(h.provenance, 20)} trace, s2d2 {text_html(h.library_version, 20)}")
     return title, meta
 
@@ -224,8 +225,9 @@ def _build(trace: Trace, max_bytes: int, should_stop: Callable[[], bool]) -> Bui
     bound = frame_bound(trace)
     size_note = (f"This replay stops at step {{k}} of {n}: the whole run would make the file larger than "
                  f"{max_bytes / 2**20:g} MB. The app replays all of it.")
-    work_note = (f"This replay stops at step {{k}} of {n}: an HTML replay renders at most {MAX_EXPORT_FRAMES:,} "
-                 f"steps and {MAX_EXPORT_CELLS:,} token cells (steps x {trace.header.total_length} positions). "
+    work_note = (f"This replay stops at step {{k}} of {n}: an HTML replay renders at most "
+                 f"{plural(MAX_EXPORT_FRAMES, 'step', grouped=True)} "
+                 f"and {MAX_EXPORT_CELLS:,} token cells (steps x {plural(trace.header.total_length, 'position')}). "
                  f"The app replays all of it.")
     longest = max(size_note.format(k=n), work_note.format(k=n), key=len)
     shell = page(title, meta, story_html(story.text), html.escape(longest), legend, "", n)

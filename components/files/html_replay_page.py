@@ -82,7 +82,7 @@ PAGE_JS = """
   play.addEventListener('click', function () {
     if (timer) { stop(); return; }
     if (shown >= last) { show(0); }
-    play.textContent = '⏸ Pause';
+    play.textContent = '❚❚ Pause';
     timer = setInterval(function () { if (shown >= last) { stop(); } else { show(shown + 1); } }, 1000);
   });
   document.addEventListener('keydown', function (e) {

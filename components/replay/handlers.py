@@ -134,7 +134,7 @@ def upload_trace(file: Any) -> dict[str, Any]:
     try:
         trace = parse_upload(path if isinstance(path, str) else None)
     except TraceError as exc:  # the file's own name first: a new file's message always replaces the last one
-        return {"load_status": f"⚠️ {md_text(name, 80) + ': ' if name else ''}{md_text(exc, 400)}"}
+        return {"load_status": f"⚠ {md_text(name, 80) + ': ' if name else ''}{md_text(exc, 400)}"}
     return _single(trace, make_state(trace, "upload"), "Loaded the uploaded trace.")
 
 

@@ -28,7 +28,7 @@ element.addEventListener('click', (e) => {
   if (box) {
     const pin = document.createElement('span');
     pin.dataset.pinned = tok.dataset.pos;
-    pin.textContent = '📌 ' + (tok.getAttribute('title') || '');
+    pin.textContent = '◉ ' + (tok.getAttribute('title') || '');
     box.replaceChildren(pin);
   }
   trigger('select', {position: Number(tok.dataset.pos)});

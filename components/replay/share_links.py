@@ -23,6 +23,7 @@ from components.files.html_replay import ExportError, replay_html
 from components.escape import md_text
 from components.views.trace_index import clamp_step
 from components.files.traces import TraceError, export_folder, export_name, export_path, trace_from_state
+from components.views.plural import plural
 
 KEYS = ("example", "run", "step")
 MAX_VALUE_CHARS = 120  # a longer value is not one of ours
@@ -108,7 +109,7 @@ def _valid_step(step: str, example: Example, run: str, ignored: list[str]) -> Op
     trace = partner if run == "baseline" and partner is not None else main
     value = int(step.strip())
     if value > len(trace.steps):
-        ignored.append(f"step {value} is past the end of this run ({len(trace.steps)} steps)")
+        ignored.append(f"step {value} is past the end of this run ({plural(len(trace.steps), 'step')})")
         return None
     return value
 
@@ -176,11 +177,11 @@ def html_replay(state: Any, step: Any) -> dict[str, Any]:
         path = export_folder(trace) / f"{export_name(trace, 'replay')}-step{start}.html"
         if not path.exists() and not DISK.make_room(len(page.html.encode())):
             return {"html_file": gr.DownloadButton(visible=False),
-                    "share_status": "⚠️ The server's disk space for downloads is full: try again in a few minutes."}
+                    "share_status": "⚠ The server's disk space for downloads is full: try again in a few minutes."}
         if not path.exists():
             path.write_text(page.html, encoding="utf-8")
     except (ExportError, OSError) as exc:
-        return {"html_file": gr.DownloadButton(visible=False), "share_status": f"⚠️ {md_text(exc, 300)}"}
+        return {"html_file": gr.DownloadButton(visible=False), "share_status": f"⚠ {md_text(exc, 300)}"}
     status = (f"HTML replay ready: one file, {page.size / 1000:.0f} kB, opens at step {start}; it needs no server "
               "or network (put it on a course page, or open it in a slide).")
     return {"html_file": gr.DownloadButton(f"⬇ Download the HTML replay ({page.size / 1000:.0f} kB)", value=str(path),

@@ -1,5 +1,10 @@
 """Knob values -> a validated DecodeConfig or one readable message (pure, within s2d2/limits.py), and a prompt checked
-before any work starts."""
+before any work starts.
+
+Every message names the setting first ("seed: expected a whole number…"), so `setting_problem` can say which knob
+it is about and the Run tab shows it beside that knob. A number outside its knob's range is refused, never clamped:
+the page clamps a typed value itself and says so under the box (components/theme.py), so only a script can send one,
+and it gets the line instead of a silently changed run."""
 from __future__ import annotations
 
 import dataclasses
@@ -9,6 +14,11 @@ from s2d2.config import DecodeConfig
 from s2d2.limits import check_lengths, check_prompt_chars, check_seed, int_text, limits
 from components.serve.input_numbers import as_float
 from components.run.knobs import KNOBS, Knob
+from components.views.plural import plural
+
+INVALID = "Invalid setting — "
+KNOB_BY_NAME = {k.name: k for k in KNOBS}
+OPERATOR_CAPPED = {"gen_length": "S2D2_MAX_GEN_TOKENS", "block_length": "S2D2_MAX_BLOCK_LENGTH"}  # their tops
 
 
 def _coerce(knob: Knob, value: Any) -> Any:
@@ -22,15 +32,36 @@ def _coerce(knob: Knob, value: Any) -> Any:
             if f is None or f != int(f):
                 raise ValueError(f"{knob.name}: expected a whole number, got {_shown(value)}")
             v = int(f)
-        return None if knob.optional_zero and v == 0 else v
+        return None if knob.optional_zero and v == 0 else _in_range(knob, v)
     if knob.kind == "float":
         f = as_float(value)
         if f is None:
             raise ValueError(f"{knob.name}: expected a number in [{knob.lo:g}, {knob.hi:g}], got {_shown(value)}")
-        return None if knob.optional_zero and f == 0 else f
+        return None if knob.optional_zero and f == 0 else _in_range(knob, f)
     if knob.kind == "bool":
         return bool(value)
     return str(value)[:100]
+
+
+def _in_range(knob: Knob, value: Any) -> Any:
+    """`value` when it lies in the knob's range, else the line saying so (the seed's bounds are check_seed's; a
+    length's top is the operator's limit, and the line names it)."""
+    if knob.name == "seed" or knob.lo <= value <= knob.hi:
+        return value
+    cap = f" ({OPERATOR_CAPPED[knob.name]})" if knob.name in OPERATOR_CAPPED else ""
+    side = f"at most {knob.hi:g}{cap}" if value > knob.hi else f"at least {knob.lo:g}"
+    raise ValueError(f"{knob.name}: {side}, got {_shown(value)}")
+
+
+def setting_problem(*values: Any) -> tuple[Optional[str], Optional[str]]:
+    """(knob name, message) for UI values (KNOBS order) that config_from_inputs refuses, the name None when the
+    message is about no one knob (or the knob is unknown); (None, None) when they make a valid config."""
+    cfg, _, error = config_from_inputs(*values)
+    if error is None:
+        return None, None
+    message = error.removeprefix(INVALID)
+    name = message.split(":", 1)[0].strip()
+    return (name if name in KNOB_BY_NAME else None), message
 
 
 def _shown(value: Any) -> str:
@@ -49,7 +80,7 @@ def config_from_inputs(*values: Any) -> tuple[Optional[DecodeConfig], int, Optio
         seed = check_seed(data.pop("seed"))
         cfg = check_config(DecodeConfig.from_dict(data))
     except (ValueError, TypeError, OverflowError) as exc:
-        return None, 0, f"Invalid setting — {exc}"
+        return None, 0, f"{INVALID}{exc}"
     return cfg, int(seed), None
 
 
@@ -69,8 +100,8 @@ def check_prompt(prompt: Any) -> Optional[str]:
         return "Type a prompt first (or pick an example)."
     limit = limits().max_prompt_chars
     if len(prompt) > limit:
-        return (f"The prompt is longer than {limit:,} characters, the most a run takes (the line under the box "
-                "gives its length). Nothing was cut: shorten it.")
+        return (f"The prompt is longer than {plural(limit, 'character', grouped=True)}, the most a run takes "
+                "(the line under the box gives its length). Nothing was cut: shorten it.")
     try:
         check_prompt_chars(prompt)
     except ValueError as exc:

@@ -11,20 +11,24 @@ from s2d2.limits import SEED_MAX
 from s2d2.trace import Trace
 
 from components.escape import md_text
-from components.files.traces import make_state
-from components.run.config_check import check_prompt, config_dict, config_from_inputs
-from components.run.knobs import KNOB_NAMES, preset_for_model, preset_values
+from components.files.traces import make_state, trace_from_state
+from components.run.config_check import KNOB_BY_NAME, check_prompt, config_dict, config_from_inputs, setting_problem
+from components.run.knobs import KNOB_NAMES, KNOBS, knob_info, preset_for_model, preset_values
 from components.run.zerogpu import record
 from components.serve.model_pool import allowed_models, check_model, on_gpu
 from components.views.prompt_scope import real_checkpoints, scope_note
-from components.run.knob_scope import shown
+from components.run.knob_scope import is_main, shown
 from components.serve.gpu_slot import stop_requested
 from components.serve.input_numbers import as_int
 from components.views.canvas import live_rows, render_live
 from components.views.story import rounding_note
+from components.views.plural import plural
 
-RUN_OUT = ["run_status", "live", "output", "state", "run_ok"]
+RUN_OUT = ["run_status", "live", "output", "state", "run_ok", "run_final"]
+FINAL_OUT = ["run_status", "output", "live"]  # what final_views writes again when Replay opens
 KNOB_OUT = [f"knob_{name}" for name in KNOB_NAMES]
+NOTES_OUT = [*KNOB_OUT, "advanced"]
+FIELD_ERROR = "field-error"  # the class of a knob whose value Record refused (components/theme.py colours its line)
 MAX_LATE_PROGRESS = 3  # progress events tolerated after Stop before the run is abandoned without a trace
 
 
@@ -69,9 +73,60 @@ def _scope(prompt: Any, model_name: Any) -> str:
     return scope_note(prompt, model_name, real_checkpoints(allowed_models(), on_gpu()))
 
 
+def setting_notes(*knobs: Any) -> dict[str, Any]:
+    """What Record's click shows beside the knobs, before the run starts: every knob's help line as it was, except
+    the one whose value the run refuses, whose line says why (shown, and Advanced opened when it is there). The
+    run's status says the same and where to look (`where`)."""
+    name, message = setting_problem(*knobs)
+    out: dict[str, Any] = {f"knob_{k.name}": gr.update(info=knob_info(k), elem_classes=[]) for k in KNOBS}
+    if name is not None and message is not None:
+        said = message.split(":", 1)[1].strip()
+        out[f"knob_{name}"] = gr.update(info=f"⚠ {said[:1].upper()}{said[1:]}. Nothing was run.",
+                                        elem_classes=[FIELD_ERROR], visible=True)
+        if not is_main(name):
+            out["advanced"] = gr.update(open=True)
+    return out
+
+
+def where(message: str) -> str:
+    """Where the page shows a refused setting's message, as a clause for the status line: " (beside the **Seed**
+    field, under Advanced)"; "" for a message about no one knob."""
+    knob = KNOB_BY_NAME.get(message.removeprefix("Invalid setting — ").split(":", 1)[0].strip())
+    if knob is None:
+        return ""
+    return f" (beside the **{knob.label}** field{'' if is_main(knob.name) else ', under Advanced'})"
+
+
 def run_refused(message: str) -> dict[str, Any]:
     """What a Run that may not start shows (guard.one_job): the session runs another job, or Stop withdrew it."""
-    return {"run_status": message, "run_ok": False}
+    return last({"run_status": message, "run_ok": False})
+
+
+def last(out: dict[str, Any]) -> dict[str, Any]:
+    """A run's final update, with the record of it that final_views writes again ("run_final", a session State):
+    its status and answer as they are, and its token strip as "trace" (drawn again from the session's trace) or
+    "empty". Small: the strip is never stored twice."""
+    final = {k: out[k] for k in ("run_status", "output") if k in out}
+    if "state" in out or "live" in out:
+        final["strip"] = "trace" if "state" in out else "empty"
+    return {**out, "run_final": final}
+
+
+def final_views(state: Any, ok: Any, final: Any) -> dict[str, Any]:
+    """The Run tab's final status, answer and token strip, written again by the event that opens Replay after a
+    run (app.py). Gradio runs a chained `.then` even when the run's own event ended without its last message
+    reaching the page (a stream cut under load ends it as failed, while the server finished the run and stored its
+    trace): Replay then opened on the run while the Run tab still said "Decoding…" with no answer. With this, the
+    update that opens Replay carries the run's final views too, so they are never lost. {} before any run."""
+    if not isinstance(final, dict):
+        return {}
+    out = {k: final[k] for k in ("run_status", "output") if isinstance(final.get(k), str)}
+    trace = trace_from_state(state) if ok is True and final.get("strip") == "trace" else None
+    if trace is not None:
+        out["live"] = live_strip(trace)
+    elif final.get("strip") in ("trace", "empty"):
+        out["live"] = render_live([])
+    return out
 
 
 def run(prompt: str, model_name: str, *knobs: Any) -> Iterator[dict[str, Any]]:
@@ -82,11 +137,13 @@ def run(prompt: str, model_name: str, *knobs: Any) -> Iterator[dict[str, Any]]:
     problem = check_prompt(prompt) or check_model(model_name)
     cfg, seed, error = config_from_inputs(*knobs)
     if problem or error:  # the live view and output of an earlier run are not this run's answer: cleared
-        yield {"run_status": f"⚠️ {problem or error} Nothing was run.", "live": render_live([]), "output": "",
-               "run_ok": False}
+        said = problem or f"{(error or '').rstrip('.')}{where(error or '')}."
+        yield last({"run_status": f"⚠ {said} Nothing was run.", "live": render_live([]), "output": "",
+                    "run_ok": False})
         return
     assert cfg is not None
-    yield {"run_status": "Loading the model and starting…", "live": render_live([]), "output": "", "run_ok": False}
+    yield {"run_status": "Loading the model and starting…", "live": render_live([]), "output": "", "run_ok": False,
+           "run_final": None}  # an earlier run's final views are not this run's
     events = record(prompt, model_name, config_dict(cfg), seed)
     late = 0
     try:
@@ -95,23 +152,24 @@ def run(prompt: str, model_name: str, *knobs: Any) -> Iterator[dict[str, Any]]:
                 stopping = stop_requested()
                 late += stopping
                 if late > MAX_LATE_PROGRESS:  # a worker that cannot see the flag (another process): abandon it
-                    yield {"run_status": "⏹ Stopped — the decoding worker ended without a partial trace.",
-                           "run_ok": False}
+                    yield last({"run_status": "■ Stopped — the decoding worker ended without a partial trace.",
+                                "run_ok": False})
                     return
                 status = "Stopping…" if stopping else event.get("status") or progress_line(event)
-                yield {"run_status": status, "live": render_live(event["commits"], stop_ids=event.get("stop_ids", ()))}
+                yield {"run_status": status, "live": render_live(event["commits"], stop_ids=event.get("stop_ids", ()),
+                                                                 keep=event.get("keep"))}
             elif event["kind"] == "error":
-                yield {"run_status": f"⚠️ {event['message']}", "run_ok": False}
+                yield last({"run_status": f"⚠ {event['message']}", "run_ok": False})
                 return
             elif event["kind"] == "stopped":  # withdrawn from the shared batch's queue: nothing ran
-                yield {"run_status": event["message"], "live": render_live([]), "run_ok": False}
+                yield last({"run_status": event["message"], "live": render_live([]), "run_ok": False})
                 return
             elif event["kind"] == "done":
                 done = _finished(event)
                 note = _scope(prompt, model_name)
                 if note and done["run_ok"]:  # the result says what the model knows, next to its answer
                     done["run_status"] += f"\n\n{note}"
-                yield done
+                yield last(done)
                 return
     finally:
         events.close()
@@ -121,30 +179,37 @@ def progress_line(event: dict[str, Any]) -> str:
     """The status while a run decodes: its steps and commits, and, in a shared batch, its place in the queue or
     how many others it decodes with."""
     if event.get("queued"):
-        return (f"⏳ Waiting to start in the shared batch: position {event['queued']} ({event['elapsed']:.1f} s). "
+        return (f"◷ Waiting to start in the shared batch: position {event['queued']} ({event['elapsed']:.1f} s). "
                 "Stop withdraws it.")
     others = event.get("together") or 0
     together = f", decoding together with {others} other{'s' if others != 1 else ''}" if others else ""
-    return (f"Decoding… {event['steps']} steps, {len(event['commits'])} tokens committed ({event['elapsed']:.1f} s"
+    return (f"Decoding… {plural(event['steps'], 'step')}, "
+            f"{plural(len(event['commits']), 'token')} committed ({event['elapsed']:.1f} s"
             f"{together}). Stop keeps the partial trace.")
+
+
+def live_strip(trace: Trace) -> str:
+    """A finished run's token strip: every decided position, greyed after the stop token and past the generation
+    length (the answer is cut there: s2d2/output.py)."""
+    keep = len(trace.header.prompt_ids) + trace.header.gen_length
+    return render_live(live_rows(trace.steps), stop_ids=trace.header.model.stop_ids, keep=keep)
 
 
 def _finished(event: dict[str, Any]) -> dict[str, Any]:
     try:
         trace = Trace.from_dict(event["trace"])
     except ValueError as exc:  # a run outside the limits in force (they changed, or a bug): no traceback
-        return {"run_status": f"⚠️ The run finished but its trace is refused: {md_text(exc, 300)}", "run_ok": False}
-    commits = live_rows(trace.steps)
+        return {"run_status": f"⚠ The run finished but its trace is refused: {md_text(exc, 300)}", "run_ok": False}
     reason = trace.footer.finish_reason if trace.footer else ""
-    size = f"{len(trace.steps)} steps, {len(trace.forwards)} forwards"
+    size = f"{plural(len(trace.steps), 'step')}, {plural(len(trace.forwards), 'forward')}"
     if reason == "cancelled" and not trace.blocks:
-        return {"run_status": f"⏹ Stopped before the first block was complete ({size}): nothing to replay.",
+        return {"run_status": f"■ Stopped before the first block was complete ({size}): nothing to replay.",
                 "live": render_live([]), "run_ok": False}
     if reason == "cancelled":
-        status = f"⏹ Stopped — partial trace kept ({size}). The Replay tab shows it."
+        status = f"■ Stopped — partial trace kept ({size}). The Replay tab shows it."
     elif reason == "time_limit":
-        status = f"⏹ Stopped at the time limit — partial trace kept ({size}). The Replay tab shows it."
+        status = f"■ Stopped at the time limit — partial trace kept ({size}). The Replay tab shows it."
     else:
-        status = f"✅ Done in {event['elapsed']:.1f} s: {size}{rounding_note(trace)}. The Replay tab now shows this run."
-    return {"run_status": status, "live": render_live(commits, stop_ids=trace.header.model.stop_ids),
+        status = f"✓ Done in {event['elapsed']:.1f} s: {size}{rounding_note(trace)}. The Replay tab now shows this run."
+    return {"run_status": status, "live": live_strip(trace),
             "output": event.get("text", ""), "state": make_state(trace, "run"), "run_ok": True}

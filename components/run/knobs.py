@@ -105,6 +105,22 @@ KNOBS: tuple[Knob, ...] = (
 KNOB_NAMES = tuple(k.name for k in KNOBS)
 
 
+INFO = {  # plain-words help under a knob, where the declaration's own is too terse
+    "method": "ar: one token per forward · diffusion: drafts a block, never verifies · s2d2: draft, route, verify",
+    "policy": "decides at each step whether the extra verifier forward is worth it",
+    "confidence_threshold": "steps that do not verify commit every draft with p above this (at least one)",
+    "score_threshold": "verify when the score s = K̂ − c reaches this",
+    "acceptance": "paper: accept if u < min(1, q/p) · greedy_exact: draft == argmax q (AR-exact)",
+    "cache_ver": "causal prefill and commit: the verifier then equals exact AR",
+    "temperature": "0 = greedy drafts",
+}
+
+
+def knob_info(knob: Knob) -> Optional[str]:
+    """The help line under a knob (None: none), which a refused value replaces until the next Record."""
+    return INFO.get(knob.name) or knob.info or None
+
+
 def preset_values(name: str, seed: int = 0) -> list[Any]:
     """UI values (KNOBS order) for a preset; gen_length capped for the app."""
     cfg = preset(name, gen_length=min(64, MAX_GEN_LENGTH))

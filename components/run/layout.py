@@ -10,23 +10,14 @@ from components.views.canvas import render_live
 from components.views.describe import preset_choices, preset_note
 from components.run.knob_scope import is_main, shown
 from components.views.prompt_scope import TRAINED_ON
-from components.run.knobs import DEFAULT_PRESET, EXAMPLE_PROMPTS, KNOBS, MAX_PROMPT_CHARS, Knob, preset_values
+from components.run.knobs import (DEFAULT_PRESET, EXAMPLE_PROMPTS, KNOBS, MAX_PROMPT_CHARS, Knob, knob_info,
+                                  preset_values)
 from components.serve.model_pool import DEFAULT_MODEL, model_choices
-from components.ui import ClampedSlider, Ctx
-
-INFO = {  # plain-words help under a knob
-    "method": "ar: one token per forward · diffusion: drafts a block, never verifies · s2d2: draft, route, verify",
-    "policy": "decides at each step whether the extra verifier forward is worth it",
-    "confidence_threshold": "steps that do not verify commit every draft with p above this (at least one)",
-    "score_threshold": "verify when the score s = K̂ − c reaches this",
-    "acceptance": "paper: accept if u < min(1, q/p) · greedy_exact: draft == argmax q (AR-exact)",
-    "cache_ver": "causal prefill and commit: the verifier then equals exact AR",
-    "temperature": "0 = greedy drafts",
-}
-
+from components.ui import Ctx, FreeSlider
+from components.views.plural import plural
 
 def _knob_component(knob: Knob, value: Any, visible: bool) -> Any:
-    info = INFO.get(knob.name) or knob.info or None
+    info = knob_info(knob)
     common = dict(label=knob.label, visible=visible, elem_id=f"knob-{knob.name}")
     if knob.kind == "choice":
         return gr.Dropdown(list(knob.choices), value=value, info=info, **common)
@@ -34,7 +25,7 @@ def _knob_component(knob: Knob, value: Any, visible: bool) -> Any:
         return gr.Checkbox(value=value, info=info, **common)
     if knob.name == "seed":  # no minimum, no rounding: a negative or 2.5 seed gets the run's readable message
         return gr.Number(value=value, **common)
-    return ClampedSlider(knob.lo, knob.hi, value=value, step=knob.step, info=info, **common)
+    return FreeSlider(knob.lo, knob.hi, value=value, step=knob.step, info=info, **common)
 
 
 def build_run_tab(ctx: Ctx) -> None:
@@ -44,7 +35,8 @@ def build_run_tab(ctx: Ctx) -> None:
         with gr.Column(scale=2, elem_id="run-settings"):
             # No max_length: the box never cuts a pasted text; Record refuses one over the limit and says so.
             ctx["prompt"] = gr.Textbox(EXAMPLE_PROMPTS[0], label="Prompt: type your question here", lines=3,
-                                       elem_id="prompt", info=f"{TRAINED_ON} At most {MAX_PROMPT_CHARS:,} characters.")
+                                       elem_id="prompt", info=f"{TRAINED_ON} At most "
+                                       f"{plural(MAX_PROMPT_CHARS, 'character', grouped=True)}.")
             ctx["prompt_scope"] = gr.Markdown("", elem_id="prompt-scope")
             ctx["prompt_examples"] = gr.Examples(EXAMPLE_PROMPTS, inputs=[ctx["prompt"]],
                         label="Example prompts the bundled models know (from the held-out set: never trained on)")
@@ -68,7 +60,7 @@ def build_run_tab(ctx: Ctx) -> None:
                     ctx[f"knob_{knob.name}"] = _knob_component(knob, values[knob.name],
                                                                shown(knob.name, *rules))
             with gr.Accordion("Advanced: every other setting of this method and policy", open=False,
-                              elem_id="advanced"):
+                              elem_id="advanced") as ctx.c["advanced"]:
                 for knob in KNOBS:
                     if not is_main(knob.name):
                         ctx[f"knob_{knob.name}"] = _knob_component(knob, values[knob.name],
@@ -78,7 +70,9 @@ def build_run_tab(ctx: Ctx) -> None:
             # On a phone the settings column stacks above this one: after Record the page scrolls here (app.py).
             ctx["live"] = gr.HTML(render_live([]), elem_id="live", label="Live output")
             gr.Markdown("*Tokens appear here as blocks are committed, with the same glyphs as the Replay canvas; "
-                        "greyed tokens come after the stop token. When the run ends (or you press Stop) the Replay "
+                        "greyed tokens are not part of the answer (after the stop token, or past the generation "
+                        "length: the model decodes whole blocks). When the run ends (or you press Stop) the Replay "
                         "tab opens on it.*")
             ctx["output"] = gr.Textbox(label="Output text", interactive=False, lines=4, elem_id="output")
     ctx["run_ok"] = gr.State(False)
+    ctx["run_final"] = gr.State(None)  # the run's final views, written again when Replay opens (handlers.final_views)

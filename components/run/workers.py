@@ -62,14 +62,30 @@ WARMUP_STATUS = ("Preparing the GPU fast path: capturing CUDA graphs for this bl
                  "model and block length)…")
 
 
-def progress_events(events: "queue.Queue[Any]", model: Any, start: float) -> Callable[..., None]:
-    """The decode's on_block: a progress event after every block; a shared decode also says how many others it
-    decodes with (`together`), or, still waiting for a place, its position (`queued`; shared_batch.py)."""
+def answer_end(model: Any, prompt: Any, cfg: DecodeConfig) -> Optional[int]:
+    """The first position the answer does not keep (the prompt's tokens + the generation length: s2d2/output.py),
+    so the live strip greys the rest of a whole block while it decodes; None when the prompt cannot be encoded
+    here (the decode itself then says why)."""
+    from s2d2.api import encode_prompt
+
+    try:
+        return len(encode_prompt(model, prompt)[0]) + cfg.gen_length
+    except (ValueError, TypeError, AttributeError):
+        return None
+
+
+def progress_events(events: "queue.Queue[Any]", model: Any, start: float,
+                    keep: Optional[int] = None) -> Callable[..., None]:
+    """The decode's on_block: a progress event after every block (with `keep`, answer_end's position, when
+    known); a shared decode also says how many others it decodes with (`together`), or, still waiting for a
+    place, its position (`queued`; shared_batch.py)."""
     def on_block(steps: list[Any], *_: Any, together: Optional[int] = None, queued: Optional[int] = None,
                  **__: Any) -> None:
         event = {"kind": "progress", "steps": len(steps), "commits": live_rows(steps),
                  "stop_ids": list(getattr(getattr(model, "spec", None), "stop_ids", ())),
                  "elapsed": round(time.monotonic() - start, 2)}
+        if keep is not None:
+            event["keep"] = keep
         if together is not None:
             event["together"] = int(together)
         if queued is not None:
@@ -102,7 +118,7 @@ def record_stream(prompt: Any, model_name: str, config: dict[str, Any], seed: in
     def stopped() -> bool:
         return stop.is_set() or cancel()
 
-    on_block = progress_events(events, model, start)
+    on_block = progress_events(events, model, start, answer_end(model, prompt, cfg))
 
     def work() -> None:
         try:

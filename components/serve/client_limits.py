@@ -238,8 +238,8 @@ def trim_sessions(holder: Any) -> int:
     return trimmed
 
 
-FULL = "⏳ The server is at its visitor capacity and every session is in use: try again in a few minutes."
-EVICTED = ("ℹ️ This page was idle and the server needed room for a new visitor, so its session was cleared: the "
+FULL = "◷ The server is at its visitor capacity and every session is in use: try again in a few minutes."
+EVICTED = ("ℹ This page was idle and the server needed room for a new visitor, so its session was cleared: the "
            "views now start from the opening example. Upload your trace (or run it) again to go on.")
 
 

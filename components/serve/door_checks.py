@@ -28,7 +28,8 @@ def count_values(fn: Any, values: Any, by_index: bool) -> None:
     shown = sum(not getattr(block, "skip_api", False) for block in inputs)
     if by_index or len(values) != shown:
         wanted = len(inputs) if by_index else shown
-        raise Refusal(400, f"This event takes {wanted} values; the request sent {len(values)}.")
+        raise Refusal(400, f"This event takes {wanted} value{'' if wanted == 1 else 's'}; the request sent "
+                           f"{len(values)}.")
 
 
 NOT_A_FILE = "This event takes a file: choose one with its upload button."

@@ -66,12 +66,12 @@ MAX_QUERY_BYTES = 16 * 1024  # a share link's query is under 1 kB (components/re
 RATED_PAGES = {"/config", ""}  # page routes outside the API that build a config per request
 LOG = logging.getLogger("s2d2.app")
 
-TOO_FAST = "⏳ Too many requests from your address: slow down and try again in a few seconds."
-TOO_MANY_QUEUED = ("⏳ You already have several requests waiting in the queue: wait for them to finish, then try "
+TOO_FAST = "◷ Too many requests from your address: slow down and try again in a few seconds."
+TOO_MANY_QUEUED = ("◷ You already have several requests waiting in the queue: wait for them to finish, then try "
                    "again.")
-QUEUE_NEARLY_FULL = "⏳ The queue is nearly full: wait for your requests to finish, then try again."
-TOO_MANY_NEW = "⏳ Too many new pages from your address at once: wait a few seconds, then reload."
-TOO_MANY_STREAMS = "⏳ Too many open connections from your address: close some tabs and try again."
+QUEUE_NEARLY_FULL = "◷ The queue is nearly full: wait for your requests to finish, then try again."
+TOO_MANY_NEW = "◷ Too many new pages from your address at once: wait a few seconds, then reload."
+TOO_MANY_STREAMS = "◷ Too many open connections from your address: close some tabs and try again."
 
 RATE, STOP_RATE, SESSIONS, LISTENERS = Rate(), Rate(), Sessions(), Listeners()
 PAGES = PageCache()  # the page and /config, built once per key

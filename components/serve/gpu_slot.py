@@ -36,7 +36,7 @@ BUSY = ("You already have a run in progress (or waiting in the queue) on this pa
         "press Stop, then try again. One run per page at a time keeps the server fair.")
 LEAVING = ("The runs you stopped are still leaving the queue (they do no work): try again when one has left. "
            "One run per page at a time keeps the server fair.")
-STOPPED_QUEUED = "⏹ Stopped before it started: nothing ran."
+STOPPED_QUEUED = "■ Stopped before it started: nothing ran."
 NO_SESSION = "A run needs a session: call it through /gradio_api/call/<name> or /gradio_api/queue/join."
 GPU = "gpu"  # the concurrency id of every decode but shared Runs (components/serve/event_guard.py checks the wiring)
 GPU_RUN = "gpu_run"  # Runs that decode together in a model's shared batch (components/run/shared_batch.py)

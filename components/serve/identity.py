@@ -34,7 +34,7 @@ from typing import Any, Iterable, Mapping, Optional
 
 LOCAL = "local"  # the key outside any request (tests, scripts, start-up)
 LOG = logging.getLogger("s2d2.app")
-FORGEABLE = ("⚠️ CLIENT IDENTITY CAN BE FORGED: S2D2_TRUSTED_PROXY_HOPS={hops} trusts X-Forwarded-For, {why}; a "
+FORGEABLE = ("⚠ CLIENT IDENTITY CAN BE FORGED: S2D2_TRUSTED_PROXY_HOPS={hops} trusts X-Forwarded-For, {why}; a "
              "client that reaches the app directly writes its own address and escapes every per-visitor limit. "
              "Serve the app only through the proxy, and set S2D2_TRUSTED_PROXIES to the proxy's address (or "
              "network), or set S2D2_TRUSTED_PROXY_HOPS=0.")

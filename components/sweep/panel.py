@@ -20,6 +20,7 @@ from components.escape import md_text
 from components.sweep.pareto import pareto_figure, pareto_html  # noqa: F401  (re-exported: the tab's public builders)
 from components.sweep.offered_files import RESULTS_DIR, load_results_file, shipped_sweeps
 from components.sweep.verdict import RULE, verdict
+from components.views.plural import plural
 
 BUNDLED = RESULTS_DIR / "sweep.json"  # the SDAR-architecture tiny model's sweep; more are discovered beside it
 TABLE_COLUMNS = [("name", "cell"), ("method", "method"), ("accuracy", "accuracy"),
@@ -66,9 +67,9 @@ def summary_line(data: dict[str, Any], source: str) -> str:
     wins (components/sweep/verdict.py). Every value from the file is escaped (a cell name cannot plant a link)."""
     m = data.get("meta", {})
     e = md_text
-    text = (f"**{e(source)}** · {len(data['cells'])} cells · model {e(m.get('model', '?'), 80)} · task "
+    text = (f"**{e(source)}** · {plural(len(data['cells']), 'cell')} · model {e(m.get('model', '?'), 80)} · task "
             f"{e(m.get('task', '?'), 80)} (n = {e(m.get('n', '?'), 20)}) · {e(m.get('device', '?'), 40)}")
-    said = verdict(data["cells"])
+    said = verdict(data["cells"], m)
     return f"{text}\n\n{said}" if said else text
 
 

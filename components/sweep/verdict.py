@@ -7,7 +7,10 @@ fewest forwards per token; the headline shows the S2D2 cell whose match it beats
 least) and says plainly whether S2D2 wins on this model: a win takes at least WIN_MARGIN (10 %) fewer forwards
 per token, a smaller gap either way is "no clear winner", and the same sentence gives both accuracies with their
 95 % Wilson intervals and McNemar's p. An S2D2 cell more accurate than every baseline (no match)
-is named too.
+is named too. The match is made on forwards (exact counts), so a last sentence says how the two cells compare in
+wall time, which can go the other way (forwards that read more tokens take longer), and on what machine that was
+measured: what the file's `meta` records (device, precision, how many questions decoded at once); it names no
+processor.
 """
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ from s2d2.sweeps.stats import paired_p
 from s2d2.sweeps.grid import accuracy_interval, format_p
 
 from components.escape import md_text
+from components.views.plural import plural
 
 ALPHA = 0.05
 WIN_MARGIN = 0.10  # forwards are exact counts, but a gap this small is within what one preset knob moves
@@ -113,12 +117,53 @@ def accuracy_clause(m: Match) -> str:
     return f"{both}, {gap} ({p})" if p else f"{both}, {gap} (the intervals overlap)"
 
 
-def verdict(cells: list[dict[str, Any]]) -> str:
+def machine_words(meta: Optional[dict[str, Any]]) -> str:
+    """Where a sweep's wall times were measured, from what its `meta` records (values escaped); the file never
+    names the processor, so the words say "the machine that ran this sweep" and then what is known of it."""
+    meta = meta or {}
+    known = []
+    device = str(meta.get("device") or "")
+    if device:
+        kind = "a CPU" if device.startswith("cpu") else "a GPU" if device.startswith(("cuda", "mps")) else ""
+        known.append(kind or f"the device `{md_text(device, 40)}`")
+    if meta.get("dtype"):
+        known.append(f"{md_text(meta['dtype'], 20)} weights")
+    batch = meta.get("batch_size")
+    if isinstance(batch, int) and not isinstance(batch, bool):
+        known.append("one question at a time" if batch == 1 else f"{plural(batch, 'question')} decoded together")
+    world = meta.get("world_size")
+    if isinstance(world, int) and not isinstance(world, bool) and world > 1:
+        known.append(f"split over {world} processes")
+    if not known:
+        return "on the machine that ran this sweep (the file records nothing about it)"
+    said = ", ".join(known[:-1]) + " and " + known[-1] if len(known) > 1 else known[0]
+    return f"on the machine that ran this sweep: the file records {said}, but not which processor"
+
+
+def wall_clause(m: Match, meta: Optional[dict[str, Any]] = None) -> str:
+    """The matched pair in wall time, in words: each cell's milliseconds per token and which is faster by how much,
+    with the machine they were measured on; "" when either cell has no wall time."""
+    s, b = m.s2d2, m.baseline
+    ws, wb = (s.get("wall_per_token"), b.get("wall_per_token")) if b is not None else (None, None)
+    if not isinstance(ws, (int, float)) or not isinstance(wb, (int, float)) or ws <= 0 or wb <= 0:
+        return ""
+    ratio = ws / wb
+    if ratio >= 1 + WIN_MARGIN:
+        how = f"S2D2 is {ratio:.1f}× slower"
+    elif ratio * (1 + WIN_MARGIN) <= 1:
+        how = f"S2D2 is {1 / ratio:.1f}× faster"
+    else:
+        how = f"the two are within {100 * WIN_MARGIN:.0f} % of each other"
+    return (f" In wall time the S2D2 cell took {1000 * ws:.2g} ms per token and the baseline {1000 * wb:.2g} ms, so "
+            f"{how}, measured {machine_words(meta)}.")
+
+
+def verdict(cells: list[dict[str, Any]], meta: Optional[dict[str, Any]] = None) -> str:
     """One Markdown paragraph (values from the file escaped); "" when the sweep has no S2D2 cell or no baseline.
 
     A win needs at least WIN_MARGIN fewer forwards per token than the matched baseline, a loss at least WIN_MARGIN
     more; a smaller gap either way is "no clear winner". Each sentence carries the margin and both accuracies with
-    their uncertainty."""
+    their uncertainty, and a last sentence the same pair in wall time (wall_clause, with `meta`'s machine)."""
     m = best_match(cells)
     alone = [x.s2d2 for x in matches(cells) if x.baseline is None]
     extra = ""
@@ -128,15 +173,16 @@ def verdict(cells: list[dict[str, Any]]) -> str:
     if m is None:
         return extra.strip()
     ratio, acc, rule = m.ratio, accuracy_clause(m), f"{100 * WIN_MARGIN:.0f} %"
+    extra = wall_clause(m, meta) + extra
     assert ratio is not None and m.baseline is not None
     pair = f"{_cost(m.s2d2)} against the cheapest baseline as accurate, {_cost(m.baseline)}"
     if ratio >= 1 + WIN_MARGIN:
         return (f"**S2D2 wins on this model**: {pair}: {ratio:.2f}× fewer forwards (a win takes at least {rule} "
                 f"fewer); {acc}.{extra}")
     if ratio * (1 + WIN_MARGIN) > 1:
-        side = f"{ratio:.2f}× fewer" if ratio >= 1 else f"{1 / ratio:.2f}× more"
-        return (f"**No clear winner on this model**: {pair}: {side} forwards, under the {rule} a win or a loss "
-                f"takes; {acc}.{extra}")
+        side = f"{ratio:.2f}× fewer forwards" if ratio >= 1 else f"{1 / ratio:.2f}× more forwards"
+        return (f"**No clear winner on this model**: {pair}: {side}, under the {rule} "
+                f"a win or a loss takes; {acc}.{extra}")
     return (f"**S2D2 does not win on this model**: every S2D2 cell needs at least {rule} more forwards per token "
             f"than the cheapest baseline as accurate as it. The closest: {_cost(m.s2d2)} needs {1 / ratio:.2f}× "
             f"the forwards of {_cost(m.baseline)}; {acc}.{extra}")

@@ -15,6 +15,7 @@ from components.views.lockstep import how_each_decides, moments, parting, same_t
 from components.tour.pipeline_stop import pipeline_stop
 from components.tour.stops import Pic, Stop, TourMaterial, code, first_step
 from components.views.trace_index import fmt, index_of
+from components.views.plural import plural
 
 S2D2, BASELINE = "S2D2", "Diffusion alone"
 
@@ -53,8 +54,8 @@ def cost_stop(m: TourMaterial) -> Optional[Stop]:
     ours = lane_ledger(S2D2, m.trace)
     verify = next((r for r in ours.rows if r.kind.startswith("verify")), None)
     draft = next((r for r in ours.rows if r.kind == "draft"), None)
-    text = (f"Every model call is one forward. S2D2 spent **{ours.forwards} forwards** for {ours.tokens} answer "
-            "tokens: " + ", ".join(f"{r.forwards} {KIND_WORDS[r.kind]}" for r in ours.rows) + ".")
+    text = (f"Every model call is one forward. S2D2 spent **{plural(ours.forwards, 'forward')}** for "
+            f"{ours.tokens} answer tokens: " + ", ".join(f"{r.forwards} {KIND_WORDS[r.kind]}" for r in ours.rows) + ".")
     if verify is not None and draft is not None:
         text += (f" A verify counts as one forward like a draft, but it carries {'/'.join(map(str, verify.queries))} "
                  f"query tokens to a draft's {'/'.join(map(str, draft.queries))} (2L: the drafts and their MASK "
@@ -87,7 +88,7 @@ def exact_stop(m: TourMaterial) -> Optional[Stop]:
     settings = "".join(f"\n* {c}" for c in e.conditions)
     text = ("S2D2 can be lossless: write exactly what greedy AR writes (autoregressive decoding that takes the "
             f"model's first choice, one token per forward). On the opening question the same model {verdict}, in "
-            f"**{e.s2d2_forwards} forwards instead of AR's {e.ar_forwards}**"
+            f"**{plural(e.s2d2_forwards, 'forward')} instead of AR's {e.ar_forwards}**"
             + (f" ({e.ratio:.2f}× fewer)" if e.ratio else "") + ". Each verify keeps the longest run of drafts that "
             "agree with the verifier's first choices, plus that first choice where they first disagree: drafts "
             "change the speed, never the output. The settings it takes:" + settings + "\n\n")
@@ -144,7 +145,7 @@ def edit_stop(m: TourMaterial) -> Optional[Stop]:
 def whole_run(m: TourMaterial) -> Stop:
     t = m.trace
     tokens = t.footer.generated_length if t.footer else 0
-    text = f"The whole run: **{len(t.forwards)} forwards for {tokens} tokens**. "
+    text = f"The whole run: **{plural(len(t.forwards), 'forward')} for {plural(tokens, 'token')}**. "
     if m.baseline is None or m.story is None:
         text += ("The Metrics tab sums it up: forwards per block by kind, tokens per forward, the accepted-length "
                  "histogram and per-position acceptance.")

@@ -15,6 +15,7 @@ from components.files.examples import list_examples, load_pair
 from components.views.pipeline_blocks import is_pipeline, lifecycles
 from components.tour.stops import Pic, Stop, TourMaterial
 from components.views.trace_index import fmt
+from components.views.plural import plural
 
 
 def pipeline_material(m: TourMaterial, directory: Optional[Path]) -> None:
@@ -49,7 +50,7 @@ def pipeline_stop(m: TourMaterial) -> Optional[Stop]:
     joined = lifecycles(t)[newest].added or 0
     names = ", ".join(str(r.block - first + 1) for r in rec.in_flight)
     complete = sum(r.complete for r in rec.in_flight)
-    text = (f"D2F decodes a **pipeline** of blocks: a block starts before the one before it is finished. At step {k} "
+    text = (f"D2F decodes a **pipeline** of blocks: a block starts before the one before it is finished. At step {k}, "
             f"blocks {names} are in flight (each outlined below), all drafted by one forward. Block "
             f"{newest - first + 1} joined at step "
             f"{joined + 1}, once the block before it was {fmt(cfg.get('block_add_threshold'), 2)} decoded. A block "
@@ -57,8 +58,8 @@ def pipeline_stop(m: TourMaterial) -> Optional[Stop]:
             f"({complete} of these {len(rec.in_flight)} are): it then decodes at least its most confident mask every "
             f"step; before that only drafts with p > {fmt(cfg.get('confidence_threshold'), 2)} (outlined dashed). A "
             "finished block waits until every earlier block is finished; the next forward then caches it, so there "
-            f"is no separate commit. Step {k} decoded {len(rec.commits)} tokens across those blocks; the chart shows "
-            "every block's life over the run.")
+            f"is no separate commit. Step {k} decoded {plural(len(rec.commits), 'token')} across those blocks; "
+            "the chart shows every block's life over the run.")
     if t is not m.trace:
         start = html.escape(visible_text(t.header.prompt_text.strip(), 40))
         text = f"Another example run, on “{start}”, where the blocks overlap. " + text

@@ -25,6 +25,7 @@ from components.views.attention_mask import pick_forward, row_positions
 from components.tour.tau_control import can_move, tau_range
 from components.views.story import Story
 from components.views.trace_index import fmt, index_of
+from components.views.plural import plural
 
 HOVER = '<span class="on-hover">hover over</span><span class="on-touch">tap</span>'
 SHORT = {"draft": "Draft", "route": "Route", "verify": "Verify", "reject": "Accept / reject", "resample": "Resample",
@@ -150,7 +151,7 @@ def _draft_stop(m: TourMaterial, f: StepRecord, n: int, at: Optional[int]) -> St
                  "guess." if d is not None else "")
     return Stop("draft", "Draft", (
         f"At step {n} (answer block {idx.answer_block(f.block)}) the model fills **every masked position of the "
-        f"block at once**: one *draft* forward in diffusion mode. In the block below, the {len(f.drafts)} drafts "
+        f"block at once**: one *draft* forward in diffusion mode. In the block below, the {plural(len(f.drafts), 'draft')} "
         f"(italic, **?**) are proposals, nothing is committed yet. Each comes with its draft probability **p**, how "
         f"sure the drafter is; {HOVER} a token to see it.{watch}"), n,
         (Pic("canvas", "draft", at, names="In the block below"),), example=m.label)
@@ -229,6 +230,13 @@ def verify_row(trace: Trace, step: int, at: int) -> Optional[int]:
     return hits[1] if len(hits) == 2 else None
 
 
+def _passed(accepted: int) -> str:
+    """How many of the span's first drafts passed their test, in words that agree with the count."""
+    if accepted == 0:
+        return "no draft passes"
+    return "the first draft passes" if accepted == 1 else f"the first {plural(accepted, 'draft')} pass"
+
+
 def _verification_stops(m: TourMaterial, f: StepRecord, n: int, at: Optional[int]) -> list[Stop]:
     """Verify, then accept/reject and residual resampling when the focus step has a rejection."""
     stops: list[Stop] = []
@@ -263,7 +271,7 @@ def _verification_stops(m: TourMaterial, f: StepRecord, n: int, at: Optional[int
         "In the table below each draft now faces a test: it passes if a random draw u falls below **r = min(1, q/p)** "
         "(on the r bar, the green part is r and the black tick is u: a tick inside the green passes). A draft the "
         "verifier likes at least as much as the drafter did (q ≥ p, so r = 1) always passes. "
-        f"Here the first {v.accepted_len} drafts pass; the draft {code(rej.draft_text)} has "
+        f"Here {_passed(v.accepted_len)}; the draft {code(rej.draft_text)} has "
         f"r = {fmt(rej.ratio, 5)} and {u}: **rejected** (the orange column). **Everything after it is thrown away**, "
         "even drafts that passed their own test: each was drafted, and checked, with the rejected token in front of "
         "it. That token is about to be replaced, so what came after it was built on a token that will not be there."),
@@ -275,7 +283,7 @@ def _verification_stops(m: TourMaterial, f: StepRecord, n: int, at: Optional[int
     stops.append(Stop("resample", "Residual resampling", (
         f"The rejected position is not wasted: in the block below a new token is drawn there, {code(v.resampled_text)} "
         f"(↻, the rejected {code(rej.draft_text)} struck through), from {source}. Step {n} commits "
-        f"{v.accepted_len} accepted drafts + 1 resampled token for 2 forwards "
+        f"{plural(v.accepted_len, 'accepted draft')} + 1 resampled token for 2 forwards "
         "(draft + verify). The bars under the table show why the rule is right: a token comes out by acceptance with "
         "probability min(p, q) and by the redraw with (q − p)+, which add up to q."),
         n, (Pic("canvas", "", rej.position, names="in the block below"), Pic("strip", "all", rej.position),
@@ -302,7 +310,7 @@ def _skip_stop(m: TourMaterial) -> Optional[Stop]:
     short = f"step {k}'s score falls short of the bar: " if cfg.get("policy") == "score_threshold" else ""
     return Stop("skip", "Skipping verification", (
         f"On the plot below, {short}the policy said **skip**, so step {k} is a plain diffusion step with no check. "
-        f"{_kept_words(cfg)} {len(skip.commits)} token(s) for 1 forward (ringed in the block). Cheap, but not "
+        f"{_kept_words(cfg)} {plural(len(skip.commits), 'token')} for 1 forward (ringed in the block). Cheap, but not "
         "checked."
         + symbols("The decision in symbols", html.escape(decision_line(skip.decision)))), k,
         (Pic("routing", names="On the plot below"),

@@ -15,6 +15,7 @@ from s2d2.trace import Trace
 from s2d2.trace.fields import as_float
 from s2d2.whatif import WhatIf, what_if
 
+from components.views.plural import plural
 from components.views.figures import step_ticks
 from components.views.trace_index import decisive, index_of
 
@@ -110,7 +111,7 @@ def route_text(trace: Trace, tau: float) -> str:
     op = "≥" if row.new_verify else "<"
     new, old = ("verify", "skip") if row.new_verify else ("skip", "verify")
     later = len(w.flipped) - 1
-    more = (f" {later} later recorded step(s) would flip too, but after the first flip they are only what the "
+    more = (f" {plural(later, 'later recorded step')} would flip too, but after the first flip they are only what the "
             "recorded path implies." if later else "")
     answer = index_of(trace).answer_block(s.block)
     return (f"At τ_score = {tau:g}, step {s.index + 1} (answer block {answer}) would **{new}** instead of {old} "

@@ -17,6 +17,7 @@ from components.views.canvas import visible_text
 from components.escape import html_text
 from components.views.pipeline_blocks import is_pipeline
 from components.views.trace_index import clamp_step, index_of
+from components.views.plural import plural
 
 WHICH = ("auto", "draft", "verify", "commit")
 MAX_QUERIES = 128  # prefill rows shown; earlier prompt positions fold into the cache band (every row attends them)
@@ -171,12 +172,12 @@ def _layout_note(trace: Trace, f: ForwardRecord, rec: Optional[StepRecord], pipe
     cfg = trace.header.config
     if pipe:
         stored = _pipeline_stored(trace, f, rec)
-        return (f" — D2F: {stored} rows cached | blocks in flight, block-causal" if stored else
+        return (f" — D2F: {plural(stored, 'row')} cached | blocks in flight, block-causal" if stored else
                 " — D2F: the blocks in flight, block-causal")
     if f.kind == "verify_2l":
         return " — 2L: drafts | MASK copies" + (" of the span only (trim_verify)" if span is not None else "")
     if f.kind == "draft" and prefix:
-        return f" — draft_ver: first {prefix} rows causal"
+        return f" — draft_ver: first {plural(prefix, 'row')} causal"
     if f.kind == "commit+draft":
         how = "causal" if cfg.get("cache_ver") else "block-bidirectional"
         return f" — fused: {tail} tail rows committed ({how}) | {f.input_len - tail} draft rows"

@@ -16,8 +16,10 @@ from s2d2.trace import StepRecord, Trace
 from components.views.focus import focus_attr
 from components.views.pipeline_blocks import block_tag, in_flight_spans, is_pipeline, lifecycles
 from components.views.token_detail import tooltip
-from components.views.token_state import AFTER_END, STATES, discarded, done_steps, position_state, shade_value, visible_text
+from components.views.token_state import (AFTER_END, PAST_LENGTH, STATES, discarded, done_steps, position_state,
+                                          shade_value, visible_text)
 from components.views.trace_index import TraceIndex, clamp_step, index_of
+from components.views.plural import plural
 
 MAX_PROMPT_SHOWN = 48
 COLOR_BY = ("state", "p", "q", "r")  # the canvas colour switch
@@ -163,7 +165,7 @@ def render_canvas(trace: Trace, step: int, show_future: bool = False, color_by: 
     hidden = len(ids) - end
     if hidden > 0:
         never = "never decoded (the run had ended)" if show_future else "in later blocks"
-        parts.append(f' <span class="more">… {hidden} positions {never}</span>')
+        parts.append(f' <span class="more">… {plural(hidden, "position")} {never}</span>')
     return (f'<div class="s2d2-canvas" role="group" aria-label="token canvas"{focus_attr(focus)}>{"".join(parts)}'
             '</div>')
 
@@ -290,10 +292,12 @@ def live_rows(steps: list[StepRecord]) -> list[list]:
     return list(rows.values())
 
 
-def render_live(commits: list[list], prompt: str = "", stop_ids: tuple[int, ...] | list[int] = ()) -> str:
+def render_live(commits: list[list], prompt: str = "", stop_ids: tuple[int, ...] | list[int] = (),
+                keep: Optional[int] = None) -> str:
     """Streaming preview during a run: the committed tokens so far, by position. Rows are [position, text, how] or
     [position, text, how, token id]; with ids and `stop_ids`, tokens after the first committed stop token are greyed
-    as "after the end"."""
+    as "after the end"; with `keep` (the first position past the generation length), the positions from it on are
+    greyed too: the model decoded them (whole blocks) but the answer does not keep them (s2d2/output.py)."""
     rows = sorted((int(r[0]), str(r[1]), str(r[2]), int(r[3]) if len(r) > 3 else None) for r in commits)
     stops = set(stop_ids)
     end = min((pos for pos, _, _, tok in rows if tok is not None and tok in stops), default=None)
@@ -304,6 +308,8 @@ def render_live(commits: list[list], prompt: str = "", stop_ids: tuple[int, ...]
         classes = f"tok st-{html.escape(how)}"
         if end is not None and pos > end:
             classes, label = classes + " after-end", AFTER_END
+        elif keep is not None and pos >= keep:
+            classes, label = classes + " after-end past-length", PAST_LENGTH
         elif pos == end:
             classes, label = classes + " end-tok", label + " · the stop token: the answer ends here"
         parts.append(f'<span class="{classes}" data-pos="{pos}" aria-label="{_attr(label)}" '

@@ -16,6 +16,7 @@ from s2d2.trace.fields import as_float
 from components.views.describe import decision_line
 from components.escape import html_text
 from components.views.trace_index import clamp_step
+from components.views.plural import plural
 
 HOW_COLOURS = {
     "accepted": "#16a34a", "resampled": "#ea580c", "threshold": "#2563eb", "fallback": "#60a5fa",
@@ -161,7 +162,7 @@ def acceptance_histogram(trace: Trace) -> go.Figure:
         return no_verify_figure(trace, "Accepted-prefix lengths")
     top = max(lengths, default=0)
     counts = Counter(lengths)
-    fig = _fig(f"Accepted-prefix length per verify call ({len(lengths)} calls)",
+    fig = _fig(f"Accepted-prefix length per verify call ({plural(len(lengths), 'call')})",
                xaxis_title="accepted prefix length K", yaxis_title="verify calls")
     fig.add_trace(go.Bar(x=list(range(top + 1)), y=[counts.get(k, 0) for k in range(top + 1)],
                          marker_color="#16a34a", name="calls"))

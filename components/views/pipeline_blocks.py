@@ -15,6 +15,7 @@ from typing import Optional
 import plotly.graph_objects as go
 
 from s2d2.trace import Trace
+from components.views.plural import plural
 
 PHASES = (  # (name, colour, what it means)
     ("in flight", "#bfdbfe", "joined the pipeline: decodes only drafts above the threshold"),
@@ -141,7 +142,7 @@ def lifecycle_figure(trace: Trace, step: int) -> go.Figure:
                 xs.append(s.index + 1)
                 ys.append(_label(trace, r.block))
                 sizes.append(min(ROW_PX - 12, 6 + 3 * r.decoded))  # a dot never spills into the next row
-                texts.append(f"step {s.index + 1}: {r.decoded} token(s) in {_label(trace, r.block)}"
+                texts.append(f"step {s.index + 1}: {plural(r.decoded, 'token')} in {_label(trace, r.block)}"
                              + ("" if r.complete else " (before it was complete)"))
     fig.add_trace(go.Scatter(x=xs, y=ys, mode="markers", name="tokens decoded", text=texts,
                              marker=dict(size=sizes, color="#f97316", line=dict(color="#7c2d12", width=1)),

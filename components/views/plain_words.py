@@ -11,6 +11,7 @@ from s2d2.trace import Trace, Verification
 
 from components.views.token_state import visible_text
 from components.views.trace_index import clamp_step, index_of
+from components.views.plural import plural
 
 
 def likelihood(q: Optional[float]) -> str:
@@ -55,8 +56,9 @@ def step_words(trace: Trace, step: int) -> str:
     rec = idx.step_record(s)
     n = len(trace.steps)
     if rec is None:
-        return (f"Before the first step: the model has read the prompt ({len(trace.header.prompt_ids)} tokens). "
-                f"Move the scrubber to watch it write the answer, {count(n, 'step')} in all.")
+        return (f"Before the first step: the model has read the prompt "
+                f"({plural(len(trace.header.prompt_ids), 'token')}). Move the scrubber to watch it write the answer, "
+                f"{plural(n, 'step')} in all.")
     head = f"Step {s} of {n}: "
     method = trace.header.config.get("method")
     edits = f" It also changed {len(rec.edits)} token{'' if len(rec.edits) == 1 else 's'} it had written before." \
@@ -70,7 +72,7 @@ def step_words(trace: Trace, step: int) -> str:
     hows = Counter(c.how for c in rec.commits)
     kept = len(rec.commits) - hows.get("resampled", 0)
     one = len(rec.drafts) == 1
-    guessed = "the model guessed one token" if one else f"the model guessed {len(rec.drafts)} tokens at once"
+    guessed = "the model guessed one token" if one else f"the model guessed {plural(len(rec.drafts), 'token')} at once"
     d, v = rec.decision, rec.verification
     if v is not None:
         what = "guess" if one else "guesses"
@@ -83,11 +85,6 @@ def step_words(trace: Trace, step: int) -> str:
            else f"did not check {'it' if one else 'them'} (diffusion alone never checks)")
     which = ("it" if one else f"all {kept}") if kept == len(rec.drafts) else f"the {kept} it was surest of"
     return head + f"{guessed} and {why}; it kept {which}." + edits
-
-
-def count(n: int, noun: str) -> str:
-    """ "1 step", "7 steps"."""
-    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def evidence_words(trace: Trace, step: int) -> Optional[str]:

@@ -35,7 +35,7 @@ def scope_note(prompt: Any, model_name: Any, real_models: tuple[str, ...] = ()) 
     `real_models` (allowed checkpoints on a machine with a GPU) it points to them for open-ended prompts."""
     if not is_bundled(model_name) or not isinstance(prompt, str) or not prompt.strip() or fits(prompt):
         return ""
-    line = (f"⚠️ **{model_name.strip()}** only knows short arithmetic word problems (\"Anna has 23 stickers. She "
+    line = (f"⚠ **{model_name.strip()}** only knows short arithmetic word problems (\"Anna has 23 stickers. She "
             "buys 5 more. How many stickers does Anna have now?\"): this prompt is not in that form, so its answer "
             "may mean nothing. Pick one of the example prompts under the box")
     if real_models:

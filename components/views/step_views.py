@@ -24,6 +24,7 @@ from components.views.residual import residual_html
 from components.views.verify_strip import render_strip
 from components.views.token_detail import detail_html
 from components.views.trace_index import clamp_step, index_of, show_value
+from components.views.plural import plural
 
 
 def step_summary(trace: Trace, step: int) -> str:
@@ -38,8 +39,8 @@ def step_summary(trace: Trace, step: int) -> str:
         pre = sum(f.kind == "prefill" for f in trace.forwards)
         read = (f"{_forwards(pre)} so far (the prefill, which reads the prompt)" if pre
                 else "no forward yet (this trace records no separate prefill)")  # never "0 forwards (the prefill)"
-        return (f"Start: a prompt of {len(trace.header.prompt_ids)} tokens, {read}. {n} steps recorded: move the "
-                f"scrubber to replay them.")
+        return (f"Start: a prompt of {plural(len(trace.header.prompt_ids), 'token')}, {read}. "
+                f"{plural(n, 'step')} recorded: move the scrubber to replay them.")
     d = rec.decision
     method = trace.header.config.get("method")
     if d is None and method != "ar" and not rec.masks_before:  # the editing loop's mask-free steps
@@ -205,5 +206,5 @@ def trace_title(trace: Trace) -> str:
         tau = cfg.get("editing_threshold")
         block += f" · editing {'τ_edit=' + md_text(tau, 10) if tau is not None else 'off'}"
     return (f"**{md_text(h.model.name, 80)}** · {method}{' / ' + policy if policy else ''} · B={block} · "
-            f"seed {h.seed} · {md_text(h.provenance, 20)} trace · {len(trace.steps)} steps, "
-            f"{len(trace.forwards)} forwards")
+            f"seed {h.seed} · {md_text(h.provenance, 20)} trace · {plural(len(trace.steps), 'step')}, "
+            f"{plural(len(trace.forwards), 'forward')}")

@@ -19,6 +19,7 @@ from s2d2.trace import StepRecord, Trace
 from components.views.canvas import visible_text
 from components.escape import md_text
 from components.views.trace_index import index_of
+from components.views.plural import plural
 
 _USER_RE = re.compile(r"<\|im_start\|>user\n(.*?)<\|im_end\|>", re.S)
 
@@ -67,7 +68,7 @@ def pair_story(s2d2: Trace, baseline: Trace) -> Story:
     alone = "D2F alone" if baseline.header.config.get("loop") == "pipeline" else "Diffusion alone"
     base = f"{alone} (B = {md_text(block, 10)}) answered **{_answer(baseline, gold)}**"
     ours = f"**{_answer(s2d2, gold)}**"
-    cost = f" ({len(s2d2.forwards)} forwards vs {len(baseline.forwards)}, same question and seed)"
+    cost = f" ({plural(len(s2d2.forwards), 'forward')} vs {len(baseline.forwards)}, same question and seed)"
     a = s2d2.footer.output_ids if s2d2.footer else []
     b = baseline.footer.output_ids if baseline.footer else []
     i = first_difference(a, b)
@@ -100,7 +101,7 @@ def _single(trace: Trace) -> Story:
     method = trace.header.config.get("method")
     answer = _answer(trace, solve(question_of(trace)))
     gen = trace.footer.generated_length if trace.footer else 0
-    cost = f"{len(trace.forwards)} forwards for {gen} token{'' if gen == 1 else 's'}{rounding_note(trace)}"
+    cost = f"{plural(len(trace.forwards), 'forward')} for {gen} token{'' if gen == 1 else 's'}{rounding_note(trace)}"
     edit, edited = _edits(trace)
     if method != "s2d2":
         who = "Autoregressive decoding" if method == "ar" else "Diffusion alone (never verifies)"
@@ -123,7 +124,7 @@ def rounding_note(trace: Trace) -> str:
         return ""
     block = trace.header.config.get("block_length")
     return (f" (the model decodes whole blocks: generation length {asked} was rounded up to the end of its block of "
-            f"{block}, so {decoded} positions were decoded and the answer keeps at most the first {asked})")
+            f"{block}, so {plural(decoded, 'position')} were decoded and the answer keeps at most the first {asked})")
 
 
 def _edits(trace: Trace) -> tuple[Optional[StepRecord], str]:
@@ -133,6 +134,6 @@ def _edits(trace: Trace) -> tuple[Optional[StepRecord], str]:
         return None, ""
     e = first.edits[0]
     total = sum(len(s.edits) for s in trace.steps)
-    more = f" ({total} edits in all)" if total > 1 else ""
+    more = f" ({plural(total, 'edit')} in all)" if total > 1 else ""
     return first, (f" — it corrected itself at step {first.index + 1}, editing {_code(e.old_text)} → "
                    f"{_code(e.new_text)}{more}")

@@ -11,6 +11,7 @@ from s2d2.trace import Trace
 from components.views.plain_words import evidence_words
 from components.views.token_state import AFTER_END, STATES, position_state, visible_text
 from components.views.trace_index import TraceIndex, clamp_step, fmt, fmt_prob, index_of
+from components.views.plural import plural
 DETAIL_HINT = ('<span class="on-hover">Hover a token for its details (p, q, r, the draw u, the top candidates); click '
                'it to pin them here and outline its row in the mask viewer. Keys: ← → step through the run.</span>'
                '<span class="on-touch">Tap a token to pin its details here (p, q, r, the draw u, the top candidates) '
@@ -101,7 +102,7 @@ def evidence(trace: Trace, step: int) -> Optional[str]:
     else:
         then = f"resampled '{visible_text(v.resampled_text)}' from the residual (q − p)+"
     after = len(v.positions) - v.first_reject - 1
-    cut = f"; the {after} drafts after it are discarded" if after else ""
+    cut = f"; the {plural(after, 'draft')} after it are discarded" if after else ""
     return (f"The verifier rejected '{visible_text(r.draft_text)}' at position {r.position} (step {rec.index + 1}): "
             f"drafter p = {fmt_prob(r.p)}, verifier q = {fmt_prob(r.q)}, so r = min(1, q/p) = {fmt_prob(r.ratio)}; "
             f"{test}; {then}{cut}.")
@@ -114,7 +115,7 @@ def detail_html(trace: Optional[Trace], step: int, selected: Optional[int] = Non
         return hint
     s = clamp_step(trace, step)
     if selected is not None and 0 <= selected < trace.header.total_length:
-        text = "📌 " + tooltip(index_of(trace), s, selected)
+        text = "◉ " + tooltip(index_of(trace), s, selected)
         return f'<span data-pinned="{selected}">{html.escape(text)}</span>'
     case = evidence(trace, s)
     if case is None:

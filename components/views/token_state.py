@@ -27,6 +27,7 @@ STATES: dict[str, tuple[str, str]] = {
     "edited": ("✎", "edited (self-correction): old token struck through"),
 }
 AFTER_END = "after the end: generated after the stop token, not part of the answer"
+PAST_LENGTH = "past the generation length: decoded with its whole block, not part of the answer"
 
 def visible_text(text: str, limit: int = 40) -> str:
     """Escape-ready display form: newlines as ⏎, tabs as ⇥, other control/format chars as \\uXXXX."""

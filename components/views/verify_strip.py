@@ -9,6 +9,7 @@ from s2d2.trace import StepRecord, Trace
 from components.views.canvas import visible_text
 from components.views.focus import focus_attr
 from components.views.trace_index import clamp_step, fmt, fmt_prob, index_of
+from components.views.plural import plural
 
 
 def strip_rows(step: StepRecord) -> list[dict[str, Any]]:
@@ -113,8 +114,8 @@ def _head(rec: StepRecord, reveal: str) -> str:
         return summary_line(rec)
     n = len(v.positions) or rec.span[1]
     if reveal == "q":
-        return (f"One verifier forward gives q, the verifier's probability of each of the {n} "
-                "drafts (next to p, the drafter's).")
+        return (f"One verifier forward gives q, the verifier's probability of each of the "
+                f"{plural(n, 'draft')} (next to p, the drafter's).")
     text = f"{v.kind.upper()} verifier, mode {v.mode}: accepted {v.accepted_len} of {n} verified"
     if v.first_reject is None:
         return text + " — the whole span passed."

@@ -235,14 +235,14 @@ def test_handlers_upload_and_run_messages(tmp_path):
     bad.write_text('{"header": {"schema_version": 7}}')
     out = handlers.upload_trace(str(bad))
     assert list(out) == ["load_status"]  # one message, every other output unchanged
-    assert out["load_status"].startswith("⚠️ bad.json: Invalid trace file") and "schema\\_version" in out["load_status"]
+    assert out["load_status"].startswith("⚠ bad.json: Invalid trace file") and "schema\\_version" in out["load_status"]
     good = traces_io.export_path(tf.all_accepted(), str(tmp_path))
     out = handlers.upload_trace(str(good))
     assert out["load_status"] == "Loaded the uploaded trace." and out["example"]["value"] is None and "your uploaded trace" in out["example"]["label"]
     assert traces_io.trace_from_state(out["state"]).to_dict() == tf.all_accepted().to_dict()
     assert set(out) == set(handlers.LOAD_OUT) and out["toggle"].visible is False
     msgs = list(run_handlers.run("", "tiny", *knobs.preset_values("sdar-config-a")))
-    assert len(msgs) == 1 and msgs[0]["run_status"].startswith("⚠️ Type a prompt") and msgs[0]["run_ok"] is False
+    assert len(msgs) == 1 and msgs[0]["run_status"].startswith("⚠ Type a prompt") and msgs[0]["run_ok"] is False
     preset_out = run_handlers.apply_preset("ar", 3)
     assert set(preset_out) == {*run_handlers.KNOB_OUT, "preset_note"} and preset_out["knob_seed"]["value"] == 3
     assert preset_out["knob_block_length"]["visible"] is False and "`ar`" in preset_out["preset_note"]
@@ -284,7 +284,7 @@ def test_stop_ends_on_partial_trace_kept(monkeypatch):
     monkeypatch.setattr(run_handlers, "record", _fake_record("s1", stop_after=2))
     outs = _guarded_run("s1", "2+3", "tiny", *knobs.preset_values("sdar-config-a"))
     last = outs[-1]
-    assert last["run_status"].startswith("⏹ Stopped — partial trace kept (2 steps") and last["run_ok"] is True
+    assert last["run_status"].startswith("■ Stopped — partial trace kept (2 steps") and last["run_ok"] is True
     assert len(traces_io.trace_from_state(last["state"]).steps) == 2
     # the run is the only writer of its status: nothing after the final line, and no "Decoding…" once Stop is down
     statuses = [o["run_status"] for o in outs if "run_status" in o]
@@ -293,7 +293,7 @@ def test_stop_ends_on_partial_trace_kept(monkeypatch):
     # a new run is a new job: the earlier Stop press is forgotten
     monkeypatch.setattr(run_handlers, "record", _fake_record("s1", stop_after=99))
     outs = _guarded_run("s1", "2+3", "tiny", *knobs.preset_values("sdar-config-a"))
-    assert outs[-1]["run_status"].startswith("✅ Done")
+    assert outs[-1]["run_status"].startswith("✓ Done")
 
 
 def test_stop_abandons_a_worker_that_cannot_see_the_flag(monkeypatch):
@@ -306,7 +306,7 @@ def test_stop_abandons_a_worker_that_cannot_see_the_flag(monkeypatch):
 
     monkeypatch.setattr(run_handlers, "record", deaf)
     outs = _guarded_run("s2", "2+3", "tiny", *knobs.preset_values("sdar-config-a"))
-    assert outs[-1]["run_status"].startswith("⏹ Stopped") and outs[-1]["run_ok"] is False
+    assert outs[-1]["run_status"].startswith("■ Stopped") and outs[-1]["run_ok"] is False
     assert len(outs) <= 2 + run_handlers.MAX_LATE_PROGRESS and not guard.JOBS.running("s2")
 
 
@@ -324,7 +324,8 @@ def test_a_run_stopped_while_queued_does_nothing_when_its_turn_comes(monkeypatch
     guard.stop(_Request("s3"))  # Stop while it waits
     assert guard.JOBS.admit("s3") is None  # the visitor may submit again at once
     first = _guarded_run("s3", "2+3", "tiny", *knobs.preset_values("sdar-config-a"))
-    assert first == [{"run_status": guard.STOPPED_QUEUED, "run_ok": False}] and ran == []
+    assert first == [{"run_status": guard.STOPPED_QUEUED, "run_ok": False,
+                      "run_final": {"run_status": guard.STOPPED_QUEUED}}] and ran == []
     second = _guarded_run("s3", "2+3", "tiny", *knobs.preset_values("sdar-config-a"))
     assert second[0]["run_status"].startswith("Loading") and len(ran) == 1 and not guard.JOBS.running("s3")
     for _ in range(guard.MAX_WITHDRAWN):  # a visitor cannot fill the queue with stopped runs either

@@ -120,7 +120,7 @@ def test_the_apps_export_runs_as_the_visitors_one_job(monkeypatch):
 
     monkeypatch.setattr(he, "_frame_views", stop_on_the_third_frame)
     out = share_links.html_replay_job(_request(session), state, 2)
-    assert out["html_file"].visible is False and out["share_status"].startswith("⚠️ Stopped")
+    assert out["html_file"].visible is False and out["share_status"].startswith("⚠ Stopped")
     assert not gpu_slot.JOBS.running(session)  # the job is over: the visitor may export or run again
     monkeypatch.setattr(he, "_frame_views", real)
     out = share_links.html_replay_job(_request(session), state, 2)

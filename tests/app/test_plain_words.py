@@ -7,7 +7,8 @@ import pytest
 
 from fixtures import trace_factory as tf
 from components.files.examples import list_examples, load_pair
-from components.views.plain_words import count, evidence_words, likelihood, step_words
+from components.views.plain_words import evidence_words, likelihood, step_words
+from components.views.plural import plural
 from components.views.token_state import visible_text
 
 FORMULA = re.compile(r"[=≥≤τ]|\b[pqru] =|K̂|min\(")  # what the words must never show: the numbers are a tap away
@@ -59,7 +60,7 @@ def test_words_come_before_formulas_and_evidence_only_where_a_guess_was_rejected
 def test_likelihood_words_and_counts():
     assert [likelihood(q) for q in (None, 0.001, 0.1, 0.5)] == [
         "unlikely", "very unlikely", "unlikely", "less likely than the first guess assumed"]
-    assert (count(1, "step"), count(7, "step")) == ("1 step", "7 steps")
+    assert (plural(1, "step"), plural(7, "step")) == ("1 step", "7 steps")
 
 
 def test_the_opening_example_says_what_the_model_guessed_and_picked():

@@ -177,7 +177,7 @@ def test_the_html_replay_refuses_in_one_line(monkeypatch):
 
     monkeypatch.setattr(share, "replay_html", too_big)
     out = share.html_replay(make_state(tf.mixed(), "upload"), 1)
-    assert out["html_file"].visible is False and out["share_status"].startswith("⚠️ This trace is too large")
+    assert out["html_file"].visible is False and out["share_status"].startswith("⚠ This trace is too large")
 
 
 def test_a_new_trace_hides_the_previous_link_and_file():

@@ -42,7 +42,7 @@ def test_the_shipped_headline_is_its_cells_verdict_against_the_cheapest_equal_ba
         pytest.skip("no shipped sweep")
     data = sw.load_results_file(sw.BUNDLED)
     line = sw.summary_line(data, "shipped")
-    assert sweep_verdict.verdict(data["cells"]) in line and "fastest S2D2 cell" not in line
+    assert sweep_verdict.verdict(data["cells"], data["meta"]) in line and "fastest S2D2 cell" not in line
     assert f"(n = {data['meta']['n']})" in line
     m = sweep_verdict.best_match(data["cells"])
     assert md(m.baseline["name"]) in line and md(m.s2d2["name"]) in line
@@ -55,6 +55,40 @@ def test_the_shipped_headline_is_its_cells_verdict_against_the_cheapest_equal_ba
     limit = m.baseline["nfe_per_token"]
     cheaper = [c for c in data["cells"] if c["method"] == "dynamic" and c["nfe_per_token"] < limit]
     assert all(not sweep_verdict.as_accurate(c, m.s2d2)[0] for c in cheaper)
+
+
+def test_the_shipped_tiny_verdict_says_the_matched_cells_wall_times_and_the_machine():
+    """Issue 38 row 10: the tiny sweep's verdict matches on forwards, and its S2D2 cell is slower in wall time
+    (1.4 against 0.87 ms per token on the CPU that ran it): the sentence says both, and what the file records of the
+    machine (it names no processor)."""
+    if not sw.BUNDLED.exists():
+        pytest.skip("no shipped sweep")
+    data = sw.load_results_file(sw.BUNDLED)
+    m = sweep_verdict.best_match(data["cells"])
+    ws, wb = m.s2d2["wall_per_token"], m.baseline["wall_per_token"]
+    line = sw.summary_line(data, "shipped")
+    words = (f"In wall time the S2D2 cell took {1000 * ws:.2g} ms per token and the baseline {1000 * wb:.2g} ms, so "
+             f"S2D2 is {ws / wb:.1f}× {'slower' if ws > wb else 'faster'}, measured on the machine that ran this "
+             "sweep: the file records a CPU, float32 weights and 16 questions decoded together, but not which "
+             "processor.")
+    assert words in line, line
+    if data["meta"]["model"] == "tiny" and round(1000 * ws, 1) == 1.4:  # the file the issue walked through
+        assert "took 1.4 ms per token and the baseline 0.87 ms, so S2D2 is 1.6× slower" in line
+
+
+@pytest.mark.parametrize("wall, said", [(0.002, "so S2D2 is 1.5× faster"), (0.0031, "within 10 % of each other"),
+                                        (0.006, "so S2D2 is 2.0× slower")])
+def test_the_wall_sentence_says_which_is_faster_and_where_it_was_measured(wall, said):
+    cells = _cells(0.25)
+    next(c for c in cells if c["name"] == "s2d2-x")["wall_per_token"] = wall
+    line = sweep_verdict.verdict(cells, {"device": "cuda:0", "dtype": "bfloat16", "batch_size": 1, "world_size": 4})
+    assert said in line and "the baseline 3 ms" in line
+    assert line.endswith("measured on the machine that ran this sweep: the file records a GPU, bfloat16 weights, one "
+                         "question at a time and split over 4 processes, but not which processor.")
+    assert sweep_verdict.verdict(cells).endswith("(the file records nothing about it).")
+    for c in cells:
+        c["wall_per_token"] = None
+    assert "wall time" not in sweep_verdict.verdict(cells)
 
 
 def md(name: str) -> str:

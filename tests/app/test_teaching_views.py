@@ -198,12 +198,12 @@ def test_upload_messages_name_the_file_and_the_box_that_takes_it(tmp_path):
     results = tmp_path / "results.json"
     results.write_text(json.dumps({"version": 1, "meta": {}, "cells": []}))
     out = handlers.upload_trace(str(results))["load_status"]
-    assert out.startswith("⚠️ results.json: This is a sweep results file") and "Sweep tab" in out
+    assert out.startswith("⚠ results.json: This is a sweep results file") and "Sweep tab" in out
     assert "schema_version" not in out
     png = tmp_path / "picture.png"
     png.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(256)))
     out = handlers.upload_trace(str(png))["load_status"]  # its own message: the last file's error is gone
-    assert out.startswith("⚠️ picture.png: Not a trace: this is not a text file") and "results.json" not in out
+    assert out.startswith("⚠ picture.png: Not a trace: this is not a text file") and "results.json" not in out
     trace = tmp_path / "trace.json"
     trace.write_text(tf.mixed().to_json())
     with pytest.raises(ValueError, match="This is a trace, not a sweep results file: open it with the Replay tab"):

@@ -149,7 +149,7 @@ def test_scrub_keys_and_a_step_box_that_never_errors(desktop):
     pg.wait_for_function("document.querySelector('#summary textarea').value.includes('Step 2 of')", timeout=WAIT_MS)
     tok = pg.locator("#canvas .tok.new").first
     tok.click()
-    assert pg.locator("#token-detail .s2d2-detail").inner_text().startswith("📌 position ")
+    assert pg.locator("#token-detail .s2d2-detail").inner_text().startswith("◉ position ")
     pg.wait_for_function("document.querySelector('#mask .gtitle') && "
                          "document.querySelector('#mask .gtitle').textContent.includes('outlined: position')",
                          timeout=WAIT_MS)

@@ -62,7 +62,7 @@ def _run_and_replay(url: str, model: str, tmp_path: Path) -> None:
     client = Client(url, verbose=False)
     status, live, text = client.predict("2+3=", model, *knob_values("sdar-config-b", gen_length=16, block_length=4),
                                         api_name="/run")
-    assert status.startswith("✅ Done"), status
+    assert status.startswith("✓ Done"), status
     assert "data-pos" in live
     shown = api_values(client.predict(api_name="/show_trace"), ["tabs", *LOAD_OUT])
     title, summary, download = shown["title"], shown["summary"], shown["download"]
@@ -96,14 +96,14 @@ def test_full_run_bundled_model(served, tmp_path):
 def test_run_rejects_bad_input_with_messages(served):
     client = Client(served[1], verbose=False)
     out = client.predict("", RANDOM_MODEL, *knob_values(), api_name="/run")
-    assert out[0].startswith("⚠️ Type a prompt")
+    assert out[0].startswith("⚠ Type a prompt")
     out = client.predict("hi", RANDOM_MODEL, *knob_values(policy="score_hysteresis", hysteresis_on=-2.0,
                                                           hysteresis_off=1.0), api_name="/run")
-    assert out[0].startswith("⚠️ Invalid setting — hysteresis_off")
+    assert out[0].startswith("⚠ Invalid setting — hysteresis_off")
     out = client.predict("hi", "no/such-model", *knob_values(gen_length=8), api_name="/run")
-    assert out[0].startswith("⚠️ Unknown model 'no/such-model'")
+    assert out[0].startswith("⚠ Unknown model 'no/such-model'")
     out = client.predict("hi", "JetLM/SDAR-1.7B-Chat", *knob_values(gen_length=8), api_name="/run")
-    assert out[0].startswith("⚠️ Could not load model 'JetLM/SDAR-1.7B-Chat'")
+    assert out[0].startswith("⚠ Could not load model 'JetLM/SDAR-1.7B-Chat'")
     client.close()
 
 
@@ -151,7 +151,7 @@ def test_malformed_uploads_are_rejected(served, tmp_path, kind):
     client = Client(served[1], verbose=False)
     try:
         out = client.predict(handle_file(str(path)), api_name="/upload_trace")
-        assert out[0].startswith("⚠️"), out[0]
+        assert out[0].startswith("⚠"), out[0]
         assert "<img" not in out[0] or kind == "hostile"
     except Exception as exc:  # the server's upload size limit refuses the file before the handler
         assert kind == "oversize" and ("large" in str(exc).lower() or "size" in str(exc).lower()), exc
@@ -178,7 +178,7 @@ def test_cancel_stops_the_decode_thread(served):
     while time.time() < deadline and running():
         time.sleep(0.2)
     assert not running(), "the decode kept running after Stop"
-    assert not any(str(o[0]).startswith("✅") for o in job.outputs())
+    assert not any(str(o[0]).startswith("✓") for o in job.outputs())
     client.close()
 
 
@@ -247,7 +247,7 @@ def test_stop_keeps_the_partial_trace_and_opens_it(served):
     assert _wait(lambda: any(str(o[0]).startswith("Decoding") for o in job.outputs())), "the run never decoded"
     gpu_slot.JOBS.stop_session(client.session_hash)  # what the Stop button does
     status = job.result(timeout=120)[0]
-    assert status.startswith("⏹ Stopped — partial trace kept ("), status
+    assert status.startswith("■ Stopped — partial trace kept ("), status
     assert _wait(lambda: not _decoding(), 60) and not gpu_slot.JOBS.running(client.session_hash)
     shown = api_values(client.predict(api_name="/show_trace"), ["tabs", *LOAD_OUT])
     data = json.loads(Path(shown["download"]).read_text())
@@ -260,9 +260,9 @@ def test_models_off_the_list_and_huge_seeds_are_refused(served):
     """Rows 3 and 7: the 30B is not offered (refused before any download); a 250-digit seed is a message."""
     client = Client(served[1], verbose=False)
     out = client.predict("hi", "JetLM/SDAR-30B-A3B-Chat", *knob_values(gen_length=8), api_name="/run")
-    assert out[0].startswith("⚠️ Model 'JetLM/SDAR-30B-A3B-Chat' is not offered on this server")
+    assert out[0].startswith("⚠ Model 'JetLM/SDAR-30B-A3B-Chat' is not offered on this server")
     out = client.predict("hi", RANDOM_MODEL, *knob_values(gen_length=8, seed=10**249), api_name="/run")
-    assert out[0].startswith("⚠️ Invalid setting — seed: must be in [0, 2147483647], got a 2")
+    assert out[0].startswith("⚠ Invalid setting — seed: must be in [0, 2147483647], got a 2")
     client.close()
 
 
@@ -279,7 +279,7 @@ def test_compare_is_one_job_and_stops_within_a_forward(served):
         client.predict("hi", RANDOM_MODEL, *knob_values(gen_length=8), api_name="/run")
     gpu_slot.JOBS.stop_session(client.session_hash)  # what the Stop button does
     status = job.result(timeout=120)  # eight lanes of 256 tokens would take far longer: it ended in lane 1
-    assert status.startswith("⏹ Stopped during lane 1·dynamic-baseline*"), status
+    assert status.startswith("■ Stopped during lane 1·dynamic-baseline*"), status
     refused = client.predict("x" * 2001, 0, 8, *lanes, api_name="/compare")
     assert refused.startswith("⚠ The prompt is longer than 2,000 characters")
     client.close()
@@ -309,7 +309,7 @@ def test_bundled_llada2_model_runs_and_replays_its_edits(served):
     prompt = "Tom has 12 apples. He buys 7 more. He doubles the apples. How many apples does Tom have now?"
     status = client.predict(prompt, "tiny-llada2", *knob_values("llada2-dynamic-edit", gen_length=64,
                                                                 editing_threshold=0.3), api_name="/run")[0]
-    assert status.startswith("✅ Done"), status
+    assert status.startswith("✓ Done"), status
     shown = api_values(client.predict(api_name="/show_trace"), ["tabs", *LOAD_OUT])
     data = json.loads(Path(shown["download"]).read_text())
     assert data["header"]["config"]["loop"] == "editing"

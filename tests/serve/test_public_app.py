@@ -219,7 +219,7 @@ def test_compare_obeys_the_run_caps(monkeypatch):
     status, _ = cc.run_compare("2+3", "tiny", 10**249, 8, *lanes)  # 250 digits, counted exactly
     assert status == f"⚠ seed: must be in [0, {SEED_MAX}], got a 250-digit number"
     status, _ = cc.run_compare("2+3", "tiny", 0, 100_000, *lanes)
-    assert status.startswith("⚠ lane 1: gen_length:")
+    assert status.startswith("⚠ Generation length: 8 to 256, got 100000")  # refused, never clamped
     status, _ = cc.run_compare("2+3", "tiny", 0, 8, "ar", "sdar-config-a", cc.OFF, cc.OFF, "", "block_length=128",
                                "", "")
     assert status == "⚠ lane 2: block_length: at most 64 (S2D2_MAX_BLOCK_LENGTH), got 128"

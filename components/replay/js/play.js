@@ -14,7 +14,7 @@ export function interval(stepsPerSecond) {
 }
 
 export const PLAY = '▶ Play';
-export const PAUSE = '⏸ Pause';
+export const PAUSE = '❚❚ Pause';
 
 function range() {
   return document.querySelector('#step-slider input[type=range]');
