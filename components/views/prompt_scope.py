@@ -1,6 +1,6 @@
 """What the bundled models know, said where the prompt is typed and in the result: the two tiny models were trained
-on short arithmetic word problems (and, without the chat format, on Jane Austen's novels); the app asks them in the
-chat format, so only a word problem of that kind gets a meaningful answer. A prompt outside it is noticed cheaply
+on short arithmetic word problems and on Jane Austen's novels; the app asks them in the chat format, so only a word
+problem of that kind gets a meaningful answer (other text gets Austen-like prose). A prompt outside it is noticed cheaply
 (the task's own grammar, s2d2.tasks.arithmetic.solve) and gets one line offering prompts that fit: questions of the
 held-out set, which no training stream contains. Pure: no gradio, no model."""
 from __future__ import annotations
@@ -35,9 +35,10 @@ def scope_note(prompt: Any, model_name: Any, real_models: tuple[str, ...] = ()) 
     `real_models` (allowed checkpoints on a machine with a GPU) it points to them for open-ended prompts."""
     if not is_bundled(model_name) or not isinstance(prompt, str) or not prompt.strip() or fits(prompt):
         return ""
-    line = (f"⚠ **{model_name.strip()}** only knows short arithmetic word problems (\"Anna has 23 stickers. She "
-            "buys 5 more. How many stickers does Anna have now?\"): this prompt is not in that form, so its answer "
-            "may mean nothing. Pick one of the example prompts under the box")
+    line = (f"⚠ **{model_name.strip()}** only knows two things: short arithmetic word problems (\"Anna has 23 "
+            "stickers. She buys 5 more. How many stickers does Anna have now?\") and Jane Austen's novels. This "
+            "prompt is not a word problem of that form, so it gets Austen-like prose or a muddle, not a real answer. "
+            "Pick one of the example prompts under the box")
     if real_models:
         line += f", or a real checkpoint in Model ({', '.join(real_models[:3])}) for open-ended text"
     return line + "."

@@ -15,7 +15,8 @@ OUTSIDE = ["Write a haiku about the sea", "It is a truth universally acknowledge
 def test_a_prompt_outside_the_taught_kind_gets_one_line_and_a_held_out_question_none(model):
     for prompt in OUTSIDE:
         note = scope_note(prompt, model)
-        assert note.startswith(f"⚠ **{model}** only knows short arithmetic word problems") and "\n" not in note
+        assert note.startswith(f"⚠ **{model}** only knows two things: short arithmetic word problems")
+        assert "Jane Austen's novels" in note and "\n" not in note
         assert note.endswith("Pick one of the example prompts under the box.")
     for problem in heldout(50):
         assert fits(problem.question) and scope_note(problem.question, model) == "", problem.question
