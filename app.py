@@ -44,10 +44,10 @@ from s2d2.trace import Trace
 
 # On a phone only the first sentence of the intro, what the models know and the tour pointer show: the story line
 # and the canvas must fit the first screen. The tour's core story is its first stops (components/tour/material.py).
-INTRO = ("# S2D2 Explorer\n<span>A block-diffusion LM drafts a whole block of tokens at once; S2D2 has the **same "
-         "model** check the drafts in one extra forward and replace the first wrong one.</span><span class=\"wide\"> "
-         "([arXiv 2603.25702](https://arxiv.org/abs/2603.25702)).</span> <span class=\"knows\">The tiny models "
-         "here know two things only: arithmetic word problems and Jane Austen's novels.</span> "
+INTRO = ("# S2D2 Explorer\n<span>A block-diffusion LM drafts a block of tokens at once; S2D2 has the **same "
+         "model** check them in one extra forward<span class=\"wide\"> and replace the first wrong one</span>."
+         "</span><span class=\"wide\"> ([arXiv 2603.25702](https://arxiv.org/abs/2603.25702)).</span> "
+         "<span class=\"knows\">Its tiny models know only arithmetic word problems and Jane Austen's novels.</span> "
          "<span class=\"tour-pointer\">New here? Take the **Learn** tour<span class=\"wide\"> (the core story: "
          "about five minutes), or scrub the run below</span>.</span>")
 

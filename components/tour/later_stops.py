@@ -139,7 +139,7 @@ def edit_stop(m: TourMaterial) -> Optional[Stop]:
         text = f"Another bundled model (tiny LLaDA2, B = {t.header.config.get('block_length')}) on another question. " \
                + text
     return Stop("edit", "Self-correction", text, k, (Pic("canvas", "", e.position, tuple(ring[1:])),), trace="edit",
-                example=m.edit_label)
+                example=m.edit_label, own_story=t is m.trace)
 
 
 def whole_run(m: TourMaterial) -> Stop:

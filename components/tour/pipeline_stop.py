@@ -66,4 +66,5 @@ def pipeline_stop(m: TourMaterial) -> Optional[Stop]:
     own = t is m.trace
     return Stop("pipeline", "Blocks in flight", text, k,
                 (Pic("canvas", names="each outlined below"), Pic("lifecycle", names="the chart shows")),
-                trace="main" if own else "pipeline", example=m.label if own else m.extra.get("pipeline_label"))
+                trace="main" if own else "pipeline", example=m.label if own else m.extra.get("pipeline_label"),
+                own_story=own)

@@ -60,6 +60,7 @@ class Stop:
     pictures: tuple[Pic, ...]
     trace: str = "main"  # which material trace it draws: main | edit | lossless
     example: Optional[str] = None  # the example "Show in Replay" opens (None: the stop has none to open)
+    own_story: bool = False  # the opening run's own story beyond S2D2's (its self-correction, its pipeline): core
 
     @property
     def label(self) -> str:
@@ -72,8 +73,9 @@ class Stop:
 
     @property
     def deeper(self) -> bool:
-        """Past the core story: a stop for the learner who wants more (its heading says so)."""
-        return self.key not in CORE
+        """Past the core story: a stop for the learner who wants more (its heading says so). An edit or pipeline
+        stop on the opening run itself (a self-correcting or D2F example) is that run's story, so it is core."""
+        return self.key not in CORE and not self.own_story
 
 
 @dataclass

@@ -360,7 +360,7 @@ def test_tour_stops_follow_the_story_in_order():
     assert "st-drafted" in draft and "st-resampled" not in draft and 'data-watch="1"' in draft
     assert 'class="first-reject' in _pic(t, stops[3], "strip")
     assert "st-resampled new" in _pic(t, stops[4], "canvas").split('class="s2d2-legend"')[0]
-    assert stops[1].kinds == ("canvas", "routing") and stops[5].kinds[0] == "routing"
+    assert stops[1].kinds == ("routing", "canvas") and stops[5].kinds[0] == "routing"  # the plot the words name first
     keys = [s.key for s in tour.tour_stops(tf.diffusion_only())]
     assert keys == ["draft", "run"]
     assert [s.key for s in tour.tour_stops(tf.all_accepted())] == ["draft", "route", "verify", "cost", "run"]

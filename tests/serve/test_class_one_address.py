@@ -46,7 +46,7 @@ def test_twelve_pages_behind_one_address_press_run_together_and_all_finish_alike
         for client in clients:
             client.close()
     statuses = [status for status, _, _ in results]
-    assert all(s.startswith("✅ Done") for s in statuses), statuses  # none refused, none failed
+    assert all(s.startswith("✓ Done") for s in statuses), statuses  # none refused, none failed
     texts = {text for _, _, text in results}
     assert len(texts) == 1 and texts != {""}, texts  # the same seed and prompt: the same answer for everyone
 
@@ -101,7 +101,7 @@ def test_forty_pages_behind_one_address_load_in_one_burst(served):
 
 
 def test_a_chained_view_joins_by_index_only_once_after_its_own_run(served):
-    """Issue 35 item 6: `show_state` (the `.then` after Run) joined directly by its fn index is refused; after the
+    """Issue 35 item 6: `opened_run` (the `.then` after Run that opens Replay) joined directly by its fn index is refused; after the
     session's own Run it joins once, as the page does, and draws; a second direct join is refused again."""
     import json
 
@@ -110,7 +110,7 @@ def test_a_chained_view_joins_by_index_only_once_after_its_own_run(served):
     app, url = served
     fns = app.demo.fns
     run = next(i for i, fn in fns.items() if fn.api_name == "run")
-    show = next(i for i, fn in fns.items() if fn.name == "show_state" and fn.trigger_after == run)
+    show = next(i for i, fn in fns.items() if fn.name == "opened_run" and fn.trigger_after == run)
     headers = {"x-forwarded-for": "10.0.35.3"}
 
     def join(index: int, data: list, session: str) -> httpx.Response:
