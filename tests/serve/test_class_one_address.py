@@ -101,8 +101,9 @@ def test_forty_pages_behind_one_address_load_in_one_burst(served):
 
 
 def test_a_chained_view_joins_by_index_only_once_after_its_own_run(served):
-    """Issue 35 item 6: `opened_run` (the `.then` after Run that opens Replay) joined directly by its fn index is refused; after the
-    session's own Run it joins once, as the page does, and draws; a second direct join is refused again."""
+    """Issue 35 item 6: `opened_run` (the `.then` after Run that opens Replay) joined directly by its fn index is
+    refused; after the session's own Run it joins once, as the page does, and draws; a second direct join is
+    refused again."""
     import json
 
     import httpx
@@ -126,9 +127,9 @@ def test_a_chained_view_joins_by_index_only_once_after_its_own_run(served):
                     return json.loads(line[5:]).get("success") is True
         return False
 
-    refused = join(show, [None, False], "chain-page")
+    refused = join(show, [None, False, None], "chain-page")
     assert refused.status_code == 409 and "runs only right after" in refused.text, refused.text[:200]
     assert join(run, ["2+3=", RANDOM_MODEL, *knob_values(gen_length=8, block_length=4)], "chain-page").status_code \
         == 200 and finished("chain-page")
-    assert join(show, [None, True], "chain-page").status_code == 200 and finished("chain-page")
-    assert join(show, [None, True], "chain-page").status_code == 409  # once per finished Run
+    assert join(show, [None, True, None], "chain-page").status_code == 200 and finished("chain-page")
+    assert join(show, [None, True, None], "chain-page").status_code == 409  # once per finished Run
