@@ -27,7 +27,9 @@ from components.tour.layout import TourHandles, build_learn_tab
 from components.replay.metrics_layout import build_metrics_tab
 from components.serve.event_guard import protect
 from components.replay.layout import build_replay_tab, step_js
-from components.replay.browser_steps import PLAY_JS, STEP_JS, STEPPED, serve_modules
+from components.replay.browser_steps import PLAY_JS, STEP_JS, STEPPED
+from components.page_modules import serve as serve_modules
+from components.run.wait_line import WATCH_JS
 from components.serve.model_pool import preload_on_spaces
 from components.run.layout import build_run_tab
 from components.run.shared_batch import run_concurrency, sharing_on
@@ -207,7 +209,7 @@ def build_demo() -> gr.Blocks:
     os.environ.setdefault("FORWARDED_ALLOW_IPS", "")  # uvicorn keeps the socket peer: identity reads proxy hops
     identity_settings()  # refuses FORWARDED_ALLOW_IPS=*, warns loudly when identity could be forged
     preload_on_spaces()
-    serve_modules()  # the Replay tab's ES modules, which step in the browser
+    serve_modules()  # the page's ES modules: Replay's stepping, the Run's wait line in words
     o = opening()
     ctx = Ctx(o.trace)
     built: dict[str, Any] = {}
@@ -225,6 +227,7 @@ def build_demo() -> gr.Blocks:
                     built[tab_id] = build(ctx, o)
         wire(ctx, o, built["learn"])
         wire_share(ctx, demo)
+        demo.load(None, js=WATCH_JS, **PRIVATE)  # the Run's place in the queue, in words (in the page only)
         demo.unload(gpu_slot.on_unload)  # a closed tab or client stops its job within one forward
     # api_open=False: no event runs outside the queue (POST /gradio_api/run/<name> answers only for Stop, which is
     # outside it by design); protect() wraps every event, whichever tab registered it (components/serve/event_guard.py).

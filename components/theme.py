@@ -27,6 +27,8 @@ CSS = CANVAS_CSS + STRIP_CSS + COMPARE_CSS + RESIDUAL_CSS + LEDGER_CSS + TOUR_CS
 #summary textarea{font-weight:600}
 .clamp-note{font-size:.85em;color:#9a3412;margin-top:2px}
 .field-error .info-text{color:#b91c1c;font-weight:600}
+#run-wait .s2d2-wait-words{position:relative;z-index:5;margin:0;font-weight:600;color:#1e293b}
+#run-wait:has(.s2d2-wait-words) [data-testid="status-tracker"]{visibility:hidden}
 #headline{font-size:1.08em;border-left:4px solid #ea580c;padding:4px 12px;background:#fff7ed;border-radius:4px}
 #headline p{margin:4px 0}
 #headline code{font-size:1.05em;font-weight:700;padding:0 4px}

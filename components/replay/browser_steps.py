@@ -1,40 +1,27 @@
 """Replay's stepping runs in the visitor's browser: the event code that calls the ES modules of components/replay/js/.
 
-The modules are served as static files (`serve_modules`, called before the app is built) and imported by the
+The modules are served as static files (components/page_modules.py) and imported by the
 events' browser code on first use (a dynamic import, cached by the browser): the slider's change draws the step from
 the frame bundle (stepper.js), Play runs a browser timer (play.js). Neither sends anything to the server; the
 stepper hands a step to the server only for a pinned token or a step past the bundle (stepper.js says why).
 """
 from __future__ import annotations
 
-from pathlib import Path
+from components.page_modules import REPLAY_JS, module_url
 
-import gradio as gr
-
-JS_DIR = Path(__file__).resolve().parent / "js"
 # The views that follow the scrubber, in the order of stepper.js's STEPPED (a test holds the two equal); the
 # stepper's outputs are these and then "server_step".
 STEPPED = ["canvas", "strip", "step_words", "summary", "routing", "detail", "residual", "mask"]
 
 
-def serve_modules() -> None:
-    """Let Gradio serve the modules folder (and nothing else of the repository) at /gradio_api/file=..."""
-    gr.set_static_paths([JS_DIR])
-
-
-def module_url(name: str) -> str:
-    """Browser code for the URL of module `name`, resolved against the page (a Space behind a proxy path too)."""
-    return f"new URL('gradio_api/file={(JS_DIR / name).as_posix()}', document.baseURI).href"
-
-
 # Inputs: the scrubber value, the bundle, then the STEPPED views on screen; outputs: STEPPED, then "server_step".
 STEP_JS = f"""async (value, bundle, ...shown) => {{
-  const m = await import({module_url('stepper.js')});
+  const m = await import({module_url(REPLAY_JS, 'stepper.js')});
   return m.stepOutputs(value, bundle, shown);
 }}"""
 
 # Inputs: the Play button's label, the speed, the scrubber value; outputs: the label, the scrubber value.
 PLAY_JS = f"""async (label, speed, step) => {{
-  const m = await import({module_url('play.js')});
+  const m = await import({module_url(REPLAY_JS, 'play.js')});
   return m.togglePlay(label, speed, step);
 }}"""

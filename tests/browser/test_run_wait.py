@@ -3,6 +3,7 @@ expected wait show on the line under the Run button (never in red on the Prompt 
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 
@@ -10,6 +11,11 @@ from tests.support.app_server import SLOW_MODEL, served  # noqa: F401  (the fixt
 from tests.support.browser_env import PHONE, WAIT_MS, open_app, require_browser
 
 require_browser()
+
+# Is the element the one a tap at its centre reaches (nothing drawn over it)?
+HIT = """(sel) => { const el = document.querySelector(sel); const r = el.getBoundingClientRect();
+  const top = document.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2);
+  return r.width > 0 && (top === el || el.contains(top)); }"""
 
 
 @pytest.fixture(scope="module")
@@ -40,9 +46,13 @@ def test_a_waiting_run_is_told_its_place_beside_the_run_button(browser, busy_app
     try:
         pg.get_by_role("tab", name="Run").click()
         pg.locator("#run").click()
-        pg.wait_for_function("document.querySelector('#run-wait').innerText.includes('queue:')", timeout=WAIT_MS)
-        line = pg.locator("#run-wait").inner_text()
-        assert "queue:" in line and "s" in line.split("queue:")[1], line  # its place, and the time expected
+        # Its place in words (components/run/js/wait_words.js), shown on the line, not only Gradio's "queue: 3/3".
+        words = pg.locator("#run-wait .s2d2-wait-words")
+        words.wait_for(state="visible", timeout=WAIT_MS)
+        line = words.inner_text()
+        assert re.match(r"(\d+ runs? (is|are) ahead of yours|Your run is next) in line", line), line
+        pg.screenshot(path=os.environ.get("S2D2_WAIT_SHOT", "/dev/null"))
+        assert pg.evaluate(HIT, "#run-wait .s2d2-wait-words"), "the sentence is covered"
         assert "already" not in pg.locator("#run-settings").inner_text()  # nothing refused, nothing on the Prompt
         pg.locator("#stop").click()  # withdraws the page's queued Run
     finally:

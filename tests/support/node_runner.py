@@ -1,4 +1,4 @@
-"""Run an ES module function of s2d2_web/ under Node from a test: JSON in on stdin, JSON out on stdout.
+"""Run an ES module function of s2d2_web/ (or of the page's components) under Node from a test: JSON in on stdin, JSON out on stdout.
 
 The tests that bind a page-side module to the Python it mirrors use this; they skip (with the reason) where
 `node` is not installed (README, 'Set up': `apt-get install nodejs`; .ci/run installs it)."""
@@ -24,10 +24,10 @@ def node() -> str:
     return found
 
 
-def run_module(module: str, body: str, payload: Any, timeout: float = 120.0) -> Any:
-    """Import `s2d2_web/<module>` as `m`, bind the parsed stdin JSON to `input`, run `body` (JavaScript that
+def run_module(module: "str | Path", body: str, payload: Any, timeout: float = 120.0) -> Any:
+    """Import `s2d2_web/<module>` (or the module at an absolute path) as `m`, bind the parsed stdin JSON to `input`, run `body` (JavaScript that
     assigns `output`) and return `output` parsed from the printed JSON."""
-    url = (WEB / module).as_uri()
+    url = (Path(module) if Path(module).is_absolute() else WEB / module).as_uri()
     script = (f"import * as m from {json.dumps(url)};\nimport {{ readFileSync }} from 'node:fs';\n"
               f"const input = JSON.parse(readFileSync(0, 'utf8'));\nlet output;\n{body}\n"
               "process.stdout.write(JSON.stringify(output));\n")
