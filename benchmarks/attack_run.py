@@ -55,7 +55,7 @@ def honest_phase(url: str, fns: dict[str, int], args: argparse.Namespace, second
             out["wait"].append(time.perf_counter() - t0)  # until the run started: the queue and the door
             status = str(job.result(timeout=300)[0])
             out["run"].append(time.perf_counter() - t0)
-            if not status.startswith("✅"):
+            if not status.startswith("✓"):
                 out["bad"].append(f"run: {status[:70]}")
             out["stop"].append(stop_latency(client, url, fns, args, out["bad"]))
     except Exception as exc:  # the honest visitor failing is the finding: report it
@@ -77,9 +77,9 @@ def stop_latency(client: Any, url: str, fns: dict[str, int], args: argparse.Name
     httpx.post(url + "/gradio_api/run/predict", headers={"x-forwarded-for": HONEST_IP}, timeout=60,
                json={"data": [], "fn_index": fns["stop"], "session_hash": client.session_hash})
     status = str(job.result(timeout=120)[0])
-    if status.startswith("✅"):  # it ended before the Stop arrived: nothing to measure
+    if status.startswith("✓"):  # it ended before the Stop arrived: nothing to measure
         return None
-    if not status.startswith("⏹"):
+    if not status.startswith("■"):
         bad.append(f"stop: {status[:70]}")
         return None
     return time.perf_counter() - t0

@@ -32,7 +32,7 @@ def summary(times: list[float]) -> str:
 
 
 def press_until_done(c: Any, prompt: str, model: str, retry_s: float, until: float) -> dict[str, Any]:
-    """Press Run; after a refusal (an error, or a final status other than ✅) wait `retry_s` and press again, until
+    """Press Run; after a refusal (an error, or a final status other than ✓) wait `retry_s` and press again, until
     the run finishes or `until` passes. Seconds from the first press, refusals, the last status and the moment it
     ended (time.time())."""
     from benchmarks.classroom import default_knobs
@@ -45,7 +45,7 @@ def press_until_done(c: Any, prompt: str, model: str, retry_s: float, until: flo
             status = str(out[0])
         except Exception as exc:  # a refusal at the door or the validator, a timeout
             status = f"{type(exc).__name__}: {str(exc)[:100]}"
-        if status.startswith("✅"):
+        if status.startswith("✓"):
             return {"s": time.perf_counter() - t0, "ok": True, "refusals": refusals, "status": status,
                     "end": time.time()}
         refusals += 1

@@ -5,7 +5,7 @@ another) and on (S2D2_BATCH_MAX=--batch-max, S2D2_BATCH_WAIT_MS=0). On each: a w
 Runs one after another (a single visitor's time to a finished run), then the class: --visitors honest visitors, each
 its own address and session, press Run (the default preset, a question of their own) at evenly spread moments within
 --spread-s seconds. Printed per mode: p50 / p95 / max time from pressing Run to the finished run, the class's total
-wall time (first press to last finished run), runs not finished with ✅, and the machine's load average; then how many
+wall time (first press to last finished run), runs not finished with ✓, and the machine's load average; then how many
 visitors got the same output text with sharing on as alone (float32 agreement: a shared forward sums in another
 order), and the line `classroom: p95 shared/alone = R (lone run shared/alone = L)`. Bounded: --visitors,
 --spread-s and --budget-s per mode (a run still going then counts as not finished).
@@ -63,7 +63,7 @@ def press_run(client: Any, prompt: str, model: str, deadline: float) -> dict[str
         status, text = str(out[0]), str(out[2]) if len(out) > 2 else ""
     except Exception as exc:  # a timeout, an HTTP error: not finished
         status, text = f"{type(exc).__name__}: {str(exc)[:80]}", ""
-    return {"s": time.perf_counter() - t0, "ok": status.startswith("✅"), "status": status, "text": text}
+    return {"s": time.perf_counter() - t0, "ok": status.startswith("✓"), "status": status, "text": text}
 
 
 def class_round(url: str, args: argparse.Namespace, proc: Any) -> dict[str, Any]:

@@ -31,7 +31,7 @@ def start_stranger(url: str, tabs: int, model: str) -> Callable[[], list[float]]
             try:
                 c = c or client(url, OTHER_IP)
                 out = c.submit(questions(tabs)[k], model, *default_knobs(), api_name="/run").result(timeout=300)
-                if str(out[0]).startswith("✅"):
+                if str(out[0]).startswith("✓"):
                     done.append(time.time())
                     continue
             except Exception:  # noqa: BLE001 (a refusal: pressed again shortly, like a person)

@@ -83,7 +83,7 @@ def session(url: str, args: argparse.Namespace, deadline: float, visitor: int = 
             out["refused"] += "already have a run" in str(exc)
         status = job.result(timeout=max(1.0, deadline - time.time()))[0]
         out["run"].append(time.perf_counter() - t0)
-        if not str(status).startswith("✅"):
+        if not str(status).startswith("✓"):
             out["errors"].append(f"run: {str(status)[:80]}")
         out["done"] = True
     except Exception as exc:  # timeouts, HTTP errors
