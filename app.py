@@ -28,7 +28,7 @@ from components.replay.metrics_layout import build_metrics_tab
 from components.serve.event_guard import protect
 from components.replay.layout import build_replay_tab, step_js
 from components.replay.browser_steps import PLAY_JS, STEP_JS, STEPPED
-from components.page_modules import serve as serve_modules
+from components.serve.page_modules import serve as serve_modules
 from components.run.wait_line import WATCH_JS
 from components.serve.model_pool import preload_on_spaces
 from components.run.layout import build_run_tab

@@ -1,13 +1,13 @@
 """Replay's stepping runs in the visitor's browser: the event code that calls the ES modules of components/replay/js/.
 
-The modules are served as static files (components/page_modules.py) and imported by the
+The modules are served as static files (components/serve/page_modules.py) and imported by the
 events' browser code on first use (a dynamic import, cached by the browser): the slider's change draws the step from
 the frame bundle (stepper.js), Play runs a browser timer (play.js). Neither sends anything to the server; the
 stepper hands a step to the server only for a pinned token or a step past the bundle (stepper.js says why).
 """
 from __future__ import annotations
 
-from components.page_modules import REPLAY_JS, module_url
+from components.serve.page_modules import REPLAY_JS, module_url
 
 # The views that follow the scrubber, in the order of stepper.js's STEPPED (a test holds the two equal); the
 # stepper's outputs are these and then "server_step".

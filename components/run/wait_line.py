@@ -3,7 +3,7 @@
 about 4 s to go. ..."). Browser code only: the page load installs it, and nothing reaches the server."""
 from __future__ import annotations
 
-from components.page_modules import RUN_JS, module_url
+from components.serve.page_modules import RUN_JS, module_url
 
 # A JS-only load event: watch the wait line once the page is built.
 WATCH_JS = f"""async () => {{

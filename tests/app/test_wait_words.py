@@ -8,7 +8,7 @@ from pathlib import Path
 import gradio
 import pytest
 
-from components.page_modules import MODULE_DIRS, RUN_JS
+from components.serve.page_modules import MODULE_DIRS, RUN_JS
 from components.run.wait_line import WATCH_JS
 from tests.support.node_runner import run_module
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import gradio as gr
 
-ROOT = Path(__file__).resolve().parent
+ROOT = Path(__file__).resolve().parents[1]  # components/
 REPLAY_JS = ROOT / "replay" / "js"  # Replay's stepping (components/replay/browser_steps.py)
 RUN_JS = ROOT / "run" / "js"  # the Run's place in the queue, in words (components/run/wait_line.py)
 MODULE_DIRS = (REPLAY_JS, RUN_JS)
