@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from components.serve.page_modules import RUN_JS, module_url
 
-# A JS-only load event: watch the wait line once the page is built.
+# A JS-only load event: watch the page for the wait line (the Run tab may mount it later).
 WATCH_JS = f"""async () => {{
   const m = await import({module_url(RUN_JS, 'wait_words.js')});
-  m.watch(document.querySelector('#run-wait'));
+  m.watch(document);
 }}"""

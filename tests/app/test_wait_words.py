@@ -45,4 +45,4 @@ def test_the_words_read_the_format_this_gradio_writes():
 
 
 def test_the_page_imports_the_module_from_a_served_folder():
-    assert RUN_JS in MODULE_DIRS and "wait_words.js" in WATCH_JS and "#run-wait" in WATCH_JS
+    assert RUN_JS in MODULE_DIRS and "wait_words.js" in WATCH_JS and "m.watch(document)" in WATCH_JS

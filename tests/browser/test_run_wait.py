@@ -51,7 +51,6 @@ def test_a_waiting_run_is_told_its_place_beside_the_run_button(browser, busy_app
         words.wait_for(state="visible", timeout=WAIT_MS)
         line = words.inner_text()
         assert re.match(r"(\d+ runs? (is|are) ahead of yours|Your run is next) in line", line), line
-        pg.screenshot(path=os.environ.get("S2D2_WAIT_SHOT", "/dev/null"))
         assert pg.evaluate(HIT, "#run-wait .s2d2-wait-words"), "the sentence is covered"
         assert "already" not in pg.locator("#run-settings").inner_text()  # nothing refused, nothing on the Prompt
         pg.locator("#stop").click()  # withdraws the page's queued Run

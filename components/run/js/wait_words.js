@@ -23,26 +23,33 @@ export function waitWords(text) {
   return `${line}. It starts by itself; keep this page open (Stop takes it out of the line).`;
 }
 
-/** Keep a sentence beside every progress text inside `root` (the #run-wait line), as Gradio rewrites it. */
-export function watch(root) {
-  if (!root || root.dataset.waitWords) return;
-  root.dataset.waitWords = '1';
-  const draw = () => {
-    let words = null;
-    for (const el of root.querySelectorAll('.progress-text')) words = waitWords(el.textContent) || words;
-    let out = root.querySelector('.s2d2-wait-words');
-    if (!words) {
-      if (out) out.remove();
-      return;
-    }
-    if (!out) {
-      out = document.createElement('p');
-      out.className = 's2d2-wait-words';
-      out.setAttribute('aria-live', 'polite');
-      root.prepend(out);
-    }
-    if (out.textContent !== words) out.textContent = words;
+/** Draw (or remove) the sentence in `root` (the #run-wait line) from the progress text Gradio wrote there. */
+export function draw(root) {
+  let words = null;
+  for (const el of root.querySelectorAll('.progress-text')) words = waitWords(el.textContent) || words;
+  let out = root.querySelector('.s2d2-wait-words');
+  if (!words) {
+    if (out) out.remove();
+    return;
+  }
+  if (!out) {
+    out = document.createElement('p');
+    out.className = 's2d2-wait-words';
+    out.setAttribute('aria-live', 'polite');
+    root.prepend(out);
+  }
+  if (out.textContent !== words) out.textContent = words;
+}
+
+/** Keep the sentence beside the wait line's progress text as Gradio rewrites it. The page is watched, not the line:
+ * the Run tab's line may be mounted only once the tab is first shown, after this runs. */
+export function watch(doc) {
+  if (!doc || !doc.body || doc.body.dataset.waitWords) return;
+  doc.body.dataset.waitWords = '1';
+  const tick = () => {
+    const root = doc.querySelector('#run-wait');
+    if (root) draw(root);
   };
-  new MutationObserver(draw).observe(root, {subtree: true, childList: true, characterData: true});
-  draw();
+  new MutationObserver(tick).observe(doc.body, {subtree: true, childList: true, characterData: true});
+  tick();
 }
