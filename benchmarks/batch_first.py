@@ -35,18 +35,22 @@ MODEL_ARMS = {
 }
 
 
-def engines(cfg: Any) -> list[str]:
+def engines(cfg: Any, model: Any) -> list[str]:
     """The engines that decode `cfg` in this tree: the thread engine always; the batch-first one where it exists
     and covers the config."""
     try:
         from s2d2.decoding.lockstep import covers
     except ImportError:
         return ["threads"]
-    return ["threads", "batch-first"] if covers(cfg) else ["threads"]
+    try:
+        covered = covers(cfg, model)
+    except TypeError:  # the first batch-first tree: AR only, no model argument
+        covered = covers(cfg)  # type: ignore[call-arg]
+    return ["threads", "batch-first"] if covered else ["threads"]
 
 
 def decode(model: Any, prompts: list[Any], cfg: Any, batch: int, engine: str, gc_paused: bool = False) -> dict[str, Any]:
-    kwargs = {} if engine == "threads" and engines(cfg) == ["threads"] else {"engine": engine}
+    kwargs = {} if engine == "threads" and engines(cfg, model) == ["threads"] else {"engine": engine}
     gc.collect()
     if gc_paused:
         gc.disable()
@@ -80,12 +84,12 @@ def host_part(batch: int, n: int, gen: int, repeats: int, out: list[dict[str, An
         best: dict[tuple[str, bool], dict[str, Any]] = {}
         for _ in range(repeats):
             for paused in (False, True):
-                for engine in engines(cfg):
+                for engine in engines(cfg, model):
                     r = decode(model, prompts, cfg, batch, engine, paused)
                     if (engine, paused) not in best or r["cpu_s"] < best[engine, paused]["cpu_s"]:
                         best[engine, paused] = r
         per = {key: {k: r[k] / r["seq_forwards"] * 1e6 for k in ("wall_s", "cpu_s")} for key, r in best.items()}
-        for engine in engines(cfg):
+        for engine in engines(cfg, model):
             r, on, off = best[engine, False], per[engine, False], per[engine, True]
             x_on = per["threads", False]["cpu_s"] / on["cpu_s"]
             x_off = per["threads", True]["cpu_s"] / off["cpu_s"]
@@ -110,7 +114,7 @@ def models_part(batch: int, n: int, gen: int, out: list[dict[str, Any]]) -> None
         model = s2d2.load_model(name, backend="dynamic", device="cpu", dtype=torch.float32)
         for preset in arms:
             cfg = s2d2.preset(preset, gen_length=gen)
-            for engine in engines(cfg):
+            for engine in engines(cfg, model):
                 one = decode(model, prompts, cfg, 1, engine)
                 many = decode(model, prompts, cfg, batch, engine)
                 x = one["wall_s"] / many["wall_s"]

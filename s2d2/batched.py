@@ -77,7 +77,7 @@ def generate_batch(
     if why is not None:
         raise ValueError(why)
     cfgs = _configs(cfg, len(prompts))
-    first = _engine(engine, cfgs)
+    first = _engine(engine, cfgs, model)
     seed_list = _seeds(seeds, len(prompts))
     live = min(batch_size, len(prompts))
     reserve = getattr(model, "reserve_slots", None)
@@ -112,14 +112,14 @@ def _decode(model: Any, preps: list[Prepared], seeds: list[int], checks: list[Ca
 ENGINES = ("auto", "threads", "batch-first")
 
 
-def _engine(engine: str, cfgs: list[DecodeConfig]) -> bool:
+def _engine(engine: str, cfgs: list[DecodeConfig], model: Any) -> bool:
     """Whether the batch-first engine decodes this batch (a refusal names the first config it cannot)."""
     if engine not in ENGINES:
         raise ValueError(f"engine: one of {', '.join(ENGINES)}, got {str(engine)[:40]!r}")
-    covered = all(covers(c) for c in cfgs)
+    covered = all(covers(c, model) for c in cfgs)
     if engine == "batch-first" and not covered:
-        raise ValueError("engine: 'batch-first' decodes honest AR only (method 'ar'); use engine='auto' or "
-                         "'threads' for the other loops")
+        raise ValueError("engine: 'batch-first' decodes honest AR and the diffusion baselines of position-aligned "
+                         "models only (s2d2/decoding/lockstep.py); use engine='auto' or 'threads' for this batch")
     return engine != "threads" and covered
 
 

@@ -21,8 +21,8 @@ from ..config import DecodeConfig
 from ..models.base import ForwardRequest
 from ..trace import BlockRecord
 from .ar import CHECK_EVERY, ar_detail, ar_step_record
-from .lockstep_rows import Row, read_rows, sampling_groups
-from .result import number_steps
+from .lockstep_rows import Asked, Row, read_rows, sampling_groups
+from .result import LoopResult, number_steps
 from .sampling import draw_tokens, token_distribution
 
 
@@ -31,8 +31,13 @@ def covers(cfg: DecodeConfig) -> bool:
     return cfg.loop == "block" and cfg.method == "ar" and cfg.ar_accounting == "fused"
 
 
-def requests(model: Any, rows: list[Row]) -> list[tuple[str, ForwardRequest]]:
-    """Each row's forward of this step, (kind, request), in row order: ar.py's shapes exactly."""
+def start(model: Any, row: Row) -> None:
+    """Nothing to set up: an AR row's state is its position and tokens."""
+
+
+def requests(model: Any, rows: list[Row]) -> list[Asked]:
+    """Each row's forward of this step, in row order: ar.py's shapes exactly (recorded as block = position,
+    step 0, as ar_loop records them)."""
     aligned, mask_id = model.spec.alignment == "aligned", model.spec.mask_id
     steady = [r for r in rows if r.at > r.prompt_len]
     reqs: list[ForwardRequest] = []
@@ -44,22 +49,22 @@ def requests(model: Any, rows: list[Row]) -> list[tuple[str, ForwardRequest]]:
         pos = (starts[:, None] + torch.arange(width, device=model.device)).unbind(0)
         reqs = [ForwardRequest(r.cache, i, p, "causal", 1, 1) for r, i, p in zip(steady, ids, pos)]
     if len(steady) == len(rows):
-        return [("ar", req) for req in reqs]
-    out: list[tuple[str, ForwardRequest]] = []
+        return [Asked("ar", r.at, 0, req) for r, req in zip(rows, reqs)]
+    out: list[Asked] = []
     at = iter(reqs)
     for r in rows:
         if r.at == r.prompt_len:
             prompt = torch.tensor(r.prep.ids, dtype=torch.long, device=model.device)
             mask = torch.full((1,), mask_id, dtype=torch.long, device=model.device)
             ids_p = torch.cat([prompt, mask]) if aligned else prompt
-            out.append(("prefill", ForwardRequest(r.cache, ids_p, torch.arange(ids_p.shape[0], device=model.device),
-                                                  "causal", r.prompt_len, 1)))
+            out.append(Asked("prefill", r.at, 0, ForwardRequest(
+                r.cache, ids_p, torch.arange(ids_p.shape[0], device=model.device), "causal", r.prompt_len, 1)))
         else:
-            out.append(("ar", next(at)))
+            out.append(Asked("ar", r.at, 0, next(at)))
     return out
 
 
-def advance(model: Any, rows: list[Row], logits: list[torch.Tensor], detailed: bool) -> None:
+def advance(model: Any, rows: list[Row], logits: list[torch.Tensor]) -> None:
     """Draw, read and record every row's token; mark the rows that finished (`Row.finish_reason`)."""
     stacked = torch.cat(logits)  # each [1, V]: every request asks for its last row only
     stops = set(model.spec.stop_ids)
@@ -72,6 +77,22 @@ def advance(model: Any, rows: list[Row], logits: list[torch.Tensor], detailed: b
         got = read_rows(model, {"token": drawn, **ar_detail(group[0].rec, probs, drawn)}, len(group))
         for r, g in zip(group, got):
             _record(r, g, stops)
+
+
+def cancel(row: Row) -> None:
+    """The row's own forward raised StopDecoding: it ends at its last complete token (nothing of the token in
+    flight was recorded), as ar_loop's rollback leaves it."""
+    row.finish("cancelled", number_steps(row.steps))
+
+
+def result(model: Any, row: Row) -> LoopResult:
+    """The row's LoopResult as ar_loop returns it: the layout with its decoded tokens."""
+    total = row.prompt_len + row.prep.cfg.gen_length
+    ids = row.prep.ids + row.tokens
+    x = torch.full((total,), model.spec.mask_id, dtype=torch.long)
+    x[: len(ids)] = torch.tensor(ids, dtype=torch.long)
+    assert row.finish_reason is not None
+    return LoopResult(x, row.blocks, row.steps, row.finish_reason)
 
 
 def _draw(probs: torch.Tensor, cfg: DecodeConfig, rows: list[Row]) -> torch.Tensor:

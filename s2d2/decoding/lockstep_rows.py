@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Callable, Mapping, NamedTuple, Optional
 
 import torch
 
 from ..config import DecodeConfig
+from ..models.base import ForwardRequest
 from ..trace import BlockRecord, StepRecord
 from .batch_ledger import BatchLedger
 from .draws import Source
@@ -39,6 +40,7 @@ class Row:
     finish_reason: Optional[str] = None
     t0: float = field(default_factory=time.perf_counter)
     prompt_len: int = 0  # set from prep: len(prep.ids)
+    state: Any = None  # the loop's own state of this row (lockstep_block.BlockState; None for AR)
 
     def __post_init__(self) -> None:
         self.prompt_len = len(self.prep.ids)
@@ -46,6 +48,15 @@ class Row:
     def finish(self, reason: str, steps: list[StepRecord]) -> None:
         """End this row's decode with `reason` (its loop's finish_reason) and its final step list."""
         self.finish_reason, self.steps = reason, steps
+
+
+class Asked(NamedTuple):
+    """One row's forward of a step: the record it gets in the row's trace (kind, block, step) and the request."""
+
+    kind: str
+    block: int
+    step: int
+    request: ForwardRequest
 
 
 def sampling_groups(rows: list[Row]) -> list[tuple[DecodeConfig, list[int]]]:

@@ -24,7 +24,7 @@ from tests.support.golden_cases import CASES, PROMPTS, bundled_available, config
 from tests.support.tiny_models import tiny_qwen2, tiny_qwen3
 from tests.support.trace_compare import trace_mismatch
 
-COVERED = [c for c in CASES if covers(config_for(c[1], c[4]))]
+COVERED = [c for c in CASES if covers(config_for(c[1], c[4]), model64(c[1]))]
 
 
 def test_the_engine_covers_golden_cases_of_both_families():
@@ -72,14 +72,14 @@ def test_sampled_draws_are_each_sequences_own_seed(family, rng, monkeypatch):
 def test_auto_picks_batch_first_for_the_configs_it_covers_and_threads_for_the_rest(monkeypatch):
     model = model64("aligned")
     ar = s2d2.DecodeConfig(method="ar", gen_length=8)
-    diffusion = s2d2.DecodeConfig(method="diffusion", gen_length=8, block_length=4)
+    s2d2_cfg = s2d2.DecodeConfig(method="s2d2", gen_length=8, block_length=4)
     runs: list[str] = []
     real = thread_engine.Scheduler.run
     monkeypatch.setattr(thread_engine.Scheduler, "run", lambda self, *a, **k: runs.append("threads") or
                         real(self, *a, **k))
     s2d2.generate_batch(model, [[1, 2], [3]], ar, batch_size=2)
     assert runs == []
-    s2d2.generate_batch(model, [[1, 2], [3]], [ar, diffusion], batch_size=2)
+    s2d2.generate_batch(model, [[1, 2], [3]], [ar, s2d2_cfg], batch_size=2)
     s2d2.generate_batch(model, [[1, 2], [3]], ar, batch_size=2, engine="threads")
     assert runs == ["threads", "threads"]
 
@@ -88,7 +88,7 @@ def test_engine_refusals_are_one_readable_message():
     model = model64("aligned")
     with pytest.raises(ValueError, match="engine: one of auto, threads, batch-first"):
         s2d2.generate_batch(model, [[1, 2]], s2d2.DecodeConfig(method="ar", gen_length=4), engine="fast")
-    with pytest.raises(ValueError, match="engine: 'batch-first' decodes honest AR only"):
+    with pytest.raises(ValueError, match="engine: 'batch-first' decodes honest AR and the diffusion baselines"):
         s2d2.generate_batch(model, [[1, 2]], s2d2.DecodeConfig(gen_length=4), engine="batch-first")
 
 
@@ -147,7 +147,7 @@ class StopsOne:
 
     def _count(self, req: Any) -> None:
         cache_key = id(req[0])
-        if int(req[1][0]) == self.marker and int(req[0].get_seq_length()) == 0:
+        if int(req[1][0]) == self.marker and int(req[0].get_seq_length()) == 0 and cache_key not in self.seen:
             self.seen[cache_key] = 0
         if cache_key in self.seen:
             self.seen[cache_key] += 1
@@ -175,4 +175,46 @@ def test_a_sequences_own_stop_ends_it_alone_as_generate_does():
     assert trace_mismatch(got[0].trace, want.trace) is None
     for i in (1, 2):  # the others decode to their length
         assert got[i].trace.footer.finish_reason != "cancelled"
+        assert got[i].token_ids == s2d2.generate(base, prompts[i], cfg, seed=i).token_ids
+
+
+@pytest.mark.parametrize("settings", [
+    dict(block_length=8, cache_ver=True, draft_ver=True, confidence_threshold=0.5, temperature=0.7, top_k=5),
+    dict(block_length=4, remasking="sequential", temperature=1.0, rng="counter"),
+    dict(block_length=8, remasking="low_confidence_static", denoising_steps=3),
+], ids=["causal-cache-sampled", "sequential-counter", "static-S3"])
+def test_the_diffusion_baselines_decode_batch_first_as_alone(settings, monkeypatch):
+    _no_threads(monkeypatch)
+    cfg = s2d2.DecodeConfig(method="diffusion", gen_length=20, **settings)
+    prompts = [PROMPTS["a"], PROMPTS["b"], PROMPTS["a"], [7, 8, 9], PROMPTS["c"]]
+    assert_batch_equals_single(model64("aligned"), prompts, cfg, [0, 1, 2, 3, 4], batch_size=3)
+
+
+def test_one_forward_carries_sequences_in_different_phases():
+    """AR and a diffusion baseline in one batch-first batch: a forward serves AR tokens with drafts, and a draft of
+    one sequence with the commit or prefill of another."""
+    model = model64("aligned")
+    cfgs = [s2d2.DecodeConfig(method="diffusion", gen_length=16, block_length=4),
+            s2d2.DecodeConfig(method="ar", gen_length=16),
+            s2d2.DecodeConfig(method="diffusion", gen_length=16, block_length=4, confidence_threshold=0.5)]
+    prompts = [PROMPTS["a"], PROMPTS["b"], [7, 8, 9, 10, 11]]
+    results = assert_batch_equals_single(model, prompts, cfgs, [0, 1, 2], batch_size=3, detailed=False)
+    ledger = results[0].batch
+    phases = [{results[s].trace.forwards[f].kind for s, f in zip(bf.sequences, bf.seq_forwards)}
+              for bf in ledger.forwards]
+    assert any({"draft", "ar"} <= p for p in phases)
+    assert any("draft" in p and p & {"commit", "prefill"} for p in phases)
+
+
+def test_a_diffusion_sequences_own_stop_rolls_back_to_its_last_block_as_generate_does():
+    base = model64("aligned")
+    prompts = [[5, 6, 7], PROMPTS["b"], [8, 9]]
+    cfg = s2d2.DecodeConfig(method="diffusion", gen_length=16, block_length=4)
+    got = s2d2.generate_batch(StopsOne(base, 5, 7), prompts, cfg, [0, 1, 2], batch_size=3, engine="batch-first")
+    want = s2d2.generate(StopsOne(base, 5, 7), prompts[0], cfg, seed=0)
+    assert got[0].trace.footer.finish_reason == "cancelled" == want.trace.footer.finish_reason
+    assert got[0].token_ids == want.token_ids and got[0].metrics["nfe"] == want.metrics["nfe"]
+    assert trace_mismatch(got[0].trace, want.trace) is None
+    assert len(want.trace.blocks) >= 1 and want.metrics["nfe"] < 7  # it rolled back past forwards it had run
+    for i in (1, 2):
         assert got[i].token_ids == s2d2.generate(base, prompts[i], cfg, seed=i).token_ids
