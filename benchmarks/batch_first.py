@@ -9,9 +9,11 @@ Part `host`: `generate_batch` on a stand-in model whose forward returns fixed lo
 sequence-forward (wall / the sequence-forwards the ledger served) at the given batch, and the thread engine's time
 over the batch-first engine's. Engines: `threads` (every sequence runs the batch-1 loop on its own thread; only the
 forwards are shared) and `batch-first` (s2d2/decoding/lockstep.py: one step for every live sequence; only the
-loops it covers, see `covers`). Part `models`: the bundled models on one CPU thread, decodes/s at batch 1 and at
-the batch given, per preset and engine (`x b1`: batch N over batch 1 of the same engine). Engines and batch sizes
-of an arm run back to back over the same prompts and seeds, so machine noise hits them alike. Nothing is asserted.
+loops it covers, see `covers`; the other arms are measured on threads alone). Part `models`: the bundled models on
+one CPU thread, decodes/s at batch 1 and at the batch given, per preset and engine (`x b1`: batch N over batch 1
+of the same engine, in wall time; `cpu x b1` in this process's CPU time, the figure to read on a loaded machine).
+Engines and batch sizes of an arm run back to back over the same prompts and seeds, so machine noise hits them
+alike. Nothing is asserted.
 """
 from __future__ import annotations
 
@@ -109,7 +111,8 @@ def models_part(batch: int, n: int, gen: int, out: list[dict[str, Any]]) -> None
     torch.set_num_threads(1)
     prompts = [p.question for p in heldout(n)]
     print(f"bundled models, one thread, n {n} held-out problems, gen {gen}: decodes/s at batch 1 and {batch}")
-    print(f"{'model':<12} {'arm':<20} {'engine':<12} {'b1 dec/s':>8} {'bN dec/s':>8} {'x b1':>6} {'same':>5}")
+    print(f"{'model':<12} {'arm':<20} {'engine':<12} {'b1 dec/s':>8} {'bN dec/s':>8} {'x b1':>6} {'cpu x b1':>8} "
+          f"{'same':>5}")
     for name, arms in MODEL_ARMS.items():
         model = s2d2.load_model(name, backend="dynamic", device="cpu", dtype=torch.float32)
         for preset in arms:
@@ -117,12 +120,13 @@ def models_part(batch: int, n: int, gen: int, out: list[dict[str, Any]]) -> None
             for engine in engines(cfg, model):
                 one = decode(model, prompts, cfg, 1, engine)
                 many = decode(model, prompts, cfg, batch, engine)
-                x = one["wall_s"] / many["wall_s"]
+                x, x_cpu = one["wall_s"] / many["wall_s"], one["cpu_s"] / many["cpu_s"]
                 same = sum(a == b for a, b in zip(one["outputs"], many["outputs"]))
                 print(f"{name:<12} {preset:<20} {engine:<12} {n / one['wall_s']:>8.2f} {n / many['wall_s']:>8.2f} "
-                      f"{x:>6.2f} {same:>5}", flush=True)
+                      f"{x:>6.2f} {x_cpu:>8.2f} {same:>5}", flush=True)
                 out.append({"part": "models", "model": name, "arm": preset, "engine": engine, "batch": batch,
                             "n": n, "b1_wall_s": one["wall_s"], "bN_wall_s": many["wall_s"], "speedup": x,
+                            "b1_cpu_s": one["cpu_s"], "bN_cpu_s": many["cpu_s"], "cpu_speedup": x_cpu,
                             "same_outputs": same})
 
 

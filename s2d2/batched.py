@@ -1,10 +1,12 @@
 """`generate_batch`: many prompts decoded together, each with the answer `generate` gives it alone.
 
-Every sequence runs `generate`'s own decode (s2d2/api.py `run_prepared`: the block loop, the LLaDA2 editing loop,
-the D2F pipeline or AR, whatever its config names) with its own generator, policy state, masks, drafts,
-acceptance and residual; only the model forwards are shared (s2d2/decoding/batch.py). So sequence i with seed s_i
-gives `generate(model, prompts[i], cfg, seed=s_i)`'s trace apart from wall times and float round-off in the shared
-forwards: in float64 the same tokens, NFE and decisions (tests/lib/test_batch_decode.py).
+Every sequence keeps its own generator, policy state, masks, drafts, acceptance and residual. Two engines run the
+batch: the batch-first one (s2d2/decoding/lockstep.py: one step for every live sequence; honest AR and the
+position-aligned diffusion baselines) and the thread engine (s2d2/decoding/batch.py: every sequence runs
+`generate`'s own decode, `run_prepared`, on its own thread and only the model forwards are shared; every loop).
+So sequence i with seed s_i gives `generate(model, prompts[i], cfg, seed=s_i)`'s trace apart from wall times and
+float round-off in the shared forwards: in float64 the same tokens, NFE and decisions (tests/lib/test_batch_decode.py,
+tests/lib/test_batch_first.py).
 
 Both backends batch. On the static backend each live sequence leases one slot of the preallocated storage
 (`generate_batch` first reserves min(batch_size, max_slots) slots, then warms the (batch bucket, row bucket) shapes

@@ -137,7 +137,9 @@ class Lockstep:
         """Each row's logits (or its forward's error), running the requests in the least-cost groups."""
         queries = [int(a.request.input_ids.shape[0]) for a in asked]
         out: list[Any] = [None] * len(asked)
-        for group in cheapest_groups(queries, [r.index for r in live], self.fixed_tokens):
+        groups = (cheapest_groups(queries, [r.index for r in live], self.fixed_tokens) if self._batched
+                  else [[j] for j in range(len(asked))])  # no forward_batch: each request its own forward
+        for group in groups:
             lengths = [int(asked[j].request.cache.get_seq_length()) for j in group]
             replies, wall, error = self._attempt([asked[j].request for j in group])
             self._log(live, group, queries, lengths, wall, error)

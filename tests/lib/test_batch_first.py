@@ -218,3 +218,63 @@ def test_a_diffusion_sequences_own_stop_rolls_back_to_its_last_block_as_generate
     assert len(want.trace.blocks) >= 1 and want.metrics["nfe"] < 7  # it rolled back past forwards it had run
     for i in (1, 2):
         assert got[i].token_ids == s2d2.generate(base, prompts[i], cfg, seed=i).token_ids
+
+
+@pytest.mark.parametrize("cfg", [s2d2.DecodeConfig(method="ar", gen_length=12),
+                                 s2d2.DecodeConfig(method="diffusion", gen_length=12, block_length=4)],
+                         ids=["ar", "diffusion"])
+def test_the_shared_work_of_a_step_does_not_grow_with_the_batch(cfg, monkeypatch):
+    """The distribution, the greedy draw, the remasking rule and the read run once per step for the whole batch:
+    a batch of 6 copies of a prompt makes as many calls of each as a batch of 2."""
+    from s2d2.decoding import lockstep_ar, lockstep_block
+
+    calls: dict[str, int] = {}
+
+    def counted(module: Any, name: str) -> None:
+        real = getattr(module, name)
+
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            calls[name] = calls.get(name, 0) + 1
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(module, name, wrapper)
+
+    loop = lockstep_ar if cfg.method == "ar" else lockstep_block
+    for name in ["token_distribution", "read_rows"] + (["skip_inputs"] if cfg.method == "diffusion" else []):
+        counted(loop, name)
+    per_size = []
+    for n in (2, 6):
+        calls.clear()
+        s2d2.generate_batch(model64("aligned"), [PROMPTS["a"]] * n, cfg, [0] * n, batch_size=n, detailed=False,
+                            engine="batch-first")
+        per_size.append(dict(calls))
+    assert per_size[0] == per_size[1] and per_size[0]["token_distribution"] >= 4
+
+
+class NoBatch:
+    """The model without `forward_batch` (a test stub's shape): each request runs alone; one that raises fails
+    only its own sequence."""
+
+    def __init__(self, model: Any, refuse_len: int) -> None:
+        self._model, self.refuse_len = model, refuse_len
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "forward_batch":
+            raise AttributeError(name)
+        return getattr(self._model, name)
+
+    def forward(self, *req: Any) -> torch.Tensor:
+        if int(req[1].shape[0]) == self.refuse_len and int(req[0].get_seq_length()) == 0:
+            raise StopDecoding()
+        return self._model.forward(*req)
+
+
+def test_without_forward_batch_each_request_runs_alone_and_fails_alone():
+    model = NoBatch(model64("aligned"), refuse_len=8)  # the prefill of a 7-token prompt ([prompt | MASK])
+    prompts = [PROMPTS["a"], [1, 2, 3, 4, 5, 6, 7], [7, 8, 9]]
+    cfg = s2d2.DecodeConfig(method="ar", gen_length=6)
+    got = s2d2.generate_batch(model, prompts, cfg, [0, 1, 2], batch_size=3, engine="batch-first")
+    assert [r.trace.footer.finish_reason for r in got] == ["length", "cancelled", "length"]
+    for i in (0, 2):
+        assert got[i].token_ids == s2d2.generate(model64("aligned"), prompts[i], cfg, seed=i).token_ids
+    assert all(len(f.sequences) == 1 for f in got[0].batch.forwards)
