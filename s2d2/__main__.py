@@ -1,4 +1,4 @@
-"""Command line: `python -m s2d2 {generate,presets,models,train-tiny,eval-task,bench,lm-eval}`.
+"""Command line: `python -m s2d2 {generate,presets,models,train-tiny,eval-task,bench,lm-eval,export-web}`.
 
 Every user error ends in one readable line on stderr and exit status 2, never a traceback. `generate` checks its
 arguments against the same limits as the app (s2d2/limits.py: prompt characters and tokens, generation length,
@@ -34,6 +34,8 @@ def main(argv: list[str] | None = None) -> int:
     _add_optional(sub, "bench", "s2d2.sweeps.bench", "add_bench_args", "sweep a grid of configs over a task")
     _add_optional(sub, "lm-eval", "s2d2.harness.cli", "add_lm_eval_args",
                   "lm-evaluation-harness tasks with the s2d2 backend (needs requirements-eval.txt)")
+    _add_optional(sub, "export-web", "s2d2.web.cli", "add_export_web_args",
+                  "export a small model to ONNX for decoding in the browser (needs requirements-web.txt)")
     args = parser.parse_args(argv)
     try:
         return _dispatch(args)
@@ -91,7 +93,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         return _generate(args)
     module = __import__(args._module, fromlist=["x"])
     runner = {"train-tiny": "run_train_tiny", "eval-task": "run_eval_task", "bench": "run_bench",
-              "lm-eval": "run_lm_eval"}[args.command]
+              "lm-eval": "run_lm_eval", "export-web": "run_export_web"}[args.command]
     return int(getattr(module, runner)(args) or 0)
 
 
