@@ -1,0 +1,144 @@
+"""The page decoder (s2d2_web/decoding/) against `s2d2.generate` on the bundled `tiny` model (float32, CPU).
+
+Two bindings, both over a grid of prompts x presets, greedy and sampled, with the shared counter stream (rng="counter"):
+
+* replay: the JavaScript decoder is given exactly the logits the Python decoder's model gave, forward by forward
+  (tests/support/replay_model.js refuses a forward that differs in ids, positions, mask, cache length or rows
+  kept). The traces must agree everywhere: token ids, forward kinds, counts and cache lengths, every decision and
+  reason line, every draw; recorded floats within 1e-4 (the page computes in float64 what torch computes in float32).
+* ONNX: the JavaScript decoder on the exported model (assets/web/tiny) under onnxruntime-node, against the Python
+  decoder on the torch model: the conformance of issue 36, reported as identical / total per preset.
+
+Node runs both (tests skip, saying why, without node; the ONNX one also without `npm ci --prefix s2d2_web`).
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+import s2d2
+from tests.support.node_runner import ROOT, WEB, node, run_module
+from tests.support.web_decoder import record_decode, replay_decode, trace_differences
+
+PROMPTS = ("Once upon a time there was", "Tom has 3 apples. He buys 4 more. How many?")
+# Every preset the page decodes for `tiny` (the block loop and AR; not llada2-*, d2f-*, nor cost-aware, which routes
+# with this machine's measured forward seconds).
+PRESETS = ("ar", "dynamic-baseline", "sdar-config-a", "sdar-config-b", "fastdllm-config-a", "fastdllm-config-b",
+           "fastdllm-config-c", "sdar-config-b+reuse", "sdar-config-b+fused", "sdar-config-b+adaptive",
+           "sdar-config-b+all", "sdar-config-b+trim", "sdar-config-b+reuse+fused+trim", "lossless")
+SAMPLED = tuple(p for p in PRESETS if p != "lossless")  # lossless is greedy_exact: temperature 0 only
+GEN = 32
+
+
+@pytest.fixture(scope="module")
+def tiny() -> Any:
+    return s2d2.load_model("tiny", dtype=torch.float32)
+
+
+def _cfg(name: str, temperature: float) -> s2d2.DecodeConfig:
+    return s2d2.preset(name, gen_length=GEN, rng="counter", temperature=temperature)
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0], ids=["greedy", "sampled"])
+@pytest.mark.parametrize("name", PRESETS)
+def test_the_page_decoder_makes_every_decision_of_generate_given_the_same_logits(tiny, tmp_path, name, temperature):
+    if temperature and name not in SAMPLED:
+        pytest.skip("greedy_exact acceptance decodes at temperature 0 only")
+    for i, prompt in enumerate(PROMPTS):
+        folder = tmp_path / f"p{i}"
+        want = record_decode(tiny, prompt, _cfg(name, temperature), 11 + i, folder)
+        got = replay_decode(folder, want)
+        assert "error" not in got, got.get("error")
+        assert trace_differences(want, got) == [], f"{name}, prompt {i}"
+
+
+def test_a_sampled_grid_exercises_rejections_residual_draws_skips_and_the_remasking_rule(tiny, tmp_path):
+    """The replay grid is not vacuous: between them its decodes resample, accept, skip and fall back."""
+    hows, routes = Counter(), Counter()
+    for name in ("sdar-config-a", "fastdllm-config-c"):
+        for t in (0.0, 1.0):
+            trace = s2d2.generate(tiny, PROMPTS[0], _cfg(name, t), seed=11).trace
+            hows.update(c.how for s in trace.steps for c in s.commits)
+            routes.update(s.decision.verify for s in trace.steps if s.decision is not None)
+    assert {"accepted", "resampled", "threshold", "fallback"} <= set(hows)
+    assert routes[True] and routes[False]
+
+
+def test_the_trace_comparison_sees_a_changed_token_decision_or_float():
+    base = {"steps": [{"commits": [{"token": 5}], "decision": {"verify": True, "reason": "s = 1.00"}, "p": 0.5}],
+            "forwards": [{"wall_s": 0.1}]}
+    assert trace_differences(base, json.loads(json.dumps(base))) == []
+    for path, value in ((("commits", 0, "token"), 6), (("decision", "verify"), False), (("decision", "reason"), "s"),
+                        (("p",), 0.5002)):
+        other = json.loads(json.dumps(base))
+        at = other["steps"][0]
+        for key in path[:-1]:
+            at = at[key]
+        at[path[-1]] = value
+        assert len(trace_differences(base, other)) == 1, path
+    timed = json.loads(json.dumps(base))
+    timed["forwards"][0]["wall_s"] = 9.0
+    assert trace_differences(base, timed) == []  # wall times are measured, never compared
+
+
+def test_a_configuration_the_page_cannot_decode_gets_one_readable_reason(tiny):
+    cases = [s2d2.preset("sdar-config-b").to_dict(), s2d2.preset("sdar-config-b+cost-aware").to_dict(),
+             s2d2.preset("llada2-static").to_dict(), s2d2.preset("dynamic-baseline").to_dict(),
+             _cfg("sdar-config-b", 1.0).to_dict()]
+    spec = {"alignment": "aligned"}
+    got = run_module("decoding/api.js", "output = input.map((c) => m.unsupported(c, {spec: %s}));" % json.dumps(spec),
+                     cases)
+    assert got == ["this configuration draws random numbers: the page needs rng='counter'",
+                   'policy "cost_aware" is decoded on the server only', 'loop "editing" is decoded on the server only',
+                   None, None]
+
+
+def test_token_texts_from_tokenizer_json_equal_the_tokenizers_decode(tiny):
+    texts = run_module("tokens.js", "output = m.tokenTexts(input, 2048);",
+                       json.loads((ROOT / "assets" / "web" / "tiny" / "tokenizer.json").read_text()))
+    assert texts == [tiny.tokenizer.decode([i]) for i in range(tiny.spec.vocab_size)]
+
+
+def _onnx_runtime() -> None:
+    node()
+    if not (WEB / "node_modules" / "onnxruntime-node").is_dir():
+        pytest.skip("onnxruntime-node is not installed: run `npm ci --prefix s2d2_web` (README, 'Set up')")
+
+
+def test_the_page_decoder_on_the_exported_model_matches_generate_on_the_torch_model(tiny, capsys):
+    """Issue 36's conformance: ids, forward kinds and counts, cache lengths and every decision identical; floats
+    within 1e-4. The counts per preset are printed (run with -s to see them)."""
+    _onnx_runtime()
+    cases, wants = [], []
+    for name in PRESETS:
+        for t in ((0.0, 1.0) if name in SAMPLED else (0.0,)):
+            for i, prompt in enumerate(PROMPTS):
+                want = s2d2.generate(tiny, prompt, _cfg(name, t), seed=11 + i).trace.to_dict()
+                h = want["header"]
+                cases.append((name, t))
+                wants.append(want)
+    jobs = [{"config": w["header"]["config"], "prompt_ids": w["header"]["prompt_ids"], "seed": w["header"]["seed"],
+             "prompt_text": w["header"]["prompt_text"]} for w in wants]
+    done = subprocess.run([node(), str(ROOT / "tests" / "support" / "onnx_decode.mjs"),
+                           str(ROOT / "assets" / "web" / "tiny")], input=json.dumps(jobs), text=True,
+                          capture_output=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    same, total, diffs = Counter(), Counter(), []
+    for (name, t), want, got in zip(cases, wants, json.loads(done.stdout)):
+        assert "error" not in got, got.get("error")
+        assert got["header"]["model"]["attn_implementation"] == "onnxruntime"
+        got["header"]["model"] = want["header"]["model"]  # where it ran (the page's runtime) is meant to differ
+        found = trace_differences(want, got)
+        key = f"{name} ({'sampled' if t else 'greedy'})"
+        total[key] += 1
+        same[key] += not found
+        diffs += [f"{key}: {d}" for d in found[:3]]
+    with capsys.disabled():
+        print("\nconformance (identical / total):", ", ".join(f"{k} {same[k]}/{total[k]}" for k in total))
+    assert diffs == []
