@@ -128,9 +128,11 @@ def dynamic_axes(layers: int) -> dict[str, dict[int, str]]:
 
 
 def trace(model: Any) -> Any:
-    """The ONNX ModelProto of `CacheForward(model)` (TorchScript exporter, float32 throughout)."""
+    """The ONNX ModelProto of `CacheForward(model)` (TorchScript exporter, float32 throughout). An MoE model's
+    experts are switched to `batched_mm` first (the same function, traceable)."""
     import onnx
 
+    use_batched_experts(model)
     layers = cache_shape(model.config)[0]
     buffer = io.BytesIO()
     with warnings.catch_warnings(), torch.no_grad():
@@ -138,4 +140,7 @@ def trace(model: Any) -> Any:
         torch.onnx.export(CacheForward(model), example_inputs(model.config), buffer, input_names=input_names(layers),
                           output_names=output_names(layers), dynamic_axes=dynamic_axes(layers), opset_version=OPSET,
                           dynamo=False, do_constant_folding=True)
-    return onnx.load_from_string(buffer.getvalue())
+    graph = onnx.load_from_string(buffer.getvalue())
+    for value in list(graph.graph.input) + list(graph.graph.output):
+        value.type.tensor_type.shape.dim[0].dim_value = 1  # one sequence; the tracer may name this axis instead
+    return graph

@@ -118,8 +118,8 @@ def decodes(hf: Any, onnx: OnnxModel, presets: list[str], prompts: list[str], ge
             got = generate(onnx, prompt, cfg, seed=seed)
             kinds: Callable[[Any], list[tuple[str, int, int]]] = lambda r: [
                 (f.kind, f.cache_len, f.query_tokens) for f in r.trace.forwards]
-            out.append(DecodeRow(name, prompt, ref.ids == got.ids, kinds(ref) == kinds(got), len(ref.ids),
-                                 len(ref.trace.forwards)))
+            out.append(DecodeRow(name, prompt, ref.token_ids == got.token_ids, kinds(ref) == kinds(got),
+                                 len(ref.token_ids), len(ref.trace.forwards)))
     return out
 
 
