@@ -1,13 +1,15 @@
 // generate(): one decode in the page, recorded as the trace the server writes (schema s2d2/trace/records.py).
 // Python twin: s2d2/api.py (run_prepared, run_loop) and s2d2/output.py (trim_output).
 //
-// What the page runs: the block loop and honest AR on position-aligned models (the bundled `tiny`), every remasking
-// rule, the policies of policies/index.js, the six estimators, the three acceptance modes, KV reuse, the fused
-// commit, adaptive blocks and the trimmed verifier. Draws come from the counter stream (rng="counter"): a config
-// that draws with torch's generator is refused before any work, since the page cannot reproduce it.
+// What the page runs: the block loop, honest AR and the LLaDA2.x editing loop on position-aligned models (the
+// bundled `tiny` and `tiny-llada2`); every remasking rule, the policies of policies/index.js, the six estimators,
+// the three acceptance modes, KV reuse, the fused commit, adaptive blocks and the trimmed verifier. Draws come from
+// the counter stream (rng="counter"): a config that draws with torch's generator is refused before any work,
+// since the page cannot reproduce it.
 import { CounterStream } from "../draws.js";
 import { arLoop } from "./ar.js";
 import { blockLoop } from "./decoder.js";
+import { editingLoop } from "./editing.js";
 import { Recorder } from "./forwards.js";
 import { doSample } from "./sampling.js";
 
@@ -24,7 +26,7 @@ export function draws(cfg) {
 /** The reason the page cannot decode `cfg` on `model`, or null when it can. */
 export function unsupported(cfg, model) {
   if (model.spec.alignment !== "aligned") return "the page decodes position-aligned models only";
-  if ((cfg.loop ?? "block") !== "block") return `loop ${JSON.stringify(cfg.loop)} is decoded on the server only`;
+  if (!["block", "editing"].includes(cfg.loop ?? "block")) return `loop ${JSON.stringify(cfg.loop)} is decoded on the server only`;
   if (cfg.method === "ar" && cfg.ar_accounting !== "fused") return "ar_accounting 'reference' is decoded on the server only";
   if (cfg.method === "s2d2" && ["cost_aware", "contextual_bandit_ucb"].includes(cfg.policy)) {
     return `policy ${JSON.stringify(cfg.policy)} is decoded on the server only`;
@@ -70,8 +72,8 @@ export async function generate(model, promptIds, config, options = {}) {
   };
   const t0 = performance.now();
   const prompt = Int32Array.from(promptIds);
-  const loop = cfg.method === "ar" ? await arLoop(model, cfg, prompt, rec, stream, check)
-    : await blockLoop(model, cfg, prompt, rec, stream, check);
+  const run = cfg.loop === "editing" ? editingLoop : (cfg.method === "ar" ? arLoop : blockLoop);
+  const loop = await run(model, cfg, prompt, rec, stream, check);
   const wall = (performance.now() - t0) / 1000;
   const { mask_id: maskId, stop_ids: stopIds } = model.spec;
   const [out, stopPos] = trimOutput(loop.x.slice(prompt.length), cfg.gen_length, maskId, stopIds);
