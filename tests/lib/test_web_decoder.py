@@ -124,6 +124,7 @@ def _onnx_runtime() -> None:
         pytest.skip("onnxruntime-node is not installed: run `npm ci --prefix s2d2_web` (README, 'Set up')")
 
 
+@pytest.mark.slow  # ~30-70 s per model on one core: a long decode grid in a Node subprocess
 @pytest.mark.parametrize("model", list(GRID))
 def test_the_page_decoder_on_the_exported_model_matches_generate_on_the_torch_model(models, model, capsys):
     """Issue 36's conformance: ids, forward kinds and counts, cache lengths and every decision identical; floats
