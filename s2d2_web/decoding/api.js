@@ -35,6 +35,27 @@ export function unsupported(cfg, model) {
   return null;
 }
 
+// Bounds on the work one decode may ask for (s2d2/config.py MAX_GEN_LENGTH, MAX_BLOCK_LENGTH).
+export const MAX_GEN_LENGTH = 4096;
+export const MAX_BLOCK_LENGTH = 256;
+
+function intIn(value, lo, hi) {
+  return Number.isInteger(value) && value >= lo && value <= hi;
+}
+
+/** The reason a decode of `promptLen` prompt tokens with `cfg` exceeds its bounds, or null. */
+export function outOfBounds(cfg, promptLen, spec) {
+  if (!intIn(cfg.gen_length, 1, MAX_GEN_LENGTH)) return `gen_length: must be an integer in [1, ${MAX_GEN_LENGTH}]`;
+  if (!intIn(cfg.block_length, 1, MAX_BLOCK_LENGTH)) return `block_length: must be an integer in [1, ${MAX_BLOCK_LENGTH}]`;
+  const most = cfg.adaptive_block ? cfg.adaptive_max_block : cfg.block_length;
+  if (!intIn(most, 1, MAX_BLOCK_LENGTH)) return `adaptive_max_block: must be an integer in [1, ${MAX_BLOCK_LENGTH}]`;
+  const total = Math.ceil((promptLen + cfg.gen_length) / most) * most;
+  if (spec.max_positions !== undefined && total > spec.max_positions) {
+    return `the prompt (${promptLen} tokens) and gen_length ${cfg.gen_length} need ${total} positions; this model has ${spec.max_positions}`;
+  }
+  return null;
+}
+
 /** Keep at most genLength tokens, up to the last non-mask, then cut before the first stop id. */
 export function trimOutput(generated, genLength, maskId, stopIds) {
   const ids = Array.from(generated.slice(0, genLength));
@@ -61,7 +82,7 @@ function encode(value) {
  */
 export async function generate(model, promptIds, config, options = {}) {
   const cfg = { ...LATER_DEFAULTS, ...config };
-  const why = unsupported(cfg, model);
+  const why = unsupported(cfg, model) ?? outOfBounds(cfg, promptIds.length, model.spec);
   if (why !== null) throw new RangeError(`browser decode: ${why}`);
   const { seed = 0, promptText = "", detailed = true, onBlock = null, shouldStop = null } = options;
   const stream = cfg.rng === "counter" ? new CounterStream(BigInt(seed)) : null;

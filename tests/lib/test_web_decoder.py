@@ -155,3 +155,45 @@ def test_the_page_decoder_on_the_exported_model_matches_generate_on_the_torch_mo
     with capsys.disabled():
         print(f"\nconformance, {model} (identical / total):", ", ".join(f"{k} {same[k]}/{total[k]}" for k in total))
     assert diffs == []
+
+
+JOB = """
+import { createRequire } from "node:module";
+const require = createRequire(%s);
+const ort = require("onnxruntime-node");
+const posts = [];
+for (const request of input) await m.decodeJob(request, (message) => posts.push(message), ort);
+output = posts;
+"""
+
+
+def test_the_workers_job_streams_each_blocks_tokens_then_the_trace_or_one_error(models):
+    """decode_job.js (what worker.js runs): a token list after every block, each the final output's prefix so far,
+    then the trace, equal to generate's; a request the page cannot decode gets one readable error and nothing else."""
+    _onnx_runtime()
+    folder = ROOT / "assets" / "web" / "tiny"
+    manifest = json.loads((folder / "manifest.json").read_text())
+    tokenizer = json.loads((folder / "tokenizer.json").read_text())
+    want = s2d2.generate(models["tiny"], TINY_PROMPTS[0], _cfg("tiny", "sdar-config-b", 0.0), seed=5).trace.to_dict()
+    h = want["header"]
+    base = {"manifest": manifest, "modelUrl": str(folder / "model.onnx"), "tokenizer": tokenizer,
+            "promptIds": h["prompt_ids"], "promptText": h["prompt_text"], "seed": 5}
+    bad = s2d2.preset("sdar-config-b+cost-aware", rng="counter").to_dict()
+    posts = run_module("decode_job.js", JOB % json.dumps((WEB / "package.json").as_uri()),
+                       [{**base, "config": h["config"]}, {**base, "config": bad},
+                        {**base, "config": {**h["config"], "gen_length": 100000}}])
+    streamed = len(want["blocks"]) - (want["footer"]["finish_reason"] == "stop_token")  # no post after a stop
+    assert [p["type"] for p in posts] == ["block"] * streamed + ["done", "error", "error"]
+    final = want["footer"]["output_ids"]
+    mask = manifest["decoding"]["mask_id"]
+    for p in posts[:-3]:
+        decoded = [t for t in p["tokens"] if t != mask]
+        assert decoded == p["tokens"][: len(decoded)] and final[: len(decoded)] == decoded[: len(final)]
+    counts = [len([t for t in p["tokens"] if t != mask]) for p in posts[:-3]]
+    assert counts == sorted(set(counts)) and counts[0] > 0  # every block adds tokens
+    assert [t for t in posts[-4]["tokens"] if t != mask][: len(final)] == final
+    got = posts[-3]["trace"]
+    got["header"]["model"] = want["header"]["model"]
+    assert trace_differences(want, got) == []
+    assert posts[-2]["message"] == 'browser decode: policy "cost_aware" is decoded on the server only'
+    assert posts[-1]["message"] == "browser decode: gen_length: must be an integer in [1, 4096]"
