@@ -16,13 +16,13 @@ from __future__ import annotations
 import json
 import subprocess
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
 
 import s2d2
+from s2d2.trace import Trace
 from tests.support.node_runner import ROOT, WEB, node, run_module
 from tests.support.web_decoder import record_decode, replay_decode, trace_differences
 
@@ -66,6 +66,7 @@ def test_the_page_decoder_makes_every_decision_of_generate_given_the_same_logits
         got = replay_decode(folder, want)
         assert "error" not in got, got.get("error")
         assert trace_differences(want, got) == [], f"{model} {name}, prompt {i}"
+        Trace.from_dict(got)  # the server reads it as it reads an upload: schema, bounds, cross-field rules
 
 
 def test_the_grid_exercises_rejections_residual_draws_skips_the_remasking_rule_and_edits(models):
