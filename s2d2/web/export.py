@@ -54,18 +54,22 @@ def default_folder(name: str) -> Path | None:
 
 
 def check_size(name: str) -> None:
-    """Refuse (ValueError, one line) a registry entry or local folder over the parameter limit, before any load."""
+    """Refuse (ValueError, one line) what export-web does not take, before any load or download: a registry entry or
+    local folder over the parameter limit, and any name that is neither a bundled model, a registry entry nor a
+    local folder (a Hub id is not downloaded to be measured: download it first and pass its folder)."""
     from ..models.registry import lookup
 
     entry = lookup(name)
     folder = Path(name).expanduser()
-    if entry is not None and entry.path is None:
+    if folder.is_dir():
+        why = too_big(folder_params(folder), name)
+    elif entry is not None and entry.path is not None:
+        why = too_big(folder_params(entry.path), entry.name)
+    elif entry is not None:
         why = too_big(registry_params(entry.size_gb), entry.name)
-    elif folder.is_dir() or (entry is not None and entry.path is not None):
-        where = folder if folder.is_dir() else entry.path  # type: ignore[union-attr]
-        why = too_big(folder_params(where), name)
     else:
-        why = None  # unknown: load_model says so in one line
+        why = (f"unknown model {name!r}: export-web takes tiny, tiny-llada2 or a local checkpoint folder (download a "
+               "Hub checkpoint first and pass its folder)")
     if why:
         raise ValueError(why)
 

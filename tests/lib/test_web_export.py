@@ -151,6 +151,8 @@ def fake_checkpoint(folder, params):
 
 @pytest.mark.parametrize("argv, message", [
     (["export-web", "--model", "no-such-model", "--out", "{tmp}/o"], "error: unknown model 'no-such-model'"),
+    (["export-web", "--model", "someone/some-model", "--out", "{tmp}/o"],
+     "error: unknown model 'someone/some-model': export-web takes tiny, tiny-llada2 or a local checkpoint folder"),
     (["export-web", "--model", "JetLM/SDAR-1.7B-Chat", "--out", "{tmp}/o"],
      "error: JetLM/SDAR-1.7B-Chat has about 2,030 M parameters; export-web takes checkpoints of at most 50 M"),
     (["export-web", "--model", "{tmp}/big", "--out", "{tmp}/o"],
