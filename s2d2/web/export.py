@@ -75,7 +75,8 @@ def check_size(name: str) -> None:
 
 
 def export_web(name: str, out: Path | None = None) -> Exported:
-    """Export checkpoint `name` (registry name, Hub id or folder) into `out` (default: `default_folder`)."""
+    """Export checkpoint `name` (a bundled model or a local checkpoint folder) into `out` (default:
+    `default_folder`). Everything refusable is refused before the output folder is touched."""
     from ..models.loading import load_model
 
     folder = out if out is not None else default_folder(name)
@@ -85,6 +86,9 @@ def export_web(name: str, out: Path | None = None) -> Exported:
     hf = load_model(name, device="cpu", dtype="float32", attn_implementation="sdpa", backend="dynamic")
     params = sum(p.numel() for p in hf.model.parameters())
     why = too_big(params, name) or unsupported(hf.model.config)
+    source = Path(hf.spec.extra["folder"])
+    if not why and not (source / TOKENIZER_FILE).is_file():
+        why = f"{name}: no {TOKENIZER_FILE} in the checkpoint folder (the page encodes prompts with it)"
     if why:
         raise ValueError(why)
     experts = use_batched_experts(hf.model)
@@ -94,7 +98,6 @@ def export_web(name: str, out: Path | None = None) -> Exported:
     import onnx
 
     onnx.save(graph, str(folder / MODEL_FILE))
-    source = Path(hf.spec.extra["folder"])
     shutil.copyfile(source / TOKENIZER_FILE, folder / TOKENIZER_FILE)
     manifest = write_manifest(folder, hf, source, params=params, experts="batched_mm" if experts else None,
                               opset=OPSET, storage=storage, files=(MODEL_FILE, TOKENIZER_FILE))
