@@ -198,3 +198,11 @@ def test_the_workers_job_streams_each_blocks_tokens_then_the_trace_or_one_error(
     assert trace_differences(want, got) == []
     assert posts[-2]["message"] == 'browser decode: policy "cost_aware" is decoded on the server only'
     assert posts[-1]["message"] == "browser decode: gen_length: must be an integer in [1, 4096]"
+
+
+def test_reason_line_numbers_are_formatted_as_python_formats_them():
+    """policies/base.js fmt / num, the page's f"{x:.2f}" and f"{x:g}": exact binary ties round to even."""
+    values = [0.125, 0.165, 0.135, 1.005, -0.001, 2.675, 0.375, -0.125, 0.625, 1.875, 1e-05, 0.5, 1234567.0, -0.0,
+              3.0, 2.0 / 3.0, 0.0049999999, 12.345, -7.5, 100.125]
+    got = run_module("policies/base.js", "output = input.map((x) => [m.fmt(x), m.num(x)]);", values)
+    assert got == [[f"{x:.2f}", f"{x:g}"] for x in values]
