@@ -23,8 +23,21 @@ export function draws(cfg) {
   return doSample(cfg) || (cfg.method === "s2d2" && cfg.acceptance !== "greedy_exact");
 }
 
+// The choices a config names (s2d2/config.py); anything else is refused before any work.
+const CHOICES = {
+  method: ["ar", "diffusion", "s2d2"],
+  acceptance: ["paper", "sampled", "greedy_exact"],
+  remasking: ["low_confidence_static", "low_confidence_dynamic", "sequential", "entropy_bounded"],
+  estimator: ["hard_margin_threshold", "hard_entropy_threshold", "soft_confidence_power", "soft_clipped_linear_margin",
+    "soft_entropy_negexp", "soft_renyi_2_entropy"],
+  score_type: ["difference_static", "difference_dynamic"],
+};
+
 /** The reason the page cannot decode `cfg` on `model`, or null when it can. */
 export function unsupported(cfg, model) {
+  for (const [field, allowed] of Object.entries(CHOICES)) {
+    if (!allowed.includes(cfg[field])) return `${field}: one of ${allowed.join(", ")}`;
+  }
   if (model.spec.alignment !== "aligned") return "the page decodes position-aligned models only";
   if (!["block", "editing"].includes(cfg.loop ?? "block")) return `loop ${JSON.stringify(cfg.loop)} is decoded on the server only`;
   if (cfg.method === "ar" && cfg.ar_accounting !== "fused") return "ar_accounting 'reference' is decoded on the server only";
@@ -47,6 +60,11 @@ function intIn(value, lo, hi) {
 export function outOfBounds(cfg, promptLen, spec) {
   if (!intIn(cfg.gen_length, 1, MAX_GEN_LENGTH)) return `gen_length: must be an integer in [1, ${MAX_GEN_LENGTH}]`;
   if (!intIn(cfg.block_length, 1, MAX_BLOCK_LENGTH)) return `block_length: must be an integer in [1, ${MAX_BLOCK_LENGTH}]`;
+  if (cfg.denoising_steps != null && !intIn(cfg.denoising_steps, 1, cfg.block_length)) {
+    return "denoising_steps: must be an integer in [1, block_length]";
+  }
+  if (cfg.sub_block_length != null && !(intIn(cfg.sub_block_length, 1, cfg.block_length)
+    && cfg.block_length % cfg.sub_block_length === 0)) return "sub_block_length: must divide block_length";
   const most = cfg.adaptive_block ? cfg.adaptive_max_block : cfg.block_length;
   if (!intIn(most, 1, MAX_BLOCK_LENGTH)) return `adaptive_max_block: must be an integer in [1, ${MAX_BLOCK_LENGTH}]`;
   const total = Math.ceil((promptLen + cfg.gen_length) / most) * most;

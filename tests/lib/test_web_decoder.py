@@ -102,13 +102,14 @@ def test_the_trace_comparison_sees_a_changed_token_decision_or_float():
 def test_a_configuration_the_page_cannot_decode_gets_one_readable_reason():
     cases = [s2d2.preset("sdar-config-b").to_dict(), s2d2.preset("sdar-config-b+cost-aware").to_dict(),
              s2d2.preset("d2f").to_dict(), s2d2.preset("dynamic-baseline").to_dict(),
-             _cfg("tiny", "sdar-config-b", 1.0).to_dict(), _cfg("tiny-llada2", "llada2-quality", 0.0).to_dict()]
+             _cfg("tiny", "sdar-config-b", 1.0).to_dict(), _cfg("tiny-llada2", "llada2-quality", 0.0).to_dict(),
+             {**_cfg("tiny", "sdar-config-b", 0.0).to_dict(), "acceptance": "maybe"}]
     spec = {"alignment": "aligned"}
     got = run_module("decoding/api.js", "output = input.map((c) => m.unsupported(c, {spec: %s}));" % json.dumps(spec),
                      cases)
     assert got == ["this configuration draws random numbers: the page needs rng='counter'",
                    'policy "cost_aware" is decoded on the server only', 'loop "pipeline" is decoded on the server only',
-                   None, None, None]
+                   None, None, None, "acceptance: one of paper, sampled, greedy_exact"]
 
 
 @pytest.mark.parametrize("model", list(GRID))
