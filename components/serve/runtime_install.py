@@ -2,8 +2,9 @@
 
 A Hugging Face Space installs the Debian packages named in `packages.txt` (this repository names nodejs and npm) and
 the Python requirements, but runs no `npm ci`. So on a Space (`SPACE_ID` set), or anywhere with
-`S2D2_WEB_RUNTIME_INSTALL=1`, the app runs `npm ci --prefix s2d2_web --ignore-scripts` itself, once, in a background
-thread, when the runtime is missing: the ordinary client, the versions and integrity hashes of
+`S2D2_WEB_RUNTIME_INSTALL=1`, the app runs `npm ci --prefix s2d2_web --ignore-scripts --omit=dev` itself (the
+runtime alone: the dev dependency onnxruntime-node serves the tests only), once, in a background thread, when the
+runtime is missing: the ordinary client, the versions and integrity hashes of
 s2d2_web/package-lock.json, no install scripts. `S2D2_WEB_RUNTIME_INSTALL=0` turns it off. Until it finishes, the page
 decodes on the server; a failure is one line on stderr and changes nothing else.
 """
@@ -33,7 +34,7 @@ def install(prefix: Path, timeout: float = INSTALL_TIMEOUT_S) -> str | None:
     npm = shutil.which("npm")
     if npm is None:
         return "npm is not installed (packages.txt names it for a Space; apt-get install npm elsewhere)"
-    command = [npm, "ci", "--prefix", str(prefix), "--ignore-scripts", "--no-audit", "--no-fund"]
+    command = [npm, "ci", "--prefix", str(prefix), "--ignore-scripts", "--omit=dev", "--no-audit", "--no-fund"]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
     except subprocess.TimeoutExpired:

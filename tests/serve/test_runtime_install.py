@@ -45,7 +45,8 @@ def test_install_runs_npm_ci_and_the_runtime_is_then_found(tmp_path, monkeypatch
     script = f'echo "$@" > {log}\n' + laying_out(bf.pinned_version())
     monkeypatch.setenv("PATH", f"{fake_npm(tmp_path / 'bin', script)}:/usr/bin:/bin")
     assert runtime_install.install(prefix) is None
-    assert log.read_text().split() == ["ci", "--prefix", str(prefix), "--ignore-scripts", "--no-audit", "--no-fund"]
+    assert log.read_text().split() == ["ci", "--prefix", str(prefix), "--ignore-scripts", "--omit=dev", "--no-audit",
+                                      "--no-fund"]
     assert bf.runtime_problem(prefix / "node_modules" / "onnxruntime-web" / "dist") is None
 
 
