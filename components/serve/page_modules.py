@@ -1,14 +1,18 @@
 """The ES modules the page imports: their folders, served as static files, and the browser code for their URLs.
 
-Gradio serves only the folders given to `gr.set_static_paths`, and each call replaces the last, so every folder of
-page modules is listed here and served by one call (`serve`, before the app is built). A module is imported by an
-event's browser code on first use (a dynamic import, cached by the browser).
+Gradio serves only the paths given to `gr.set_static_paths`, so every folder of page modules, and each file the page
+needs to decode in the browser (components/serve/browser_files.py: the exported models and the onnxruntime-web
+runtime, listed file by file, never their folders), is listed here and served by one call (`serve`, before the app is
+built). A module is imported by an event's browser code on first use (a dynamic import, cached by the browser).
 """
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import gradio as gr
+
+from components.serve import browser_files
 
 ROOT = Path(__file__).resolve().parents[1]  # components/
 REPLAY_JS = ROOT / "replay" / "js"  # Replay's stepping (components/replay/browser_steps.py)
@@ -16,9 +20,18 @@ RUN_JS = ROOT / "run" / "js"  # the Run's place in the queue, in words (componen
 MODULE_DIRS = (REPLAY_JS, RUN_JS)
 
 
-def serve() -> None:
-    """Let Gradio serve the module folders (and nothing else of the repository) at /gradio_api/file=..."""
-    gr.set_static_paths(list(MODULE_DIRS))
+_SAID: list[str] = []  # the browser-decoding line, printed once per process
+
+
+def serve() -> browser_files.BrowserFiles:
+    """Let Gradio serve the module folders and the browser-decoding files (and nothing else of the repository) at
+    /gradio_api/file=...; says once on stderr whether in-browser decoding is available. Returns what was found."""
+    found = browser_files.find()
+    gr.set_static_paths(list(MODULE_DIRS) + browser_files.static_files(found))
+    if found.line not in _SAID:
+        _SAID.append(found.line)
+        print(found.line, file=sys.stderr)
+    return found
 
 
 def module_url(folder: Path, name: str) -> str:
