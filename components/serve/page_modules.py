@@ -16,8 +16,14 @@ from components.serve import browser_files
 
 ROOT = Path(__file__).resolve().parents[1]  # components/
 REPLAY_JS = ROOT / "replay" / "js"  # Replay's stepping (components/replay/browser_steps.py)
-RUN_JS = ROOT / "run" / "js"  # the Run's place in the queue, in words (components/run/wait_line.py)
+RUN_JS = ROOT / "run" / "js"  # the Run's place in the queue in words, decoding in the page (components/run/)
 MODULE_DIRS = (REPLAY_JS, RUN_JS)
+PAGE_DECODER = ROOT.parent / "s2d2_web"  # the page decoder's modules (never its node_modules/: listed file by file)
+
+
+def decoder_modules(folder: Path = PAGE_DECODER) -> list[Path]:
+    """Every ES module of the page decoder (s2d2_web/*.js and its subfolders), node_modules/ left out."""
+    return sorted(p for p in folder.rglob("*.js") if "node_modules" not in p.relative_to(folder).parts)
 
 
 _SAID: list[str] = []  # the browser-decoding line, printed once per process
@@ -27,11 +33,16 @@ def serve() -> browser_files.BrowserFiles:
     """Let Gradio serve the module folders and the browser-decoding files (and nothing else of the repository) at
     /gradio_api/file=...; says once on stderr whether in-browser decoding is available. Returns what was found."""
     found = browser_files.find()
-    gr.set_static_paths(list(MODULE_DIRS) + browser_files.static_files(found))
+    gr.set_static_paths(list(MODULE_DIRS) + decoder_modules() + browser_files.static_files(found))
     if found.line not in _SAID:
         _SAID.append(found.line)
         print(found.line, file=sys.stderr)
     return found
+
+
+def file_url(path: Path) -> str:
+    """The URL of a served file, relative to the page (the page resolves it against document.baseURI)."""
+    return f"gradio_api/file={path.as_posix()}"
 
 
 def module_url(folder: Path, name: str) -> str:
