@@ -18,10 +18,10 @@ import pytest
 
 from tests.support.app_server import served  # noqa: F401  (the fixture)
 from tests.support.browser_env import DESKTOP, PHONE, WAIT_MS, open_app, require_browser, show_numbers
+from tests.support.step_views_page import expect_step
 from tests.support.web_decoder import trace_differences
 
 sync_api = require_browser()
-from tests.browser.test_replay_steps import expect_step  # noqa: E402  (after the skip)
 
 ROOT = Path(__file__).resolve().parents[2]
 
