@@ -1,165 +1,113 @@
-"""`python -m benchmarks.page_decode`: "Decode in my browser" measured in Chromium against the server's decode.
+"""The page decoder's speed in Chromium against the server's decode on the same machine.
 
-Starts the app (benchmarks/server.py) on loopback, opens it in Debian's Chromium (Playwright) with an empty cache,
-and presses Run with the default prompt and preset --runs times, each decoded in the page (a Web Worker running
-onnxruntime-web 1.30.0, WASM, one thread). It prints:
+    python -m benchmarks.page_decode [--presets sdar-config-b,ar] [--repeat 3]
 
-- the bytes the first in-browser Run downloads (compressed, as on the wire: the packed runtime and model, the
-  tokenizer, the manifest, the decoder's modules), and the later Runs' (the browser's cache);
-- the session start each Run (the worker's "Model loaded in T s": runtime start, fetch, unpack, checksum, session);
-- per-forward latency by kind (median and fastest, from the forwards' own wall times in the trace the page sent);
-- the default prompt's decode time (the trace's wall_s) in the page against the server's (s2d2.generate on the
-  same prompt, settings and seed, in this process, one thread as the app decodes), --runs times each;
-- the machine's load (`uptime`) before and after: read every figure against it.
-
-Measuring only: nothing is asserted. Needs the bundled tiny model, its export (assets/web/tiny) and the runtime
-(npm ci --prefix s2d2_web --ignore-scripts).
+For each preset it decodes the default prompt with `tiny` three ways: `s2d2.generate` on torch (float32, CPU, one
+thread), and s2d2_web/worker.js in headless Chromium on onnxruntime-web's WASM build (one thread). The page's
+numbers: the worker's session start (model fetch, unpack and session creation: the time from posting the request to
+the decode's start), its decode time (the trace's own wall_s) and the median forward latency per kind (each forward's
+wall_s in the trace). Also whether the page's output equals the server's. Needs Chromium, playwright and
+`npm ci --prefix s2d2_web --ignore-scripts`. Reports the load average so a busy machine is visible.
 """
 from __future__ import annotations
 
 import argparse
-import json
+import functools
+import http.server
 import os
-import re
 import statistics
-import subprocess
-import sys
-import tempfile
+import threading
 import time
-from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
-from benchmarks.server import free_port, start_server, stop_server
+import torch
 
-CHROMIUM = "/usr/bin/chromium"
-LOADED = re.compile(r"Model loaded in ([\d.]+) s")
-# Keep the worker's "Model loaded in T s" line once seen (the page replaces it as the decode goes on).
-WATCH = """() => {
-  window.s2d2Loaded = [];
-  new MutationObserver(() => {
-    const p = document.querySelector('#run-status .s2d2-page-progress');
-    if (p && p.textContent.startsWith('Model loaded') && !window.s2d2Loaded.includes(p.textContent))
-      window.s2d2Loaded.push(p.textContent);
-  }).observe(document.body, {subtree: true, childList: true, characterData: true});
+import s2d2
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = os.environ.get("S2D2_CHROMIUM", "/usr/bin/chromium")
+PROMPT = "Tom has 3 apples. He buys 4 more. How many apples does he have?"
+
+DECODE = """async (request) => {
+  const get = async (url) => (await fetch(url)).json();
+  request.manifest = await get('/assets/web/tiny/manifest.json');
+  request.tokenizer = await get('/assets/web/tiny/tokenizer.json');
+  const worker = new Worker('/s2d2_web/worker.js', {type: 'module'});
+  const t0 = performance.now();
+  return await new Promise((done) => {
+    worker.onmessage = (event) => {
+      if (event.data.type === 'block') return;
+      worker.terminate();
+      done({...event.data, total_s: (performance.now() - t0) / 1000});
+    };
+    worker.onerror = (event) => done({type: 'error', message: String(event.message)});
+    worker.postMessage(request);
+  });
 }"""
 
 
-def uptime() -> str:
-    return subprocess.run(["uptime"], capture_output=True, text=True, check=False).stdout.strip()
+class _Files(http.server.SimpleHTTPRequestHandler):
+    extensions_map = {**http.server.SimpleHTTPRequestHandler.extensions_map, ".mjs": "text/javascript",
+                      ".js": "text/javascript", ".wasm": "application/wasm"}
+
+    def log_message(self, *args: Any) -> None:
+        pass
 
 
-def by_kind(forwards: list[dict]) -> dict[str, list[float]]:
-    out: dict[str, list[float]] = defaultdict(list)
-    for f in forwards:
-        out[f["kind"]].append(float(f["wall_s"]))
-    return out
+def page_decode(page: Any, cfg: dict[str, Any], ids: list[int], seed: int) -> dict[str, Any]:
+    """One decode in a fresh worker: {trace, total_s} (or an error)."""
+    return page.evaluate(DECODE, {"ortUrl": "/s2d2_web/node_modules/onnxruntime-web/dist/ort.wasm.min.mjs",
+                                  "modelUrl": "/assets/web/tiny/model.onnx", "promptIds": ids, "config": cfg,
+                                  "seed": seed})
 
 
-def page_runs(url: str, runs: int, upload_dir: Path, wait_s: float) -> tuple[list[dict], list[tuple], list[float]]:
-    """Press Run `runs` times in one fresh page; the traces the server received, what each Run downloaded (the
-    compressed body bytes of the served files, their count, and the bytes of every response including the Run's
-    and Replay's server events) and each Run's session start."""
+def per_kind(trace: dict[str, Any]) -> dict[str, float]:
+    """Median forward wall time per kind, in milliseconds."""
+    kinds: dict[str, list[float]] = {}
+    for f in trace["forwards"]:
+        kinds.setdefault(f["kind"], []).append(f["wall_s"] * 1000)
+    return {k: statistics.median(v) for k, v in kinds.items()}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--presets", default="ar,dynamic-baseline,sdar-config-b,sdar-config-b+reuse+fused+trim,lossless")
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args()
     from playwright.sync_api import sync_playwright
 
-    traces, downloads, starts = [], [], []
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        context = browser.new_context(viewport={"width": 1366, "height": 900})
-        pg = context.new_page()
-        pg.goto(url)
-        pg.wait_for_selector("#canvas .s2d2-canvas", timeout=wait_s * 1000)
-        pg.evaluate(WATCH)
-        pg.get_by_role("tab", name="Run", exact=True).click()
-        finished: list = []
-
-        def on_finished(request) -> None:
-            finished.append(request)
-
-        context.on("requestfinished", on_finished)
-        for i in range(runs):
-            mark = len(finished)
-            before = set(upload_dir.rglob("page-trace.json"))
-            pg.locator("#run").click()
-            pg.wait_for_function(f"document.querySelectorAll('#run-status').length && "
-                                 f"document.querySelector('#run-status').innerText.includes('Decoded in your browser')"
-                                 f" && window.s2d2Loaded.length >= {i + 1}", timeout=wait_s * 1000)
-            files = [r for r in finished[mark:] if "/gradio_api/file=" in r.url]  # the decoder, runtime and model
-            downloads.append((sum(max(0, r.sizes()["responseBodySize"]) for r in files), len(files),
-                              sum(max(0, r.sizes()["responseBodySize"]) for r in finished[mark:])))
-            new = sorted(set(upload_dir.rglob("page-trace.json")) - before, key=lambda q: q.stat().st_mtime)
-            traces.append(json.loads(new[-1].read_text(encoding="utf-8")))
-            starts.append(float(LOADED.search(pg.evaluate("window.s2d2Loaded")[i]).group(1)))
-            # Back to the Run tab for the next press (Replay opened on this one), once its status is final.
-            pg.get_by_role("tab", name="Run", exact=True).click()
-        browser.close()
-    return traces, downloads, starts
-
-
-def server_runs(trace: dict, runs: int) -> list[dict]:
-    """The server's decode of the page's prompt, settings and seed, `runs` times (one thread, as the app)."""
-    import torch
-
-    import s2d2
-
     torch.set_num_threads(1)
-    h = trace["header"]
-    model = s2d2.load_model(h["model"]["name"])
-    cfg = s2d2.DecodeConfig.from_dict(h["config"])
-    s2d2.generate(model, h["prompt_ids"], cfg, h["seed"])  # warm-up (first-call allocations), not counted
-    return [s2d2.generate(model, h["prompt_ids"], cfg, h["seed"]).trace.to_dict() for _ in range(runs)]
-
-
-def kind_table(page: list[dict], server: list[dict]) -> list[str]:
-    pk = by_kind([f for t in page for f in t["forwards"]])
-    sk = by_kind([f for t in server for f in t["forwards"]])
-    lines = ["| forward kind | page: median / fastest (ms) | server: median / fastest (ms) | per decode |",
-             "|---|---|---|---|"]
-    for kind in sorted(pk, key=lambda k: -len(pk[k])):
-        p, s = pk[kind], sk.get(kind, [])
-        srv = f"{1e3 * statistics.median(s):.1f} / {1e3 * min(s):.1f}" if s else "—"
-        lines.append(f"| {kind} | {1e3 * statistics.median(p):.1f} / {1e3 * min(p):.1f} | {srv} | "
-                     f"{len(p) // len(page)} |")
-    return lines
-
-
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--runs", type=int, default=3, help="Runs in the page and on the server (1-10)")
-    ap.add_argument("--wait-s", type=float, default=600.0, help="the longest a page Run may take (bounded)")
-    args = ap.parse_args(argv)
-    runs = max(1, min(10, args.runs))
-    wait_s = max(30.0, min(1800.0, args.wait_s))
-    if not Path(CHROMIUM).exists():
-        print(f"no Chromium at {CHROMIUM}", file=sys.stderr)
-        return 2
-    print(f"load before: {uptime()}")
-    tmp = Path(tempfile.mkdtemp(prefix="page-decode-"))
-    port = free_port()
-    proc = start_server(port, {"GRADIO_TEMP_DIR": str(tmp), "S2D2_MODELS": "tiny,tiny-llada2"})
-    try:
-        page, downloads, starts = page_runs(f"http://127.0.0.1:{port}/", runs, tmp, wait_s)
-    finally:
-        stop_server(proc)
-    server = server_runs(page[0], runs)
-    same = all(t["footer"]["output_ids"] == server[0]["footer"]["output_ids"] for t in page)
-    first, files, everything = downloads[0]
-    print(f"first in-browser Run downloads (compressed, on the wire): {first:,} bytes ({first / 1e6:.2f} MB) in "
-          f"{files} files; {everything:,} bytes with the server's events (the Run's views, Replay's frames)")
-    print(f"later Runs (the browser's cache): files {', '.join(f'{d[0]:,}' for d in downloads[1:]) or '—'} bytes; "
-          f"with events {', '.join(f'{d[2]:,}' for d in downloads[1:]) or '—'}")
-    print(f"session start (runtime + model fetched, unpacked, checked, session created), each Run: "
-          f"{', '.join(f'{s:.1f} s' for s in starts)}")
-    print(f"default prompt, {page[0]['header']['config'].get('method')} preset config, "
-          f"{len(page[0]['forwards'])} forwards; same output ids page vs server: {same}")
-    pw = [t["footer"]["wall_s"] for t in page]
-    sw = [t["footer"]["wall_s"] for t in server]
-    print(f"decode time in the page:   median {statistics.median(pw):.3f} s, fastest {min(pw):.3f} s ({runs} runs)")
-    print(f"decode time on the server: median {statistics.median(sw):.3f} s, fastest {min(sw):.3f} s ({runs} runs)")
-    print("\n".join(kind_table(page, server)))
-    print(f"load after: {uptime()}")
-    return 0
+    model = s2d2.load_model("tiny", dtype=torch.float32)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Files, directory=str(ROOT)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores; prompt {PROMPT!r}, gen_length 64")
+    print("preset | server decode s | page session start s | page decode s | page forward ms by kind | same output")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        page = browser.new_page()
+        page.goto(f"http://127.0.0.1:{server.server_address[1]}/s2d2_web/package.json")
+        for name in args.presets.split(","):
+            cfg = s2d2.preset(name, gen_length=64, rng="counter")
+            server_s, starts, decodes, kinds, same = [], [], [], {}, True
+            for _ in range(args.repeat):
+                t0 = time.perf_counter()
+                want = s2d2.generate(model, PROMPT, cfg, seed=1).trace
+                server_s.append(time.perf_counter() - t0)
+                got = page_decode(page, want.header.config, want.header.prompt_ids, 1)
+                if got.get("type") != "done":
+                    raise SystemExit(f"{name}: {got.get('message')}")
+                trace = got["trace"]
+                decodes.append(trace["footer"]["wall_s"])
+                starts.append(got["total_s"] - trace["footer"]["wall_s"])
+                kinds = per_kind(trace)
+                same &= trace["footer"]["output_ids"] == want.footer.output_ids
+            kind_text = ", ".join(f"{k} {v:.1f}" for k, v in sorted(kinds.items()))
+            print(f"{name} | {statistics.median(server_s):.3f} | {statistics.median(starts):.2f} | "
+                  f"{statistics.median(decodes):.3f} | {kind_text} | {same}")
+        browser.close()
+    server.shutdown()
 
 
 if __name__ == "__main__":
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    sys.exit(main())
+    main()

@@ -1,21 +1,18 @@
-// The Web Worker that decodes one Run in the page, off the page's main thread (components/run/js/page_run.js
-// starts it). It loads the runtime and the exported model the app serves (web_files.js), decodes with the page
-// decoder (decoding/api.js), posts the committed tokens after every block, and posts the finished trace with the
-// header's `decoded_in` record saying where it was decoded. Python twin of the trace: s2d2/api.py run_prepared.
+// The page decoder's Web Worker: the thin binding of decode_job.js to a worker's messages. Start it as a module
+// worker (new Worker(url, {type: "module"})) and post one request with `ortUrl`, the ES module build of
+// onnxruntime-web to load; the worker answers as decodeJob says.
 //
-// Messages in:  {type: "start", plan} (the server's plan, URLs absolute: components/run/page_decode.py plan),
-//               {type: "stop"} (the Run's Stop: the decode ends with the block in flight, keeping its blocks).
-// Messages out: {type: "loaded", session_s}, {type: "rows", rows, steps}, {type: "done", trace (JSON text)},
-//               {type: "error", message}.
-import { generate } from "./decoding/api.js";
-import { OnnxModel } from "./models/onnx_model.js";
-import { tokenTexts } from "./tokens.js";
-import { fetchBytes, loadModel, startRuntime } from "./web_files.js";
+// The app's Run (components/run/js/page_run.js) also sends the packed files the app serves (web_files.js):
+// `wasmGzUrl` (the runtime's WASM binary), `modelGzUrl` (the graph, checked against the manifest), and
+// `manifestUrl` / `tokenizerUrl` instead of the parsed files; and it may post {type: "stop"} (the Run's Stop) while
+// the decode runs: the decode ends after the block in flight. Every forward is preceded by one macrotask turn, so
+// that message is read (a forward's own awaits yield only microtasks, which never let a message in).
+import { decodeJob } from "./decode_job.js";
+import { checkFile, fetchBytes, gunzip, startRuntime } from "./web_files.js";
 
 let stopAsked = false;
 
-/** One macrotask turn: a Stop posted to this worker is read between two forwards (a forward's await alone yields
- * only microtasks, which never let a message in). */
+/** One macrotask turn (a MessageChannel round trip: no timer clamping). */
 function turn() {
   return new Promise((resolve) => {
     const channel = new MessageChannel();
@@ -27,52 +24,39 @@ function turn() {
   });
 }
 
-/** [position, text, how, token] of every position decided by `steps` (components/views/canvas.py live_rows). */
-export function liveRows(steps) {
-  const rows = new Map();
-  for (const s of steps) {
-    for (const c of s.commits) rows.set(c.position, [c.position, c.text, c.how, c.token]);
-    for (const e of s.edits ?? []) rows.set(e.position, [e.position, e.new_text, "edited", e.new]);
+/** Fetch what the request names by URL: the parsed manifest and tokenizer, the unpacked and checked graph. */
+async function fetchFiles(request, ort) {
+  const json = async (url) => JSON.parse(new TextDecoder().decode(await fetchBytes(url)));
+  if (request.manifestUrl) request.manifest = await json(request.manifestUrl);
+  if (request.tokenizerUrl) request.tokenizer = await json(request.tokenizerUrl);
+  if (request.wasmGzUrl) await startRuntime(ort, request.wasmGzUrl);
+  if (request.modelGzUrl) {
+    const graph = request.manifest.graph.file;
+    request.modelUrl = await checkFile(request.manifest, graph, await gunzip(await fetchBytes(request.modelGzUrl)));
   }
-  return Array.from(rows.values());
+  if (request.decodedIn) request.decodedIn.runtime_version = String(ort.env?.versions?.web ?? request.decodedIn.runtime_version);
 }
 
-/** The exported model behind the decoder's forward, every forward preceded by one turn (so Stop is heard). */
-async function openModel(plan) {
-  const ort = await import(plan.files.runtime);
-  await startRuntime(ort, plan.files.wasm_gz);
-  const { manifest, session } = await loadModel(ort, plan.files.manifest, plan.files.model_gz);
-  const tokenizer = JSON.parse(new TextDecoder().decode(await fetchBytes(plan.files.tokenizer)));
-  const model = new OnnxModel(ort, session, manifest, tokenTexts(tokenizer, manifest.decoding.vocab_size), "cpu");
-  const forward = model.forward.bind(model);
-  model.forward = async (...args) => {
-    await turn();
-    return forward(...args);
-  };
-  return { ort, manifest, model };
-}
-
-async function decode(plan) {
-  const t0 = performance.now();
-  const { ort, manifest, model } = await openModel(plan);
-  postMessage({ type: "loaded", session_s: (performance.now() - t0) / 1000 });
-  const trace = await generate(model, plan.prompt_ids, plan.config, {
-    seed: plan.seed, promptText: plan.prompt_text, libraryVersion: plan.library_version,
-    onBlock: (steps) => postMessage({ type: "rows", rows: liveRows(steps), steps: steps.length }),
-    shouldStop: () => stopAsked,
-  });
-  trace.header.decoded_in = { where: "browser", runtime: "onnxruntime-web",
-    runtime_version: String(ort.env?.versions?.web ?? plan.runtime_version), backend: "wasm",
-    dtype: String(manifest.graph.compute_dtype) };
-  return JSON.stringify(trace);
-}
-
-self.onmessage = (event) => {
-  const msg = event.data ?? {};
-  if (msg.type === "stop") {
+self.onmessage = async (event) => {
+  const request = event.data;
+  if (request && request.type === "stop") {
     stopAsked = true;
-  } else if (msg.type === "start") {
-    decode(msg.plan).then((trace) => postMessage({ type: "done", trace }),
-      (err) => postMessage({ type: "error", message: String(err?.message ?? err).slice(0, 300) }));
+    return;
   }
+  request.startedAt = performance.now();
+  let ort;
+  try {
+    ort = await import(request.ortUrl);
+  } catch (err) {
+    self.postMessage({ type: "error", message: `the page could not load ONNX Runtime: ${String((err && err.message) || err)}` });
+    return;
+  }
+  try {
+    await fetchFiles(request, ort);
+  } catch (err) {
+    self.postMessage({ type: "error", message: String((err && err.message) || err) });
+    return;
+  }
+  await decodeJob(request, (message) => self.postMessage(message), ort,
+    { shouldStop: () => stopAsked, beforeForward: turn });
 };

@@ -7,15 +7,14 @@ blocks commit, and hands the finished (or stopped) trace back in one event (`rec
 uploaded trace (components/files/traces.parse_text: size, schema, bounds, the records' rules) before it becomes the
 session's trace, opened in Replay like a server run.
 
-The page decodes only what it reproduces (`page_problem`: a bundled export, the block loop or honest AR on a
-position-aligned model, a policy that does not route by this machine's timings); anything else runs on the server,
-with one line saying why (`RUN_WHERE`). Its random draws come from the shared counter stream (rng="counter",
+The page decodes only what it reproduces (`page_problem`: a bundled export; the block loop, honest AR or the LLaDA2
+editing loop on a position-aligned model; a policy that does not route by this machine's timings); anything else runs
+on the server, with one line saying why (`where_line`). Its random draws come from the shared counter stream (rng="counter",
 docs/random-stream.md): torch's generator cannot be reproduced in JavaScript, so a configuration that draws is
 decoded with rng="counter", and the line says so.
 """
 from __future__ import annotations
 
-import functools
 import json
 from typing import Any, Optional
 
@@ -62,18 +61,23 @@ STOP_JS = f"""async () => {{
 }}"""
 
 
-@functools.cache
+_FOUND: list[browser_files.BrowserFiles] = []
+
+
 def offered() -> browser_files.BrowserFiles:
-    """What this server lets the page fetch (the exports and the runtime), found once per process."""
-    return browser_files.find()
+    """What this server lets the page fetch (the exports and the runtime), found once the runtime is there (until
+    then, looked for again at each Run: on a Space it is installed in the background at start)."""
+    if not _FOUND or _FOUND[0].runtime is None:
+        _FOUND[:] = [browser_files.find()]
+    return _FOUND[0]
 
 
 def page_problem(cfg: DecodeConfig, alignment: str) -> Optional[str]:
     """Why the page decoder (s2d2_web/decoding/api.js `unsupported`) cannot decode `cfg`, or None."""
     if alignment != "aligned":
         return "the page decodes position-aligned models only"
-    if cfg.loop != "block":
-        return f"the page does not decode the {cfg.loop} loop (it runs the block loop and AR)"
+    if cfg.loop not in ("block", "editing"):
+        return f"the page does not decode the {cfg.loop} loop (it runs the block loop, AR and the editing loop)"
     if cfg.method == "ar" and cfg.ar_accounting != "fused":
         return "the page decodes AR with the fused accounting only"
     if cfg.method == "s2d2" and cfg.policy in SERVER_POLICIES:
@@ -101,13 +105,19 @@ def model_urls(name: str, found: browser_files.BrowserFiles) -> dict[str, str]:
             "worker": file_url(PAGE_DECODER / "worker.js")}
 
 
-def where_line(in_page: bool, why: str = "", counter: bool = False) -> str:
+def export_dtype(name: str, found: browser_files.BrowserFiles) -> str:
+    """What model `name`'s export computes in (its manifest's graph.compute_dtype)."""
+    manifest = next(p for p in found.models[name] if p.name == "manifest.json")
+    return str(json.loads(manifest.read_text(encoding="utf-8"))["graph"]["compute_dtype"])
+
+
+def where_line(in_page: bool, dtype: str = "", counter: bool = False, why: str = "") -> str:
     """The one line under Run saying where this Run decodes and, on the server, why."""
     if not in_page:
         return ON_SERVER.format(why=why)
     stream = (" Its random draws come from the shared counter stream (rng=\"counter\"), which the page and the "
               "server draw alike.") if counter else ""
-    return (f"This Run decodes in your browser ({browser_files.RUNTIME} {browser_files.pinned_version()}, float32, "
+    return (f"This Run decodes in your browser ({browser_files.RUNTIME} {browser_files.pinned_version()}, {dtype}, "
             f"in a background worker); the server only checks the finished trace.{stream}")
 
 
@@ -138,13 +148,15 @@ def plan(prompt: Any, model_name: Any, page_can: Any, *knobs: Any) -> tuple[Opti
     except ValueError:
         return None, ""  # the server Run says what is wrong with it
     spec = model.spec
+    dtype = export_dtype(model_name, found)
     page_plan = {"model": model_name, "config": run_cfg.to_dict(), "seed": seed, "prompt_ids": ids,
                  "prompt_text": text, "library_version": __version__, "files": model_urls(model_name, found),
-                 "runtime_version": browser_files.pinned_version(), "handoff_bytes": limits().max_upload_bytes,
+                 "runtime_version": browser_files.pinned_version(), "dtype": dtype,
+                 "handoff_bytes": limits().max_upload_bytes,
                  "live": {"states": {k: list(v) for k, v in STATES.items()}, "after_end": AFTER_END,
                           "past_length": PAST_LENGTH, "stop_ids": list(spec.stop_ids),
                           "keep": len(ids) + run_cfg.gen_length}}
-    return page_plan, where_line(True, counter=run_cfg.rng == "counter")
+    return page_plan, where_line(True, dtype, counter=run_cfg.rng == "counter")
 
 
 def refused(line: str) -> dict[str, Any]:

@@ -12,8 +12,8 @@ bytes, so each binary is also served gzip-packed (`<name>.gz`, made once into `P
 remade when its source changes): the page fetches the packed file and unpacks it with the browser's
 DecompressionStream. Only the files listed by `static_files` are served, never their folders.
 
-When the runtime is missing or at another version, in-browser decoding is off and `status_line` says so in one line
-(the app prints it at start).
+When the runtime is missing or at another version, in-browser decoding is off and `BrowserFiles.line` says so in one
+line (the app prints it at start); on a Space the app installs it at start (components/serve/runtime_install.py).
 """
 from __future__ import annotations
 
@@ -53,16 +53,18 @@ def pinned_version() -> str:
     return str(json.loads(PACKAGE.read_text(encoding="utf-8"))["dependencies"][RUNTIME])
 
 
-def installed_version(dist: Path = RUNTIME_DIST) -> str | None:
+def installed_version(dist: Path | None = None) -> str | None:
     """The installed runtime's version, or None when it is not installed."""
+    dist = dist or RUNTIME_DIST
     try:
         return str(json.loads((dist.parent / "package.json").read_text(encoding="utf-8"))["version"])
     except (OSError, ValueError, KeyError):
         return None
 
 
-def runtime_problem(dist: Path = RUNTIME_DIST) -> str | None:
+def runtime_problem(dist: Path | None = None) -> str | None:
     """Why the runtime cannot be served, or None."""
+    dist = dist or RUNTIME_DIST
     want, have = pinned_version(), installed_version(dist)
     if have is None:
         return f"{RUNTIME} is not installed (npm ci --prefix s2d2_web --ignore-scripts)"
@@ -72,8 +74,9 @@ def runtime_problem(dist: Path = RUNTIME_DIST) -> str | None:
     return f"{RUNTIME} {have} lacks {', '.join(missing)}" if missing else None
 
 
-def exported_models(folder: Path = WEB_MODELS) -> dict[str, Path]:
+def exported_models(folder: Path | None = None) -> dict[str, Path]:
     """{model: its export folder} for every folder holding all of MODEL_FILES."""
+    folder = folder or WEB_MODELS
     if not folder.is_dir():
         return {}
     return {d.name: d for d in sorted(folder.iterdir())
@@ -102,8 +105,17 @@ def with_packed(files: list[Path], into: Path) -> list[Path]:
     return files + [packed(f, into) for f in files if f.suffix in PACKED_SUFFIXES]
 
 
-def find(dist: Path = RUNTIME_DIST, models_folder: Path = WEB_MODELS, into: Path | None = None) -> BrowserFiles:
+def runtime_paths(dist: Path | None = None, into: Path | None = None) -> list[Path]:
+    """Where the runtime's served files are once it is installed and packed (they may not exist yet): a runtime
+    being installed at start (components/serve/runtime_install.py) is served from these paths when it lands."""
+    dist, into = dist or RUNTIME_DIST, into if into is not None else cache_root() / PACKED
+    files = [dist / n for n in RUNTIME_FILES]
+    return files + [into / RUNTIME / f"{f.name}.gz" for f in files if f.suffix in PACKED_SUFFIXES]
+
+
+def find(dist: Path | None = None, models_folder: Path | None = None, into: Path | None = None) -> BrowserFiles:
     """Every file the page may fetch, packing binaries under `into` (default: <cache root>/browser-files)."""
+    dist, models_folder = dist or RUNTIME_DIST, models_folder or WEB_MODELS
     into = into if into is not None else cache_root() / PACKED
     models = {name: with_packed([d / n for n in MODEL_FILES], into / name)
               for name, d in exported_models(models_folder).items()}

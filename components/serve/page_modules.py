@@ -12,7 +12,7 @@ from pathlib import Path
 
 import gradio as gr
 
-from components.serve import browser_files
+from components.serve import browser_files, runtime_install
 
 ROOT = Path(__file__).resolve().parents[1]  # components/
 REPLAY_JS = ROOT / "replay" / "js"  # Replay's stepping (components/replay/browser_steps.py)
@@ -26,18 +26,39 @@ def decoder_modules(folder: Path = PAGE_DECODER) -> list[Path]:
     return sorted(p for p in folder.rglob("*.js") if "node_modules" not in p.relative_to(folder).parts)
 
 
-_SAID: list[str] = []  # the browser-decoding line, printed once per process
+_SAID: list[str] = []  # the browser-decoding lines, each printed once per process
+_INSTALLING: list[object] = []  # the start-up install of the runtime, started at most once per process
+
+
+def say(line: str) -> None:
+    """Print a browser-decoding line on stderr, once per process."""
+    if line not in _SAID:
+        _SAID.append(line)
+        print(line, file=sys.stderr)
 
 
 def serve() -> browser_files.BrowserFiles:
     """Let Gradio serve the module folders and the browser-decoding files (and nothing else of the repository) at
-    /gradio_api/file=...; says once on stderr whether in-browser decoding is available. Returns what was found."""
+    /gradio_api/file=...; says once on stderr whether in-browser decoding is available. Where the runtime is missing
+    and the operator wants it installed at start (runtime_install.wanted: on a Space), its future paths are served
+    too and `npm ci` starts in the background. Returns what was found."""
     found = browser_files.find()
-    gr.set_static_paths(list(MODULE_DIRS) + decoder_modules() + browser_files.static_files(found))
-    if found.line not in _SAID:
-        _SAID.append(found.line)
-        print(found.line, file=sys.stderr)
+    files = browser_files.static_files(found)
+    if found.runtime is None and runtime_install.wanted():
+        files += browser_files.runtime_paths()
+        if not _INSTALLING:
+            _INSTALLING.append(runtime_install.start(browser_files.RUNTIME_DIST.parents[2], installed))
+            say("In-browser decoding is off until onnxruntime-web is installed (npm ci is running); runs decode on "
+                "the server.")
+    gr.set_static_paths(list(MODULE_DIRS) + decoder_modules() + files)
+    if not _INSTALLING:
+        say(found.line)
     return found
+
+
+def installed(problem: str | None) -> None:
+    """After the start-up install: pack the runtime's binary and say whether in-browser decoding is now on."""
+    say(f"In-browser decoding is off: {problem}; runs decode on the server." if problem else browser_files.find().line)
 
 
 def file_url(path: Path) -> str:

@@ -54,24 +54,29 @@ def default_folder(name: str) -> Path | None:
 
 
 def check_size(name: str) -> None:
-    """Refuse (ValueError, one line) a registry entry or local folder over the parameter limit, before any load."""
+    """Refuse (ValueError, one line) what export-web does not take, before any load or download: a registry entry or
+    local folder over the parameter limit, and any name that is neither a bundled model, a registry entry nor a
+    local folder (a Hub id is not downloaded to be measured: download it first and pass its folder)."""
     from ..models.registry import lookup
 
     entry = lookup(name)
     folder = Path(name).expanduser()
-    if entry is not None and entry.path is None:
+    if folder.is_dir():
+        why = too_big(folder_params(folder), name)
+    elif entry is not None and entry.path is not None:
+        why = too_big(folder_params(entry.path), entry.name)
+    elif entry is not None:
         why = too_big(registry_params(entry.size_gb), entry.name)
-    elif folder.is_dir() or (entry is not None and entry.path is not None):
-        where = folder if folder.is_dir() else entry.path  # type: ignore[union-attr]
-        why = too_big(folder_params(where), name)
     else:
-        why = None  # unknown: load_model says so in one line
+        why = (f"unknown model {name!r}: export-web takes tiny, tiny-llada2 or a local checkpoint folder (download a "
+               "Hub checkpoint first and pass its folder)")
     if why:
         raise ValueError(why)
 
 
 def export_web(name: str, out: Path | None = None) -> Exported:
-    """Export checkpoint `name` (registry name, Hub id or folder) into `out` (default: `default_folder`)."""
+    """Export checkpoint `name` (a bundled model or a local checkpoint folder) into `out` (default:
+    `default_folder`). Everything refusable is refused before the output folder is touched."""
     from ..models.loading import load_model
 
     folder = out if out is not None else default_folder(name)
@@ -81,6 +86,9 @@ def export_web(name: str, out: Path | None = None) -> Exported:
     hf = load_model(name, device="cpu", dtype="float32", attn_implementation="sdpa", backend="dynamic")
     params = sum(p.numel() for p in hf.model.parameters())
     why = too_big(params, name) or unsupported(hf.model.config)
+    source = Path(hf.spec.extra["folder"])
+    if not why and not (source / TOKENIZER_FILE).is_file():
+        why = f"{name}: no {TOKENIZER_FILE} in the checkpoint folder (the page encodes prompts with it)"
     if why:
         raise ValueError(why)
     experts = use_batched_experts(hf.model)
@@ -90,7 +98,6 @@ def export_web(name: str, out: Path | None = None) -> Exported:
     import onnx
 
     onnx.save(graph, str(folder / MODEL_FILE))
-    source = Path(hf.spec.extra["folder"])
     shutil.copyfile(source / TOKENIZER_FILE, folder / TOKENIZER_FILE)
     manifest = write_manifest(folder, hf, source, params=params, experts="batched_mm" if experts else None,
                               opset=OPSET, storage=storage, files=(MODEL_FILE, TOKENIZER_FILE))

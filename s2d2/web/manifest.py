@@ -4,7 +4,7 @@ The page's decoder reads the block-diffusion facts (mask and stop ids, block siz
 and the graph's input and output names from here, never from constants of its own, so one decoder serves every
 exported model. `files` gives each file's size and sha256 (the page may check what it downloaded); `source` gives the
 sha256 of the checkpoint files the export was made from, so a stale export (weights retrained, export not redone) is
-detected by comparing hashes (tests/web/test_shipped_exports.py does).
+detected by comparing hashes (tests/lib/test_web_shipped.py does for the bundled exports).
 
 `FORMAT` names the layout of this file; a reader refuses another.
 """

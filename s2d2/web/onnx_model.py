@@ -48,6 +48,8 @@ class OnnxModel:
     """An export folder (model.onnx + manifest.json) as a decoder model on the CPU."""
 
     attn_implementation = "onnxruntime"
+    device = torch.device("cpu")
+    dtype = torch.float32
 
     def __init__(self, folder: Path, tokenizer: Any = None, threads: int = 1) -> None:
         import onnxruntime as ort
@@ -65,9 +67,6 @@ class OnnxModel:
         self.shape = (a["layers"], a["kv_heads"], a["head_dim"])
         self.tokenizer = tokenizer
         self.names = [i.name for i in self.session.get_inputs()]
-
-    device = torch.device("cpu")
-    dtype = torch.float32
 
     def new_cache(self) -> OnnxCache:
         return OnnxCache(*self.shape)

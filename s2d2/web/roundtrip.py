@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -116,11 +116,14 @@ def decodes(hf: Any, onnx: OnnxModel, presets: list[str], prompts: list[str], ge
         for prompt in prompts:
             ref = generate(hf, prompt, cfg, seed=seed)
             got = generate(onnx, prompt, cfg, seed=seed)
-            kinds: Callable[[Any], list[tuple[str, int, int]]] = lambda r: [
-                (f.kind, f.cache_len, f.query_tokens) for f in r.trace.forwards]
             out.append(DecodeRow(name, prompt, ref.token_ids == got.token_ids, kinds(ref) == kinds(got),
                                  len(ref.token_ids), len(ref.trace.forwards)))
     return out
+
+
+def kinds(result: Any) -> list[tuple[str, int, int]]:
+    """(kind, cache length, query tokens) of every forward of a decode."""
+    return [(f.kind, f.cache_len, f.query_tokens) for f in result.trace.forwards]
 
 
 def check_export(name: str, folder: Path) -> list[KindRow]:

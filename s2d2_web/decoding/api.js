@@ -1,13 +1,15 @@
 // generate(): one decode in the page, recorded as the trace the server writes (schema s2d2/trace/records.py).
 // Python twin: s2d2/api.py (run_prepared, run_loop) and s2d2/output.py (trim_output).
 //
-// What the page runs: the block loop and honest AR on position-aligned models (the bundled `tiny`), every remasking
-// rule, the policies of policies/index.js, the six estimators, the three acceptance modes, KV reuse, the fused
-// commit, adaptive blocks and the trimmed verifier. Draws come from the counter stream (rng="counter"): a config
-// that draws with torch's generator is refused before any work, since the page cannot reproduce it.
+// What the page runs: the block loop, honest AR and the LLaDA2.x editing loop on position-aligned models (the
+// bundled `tiny` and `tiny-llada2`); every remasking rule, the policies of policies/index.js, the six estimators,
+// the three acceptance modes, KV reuse, the fused commit, adaptive blocks and the trimmed verifier. Draws come from
+// the counter stream (rng="counter"): a config that draws with torch's generator is refused before any work,
+// since the page cannot reproduce it.
 import { CounterStream } from "../draws.js";
 import { arLoop } from "./ar.js";
 import { blockLoop } from "./decoder.js";
+import { editingLoop } from "./editing.js";
 import { Recorder } from "./forwards.js";
 import { doSample } from "./sampling.js";
 
@@ -21,15 +23,54 @@ export function draws(cfg) {
   return doSample(cfg) || (cfg.method === "s2d2" && cfg.acceptance !== "greedy_exact");
 }
 
+// The choices a config names (s2d2/config.py); anything else is refused before any work.
+const CHOICES = {
+  method: ["ar", "diffusion", "s2d2"],
+  acceptance: ["paper", "sampled", "greedy_exact"],
+  remasking: ["low_confidence_static", "low_confidence_dynamic", "sequential", "entropy_bounded"],
+  estimator: ["hard_margin_threshold", "hard_entropy_threshold", "soft_confidence_power", "soft_clipped_linear_margin",
+    "soft_entropy_negexp", "soft_renyi_2_entropy"],
+  score_type: ["difference_static", "difference_dynamic"],
+};
+
 /** The reason the page cannot decode `cfg` on `model`, or null when it can. */
 export function unsupported(cfg, model) {
+  for (const [field, allowed] of Object.entries(CHOICES)) {
+    if (!allowed.includes(cfg[field])) return `${field}: one of ${allowed.join(", ")}`;
+  }
   if (model.spec.alignment !== "aligned") return "the page decodes position-aligned models only";
-  if ((cfg.loop ?? "block") !== "block") return `loop ${JSON.stringify(cfg.loop)} is decoded on the server only`;
+  if (!["block", "editing"].includes(cfg.loop ?? "block")) return `loop ${JSON.stringify(cfg.loop)} is decoded on the server only`;
   if (cfg.method === "ar" && cfg.ar_accounting !== "fused") return "ar_accounting 'reference' is decoded on the server only";
   if (cfg.method === "s2d2" && ["cost_aware", "contextual_bandit_ucb"].includes(cfg.policy)) {
     return `policy ${JSON.stringify(cfg.policy)} is decoded on the server only`;
   }
   if (draws(cfg) && cfg.rng !== "counter") return "this configuration draws random numbers: the page needs rng='counter'";
+  return null;
+}
+
+// Bounds on the work one decode may ask for (s2d2/config.py MAX_GEN_LENGTH, MAX_BLOCK_LENGTH).
+export const MAX_GEN_LENGTH = 4096;
+export const MAX_BLOCK_LENGTH = 256;
+
+function intIn(value, lo, hi) {
+  return Number.isInteger(value) && value >= lo && value <= hi;
+}
+
+/** The reason a decode of `promptLen` prompt tokens with `cfg` exceeds its bounds, or null. */
+export function outOfBounds(cfg, promptLen, spec) {
+  if (!intIn(cfg.gen_length, 1, MAX_GEN_LENGTH)) return `gen_length: must be an integer in [1, ${MAX_GEN_LENGTH}]`;
+  if (!intIn(cfg.block_length, 1, MAX_BLOCK_LENGTH)) return `block_length: must be an integer in [1, ${MAX_BLOCK_LENGTH}]`;
+  if (cfg.denoising_steps != null && !intIn(cfg.denoising_steps, 1, cfg.block_length)) {
+    return "denoising_steps: must be an integer in [1, block_length]";
+  }
+  if (cfg.sub_block_length != null && !(intIn(cfg.sub_block_length, 1, cfg.block_length)
+    && cfg.block_length % cfg.sub_block_length === 0)) return "sub_block_length: must divide block_length";
+  const most = cfg.adaptive_block ? cfg.adaptive_max_block : cfg.block_length;
+  if (!intIn(most, 1, MAX_BLOCK_LENGTH)) return `adaptive_max_block: must be an integer in [1, ${MAX_BLOCK_LENGTH}]`;
+  const total = Math.ceil((promptLen + cfg.gen_length) / most) * most;
+  if (spec.max_positions !== undefined && total > spec.max_positions) {
+    return `the prompt (${promptLen} tokens) and gen_length ${cfg.gen_length} need ${total} positions; this model has ${spec.max_positions}`;
+  }
   return null;
 }
 
@@ -59,7 +100,7 @@ function encode(value) {
  */
 export async function generate(model, promptIds, config, options = {}) {
   const cfg = { ...LATER_DEFAULTS, ...config };
-  const why = unsupported(cfg, model);
+  const why = unsupported(cfg, model) ?? outOfBounds(cfg, promptIds.length, model.spec);
   if (why !== null) throw new RangeError(`browser decode: ${why}`);
   const { seed = 0, promptText = "", detailed = true, onBlock = null, shouldStop = null } = options;
   const stream = cfg.rng === "counter" ? new CounterStream(BigInt(seed)) : null;
@@ -70,8 +111,8 @@ export async function generate(model, promptIds, config, options = {}) {
   };
   const t0 = performance.now();
   const prompt = Int32Array.from(promptIds);
-  const loop = cfg.method === "ar" ? await arLoop(model, cfg, prompt, rec, stream, check)
-    : await blockLoop(model, cfg, prompt, rec, stream, check);
+  const run = cfg.loop === "editing" ? editingLoop : (cfg.method === "ar" ? arLoop : blockLoop);
+  const loop = await run(model, cfg, prompt, rec, stream, check);
   const wall = (performance.now() - t0) / 1000;
   const { mask_id: maskId, stop_ids: stopIds } = model.spec;
   const [out, stopPos] = trimOutput(loop.x.slice(prompt.length), cfg.gen_length, maskId, stopIds);

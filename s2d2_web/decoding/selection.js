@@ -58,3 +58,12 @@ export function verifyPicks(cfg, accepted, ratio, p, ent, minK) {
   rule(cfg, picks, got, candidates, Math.max(0, minK - picks.length), true);
   return [picks, first];
 }
+
+/** The remasking rule over the masks not `taken` this step (a whole baseline step when none are): [[i, how]]. */
+export function fallbackPicks(cfg, p, ent, taken, k, topup) {
+  const rest = p.map((_, i) => !taken.has(i));
+  const got = ruleInputs(cfg.remasking, p, ent, cfg.confidence_threshold, cfg.eb_gamma, rest);
+  const candidates = rest.flatMap((r, i) => (r ? [i] : []));
+  const [chosen, how] = choose(cfg.remasking, k, candidates, got, topup);
+  return chosen.map((i) => [i, how]);
+}

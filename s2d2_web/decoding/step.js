@@ -15,22 +15,22 @@ export function firstMaskSpan(masks) {
   return masks.length;
 }
 
-/** The draft forward's logits at the masks (block-relative); only the uncached positions [cached, B) are queried,
- * the decoded prefix's rows causal with draft_ver (and kept in the cache with kv_reuse). */
-async function draftForward(ctx, block, step, start, masks) {
+/** The draft forward's logits at block positions `at` (block-relative); only the uncached positions [cached, B)
+ * are queried, the decoded prefix before `firstMask` causal with draft_ver (and kept in the cache with kv_reuse). */
+export async function draftForward(ctx, block, step, start, at, firstMask) {
   const k = ctx.cached;
-  const prefix = Math.max(0, masks[0] - k);
+  const prefix = Math.max(0, firstMask - k);
   const n = ctx.B - k;
   const attention = ctx.cfg.draft_ver ? draftPattern(n, prefix) : "full";
   const keep = keptPrefixRows(ctx, prefix);
   const rows = await ctx.rec.forward("draft", block, step, ctx.cache, ctx.x.slice(start + k, start + ctx.B),
-    range(start + k, start + ctx.B), attention, keep, { rows: masks.map((m) => m - k) });
+    range(start + k, start + ctx.B), attention, keep, { rows: at.map((m) => m - k) });
   ctx.cached += keep;
   return rows;
 }
 
 /** α over the span, K̂, N_hi and the mean normalized entropy: what a policy reads. */
-function policyInputs(ctx, probs, p, h, spanLen, n, windowLen, notProgress) {
+export function policyInputs(ctx, probs, p, h, spanLen, n, windowLen, notProgress) {
   const { cfg } = ctx;
   const hSpan = cfg.ucb_entropy_scope === "span" ? h.slice(0, spanLen) : null;
   const alphas = acceptanceAlphas(cfg, probs.slice(0, spanLen), p.slice(0, spanLen), hSpan);
@@ -58,7 +58,7 @@ export async function runStep(ctx, block, start, [ws, we], step, kS) {
     ctx.carried = null;
     logits = masks.map((m) => rows[m - offset]);
   } else {
-    logits = await draftForward(ctx, block, step, start, masks);
+    logits = await draftForward(ctx, block, step, start, masks, masks[0]);
   }
   const probs = tokenDistribution(logits, cfg, ctx.maskId);
   const [tokens, p] = drawWithProbs(probs, cfg, ctx.stream);

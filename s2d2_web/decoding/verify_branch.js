@@ -8,8 +8,9 @@ import { rememberVerified, settleVerifiedRows } from "./kv.js";
 import { tokenDistribution } from "./sampling.js";
 import { verifyPicks } from "./selection.js";
 
-/** The verifier's distributions over the span and its kind ("2l"). `masks`: the step's masks (block-relative). */
-export async function verifyProbs(ctx, block, step, start, drafts, masks, spanLen) {
+/** The verifier's distributions over the span. `blockIds`: the block's tokens as the verifier reads them (the
+ * editing loop passes its step's edits applied); `masks`: the step's masks (block-relative). */
+export async function verifyProbs(ctx, block, step, start, blockIds, drafts, masks, spanLen) {
   const { cfg, maskId } = ctx;
   const k = ctx.cached;
   const s = spanLen;
@@ -22,7 +23,7 @@ export async function verifyProbs(ctx, block, step, start, drafts, masks, spanLe
     const m0 = masks[0];
     end = masks[s - 1] + 1;
     const n = end - k;
-    ids = [...ctx.x.slice(start + k, start + end)];
+    ids = [...blockIds.slice(k, end)];
     for (let i = 0; i < s; i++) ids[n - s + i] = drafts[i];
     ids.push(...new Array(s).fill(maskId));
     pos = [...range(start + k, start + end), ...range(start + m0, start + end)];
@@ -31,7 +32,7 @@ export async function verifyProbs(ctx, block, step, start, drafts, masks, spanLe
   } else { // [x~ | MASK × n] at duplicated positions; row n+i is one AR query at i
     end = ctx.B;
     const n = end - k;
-    ids = [...ctx.x.slice(start + k, start + end)];
+    ids = [...blockIds.slice(k, end)];
     masks.forEach((m, i) => { ids[m - k] = drafts[i]; });
     ids.push(...new Array(n).fill(maskId));
     pos = [...range(start + k, start + end), ...range(start + k, start + end)];
@@ -57,7 +58,8 @@ function firstChanged(masks, picks, resampledSame, end) {
 export async function verifyStep(ctx, block, step, start, draft, masks, spanLen, minK) {
   const { cfg } = ctx;
   const s = spanLen;
-  const qRows = await verifyProbs(ctx, block, step, start, draft.tokens, masks, s);
+  const qRows = await verifyProbs(ctx, block, step, start, ctx.x.slice(start, start + ctx.B), draft.tokens,
+    masks, s);
   const spanTokens = draft.tokens.slice(0, s);
   const acc = acceptance(cfg.acceptance, spanTokens, draft.p.slice(0, s), qRows, cfg.ratio_gamma, ctx.stream);
   const [picks, first] = verifyPicks(cfg, acc.accepted, acc.ratio, draft.p, draft.entropy, minK);
@@ -83,4 +85,34 @@ export async function verifyStep(ctx, block, step, start, draft, masks, spanLen,
     resampled_text: resampled !== null && ctx.rec.detailed ? ctx.model.text(resampled) : "",
   };
   return { picks, tokens, verification };
+}
+
+/** The verifier + acceptance test over the span, for loops that pick after it (the editing loop, which passes its
+ * block with this step's edits applied): {verification, chosen: [[maskIndex, token, how]]} (accepted, resampled). */
+export async function verifySpan(ctx, block, step, start, blockIds, masks, probs, drafts, p, spanLen) {
+  const { cfg } = ctx;
+  const s = spanLen;
+  const qRows = await verifyProbs(ctx, block, step, start, blockIds, drafts, masks, s);
+  const acc = acceptance(cfg.acceptance, drafts.slice(0, s), p.slice(0, s), qRows, cfg.ratio_gamma, ctx.stream);
+  let first = acc.accepted.indexOf(false);
+  if (first < 0) first = s;
+  let resampled = null;
+  let mass = null;
+  let toQ = false;
+  if (first < s && cfg.allow_resample) {
+    if (cfg.acceptance === "greedy_exact") {
+      resampled = acc.argmaxQ[first];
+    } else {
+      const r = residualToken(probs[first], qRows[first], ctx.stream);
+      [resampled, mass, toQ] = [r.token, r.mass, r.fallbackToQ];
+    }
+  }
+  const chosen = drafts.slice(0, first).map((t, i) => [i, t, "accepted"]);
+  if (resampled !== null) chosen.push([first, resampled, "resampled"]);
+  const verification = {
+    kind: "2l", mode: cfg.acceptance, positions: verifyRows(ctx, acc, p, qRows, masks, start, drafts),
+    accepted_len: first, first_reject: first < s ? first : null, residual_mass: mass, fallback_to_q: toQ, resampled,
+    resampled_text: resampled !== null && ctx.rec.detailed ? ctx.model.text(resampled) : "",
+  };
+  return { verification, chosen };
 }

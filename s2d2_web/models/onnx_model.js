@@ -47,7 +47,7 @@ export class OnnxModel {
     this.texts = texts;
     this.shape = [a.layers, a.kv_heads, a.head_dim];
     this.spec = { name: manifest.model, alignment: d.alignment, mask_id: d.mask_id, stop_ids: d.stop_ids,
-      vocab_size: d.vocab_size };
+      vocab_size: d.vocab_size, max_positions: d.max_positions };
     this.info = { name: manifest.model, alignment: d.alignment, verifier: d.verifier, mask_id: d.mask_id,
       stop_ids: d.stop_ids, vocab_size: d.vocab_size, dtype: manifest.graph.compute_dtype, device,
       attn_implementation: "onnxruntime", revision: "" };

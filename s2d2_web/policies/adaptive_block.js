@@ -1,6 +1,6 @@
 // Adaptive block size (beyond the paper): the next block's length from the finished block's verifications.
 // Python twin: s2d2/policies/adaptive_block.py (AdaptiveBlock.decide).
-import { num } from "./base.js";
+import { fmt, num } from "./base.js";
 
 /** @param {{length: number, accepted: number[], spans: number[]}} fb @returns {{length: number, reason: string}} */
 export function decideBlock(cfg, fb, nextStart) {
@@ -14,11 +14,11 @@ export function decideBlock(cfg, fb, nextStart) {
   } else {
     const mean = fb.accepted.reduce((a, b) => a + b, 0) / fb.accepted.length;
     if (mean < cfg.adaptive_shrink_below * L) {
-      [want, why] = [Math.floor(L / 2), `mean accepted prefix ${mean.toFixed(2)} < ${num(cfg.adaptive_shrink_below)}·${L}: shrink`];
+      [want, why] = [Math.floor(L / 2), `mean accepted prefix ${fmt(mean)} < ${num(cfg.adaptive_shrink_below)}·${L}: shrink`];
     } else if (fb.accepted.every((a, i) => a === fb.spans[i])) {
       [want, why] = [L * 2, "every verify accepted its whole span: grow"];
     } else {
-      [want, why] = [L, `mean accepted prefix ${mean.toFixed(2)} of ${L}: keep`];
+      [want, why] = [L, `mean accepted prefix ${fmt(mean)} of ${L}: keep`];
     }
   }
   const allowed = Math.min(hi, Math.max(lo, want));

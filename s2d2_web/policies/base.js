@@ -1,20 +1,23 @@
 // The policy base and the reason-line helpers. Python twin: s2d2/policies/base.py.
 
-/** A number for a reason line: 2 decimals (Python's f"{x:.2f}": ties to even), ∞ symbols for infinities. */
+/** A number for a reason line: 2 decimals (Python's f"{x:.2f}": the exact binary value rounded, exact ties to
+ * even), ∞ symbols for infinities. */
 export function fmt(x) {
   if (x === Infinity) return "∞";
   if (x === -Infinity) return "-∞";
-  const scaled = x * 100;
-  if (Number.isFinite(scaled) && Math.abs(scaled % 1) === 0.5) { // an exact tie (x = k/8): round half to even
+  if (Object.is(x, -0)) return "-0.00";
+  const eighths = x * 8;
+  if (Number.isInteger(eighths) && Math.abs(eighths) % 2 === 1) { // x = odd/8: 100x ends in exactly .5
+    const scaled = x * 100;
     const even = 2 * Math.round(scaled / 2);
-    const text = (even / 100).toFixed(2);
-    return text === "-0.00" ? "-0.00" : text;
+    return (even / 100).toFixed(2);
   }
-  return x.toFixed(2);
+  return x.toFixed(2); // rounds the exact value, as Python does; only exact ties differ (handled above)
 }
 
 /** A coefficient as written by the user (Python's f"{x:g}"). */
 export function num(x) {
+  if (Object.is(x, -0)) return "-0";
   if (Number.isInteger(x) && Math.abs(x) < 1e6) return String(x);
   const t = Number(x.toPrecision(6));
   return Math.abs(t) >= 1e-4 && Math.abs(t) < 1e6 ? String(t) : t.toExponential().replace(/e([+-])(\d)$/, "e$10$2");

@@ -1,4 +1,4 @@
-"""The page decoder (s2d2_web/decoding/) against `s2d2.generate` on the bundled `tiny` model (float32, CPU).
+"""The page decoder (s2d2_web/decoding/) against `s2d2.generate` on the bundled models (float32, CPU).
 
 Two bindings, both over a grid of prompts x presets, greedy and sampled, with the shared counter stream (rng="counter"):
 
@@ -16,58 +16,70 @@ from __future__ import annotations
 import json
 import subprocess
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
 
 import s2d2
+from s2d2.trace import Trace
 from tests.support.node_runner import ROOT, WEB, node, run_module
 from tests.support.web_decoder import record_decode, replay_decode, trace_differences
 
-PROMPTS = ("Once upon a time there was", "Tom has 3 apples. He buys 4 more. How many?")
-# Every preset the page decodes for `tiny` (the block loop and AR; not llada2-*, d2f-*, nor cost-aware, which routes
-# with this machine's measured forward seconds).
-PRESETS = ("ar", "dynamic-baseline", "sdar-config-a", "sdar-config-b", "fastdllm-config-a", "fastdllm-config-b",
-           "fastdllm-config-c", "sdar-config-b+reuse", "sdar-config-b+fused", "sdar-config-b+adaptive",
-           "sdar-config-b+all", "sdar-config-b+trim", "sdar-config-b+reuse+fused+trim", "lossless")
-SAMPLED = tuple(p for p in PRESETS if p != "lossless")  # lossless is greedy_exact: temperature 0 only
-GEN = 32
+TINY_PROMPTS = ("Once upon a time there was", "Tom has 3 apples. He buys 4 more. How many?")
+LLADA2_PROMPTS = ("Zoe has 2 toys. She gets 3 bags with 7 toys in each bag. How many toys does Zoe have now?",
+                  "Once upon a time there was")  # the first edits and verifies, the second resamples
+# Every preset the page decodes for each bundled model: the block loop and AR on `tiny` (not the d2f-* pipeline,
+# nor cost-aware, which routes with this machine's measured forward seconds), the editing loop on `tiny-llada2`.
+TINY = ("ar", "dynamic-baseline", "sdar-config-a", "sdar-config-b", "fastdllm-config-a", "fastdllm-config-b",
+        "fastdllm-config-c", "sdar-config-b+reuse", "sdar-config-b+fused", "sdar-config-b+adaptive",
+        "sdar-config-b+all", "sdar-config-b+trim", "sdar-config-b+reuse+fused+trim", "lossless")
+LLADA2 = ("llada2-static", "llada2-dynamic", "llada2-dynamic-edit", "llada2-conservative", "llada2-conservative-noedit",
+          "llada2-quality", "llada2-quality-noedit")
+GRID = {"tiny": (TINY, TINY_PROMPTS, 32), "tiny-llada2": (LLADA2, LLADA2_PROMPTS, 64)}
+CASES = [(model, name) for model, (names, _, _) in GRID.items() for name in names]
+GREEDY_ONLY = ("lossless",)  # greedy_exact acceptance: temperature 0 only
 
 
 @pytest.fixture(scope="module")
-def tiny() -> Any:
-    return s2d2.load_model("tiny", dtype=torch.float32)
+def models() -> dict[str, Any]:
+    return {name: s2d2.load_model(name, dtype=torch.float32) for name in GRID}
 
 
-def _cfg(name: str, temperature: float) -> s2d2.DecodeConfig:
-    return s2d2.preset(name, gen_length=GEN, rng="counter", temperature=temperature)
+def _cfg(model: str, name: str, temperature: float) -> s2d2.DecodeConfig:
+    return s2d2.preset(name, gen_length=GRID[model][2], rng="counter", temperature=temperature)
+
+
+def _temperatures(name: str) -> tuple[float, ...]:
+    return (0.0,) if name in GREEDY_ONLY else (0.0, 1.0)
 
 
 @pytest.mark.parametrize("temperature", [0.0, 1.0], ids=["greedy", "sampled"])
-@pytest.mark.parametrize("name", PRESETS)
-def test_the_page_decoder_makes_every_decision_of_generate_given_the_same_logits(tiny, tmp_path, name, temperature):
-    if temperature and name not in SAMPLED:
+@pytest.mark.parametrize("model,name", CASES)
+def test_the_page_decoder_makes_every_decision_of_generate_given_the_same_logits(models, tmp_path, model, name,
+                                                                                 temperature):
+    if temperature not in _temperatures(name):
         pytest.skip("greedy_exact acceptance decodes at temperature 0 only")
-    for i, prompt in enumerate(PROMPTS):
+    for i, prompt in enumerate(GRID[model][1]):
         folder = tmp_path / f"p{i}"
-        want = record_decode(tiny, prompt, _cfg(name, temperature), 11 + i, folder)
+        want = record_decode(models[model], prompt, _cfg(model, name, temperature), 11 + i, folder)
         got = replay_decode(folder, want)
         assert "error" not in got, got.get("error")
-        assert trace_differences(want, got) == [], f"{name}, prompt {i}"
+        assert trace_differences(want, got) == [], f"{model} {name}, prompt {i}"
+        Trace.from_dict(got)  # the server reads it as it reads an upload: schema, bounds, cross-field rules
 
 
-def test_a_sampled_grid_exercises_rejections_residual_draws_skips_and_the_remasking_rule(tiny, tmp_path):
-    """The replay grid is not vacuous: between them its decodes resample, accept, skip and fall back."""
-    hows, routes = Counter(), Counter()
-    for name in ("sdar-config-a", "fastdllm-config-c"):
+def test_the_grid_exercises_rejections_residual_draws_skips_the_remasking_rule_and_edits(models):
+    """The replay grid is not vacuous: between them its decodes resample, accept, skip, fall back and edit."""
+    hows, routes, edits = Counter(), Counter(), 0
+    for model, name in (("tiny", "sdar-config-a"), ("tiny", "fastdllm-config-c"), ("tiny-llada2", "llada2-dynamic-edit")):
         for t in (0.0, 1.0):
-            trace = s2d2.generate(tiny, PROMPTS[0], _cfg(name, t), seed=11).trace
+            trace = s2d2.generate(models[model], GRID[model][1][0], _cfg(model, name, t), seed=11).trace
             hows.update(c.how for s in trace.steps for c in s.commits)
             routes.update(s.decision.verify for s in trace.steps if s.decision is not None)
+            edits += sum(len(s.edits) for s in trace.steps)
     assert {"accepted", "resampled", "threshold", "fallback"} <= set(hows)
-    assert routes[True] and routes[False]
+    assert routes[True] and routes[False] and edits
 
 
 def test_the_trace_comparison_sees_a_changed_token_decision_or_float():
@@ -87,22 +99,25 @@ def test_the_trace_comparison_sees_a_changed_token_decision_or_float():
     assert trace_differences(base, timed) == []  # wall times are measured, never compared
 
 
-def test_a_configuration_the_page_cannot_decode_gets_one_readable_reason(tiny):
+def test_a_configuration_the_page_cannot_decode_gets_one_readable_reason():
     cases = [s2d2.preset("sdar-config-b").to_dict(), s2d2.preset("sdar-config-b+cost-aware").to_dict(),
-             s2d2.preset("llada2-static").to_dict(), s2d2.preset("dynamic-baseline").to_dict(),
-             _cfg("sdar-config-b", 1.0).to_dict()]
+             s2d2.preset("d2f").to_dict(), s2d2.preset("dynamic-baseline").to_dict(),
+             _cfg("tiny", "sdar-config-b", 1.0).to_dict(), _cfg("tiny-llada2", "llada2-quality", 0.0).to_dict(),
+             {**_cfg("tiny", "sdar-config-b", 0.0).to_dict(), "acceptance": "maybe"}]
     spec = {"alignment": "aligned"}
     got = run_module("decoding/api.js", "output = input.map((c) => m.unsupported(c, {spec: %s}));" % json.dumps(spec),
                      cases)
     assert got == ["this configuration draws random numbers: the page needs rng='counter'",
-                   'policy "cost_aware" is decoded on the server only', 'loop "editing" is decoded on the server only',
-                   None, None]
+                   'policy "cost_aware" is decoded on the server only', 'loop "pipeline" is decoded on the server only',
+                   None, None, None, "acceptance: one of paper, sampled, greedy_exact"]
 
 
-def test_token_texts_from_tokenizer_json_equal_the_tokenizers_decode(tiny):
+@pytest.mark.parametrize("model", list(GRID))
+def test_token_texts_from_tokenizer_json_equal_the_tokenizers_decode(models, model):
     texts = run_module("tokens.js", "output = m.tokenTexts(input, 2048);",
-                       json.loads((ROOT / "assets" / "web" / "tiny" / "tokenizer.json").read_text()))
-    assert texts == [tiny.tokenizer.decode([i]) for i in range(tiny.spec.vocab_size)]
+                       json.loads((ROOT / "assets" / "web" / model / "tokenizer.json").read_text()))
+    tok = models[model].tokenizer
+    assert texts == [tok.decode([i]) for i in range(models[model].spec.vocab_size)]
 
 
 def _onnx_runtime() -> None:
@@ -111,34 +126,84 @@ def _onnx_runtime() -> None:
         pytest.skip("onnxruntime-node is not installed: run `npm ci --prefix s2d2_web` (README, 'Set up')")
 
 
-def test_the_page_decoder_on_the_exported_model_matches_generate_on_the_torch_model(tiny, capsys):
+@pytest.mark.slow  # ~30-70 s per model on one core: a long decode grid in a Node subprocess
+@pytest.mark.parametrize("model", list(GRID))
+def test_the_page_decoder_on_the_exported_model_matches_generate_on_the_torch_model(models, model, capsys):
     """Issue 36's conformance: ids, forward kinds and counts, cache lengths and every decision identical; floats
     within 1e-4. The counts per preset are printed (run with -s to see them)."""
     _onnx_runtime()
+    names, prompts, _ = GRID[model]
     cases, wants = [], []
-    for name in PRESETS:
-        for t in ((0.0, 1.0) if name in SAMPLED else (0.0,)):
-            for i, prompt in enumerate(PROMPTS):
-                want = s2d2.generate(tiny, prompt, _cfg(name, t), seed=11 + i).trace.to_dict()
-                h = want["header"]
-                cases.append((name, t))
-                wants.append(want)
+    for name in names:
+        for t in _temperatures(name):
+            for i, prompt in enumerate(prompts):
+                cases.append(f"{name} ({'sampled' if t else 'greedy'})")
+                wants.append(s2d2.generate(models[model], prompt, _cfg(model, name, t), seed=11 + i).trace.to_dict())
     jobs = [{"config": w["header"]["config"], "prompt_ids": w["header"]["prompt_ids"], "seed": w["header"]["seed"],
              "prompt_text": w["header"]["prompt_text"]} for w in wants]
     done = subprocess.run([node(), str(ROOT / "tests" / "support" / "onnx_decode.mjs"),
-                           str(ROOT / "assets" / "web" / "tiny")], input=json.dumps(jobs), text=True,
+                           str(ROOT / "assets" / "web" / model)], input=json.dumps(jobs), text=True,
                           capture_output=True, timeout=600, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     same, total, diffs = Counter(), Counter(), []
-    for (name, t), want, got in zip(cases, wants, json.loads(done.stdout)):
+    for key, want, got in zip(cases, wants, json.loads(done.stdout)):
         assert "error" not in got, got.get("error")
         assert got["header"]["model"]["attn_implementation"] == "onnxruntime"
         got["header"]["model"] = want["header"]["model"]  # where it ran (the page's runtime) is meant to differ
         found = trace_differences(want, got)
-        key = f"{name} ({'sampled' if t else 'greedy'})"
         total[key] += 1
         same[key] += not found
         diffs += [f"{key}: {d}" for d in found[:3]]
     with capsys.disabled():
-        print("\nconformance (identical / total):", ", ".join(f"{k} {same[k]}/{total[k]}" for k in total))
+        print(f"\nconformance, {model} (identical / total):", ", ".join(f"{k} {same[k]}/{total[k]}" for k in total))
     assert diffs == []
+
+
+JOB = """
+import { createRequire } from "node:module";
+const require = createRequire(%s);
+const ort = require("onnxruntime-node");
+const posts = [];
+for (const request of input) await m.decodeJob(request, (message) => posts.push(message), ort);
+output = posts;
+"""
+
+
+def test_the_workers_job_streams_each_blocks_tokens_then_the_trace_or_one_error(models):
+    """decode_job.js (what worker.js runs): a token list after every block, each the final output's prefix so far,
+    then the trace, equal to generate's; a request the page cannot decode gets one readable error and nothing else."""
+    _onnx_runtime()
+    folder = ROOT / "assets" / "web" / "tiny"
+    manifest = json.loads((folder / "manifest.json").read_text())
+    tokenizer = json.loads((folder / "tokenizer.json").read_text())
+    want = s2d2.generate(models["tiny"], TINY_PROMPTS[0], _cfg("tiny", "sdar-config-b", 0.0), seed=5).trace.to_dict()
+    h = want["header"]
+    base = {"manifest": manifest, "modelUrl": str(folder / "model.onnx"), "tokenizer": tokenizer,
+            "promptIds": h["prompt_ids"], "promptText": h["prompt_text"], "seed": 5}
+    bad = s2d2.preset("sdar-config-b+cost-aware", rng="counter").to_dict()
+    posts = run_module("decode_job.js", JOB % json.dumps((WEB / "package.json").as_uri()),
+                       [{**base, "config": h["config"]}, {**base, "config": bad},
+                        {**base, "config": {**h["config"], "gen_length": 100000}}])
+    streamed = len(want["blocks"]) - (want["footer"]["finish_reason"] == "stop_token")  # no post after a stop
+    assert [p["type"] for p in posts] == ["block"] * streamed + ["done", "error", "error"]
+    final = want["footer"]["output_ids"]
+    mask = manifest["decoding"]["mask_id"]
+    for p in posts[:-3]:
+        decoded = [t for t in p["tokens"] if t != mask]
+        assert decoded == p["tokens"][: len(decoded)] and final[: len(decoded)] == decoded[: len(final)]
+    counts = [len([t for t in p["tokens"] if t != mask]) for p in posts[:-3]]
+    assert counts == sorted(set(counts)) and counts[0] > 0  # every block adds tokens
+    assert [t for t in posts[-4]["tokens"] if t != mask][: len(final)] == final
+    got = posts[-3]["trace"]
+    got["header"]["model"] = want["header"]["model"]
+    assert trace_differences(want, got) == []
+    assert posts[-2]["message"] == 'browser decode: policy "cost_aware" is decoded on the server only'
+    assert posts[-1]["message"] == "browser decode: gen_length: must be an integer in [1, 4096]"
+
+
+def test_reason_line_numbers_are_formatted_as_python_formats_them():
+    """policies/base.js fmt / num, the page's f"{x:.2f}" and f"{x:g}": exact binary ties round to even."""
+    values = [0.125, 0.165, 0.135, 1.005, -0.001, 2.675, 0.375, -0.125, 0.625, 1.875, 1e-05, 0.5, 1234567.0, -0.0,
+              3.0, 2.0 / 3.0, 0.0049999999, 12.345, -7.5, 100.125]
+    got = run_module("policies/base.js", "output = input.map((x) => [m.fmt(x), m.num(x)]);", values)
+    assert got == [[f"{x:.2f}", f"{x:g}"] for x in values]

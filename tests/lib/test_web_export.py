@@ -5,6 +5,7 @@ Each bundled model is exported once per session into a temporary folder (seconds
 from __future__ import annotations
 
 import json
+import shutil
 import struct
 
 import numpy as np
@@ -151,6 +152,8 @@ def fake_checkpoint(folder, params):
 
 @pytest.mark.parametrize("argv, message", [
     (["export-web", "--model", "no-such-model", "--out", "{tmp}/o"], "error: unknown model 'no-such-model'"),
+    (["export-web", "--model", "someone/some-model", "--out", "{tmp}/o"],
+     "error: unknown model 'someone/some-model': export-web takes tiny, tiny-llada2 or a local checkpoint folder"),
     (["export-web", "--model", "JetLM/SDAR-1.7B-Chat", "--out", "{tmp}/o"],
      "error: JetLM/SDAR-1.7B-Chat has about 2,030 M parameters; export-web takes checkpoints of at most 50 M"),
     (["export-web", "--model", "{tmp}/big", "--out", "{tmp}/o"],
@@ -175,3 +178,30 @@ def test_a_checkpoint_other_than_the_bundled_needs_out(capsys):
     code, err = run(["export-web", "--model", "JetLM/SDAR-1.7B-Chat"], capsys)
     assert code == 2 and err == "error: --out: give a folder for 'JetLM/SDAR-1.7B-Chat' (only the bundled models " \
                                 "have a default)\n"
+
+
+def test_a_local_checkpoint_folder_exports_and_matches_torch(tmp_path):
+    """Any checkpoint folder under the limit, not only the bundled names: here a copy of `tiny` somewhere else."""
+    from s2d2.models.loading import load_model
+    from s2d2.models.registry import ASSETS
+
+    folder = tmp_path / "my-model"
+    shutil.copytree(ASSETS / "tiny", folder)
+    done = export_web(str(folder), tmp_path / "out")
+    assert done.manifest["model"] == str(folder) and done.manifest["decoding"]["mask_id"] == 3
+    hf = load_model(str(folder), device="cpu", dtype="float32", backend="dynamic")
+    rows = roundtrip.forward_kinds(hf, OnnxModel(done.folder, hf.tokenizer))
+    assert all(r.max_abs <= LOGIT_TOL and r.argmax_equal == r.rows for r in rows)
+
+
+def test_a_folder_without_a_tokenizer_is_refused_before_writing(capsys, tmp_path):
+    from s2d2.models.registry import ASSETS
+
+    folder = tmp_path / "bare"
+    folder.mkdir()
+    for name in ("config.json", "model.safetensors"):
+        shutil.copy(ASSETS / "tiny" / name, folder / name)
+    code, err = run(["export-web", "--model", str(folder), "--out", str(tmp_path / "o")], capsys)
+    assert code == 2 and err == f"error: {folder}: no tokenizer.json in the checkpoint folder (the page encodes " \
+                                "prompts with it)\n"
+    assert not (tmp_path / "o").exists()

@@ -48,6 +48,17 @@ function absolute(files, base) {
   return Object.fromEntries(Object.entries(files).map(([k, v]) => [k, new URL(v, base).href]));
 }
 
+/** The worker's request (s2d2_web/decode_job.js) for the plan: the packed files by URL, the settings, and the
+ * trace header's record of where it is decoded. */
+export function request(plan) {
+  const f = plan.files;
+  return { ortUrl: f.runtime, wasmGzUrl: f.wasm_gz, modelGzUrl: f.model_gz, manifestUrl: f.manifest,
+    tokenizerUrl: f.tokenizer, promptIds: plan.prompt_ids, promptText: plan.prompt_text, config: plan.config,
+    seed: plan.seed, libraryVersion: plan.library_version, announceLoad: true,
+    decodedIn: { where: 'browser', runtime: 'onnxruntime-web', runtime_version: plan.runtime_version,
+      backend: 'wasm', dtype: plan.dtype } };
+}
+
 /** What this browser lacks to decode in the page ('' when it has everything). */
 export function pageAbility(scope = globalThis) {
   if (typeof scope.WebAssembly !== 'object') return 'this browser has no WebAssembly';
@@ -87,12 +98,12 @@ export function decodeInPage(planText, doc = document) {
       if (data.type === 'loaded') {
         run.loaded = true;
         progress(doc, `Model loaded in ${data.session_s.toFixed(1)} s; decoding in your browser…`);
-      } else if (data.type === 'rows') {
+      } else if (data.type === 'block') {
         drawRows(doc, data.rows, plan.live);
-        progress(doc, `Decoding in your browser… ${count(data.steps, 'step')}, ${count(data.rows.length, 'token')} committed ` +
-          `(${seconds()} s). Stop keeps the partial trace.`);
+        progress(doc, `Decoding in your browser… ${count(data.steps, 'step')}, ${count(data.rows.length, 'token')} ` +
+          `committed (${seconds()} s). Stop keeps the partial trace.`);
       } else if (data.type === 'done') {
-        finish(data.trace);
+        finish(JSON.stringify(data.trace));
       } else if (data.type === 'error') {
         finish(JSON.stringify({ page_error: data.message }));
       }
@@ -101,7 +112,7 @@ export function decodeInPage(planText, doc = document) {
       e.preventDefault();
       finish(JSON.stringify({ page_error: String(e.message || 'the worker could not start') }));
     };
-    worker.postMessage({ type: 'start', plan });
+    worker.postMessage(request(plan));
   });
 }
 
