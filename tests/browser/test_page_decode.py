@@ -145,3 +145,20 @@ def test_a_browser_without_webassembly_decodes_on_the_server_and_says_why(browse
     assert "decoded on the server" in title(pg)
     assert not errors, errors
     pg.close()
+
+
+def test_stop_while_the_page_loads_the_model_ends_the_page_run(browser, served):  # noqa: F811
+    require_page_decoding()
+    _, url = served
+    pg, errors = open_app(browser, url, DESKTOP)
+    uploads = Uploads(pg)
+    pg.get_by_role("tab", name="Run", exact=True).click()
+    pg.locator("#run").click()
+    pg.wait_for_function("(document.querySelector('#run-status .s2d2-page-progress') || {}).textContent"
+                         "?.startsWith('Loading the model')", polling=20, timeout=WAIT_MS)
+    pg.locator("#stop").click()
+    pg.wait_for_function("document.querySelector('#run-status').innerText.includes('■ Stopped before the model "
+                         "was loaded in your browser')", timeout=WAIT_MS)
+    assert not uploads.posts  # the worker was ended: nothing decoded, nothing handed off
+    assert not errors, errors
+    pg.close()
