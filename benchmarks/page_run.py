@@ -56,6 +56,18 @@ def by_kind(forwards: list[dict]) -> dict[str, list[float]]:
     return out
 
 
+def run_tab(pg) -> None:
+    """Show the Run tab (a click before the page has wired its tabs is lost: clicked again until Run shows)."""
+    for _ in range(10):
+        pg.get_by_role("tab", name="Run", exact=True).click()
+        try:
+            pg.locator("#run").wait_for(state="visible", timeout=5000)
+            return
+        except Exception:  # playwright's TimeoutError: not shown yet
+            continue
+    raise RuntimeError("the Run tab never showed its Run button")
+
+
 def page_runs(url: str, runs: int, upload_dir: Path, wait_s: float) -> tuple[list[dict], list[tuple], list[float]]:
     """Press Run `runs` times in one fresh page; the traces the server received, what each Run downloaded (the
     compressed body bytes of the served files, their count, and the bytes of every response including the Run's
@@ -80,6 +92,7 @@ def page_runs(url: str, runs: int, upload_dir: Path, wait_s: float) -> tuple[lis
         for i in range(runs):
             mark = len(finished)
             before = set(upload_dir.rglob("page-trace.json"))
+            run_tab(pg)
             pg.locator("#run").click()
             pg.wait_for_function(f"document.querySelectorAll('#run-status').length && "
                                  f"document.querySelector('#run-status').innerText.includes('Decoded in your browser')"
@@ -90,8 +103,6 @@ def page_runs(url: str, runs: int, upload_dir: Path, wait_s: float) -> tuple[lis
             new = sorted(set(upload_dir.rglob("page-trace.json")) - before, key=lambda q: q.stat().st_mtime)
             traces.append(json.loads(new[-1].read_text(encoding="utf-8")))
             starts.append(float(LOADED.search(pg.evaluate("window.s2d2Loaded")[i]).group(1)))
-            # Back to the Run tab for the next press (Replay opened on this one), once its status is final.
-            pg.get_by_role("tab", name="Run", exact=True).click()
         browser.close()
     return traces, downloads, starts
 
