@@ -116,3 +116,19 @@ def test_a_page_that_cannot_falls_back_in_one_line(monkeypatch):
     monkeypatch.setattr(page_decode, "offered", lambda: found.__class__({}, None, "off"))
     assert page_decode.plan(prompt, "tiny", "", *knobs) == (
         None, "Decoded on the server: this server does not offer the browser runtime.")
+
+
+@pytest.mark.skipif(not EXAMPLE.exists(), reason="the shipped example traces are missing")
+def test_the_header_says_where_a_trace_was_decoded_in_replay_and_the_html_replay(tmp_path):
+    from components.files.html_replay import replay_html
+    from components.views.step_views import trace_title
+    from s2d2.trace import Trace
+
+    old = Trace.from_json(EXAMPLE.read_text(encoding="utf-8"))  # written before the field existed: still loads
+    assert old.header.decoded_in is None and "decoded_in" not in old.to_dict()["header"]
+    page = Trace.from_json(Path(page_trace(tmp_path)).read_text(encoding="utf-8"))
+    said = "decoded in the browser (onnxruntime-web 1.30.0, wasm, float32)"
+    from components.escape import md_text
+
+    assert md_text(said) in trace_title(page) and "decoded on the server" in trace_title(old)  # Markdown-escaped
+    assert said in replay_html(page).html and "decoded on the server" in replay_html(old).html
