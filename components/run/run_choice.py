@@ -12,7 +12,7 @@ from components.run.page_decode import plan
 from components.views.canvas import render_live
 
 RUN_CHOICE_OUT = [*r.RUN_OUT, "run_where", "page_plan"]
-STARTING = ("Starting in your browser: loading the model (the first Run downloads about 5 MB; later ones reuse "
+STARTING = ("Starting in your browser: loading the model (the first Run downloads about 9 MB; later ones reuse "
             "it)… Stop ends it.")
 
 
