@@ -32,6 +32,9 @@ from components.serve.page_modules import serve as serve_modules
 from components.run.wait_line import WATCH_JS
 from components.serve.model_pool import preload_on_spaces
 from components.run.layout import build_run_tab
+from components.run import page_decode
+from components.run.page_decode import before_run_js
+from components.run.run_choice import RUN_CHOICE_OUT, run_choice
 from components.run.shared_batch import run_concurrency, sharing_on
 from components.replay.share_row import COPY_JS
 from components.views.story import Story, pair_story, single_story
@@ -168,11 +171,18 @@ def wire_run(ctx: Ctx) -> None:
     # Sharing on (components/run/shared_batch.py): up to S2D2_BATCH_MAX Runs are in their handlers at once, all
     # decoding in the model's one shared batch, on a slot of their own; off: Run shares the one "gpu" slot.
     run_slot = gpu_slot.GPU_RUN if sharing_on() else gpu_slot.GPU
-    run_ev = c["run"].click(k(gpu_slot.one_job(r.run, r.run_refused)), [c["prompt"], c["model"], *out(r.KNOB_OUT)],
-                            out(r.RUN_OUT), api_name="run", concurrency_limit=run_concurrency(),
+    # The page's Record: decoded in the page when "Decode in my browser" is ticked and the page can, else on the
+    # server (components/run/run_choice.py); "run" stays the API's server Run (gradio_client runs no page code).
+    run_ev = c["run"].click(k(gpu_slot.one_job(run_choice, r.run_refused)),
+                            [c["prompt"], c["model"], c["in_page"], c["page_can"], *out(r.KNOB_OUT)],
+                            out(RUN_CHOICE_OUT), concurrency_limit=run_concurrency(),
                             concurrency_id=run_slot, validator=gpu_slot.admit_decode,
                             show_progress_on=[c["run_wait"]],  # its place in the queue, next to the button
-                            js=within_js(limits().max_prompt_chars))
+                            js=before_run_js(limits().max_prompt_chars), **PRIVATE)
+    api_run = gr.Button(visible=False)
+    api_run.click(k(gpu_slot.one_job(r.run, r.run_refused)), [c["prompt"], c["model"], *out(r.KNOB_OUT)],
+                  out(r.RUN_OUT), api_name="run", concurrency_limit=run_concurrency(), concurrency_id=run_slot,
+                  validator=gpu_slot.admit_decode, js=within_js(limits().max_prompt_chars))
     c["run"].click(None, js=follow_js("#run-status"), **PRIVATE)  # on a phone: to the status and live tokens
     # A setting the run refuses is said beside its field too (Advanced opened), not only in the status far away.
     c["run"].click(k(r.setting_notes), out(r.KNOB_OUT), out(r.NOTES_OUT), show_progress="hidden", **PRIVATE).then(
@@ -180,7 +190,15 @@ def wire_run(ctx: Ctx) -> None:
     run_ev.then(k(opened_run), [c["state"], c["run_ok"], c["run_final"]],
                 out(["tabs", *h.LOAD_OUT, *r.FINAL_OUT]), show_progress="hidden", **PRIVATE).then(
         None, js=follow_js("#headline"), **PRIVATE)  # Replay opens at its headline and canvas
+    # A page Run's hand-off: the browser code decodes the plan in a worker and sends the trace text, which the server
+    # reads as an upload (one event, charged and refusable like any other), then Replay opens on it.
+    c["page_plan"].change(k(page_decode.receive), [c["page_plan"], c["page_trace"]], out(r.RUN_OUT),
+                          js=page_decode.DECODE_JS,
+                          show_progress="hidden", **PRIVATE).then(
+        k(opened_run), [c["state"], c["run_ok"], c["run_final"]], out(["tabs", *h.LOAD_OUT, *r.FINAL_OUT]),
+        show_progress="hidden", **PRIVATE).then(None, js=follow_js("#headline"), **PRIVATE)
     c["stop"].click(gpu_slot.stop, None, None, queue=False, **PRIVATE)  # Stop never waits behind the queue
+    c["stop"].click(None, js=page_decode.STOP_JS, **PRIVATE)  # and a Run decoding in the page stops there
 
 
 def wire_share(ctx: Ctx, demo: gr.Blocks) -> None:

@@ -34,6 +34,7 @@ from s2d2.trace import Trace
 
 from components.escape import LONE_SURROGATE
 from components.views.canvas import visible_text
+from components.views.decoded_in import decoded_words
 from components.views.describe import plain_title
 from components.files.html_replay_page import HINT, page
 from components.views.step_views import STEP_VIEWS, StepOptions
@@ -155,7 +156,8 @@ def _heading(trace: Trace) -> tuple[str, str]:
         what = str(h.config.get("method", "run"))
     title = f"{text_html(h.model.name, 80)} · {text_html(what, 160)}"
     meta = (f"seed {h.seed} · {plural(len(trace.steps), 'step')}, {plural(len(trace.forwards), 'forward')} · "
-            f"{text_html(h.provenance, 20)} trace, s2d2 {text_html(h.library_version, 20)}")
+            f"{text_html(h.provenance, 20)} trace, s2d2 {text_html(h.library_version, 20)}, "
+            f"{text_html(decoded_words(h), 120)}")
     return title, meta
 
 

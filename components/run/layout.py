@@ -12,9 +12,15 @@ from components.run.knob_scope import is_main, shown
 from components.views.prompt_scope import TRAINED_ON
 from components.run.knobs import (DEFAULT_PRESET, EXAMPLE_PROMPTS, KNOBS, MAX_PROMPT_CHARS, Knob, knob_info,
                                   preset_values)
+from components.run.page_decode import offered
 from components.serve.model_pool import DEFAULT_MODEL, model_choices
 from components.ui import Ctx, FreeSlider
 from components.views.plural import plural
+
+IN_PAGE_INFO = ("The bundled tiny model decodes here, in a background worker of this page (onnxruntime-web), and "
+                "the server only checks the finished trace. Other models and settings decode on the server; the line "
+                "below says where each Run went.")
+
 
 def _knob_component(knob: Knob, value: Any, visible: bool) -> Any:
     info = knob_info(knob)
@@ -51,6 +57,12 @@ def build_run_tab(ctx: Ctx) -> None:
             with gr.Row():
                 ctx["run"] = gr.Button("▶ Record a run", variant="primary", elem_id="run")
                 ctx["stop"] = gr.Button("■ Stop", variant="stop", elem_id="stop")
+            # Where the Run decodes (components/run/page_decode.py): ticked where this server offers the runtime and
+            # an export; the page still falls back to the server when it cannot, and the line under it says why.
+            found = offered()
+            ctx["in_page"] = gr.Checkbox(bool(found.runtime and found.models), label="Decode in my browser",
+                                         elem_id="in-page", info=IN_PAGE_INFO)
+            ctx["run_where"] = gr.Markdown("", elem_id="run-where")
             # Beside the button, not on the Prompt box: a Run that must wait for a place is told here its place in
             # the queue and the expected wait (Gradio's estimate: app.py points the Run's progress at this line).
             ctx["run_wait"] = gr.Markdown("*When the server is busy, a Run waits for a free place: its place in the "
@@ -74,5 +86,10 @@ def build_run_tab(ctx: Ctx) -> None:
                         "length: the model decodes whole blocks). When the run ends (or you press Stop) the Replay "
                         "tab opens on it.*")
             ctx["output"] = gr.Textbox(label="Output text", interactive=False, lines=4, elem_id="output")
+    # The page's plan (JSON: a page Run's prompt ids, settings and file URLs) and what the page lacks to decode
+    # (filled by the Run's browser code): in the DOM, never shown.
+    ctx["page_plan"] = gr.Textbox("", visible="hidden", elem_id="page-plan")
+    ctx["page_can"] = gr.Textbox("", visible="hidden", elem_id="page-can")
+    ctx["page_trace"] = gr.File(visible="hidden", elem_id="page-trace")  # the trace the page uploads
     ctx["run_ok"] = gr.State(False)
     ctx["run_final"] = gr.State(None)  # the run's final views, written again when Replay opens (handlers.final_views)

@@ -16,8 +16,14 @@ from components.serve import browser_files, runtime_install
 
 ROOT = Path(__file__).resolve().parents[1]  # components/
 REPLAY_JS = ROOT / "replay" / "js"  # Replay's stepping (components/replay/browser_steps.py)
-RUN_JS = ROOT / "run" / "js"  # the Run's place in the queue, in words (components/run/wait_line.py)
+RUN_JS = ROOT / "run" / "js"  # the Run's place in the queue in words, decoding in the page (components/run/)
 MODULE_DIRS = (REPLAY_JS, RUN_JS)
+PAGE_DECODER = ROOT.parent / "s2d2_web"  # the page decoder's modules (never its node_modules/: listed file by file)
+
+
+def decoder_modules(folder: Path = PAGE_DECODER) -> list[Path]:
+    """Every ES module of the page decoder (s2d2_web/*.js and its subfolders), node_modules/ left out."""
+    return sorted(p for p in folder.rglob("*.js") if "node_modules" not in p.relative_to(folder).parts)
 
 
 _SAID: list[str] = []  # the browser-decoding lines, each printed once per process
@@ -44,7 +50,7 @@ def serve() -> browser_files.BrowserFiles:
             _INSTALLING.append(runtime_install.start(browser_files.RUNTIME_DIST.parents[2], installed))
             say("In-browser decoding is off until onnxruntime-web is installed (npm ci is running); runs decode on "
                 "the server.")
-    gr.set_static_paths(list(MODULE_DIRS) + files)
+    gr.set_static_paths(list(MODULE_DIRS) + decoder_modules() + files)
     if not _INSTALLING:
         say(found.line)
     return found
@@ -53,6 +59,11 @@ def serve() -> browser_files.BrowserFiles:
 def installed(problem: str | None) -> None:
     """After the start-up install: pack the runtime's binary and say whether in-browser decoding is now on."""
     say(f"In-browser decoding is off: {problem}; runs decode on the server." if problem else browser_files.find().line)
+
+
+def file_url(path: Path) -> str:
+    """The URL of a served file, relative to the page (the page resolves it against document.baseURI)."""
+    return f"gradio_api/file={path.as_posix()}"
 
 
 def module_url(folder: Path, name: str) -> str:

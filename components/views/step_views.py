@@ -15,6 +15,7 @@ from s2d2.metrics import trace_metrics
 from s2d2.trace import Trace
 
 from components.views.canvas import legend_html, render_canvas, visible_text
+from components.views.decoded_in import decoded_words
 from components.views.describe import decision_line
 from components.views.plain_words import step_words
 from components.escape import md_text
@@ -206,5 +207,6 @@ def trace_title(trace: Trace) -> str:
         tau = cfg.get("editing_threshold")
         block += f" · editing {'τ_edit=' + md_text(tau, 10) if tau is not None else 'off'}"
     return (f"**{md_text(h.model.name, 80)}** · {method}{' / ' + policy if policy else ''} · B={block} · "
-            f"seed {h.seed} · {md_text(h.provenance, 20)} trace · {plural(len(trace.steps), 'step')}, "
+            f"seed {h.seed} · {md_text(h.provenance, 20)} trace, {md_text(decoded_words(h), 120)} · "
+            f"{plural(len(trace.steps), 'step')}, "
             f"{plural(len(trace.forwards), 'forward')}")

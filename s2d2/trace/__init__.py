@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from .file import Trace, encode, trace_json_schema
 from .records import (BLOCK_EVENTS, COMMIT_HOWS, FORWARD_KINDS, MAX_VOCAB, PROVENANCE, SCHEMA_VERSION, BlockEvent,
-                      BlockRecord, Candidate, Commit, CostTable, Edit, Footer, ForwardCost, ForwardRecord, Header,
-                      InFlight, MaskDraft, ModelInfo, PolicyDecision, PolicyInputs, StepCosts, StepRecord,
+                      BlockRecord, Candidate, Commit, CostTable, DecodedIn, Edit, Footer, ForwardCost, ForwardRecord,
+                      Header, InFlight, MaskDraft, ModelInfo, PolicyDecision, PolicyInputs, StepCosts, StepRecord,
                       Verification, VerifyPosition)
 from .rules import check_trace
 
 __all__ = ["SCHEMA_VERSION", "FORWARD_KINDS", "COMMIT_HOWS", "BLOCK_EVENTS", "PROVENANCE", "MAX_VOCAB", "Candidate",
            "ModelInfo", "ForwardRecord", "MaskDraft", "PolicyInputs", "PolicyDecision", "VerifyPosition",
            "Verification", "CostTable", "ForwardCost", "StepCosts", "Commit", "Edit", "InFlight", "BlockEvent",
-           "StepRecord", "BlockRecord", "Header", "Footer", "Trace", "check_trace", "encode", "trace_json_schema"]
+           "StepRecord", "BlockRecord", "DecodedIn", "Header", "Footer", "Trace", "check_trace", "encode", "trace_json_schema"]

@@ -123,4 +123,6 @@ def encode(obj: Any) -> Any:
             del out[name]
     if "costs" in out and out["costs"] is None:  # only cost-aware runs write them (header, policy inputs)
         del out["costs"]
+    if "decoded_in" in out and out["decoded_in"] is None:  # only the page writes it: library traces keep their form
+        del out["decoded_in"]
     return out

@@ -285,6 +285,23 @@ class BlockRecord:
     length_reason: Text = ""  # adaptive_block: why the block has this length (empty for a fixed block size)
 
 
+DECODED_WHERE = ("server", "browser")
+
+
+@forbid_extra
+@dataclass(slots=True)
+class DecodedIn:
+    """Where the run was decoded: on the server (torch), or in a visitor's browser by the page decoder (s2d2_web/)
+    with an ONNX Runtime build, its version, backend and the dtype it computed in. A trace without this record was
+    decoded by the library itself (the server, or `python -m s2d2`), as every trace before the field existed."""
+
+    where: Literal[DECODED_WHERE]
+    runtime: Name  # "torch" | "onnxruntime-web"
+    runtime_version: Name
+    backend: Name  # "cpu", "cuda", "wasm"
+    dtype: Name  # what the forward computed in: "float32", ...
+
+
 @forbid_extra
 @dataclass(slots=True)
 class Header:
@@ -301,6 +318,7 @@ class Header:
     total_length: Count
     created: Name = ""
     costs: Optional[CostTable] = None  # the forward costs the run routed with (cost_aware only; absent otherwise)
+    decoded_in: Optional[DecodedIn] = None  # None: decoded by the library (server or CLI), as older traces were
 
 
 @forbid_extra
