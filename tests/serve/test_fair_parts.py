@@ -1,0 +1,152 @@
+"""Issue 35, figure (c) at the policy level: a flooder behind the class's own address cannot spend the class's
+request rate, queue places or open streams. Each is work-conserving (a page alone may use the unit's whole
+allowance) and split by page while others of the unit ask (components/serve/fair_rate.py, fair_places.py); forged
+hashes are one member (REST); the unit's total stays bounded. Clocks are injected: nothing sleeps."""
+from __future__ import annotations
+
+from collections import Counter
+from types import SimpleNamespace
+
+import pytest
+
+from components.serve import client_limits, front_door
+from components.serve.fair_places import may_take
+from components.serve.fair_rate import FairRate
+from components.serve.roster import REST, Roster
+
+CLASS = "ip:10.0.0.1"
+
+
+def rate(per_s: float = 20.0, burst: float | None = None) -> FairRate:
+    return FairRate(lambda: per_s, (lambda: burst) if burst is not None else None, clock=lambda: 0.0)
+
+
+def test_a_page_alone_may_use_the_units_whole_allowance():
+    r = rate(20.0)
+    assert sum(r.allow(CLASS, "flooder", scale=2.0, now=0.0) for _ in range(200)) == 120  # the burst, 3 x 20 x 2
+    admitted = sum(r.allow(CLASS, "flooder", scale=2.0, now=1 + k / 1000) for k in range(10_000))
+    assert 400 <= admitted <= 440  # then the unit's rate, 40 a second over those 10 s, and what decayed meanwhile
+
+
+def simulate(r: FairRate, seconds: float, students: int, every_s: float, flood_per_s: float,
+             flooder: str = "flooder", scale: float = 1.0) -> tuple[int, int, int]:
+    """Students (one request each every `every_s`, staggered) beside a flooder sending `flood_per_s`; returns
+    (student requests, allowed of them, flooder requests allowed)."""
+    asked = served = flood = 0
+    ticks = sorted([(k * every_s + i * every_s / students, f"s{i}") for i in range(students)
+                    for k in range(int(seconds / every_s))]
+                   + [(k / flood_per_s, flooder) for k in range(int(seconds * flood_per_s))])
+    for now, who in ticks:
+        ok = r.allow(CLASS, who, scale=scale, now=now)
+        if who == flooder:
+            flood += ok
+        else:
+            asked, served = asked + 1, served + ok
+    return asked, served, flood
+
+
+def test_a_flooder_behind_the_class_address_cannot_spend_the_students_requests():
+    members = 31  # thirty students and the flooder's page
+    scale = client_limits.unit_rate_scale(members)
+    r = rate(20.0)
+    asked, served, flood = simulate(r, 60.0, 30, 2.0, 500.0, scale=scale)
+    assert served == asked == 900  # every student's step is let through
+    top, per_s = 60 * scale, 20 * scale
+    part_per_s = per_s / members  # the flooder's part of the unit's rate while the class asks
+    assert flood <= top + part_per_s * 60 * 1.2  # its burst while alone, then about one page's part
+
+
+def test_the_single_bucket_this_replaces_let_the_flooder_starve_the_class():
+    """The shape of the rule that failed figure (c): one bucket for the unit (client_limits.Rate)."""
+    bucket = client_limits.Rate(lambda: 20.0, clock=lambda: 0.0)
+    one_bucket = SimpleNamespace(allow=lambda unit, member, scale, now: bucket.allow(unit, now=now, scale=scale))
+    asked, served, _ = simulate(one_bucket, 60.0, 30, 2.0, 500.0, scale=client_limits.unit_rate_scale(31))
+    assert served < asked * 0.2  # most of the class's steps are refused with the flooder's
+
+
+def test_forged_hashes_are_one_member_so_they_do_not_multiply_a_share():
+    roster = Roster()
+    for i in range(30):
+        roster.arrive(CLASS, f"s{i}")
+    forged = [roster.member(CLASS, f"forged-{k}") for k in range(1000)]
+    assert set(forged) == {REST}  # every hash that never opened a page is the unit's REST
+    r = rate(20.0)
+    asked, served, rest = simulate(r, 30.0, 30, 2.0, 500.0, flooder=REST, scale=client_limits.unit_rate_scale(30))
+    assert served == asked and rest <= 60 * client_limits.unit_rate_scale(30) * 1.6
+
+
+def test_the_units_total_stays_bounded_however_many_pages_flood():
+    r = rate(10.0)
+    scale = client_limits.unit_rate_scale(48)
+    total = sum(r.allow(CLASS, f"p{k % 48}", scale=scale, now=k / 2000) for k in range(60 * 2000))
+    assert total <= 10 * scale * 60 + 2 * 30 * scale  # the unit's rate over a minute, plus at most two bursts
+
+
+def test_a_page_over_its_part_gets_its_next_request_once_its_use_decays():
+    r = rate(1.0, burst=3.0)
+    assert [r.allow(CLASS, "a", now=0.0) for _ in range(4)] == [True, True, True, False]  # alone: the whole burst
+    assert r.allow(CLASS, "b", now=0.0)  # another page asks: its part is there
+    assert not r.allow(CLASS, "a", now=0.5)  # a is past its part (1.5) while b asks
+    assert r.allow(CLASS, "a", now=20.0)  # b went quiet, a's use decayed: a is let in again
+
+
+# -- held places: queue places and open streams (fair_places) ------------------------------------------------------
+
+def test_a_unit_below_its_cap_lets_anyone_take_a_place_and_a_full_one_only_those_under_their_part():
+    assert may_take({"flooder": 47}, "flooder", 48)  # alone, the whole cap
+    assert not may_take({"flooder": 48}, "flooder", 48)
+    assert may_take({"flooder": 48}, "s1", 48)  # the unit is full of the flooder's: a student still gets one
+    held = Counter({"flooder": 48})
+    for i in range(40):  # forty students each take a place while the flooder holds the cap
+        assert may_take(held, f"s{i}", 48) and not may_take(held, "flooder", 48)
+        held[f"s{i}"] += 1
+    for i in range(40):  # and then take all they are let: never past their part, never past twice the cap
+        while may_take(held, f"s{i}", 48):
+            held[f"s{i}"] += 1
+    assert sum(held.values()) <= 2 * 48  # bounded: twice the cap at most
+
+
+def test_streams_a_flooder_holds_do_not_keep_a_students_heartbeat_out(monkeypatch):
+    monkeypatch.setenv("S2D2_CLIENT_STREAMS", "8")
+    listeners = client_limits.Listeners()
+    opened = sum(listeners.open(f"forged-{k}", CLASS, member=REST) for k in range(100))
+    assert opened == 8  # the forged streams fill the unit's cap, as one member
+    assert listeners.open("student", CLASS, heartbeat=True, member="student")  # a page's heartbeat still opens
+    assert not listeners.open("forged-x", CLASS, member=REST)
+    listeners.close("student", CLASS, heartbeat=True, member="student")
+    assert listeners.open("student2", CLASS, heartbeat=True, member="student2")
+
+
+def test_a_heartbeat_holds_its_own_pages_part_and_a_stream_its_pages(monkeypatch):
+    monkeypatch.setattr(front_door, "ROSTER", Roster())
+    assert front_door.stream_member(CLASS, "page", heartbeat=True) == "page"  # about to be counted
+    assert front_door.stream_member(CLASS, "page", heartbeat=False) == REST  # no page yet: REST
+    front_door.ROSTER.arrive(CLASS, "page")
+    assert front_door.stream_member(CLASS, "page", heartbeat=False) == "page"
+    monkeypatch.setenv("S2D2_UNIT_SESSIONS", "1")
+    assert front_door.stream_member(CLASS, "other", heartbeat=True) == REST  # the roster is full: REST
+
+
+def fake_event(ip: str, session: str) -> SimpleNamespace:
+    request = SimpleNamespace(headers={"x-forwarded-for": ip}, client=SimpleNamespace(host="127.0.0.1"))
+    return SimpleNamespace(request=request, username=None, fn=None, session_hash=session, concurrency_id="x")
+
+
+def test_a_flooder_filling_the_units_queue_places_leaves_a_student_room(monkeypatch):
+    monkeypatch.setenv("S2D2_TRUSTED_PROXY_HOPS", "1")
+    monkeypatch.setenv("S2D2_CLIENT_QUEUED", "6")
+    monkeypatch.setenv("S2D2_UNIT_QUEUED", "12")
+    roster = Roster()
+    monkeypatch.setattr(front_door, "ROSTER", roster)
+    for page in ("f1", "f2", "student"):
+        roster.arrive(CLASS, page)
+    fns = {0: SimpleNamespace(api_name="step", api_visibility="public", fn=print, trigger_after=None,
+                              concurrency_id="x", validator=None, inputs=[])}
+    waiting = [fake_event("10.0.0.1", "f1") for _ in range(6)] + [fake_event("10.0.0.1", "f2") for _ in range(6)]
+    queue = SimpleNamespace(event_queue_per_concurrency_id={"x": SimpleNamespace(queue=waiting)}, active_jobs=[None])
+    blocks = SimpleNamespace(fns=fns, _queue=queue, state_holder=None)
+    monkeypatch.setattr(front_door, "count_values", lambda *a, **k: None)
+    monkeypatch.setattr(front_door, "file_values", lambda *a, **k: None)
+    with pytest.raises(front_door.Refusal):  # the unit holds its 12: the flooder's page is refused
+        front_door.admit_request("/queue/join", {"fn_index": 0, "session_hash": "f1"}, "ip:10.0.0.1", blocks)
+    front_door.admit_request("/queue/join", {"fn_index": 0, "session_hash": "student"}, "ip:10.0.0.1", blocks)
