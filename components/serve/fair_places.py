@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from typing import Mapping
 
+Ask = tuple[str, str]  # (unit, member), as components/serve/fair_order.py names a place's holder
+
 
 def may_take(held: Mapping[str, int], member: str, cap: int) -> bool:
     """May `member` take one more place, given the places each member of its unit `held` (see the module
@@ -30,3 +32,15 @@ def may_take(held: Mapping[str, int], member: str, cap: int) -> bool:
         return False
     holders = {m for m, n in held.items() if n > 0} | {member}
     return held.get(member, 0) < max(1, cap // len(holders))
+
+
+def may_queue(held: Mapping[Ask, int], ask: Ask, line: int) -> bool:
+    """May `ask` (a unit's member) put one more event in a server queue holding `held` events per (unit, member),
+    once the queue is at `line` (nearly full)? Only while it holds less than its part: the line split equally
+    between the units holding events (and `ask`'s), then equally between that unit's members holding events (and
+    `ask`'s member), at least one place. So a stranger who filled the queue waits for its events to drain while a
+    class's students still join, and a flooder behind the class's address is one student among them. The queue's
+    own size (Gradio's max_size) stays the bound."""
+    units = {unit for (unit, _), n in held.items() if n > 0} | {ask[0]}
+    mates = {member for (unit, member), n in held.items() if n > 0 and unit == ask[0]} | {ask[1]}
+    return held.get(ask, 0) < max(1.0, line / len(units) / len(mates))

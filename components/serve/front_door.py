@@ -28,8 +28,9 @@ one line. For every API request it
 - caps the events a session has pending (S2D2_CLIENT_QUEUED: waiting or running, counted in Gradio's own queue)
   and those of its unit (waiting, running, or finished but unread: S2D2_CLIENT_QUEUED per counted session of the
   unit, components/serve/roster.py, at most S2D2_UNIT_QUEUED; once the unit is full, a page under its part still
-  gets a place, components/serve/fair_places.py), keeps the last RESERVED places of the queue for
-  clients with nothing in it, and keeps the decode slots' waiting line in fair order (components/serve/fair_queue.py);
+  gets a place, components/serve/fair_places.py); once the queue is nearly full (RESERVED places left), lets in
+  only a unit's page under its part of the queue (fair_places.may_queue); and keeps every waiting line (decode
+  places, replay steps) in fair order (components/serve/fair_queue.py);
 - counts a session whose heartbeat is open as one of its unit's members (components/serve/roster.py);
 - checks an upload against the disk budget and the client's upload allowance (components/serve/disk_budget.py);
 - counts open event streams and heartbeats per session, for the decode watchdog (gpu_slot.Jobs.silence) and the
@@ -62,7 +63,7 @@ from components.serve.chains import CHAINS, UNCHAINED, door_parent
 from components.serve.client_limits import (Listeners, Rate, Sessions, client_queued, client_rate, new_session_burst,
                                             new_session_rate, page_burst, queue_events, trim_sessions, unit_queued,
                                             unit_rate_scale, unit_streams, unread_decay_s)
-from components.serve.fair_places import may_take
+from components.serve.fair_places import may_queue, may_take
 from components.serve.fair_rate import FairRate
 from components.serve.roster import REST, ROSTER, unit_sessions
 
@@ -274,12 +275,15 @@ def admit_request(sub: str, data: dict, client: str, blocks: Any) -> None:
     member, cap = ROSTER.member(client, session if isinstance(session, str) else None), unit_queued(ROSTER.count(client))
     if own >= client_queued() or not (may_take(pending, member, cap) and may_take(unread_by, member, cap)):
         raise Refusal(429, TOO_MANY_QUEUED)
-    if mine and len(events) >= limits().queue_size - RESERVED:
+    line = limits().queue_size - RESERVED  # nearly full: the places left are shared fairly (fair_places.may_queue)
+    if mine and len(events) >= line and not may_queue(
+            Counter((event_client(e), ROSTER.member(event_client(e), e.session_hash)) for e in events),
+            (client, member), line):
         raise Refusal(429, QUEUE_NEARLY_FULL)
     parent = door_parent(fns, fn) if path == ["queue", "join"] else None
     if parent is not None and not CHAINS.take(session if isinstance(session, str) else None, parent):
         raise Refusal(409, UNCHAINED)  # a chained event is never refused by the CPU share: joined only as the page does
-    if is_job(fn) and fn.concurrency_id in gpu_slot.DECODE_SLOTS:  # free decode places go in fair order
+    if getattr(fn, "queue", True) is not False:  # every waiting line in fair order: decode places, replay steps
         fair_queue.install(blocks._queue, fn, event_client)
     if isinstance(session, str) and session:
         LISTENERS.joined(session)

@@ -9,8 +9,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from components.serve import client_limits, front_door
-from components.serve.fair_places import may_take
+from components.serve import client_limits, fair_queue, front_door
+from components.serve.fair_places import may_queue, may_take
 from components.serve.fair_rate import FairRate
 from components.serve.roster import REST, Roster
 
@@ -150,3 +150,48 @@ def test_a_flooder_filling_the_units_queue_places_leaves_a_student_room(monkeypa
     with pytest.raises(front_door.Refusal):  # the unit holds its 12: the flooder's page is refused
         front_door.admit_request("/queue/join", {"fn_index": 0, "session_hash": "f1"}, "ip:10.0.0.1", blocks)
     front_door.admit_request("/queue/join", {"fn_index": 0, "session_hash": "student"}, "ip:10.0.0.1", blocks)
+
+
+# -- the server's queue, nearly full (fair_places.may_queue), and every waiting line in fair order ----------------
+
+STRANGER = "ip:9.9.9.9"
+
+
+def test_a_nearly_full_queue_lets_students_in_and_holds_the_unit_that_filled_it():
+    line = 56
+    held = Counter({(STRANGER, f"f{k}"): 6 for k in range(8)})  # a stranger's eight pages hold 48 places
+    held[(CLASS, "s0")] = 8
+    assert not may_queue(held, (STRANGER, "f0"), line)  # over its part: it waits for its events to drain
+    assert all(may_queue(held, (CLASS, f"s{i}"), line) for i in range(1, 30))  # every student still joins
+    own = Counter({(CLASS, f"f{k}"): 6 for k in range(8)})  # the same flooder behind the class's own address
+    own.update({(CLASS, f"s{i}"): 1 for i in range(8)})
+    assert not may_queue(own, (CLASS, "f3"), line) and may_queue(own, (CLASS, "s9"), line)
+    assert may_queue(Counter({(STRANGER, "x"): 56}), (CLASS, "s0"), line)  # a unit holding none always joins
+
+
+def test_a_students_step_waits_behind_one_of_the_flooders_not_its_backlog(monkeypatch):
+    monkeypatch.setenv("S2D2_TRUSTED_PROXY_HOPS", "1")
+    monkeypatch.setattr(fair_queue, "ROSTER", Roster())
+    fn = SimpleNamespace(concurrency_id="x")  # a replay step's line (fake_event's concurrency id)
+    line = SimpleNamespace(queue=[])
+    queue = SimpleNamespace(event_queue_per_concurrency_id={"x": line}, active_jobs=[None],
+                            create_event_queue_for_fn=lambda f: None)
+    fair_queue.install(queue, fn, front_door.event_client)
+    queue.active_jobs[0] = [fake_event("9.9.9.9", "f") for _ in range(4)]  # the flooder's steps run
+    for _ in range(40):
+        line.queue.append(fake_event("9.9.9.9", "f"))  # and forty more wait
+    line.queue.append(fake_event("10.0.0.1", "student"))
+    assert line.queue[0].session_hash == "student"  # the next free place is the student's
+
+
+def test_the_door_puts_every_queued_events_line_in_fair_order_not_only_the_decodes(monkeypatch):
+    monkeypatch.setattr(front_door, "count_values", lambda *a, **k: None)
+    monkeypatch.setattr(front_door, "file_values", lambda *a, **k: None)
+    step = SimpleNamespace(api_name="step", api_visibility="public", fn=print, trigger_after=None,
+                           concurrency_id="x", validator=None, inputs=[], queue=True)
+    line = SimpleNamespace(queue=[])
+    queue = SimpleNamespace(event_queue_per_concurrency_id={"x": line}, active_jobs=[None],
+                            create_event_queue_for_fn=lambda f: None)
+    blocks = SimpleNamespace(fns={0: step}, _queue=queue, state_holder=None)
+    front_door.admit_request("/queue/join", {"fn_index": 0, "session_hash": "page"}, CLASS, blocks)
+    assert isinstance(line.queue, fair_queue.FairLine)
