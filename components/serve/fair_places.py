@@ -36,7 +36,7 @@ def may_take(held: Mapping[str, int], member: str, cap: int) -> bool:
 
 def may_queue(held: Mapping[Ask, int], ask: Ask, line: int) -> bool:
     """May `ask` (a unit's member) put one more event in a server queue holding `held` events per (unit, member),
-    once the queue is at `line` (nearly full)? Only while it holds less than its part: the line split equally
+    once the queue is past half of `line`? Only while it holds less than its part: the line split equally
     between the units holding events (and `ask`'s), then equally between that unit's members holding events (and
     `ask`'s member), at least one place. So a stranger who filled the queue waits for its events to drain while a
     class's students still join, and a flooder behind the class's address is one student among them. The queue's

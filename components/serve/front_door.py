@@ -28,8 +28,9 @@ one line. For every API request it
 - caps the events a session has pending (S2D2_CLIENT_QUEUED: waiting or running, counted in Gradio's own queue)
   and those of its unit (waiting, running, or finished but unread: S2D2_CLIENT_QUEUED per counted session of the
   unit, components/serve/roster.py, at most S2D2_UNIT_QUEUED; once the unit is full, a page under its part still
-  gets a place, components/serve/fair_places.py); once the queue is nearly full (RESERVED places left), lets in
-  only a unit's page under its part of the queue (fair_places.may_queue); and keeps every waiting line (decode
+  gets a place, components/serve/fair_places.py); once the queue is half full (of its size less RESERVED places),
+  lets in only a unit's page under its part of it (fair_places.may_queue: a stranger who filled the queue waits
+  for its events to drain while a class still joins; a unit with nothing queued always joins); and keeps every waiting line (decode
   places, replay steps) in fair order (components/serve/fair_queue.py);
 - counts a session whose heartbeat is open as one of its unit's members (components/serve/roster.py);
 - checks an upload against the disk budget and the client's upload allowance (components/serve/disk_budget.py);
@@ -275,8 +276,8 @@ def admit_request(sub: str, data: dict, client: str, blocks: Any) -> None:
     member, cap = ROSTER.member(client, session if isinstance(session, str) else None), unit_queued(ROSTER.count(client))
     if own >= client_queued() or not (may_take(pending, member, cap) and may_take(unread_by, member, cap)):
         raise Refusal(429, TOO_MANY_QUEUED)
-    line = limits().queue_size - RESERVED  # nearly full: the places left are shared fairly (fair_places.may_queue)
-    if mine and len(events) >= line and not may_queue(
+    line = limits().queue_size - RESERVED  # past half of it, the places are shared fairly (fair_places.may_queue)
+    if mine and len(events) >= line // 2 and not may_queue(
             Counter((event_client(e), ROSTER.member(event_client(e), e.session_hash)) for e in events),
             (client, member), line):
         raise Refusal(429, QUEUE_NEARLY_FULL)
