@@ -195,3 +195,13 @@ def test_the_door_puts_every_queued_events_line_in_fair_order_not_only_the_decod
     blocks = SimpleNamespace(fns={0: step}, _queue=queue, state_holder=None)
     front_door.admit_request("/queue/join", {"fn_index": 0, "session_hash": "page"}, CLASS, blocks)
     assert isinstance(line.queue, fair_queue.FairLine)
+
+
+def test_the_default_queue_holds_two_units_full_backlogs_and_the_places_kept_for_newcomers(monkeypatch):
+    """A stranger alone may fill its unit's cap (work-conserving); a class arriving then must still find room in
+    Gradio's max_size, which counts waiting events and refuses past it with no fairness at all."""
+    from s2d2.limits import limits
+
+    monkeypatch.delenv("S2D2_QUEUE_SIZE", raising=False)
+    monkeypatch.delenv("S2D2_UNIT_QUEUED", raising=False)
+    assert limits().queue_size >= 2 * client_limits.unit_queued_cap() + front_door.RESERVED
