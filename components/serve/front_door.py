@@ -30,8 +30,8 @@ one line. For every API request it
   unit, components/serve/roster.py, at most S2D2_UNIT_QUEUED; once the unit is full, a page under its part still
   gets a place, components/serve/fair_places.py); once the queue is half full (of its size less RESERVED places),
   lets in only a unit's page under its part of it (fair_places.may_queue: a stranger who filled the queue waits
-  for its events to drain while a class still joins; a unit with nothing queued always joins); and keeps every waiting line (decode
-  places, replay steps) in fair order (components/serve/fair_queue.py);
+  for its events to drain while a class still joins; a unit with nothing queued always joins); and keeps every
+  waiting line (decode places, replay steps) in fair order (components/serve/fair_queue.py);
 - counts a session whose heartbeat is open as one of its unit's members (components/serve/roster.py);
 - checks an upload against the disk budget and the client's upload allowance (components/serve/disk_budget.py);
 - counts open event streams and heartbeats per session, for the decode watchdog (gpu_slot.Jobs.silence) and the
@@ -47,7 +47,7 @@ import logging
 import uuid
 from collections import Counter
 from types import SimpleNamespace
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Optional
 from urllib.parse import parse_qs
 
 from s2d2.limits import limits
@@ -59,11 +59,13 @@ from components.serve.identity import request_key, scope_key
 from components.serve.disk_budget import DISK
 from components.serve.door_checks import Refusal, checked, count_values, header, read_body, replay, with_length
 from components.serve.door_replies import Send, quiet_errors, reply
+from components.serve.gradio_lookup import blocks_of, by_name, session_of_event
 from components.serve import fair_queue
 from components.serve.chains import CHAINS, UNCHAINED, door_parent
 from components.serve.client_limits import (Listeners, Rate, Sessions, client_queued, client_rate, new_session_burst,
                                             new_session_rate, page_burst, queue_events, trim_sessions, unit_queued,
                                             unit_rate_scale, unit_streams, unread_decay_s)
+from components.serve.fair_order import Ask
 from components.serve.fair_places import may_queue, may_take
 from components.serve.fair_rate import FairRate
 from components.serve.roster import REST, ROSTER, unit_sessions
@@ -89,6 +91,7 @@ PAGE_RATE = Rate(client_rate, page_burst)  # the page routes: their own bucket (
 SESSIONS, LISTENERS = Sessions(), Listeners()
 PAGES = PageCache()  # the page and /config, built once per key
 NEW_SESSIONS = Rate(new_session_rate, new_session_burst)  # a new session costs Gradio a copy of the page config
+JOINING: Counter = Counter()  # (unit, member) -> events admitted that Gradio has not put in its queue yet
 
 Receive = Callable[[], Awaitable[dict]]
 
@@ -166,7 +169,11 @@ class FrontDoor:
 
     async def _json(self, scope: dict, receive: Receive, send: Send, sub: str, client: str) -> None:
         stop = sub.rstrip("/") == "/run/predict"
-        body = await read_body(scope, receive, MAX_JSON_BYTES)
+        try:
+            body = await read_body(scope, receive, MAX_JSON_BYTES)
+        except Refusal:
+            rated(client, None, stop)  # a refused body is rated too, as the unit's REST
+            raise
         if not body:
             rated(client, None, stop)
             return await self.app(scope, replay(body, receive), send)
@@ -190,12 +197,19 @@ class FrontDoor:
         cancel = sub.rstrip("/") == "/cancel" and isinstance(cleaned, dict)
         if cancel and SESSIONS.owner(str(cleaned.get("session_hash"))) not in (None, client):
             raise Refusal(403, "This session belongs to another visitor.")
-        if blocks is not None and isinstance(cleaned, dict):
-            admit_request(sub, cleaned, client, blocks)
+        ask = admit_request(sub, cleaned, client, blocks) if blocks is not None and isinstance(cleaned, dict) else None
         if changed:
             body = json.dumps(cleaned).encode()
             scope = with_length(scope, len(body))
-        await self.app(scope, replay(body, receive), send)
+        if ask is not None:
+            JOINING[ask] += 1  # admitted, not yet in Gradio's queue: counted until Gradio answers
+        try:
+            await self.app(scope, replay(body, receive), send)
+        finally:
+            if ask is not None:
+                JOINING[ask] -= 1
+                if JOINING[ask] <= 0:
+                    del JOINING[ask]
         if cancel and blocks is not None:
             after_cancel(cleaned, client, blocks)
 
@@ -235,9 +249,9 @@ class FrontDoor:
                 ROSTER.leave(client, session)
 
 
-def admit_request(sub: str, data: dict, client: str, blocks: Any) -> None:
+def admit_request(sub: str, data: dict, client: str, blocks: Any) -> Optional[Ask]:
     """Raise Refusal unless this event may enter: known and callable this way, room for its session, room in the
-    queue for this client."""
+    queue for this client. Returns the (unit, member) of an event that joins the queue (None for other requests)."""
     fns = blocks.fns
     path = sub.strip("/").split("/")
     index = data.get("fn_index")
@@ -263,24 +277,9 @@ def admit_request(sub: str, data: dict, client: str, blocks: Any) -> None:
     session = data.get("session_hash")
     admit_session(session, client, blocks)
     if fn is None or path[0] not in ("call", "queue"):
-        return
-    events = queue_events(blocks._queue)
-    unread = getattr(blocks._queue, "pending_event_ids_session", {})  # pushed, result not yet read
-    recent = LISTENERS.recent(SESSIONS.of(client), unread_decay_s())  # the penalty decays (client_limits)
-    pending: Counter = Counter(ROSTER.member(client, e.session_hash) for e in events if event_client(e) == client)
-    unread_by: Counter = Counter()
-    for s in recent:
-        unread_by[ROSTER.member(client, s)] += len(unread.get(s, ()))
-    mine = max(sum(pending.values()), sum(unread_by.values()))
-    own = sum(e.session_hash == session for e in events) if isinstance(session, str) else 0
-    member, cap = ROSTER.member(client, session if isinstance(session, str) else None), unit_queued(ROSTER.count(client))
-    if own >= client_queued() or not (may_take(pending, member, cap) and may_take(unread_by, member, cap)):
-        raise Refusal(429, TOO_MANY_QUEUED)
-    line = limits().queue_size - RESERVED  # past half of it, the places are shared fairly (fair_places.may_queue)
-    if mine and len(events) >= line // 2 and not may_queue(
-            Counter((event_client(e), ROSTER.member(event_client(e), e.session_hash)) for e in events),
-            (client, member), line):
-        raise Refusal(429, QUEUE_NEARLY_FULL)
+        return None
+    ask = (client, ROSTER.member(client, session if isinstance(session, str) else None))
+    check_room(blocks._queue, ask, session)
     parent = door_parent(fns, fn) if path == ["queue", "join"] else None
     if parent is not None and not CHAINS.take(session if isinstance(session, str) else None, parent):
         raise Refusal(409, UNCHAINED)  # a chained event is never refused by the CPU share: joined only as the page does
@@ -288,6 +287,31 @@ def admit_request(sub: str, data: dict, client: str, blocks: Any) -> None:
         fair_queue.install(blocks._queue, fn, event_client)
     if isinstance(session, str) and session:
         LISTENERS.joined(session)
+    return ask
+
+
+def check_room(queue: Any, ask: Ask, session: Any) -> None:
+    """Raise Refusal unless `ask`'s event (its unit and page) may join `queue`: the session's and the unit's caps
+    (fair_places.may_take), and its part of a half-full queue (fair_places.may_queue). Counted: the events in
+    Gradio's queue, those admitted but not in it yet (JOINING: a burst of joins all pass the door before Gradio
+    adds the first), and the unit's unread results."""
+    client, member = ask
+    events = queue_events(queue)
+    asks = Counter((event_client(e), ROSTER.member(event_client(e), e.session_hash)) for e in events) + JOINING
+    unread = getattr(queue, "pending_event_ids_session", {})  # pushed, result not yet read
+    recent = LISTENERS.recent(SESSIONS.of(client), unread_decay_s())  # the penalty decays (client_limits)
+    pending = Counter({m: n for (unit, m), n in asks.items() if unit == client})
+    unread_by: Counter = Counter()
+    for s in recent:
+        unread_by[ROSTER.member(client, s)] += len(unread.get(s, ()))
+    mine = max(sum(pending.values()), sum(unread_by.values()))
+    own = sum(e.session_hash == session for e in events) if isinstance(session, str) else 0
+    cap = unit_queued(ROSTER.count(client))
+    if own >= client_queued() or not (may_take(pending, member, cap) and may_take(unread_by, member, cap)):
+        raise Refusal(429, TOO_MANY_QUEUED)
+    line = limits().queue_size - RESERVED  # past half of it, the places are shared fairly (fair_places.may_queue)
+    if mine and sum(asks.values()) >= line // 2 and not may_queue(asks, ask, line):
+        raise Refusal(429, QUEUE_NEARLY_FULL)
 
 
 PAGE_ONLY = "This event runs in the page only: there is nothing for the server to do."
@@ -364,25 +388,3 @@ def event_client(event: Any) -> str:
         except AttributeError:
             pass
     return key
-
-
-def by_name(fns: dict, name: str) -> Any:
-    return next((fn for fn in fns.values() if fn.api_name == name), None)
-
-
-def blocks_of(scope: dict) -> Any:
-    app = scope.get("app")
-    try:
-        return app.get_blocks() if app is not None and hasattr(app, "get_blocks") else None
-    except Exception:  # the app is not configured yet
-        return None
-
-
-def session_of_event(blocks: Any, event_id: str) -> str:
-    """The session an event id belongs to (an API call without a session hash is its own session)."""
-    queue = getattr(blocks, "_queue", None)
-    event = getattr(queue, "event_ids_to_events", {}).get(event_id) if queue is not None else None
-    if event is not None:
-        return event.session_hash
-    pending = getattr(queue, "pending_event_ids_session", {}) if queue is not None else {}
-    return next((s for s, ids in list(pending.items()) if event_id in ids), event_id)

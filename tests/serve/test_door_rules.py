@@ -117,7 +117,7 @@ RULES = [  # (path, body, blocks, expected status): each rule of the front door,
      lambda: blocks(waiting=[queued("10.1.0.1")] * 6), 429),  # the client's queue cap
     ("/gradio_api/queue/join", {"data": [None, 0], "fn_index": PUBLIC, "session_hash": "nearly"},
      lambda: blocks(waiting=[queued("10.1.0.1", f"q{i}") for i in range(3)]  # nearly full, and the client holds
-                    + [queued(f"10.7.7.{k}") for k in range(1, 21) for _ in range(3)]), 429),  # over its part of it
+                    + [queued(f"10.7.7.{k}") for k in range(1, 41) for _ in range(3)]), 429),  # over its part of it
     ("/gradio_api/queue/join", {"data": [None], "fn_index": PUBLIC, "session_hash": "few"}, blocks, 400),
     ("/gradio_api/queue/join", {"data": [None, 0], "fn_index": 99, "session_hash": "unknown"}, blocks, 400),
     ("/gradio_api/queue/join", {"data": [None, 0], "fn_index": PUBLIC, "session_hash": "s" * 200}, blocks, 400),

@@ -205,3 +205,15 @@ def test_the_default_queue_holds_two_units_full_backlogs_and_the_places_kept_for
     monkeypatch.delenv("S2D2_QUEUE_SIZE", raising=False)
     monkeypatch.delenv("S2D2_UNIT_QUEUED", raising=False)
     assert limits().queue_size >= 2 * client_limits.unit_queued_cap() + front_door.RESERVED
+
+
+def test_joins_admitted_but_not_yet_in_gradios_queue_count_against_their_unit(monkeypatch):
+    """A burst of joins all pass the door before Gradio puts the first in its queue: the door counts them meanwhile
+    (front_door.JOINING), so a burst cannot overshoot the caps by its own size."""
+    monkeypatch.setenv("S2D2_CLIENT_QUEUED", "6")
+    monkeypatch.setattr(front_door, "ROSTER", Roster())
+    monkeypatch.setattr(front_door, "JOINING", Counter({(STRANGER, REST): 40}))
+    queue = SimpleNamespace(event_queue_per_concurrency_id={}, active_jobs=[None], pending_event_ids_session={})
+    with pytest.raises(front_door.Refusal):
+        front_door.check_room(queue, (STRANGER, REST), "burst-41")
+    front_door.check_room(queue, (CLASS, REST), "student")  # another unit is not held back by them
