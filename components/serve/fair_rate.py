@@ -66,14 +66,6 @@ class FairRate:
                 self._units.popitem(last=False)
             return ok
 
-    def recent(self, unit: str, now: Optional[float] = None) -> dict[str, float]:
-        """Each member's recent use in `unit` (requests, decayed), for tests and reports."""
-        now = self.clock() if now is None else now
-        rate = max(1e-9, self._rate())
-        top = self._burst() if self._burst is not None else 3 * self._rate()
-        with self._lock:
-            return {m: decayed(use, now - at, top / rate) for m, (use, at) in self._units.get(unit, {}).items()}
-
 
 def allowance(top: float, others_asking: int) -> float:
     """The recent use a member may reach: the whole burst alone, its equal part beside `others_asking` members,
