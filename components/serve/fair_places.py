@@ -43,4 +43,4 @@ def may_queue(held: Mapping[Ask, int], ask: Ask, line: int) -> bool:
     own size (Gradio's max_size) stays the bound."""
     units = {unit for (unit, _), n in held.items() if n > 0} | {ask[0]}
     mates = {member for (unit, member), n in held.items() if n > 0 and unit == ask[0]} | {ask[1]}
-    return held.get(ask, 0) < max(1.0, line / len(units) / len(mates))
+    return held.get(ask, 0) + 1 <= max(1.0, line / len(units) / len(mates))  # parts add up to the line, not more

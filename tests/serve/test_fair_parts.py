@@ -217,3 +217,16 @@ def test_joins_admitted_but_not_yet_in_gradios_queue_count_against_their_unit(mo
     with pytest.raises(front_door.Refusal):
         front_door.check_room(queue, (STRANGER, REST), "burst-41")
     front_door.check_room(queue, (CLASS, REST), "student")  # another unit is not held back by them
+
+
+def test_parts_of_a_half_full_queue_add_up_to_the_line_not_past_the_queue(monkeypatch):
+    """Eight flooding addresses of eight pages each take all the places they are let: together they stay under the
+    line, so Gradio's own max size (which refuses with no fairness) is never what an honest visitor meets."""
+    line, held = 120, Counter()
+    for _ in range(10):
+        for unit in range(8):
+            for page in range(8):
+                if may_queue(held, (f"ip:10.66.1.{unit}", f"p{page}"), line):
+                    held[(f"ip:10.66.1.{unit}", f"p{page}")] += 1
+    assert sum(held.values()) <= line
+    assert may_queue(held, ("ip:10.1.0.1", "honest"), line)
