@@ -26,6 +26,7 @@ from components.serve import front_door
 from components.tour.layout import TourHandles, build_learn_tab
 from components.replay.metrics_layout import build_metrics_tab
 from components.serve.event_guard import protect
+from components.serve.cpu_share import handler_slots
 from components.replay.layout import build_replay_tab, step_js
 from components.replay.browser_steps import PLAY_JS, STEP_JS, STEPPED
 from components.serve.page_modules import serve as serve_modules
@@ -249,7 +250,7 @@ def build_demo() -> gr.Blocks:
         demo.unload(gpu_slot.on_unload)  # a closed tab or client stops its job within one forward
     # api_open=False: no event runs outside the queue (POST /gradio_api/run/<name> answers only for Stop, which is
     # outside it by design); protect() wraps every event, whichever tab registered it (components/serve/event_guard.py).
-    demo.queue(default_concurrency_limit=4, max_size=limits().queue_size, api_open=False)
+    demo.queue(default_concurrency_limit=handler_slots(), max_size=limits().queue_size, api_open=False)
     return protect(demo)
 
 

@@ -44,11 +44,28 @@ def stepper(url: str, address: str, every_s: float, until: float, start_at: floa
                 c.predict(k % steps + 1, "auto", "state", api_name="/step")
                 out["step"].append(time.perf_counter() - t0)
             except Exception as exc:  # a refusal (429 at the door, the CPU share) or an error
-                out["refused"][f"{'open' if not out['opened'] else 'step'}: {str(exc)[:60]}"] += 1
+                out["refused"][f"{'open' if not out['opened'] else 'step'}: {reason(exc)}"] += 1
     finally:
         if c is not None:
             c.close()
     return out
+
+
+def reason(exc: Exception) -> str:
+    """A refusal in a few words: the server's own line where the answer carries one (the door's 429s say which rule
+    refused), else the exception's."""
+    response = getattr(exc, "response", None)
+    try:
+        detail = response.json().get("detail") if response is not None else None
+    except Exception:  # noqa: BLE001 (not JSON: the status line says enough)
+        detail = None
+    text = detail or str(exc)
+    return f"{getattr(response, 'url', '') and str(response.url.path)[-24:]} {text}".strip()[:90]
+
+
+def step_line_refusals(m: dict[str, Any]) -> str:
+    """Every refusal reason of a round with its count, most frequent first."""
+    return "; ".join(f"{n} x {why}" for why, n in m["refused"].most_common(6))
 
 
 def step_round(url: str, proc: Any, addresses: list[str], every_s: float, seconds: float) -> dict[str, Any]:
@@ -74,7 +91,7 @@ def step_line(label: str, m: dict[str, Any]) -> str:
     return (f"{label}: steps served {served}/{total} ({100 * served / max(1, total):.0f} %), refused {refused}; "
             f"page or example refused {opening} times, never opened by {m['not_opened']} visitors; step "
             f"{summary(m['steps'])}; server CPU {m['cpu']:.1f} s, {per_step}"
-            + (f" | first refusal: {first}" if first else ""))
+            + (f" | refusals: {step_line_refusals(m)}" if first else ""))
 
 
 def flood(url: str, fns: dict[str, int], threads: int, heavy: Path, address: str, ready: Any, stop: Any,

@@ -100,6 +100,11 @@ def run_one_address(args: argparse.Namespace) -> int:
     return 0
 
 
+def load() -> str:
+    """The machine's load average now (1, 5, 15 minutes), printed with every figure: the machine may be shared."""
+    return "load " + " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
 def runs_figure(url: str, args: argparse.Namespace, budget: Budget) -> None:
     """(a): the class's Runs from their own addresses, then from one; the ratio of the two p95s."""
     p95: dict[bool, float] = {}
@@ -107,7 +112,7 @@ def runs_figure(url: str, args: argparse.Namespace, budget: Budget) -> None:
         if budget.fits(f"(a) {label}", args.round_s + 10):
             m = run_round(url, args, one)
             p95[one] = pct([r["s"] for r in m["runs"] if r["ok"]], 0.95)
-            print(run_line(label, m), flush=True)
+            print(run_line(label, m) + f" | {load()}", flush=True)
     if len(p95) == 2:
         print(f"(a) class p95 one address / own addresses = {p95[True] / p95[False]:.2f}", flush=True)
 
@@ -119,20 +124,20 @@ def phases(url: str, proc: Any, fns: dict[str, int], heavy: Path, args: argparse
     students = [CLASS_IP] * args.visitors
     if "b" in args.figures and budget.fits("(b) replay", args.phase_s + 20):
         print(step_line("(b) replay, class alone", step_round(url, proc, students, args.step_every_s,
-                                                            args.phase_s)), flush=True)
+                                                            args.phase_s)) + f" | {load()}", flush=True)
     for where, address in (("its own address", CLASS_IP), ("another address", OTHER_IP)):
         if "c" in args.figures and budget.fits(f"(c) beside a flooder on {where}", args.phase_s + 60):
             stop = start_floods(url, fns, args.flood_threads, heavy, [address])
             m = step_round(url, proc, students, args.step_every_s, args.phase_s)
             print(step_line(f"(c) replay beside a heavy-step flooder on {where}", m) + f" | flooder answers "
-                  f"{stop()}", flush=True)
+                  f"{stop()} | {load()}", flush=True)
     if "r" in args.figures and budget.fits("(c) runs beside a stranger pressing Run", args.round_s + 30):
-        print(decode_share_figure(url, args), flush=True)
+        print(decode_share_figure(url, args) + f" | {load()}", flush=True)
     if "d" in args.figures and budget.fits("(d) eight flooding addresses", args.phase_s + 120):
         stop = start_floods(url, fns, args.flood_threads, heavy, FLOOD_IPS)
         m = step_round(url, proc, [HONEST_IP], 0.5, args.phase_s)
         print(step_line("(d) honest visitor beside eight flooding addresses", m) + f" | flooders' answers "
-              f"{stop()}", flush=True)
+              f"{stop()} | {load()}", flush=True)
 
 
 def add_options(ap: argparse.ArgumentParser) -> None:

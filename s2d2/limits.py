@@ -13,7 +13,7 @@ Space operator changes them with the environment variables below (read at call t
 | S2D2_MAX_RUN_SECONDS | 120 | wall seconds of one Run, or of all Compare lanes together |
 | S2D2_MAX_UPLOAD_MB | 5 | size of an uploaded trace or sweep results file |
 | S2D2_MAX_LOADED_MODELS | 2 | models kept in memory (least recently used evicted) |
-| S2D2_QUEUE_SIZE | 64 | events waiting in the app's queue (Gradio's max_size) |
+| S2D2_QUEUE_SIZE | 128 | events waiting in the app's queue (Gradio's max_size) |
 | S2D2_MAX_SESSIONS | 400 | browser sessions whose state is kept (oldest dropped) |
 
 Structural caps that need no tuning (strings, top-k lists, vocabulary size) are constants next to the schema they
@@ -37,7 +37,8 @@ class Limits:
     max_run_seconds: float = 120.0
     max_upload_mb: float = 5.0
     max_loaded_models: int = 2
-    queue_size: int = 64
+    queue_size: int = 128  # two units' full backlogs (2 x S2D2_UNIT_QUEUED, 48) and spare places fit: a stranger's
+    # full backlog never leaves a class behind it without room (components/serve/fair_places.py shares the rest)
     max_sessions: int = 400
 
     @property

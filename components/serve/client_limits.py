@@ -1,9 +1,12 @@
 """Per-client bounds the front door (components/serve/front_door.py) applies before Gradio sees a request. Pure policy
 objects, keyed by components/serve/identity.py's client key; every map is bounded (the quietest clients are forgotten).
 
-- `Rate`: a token bucket per client over every API request (S2D2_CLIENT_RATE per second, bursts of 3x), and one
-  over the sessions a client opens (S2D2_CLIENT_NEW_SESSIONS per second, bursts of S2D2_CLIENT_NEW_SESSIONS_BURST):
-  each new session costs Gradio a copy of the page's config (tens of ms of CPU), whatever route made it.
+- `Rate`: a token bucket per client: over the page routes (the page, /config, the API's description:
+  S2D2_CLIENT_RATE per second, bursts of `page_burst`), and over the sessions a client opens
+  (S2D2_CLIENT_NEW_SESSIONS per second, bursts of S2D2_CLIENT_NEW_SESSIONS_BURST): each new session costs Gradio a
+  copy of the page's config (tens of ms of CPU), whatever route made it. Event requests are rated per page within
+  the client (components/serve/fair_rate.py), so the page routes have a bucket of their own: a flooder's events
+  never keep a classmate from opening the page.
 - `queue_events`: the events in Gradio's queue, waiting or running. The front door caps a session's pending events
   (S2D2_CLIENT_QUEUED) and a client's (`unit_queued`: that many per counted session of the client, bounded by
   S2D2_UNIT_QUEUED): those waiting or running, and those finished whose result its sessions have not read yet
@@ -17,7 +20,8 @@ objects, keyed by components/serve/identity.py's client key; every map is bounde
   decode queued or running, nor an event in flight), its visitor told with their next event. Every way a session
   comes to exist (an event, a heartbeat, whose close runs the unload event) passes this.
 - `Listeners`: open event streams and heartbeats per session, for the decode watchdog (guard.Jobs.silence) and
-  for the idle test above.
+  for the idle test above, capped per client and, once a client holds its cap, per page within it
+  (components/serve/fair_places.py).
 - `trim_sessions`: Gradio keeps, per session, a copy of every component's config with the last value sent (about
   0.4 MB at the start, plus the last views: 1-2 MB for the heaviest trace), read only by deep links, which this
   app does not offer; trimming it to the components an event touched since keeps a session's own memory to its
@@ -30,6 +34,7 @@ import time
 from collections import OrderedDict
 from typing import Any, Callable, Optional
 
+from components.serve.fair_places import may_take
 from components.serve.settings import env_number
 
 MAX_CLIENTS = 10_000  # clients remembered by each map
@@ -67,6 +72,12 @@ def unit_rate_scale(members: int) -> float:
     """How many times S2D2_CLIENT_RATE (and its burst) a unit with `members` counted sessions gets: one for a lone
     visitor, one more for every four open pages (a student's page sends a request or two a second at most)."""
     return 1.0 + max(0, members - 1) / 4.0
+
+
+def page_burst() -> float:
+    """Page-route requests (the page, /config, /info) one client may send at once: three for each of the
+    S2D2_CLIENT_NEW_SESSIONS_BURST page loads a class may make at once, at least the event burst (3x the rate)."""
+    return max(3 * client_rate(), 3 * new_session_burst())
 
 
 def client_sessions() -> int:
@@ -147,7 +158,7 @@ class Listeners:
         self._closed: "OrderedDict[str, float]" = OrderedDict()
         self._joined: "OrderedDict[str, float]" = OrderedDict()  # sessions that joined the queue over HTTP
         self._left: "OrderedDict[str, None]" = OrderedDict()  # sessions whose page closed (last heartbeat ended)
-        self._per_client: dict[str, int] = {}
+        self._held: dict[str, dict[str, int]] = {}  # client -> member -> open streams and heartbeats
 
     def joined(self, session: str, now: Optional[float] = None) -> None:
         with self._lock:
@@ -156,26 +167,35 @@ class Listeners:
             while len(self._joined) > 50_000:
                 self._joined.popitem(last=False)
 
-    def open(self, session: str, client: str, heartbeat: bool = False, cap: Optional[int] = None) -> bool:
-        """Register an open stream; False (not registered) when the client has `cap` open (default
-        S2D2_CLIENT_STREAMS; the front door passes `unit_streams`)."""
+    def open(self, session: str, client: str, heartbeat: bool = False, cap: Optional[int] = None,
+             member: str = "") -> bool:
+        """Register an open stream of `member` (components/serve/roster.py) of `client`; False (not registered) when
+        the client holds `cap` (default S2D2_CLIENT_STREAMS; the front door passes `unit_streams`) and `member` holds
+        its part of them already (components/serve/fair_places.py). Close it with the same `member`."""
         with self._lock:
-            if self._per_client.get(client, 0) >= (client_streams() if cap is None else cap):
+            held = self._held.setdefault(client, {})
+            if not may_take(held, member, client_streams() if cap is None else cap):
+                if not held:
+                    self._held.pop(client, None)
                 return False
-            self._per_client[client] = self._per_client.get(client, 0) + 1
+            held[member] = held.get(member, 0) + 1
             table = self._beats if heartbeat else self._streams
             table[session] = table.get(session, 0) + 1
             if heartbeat:
                 self._left.pop(session, None)
             return True
 
-    def close(self, session: str, client: str, heartbeat: bool = False, now: Optional[float] = None) -> None:
+    def close(self, session: str, client: str, heartbeat: bool = False, now: Optional[float] = None,
+              member: str = "") -> None:
         with self._lock:
-            left = self._per_client.get(client, 1) - 1
+            held = self._held.get(client, {})
+            left = held.get(member, 1) - 1
             if left > 0:
-                self._per_client[client] = left
+                held[member] = left
             else:
-                self._per_client.pop(client, None)
+                held.pop(member, None)
+                if not held:
+                    self._held.pop(client, None)
             table = self._beats if heartbeat else self._streams
             n = table.get(session, 1) - 1
             if n > 0:

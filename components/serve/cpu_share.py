@@ -27,7 +27,7 @@ from collections import OrderedDict
 from typing import Callable, Iterable, Optional
 
 from components.serve.fair_order import Ask
-from components.serve.settings import env_number
+from components.serve.settings import env_int, env_number
 
 OVER_SHARE = ("You have used your share of the server's time for now, and other visitors are waiting: try again "
               "in about {seconds} s.")
@@ -39,6 +39,14 @@ def cpu_share() -> float:
     """S2D2_CPU_SHARE: handler CPU seconds per second the server gives out while visitors wait, all units
     together, default 0.75 (three quarters of the one interpreter)."""
     return env_number("S2D2_CPU_SHARE", 0.75, 0.01, 64)
+
+
+def handler_slots() -> int:
+    """S2D2_HANDLER_CONCURRENCY: events of one kind (a replay step, an upload, ...) whose handlers run at once,
+    default 4 (Gradio's default_concurrency_limit; decodes have their own slots). Running handlers share the one
+    interpreter, so fewer at once means a step waits its turn rather than sharing the interpreter with a flooder's
+    steps: its own wait is shorter, the server's throughput the same."""
+    return env_int("S2D2_HANDLER_CONCURRENCY", 4, 1, 64)
 
 
 def cpu_window_s() -> float:

@@ -1,13 +1,15 @@
-"""The decode slots' waiting line in Gradio's own queue, kept in fair order (components/serve/fair_order.py).
+"""Gradio's waiting lines kept in fair order (components/serve/fair_order.py): the decode slots' and every other
+event's (a replay step waits behind one flooder's step, not behind its whole backlog).
 
 Gradio keeps each concurrency id's waiting events in a list and starts `queue[0]` whenever a place is free; it also
 tells each waiting visitor its rank in that list (the "queue: k/n" the page shows). `FairLine` is that list with
 one change: it is re-ordered fairly when an event joins and when Gradio reads its head (the moment a place came
 free, so the places held are read then). Gradio calls both from its event loop only, so the re-order never races
-its own edits. `install(queue, fn)` puts a FairLine in place for a decode's concurrency id (idempotent).
+its own edits. `install(queue, fn)` puts a FairLine in place for an event's concurrency id (idempotent); the front
+door installs it for every queued event it admits.
 
-Who holds places: the decodes running now, by (unit, member) (components/serve/roster.py), read from Gradio's
-running events.
+Who holds places: the events of that concurrency id running now, by (unit, member) (components/serve/roster.py),
+read from Gradio's running events.
 """
 from __future__ import annotations
 
@@ -47,7 +49,7 @@ class FairLine(list):
 
 def install(queue: Any, fn: Any, client_of: Callable[[Any], str]) -> None:
     """Keep the waiting line of `fn`'s concurrency id in fair order (Gradio's queue `queue`); idempotent."""
-    if queue is None:
+    if not hasattr(queue, "create_event_queue_for_fn"):  # no queue, or one that keeps no lines (a test's stand-in)
         return
     queue.create_event_queue_for_fn(fn)
     line = queue.event_queue_per_concurrency_id[fn.concurrency_id]

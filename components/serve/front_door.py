@@ -6,10 +6,13 @@ key (components/serve/page_cache.py: a class loading the page costs one build), 
 one line. For every API request it
 - reads every body as JSON, whatever its Content-Type says (FastAPI parses any spelling of a JSON type, or no
   header, as JSON, and some Gradio routes call request.json() on any body), so no spelling skips a rule below;
-- rate-limits the client (components/serve/client_limits.py `Rate`; the client is components/serve/identity.py's key,
-  its bucket scaled by its open pages, `unit_rate_scale`); Stop, the
-  one event run outside the queue (POST /run/predict), has a bucket of its own, so a client that has spent its
-  allowance on other events can still stop its decode;
+- rate-limits the client's events (components/serve/fair_rate.py: the client is components/serve/identity.py's key,
+  its allowance scaled by its open pages, `unit_rate_scale`, and split between its pages while more than one asks,
+  so one page behind a school's address cannot spend the class's allowance; the session hash is read from the body
+  first, which is why a body is read before its request is rated); Stop, the one event run outside the queue
+  (POST /run/predict), has an allowance of its own, so a client that has spent its allowance on other events can
+  still stop its decode; the page routes (the page, /config, /info) have a bucket of their own, so events never
+  spend what opening the page needs;
 - caps the body (MAX_JSON_BYTES; an upload at the upload limit), refuses JSON nested deeper than 32 levels or a
   string longer than 8,192 characters (components/serve/door_checks.py) (nothing a visitor sends can be echoed back at length), and replaces lone
   surrogates (they would break Gradio's encoder);
@@ -24,12 +27,15 @@ one line. For every API request it
   session's every value to a file anyone can fetch by path);
 - caps the events a session has pending (S2D2_CLIENT_QUEUED: waiting or running, counted in Gradio's own queue)
   and those of its unit (waiting, running, or finished but unread: S2D2_CLIENT_QUEUED per counted session of the
-  unit, components/serve/roster.py, at most S2D2_UNIT_QUEUED), keeps the last RESERVED places of the queue for
-  clients with nothing in it, and keeps the decode slots' waiting line in fair order (components/serve/fair_queue.py);
+  unit, components/serve/roster.py, at most S2D2_UNIT_QUEUED; once the unit is full, a page under its part still
+  gets a place, components/serve/fair_places.py); once the queue is half full (of its size less RESERVED places),
+  lets in only a unit's page under its part of it (fair_places.may_queue: a stranger who filled the queue waits
+  for its events to drain while a class still joins; a unit with nothing queued always joins); and keeps every
+  waiting line (decode places, replay steps) in fair order (components/serve/fair_queue.py);
 - counts a session whose heartbeat is open as one of its unit's members (components/serve/roster.py);
 - checks an upload against the disk budget and the client's upload allowance (components/serve/disk_budget.py);
 - counts open event streams and heartbeats per session, for the decode watchdog (gpu_slot.Jobs.silence) and the
-  session policy, and caps them per client;
+  session policy, and caps them per client (per page within it once the client is full);
 - answers a failed file request, or any request Gradio fails on, with one line and no server path.
 Decode-specific rules (one per session and per client) are the decode's validator, gpu_slot.admit_decode.
 """
@@ -39,8 +45,9 @@ import asyncio
 import json
 import logging
 import uuid
+from collections import Counter
 from types import SimpleNamespace
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Optional
 from urllib.parse import parse_qs
 
 from s2d2.limits import limits
@@ -51,12 +58,17 @@ from components.serve import gpu_slot
 from components.serve.identity import request_key, scope_key
 from components.serve.disk_budget import DISK
 from components.serve.door_checks import Refusal, checked, count_values, header, read_body, replay, with_length
+from components.serve.door_replies import Send, quiet_errors, reply
+from components.serve.gradio_lookup import blocks_of, by_name, session_of_event
 from components.serve import fair_queue
 from components.serve.chains import CHAINS, UNCHAINED, door_parent
-from components.serve.client_limits import (Listeners, Rate, Sessions, client_queued, new_session_burst,
-                                            new_session_rate, queue_events, trim_sessions, unit_queued,
+from components.serve.client_limits import (Listeners, Rate, Sessions, client_queued, client_rate, new_session_burst,
+                                            new_session_rate, page_burst, queue_events, trim_sessions, unit_queued,
                                             unit_rate_scale, unit_streams, unread_decay_s)
-from components.serve.roster import ROSTER
+from components.serve.fair_order import Ask
+from components.serve.fair_places import may_queue, may_take
+from components.serve.fair_rate import FairRate
+from components.serve.roster import REST, ROSTER, unit_sessions
 
 API = "/gradio_api"
 MAX_JSON_BYTES = 256 * 1024
@@ -64,6 +76,7 @@ MAX_SESSION_CHARS = 128
 RESERVED = 8  # queue places kept for clients with nothing queued
 MAX_QUERY_BYTES = 16 * 1024  # a share link's query is under 1 kB (components/replay/share_links.py: 120 characters a value)
 RATED_PAGES = {"/config", ""}  # page routes outside the API that build a config per request
+RATED_API_PAGES = {"/info", "/openapi.json"}  # the API's description: what an API client reads to open the app
 LOG = logging.getLogger("s2d2.app")
 
 TOO_FAST = "◷ Too many requests from your address: slow down and try again in a few seconds."
@@ -73,11 +86,13 @@ QUEUE_NEARLY_FULL = "◷ The queue is nearly full: wait for your requests to fin
 TOO_MANY_NEW = "◷ Too many new pages from your address at once: wait a few seconds, then reload."
 TOO_MANY_STREAMS = "◷ Too many open connections from your address: close some tabs and try again."
 
-RATE, STOP_RATE, SESSIONS, LISTENERS = Rate(), Rate(), Sessions(), Listeners()
+RATE, STOP_RATE = FairRate(client_rate), FairRate(client_rate)  # events, per page within the client
+PAGE_RATE = Rate(client_rate, page_burst)  # the page routes: their own bucket (see the module docstring)
+SESSIONS, LISTENERS = Sessions(), Listeners()
 PAGES = PageCache()  # the page and /config, built once per key
 NEW_SESSIONS = Rate(new_session_rate, new_session_burst)  # a new session costs Gradio a copy of the page config
+JOINING: Counter = Counter()  # (unit, member) -> events admitted that Gradio has not put in its queue yet
 
-Send = Callable[[dict], Awaitable[None]]
 Receive = Callable[[], Awaitable[dict]]
 
 
@@ -112,7 +127,7 @@ class FrontDoor:
                 await self._route(scope, receive, tracked)
             elif path.rstrip("/") in RATED_PAGES:  # rated, and built once per key (components/serve/page_cache.py)
                 client = scope_key(scope)
-                if not RATE.allow(client):
+                if not PAGE_RATE.allow(client, scale=unit_rate_scale(ROSTER.count(client))):
                     raise Refusal(429, TOO_FAST)
                 app_id = getattr(blocks_of(scope), "app_id", None)  # Gradio's random id of this app's Blocks
                 await PAGES.serve(scope, receive, tracked, self.app, client, app_id, TOO_FAST)
@@ -129,16 +144,15 @@ class FrontDoor:
     async def _route(self, scope: dict, receive: Receive, send: Send) -> None:
         sub, method, client = scope["path"][len(API):], scope.get("method", "GET"), scope_key(scope)
         if method == "POST":
-            scale = unit_rate_scale(ROSTER.count(client))  # a class behind one address: more pages, more requests
-            if not (STOP_RATE if sub.rstrip("/") == "/run/predict" else RATE).allow(client, scale=scale):
-                raise Refusal(429, TOO_FAST)
-            if sub.rstrip("/") == "/upload":
+            if sub.rstrip("/") == "/upload":  # an upload names no session: the unit's REST
+                rated(client, None)
                 return await self._upload(scope, receive, send, client)
             return await self._json(scope, receive, send, sub, client)
         if method == "GET":
             if sub.rstrip("/") == "/deep_link":  # Gradio would write the session's every value to a fetchable file
                 raise Refusal(404, "This app has no deep links: the Share button makes a link to a moment.")
-            if sub.rstrip("/") in ("/info", "/openapi.json") and not RATE.allow(client):
+            if sub.rstrip("/") in RATED_API_PAGES and \
+                    not PAGE_RATE.allow(client, scale=unit_rate_scale(ROSTER.count(client))):
                 raise Refusal(429, TOO_FAST)
             if sub.rstrip("/") == "/queue/data":
                 # the last value, as Starlette's query_params reads it (the stream counted is the one served)
@@ -154,18 +168,25 @@ class FrontDoor:
         return await self.app(scope, receive, send)
 
     async def _json(self, scope: dict, receive: Receive, send: Send, sub: str, client: str) -> None:
-        body = await read_body(scope, receive, MAX_JSON_BYTES)
+        stop = sub.rstrip("/") == "/run/predict"
+        try:
+            body = await read_body(scope, receive, MAX_JSON_BYTES)
+        except Refusal:
+            rated(client, None, stop)  # a refused body is rated too, as the unit's REST
+            raise
         if not body:
+            rated(client, None, stop)
             return await self.app(scope, replay(body, receive), send)
         # Every body is read as JSON, whatever its Content-Type says: FastAPI parses any spelling of a JSON type
         # (and a body without the header) as JSON, and some Gradio routes call request.json() on any body; the
         # app's API takes nothing else (uploads go to /upload).
         try:
             data = json.loads(body)
-        except RecursionError:
-            raise Refusal(400, "The request is nested too deeply to read.") from None
-        except ValueError:
-            raise Refusal(400, "The request body is not valid JSON (this app's API takes JSON only).") from None
+        except (RecursionError, ValueError) as exc:
+            rated(client, None, stop)  # an unreadable body is rated too, as the unit's REST
+            raise Refusal(400, "The request is nested too deeply to read." if isinstance(exc, RecursionError) else
+                          "The request body is not valid JSON (this app's API takes JSON only).") from None
+        rated(client, data.get("session_hash") if isinstance(data, dict) else None, stop)
         cleaned, changed = checked(data)
         if sub.startswith("/call/") and not sub.startswith("/call/v2/") and isinstance(cleaned, dict) \
                 and not cleaned.get("session_hash"):
@@ -176,12 +197,19 @@ class FrontDoor:
         cancel = sub.rstrip("/") == "/cancel" and isinstance(cleaned, dict)
         if cancel and SESSIONS.owner(str(cleaned.get("session_hash"))) not in (None, client):
             raise Refusal(403, "This session belongs to another visitor.")
-        if blocks is not None and isinstance(cleaned, dict):
-            admit_request(sub, cleaned, client, blocks)
+        ask = admit_request(sub, cleaned, client, blocks) if blocks is not None and isinstance(cleaned, dict) else None
         if changed:
             body = json.dumps(cleaned).encode()
             scope = with_length(scope, len(body))
-        await self.app(scope, replay(body, receive), send)
+        if ask is not None:
+            JOINING[ask] += 1  # admitted, not yet in Gradio's queue: counted until Gradio answers
+        try:
+            await self.app(scope, replay(body, receive), send)
+        finally:
+            if ask is not None:
+                JOINING[ask] -= 1
+                if JOINING[ask] <= 0:
+                    del JOINING[ask]
         if cancel and blocks is not None:
             after_cancel(cleaned, client, blocks)
 
@@ -208,21 +236,22 @@ class FrontDoor:
             raise Refusal(403, "This session belongs to another visitor.")
         if heartbeat:  # its close creates the session's state (the unload event); a result stream creates none
             admit_session(session, client, blocks_of(scope))
-        if not LISTENERS.open(session, client, heartbeat, cap=unit_streams(ROSTER.count(client))):
+        member = stream_member(client, session, heartbeat)
+        if not LISTENERS.open(session, client, heartbeat, cap=unit_streams(ROSTER.count(client)), member=member):
             raise Refusal(429, TOO_MANY_STREAMS)
         if heartbeat:  # an open page: the session counts as one of its unit's members (components/serve/roster.py)
             ROSTER.arrive(client, session)
         try:
             await self.app(scope, receive, send)
         finally:
-            LISTENERS.close(session, client, heartbeat)
+            LISTENERS.close(session, client, heartbeat, member=member)
             if heartbeat:
                 ROSTER.leave(client, session)
 
 
-def admit_request(sub: str, data: dict, client: str, blocks: Any) -> None:
+def admit_request(sub: str, data: dict, client: str, blocks: Any) -> Optional[Ask]:
     """Raise Refusal unless this event may enter: known and callable this way, room for its session, room in the
-    queue for this client."""
+    queue for this client. Returns the (unit, member) of an event that joins the queue (None for other requests)."""
     fns = blocks.fns
     path = sub.strip("/").split("/")
     index = data.get("fn_index")
@@ -248,26 +277,62 @@ def admit_request(sub: str, data: dict, client: str, blocks: Any) -> None:
     session = data.get("session_hash")
     admit_session(session, client, blocks)
     if fn is None or path[0] not in ("call", "queue"):
-        return
-    events = queue_events(blocks._queue)
-    unread = getattr(blocks._queue, "pending_event_ids_session", {})  # pushed, result not yet read
-    recent = LISTENERS.recent(SESSIONS.of(client), unread_decay_s())  # the penalty decays (client_limits)
-    mine = max(sum(event_client(e) == client for e in events), sum(len(unread.get(s, ())) for s in recent))
-    own = sum(e.session_hash == session for e in events) if isinstance(session, str) else 0
-    if own >= client_queued() or mine >= unit_queued(ROSTER.count(client)):
-        raise Refusal(429, TOO_MANY_QUEUED)
-    if mine and len(events) >= limits().queue_size - RESERVED:
-        raise Refusal(429, QUEUE_NEARLY_FULL)
+        return None
+    ask = (client, ROSTER.member(client, session if isinstance(session, str) else None))
+    check_room(blocks._queue, ask, session)
     parent = door_parent(fns, fn) if path == ["queue", "join"] else None
     if parent is not None and not CHAINS.take(session if isinstance(session, str) else None, parent):
         raise Refusal(409, UNCHAINED)  # a chained event is never refused by the CPU share: joined only as the page does
-    if is_job(fn) and fn.concurrency_id in gpu_slot.DECODE_SLOTS:  # free decode places go in fair order
+    if getattr(fn, "queue", True) is not False:  # every waiting line in fair order: decode places, replay steps
         fair_queue.install(blocks._queue, fn, event_client)
     if isinstance(session, str) and session:
         LISTENERS.joined(session)
+    return ask
+
+
+def check_room(queue: Any, ask: Ask, session: Any) -> None:
+    """Raise Refusal unless `ask`'s event (its unit and page) may join `queue`: the session's and the unit's caps
+    (fair_places.may_take), and its part of a half-full queue (fair_places.may_queue). Counted: the events in
+    Gradio's queue, those admitted but not in it yet (JOINING: a burst of joins all pass the door before Gradio
+    adds the first), and the unit's unread results."""
+    client, member = ask
+    events = queue_events(queue)
+    asks = Counter((event_client(e), ROSTER.member(event_client(e), e.session_hash)) for e in events) + JOINING
+    unread = getattr(queue, "pending_event_ids_session", {})  # pushed, result not yet read
+    recent = LISTENERS.recent(SESSIONS.of(client), unread_decay_s())  # the penalty decays (client_limits)
+    pending = Counter({m: n for (unit, m), n in asks.items() if unit == client})
+    unread_by: Counter = Counter()
+    for s in recent:
+        unread_by[ROSTER.member(client, s)] += len(unread.get(s, ()))
+    mine = max(sum(pending.values()), sum(unread_by.values()))
+    own = sum(e.session_hash == session for e in events) if isinstance(session, str) else 0
+    cap = unit_queued(ROSTER.count(client))
+    if own >= client_queued() or not (may_take(pending, member, cap) and may_take(unread_by, member, cap)):
+        raise Refusal(429, TOO_MANY_QUEUED)
+    line = limits().queue_size - RESERVED  # past half of it, the places are shared fairly (fair_places.may_queue)
+    if mine and sum(asks.values()) >= line // 2 and not may_queue(asks, ask, line):
+        raise Refusal(429, QUEUE_NEARLY_FULL)
 
 
 PAGE_ONLY = "This event runs in the page only: there is nothing for the server to do."
+
+
+def rated(client: str, session: Any, stop: bool = False) -> None:
+    """Raise Refusal unless an event request of `session`'s page (the unit's REST for any other session) is within
+    its part of `client`'s request rate (components/serve/fair_rate.py); `stop`: Stop's own allowance."""
+    member = ROSTER.member(client, session if isinstance(session, str) else None)
+    if not (STOP_RATE if stop else RATE).allow(client, member, scale=unit_rate_scale(ROSTER.count(client))):
+        raise Refusal(429, TOO_FAST)
+
+
+def stream_member(client: str, session: str, heartbeat: bool) -> str:
+    """Whose part of `client`'s open streams a stream of `session` holds: its page's (components/serve/roster.py);
+    a heartbeat opening a page the roster will count holds its own page's part already (the roster counts it only
+    once the heartbeat is open); every other session's, the unit's REST."""
+    member = ROSTER.member(client, session)
+    if member == REST and heartbeat and session and ROSTER.count(client) < unit_sessions():
+        return session
+    return member
 
 
 def refuse_page_only(fn: Any) -> None:
@@ -323,48 +388,3 @@ def event_client(event: Any) -> str:
         except AttributeError:
             pass
     return key
-
-
-def by_name(fns: dict, name: str) -> Any:
-    return next((fn for fn in fns.values() if fn.api_name == name), None)
-
-
-def blocks_of(scope: dict) -> Any:
-    app = scope.get("app")
-    try:
-        return app.get_blocks() if app is not None and hasattr(app, "get_blocks") else None
-    except Exception:  # the app is not configured yet
-        return None
-
-
-def session_of_event(blocks: Any, event_id: str) -> str:
-    """The session an event id belongs to (an API call without a session hash is its own session)."""
-    queue = getattr(blocks, "_queue", None)
-    event = getattr(queue, "event_ids_to_events", {}).get(event_id) if queue is not None else None
-    if event is not None:
-        return event.session_hash
-    pending = getattr(queue, "pending_event_ids_session", {}) if queue is not None else {}
-    return next((s for s, ids in list(pending.items()) if event_id in ids), event_id)
-
-
-def quiet_errors(send: Send) -> Send:
-    """A file route's refusal as one line without the path it was asked for (Gradio's echoes it)."""
-    replaced = False
-
-    async def filtered(message: dict) -> None:
-        nonlocal replaced
-        if message.get("type") == "http.response.start" and message.get("status", 200) >= 400:
-            replaced = True
-            await reply(send, message["status"], "File not found.")
-            return
-        if not replaced:
-            await send(message)
-
-    return filtered
-
-
-async def reply(send: Send, status: int, message: str) -> None:
-    body = json.dumps({"detail": message, "error": message}).encode()
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
-    await send({"type": "http.response.body", "body": body})

@@ -2,8 +2,8 @@
 
 A unit is what components/serve/identity.py keys a request by: a signed-in account, else a network address (a
 class behind one school NAT is one unit). While others wait, each fairness rule (components/serve/fair_order.py,
-components/serve/cpu_share.py) divides capacity equally between units, then equally between the *members* of a
-unit. A member is a session that was admitted as a real page: its heartbeat is open (the front door, 
+components/serve/cpu_share.py, components/serve/fair_rate.py, components/serve/fair_places.py) divides capacity
+equally between units, then equally between the *members* of a unit. A member is a session that was admitted as a real page: its heartbeat is open (the front door, 
 components/serve/front_door.py, reports heartbeats here). Every other session of the unit (an API call with a
 fresh hash, a forged hash that never opened a heartbeat) is folded into one member, REST, so minting hashes never
 multiplies a unit's share. A unit counts at most S2D2_UNIT_SESSIONS members (default 48: a class of 40 with room

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import threading
+import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -133,3 +135,75 @@ def test_a_chained_view_joins_by_index_only_once_after_its_own_run(served):
         == 200 and finished("chain-page")
     assert join(show, [None, True, None], "chain-page").status_code == 200 and finished("chain-page")
     assert join(show, [None, True, None], "chain-page").status_code == 409  # once per finished Run
+
+
+def counted(page: Client) -> None:
+    """Wait (bounded) until the page's heartbeat is open: the front door counts it as one of its unit's pages."""
+    from components.serve.front_door import LISTENERS
+
+    until = time.monotonic() + 60
+    while not LISTENERS.beating(page.session_hash):
+        assert time.monotonic() < until, "the page's heartbeat never opened"
+        threading.Event().wait(0.02)
+
+
+def test_a_flooder_behind_the_class_address_leaves_every_student_the_page_and_their_steps(served, monkeypatch):
+    """Figure (c) of issue 35 through the launched app: a flooder's page behind the class's own address hammers
+    events; six students behind the same address then open the page (config, API description, heartbeat), open the
+    first example and step through it. Every student gets in and every step is served: the flooder spends its own
+    part of the address's request rate, not the class's (components/serve/fair_rate.py), and the page routes have a
+    bucket of their own. (With one bucket per address every student was refused with the flooder.)"""
+    import httpx
+
+    from benchmarks.class_steps import first_example_steps
+
+    monkeypatch.setenv("S2D2_CLIENT_RATE", "5")  # a small allowance, so any flooder outruns it whatever the machine
+    _, url = served
+    address = "10.0.35.4"
+    flooder = Client(url, verbose=False, headers={"X-Forwarded-For": address})  # a real page: its heartbeat is open
+    counted(flooder)
+    step = next(d["id"] for d in httpx.get(url + "config", timeout=60).json()["dependencies"]
+                if d.get("api_name") == "step")
+    codes: Counter = Counter()
+    refused_once, stop = threading.Event(), threading.Event()
+
+    def hammer() -> None:
+        with httpx.Client(headers={"x-forwarded-for": address}, timeout=60) as http:
+            while not stop.is_set():
+                answer = http.post(f"{url}gradio_api/queue/join", json={
+                    "data": [None, 1, "auto", "p", None], "fn_index": step, "session_hash": flooder.session_hash,
+                    "event_data": None, "trigger_id": None})
+                codes[answer.status_code] += 1
+                if answer.status_code == 429:
+                    refused_once.set()  # the flooder is past its allowance: the students come now
+
+    label, steps = first_example_steps()
+
+    def student(n: int) -> list:
+        page = Client(url, verbose=False, headers={"X-Forwarded-For": address})
+        try:
+            counted(page)  # a browser's page opens its heartbeat before its first event; so does this one
+            done = [page.predict(label, api_name="/open_example") is not None]
+            for k in range(3):
+                done.append(page.predict((n + k) % steps + 1, "auto", "state", api_name="/step") is not None)
+            return done
+        finally:
+            page.close()
+
+    hammers = [threading.Thread(target=hammer, daemon=True) for _ in range(3)]
+    for t in hammers:
+        t.start()
+    try:
+        assert refused_once.wait(120), codes
+        with ThreadPoolExecutor(6) as pool:
+            results = list(pool.map(student, range(6)))
+    finally:
+        stop.set()
+        for t in hammers:
+            t.join(timeout=60)
+        flooder.close()
+    assert results == [[True] * 4] * 6, results  # every student opened the page and every step was served
+    from components.serve.cpu_share import handler_slots
+
+    assert served[0].demo._queue.default_concurrency_limit == handler_slots()  # the app reads the setting
+    assert codes[429] > 0, codes  # the flooder was held to its part the whole time

@@ -68,10 +68,13 @@ def test_a_member_over_its_part_is_refused_only_while_others_wait():
     ("S2D2_CPU_SHARE", "nan", "S2D2_CPU_SHARE: expected a number in [0.01, 64], got nan"),
     ("S2D2_CPU_WINDOW_S", "-1", "S2D2_CPU_WINDOW_S: expected a number in [0.5, 3600], got -1"),
     ("S2D2_CPU_WINDOW_S", "many", "S2D2_CPU_WINDOW_S: expected a number in [0.5, 3600], got 'many'"),
+    ("S2D2_HANDLER_CONCURRENCY", "0", "S2D2_HANDLER_CONCURRENCY: expected a whole number in [1, 64], got 0"),
+    ("S2D2_HANDLER_CONCURRENCY", "2.5", "S2D2_HANDLER_CONCURRENCY: expected a whole number in [1, 64], got '2.5'"),
 ])
 def test_the_settings_are_bounded(monkeypatch, name, value, expect):
     monkeypatch.setenv(name, value)
-    read = {"S2D2_CPU_SHARE": cpu_share.cpu_share, "S2D2_CPU_WINDOW_S": cpu_share.cpu_window_s}[name]
+    read = {"S2D2_CPU_SHARE": cpu_share.cpu_share, "S2D2_CPU_WINDOW_S": cpu_share.cpu_window_s,
+            "S2D2_HANDLER_CONCURRENCY": cpu_share.handler_slots}[name]
     with pytest.raises(ValueError) as info:
         read()
     assert str(info.value) == expect

@@ -17,6 +17,7 @@ from components.serve import identity as client_id
 from components.serve import client_limits
 from components.serve import front_door
 from components.serve import gpu_slot
+from components.serve.fair_rate import FairRate
 from components.serve.front_door import FrontDoor
 
 # Every spelling of the header a client can send; the door must decide the same way for each.
@@ -89,7 +90,9 @@ def fresh(monkeypatch):
     monkeypatch.setenv("S2D2_TRUSTED_PROXY_HOPS", "1")
     monkeypatch.setenv("S2D2_CLIENT_RATE", "10000")
     monkeypatch.delenv("S2D2_TRUSTED_PROXIES", raising=False)
-    for name, value in (("RATE", client_limits.Rate()), ("STOP_RATE", client_limits.Rate()), ("SESSIONS", client_limits.Sessions()),
+    for name, value in (("RATE", FairRate(client_limits.client_rate)), ("STOP_RATE", FairRate(client_limits.client_rate)),
+                        ("PAGE_RATE", client_limits.Rate(client_limits.client_rate, client_limits.page_burst)),
+                        ("SESSIONS", client_limits.Sessions()),
                         ("LISTENERS", client_limits.Listeners()), ("NEW_SESSIONS", client_limits.Rate(lambda: 10_000.0))):
         monkeypatch.setattr(front_door, name, value)
     monkeypatch.setattr(gpu_slot, "JOBS", gpu_slot.Jobs())
@@ -113,7 +116,8 @@ RULES = [  # (path, body, blocks, expected status): each rule of the front door,
     ("/gradio_api/queue/join", {"data": [None, 0], "fn_index": PUBLIC, "session_hash": "capped"},
      lambda: blocks(waiting=[queued("10.1.0.1")] * 6), 429),  # the client's queue cap
     ("/gradio_api/queue/join", {"data": [None, 0], "fn_index": PUBLIC, "session_hash": "nearly"},
-     lambda: blocks(waiting=[queued("10.1.0.1")] + [queued("10.7.7.7")] * 56), 429),  # the reserved places
+     lambda: blocks(waiting=[queued("10.1.0.1", f"q{i}") for i in range(3)]  # nearly full, and the client holds
+                    + [queued(f"10.7.7.{k}") for k in range(1, 41) for _ in range(3)]), 429),  # over its part of it
     ("/gradio_api/queue/join", {"data": [None], "fn_index": PUBLIC, "session_hash": "few"}, blocks, 400),
     ("/gradio_api/queue/join", {"data": [None, 0], "fn_index": 99, "session_hash": "unknown"}, blocks, 400),
     ("/gradio_api/queue/join", {"data": [None, 0], "fn_index": PUBLIC, "session_hash": "s" * 200}, blocks, 400),
@@ -268,6 +272,7 @@ def test_a_long_query_is_one_line_and_config_is_rate_limited_and_deep_links_are_
     assert status == 414 and not gradio.calls and "Traceback" not in reply.decode()
     assert request(door, "/gradio_api/deep_link", query=b"session_hash=s", blocks_=blocks())[0] == 404
     monkeypatch.setenv("S2D2_CLIENT_RATE", "1")
+    monkeypatch.setenv("S2D2_CLIENT_NEW_SESSIONS_BURST", "1")  # the page routes' burst: 3 x 1
     codes = [request(door, "/config", ip="10.4.4.4", blocks_=blocks())[0] for _ in range(10)]
     assert codes[:3] == [200] * 3 and 429 in codes
 

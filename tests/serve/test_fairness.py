@@ -158,8 +158,10 @@ def test_a_client_out_of_allowance_can_still_stop(monkeypatch):
     monkeypatch.setenv("S2D2_CLIENT_RATE", "2")
     # the buckets' clock stands still: no token refills while a loaded machine runs the eleven requests
     monkeypatch.setattr(client_limits, "time", SimpleNamespace(monotonic=lambda: 1000.0))
-    monkeypatch.setattr(front_door, "RATE", client_limits.Rate())
-    monkeypatch.setattr(front_door, "STOP_RATE", client_limits.Rate())
+    from components.serve.fair_rate import FairRate
+
+    monkeypatch.setattr(front_door, "RATE", FairRate(client_limits.client_rate, clock=lambda: 1000.0))
+    monkeypatch.setattr(front_door, "STOP_RATE", FairRate(client_limits.client_rate, clock=lambda: 1000.0))
     passed: list[str] = []
 
     async def inner(scope, receive, send):
