@@ -95,7 +95,7 @@ def page_runs(url: str, runs: int, upload_dir: Path, wait_s: float) -> tuple[lis
             run_tab(pg)
             pg.locator("#run").click()
             pg.wait_for_function(f"document.querySelectorAll('#run-status').length && "
-                                 f"document.querySelector('#run-status').innerText.includes('Decoded in your browser')"
+                                 f"document.querySelector('#run-status').innerText.includes('Done in your browser')"
                                  f" && window.s2d2Loaded.length >= {i + 1}", timeout=wait_s * 1000)
             files = [r for r in finished[mark:] if "/gradio_api/file=" in r.url]  # the decoder, runtime and model
             downloads.append((sum(max(0, r.sizes()["responseBodySize"]) for r in files), len(files),

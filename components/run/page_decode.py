@@ -211,7 +211,7 @@ def finished(trace: Trace) -> dict[str, Any]:
         status = f"■ Stopped in your browser — partial trace kept ({size}). The Replay tab shows it."
     else:
         wall = footer.wall_s if footer else 0.0
-        status = (f"✓ Decoded in your browser in {wall:.1f} s: {size}. The server checked the trace; the Replay "
+        status = (f"✓ Done in your browser in {wall:.1f} s: {size}. The server checked the trace; the Replay "
                   "tab now shows this run.")
     output = footer.output_text if footer else ""
     final = {"run_status": status, "output": output, "strip": "trace"}

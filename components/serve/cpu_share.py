@@ -78,13 +78,11 @@ class CpuShare:
         with self._lock:
             return self._decayed(ask, self.clock() if now is None else now)
 
-    def part(self, ask: Ask, contenders: Iterable[Ask], now: Optional[float] = None) -> float:
-        """`ask`'s fair part (CPU seconds per second) among the active members: `contenders` (their events wait or
-        run), those with recent use, and `ask` itself."""
-        now = self.clock() if now is None else now
-        with self._lock:
-            active = {a for a in self._used if self._decayed(a, now) >= FORGOTTEN_S}
-        active |= set(contenders) | {ask}
+    def part(self, ask: Ask, contenders: Iterable[Ask]) -> float:
+        """`ask`'s fair part (CPU seconds per second) among the members asking now: `contenders` (their events wait
+        or run) and `ask` itself. A unit that asked a minute ago and is idle now does not shrink anyone's part (its
+        decayed use lingers for minutes; counting it would hold a class to a share split with nobody)."""
+        active = set(contenders) | {ask}
         units = {unit for unit, _ in active}
         mates = {member for unit, member in active if unit == ask[0]}
         return self._share() / len(units) / len(mates)
@@ -100,7 +98,7 @@ class CpuShare:
         others = [a for a in contenders() if a != ask]
         if not others:
             return None
-        allowance = self.part(ask, others, now) * window
+        allowance = self.part(ask, others) * window
         if use <= allowance:
             return None
         wait = window * math.log(use / allowance)  # until the decayed use is back under the allowance

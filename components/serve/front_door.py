@@ -87,6 +87,9 @@ TOO_MANY_NEW = "◷ Too many new pages from your address at once: wait a few sec
 TOO_MANY_STREAMS = "◷ Too many open connections from your address: close some tabs and try again."
 
 RATE, STOP_RATE = FairRate(client_rate), FairRate(client_rate)  # events, per page within the client
+# Uploads name no session, so they cannot be split by page: a bucket of their own, the unit's whole rate (growing with
+# its pages), so a class's page Runs handing off their traces are not held to one page's part of the events' rate.
+UPLOAD_RATE = FairRate(client_rate)
 PAGE_RATE = Rate(client_rate, page_burst)  # the page routes: their own bucket (see the module docstring)
 SESSIONS, LISTENERS = Sessions(), Listeners()
 PAGES = PageCache()  # the page and /config, built once per key
@@ -144,8 +147,9 @@ class FrontDoor:
     async def _route(self, scope: dict, receive: Receive, send: Send) -> None:
         sub, method, client = scope["path"][len(API):], scope.get("method", "GET"), scope_key(scope)
         if method == "POST":
-            if sub.rstrip("/") == "/upload":  # an upload names no session: the unit's REST
-                rated(client, None)
+            if sub.rstrip("/") == "/upload":  # an upload names no session: the unit's own upload bucket
+                if not UPLOAD_RATE.allow(client, REST, scale=unit_rate_scale(ROSTER.count(client))):
+                    raise Refusal(429, TOO_FAST)
                 return await self._upload(scope, receive, send, client)
             return await self._json(scope, receive, send, sub, client)
         if method == "GET":

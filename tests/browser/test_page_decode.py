@@ -99,7 +99,7 @@ def test_the_default_run_decodes_in_the_page_as_the_server_would(browser, served
     pg.get_by_role("tab", name="Run", exact=True).click()
     assert pg.locator("#in-page input[type=checkbox]").is_checked(timeout=WAIT_MS // 6)  # the default here
     pg.locator("#run").click()
-    pg.wait_for_function("document.querySelector('#run-status').innerText.includes('Decoded in your browser')",
+    pg.wait_for_function("document.querySelector('#run-status').innerText.includes('Done in your browser')",
                          timeout=WAIT_MS)
     assert "This Run decodes in your browser (onnxruntime-web 1.30.0" in pg.locator("#run-where").inner_text()
     assert pg.evaluate("window.s2d2SeenWhileDecoding") > 0  # tokens arrived while the page decoded

@@ -112,7 +112,7 @@ def test_a_chained_view_joins_by_index_only_once_after_its_own_run(served):
 
     app, url = served
     fns = app.demo.fns
-    run = next(i for i, fn in fns.items() if fn.api_name == "run")
+    run = next(i for i, fn in fns.items() if fn.name == "run_choice")  # the page's Record (server or page decode)
     show = next(i for i, fn in fns.items() if fn.name == "opened_run" and fn.trigger_after == run)
     headers = {"x-forwarded-for": "10.0.35.3"}
 
@@ -131,7 +131,8 @@ def test_a_chained_view_joins_by_index_only_once_after_its_own_run(served):
 
     refused = join(show, [None, False, None], "chain-page")
     assert refused.status_code == 409 and "runs only right after" in refused.text, refused.text[:200]
-    assert join(run, ["2+3=", RANDOM_MODEL, *knob_values(gen_length=8, block_length=4)], "chain-page").status_code \
+    assert join(run, ["2+3=", RANDOM_MODEL, False, None, *knob_values(gen_length=8, block_length=4)],
+                "chain-page").status_code \
         == 200 and finished("chain-page")
     assert join(show, [None, True, None], "chain-page").status_code == 200 and finished("chain-page")
     assert join(show, [None, True, None], "chain-page").status_code == 409  # once per finished Run

@@ -292,7 +292,7 @@ def test_a_waiting_run_is_told_its_place_beside_the_run_button():
 
     config = app.demo.get_config_file()
     ids = {c["props"].get("elem_id"): c["id"] for c in config["components"]}
-    run = next(d for d in config["dependencies"] if d["api_name"] == "run")
+    run = next(d for d in config["dependencies"] if d["api_name"] == "run_choice")  # the page's Record button
     assert run["show_progress_on"] == [ids["run-wait"]]
 
     def parent_of(block_id: int, node: dict | None = None) -> int | None:
