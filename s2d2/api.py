@@ -158,6 +158,14 @@ def run_prepared(model: Any, prep: Prepared, seed: int, detailed: bool,
     settle = getattr(runner, "settle_forwards", None)
     if settle is not None:  # a batch: each forward record gets the wall of the batch forward that served it
         settle(rec.forwards)
+    return finish_result(model, prep, seed, rec, loop, wall), rec
+
+
+def finish_result(model: Any, prep: Prepared, seed: int, rec: Recorder, loop: LoopResult,
+                  wall: float) -> GenerateResult:
+    """The result of a finished loop: output cut at its stop, header, footer, trace and metrics (shared by
+    `run_prepared` and the batch-first engine, s2d2/decoding/lockstep.py, so both build it one way)."""
+    cfg, ids, detailed = prep.cfg, prep.ids, rec.detailed
     out, stop_pos = trim_output(loop.x[len(ids):].tolist(), cfg.gen_length, model.spec.mask_id, model.spec.stop_ids)
     reason = "stop_token" if stop_pos is not None else loop.finish_reason
     tok = model.tokenizer
@@ -174,7 +182,7 @@ def run_prepared(model: Any, prep: Prepared, seed: int, detailed: bool,
         wall_s=wall, forward_wall_s=sum(f.wall_s for f in rec.forwards), finish_reason=reason,
     )
     trace = Trace(header, loop.blocks, rec.forwards, loop.steps, footer, detailed)
-    return GenerateResult(footer.output_text, out, trace_metrics(trace), trace), rec
+    return GenerateResult(footer.output_text, out, trace_metrics(trace), trace)
 
 
 def run_loop(model: Any, cfg: DecodeConfig, prompt: torch.Tensor, rec: Recorder, generator: Source,

@@ -1,10 +1,12 @@
 """`generate_batch`: many prompts decoded together, each with the answer `generate` gives it alone.
 
-Every sequence runs `generate`'s own decode (s2d2/api.py `run_prepared`: the block loop, the LLaDA2 editing loop,
-the D2F pipeline or AR, whatever its config names) with its own generator, policy state, masks, drafts,
-acceptance and residual; only the model forwards are shared (s2d2/decoding/batch.py). So sequence i with seed s_i
-gives `generate(model, prompts[i], cfg, seed=s_i)`'s trace apart from wall times and float round-off in the shared
-forwards: in float64 the same tokens, NFE and decisions (tests/lib/test_batch_decode.py).
+Every sequence keeps its own generator, policy state, masks, drafts, acceptance and residual. Two engines run the
+batch: the batch-first one (s2d2/decoding/lockstep.py: one step for every live sequence; honest AR and the
+position-aligned diffusion baselines) and the thread engine (s2d2/decoding/batch.py: every sequence runs
+`generate`'s own decode, `run_prepared`, on its own thread and only the model forwards are shared; every loop).
+So sequence i with seed s_i gives `generate(model, prompts[i], cfg, seed=s_i)`'s trace apart from wall times and
+float round-off in the shared forwards: in float64 the same tokens, NFE and decisions (tests/lib/test_batch_decode.py,
+tests/lib/test_batch_first.py).
 
 Both backends batch. On the static backend each live sequence leases one slot of the preallocated storage
 (`generate_batch` first reserves min(batch_size, max_slots) slots, then warms the (batch bucket, row bucket) shapes
@@ -25,12 +27,14 @@ served it; the batch's own forwards are in the `BatchLedger` on every result (`r
 """
 from __future__ import annotations
 
+import time
 from typing import Any, Callable, Optional, Sequence
 
-from .api import GenerateResult, Prepared, prepare, run_prepared
+from .api import GenerateResult, Prepared, finish_result, prepare, run_prepared
 from .config import DecodeConfig
 from .decoding.batch import Scheduler
 from .decoding.decoder import make_check
+from .decoding.lockstep import Job, Lockstep, covers
 from .decoding.layout import block_lengths
 from .policies import uses_costs
 from .trace import CostTable, StepRecord
@@ -53,13 +57,17 @@ def generate_batch(
     on_result: Callable[[int, GenerateResult], None] | None = None,
     on_block: Sequence[Callable[[list[StepRecord]], None] | None] | None = None,
     should_stop: Sequence[Callable[[], bool] | None] | None = None,
+    engine: str = "auto",
 ) -> list[GenerateResult]:
     """Decode every prompt (text or token ids) with `cfg` (one config, or one per prompt) and `seeds` (default
     0, 1, 2, ...); at most `batch_size` decode at once, sharing forwards, and a finished sequence's place goes to
     the next prompt. Results in prompt order, each as `generate` returns it plus `batch`, the shared ledger.
     `chat` is one value or one per prompt; `max_seconds` bounds each sequence's own decode, as `generate`'s does;
     `on_result(i, result)` is called as each sequence finishes (result.batch is set once the batch ends);
-    `on_block` / `should_stop`, one per prompt (or None), are `generate`'s hooks of that prompt's decode."""
+    `on_block` / `should_stop`, one per prompt (or None), are `generate`'s hooks of that prompt's decode.
+    `engine`: "auto" (the batch-first engine when it covers every prompt's config, else the thread engine),
+    "threads" or "batch-first" (refused for a config it does not cover); both give each sequence its batch-1
+    answer."""
     prompts = list(prompts)
     if not prompts:
         raise ValueError("prompts: empty; pass at least one prompt")
@@ -71,6 +79,7 @@ def generate_batch(
     if why is not None:
         raise ValueError(why)
     cfgs = _configs(cfg, len(prompts))
+    first = _engine(engine, cfgs, model)
     seed_list = _seeds(seeds, len(prompts))
     live = min(batch_size, len(prompts))
     reserve = getattr(model, "reserve_slots", None)
@@ -78,15 +87,42 @@ def generate_batch(
         reserve(live)
     preps = _prepare_all(model, prompts, cfgs, chat, costs)
     _warm_batch(model, preps, live)
-    scheduler = Scheduler(model, live)
     blocks = _per_prompt(on_block, "on_block", len(prompts))
     stops = _per_prompt(should_stop, "should_stop", len(prompts))
-    jobs = [_job(model, prep, seed, detailed, lambda b=block, s=stop: make_check(s, max_seconds, b))
-            for prep, seed, block, stop in zip(preps, seed_list, blocks, stops)]
-    results = scheduler.run(jobs, on_result)
+    checks = [lambda b=block, s=stop: make_check(s, max_seconds, b) for block, stop in zip(blocks, stops)]
+    results, ledger = _decode(model, preps, seed_list, checks, detailed, live, first, on_result)
     for r in results:
-        r.batch = scheduler.ledger
+        r.batch = ledger
     return results
+
+
+def _decode(model: Any, preps: list[Prepared], seeds: list[int], checks: list[Callable[[], Any]], detailed: bool,
+            live: int, batch_first: bool, on_result: Any) -> tuple[list[GenerateResult], Any]:
+    """Every prompt's result and the batch's ledger, from the engine chosen (`_engine`)."""
+    if batch_first:
+        engine = Lockstep(model, live, detailed)
+        results = engine.run([Job(prep, seed, check) for prep, seed, check in zip(preps, seeds, checks)],
+                             lambda row, loop: finish_result(model, row.prep, row.seed, row.rec, loop,
+                                                             time.perf_counter() - row.t0), on_result)
+        return results, engine.ledger
+    scheduler = Scheduler(model, live)
+    results = scheduler.run([_job(model, prep, seed, detailed, check)
+                             for prep, seed, check in zip(preps, seeds, checks)], on_result)
+    return results, scheduler.ledger
+
+
+ENGINES = ("auto", "threads", "batch-first")
+
+
+def _engine(engine: str, cfgs: list[DecodeConfig], model: Any) -> bool:
+    """Whether the batch-first engine decodes this batch (a refusal names the first config it cannot)."""
+    if engine not in ENGINES:
+        raise ValueError(f"engine: one of {', '.join(ENGINES)}, got {str(engine)[:40]!r}")
+    covered = all(covers(c, model) for c in cfgs)
+    if engine == "batch-first" and not covered:
+        raise ValueError("engine: 'batch-first' decodes honest AR and the diffusion baselines of position-aligned "
+                         "models only (s2d2/decoding/lockstep.py); use engine='auto' or 'threads' for this batch")
+    return engine != "threads" and covered
 
 
 def batch_refusal(model: Any, batch_size: int) -> Optional[str]:

@@ -57,10 +57,10 @@ def _ar_tokens(model: Any, cfg: DecodeConfig, prompt: torch.Tensor, rec: Recorde
         probs = token_distribution(logits[-1:], cfg, mask_id)
         token = draw_tokens(probs, cfg, generator, "ar")
         x[i] = token[0]
-        got = rec.reads.fetch({"token": token[0], **_detail(rec, probs, token)})  # the step's one read
+        got = rec.reads.fetch({"token": token[0], **ar_detail(rec, probs, token)})  # the step's one read
         tok = got["token"]
         blocks.append(BlockRecord(i, i, 1, 0))
-        steps.append(_ar_step(rec, got, tok, i))
+        steps.append(ar_step_record(rec, got, tok, i))
         if tok in stops:
             return LoopResult(x, blocks, number_steps(steps), "stop_token")
         if (i - P + 1) % CHECK_EVERY == 0:
@@ -70,14 +70,18 @@ def _ar_tokens(model: Any, cfg: DecodeConfig, prompt: torch.Tensor, rec: Recorde
     return LoopResult(x, blocks, number_steps(steps), "length")
 
 
-def _detail(rec: Recorder, probs: torch.Tensor, token: torch.Tensor) -> dict[str, torch.Tensor]:
+def ar_detail(rec: Recorder, probs: torch.Tensor, token: torch.Tensor) -> dict[str, torch.Tensor]:
+    """The detailed record's device values of each row's token (probs [n, V], token [n]): "stats" [n, 3] (p,
+    normalized entropy, top-2 margin) and the top-k rows. Row-wise, so n sequences of a batch (lockstep.py) get
+    exactly what each one's batch-1 step computes."""
     if not rec.detailed:
         return {}
-    stats = torch.stack([probs[0].gather(0, token), normalized_entropy(probs)[:1], top2_margin(probs)[:1]])
+    stats = torch.stack([probs.gather(-1, token[:, None])[:, 0], normalized_entropy(probs), top2_margin(probs)],
+                        dim=1)
     return {"stats": stats, **top_k(probs)}
 
 
-def _ar_step(rec: Recorder, got: dict, token: int, position: int) -> StepRecord:
+def ar_step_record(rec: Recorder, got: dict, token: int, position: int) -> StepRecord:
     text = rec.text(token) if rec.detailed else ""
     drafts: list[MaskDraft] = []
     if rec.detailed:

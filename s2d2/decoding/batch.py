@@ -189,21 +189,41 @@ class SequenceModel:
 
 
 def group_requests(workers: list[Worker], fixed_tokens: int = FIXED_TOKENS) -> list[list[Worker]]:
-    """Waiting sequences grouped into shared forwards, at the least modelled cost: a forward costs
-    `fixed_tokens` + (members x its longest query) query tokens, so drafts and 2L verifies share a forward only
-    when the saved fixed cost pays for the padding, and a prefill never pads a batch of drafts to its length. The
-    best grouping is contiguous in query order (sorted by query count, then batch position): found exactly by
-    dynamic programming, deterministic in the requests alone."""
-    order = sorted(workers, key=lambda w: (int(w.pending.input_ids.shape[0]), w.index))  # type: ignore[union-attr]
-    qs = [int(w.pending.input_ids.shape[0]) for w in order]  # type: ignore[union-attr]
-    best, cut = [0] + [0] * len(order), [0] * (len(order) + 1)
-    for j in range(1, len(order) + 1):
-        best[j] = min(best[i] + fixed_tokens + (j - i) * qs[j - 1] for i in range(j))
-        cut[j] = next(i for i in range(j) if best[i] + fixed_tokens + (j - i) * qs[j - 1] == best[j])
-    groups: list[list[Worker]] = []
-    j = len(order)
+    """Waiting sequences grouped into shared forwards at the least modelled cost (`cheapest_groups`)."""
+    queries = [int(w.pending.input_ids.shape[0]) for w in workers]  # type: ignore[union-attr]
+    return [[workers[i] for i in g] for g in cheapest_groups(queries, [w.index for w in workers], fixed_tokens)]
+
+
+def cheapest_groups(queries: list[int], order: list[int], fixed_tokens: int = FIXED_TOKENS) -> list[list[int]]:
+    """Requests (their query counts; `order` breaks ties) grouped into shared forwards, as lists of their indices,
+    at the least modelled cost: a forward costs `fixed_tokens` + (members x its longest query) query tokens, so
+    drafts and 2L verifies share a forward only when the saved fixed cost pays for the padding, and a prefill never
+    pads a batch of drafts to its length.
+
+    The best grouping is contiguous in query order (sorted by query count, then `order`), and some best grouping
+    never splits requests of equal query count (moving the lower part of a split run into the upper group costs
+    nothing more), so dynamic programming over the distinct counts finds it exactly: O(distinct²), not O(n²), which
+    matters at batch 128. Deterministic in the requests alone (ties: the earliest cut)."""
+    ranked = sorted(range(len(queries)), key=lambda i: (queries[i], order[i]))
+    runs: list[list[int]] = []  # indices of equal query count, ascending
+    for i in ranked:
+        if runs and queries[runs[-1][0]] == queries[i]:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    sizes = [0]
+    for run in runs:
+        sizes.append(sizes[-1] + len(run))
+    best, cut = [0] * (len(runs) + 1), [0] * (len(runs) + 1)
+    for j in range(1, len(runs) + 1):
+        q = queries[runs[j - 1][0]]
+        costs = [best[i] + fixed_tokens + (sizes[j] - sizes[i]) * q for i in range(j)]
+        best[j] = min(costs)
+        cut[j] = costs.index(best[j])
+    groups: list[list[int]] = []
+    j = len(runs)
     while j > 0:
-        groups.insert(0, order[cut[j] : j])
+        groups.insert(0, [i for run in runs[cut[j] : j] for i in run])
         j = cut[j]
     return groups
 

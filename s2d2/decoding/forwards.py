@@ -29,7 +29,7 @@ class Recorder:
         self._sync = model.device.type == "cuda" and detailed  # exact per-forward timing needs a sync on CUDA
         self.timed = model.device.type == "cpu" or self._sync  # wall_s is the forward's own time (cost model input)
         self.reads = HostReads(model.device, getattr(model, "share_read", None))  # in a batch: shared reads
-        self._rows = _takes_rows(model)
+        self._rows = takes_rows(model)
 
     def forward(
         self,
@@ -53,12 +53,16 @@ class Recorder:
             logits = logits if rows is None else logits.index_select(0, rows)
         if self._sync:
             torch.cuda.synchronize()
-        wall = time.perf_counter() - t0
-        q = int(ids.shape[0])
-        self.forwards.append(
-            ForwardRecord(len(self.forwards), kind, block, step, cache_len, q, q, len(self.forwards) + 1, wall)
-        )
+        self.record(kind, block, step, cache_len, int(ids.shape[0]), time.perf_counter() - t0)
         return logits
+
+    def record(self, kind: str, block: int, step: int, cache_len: int, queries: int, wall: float) -> None:
+        """Count one forward this decode took part in (its NFE is the number of records). The batch-first engine
+        (lockstep.py) runs the forward itself and records it here, so both count forwards one way."""
+        self.forwards.append(
+            ForwardRecord(len(self.forwards), kind, block, step, cache_len, queries, queries, len(self.forwards) + 1,
+                          wall)
+        )
 
     @property
     def last_index(self) -> int:
@@ -86,7 +90,7 @@ class Recorder:
                 for i in range(0, k * rows, k)] if k else [[] for _ in range(rows)]
 
 
-def _takes_rows(model: Any) -> bool:
+def takes_rows(model: Any) -> bool:
     """Whether `model.forward` names a `rows` parameter (HFModel does: it picks them before its float32 copy). A
     wrapper that passes *args on may wrap a model without it, so it gets all rows and the recorder picks them."""
     try:

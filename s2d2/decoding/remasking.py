@@ -27,6 +27,10 @@ def rule_inputs(rule: str, p: Tensor, ent: Union[Tensor, Callable[[], Tensor]], 
     rest; absent for `sequential` over all masks: the masks' own order), "above" (dynamic: candidates with p > τ),
     "eb_below" (entropy_bounded: sorted candidates whose running entropy sum stays below γ). `above`: that count
     when the caller has it already.
+
+    The static, dynamic and sequential rules over all masks (`candidates` None) also take a batch: p [R, N], each
+    row one sequence's masks padded with -1 (below any probability, so a pad sorts after every mask, never counts
+    above τ, and each row's order and count are its own; s2d2/decoding/lockstep_block.py).
     """
     if rule not in RULES:
         raise ValueError(f"remasking: unknown rule {rule!r}")
@@ -51,7 +55,7 @@ def rule_inputs(rule: str, p: Tensor, ent: Union[Tensor, Callable[[], Tensor]], 
             out["above"] = above
         elif rule == "low_confidence_dynamic":
             hi = p > tau
-            out["above"] = (hi if candidates is None else hi & candidates).sum()
+            out["above"] = (hi if candidates is None else hi & candidates).sum(-1)
     return out
 
 

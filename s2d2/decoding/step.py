@@ -89,7 +89,7 @@ def run_step(ctx: StepContext, block: int, start: int, window: tuple[int, int], 
 
     # 9. reward; 10. record (every update is already written on the device)
     reward = ctx.policy.update(decision, len(picks.picks)) if ctx.policy is not None else None
-    commits = _commits(ctx, start, masks, picks.picks, got["drafts"], verification, pending)
+    commits = commit_records(ctx, start, masks, picks.picks, got["drafts"], verification, pending)
     return StepRecord(
         index=-1, block=block, step=step, window=[ws, we], forwards=list(range(first_forward, ctx.rec.last_index + 1)),
         masks_before=[start + m for m in masks], drafts=draft_rows(ctx, got, got["drafts"], masks, start),
@@ -107,9 +107,10 @@ def window_mask_index(ctx: StepContext, start: int, masks: list[int], ws: int, w
     return key.sort().values[:n]
 
 
-def _commits(ctx: StepContext, start: int, masks: list[int], picks: list[tuple[int, str]], tokens: list[int],
+def commit_records(ctx: StepContext, start: int, masks: list[int], picks: list[tuple[int, str]], tokens: list[int],
              verification: Optional[Verification], pending: Optional[torch.Tensor]) -> list[Commit]:
-    """The commit records, and the host's view of the block (its masks, its stop ids) after them."""
+    """The commit records, and the host's view of the block (its masks, its stop ids) after them (also the
+    batch-first block step's, lockstep_block.py)."""
     text = ctx.rec.text if ctx.rec.detailed else (lambda t: "")
     commits = []
     for i, how in picks:

@@ -12,7 +12,6 @@ dropped cache column moves logits by far more).
 from __future__ import annotations
 
 import threading
-from functools import lru_cache
 from typing import Any, Optional
 
 import pytest
@@ -21,8 +20,9 @@ import torch
 from fixtures import tiny_d2f as M
 import s2d2
 from tests.support.tiny_models import tiny_qwen2, tiny_qwen3
-from tests.support.trace_compare import FLOAT64, trace_mismatch
-from tests.support.golden_cases import CASES, GEN_LENGTH, PROMPTS, bundled_available, config_for, golden_model, stable
+from tests.support.batch_cases import assert_batch_equals_single, batch_prompts, model64
+from tests.support.trace_compare import trace_mismatch
+from tests.support.golden_cases import CASES, GEN_LENGTH, PROMPTS, bundled_available, config_for, stable
 from s2d2.decoding.batch import Scheduler, group_requests
 from s2d2.sweeps.agreement import same_output
 
@@ -33,44 +33,6 @@ def test_the_comparison_can_fail():
     assert trace_mismatch({"p": [0.5, 1]}, {"p": [0.5 + 1e-15, 1]}) is None
     assert "p[0]" in trace_mismatch({"p": [0.5, 1]}, {"p": [0.5 + 1e-6, 1]})
     assert "p[1]" in trace_mismatch({"p": [0.5, 1]}, {"p": [0.5, 2]})
-
-
-@lru_cache(maxsize=None)
-def model64(name: str) -> Any:
-    """The golden cases' models in float64 (the bundled ones loaded so; LLaDA2's MoE on the eager experts path,
-    since the grouped-matmul kernel refuses float64)."""
-    if name == "bundled":
-        return s2d2.load_model("tiny", dtype=torch.float64, backend="dynamic")
-    if name == "llada2":
-        model = s2d2.load_model("tiny-llada2", dtype=torch.float64, backend="dynamic")
-        model.model.set_experts_implementation("eager")
-        return model
-    return golden_model(name)  # the sharpened tiny random models, float64 already
-
-
-def batch_prompts(model_name: str, key: str) -> list[Any]:
-    """The case's prompt first, then prompts of other lengths (and the case's prompt again, under another seed)."""
-    if model_name in ("bundled", "llada2"):
-        from s2d2.tasks.arithmetic import heldout
-
-        qs = [p.question for p in heldout(4)]
-        return [qs[0], qs[1], qs[0], qs[2], qs[3]]
-    others = [PROMPTS[k] for k in sorted(PROMPTS) if k != key]
-    return [PROMPTS[key], others[0], PROMPTS[key], [7, 8, 9], others[1]]
-
-
-def assert_batch_equals_single(model: Any, prompts: list[Any], cfgs: Any, seeds: list[int], batch_size: int,
-                               detailed: bool = True, tol: tuple[float, float] = FLOAT64) -> list[Any]:
-    batch = s2d2.generate_batch(model, prompts, cfgs, seeds, batch_size=batch_size, detailed=detailed)
-    assert len(batch) == len(prompts)
-    for i, (got, prompt, seed) in enumerate(zip(batch, prompts, seeds)):
-        cfg = cfgs[i] if isinstance(cfgs, list) else cfgs
-        want = s2d2.generate(model, prompt, cfg, seed=seed, detailed=detailed)
-        assert got.token_ids == want.token_ids, f"sequence {i}"
-        assert got.metrics["nfe"] == want.metrics["nfe"]
-        diff = trace_mismatch(got.trace, want.trace, tol=tol)
-        assert diff is None, f"sequence {i}: {diff}"
-    return batch
 
 
 @pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.slow) if c[1] == "llada2" else c for c in CASES],

@@ -1,0 +1,253 @@
+"""The block loop's diffusion baselines (method "diffusion", position-aligned models) as one step over every live
+sequence of a batch: the batch-first form of decoder.py's `block_loop` for those configs.
+
+Each live row is in one phase per step, and each phase is one forward: the prefill (the prompt's full blocks), a
+draft step of its current block, or the block's commit. The engine (lockstep.py) runs all rows' forwards together,
+whatever their phases; then the draft rows' distributions and draws are taken over all of them at once (rows of one
+config share `token_distribution` and, greedy, one max; sampled, each row draws from its own generator) and every
+draft row's values are read in one read. What a step decodes and records is batch 1's own code, applied to each
+row's own `StepContext`: `skip_inputs` / `skip_picks` (the remasking rule), `write_picks`, `commit_records`,
+`draft_rows`, `fallback_k`, `block_masks`, `stopped_in`, `block_plan`; the order of phases is `block_loop`'s
+(prefill, per block the steps until its window has no mask, the commit, the stop rule and the progress check).
+So in float64 each sequence's trace is its `generate` trace apart from wall times.
+
+Covered (`covers`): method "diffusion" on position-aligned models, without sub-blocks and with the remasking
+rules `low_confidence_static`, `low_confidence_dynamic` and `sequential` (no high-confidence extras: a baseline
+has none). Not yet: right-shifted models (their AR seed and mid-block stop rule), S2D2's routing and verifier,
+`entropy_bounded`, and the options beyond the paper; those decode on the thread engine.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import torch
+
+from ..config import DecodeConfig
+from ..models.base import ForwardRequest
+from ..models.masks import block_causal_mask, draft_query
+from ..trace import BlockRecord, StepRecord
+from .blocks import block_masks, stopped_in
+from .context import StepContext
+from .detail_rows import draft_detail, draft_rows
+from .layout import BlockPlan, block_plan
+from .lockstep_rows import Asked, Row, read_rows
+from .result import Kept, LoopResult, number_steps
+from .sampling import draw_with_probs, entropy, token_distribution
+from .selection import fallback_k, skip_inputs, skip_picks, write_picks
+from .step import commit_records, first_mask_span, window_mask_index
+
+RULES = ("low_confidence_static", "low_confidence_dynamic", "sequential")
+
+
+def covers(cfg: DecodeConfig, model: Any) -> bool:
+    """Whether a config runs this loop's covered part (module docstring) on this model."""
+    return (model.spec.alignment == "aligned" and cfg.loop == "block" and cfg.method == "diffusion"
+            and cfg.sub_block_length is None and cfg.remasking in RULES and not cfg.always_check_high_conf
+            and not (cfg.kv_reuse or cfg.fused_commit or cfg.adaptive_block))
+
+
+@dataclass
+class Drafting:
+    """A draft step between its forward and its read: what run_step computes before and keeps after the forward."""
+
+    masks: list[int]
+    span_len: int
+    min_k: int
+    run: Optional[int]
+    mask_idx: torch.Tensor
+    first_forward: int
+
+
+@dataclass
+class BlockState:
+    """A row's block-loop state: batch 1 keeps it in `block_loop`'s locals and its StepContext."""
+
+    ctx: StepContext
+    plan: BlockPlan
+    kept: Kept
+    schedule: list[int]
+    phase: str = "prefill"  # "prefill", "draft" or "commit": what the row's next forward is
+    blk: Optional[BlockRecord] = None
+    step: int = 0
+    drafting: Optional[Drafting] = field(default=None)
+
+
+def start(model: Any, row: Row) -> None:
+    """Lay out the row's sequence and open its first block (after the prefill, when the prompt fills a block)."""
+    cfg, P = row.prep.cfg, row.prompt_len
+    plan = block_plan(cfg, P, False)
+    x = torch.full((plan.total,), model.spec.mask_id, dtype=torch.long, device=model.device)
+    x[:P] = torch.tensor(row.prep.ids, dtype=torch.long, device=model.device)
+    ctx = StepContext(model, cfg, row.rec, row.generator, x, row.cache, None, P)
+    row.state = BlockState(ctx, plan, Kept(row.rec, x, row.blocks, row.steps), cfg.transfer_schedule())
+    if plan.first_start == 0:  # nothing to prefill
+        _open_block(row, 0, 0)
+
+
+def requests(model: Any, rows: list[Row]) -> list[Asked]:
+    """Each row's one forward of this step, by its phase (blocks.py's and step.py's shapes exactly)."""
+    return [_request(r) for r in rows]
+
+
+def _request(row: Row) -> Asked:
+    st: BlockState = row.state
+    ctx, cfg = st.ctx, st.ctx.cfg
+    if st.phase == "prefill":
+        n = st.plan.first_start
+        attention = "causal" if cfg.cache_ver else block_causal_mask(n, cfg.block_length, 0, ctx.x.device)
+        return Asked("prefill", -1, -1, ForwardRequest(ctx.cache, ctx.x[:n], ctx.index[:n], attention, n, 1))
+    blk = st.blk
+    assert blk is not None
+    end = blk.start + blk.length
+    if st.phase == "commit":
+        return Asked("commit", blk.index, -1, ForwardRequest(ctx.cache, ctx.x[blk.start:end], ctx.index[blk.start:end],
+                                                             "causal" if cfg.cache_ver else "full", blk.length, 1))
+    return Asked("draft", blk.index, st.step, _draft_request(row, st, blk))
+
+
+def _draft_request(row: Row, st: BlockState, blk: BlockRecord) -> ForwardRequest:
+    """run_step's draft forward (step.py `draft_forward` with nothing cached), its host facts kept for `advance`."""
+    ctx, start, B = st.ctx, blk.start, blk.length
+    masks = list(ctx.masks)
+    n, span_len = len(masks), first_mask_span(masks)
+    k_s = st.schedule[min(st.step, len(st.schedule) - 1)]
+    run = masks[0] if masks[-1] - masks[0] + 1 == n else None
+    mask_idx = ctx.index[run : run + n] if run is not None else window_mask_index(ctx, start, masks, start, start + B)
+    st.drafting = Drafting(masks, span_len, min(k_s, n), run, mask_idx, row.rec.last_index + 1)
+    attention = draft_query(B, masks[0], ctx.x.device) if ctx.cfg.draft_ver else "full"
+    return ForwardRequest(ctx.cache, ctx.x[start : start + B], ctx.index[start : start + B], attention, 0, None,
+                          mask_idx)
+
+
+def advance(model: Any, rows: list[Row], logits: list[torch.Tensor]) -> None:
+    """After the step's forwards: the draft rows' shared work and records, the other rows' phase changes."""
+    drafts = [(r, lg) for r, lg in zip(rows, logits) if r.state.phase == "draft"]
+    for r in rows:
+        if r.state.phase == "prefill":
+            r.state.kept.mark()
+            _open_block(r, r.state.plan.first_start, r.state.plan.first_start // r.prep.cfg.block_length)
+        elif r.state.phase == "commit":
+            _end_block(r)
+    groups: dict[DecodeConfig, list[tuple[Row, torch.Tensor]]] = {}
+    for r, lg in drafts:
+        groups.setdefault(r.prep.cfg, []).append((r, lg))
+    for cfg, members in groups.items():
+        _draft_group(model, cfg, members)
+
+
+def _draft_group(model: Any, cfg: DecodeConfig, members: list[tuple[Row, torch.Tensor]]) -> None:
+    """The draft steps of rows sharing one config: one distribution and draw, one read, then each row's step."""
+    sizes = [int(lg.shape[0]) for _, lg in members]
+    probs = token_distribution(torch.cat([lg for _, lg in members]), cfg, model.spec.mask_id, owned=True)
+    if cfg.do_sample:  # each row's draws from its own generator: the calls batch 1 makes
+        parts = [draw_with_probs(p, cfg, r.state.ctx.generator) for (r, _), p in zip(members, probs.split(sizes))]
+        tokens, p_all = torch.cat([t for t, _ in parts]), torch.cat([p for _, p in parts])
+    else:
+        tokens, p_all = draw_with_probs(probs, cfg, members[0][0].generator)
+    rows_tok = tokens.split(sizes)
+    padded = _padded(p_all, sizes)  # the remasking rule over every row at once (remasking.rule_inputs' batch form)
+    rule = skip_inputs(cfg, padded, lambda: entropy(probs))
+    detail = draft_detail(members[0][0].state.ctx, probs, p_all)
+    got = _split(read_rows(model, {"drafts": tokens, **rule, **detail}, 1)[0], sizes, int(padded.shape[1]))
+    for j, ((r, _), g, tok) in enumerate(zip(members, got, rows_tok)):
+        _draft_step(r, g, {k: v[j, : sizes[j]] for k, v in rule.items() if v.dim() == 2}, tok)
+
+
+def _padded(values: torch.Tensor, sizes: list[int]) -> torch.Tensor:
+    """[R, max size] with row j holding the j-th run of `values` (runs of `sizes`), padded with -1."""
+    device = values.device
+    rows = torch.repeat_interleave(torch.arange(len(sizes), device=device), torch.tensor(sizes, device=device))
+    starts = torch.tensor([0] + sizes[:-1], device=device).cumsum(0)
+    cols = torch.arange(values.shape[0], device=device) - starts[rows]
+    out = torch.full((len(sizes), max(sizes)), -1.0, dtype=values.dtype, device=device)
+    out[rows, cols] = values
+    return out
+
+
+def _split(flat: dict[str, list[Any]], sizes: list[int], width: int) -> list[dict[str, Any]]:
+    """The one read's flat values back into each row's `got`, as its own fetch gives it: the rule's padded rows
+    ([R, width]: "order") cut to the row's masks, its counts ([R]: "above") as the row's int, `d_stats` ([3, n]
+    over all rows' masks) as the row's own [3, n_row] flattened, and every other part (values per mask) sliced by
+    the rows' mask counts."""
+    out: list[dict[str, Any]] = [{} for _ in sizes]
+    total = sum(sizes)
+    for name, values in flat.items():
+        at = 0
+        for j, n in enumerate(sizes):
+            if name == "order":
+                out[j][name] = values[j * width : j * width + n]
+            elif name == "above":
+                out[j][name] = values[j]
+            elif name == "d_stats":
+                out[j][name] = [v for k in range(3) for v in values[k * total + at : k * total + at + n]]
+            else:
+                per = len(values) // total
+                out[j][name] = values[at * per : (at + n) * per]
+            at += n
+    return out
+
+
+def _draft_step(r: Row, got: dict[str, Any], skip: dict[str, torch.Tensor], tokens: torch.Tensor) -> None:
+    """run_step's non-verify branch and record, from the row's values of the shared read."""
+    st: BlockState = r.state
+    ctx, d, blk = st.ctx, st.drafting, st.blk
+    assert d is not None and blk is not None
+    start, B = blk.start, blk.length
+    picks = skip_picks(ctx.cfg, got, len(d.masks), d.min_k, skip)
+    write_picks(ctx.x, start, d.mask_idx, picks, tokens, d.run)
+    commits = commit_records(ctx, start, d.masks, picks.picks, got["drafts"], None, None)
+    r.steps.append(StepRecord(
+        index=-1, block=blk.index, step=st.step, window=[start, start + B],
+        forwards=list(range(d.first_forward, r.rec.last_index + 1)), masks_before=[start + m for m in d.masks],
+        drafts=draft_rows(ctx, got, got["drafts"], d.masks, start), span=[start + d.masks[0], d.span_len],
+        policy_inputs=None, decision=None, verification=None, fallback_k=fallback_k(picks, d.min_k),
+        commits=commits, reward=None))
+    st.step += 1
+    st.drafting = None
+    if not ctx.masks:
+        st.phase = "commit"
+
+
+def _open_block(r: Row, start: int, index: int) -> None:
+    """decoder.py's block start: its record, its masks; then its draft steps (or, with no mask, its commit)."""
+    st: BlockState = r.state
+    ctx, length = st.ctx, r.prep.cfg.block_length
+    blk = BlockRecord(index, start, length, max(0, min(r.prompt_len - start, length)), "")
+    r.blocks.append(blk)
+    ctx.block_length, ctx.cached = blk.length, 0
+    ctx.masks = block_masks(ctx, blk)
+    st.blk, st.step, st.phase = blk, 0, "draft" if ctx.masks else "commit"
+
+
+def _end_block(r: Row) -> None:
+    """After the commit forward: decoder.py's stop rule, progress check and next block (or the end)."""
+    st: BlockState = r.state
+    blk = st.blk
+    assert blk is not None
+    end = blk.start + blk.length
+    st.ctx.cached = 0
+    finish = "stop_token" if stopped_in(st.ctx, r.prompt_len, end) is not None else None
+    if finish is None:
+        finish = r.check(number_steps(r.steps))
+    if finish is not None:
+        r.finish(finish, number_steps(r.steps))
+        return
+    st.kept.mark()
+    if end < st.plan.end:
+        _open_block(r, end, blk.index + 1)
+    else:
+        r.finish("length", number_steps(r.steps))
+
+
+def cancel(row: Row) -> None:
+    """The row's own forward raised StopDecoding: back to its last complete block, as block_loop's rollback."""
+    blocks, steps = row.state.kept.restore(row.state.ctx.mask_id)
+    row.blocks, row.finish_reason, row.steps = blocks, "cancelled", steps
+
+
+def result(model: Any, row: Row) -> LoopResult:
+    """The row's LoopResult as block_loop returns it."""
+    assert row.finish_reason is not None
+    row.state.ctx.reads.flush()
+    return LoopResult(row.state.ctx.x, row.blocks, row.steps, row.finish_reason)
