@@ -1,5 +1,19 @@
 // What one step of the block loop reads and mutates. Python twin: s2d2/decoding/context.py (StepContext).
 
+import { makePolicy } from "../policies/index.js";
+import { blockPlan } from "./layout.js";
+
+/** What every loop (block loop, editing loop) starts from: the prompt length, the block plan, the sequence (prompt
+ * then masks) and a fresh step context with its policy and empty cache. */
+export function startDecode(model, cfg, prompt, rec, stream) {
+  const P = prompt.length;
+  const plan = blockPlan(cfg, P);
+  const x = new Int32Array(plan.total).fill(model.spec.mask_id);
+  x.set(prompt);
+  const policy = cfg.method === "s2d2" ? makePolicy(cfg) : null;
+  return { P, plan, x, ctx: stepContext(model, cfg, rec, stream, x, model.newCache(), policy, P) };
+}
+
 export function stepContext(model, cfg, rec, stream, x, cache, policy, promptLen) {
   return {
     model, cfg, rec, stream, x, cache, policy, promptLen,

@@ -2,10 +2,8 @@
 // Python twin: s2d2/decoding/decoder.py (block_loop; position-aligned models, the SDAR stop rule: every block is
 // finished and committed, and the run ends after a block whose generated region holds a stop id).
 import { decideBlock } from "../policies/adaptive_block.js";
-import { makePolicy } from "../policies/index.js";
 import { blockMasks, carryTail, commitBlock, prefill, stoppedIn } from "./blocks.js";
-import { stepContext } from "./context.js";
-import { blockPlan } from "./layout.js";
+import { startDecode } from "./context.js";
 import { runStep } from "./step.js";
 
 /** k_s per step: floor(B/S), the first B mod S steps one more. */
@@ -26,12 +24,7 @@ function windows(cfg, blk) {
 /** Decode; `check(steps)` runs after every block and returns a finish reason to stop early, or null.
  * Returns {x, blocks, steps, finishReason}. */
 export async function blockLoop(model, cfg, prompt, rec, stream, check) {
-  const P = prompt.length;
-  const plan = blockPlan(cfg, P);
-  const x = new Int32Array(plan.total).fill(model.spec.mask_id);
-  x.set(prompt);
-  const policy = cfg.method === "s2d2" ? makePolicy(cfg) : null;
-  const ctx = stepContext(model, cfg, rec, stream, x, model.newCache(), policy, P);
+  const { P, plan, x, ctx } = startDecode(model, cfg, prompt, rec, stream);
   const steps = [];
   const blocks = [];
   await prefill(ctx, plan.firstStart);

@@ -7,25 +7,18 @@
 // and edited nothing, or after max_post_steps mask-free steps; then EOS early stop, else the commit (none after
 // the last block).
 import { normalizedEntropy } from "../estimators.js";
-import { makePolicy } from "../policies/index.js";
 import { commitBlock, prefill } from "./blocks.js";
-import { stepContext } from "./context.js";
+import { startDecode } from "./context.js";
 import { numberSteps, transferSchedule } from "./decoder.js";
 import { draftRows } from "./detail_rows.js";
 import { range } from "./forwards.js";
-import { blockPlan } from "./layout.js";
 import { drawWithProbs, entropy, tokenDistribution } from "./sampling.js";
 import { fallbackPicks } from "./selection.js";
 import { draftForward, firstMaskSpan, policyInputs } from "./step.js";
 import { verifySpan } from "./verify_branch.js";
 
 export async function editingLoop(model, cfg, prompt, rec, stream, check) {
-  const P = prompt.length;
-  const plan = blockPlan(cfg, P);
-  const x = new Int32Array(plan.total).fill(model.spec.mask_id);
-  x.set(prompt);
-  const policy = cfg.method === "s2d2" ? makePolicy(cfg) : null;
-  const ctx = stepContext(model, cfg, rec, stream, x, model.newCache(), policy, P);
+  const { P, plan, x, ctx } = startDecode(model, cfg, prompt, rec, stream);
   const B = cfg.block_length;
   const schedule = transferSchedule(cfg);
   const blocks = [];
