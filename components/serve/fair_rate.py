@@ -19,7 +19,7 @@ Bounds: each member's recent use is at most its allowance, so the unit's total i
 moment after a page that was alone is joined by others, at most two: the newcomers take their parts while the page
 that was alone decays back to its own). Refused requests are not counted: refusing costs nothing later. Forged
 session hashes never multiply a share: the caller passes roster members, and every hash that never opened a page is
-REST. `clock` is injectable (tests move it instead of sleeping); every map is bounded.
+REST; a page that closes is forgotten (`forget`). `clock` is injectable (tests move it instead of sleeping); every map is bounded.
 """
 from __future__ import annotations
 
@@ -65,6 +65,16 @@ class FairRate:
             while len(self._units) > MAX_UNITS:
                 self._units.popitem(last=False)
             return ok
+
+
+    def forget(self, unit: str, member: str) -> None:
+        """`member` left its unit (its page closed): it no longer asks, so it holds no part of the others' allowance.
+        Its use is dropped rather than left to decay, else a page opened after a closed one got a half part for
+        the next ~12 s (a student's tour clicks refused on a Space nobody else was using)."""
+        with self._lock:
+            members = self._units.get(unit)
+            if members is not None:
+                members.pop(member, None)
 
 
 def allowance(top: float, others_asking: int) -> float:

@@ -250,7 +250,16 @@ class FrontDoor:
         finally:
             LISTENERS.close(session, client, heartbeat, member=member)
             if heartbeat:
-                ROSTER.leave(client, session)
+                heartbeat_closed(client, session)
+
+
+def heartbeat_closed(client: str, session: str) -> None:
+    """A heartbeat of `session` closed: at its last one the page has left its unit, so it stops counting
+    (components/serve/roster.py) and holds no part of the unit's request rate (FairRate.forget)."""
+    ROSTER.leave(client, session)
+    if ROSTER.member(client, session) == REST:
+        RATE.forget(client, session)
+        STOP_RATE.forget(client, session)
 
 
 def admit_request(sub: str, data: dict, client: str, blocks: Any) -> Optional[Ask]:

@@ -90,6 +90,20 @@ def test_a_page_over_its_part_gets_its_next_request_once_its_use_decays():
     assert r.allow(CLASS, "a", now=20.0)  # b went quiet, a's use decayed: a is let in again
 
 
+def test_a_page_that_closed_holds_no_part_of_the_next_pages_allowance(monkeypatch):
+    # a student who closed a tab a moment ago is not asking: the page opened next gets the whole allowance at once
+    monkeypatch.setattr(front_door, "ROSTER", Roster())
+    monkeypatch.setattr(front_door, "RATE", rate(1.0, burst=6.0))
+    monkeypatch.setattr(front_door, "STOP_RATE", rate(1.0, burst=6.0))
+    for page in ("old", "new"):
+        front_door.ROSTER.arrive(CLASS, page)
+    assert sum(front_door.RATE.allow(CLASS, "old", now=0.0) for _ in range(6)) == 6
+    assert sum(front_door.RATE.allow(CLASS, "new", now=0.0) for _ in range(6)) == 3  # beside old: its half
+    front_door.heartbeat_closed(CLASS, "old")
+    assert front_door.RATE.allow(CLASS, "new", now=0.0)  # old left: new is alone with the whole burst
+    assert sum(front_door.RATE.allow(CLASS, "new", now=0.0) for _ in range(6)) == 2  # up to 6 in all, not past
+
+
 # -- held places: queue places and open streams (fair_places) ------------------------------------------------------
 
 def test_a_unit_below_its_cap_lets_anyone_take_a_place_and_a_full_one_only_those_under_their_part():
