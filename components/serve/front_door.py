@@ -58,7 +58,8 @@ from components.serve import gpu_slot
 from components.serve.identity import request_key, scope_key
 from components.serve.disk_budget import DISK
 from components.serve.door_checks import Refusal, checked, count_values, header, read_body, replay, with_length
-from components.serve.door_replies import Send, quiet_errors, reply
+from components.serve.door_replies import (QUEUE_NEARLY_FULL, TOO_FAST, TOO_MANY_NEW, TOO_MANY_QUEUED, TOO_MANY_STREAMS,
+                                          Send, quiet_errors, reply)
 from components.serve.gradio_lookup import blocks_of, by_name, session_of_event
 from components.serve import fair_queue
 from components.serve.chains import CHAINS, UNCHAINED, door_parent
@@ -78,13 +79,6 @@ MAX_QUERY_BYTES = 16 * 1024  # a share link's query is under 1 kB (components/re
 RATED_PAGES = {"/config", ""}  # page routes outside the API that build a config per request
 RATED_API_PAGES = {"/info", "/openapi.json"}  # the API's description: what an API client reads to open the app
 LOG = logging.getLogger("s2d2.app")
-
-TOO_FAST = "◷ Too many requests from your address: slow down and try again in a few seconds."
-TOO_MANY_QUEUED = ("◷ You already have several requests waiting in the queue: wait for them to finish, then try "
-                   "again.")
-QUEUE_NEARLY_FULL = "◷ The queue is nearly full: wait for your requests to finish, then try again."
-TOO_MANY_NEW = "◷ Too many new pages from your address at once: wait a few seconds, then reload."
-TOO_MANY_STREAMS = "◷ Too many open connections from your address: close some tabs and try again."
 
 RATE, STOP_RATE = FairRate(client_rate), FairRate(client_rate)  # events, per page within the client
 # Uploads name no session, so they cannot be split by page: a bucket of their own, the unit's whole rate (growing with
