@@ -10,8 +10,8 @@ session's trace, opened in Replay like a server run.
 The page decodes only what it reproduces (`page_problem`: a bundled export; the block loop, honest AR or the LLaDA2
 editing loop on a position-aligned model; a policy that does not route by this machine's timings); anything else runs
 on the server, with one line saying why (`where_line`). Its random draws come from the shared counter stream (rng="counter",
-docs/random-stream.md): torch's generator cannot be reproduced in JavaScript, so a configuration that draws is
-decoded with rng="counter", and the line says so.
+docs/random-stream.md), as do the server's decodes of the same models (components/run/random_stream.py), so where
+a Run decodes never changes its answer.
 """
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ from s2d2.trace import Trace
 from components.escape import md_text
 from components.files.traces import TraceError, make_state, parse_upload
 from components.run.config_check import check_prompt, config_from_inputs
+from components.run.random_stream import app_config
 from components.serve import browser_files
 from components.serve.model_pool import check_model, get_model
 from components.serve.page_modules import PAGE_DECODER, RUN_JS, file_url, module_url
@@ -85,16 +86,6 @@ def page_problem(cfg: DecodeConfig, alignment: str) -> Optional[str]:
     return None
 
 
-def draws(cfg: DecodeConfig) -> bool:
-    """Whether a decode with `cfg` draws random numbers (a sampled token, or an acceptance test's u)."""
-    return cfg.do_sample or (cfg.method == "s2d2" and cfg.acceptance != "greedy_exact")
-
-
-def page_config(cfg: DecodeConfig) -> DecodeConfig:
-    """`cfg` as the page decodes it: a configuration that draws uses the shared counter stream."""
-    return DecodeConfig.from_dict({**cfg.to_dict(), "rng": "counter"}) if draws(cfg) else cfg
-
-
 def model_urls(name: str, found: browser_files.BrowserFiles) -> dict[str, str]:
     """The page-relative URLs of model `name`'s manifest, tokenizer and packed graph, and of the packed runtime."""
     files = {p.name: p for p in found.models[name]}
@@ -111,14 +102,13 @@ def export_dtype(name: str, found: browser_files.BrowserFiles) -> str:
     return str(json.loads(manifest.read_text(encoding="utf-8"))["graph"]["compute_dtype"])
 
 
-def where_line(in_page: bool, dtype: str = "", counter: bool = False, why: str = "") -> str:
-    """The one line under Run saying where this Run decodes and, on the server, why."""
+def where_line(in_page: bool, dtype: str = "", why: str = "") -> str:
+    """The one line under Run saying where this Run decodes and, on the server, why. (Which random stream it draws
+    from is said beside the Seed: the same wherever it decodes, components/run/random_stream.py.)"""
     if not in_page:
         return ON_SERVER.format(why=why)
-    stream = (" Its random draws come from the shared counter stream (rng=\"counter\"), which the page and the "
-              "server draw alike.") if counter else ""
     return (f"This Run decodes in your browser ({browser_files.RUNTIME} {browser_files.pinned_version()}, {dtype}, "
-            f"in a background worker); the server only checks the finished trace.{stream}")
+            "in a background worker); the server only checks the finished trace.")
 
 
 def plan(prompt: Any, model_name: Any, page_can: Any, *knobs: Any) -> tuple[Optional[dict[str, Any]], str]:
@@ -141,7 +131,7 @@ def plan(prompt: Any, model_name: Any, page_can: Any, *knobs: Any) -> tuple[Opti
     why = page_problem(cfg, model.spec.alignment)
     if why:
         return None, ON_SERVER.format(why=why)
-    run_cfg = page_config(cfg)
+    run_cfg = app_config(cfg, model_name)  # the counter stream, as the server's Run of this model
     try:
         ids, text = encode_prompt(model, prompt)
         check_fits(model, run_cfg, len(ids))
@@ -156,7 +146,7 @@ def plan(prompt: Any, model_name: Any, page_can: Any, *knobs: Any) -> tuple[Opti
                  "live": {"states": {k: list(v) for k, v in STATES.items()}, "after_end": AFTER_END,
                           "past_length": PAST_LENGTH, "stop_ids": list(spec.stop_ids),
                           "keep": len(ids) + run_cfg.gen_length}}
-    return page_plan, where_line(True, dtype, counter=run_cfg.rng == "counter")
+    return page_plan, where_line(True, dtype)
 
 
 def refused(line: str) -> dict[str, Any]:
