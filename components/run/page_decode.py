@@ -176,6 +176,8 @@ def receive(note: Any, file: Any) -> dict[str, Any]:
         said = json.loads(note)
     except ValueError:
         said = {}
+    if isinstance(said, dict) and "page_too_big" in said:
+        return refused(too_big_line(said.get("page_too_big"), said.get("limit")))
     if isinstance(said, dict) and said.get("page_stopped") is True:
         status = "■ Stopped before the model was loaded in your browser: nothing to replay."
         return {"run_status": status, "live": render_live([]), "output": "", "run_ok": False,
@@ -184,6 +186,18 @@ def receive(note: Any, file: Any) -> dict[str, Any]:
     why = md_text(why if isinstance(why, str) else "no reason given", 200)
     return refused(f"Your browser could not decode this run ({why}). Untick **Decode in my browser** to decode on "
                    "the server.")
+
+
+def too_big_line(size: Any, limit: Any) -> str:
+    """The line for a page whose finished trace is more than the server takes (the page sent nothing): the sizes as
+    the page measured them when they are plain byte counts, and what to do instead."""
+    def mb(n: Any) -> Optional[str]:
+        ok = isinstance(n, int) and not isinstance(n, bool) and 0 < n < 1 << 50
+        return f"{n / 1e6:.1f} MB" if ok else None
+
+    sizes = f" ({mb(size)}, more than the {mb(limit)} the server takes)" if mb(size) and mb(limit) else ""
+    return (f"Your browser decoded this run, but its trace is too large to hand to the server{sizes}. Untick "
+            "**Decode in my browser** to decode it on the server, or shorten the **Generation length**.")
 
 
 def finished(trace: Trace) -> dict[str, Any]:

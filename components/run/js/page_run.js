@@ -7,8 +7,9 @@
  *
  * The hand-off (`handOff`): the trace is uploaded as a file through Gradio's upload route (the front door's upload
  * limit and disk allowance apply, as to any upload) and the event gets [note, file]: note '' and the uploaded
- * file's record; or note {"page_error": why} when the page could not decode (the server says so in one line) or
- * {"page_stopped": true} when Stop came before the model was loaded, and no file; ['', null] for a server Run.
+ * file's record; or note {"page_error": why} when the page could not decode (the server says so in one line),
+ * {"page_too_big": bytes, "limit": bytes} when the finished trace is more than the server takes (nothing is sent),
+ * or {"page_stopped": true} when Stop came before the model was loaded, and no file; ['', null] for a server Run.
  */
 import { liveInner } from './live_tokens.js';
 
@@ -134,9 +135,7 @@ export async function handOff(planText, doc = document) {
   const text = await decodeInPage(planText, doc);
   if (text.startsWith('{"page_')) return [text, null];
   const size = new Blob([text]).size;
-  if (size > limit) {
-    return [JSON.stringify({ page_error: `the trace is ${size} bytes, more than the ${limit} the server takes` }), null];
-  }
+  if (size > limit) return [JSON.stringify({ page_too_big: size, limit }), null]; // the server says it in one line
   try {
     return ['', await upload(text, doc)];
   } catch (err) {

@@ -1,0 +1,73 @@
+"""The page Run's hand-off (components/run/js/page_run.js `handOff`) and the server's reading of it
+(components/run/page_decode.receive), bound together under Node: a finished trace over the size the server takes is
+never sent, and the Run says so in one readable line with what to do; a trace within it is uploaded as a file.
+
+The page's worker is a stand-in (it answers with a shipped example's trace as the page would send it), and so is
+fetch (it records the upload): what is tested is the page's decision and the server's words, not the decode.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from components.run import page_decode
+from components.serve.page_modules import RUN_JS
+from tests.support.node_runner import run_module
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "assets" / "traces" / "03-verify-when-it-pays--block-4.json"
+BROWSER = {"where": "browser", "runtime": "onnxruntime-web", "runtime_version": "1.30.0", "backend": "wasm",
+           "dtype": "float32"}
+# A Worker that answers any request with the trace it was built with, and a fetch that records an upload.
+HAND_OFF = """
+const trace = input.trace;
+globalThis.Worker = class {
+  constructor() { setTimeout(() => this.onmessage({ data: { type: 'done', trace } }), 0); }
+  postMessage() {}
+  terminate() {}
+};
+const uploads = [];
+globalThis.fetch = async (url, init) => { uploads.push(String(url)); return { ok: true, json: async () => ['/tmp/x'] }; };
+const doc = { baseURI: 'http://localhost/', querySelector: () => null };
+const plan = { files: { worker: 'w.js' }, handoff_bytes: input.limit, live: {} };
+const [note, file] = await m.handOff(JSON.stringify(plan), doc);
+output = { note, file, uploads };
+"""
+
+
+def _hand_off(limit: int) -> dict:
+    trace = json.loads(EXAMPLE.read_text(encoding="utf-8"))
+    trace["header"]["decoded_in"] = dict(BROWSER)
+    return run_module(RUN_JS / "page_run.js", HAND_OFF, {"trace": trace, "limit": limit})
+
+
+@pytest.mark.skipif(not EXAMPLE.exists(), reason="the shipped example traces are missing")
+def test_a_trace_over_the_limit_is_not_sent_and_the_run_says_what_to_do():
+    size = len(json.dumps(json.loads(EXAMPLE.read_text(encoding="utf-8"))))
+    got = _hand_off(size // 2)
+    assert got["file"] is None and got["uploads"] == []  # nothing sent
+    note = json.loads(got["note"])
+    assert set(note) == {"page_too_big", "limit"} and note["limit"] == size // 2 and note["page_too_big"] > size // 2
+    out = page_decode.receive(got["note"], None)
+    assert set(out) == {"run_status", "live", "output", "run_ok", "run_final"} and out["run_ok"] is False
+    status = out["run_status"]
+    mb = f"{note['page_too_big'] / 1e6:.1f} MB, more than the {note['limit'] / 1e6:.1f} MB the server takes"
+    assert status == (f"⚠ Your browser decoded this run, but its trace is too large to hand to the server ({mb}). "
+                      "Untick **Decode in my browser** to decode it on the server, or shorten the **Generation "
+                      "length**. Nothing was kept."), status
+
+
+@pytest.mark.skipif(not EXAMPLE.exists(), reason="the shipped example traces are missing")
+def test_a_trace_within_the_limit_is_uploaded_as_a_file():
+    got = _hand_off(10 ** 9)
+    assert got["note"] == "" and got["file"]["path"] == "/tmp/x" and got["uploads"] == ["http://localhost/gradio_api/upload"]
+
+
+@pytest.mark.parametrize("note", ['{"page_too_big": "huge", "limit": -1}', '{"page_too_big": true}',
+                                  '{"page_too_big": 1e400, "limit": 5}'])
+def test_a_forged_size_note_still_gets_one_plain_line(note):
+    status = page_decode.receive(note, None)["run_status"]
+    assert status.startswith("⚠ Your browser decoded this run, but its trace is too large to hand to the server. ")
+    assert "\n" not in status and "huge" not in status
