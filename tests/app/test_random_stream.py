@@ -19,6 +19,8 @@ from s2d2.config import DecodeConfig, preset
 from tests.support.node_runner import ROOT, WEB, node, run_module
 from tests.support.web_decoder import trace_differences
 
+BROWSER = {"where": "browser", "runtime": "onnxruntime-web", "runtime_version": "1.30.0", "backend": "wasm",
+           "dtype": "float32"}  # the header record a page Run adds (components/run/js/page_run.js `request`)
 REAL = "JetLM/SDAR-1.7B-Chat"  # a real checkpoint: the page never decodes it
 # (preset, knob changes, prompt) on `tiny`: the default preset (greedy drafts, the `paper` acceptance test's u), and
 # sampled drafts at temperature 1, where torch's stream routes differently from the counter stream at this seed.
@@ -63,7 +65,7 @@ def test_a_compare_on_tiny_runs_its_lanes_with_the_counter_stream():
     status, state = lanes.run_compare(knobs.EXAMPLE_PROMPTS[0], "tiny", 3, 16, "sdar-config-a", "ar", lanes.OFF,
                                       lanes.OFF, "", "", "", "", load=_tiny, generate=None)
     assert state is not None, status
-    assert {h["header"]["config"]["rng"] for h in state["lanes"].values()} == {"counter"}
+    assert {h["header"]["config"].get("rng") for h in state["lanes"].values()} == {"counter"}
     assert "Random draws came from the shared counter stream" in status
 
 
@@ -73,7 +75,7 @@ def _tiny(name: str):
     return get_model(name)
 
 
-def _page_decode(plan: dict) -> dict:
+def _page_decode(plan: dict, **extra) -> dict:
     """The page's decode of a plan: the worker's job (s2d2_web/decode_job.js) on the shipped export of plan's model,
     under Node with onnxruntime-node; its final post's trace."""
     node()
@@ -82,7 +84,7 @@ def _page_decode(plan: dict) -> dict:
     folder = ROOT / "assets" / "web" / plan["model"]
     request = {"manifest": json.loads((folder / "manifest.json").read_text()), "modelUrl": str(folder / "model.onnx"),
                "tokenizer": json.loads((folder / "tokenizer.json").read_text()), "promptIds": plan["prompt_ids"],
-               "promptText": plan["prompt_text"], "seed": plan["seed"], "config": plan["config"]}
+               "promptText": plan["prompt_text"], "seed": plan["seed"], "config": plan["config"], **extra}
     last = run_module("decode_job.js", JOB % json.dumps((WEB / "package.json").as_uri()), request, timeout=300)
     assert last["type"] == "done", last
     return last["trace"]
@@ -124,3 +126,28 @@ def test_the_servers_run_equals_the_pages_decode_and_torchs_stream_would_not(mon
     assert old["header"]["config"].get("rng", "torch") == "torch" and _same_run(old, page) != []
     if case == "sampled":
         assert _decisions(old) != _decisions(page)
+
+
+@pytest.mark.slow  # a page decode under Node, then a Compare of two lanes on the server
+def test_a_compare_of_a_page_runs_settings_gives_the_page_runs_answer(tmp_path):
+    """The default Run decoded in the page and handed back (page_decode.receive, as the Run's hand-off event reads it)
+    becomes the session's trace; Compare, run on the same prompt, seed and preset, decodes that lane on the server and
+    gets the page's trace: the same tokens, decisions, draws and forwards."""
+    prompt, row = knobs.EXAMPLE_PROMPTS[0], _knobs("sdar-config-a", seed=4)
+    plan, line = page_decode.plan(prompt, "tiny", "", *row)
+    if plan is None:
+        pytest.skip(f"this server does not offer the page decoder: {line}")
+    sent = tmp_path / "page-trace.json"
+    sent.write_text(json.dumps(_page_decode(plan, decodedIn=BROWSER)), encoding="utf-8")
+    handed = page_decode.receive("", str(sent))
+    assert handed["run_ok"] is True, handed["run_status"]
+    page = trace_from_state(handed["state"]).to_dict()
+    assert page["header"]["decoded_in"]["where"] == "browser"
+    gen = page["header"]["gen_length"]
+    status, state = lanes.run_compare(prompt, "tiny", 4, gen, "sdar-config-a", "ar", lanes.OFF, lanes.OFF, "", "", "",
+                                      "", load=_tiny, generate=None)
+    assert state is not None, status
+    lane = lanes.traces_of(state)["1·sdar-config-a"].to_dict()
+    assert lane["header"]["config"] == page["header"]["config"] and lane["header"]["seed"] == page["header"]["seed"]
+    for part in ("blocks", "forwards", "steps", "footer"):
+        assert trace_differences(lane[part], page[part], path=part) == []
