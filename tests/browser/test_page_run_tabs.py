@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import re
 
-from tests.browser.test_page_decode import Uploads, require_page_decoding, title
 from tests.support.app_server import served  # noqa: F401  (the fixture)
 from tests.support.browser_env import DESKTOP, WAIT_MS, open_app, require_browser
+from tests.support.page_run_page import Uploads, require_page_decoding, title
 
 sync_api = require_browser()
 
