@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from components.compare import lanes
+from components.compare import lanes, whatif_panel
 from components.files.traces import trace_from_state
 from components.run import handlers as run_handlers
 from components.run import knobs, page_decode
@@ -61,12 +61,22 @@ def test_compare_lanes_draw_from_the_models_stream_and_a_lanes_own_setting_wins(
     assert [c.rng for c in lanes.lane_configs(["sdar-config-a", "ar"], ["", ""], 16).values()] == ["torch", "torch"]
 
 
-def test_a_compare_on_tiny_runs_its_lanes_with_the_counter_stream():
+def test_a_compare_on_tiny_runs_its_lanes_and_their_what_if_re_run_with_the_counter_stream(monkeypatch):
     status, state = lanes.run_compare(knobs.EXAMPLE_PROMPTS[0], "tiny", 3, 16, "sdar-config-a", "ar", lanes.OFF,
                                       lanes.OFF, "", "", "", "", load=_tiny, generate=None)
     assert state is not None, status
     assert {h["header"]["config"].get("rng") for h in state["lanes"].values()} == {"counter"}
     assert "Random draws came from the shared counter stream" in status
+    asked = []
+
+    def decode(model_name, prompt, configs, *args, **kwargs):
+        asked.extend(c.rng for c in configs.values())
+        return lanes.decode_lanes(model_name, prompt, configs, *args, **kwargs)
+
+    monkeypatch.setattr(whatif_panel, "decode_lanes", decode)
+    lane = "1·sdar-config-a"
+    out = whatif_panel.rerun_whatif(state, lane, *whatif_panel.knob_values(state, lane), load=_tiny)
+    assert asked == ["counter"] and "Outputs: identical token for token." in out["wi_status"], out["wi_status"]
 
 
 def _tiny(name: str):
