@@ -21,12 +21,11 @@ from s2d2.config import DecodeConfig
 from components.serve.browser_files import exported_models
 
 COUNTER = "counter"
-COUNTER_LINE = ("**Random stream:** the shared counter stream. When a Run draws random numbers (a sampled token at "
-                "temperature above 0, or the acceptance test's coin flip u), the seed alone fixes every draw, the "
-                "same in your browser as on the server, so the same settings and seed give the same answer wherever "
-                "the Run decodes.")
-TORCH_LINE = ("**Random stream:** torch's random generator, as the reference code draws. This model decodes on the "
-              "server only; the same settings and seed give the same answer there.")
+COUNTER_LINE = ("**Random stream:** the shared counter stream. The seed fixes every random draw (a sampled token, "
+                "the acceptance test's coin flip u) the same way in your browser and on the server, so where a Run "
+                "decodes never changes its answer.")
+TORCH_LINE = ("**Random stream:** torch's random generator, as in the reference code (this model decodes on the server "
+              "only).")
 
 
 def shares_stream(model_name: Any) -> bool:
