@@ -176,16 +176,32 @@ def receive(note: Any, file: Any) -> dict[str, Any]:
         said = json.loads(note)
     except ValueError:
         said = {}
-    if isinstance(said, dict) and "page_too_big" in said:
-        return refused(too_big_line(said.get("page_too_big"), said.get("limit")))
-    if isinstance(said, dict) and said.get("page_stopped") is True:
+    said = said if isinstance(said, dict) else {}
+    line = not_handed(said)
+    if line is not None:
+        return refused(line)
+    if said.get("page_stopped") is True:
         status = "■ Stopped before the model was loaded in your browser: nothing to replay."
         return {"run_status": status, "live": render_live([]), "output": "", "run_ok": False,
                 "run_final": {"run_status": status, "output": "", "strip": "empty"}}
-    why = said.get("page_error") if isinstance(said, dict) else None
+    why = said.get("page_error")
     why = md_text(why if isinstance(why, str) else "no reason given", 200)
     return refused(f"Your browser could not decode this run ({why}). Untick **Decode in my browser** to decode on "
                    "the server.")
+
+
+def not_handed(said: dict[str, Any]) -> Optional[str]:
+    """The line for a page that decoded the run but could not hand its trace over (page_run.js `handOff`): too large
+    for the server, or its upload refused (a busy server); None for any other note. Untrusted: only plain numbers
+    from it are shown."""
+    if "page_too_big" in said:
+        return too_big_line(said.get("page_too_big"), said.get("limit"))
+    if "page_upload_refused" in said:
+        code = said["page_upload_refused"]
+        http = f" (HTTP {code})" if isinstance(code, int) and not isinstance(code, bool) and 100 <= code <= 599 else ""
+        return (f"Your browser decoded this run, but the server did not take its trace{http}. Press Run again in a "
+                "moment, or untick **Decode in my browser** to decode on the server.")
+    return None
 
 
 def too_big_line(size: Any, limit: Any) -> str:

@@ -29,7 +29,10 @@ globalThis.Worker = class {
   terminate() {}
 };
 const uploads = [];
-globalThis.fetch = async (url, init) => { uploads.push(String(url)); return { ok: true, json: async () => ['/tmp/x'] }; };
+globalThis.fetch = async (url, init) => {
+  uploads.push(String(url));
+  return input.status ? { ok: false, status: input.status } : { ok: true, json: async () => ['/tmp/x'] };
+};
 const doc = { baseURI: 'http://localhost/', querySelector: () => null };
 const plan = { files: { worker: 'w.js' }, handoff_bytes: input.limit, live: {} };
 const [note, file] = await m.handOff(JSON.stringify(plan), doc);
@@ -37,10 +40,11 @@ output = { note, file, uploads };
 """
 
 
-def _hand_off(limit: int) -> dict:
+def _hand_off(limit: int, status: int = 0) -> dict:
+    """handOff's [note, file] and the URLs it posted to, its upload answered with HTTP `status` (0: accepted)."""
     trace = json.loads(EXAMPLE.read_text(encoding="utf-8"))
     trace["header"]["decoded_in"] = dict(BROWSER)
-    return run_module(RUN_JS / "page_run.js", HAND_OFF, {"trace": trace, "limit": limit})
+    return run_module(RUN_JS / "page_run.js", HAND_OFF, {"trace": trace, "limit": limit, "status": status})
 
 
 @pytest.mark.skipif(not EXAMPLE.exists(), reason="the shipped example traces are missing")
@@ -71,3 +75,16 @@ def test_a_forged_size_note_still_gets_one_plain_line(note):
     status = page_decode.receive(note, None)["run_status"]
     assert status.startswith("⚠ Your browser decoded this run, but its trace is too large to hand to the server. ")
     assert "\n" not in status and "huge" not in status
+
+
+@pytest.mark.skipif(not EXAMPLE.exists(), reason="the shipped example traces are missing")
+def test_an_upload_the_route_refuses_gets_one_line_saying_why_and_what_to_do():
+    got = _hand_off(10 ** 9, status=413)
+    assert got["file"] is None and len(got["uploads"]) == 1
+    assert page_decode.receive(got["note"], None)["run_status"].startswith(
+        "⚠ Your browser decoded this run, but its trace is too large to hand to the server (")
+    busy = page_decode.receive(_hand_off(10 ** 9, status=429)["note"], None)["run_status"]
+    assert busy == ("⚠ Your browser decoded this run, but the server did not take its trace (HTTP 429). Press Run "
+                    "again in a moment, or untick **Decode in my browser** to decode on the server. Nothing was kept.")
+    forged = page_decode.receive('{"page_upload_refused": "<b>x</b>"}', None)["run_status"]
+    assert forged.startswith("⚠ Your browser decoded this run, but the server did not take its trace. Press")
