@@ -207,11 +207,13 @@ def not_handed(said: dict[str, Any]) -> Optional[str]:
 def too_big_line(size: Any, limit: Any) -> str:
     """The line for a page whose finished trace is more than the server takes (the page sent nothing): the sizes as
     the page measured them when they are plain byte counts, and what to do instead."""
-    def mb(n: Any) -> Optional[str]:
-        ok = isinstance(n, int) and not isinstance(n, bool) and 0 < n < 1 << 50
-        return f"{n / 1e6:.1f} MB" if ok else None
+    def shown(n: Any) -> Optional[str]:  # in the units of S2D2_MAX_UPLOAD_MB (MB = 2^20 bytes, kB = 2^10)
+        if not isinstance(n, int) or isinstance(n, bool) or not 0 < n < 1 << 50:
+            return None
+        return f"{n / 2 ** 20:.1f} MB" if n >= 2 ** 20 else f"{max(1, round(n / 2 ** 10))} kB"
 
-    sizes = f" ({mb(size)}, more than the {mb(limit)} the server takes)" if mb(size) and mb(limit) else ""
+    sizes = (f" ({shown(size)}, more than the {shown(limit)} the server takes)" if shown(size) and shown(limit)
+             else "")
     return (f"Your browser decoded this run, but its trace is too large to hand to the server{sizes}. Untick "
             "**Decode in my browser** to decode it on the server, or shorten the **Generation length**.")
 

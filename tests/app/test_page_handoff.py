@@ -57,7 +57,7 @@ def test_a_trace_over_the_limit_is_not_sent_and_the_run_says_what_to_do():
     out = page_decode.receive(got["note"], None)
     assert set(out) == {"run_status", "live", "output", "run_ok", "run_final"} and out["run_ok"] is False
     status = out["run_status"]
-    mb = f"{note['page_too_big'] / 1e6:.1f} MB, more than the {note['limit'] / 1e6:.1f} MB the server takes"
+    mb = f"{round(note['page_too_big'] / 1024)} kB, more than the {round(note['limit'] / 1024)} kB the server takes"
     assert status == (f"⚠ Your browser decoded this run, but its trace is too large to hand to the server ({mb}). "
                       "Untick **Decode in my browser** to decode it on the server, or shorten the **Generation "
                       "length**. Nothing was kept."), status
@@ -88,3 +88,9 @@ def test_an_upload_the_route_refuses_gets_one_line_saying_why_and_what_to_do():
                     "again in a moment, or untick **Decode in my browser** to decode on the server. Nothing was kept.")
     forged = page_decode.receive('{"page_upload_refused": "<b>x</b>"}', None)["run_status"]
     assert forged.startswith("⚠ Your browser decoded this run, but the server did not take its trace. Press")
+
+
+def test_sizes_read_in_the_upload_settings_units():
+    line = page_decode.too_big_line(6 * 2 ** 20 + 1, 5 * 2 ** 20)  # S2D2_MAX_UPLOAD_MB=5
+    assert "(6.0 MB, more than the 5.0 MB the server takes)" in line
+    assert "(2 kB, more than the 1 kB the server takes)" in page_decode.too_big_line(2000, 100)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 from tests.support.app_server import served  # noqa: F401  (the fixture)
-from tests.support.browser_env import DESKTOP, WAIT_MS, open_app, require_browser
+from tests.support.browser_env import DESKTOP, PHONE, WAIT_MS, open_app, require_browser
 from tests.support.page_run_page import Uploads, require_page_decoding, title
 
 sync_api = require_browser()
@@ -83,5 +83,26 @@ def test_the_server_gives_the_pages_answer_and_learn_and_compare_work_after_a_pa
     assert SIZE.search(on_server).groups() == SIZE.search(in_page).groups(), (in_page, on_server)
     assert pg.locator("#output textarea").input_value() == page_answer
     assert "decoded on the server" in title(pg)
+    assert not errors, errors
+    pg.close()
+
+
+def test_a_page_trace_over_the_upload_limit_is_not_sent_and_the_run_says_what_to_do(browser, served,  # noqa: F811
+                                                                                   monkeypatch):
+    """On a phone, with the server taking at most 10 kB: the page decodes, sends nothing, and the Run's status is one
+    line with both sizes and what to do; nothing replaces the session's trace."""
+    require_page_decoding()
+    _, url = served
+    pg, errors = open_app(browser, url, PHONE)
+    uploads = Uploads(pg)
+    before = " ".join(title(pg).split())
+    monkeypatch.setenv("S2D2_MAX_UPLOAD_MB", "0.01")  # read when the Run is planned: the page's hand-off limit
+    pg.get_by_role("tab", name="Run", exact=True).click()
+    status = _run(pg, "too large to hand to the server").splitlines()[-1]  # under Gradio's own timer line
+    assert re.fullmatch(r"⚠ Your browser decoded this run, but its trace is too large to hand to the server "
+                        r"\(\d+ kB, more than the 10 kB the server takes\)\. Untick Decode in my browser to "
+                        r"decode it on the server, or shorten the Generation length\. Nothing was kept\.",
+                        status.strip()), status
+    assert uploads.posts == 0 and " ".join(title(pg).split()) == before  # nothing sent, the session's trace kept
     assert not errors, errors
     pg.close()
