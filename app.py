@@ -35,6 +35,7 @@ from components.serve.model_pool import preload_on_spaces
 from components.run.layout import build_run_tab
 from components.run import page_decode
 from components.run.page_decode import before_run_js
+from components.run.random_stream import stream_note
 from components.run.run_choice import RUN_CHOICE_OUT, run_choice
 from components.run.shared_batch import run_concurrency, sharing_on
 from components.replay.share_row import COPY_JS
@@ -139,6 +140,7 @@ def wire(ctx: Ctx, o: Opening, tour: Optional[TourHandles]) -> None:
     for trigger in (c["prompt"].blur, c["prompt"].submit, c["model"].change):
         trigger(k(r.prompt_scope), scope_in, out(["prompt_scope"]), show_progress="hidden",
                 js=within_js(limits().max_prompt_chars), **PRIVATE)
+    c["model"].change(k(stream_note), c["model"], out(["run_stream"]), show_progress="hidden", **PRIVATE)
     c["prompt_examples"].dataset.click(k(lambda: {"prompt_scope": ""}), None, out(["prompt_scope"]),
                                        show_progress="hidden", **PRIVATE)
     c["model"].input(k(r.model_changed), [c["model"], c["knob_loop"], c["knob_seed"]],

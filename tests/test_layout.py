@@ -186,7 +186,8 @@ ROLES = {
 # A tab may use the Run tab's decodes and knobs (Compare and Replay run the same validated, GPU-decorated decodes);
 # nothing else crosses from one tab to another.
 SHARED_TAB_MODULES = ("components.run.knobs", "components.run.config_check", "components.run.workers",
-                      "components.run.zerogpu", "components.run.knob_scope", "components.run.lane_rounds")
+                      "components.run.zerogpu", "components.run.knob_scope", "components.run.lane_rounds",
+                      "components.run.random_stream")  # the stream a decode of a model draws from, Run's or Compare's
 
 
 def _role(name: str) -> str:

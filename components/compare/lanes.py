@@ -26,6 +26,7 @@ from components.views.figures import KIND_COLOURS
 from components.run.lane_rounds import TIMED_ROUNDS, lane_rounds
 from components.serve.input_numbers import as_float
 from components.run.config_check import check_config, check_prompt
+from components.run.random_stream import stream_defaults, streams_line
 from components.run.workers import RunStopped
 from components.run.zerogpu import record_lanes
 from components.serve.state_budget import STORE
@@ -56,8 +57,10 @@ def parse_custom_settings(text: Any) -> dict[str, Any]:
 GEN_MIN, GEN_MAX = 8, 256  # the Generation length slider's range (layout.py)
 
 
-def lane_configs(presets_: list[Any], overrides: list[Any], gen_length: Any) -> dict[str, DecodeConfig]:
-    """Named configurations for the lanes that are on; one ValueError naming the lane and the problem."""
+def lane_configs(presets_: list[Any], overrides: list[Any], gen_length: Any,
+                 defaults: Optional[dict[str, Any]] = None) -> dict[str, DecodeConfig]:
+    """Named configurations for the lanes that are on; one ValueError naming the lane and the problem. `defaults`
+    (the model's random stream: components/run/random_stream.py) apply under each lane's own custom settings."""
     configs: dict[str, DecodeConfig] = {}
     length = as_float(gen_length)
     if length is None or length != int(length):
@@ -72,7 +75,7 @@ def lane_configs(presets_: list[Any], overrides: list[Any], gen_length: Any) -> 
             options = parse_custom_settings(extra)
             if "gen_length" in options:
                 raise ValueError("gen_length is set for every lane by the Generation length slider")
-            cfg = check_config(preset(str(name)[:100], gen_length=length, **options))
+            cfg = check_config(preset(str(name)[:100], gen_length=length, **{**(defaults or {}), **options}))
         except (ValueError, TypeError, OverflowError) as exc:
             raise ValueError(f"lane {i + 1}: {exc}") from None
         configs[f"{i + 1}·{name}{'*' if str(extra or '').strip() else ''}"] = cfg
@@ -103,7 +106,8 @@ def run_compare_steps(prompt: str, model_name: str, seed: Any, gen_length: Any, 
         return
     try:
         seed = check_seed(seed)
-        configs = lane_configs(list(lane_values[:MAX_LANES]), list(lane_values[MAX_LANES:]), gen_length)
+        configs = lane_configs(list(lane_values[:MAX_LANES]), list(lane_values[MAX_LANES:]), gen_length,
+                               stream_defaults(model_name))  # the page's stream on its models, as Run draws
         board = LaneBoard(list(configs), 1 + TIMED_ROUNDS)
         yield board.markdown(), None
         decoded = yield from _with_board(decode_lanes_steps(model_name, prompt, configs, seed, load, generate), board)
@@ -120,7 +124,8 @@ def run_compare_steps(prompt: str, model_name: str, seed: Any, gen_length: Any, 
     timed = min((len(w) for w in walls.values()), default=0)
     how = (f": a warm-up round, then {timed} timed round{'s' if timed > 1 else ''} (wall times are medians)" if timed
            else " (once each: no time for timed rounds, so no wall speedups)")
-    yield f"Ran {plural(len(traces), 'lane')} on the same prompt with seed {int(seed)}{how}.", state
+    ran = f"Ran {plural(len(traces), 'lane')} on the same prompt with seed {int(seed)}{how}."
+    yield f"{ran} {streams_line(configs)}", state
 
 
 def _with_board(events: Iterator[dict[str, Any]], board: LaneBoard) -> Any:

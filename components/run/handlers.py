@@ -14,6 +14,7 @@ from components.escape import md_text
 from components.files.traces import make_state, trace_from_state
 from components.run.config_check import KNOB_BY_NAME, check_prompt, config_dict, config_from_inputs, setting_problem
 from components.run.knobs import KNOB_NAMES, KNOBS, knob_info, preset_for_model, preset_values
+from components.run.random_stream import app_config
 from components.run.zerogpu import record
 from components.serve.model_pool import allowed_models, check_model, on_gpu
 from components.views.prompt_scope import real_checkpoints, scope_note
@@ -144,7 +145,8 @@ def run(prompt: str, model_name: str, *knobs: Any) -> Iterator[dict[str, Any]]:
     assert cfg is not None
     yield {"run_status": "Loading the model and starting…", "live": render_live([]), "output": "", "run_ok": False,
            "run_final": None}  # an earlier run's final views are not this run's
-    events = record(prompt, model_name, config_dict(cfg), seed)
+    # The bundled models draw from the counter stream, as the page does (components/run/random_stream.py).
+    events = record(prompt, model_name, config_dict(app_config(cfg, model_name)), seed)
     late = 0
     try:
         for event in events:

@@ -13,6 +13,7 @@ from components.views.prompt_scope import TRAINED_ON
 from components.run.knobs import (DEFAULT_PRESET, EXAMPLE_PROMPTS, KNOBS, MAX_PROMPT_CHARS, Knob, knob_info,
                                   preset_values)
 from components.run.page_decode import offered
+from components.run.random_stream import stream_line
 from components.serve.model_pool import DEFAULT_MODEL, model_choices
 from components.ui import Ctx, FreeSlider
 from components.views.plural import plural
@@ -32,6 +33,16 @@ def _knob_component(knob: Knob, value: Any, visible: bool) -> Any:
     if knob.name == "seed":  # no minimum, no rounding: a negative or 2.5 seed gets the run's readable message
         return gr.Number(value=value, **common)
     return FreeSlider(knob.lo, knob.hi, value=value, step=knob.step, info=info, **common)
+
+
+def _knob_rows(ctx: Ctx, values: dict[str, Any], rules: tuple[str, ...], main: bool) -> None:
+    """The knobs shown before "Advanced" (main) or under it, in KNOBS order; under the Seed, the line saying which
+    random stream it drives (components/run/random_stream.py; app.py writes it again when the model changes)."""
+    for knob in KNOBS:
+        if is_main(knob.name) == main:
+            ctx[f"knob_{knob.name}"] = _knob_component(knob, values[knob.name], shown(knob.name, *rules))
+            if knob.name == "seed":
+                ctx["run_stream"] = gr.Markdown(stream_line(DEFAULT_MODEL), elem_id="run-stream")
 
 
 def build_run_tab(ctx: Ctx) -> None:
@@ -67,16 +78,10 @@ def build_run_tab(ctx: Ctx) -> None:
             # the queue and the expected wait (Gradio's estimate: app.py points the Run's progress at this line).
             ctx["run_wait"] = gr.Markdown("*When the server is busy, a Run waits for a free place: its place in the "
                                           "queue and the expected wait show on this line.*", elem_id="run-wait")
-            for knob in KNOBS:
-                if is_main(knob.name):
-                    ctx[f"knob_{knob.name}"] = _knob_component(knob, values[knob.name],
-                                                               shown(knob.name, *rules))
+            _knob_rows(ctx, values, rules, main=True)
             with gr.Accordion("Advanced: every other setting of this method and policy", open=False,
                               elem_id="advanced") as ctx.c["advanced"]:
-                for knob in KNOBS:
-                    if not is_main(knob.name):
-                        ctx[f"knob_{knob.name}"] = _knob_component(knob, values[knob.name],
-                                                                   shown(knob.name, *rules))
+                _knob_rows(ctx, values, rules, main=False)
         with gr.Column(scale=3):
             ctx["run_status"] = gr.Markdown("Pick a prompt and a preset, then record a run.", elem_id="run-status")
             # On a phone the settings column stacks above this one: after Record the page scrolls here (app.py).

@@ -10,8 +10,8 @@ session's trace, opened in Replay like a server run.
 The page decodes only what it reproduces (`page_problem`: a bundled export; the block loop, honest AR or the LLaDA2
 editing loop on a position-aligned model; a policy that does not route by this machine's timings); anything else runs
 on the server, with one line saying why (`where_line`). Its random draws come from the shared counter stream (rng="counter",
-docs/random-stream.md): torch's generator cannot be reproduced in JavaScript, so a configuration that draws is
-decoded with rng="counter", and the line says so.
+docs/random-stream.md), as do the server's decodes of the same models (components/run/random_stream.py), so where
+a Run decodes never changes its answer.
 """
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ from s2d2.trace import Trace
 from components.escape import md_text
 from components.files.traces import TraceError, make_state, parse_upload
 from components.run.config_check import check_prompt, config_from_inputs
+from components.run.random_stream import app_config
 from components.serve import browser_files
 from components.serve.model_pool import check_model, get_model
 from components.serve.page_modules import PAGE_DECODER, RUN_JS, file_url, module_url
@@ -85,16 +86,6 @@ def page_problem(cfg: DecodeConfig, alignment: str) -> Optional[str]:
     return None
 
 
-def draws(cfg: DecodeConfig) -> bool:
-    """Whether a decode with `cfg` draws random numbers (a sampled token, or an acceptance test's u)."""
-    return cfg.do_sample or (cfg.method == "s2d2" and cfg.acceptance != "greedy_exact")
-
-
-def page_config(cfg: DecodeConfig) -> DecodeConfig:
-    """`cfg` as the page decodes it: a configuration that draws uses the shared counter stream."""
-    return DecodeConfig.from_dict({**cfg.to_dict(), "rng": "counter"}) if draws(cfg) else cfg
-
-
 def model_urls(name: str, found: browser_files.BrowserFiles) -> dict[str, str]:
     """The page-relative URLs of model `name`'s manifest, tokenizer and packed graph, and of the packed runtime."""
     files = {p.name: p for p in found.models[name]}
@@ -111,14 +102,13 @@ def export_dtype(name: str, found: browser_files.BrowserFiles) -> str:
     return str(json.loads(manifest.read_text(encoding="utf-8"))["graph"]["compute_dtype"])
 
 
-def where_line(in_page: bool, dtype: str = "", counter: bool = False, why: str = "") -> str:
-    """The one line under Run saying where this Run decodes and, on the server, why."""
+def where_line(in_page: bool, dtype: str = "", why: str = "") -> str:
+    """The one line under Run saying where this Run decodes and, on the server, why. (Which random stream it draws
+    from is said beside the Seed: the same wherever it decodes, components/run/random_stream.py.)"""
     if not in_page:
         return ON_SERVER.format(why=why)
-    stream = (" Its random draws come from the shared counter stream (rng=\"counter\"), which the page and the "
-              "server draw alike.") if counter else ""
     return (f"This Run decodes in your browser ({browser_files.RUNTIME} {browser_files.pinned_version()}, {dtype}, "
-            f"in a background worker); the server only checks the finished trace.{stream}")
+            "in a background worker); the server only checks the finished trace.")
 
 
 def plan(prompt: Any, model_name: Any, page_can: Any, *knobs: Any) -> tuple[Optional[dict[str, Any]], str]:
@@ -141,7 +131,7 @@ def plan(prompt: Any, model_name: Any, page_can: Any, *knobs: Any) -> tuple[Opti
     why = page_problem(cfg, model.spec.alignment)
     if why:
         return None, ON_SERVER.format(why=why)
-    run_cfg = page_config(cfg)
+    run_cfg = app_config(cfg, model_name)  # the counter stream, as the server's Run of this model
     try:
         ids, text = encode_prompt(model, prompt)
         check_fits(model, run_cfg, len(ids))
@@ -156,7 +146,7 @@ def plan(prompt: Any, model_name: Any, page_can: Any, *knobs: Any) -> tuple[Opti
                  "live": {"states": {k: list(v) for k, v in STATES.items()}, "after_end": AFTER_END,
                           "past_length": PAST_LENGTH, "stop_ids": list(spec.stop_ids),
                           "keep": len(ids) + run_cfg.gen_length}}
-    return page_plan, where_line(True, dtype, counter=run_cfg.rng == "counter")
+    return page_plan, where_line(True, dtype)
 
 
 def refused(line: str) -> dict[str, Any]:
@@ -186,14 +176,46 @@ def receive(note: Any, file: Any) -> dict[str, Any]:
         said = json.loads(note)
     except ValueError:
         said = {}
-    if isinstance(said, dict) and said.get("page_stopped") is True:
+    said = said if isinstance(said, dict) else {}
+    line = not_handed(said)
+    if line is not None:
+        return refused(line)
+    if said.get("page_stopped") is True:
         status = "■ Stopped before the model was loaded in your browser: nothing to replay."
         return {"run_status": status, "live": render_live([]), "output": "", "run_ok": False,
                 "run_final": {"run_status": status, "output": "", "strip": "empty"}}
-    why = said.get("page_error") if isinstance(said, dict) else None
+    why = said.get("page_error")
     why = md_text(why if isinstance(why, str) else "no reason given", 200)
     return refused(f"Your browser could not decode this run ({why}). Untick **Decode in my browser** to decode on "
                    "the server.")
+
+
+def not_handed(said: dict[str, Any]) -> Optional[str]:
+    """The line for a page that decoded the run but could not hand its trace over (page_run.js `handOff`): too large
+    for the server, or its upload refused (a busy server); None for any other note. Untrusted: only plain numbers
+    from it are shown."""
+    if "page_too_big" in said:
+        return too_big_line(said.get("page_too_big"), said.get("limit"))
+    if "page_upload_refused" in said:
+        code = said["page_upload_refused"]
+        http = f" (HTTP {code})" if isinstance(code, int) and not isinstance(code, bool) and 100 <= code <= 599 else ""
+        return (f"Your browser decoded this run, but the server did not take its trace{http}. Press Run again in a "
+                "moment, or untick **Decode in my browser** to decode on the server.")
+    return None
+
+
+def too_big_line(size: Any, limit: Any) -> str:
+    """The line for a page whose finished trace is more than the server takes (the page sent nothing): the sizes as
+    the page measured them when they are plain byte counts, and what to do instead."""
+    def shown(n: Any) -> Optional[str]:  # in the units of S2D2_MAX_UPLOAD_MB (MB = 2^20 bytes, kB = 2^10)
+        if not isinstance(n, int) or isinstance(n, bool) or not 0 < n < 1 << 50:
+            return None
+        return f"{n / 2 ** 20:.1f} MB" if n >= 2 ** 20 else f"{max(1, round(n / 2 ** 10))} kB"
+
+    sizes = (f" ({shown(size)}, more than the {shown(limit)} the server takes)" if shown(size) and shown(limit)
+             else "")
+    return (f"Your browser decoded this run, but its trace is too large to hand to the server{sizes}. Untick "
+            "**Decode in my browser** to decode it on the server, or shorten the **Generation length**.")
 
 
 def finished(trace: Trace) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from components.run import page_decode
+from components.run.random_stream import app_config
 from s2d2.config import DecodeConfig, preset, presets
 from tests.support.node_runner import run_module
 
@@ -85,14 +86,11 @@ def test_what_the_page_cannot_decode_goes_to_the_server_with_its_reason():
     assert "pipeline loop" in page_decode.page_problem(preset("d2f"), aligned)
     assert "cost_aware" in page_decode.page_problem(preset("sdar-config-b+cost-aware"), aligned)
     assert "position-aligned" in page_decode.page_problem(preset("fastdllm-config-a"), "shifted")
-    # A preset that draws (paper acceptance) is decoded with the shared counter stream; a greedy one as it is.
-    assert page_decode.page_config(preset("sdar-config-a")).rng == "counter"
-    assert page_decode.page_config(preset("dynamic-baseline")).rng == "torch"
 
 
 @pytest.mark.slow  # a Node process
 def test_the_server_plans_exactly_what_the_page_decodes():
-    configs = {name: page_decode.page_config(preset(name)) for name in presets()}
+    configs = {name: app_config(preset(name), "tiny") for name in presets()}
     payload = [{"name": n, "cfg": c.to_dict()} for n, c in configs.items()]
     body = "output = input.map((c) => m.unsupported(c.cfg, {spec: {alignment: 'aligned'}}));"
     page = run_module("decoding/api.js", body, payload)

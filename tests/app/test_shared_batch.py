@@ -125,15 +125,16 @@ def in_one_batch(*visitors: Visitor) -> None:
 SAMPLED = CFG.replace(temperature=0.8, top_p=0.9)  # shares with CFG (same loop and block length); the seed matters
 
 
-def test_visitors_in_one_batch_get_their_lone_traces():
+@pytest.mark.parametrize("rng", ["torch", "counter"])  # the library's stream, and the app's on the bundled models
+def test_visitors_in_one_batch_get_their_lone_traces(rng):
     """Three visitors, one of them sampling, in one batch: each trace equals its lone one in every field but wall
     times (tokens, NFE, every decision exactly; every score to trace_compare's float64 tolerance)."""
-    a = Visitor(EXAMPLE_PROMPTS[0], 1)
-    b = Visitor(EXAMPLE_PROMPTS[1], 2)
-    c = Visitor(EXAMPLE_PROMPTS[2], 3, cfg=SAMPLED)
+    cfg, sampled = CFG.replace(rng=rng), SAMPLED.replace(rng=rng)
+    a = Visitor(EXAMPLE_PROMPTS[0], 1, cfg=cfg)
+    b = Visitor(EXAMPLE_PROMPTS[1], 2, cfg=cfg)
+    c = Visitor(EXAMPLE_PROMPTS[2], 3, cfg=sampled)
     in_one_batch(a, b, c)
-    alone = [lone(EXAMPLE_PROMPTS[0], 1), lone(EXAMPLE_PROMPTS[1], 2),
-             s2d2.generate(model64(), EXAMPLE_PROMPTS[2], SAMPLED, seed=3)]
+    alone = [s2d2.generate(model64(), EXAMPLE_PROMPTS[i], c, seed=i + 1) for i, c in enumerate((cfg, cfg, sampled))]
     for v, solo in zip((a, b, c), alone):
         assert v.error is None and v.together == 2  # they did decode together
         assert trace_mismatch(v.result.trace, solo.trace) is None
@@ -142,7 +143,7 @@ def test_visitors_in_one_batch_get_their_lone_traces():
         assert steps and all(st["decision"] is not None and st["drafts"] for st in steps)
         assert any(st["verification"] for st in steps)
     assert a.result.text == alone[0].text
-    other_seed = s2d2.generate(model64(), EXAMPLE_PROMPTS[2], SAMPLED, seed=4)
+    other_seed = s2d2.generate(model64(), EXAMPLE_PROMPTS[2], sampled, seed=4)
     assert trace_mismatch(other_seed.trace, alone[2].trace) is not None  # the sampled one's seed is in its trace
 
 

@@ -7,8 +7,10 @@
  *
  * The hand-off (`handOff`): the trace is uploaded as a file through Gradio's upload route (the front door's upload
  * limit and disk allowance apply, as to any upload) and the event gets [note, file]: note '' and the uploaded
- * file's record; or note {"page_error": why} when the page could not decode (the server says so in one line) or
- * {"page_stopped": true} when Stop came before the model was loaded, and no file; ['', null] for a server Run.
+ * file's record; or note {"page_error": why} when the page could not decode (the server says so in one line),
+ * {"page_too_big": bytes, "limit": bytes} when the finished trace is more than the server takes (nothing is sent),
+ * {"page_upload_refused": HTTP status} when the upload route refused it for another reason (a busy server),
+ * or {"page_stopped": true} when Stop came before the model was loaded, and no file; ['', null] for a server Run.
  */
 import { liveInner } from './live_tokens.js';
 
@@ -121,7 +123,11 @@ async function upload(text, doc) {
   const form = new FormData();
   form.append('files', new Blob([text], { type: 'application/json' }), 'page-trace.json');
   const response = await fetch(new URL('gradio_api/upload', doc.baseURI), { method: 'POST', body: form });
-  if (!response.ok) throw new Error(`the server refused the trace's upload (HTTP ${response.status})`);
+  if (!response.ok) {
+    const err = new Error(`the server refused the trace's upload (HTTP ${response.status})`);
+    err.status = response.status;
+    throw err;
+  }
   const [path] = await response.json();
   return { path, orig_name: 'page-trace.json', size: new Blob([text]).size, mime_type: 'application/json',
     meta: { _type: 'gradio.FileData' } };
@@ -134,12 +140,12 @@ export async function handOff(planText, doc = document) {
   const text = await decodeInPage(planText, doc);
   if (text.startsWith('{"page_')) return [text, null];
   const size = new Blob([text]).size;
-  if (size > limit) {
-    return [JSON.stringify({ page_error: `the trace is ${size} bytes, more than the ${limit} the server takes` }), null];
-  }
+  if (size > limit) return [JSON.stringify({ page_too_big: size, limit }), null]; // the server says it in one line
   try {
     return ['', await upload(text, doc)];
   } catch (err) {
+    if (err.status === 413) return [JSON.stringify({ page_too_big: size, limit }), null]; // the route's own cap
+    if (err.status) return [JSON.stringify({ page_upload_refused: err.status }), null];
     return [JSON.stringify({ page_error: String(err.message ?? err) }), null];
   }
 }
