@@ -56,14 +56,10 @@ def verify_probs(ctx: StepContext, block: int, step: int, start: int, block_ids:
         return _trimmed_verify(ctx, block, step, start, block_ids, positions, drafts, span_len, window_end, masks)
     k, B = ctx.cached, int(block_ids.shape[0])
     at = mask_idx - k  # the masks' rows among the queried positions [k, B)
-    if ctx.aligned:  # 2L: [x~ | MASK x n] at duplicated positions; row n+i is one AR query at i
-        n, end = B - k, B
-        ids = torch.cat([block_ids[k:], torch.full((n,), ctx.mask_id, dtype=block_ids.dtype, device=block_ids.device)])
-        ids[at] = drafts
-        logits = ctx.rec.forward("verify_2l", block, step, ctx.cache, ids, torch.cat([positions[k:], positions[k:]]),
-                                 verify_2l_query(n, ids.device), keep=n if ctx.cfg.kv_reuse else 0, last=n,
-                                 rows=at[:span_len])
-        kind = "2l"
+    if ctx.aligned:
+        logits = ctx.rec.forward("verify_2l", block, step, ctx.cache,
+                                 *verify_2l_inputs(ctx, block_ids, positions, mask_idx, drafts, span_len))
+        kind, end = "2l", B
     else:  # causal pass from the first uncached position to the window end; the logit at j-1 predicts j
         end = window_end - start
         filled = block_ids[k:end].clone()
@@ -71,8 +67,26 @@ def verify_probs(ctx: StepContext, block: int, step: int, start: int, block_ids:
         logits = ctx.rec.forward("verify_causal", block, step, ctx.cache, filled, positions[k:end], "causal",
                                  keep=end - k if ctx.cfg.kv_reuse else 0, rows=at[:span_len] - 1)
         kind = "causal"
+    return verifier_probs(ctx, logits, end), kind
+
+
+def verify_2l_inputs(ctx: StepContext, block_ids: torch.Tensor, positions: torch.Tensor, mask_idx: torch.Tensor,
+                     drafts: torch.Tensor, span_len: int) -> tuple[Any, ...]:
+    """The 2L verifier's forward arguments after the cache (ids, positions, attention, keep, last, rows): [x̃ | MASK
+    x n] at duplicated positions over the uncached rows [k, B), row n+i one AR query at i; the span's rows kept.
+    (The batch-first engine puts the same arguments in its shared forward: lockstep_block.py.)"""
+    k, B = ctx.cached, int(block_ids.shape[0])
+    n, at = B - k, mask_idx - k
+    ids = torch.cat([block_ids[k:], torch.full((n,), ctx.mask_id, dtype=block_ids.dtype, device=block_ids.device)])
+    ids[at] = drafts
+    return (ids, torch.cat([positions[k:], positions[k:]]), verify_2l_query(n, ids.device),
+            n if ctx.cfg.kv_reuse else 0, n, at[:span_len])
+
+
+def verifier_probs(ctx: StepContext, logits: torch.Tensor, end: int) -> torch.Tensor:
+    """q over the span from the verifier's logits; the verifier read the block's [0, end) (kv.remember_verified)."""
     remember_verified(ctx, end)
-    return token_distribution(logits, ctx.cfg, ctx.mask_id, owned=True), kind
+    return token_distribution(logits, ctx.cfg, ctx.mask_id, owned=True)
 
 
 def _trimmed_verify(ctx: StepContext, block: int, step: int, start: int, block_ids: torch.Tensor,
@@ -98,8 +112,7 @@ def _trimmed_verify(ctx: StepContext, block: int, step: int, start: int, block_i
         logits = ctx.rec.forward("verify_causal", block, step, ctx.cache, filled, positions[k:end], "causal",
                                  keep=keep, last=s)
         kind = "causal"
-    remember_verified(ctx, end)
-    return token_distribution(logits, ctx.cfg, ctx.mask_id, owned=True), kind
+    return verifier_probs(ctx, logits, end), kind
 
 
 def verify_step(ctx: StepContext, block: int, step: int, start: int, draft: Draft, masks: list[int],
@@ -110,9 +123,17 @@ def verify_step(ctx: StepContext, block: int, step: int, start: int, draft: Draf
     Returns the picks, the verification record and, when a residual token was drawn, the device values
     [token, mass, fell back to q] that complete both (the caller reads them later).
     """
-    cfg, s = ctx.cfg, span_len
     q_probs, kind = verify_probs(ctx, block, step, start, ctx.x[start : start + ctx.B], draft.positions,
-                                 draft.mask_idx, draft.tokens, s, window_end, masks)
+                                 draft.mask_idx, draft.tokens, span_len, window_end, masks)
+    return verify_outcome(ctx, start, draft, masks, span_len, min_k, tokens, q_probs, kind)
+
+
+def verify_outcome(ctx: StepContext, start: int, draft: Draft, masks: list[int], span_len: int, min_k: int,
+                   tokens: list[int], q_probs: torch.Tensor,
+                   kind: str) -> tuple[StepPicks, Verification, Optional[torch.Tensor]]:
+    """After the verifier: the acceptance test over the span, one read, the picks written on the device, the
+    record and the pending residual values (`verify_step`'s second half; the batch-first engine's too)."""
+    cfg, s = ctx.cfg, span_len
     acc = acceptance(cfg.acceptance, draft.tokens[:s], draft.p[:s], q_probs, cfg.ratio_gamma, ctx.generator,
                      with_argmax=ctx.rec.detailed)
     inputs = verify_inputs(cfg, acc, draft.p, draft.entropy, min_k)
