@@ -73,13 +73,16 @@ def test_auto_picks_batch_first_for_the_configs_it_covers_and_threads_for_the_re
     model = model64("aligned")
     ar = s2d2.DecodeConfig(method="ar", gen_length=8)
     s2d2_cfg = s2d2.DecodeConfig(method="s2d2", gen_length=8, block_length=4)
+    reuse = s2d2.DecodeConfig(method="s2d2", gen_length=8, block_length=4, kv_reuse=True, cache_ver=True,
+                              draft_ver=True)
     runs: list[str] = []
     real = thread_engine.Scheduler.run
     monkeypatch.setattr(thread_engine.Scheduler, "run", lambda self, *a, **k: runs.append("threads") or
                         real(self, *a, **k))
     s2d2.generate_batch(model, [[1, 2], [3]], ar, batch_size=2)
-    assert runs == []
     s2d2.generate_batch(model, [[1, 2], [3]], [ar, s2d2_cfg], batch_size=2)
+    assert runs == []
+    s2d2.generate_batch(model, [[1, 2], [3]], [ar, reuse], batch_size=2)
     s2d2.generate_batch(model, [[1, 2], [3]], ar, batch_size=2, engine="threads")
     assert runs == ["threads", "threads"]
 
@@ -88,8 +91,9 @@ def test_engine_refusals_are_one_readable_message():
     model = model64("aligned")
     with pytest.raises(ValueError, match="engine: one of auto, threads, batch-first"):
         s2d2.generate_batch(model, [[1, 2]], s2d2.DecodeConfig(method="ar", gen_length=4), engine="fast")
-    with pytest.raises(ValueError, match="engine: 'batch-first' decodes honest AR and the diffusion baselines"):
-        s2d2.generate_batch(model, [[1, 2]], s2d2.DecodeConfig(gen_length=4), engine="batch-first")
+    with pytest.raises(ValueError, match="engine: 'batch-first' does not decode kv_reuse"):
+        s2d2.generate_batch(model, [[1, 2]], s2d2.DecodeConfig(gen_length=4, kv_reuse=True, cache_ver=True,
+                                                               draft_ver=True), engine="batch-first")
 
 
 def test_a_step_is_one_forward_carrying_every_live_sequence():
