@@ -1,8 +1,8 @@
 """`generate_batch`: many prompts decoded together, each with the answer `generate` gives it alone.
 
 Every sequence keeps its own generator, policy state, masks, drafts, acceptance and residual. Two engines run the
-batch: the batch-first one (s2d2/decoding/lockstep.py: one step for every live sequence; honest AR and the
-position-aligned diffusion baselines) and the thread engine (s2d2/decoding/batch.py: every sequence runs
+batch: the batch-first one (s2d2/decoding/lockstep.py: one step for every live sequence; honest AR, and the
+diffusion baselines and S2D2 on position-aligned models) and the thread engine (s2d2/decoding/batch.py: every sequence runs
 `generate`'s own decode, `run_prepared`, on its own thread and only the model forwards are shared; every loop).
 So sequence i with seed s_i gives `generate(model, prompts[i], cfg, seed=s_i)`'s trace apart from wall times and
 float round-off in the shared forwards: in float64 the same tokens, NFE and decisions (tests/lib/test_batch_decode.py,

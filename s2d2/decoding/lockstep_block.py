@@ -39,7 +39,7 @@ from .layout import BlockPlan, block_plan
 from .lockstep_rows import Asked, Row, read_rows
 from .result import Kept, LoopResult, number_steps
 from .sampling import draw_with_probs, entropy, token_distribution
-from .lockstep_verify import routed_drafts, verified, verify_request
+from .lockstep_verify import drafted, routed, shared_drafts, shared_read, tested, verified, verify_request
 from .selection import skip_inputs
 from .step import Routed, StepPlan, plan_step, skip_step, step_record
 
@@ -72,6 +72,7 @@ class BlockState:
     step_plan: Optional[StepPlan] = None  # the step under way (from its draft request to its record)
     draft: Optional[Draft] = None  # a verifying row's draft, waiting for its verify forward
     routed: Optional[Routed] = None  # ... and what its route read and decided
+    waiting: Any = None  # between a step's device work and its shared read: (skip inputs, verifies) or a Tested
 
 
 def start(model: Any, row: Row) -> None:
@@ -121,28 +122,44 @@ def _draft_request(row: Row, st: BlockState, blk: BlockRecord) -> ForwardRequest
 
 
 def advance(model: Any, rows: list[Row], logits: list[torch.Tensor]) -> None:
-    """After the step's forwards: the draft rows' shared work, the verify rows' tests, the steps' records, the
-    other rows' phase changes."""
-    drafts: dict[DecodeConfig, list[tuple[Row, torch.Tensor]]] = {}
-    for r, lg in zip(rows, logits):
-        phase = r.state.phase
+    """After the step's forwards: the draft rows' shared distributions and draws, the S2D2 rows' device work
+    (routing inputs, acceptance tests) and ONE read for all of them (with what a commit row still has deferred),
+    then each row's step, its record and its next phase; the baselines' draft rows read in one read of their own."""
+    readers: list[tuple[Row, str]] = []
+    wanted: list[dict[str, Any]] = []
+    baseline: dict[DecodeConfig, list[tuple[Row, torch.Tensor]]] = {}
+    s2d2_drafts: dict[DecodeConfig, list[tuple[Row, torch.Tensor]]] = {}
+    phases = [r.state.phase for r in rows]
+    for r, lg, phase in zip(rows, logits, phases):
+        if phase == "verify":
+            readers.append((r, phase))
+            wanted.append(tested(r, lg))
+        elif phase == "commit" and r.state.ctx.reads.pending:  # its stop check reads the deferred values
+            readers.append((r, phase))
+            wanted.append({})
+        elif phase == "draft":
+            (s2d2_drafts if r.prep.cfg.method == "s2d2" else baseline).setdefault(r.prep.cfg, []).append((r, lg))
+    for cfg, members in s2d2_drafts.items():
+        group = [r for r, _ in members]
+        for r, drawn in zip(group, shared_drafts(model, cfg, group, [lg for _, lg in members])):
+            readers.append((r, "draft"))
+            wanted.append(drafted(r, *drawn))
+    got = shared_read([r for r, _ in readers], wanted)
+    for (r, phase), g in zip(readers, got):
+        if phase == "verify":
+            _stepped(r, verified(r, g))
+        elif phase == "draft":
+            record = routed(r, g)
+            if record is not None:
+                _stepped(r, record)
+    for r, phase in zip(rows, phases):  # the phase whose forward this step ran
         if phase == "prefill":
             r.state.kept.mark()
             _open_block(r, r.state.plan.first_start, r.state.plan.first_start // r.prep.cfg.block_length)
         elif phase == "commit":
             _end_block(r)
-        elif phase == "verify":
-            _stepped(r, verified(r, lg))
-        else:
-            drafts.setdefault(r.prep.cfg, []).append((r, lg))
-    for cfg, members in drafts.items():
-        if cfg.method == "s2d2":
-            group = [r for r, _ in members]
-            for r, record in zip(group, routed_drafts(model, cfg, group, [lg for _, lg in members])):
-                if record is not None:
-                    _stepped(r, record)
-        else:
-            _draft_group(model, cfg, members)
+    for cfg, members in baseline.items():
+        _draft_group(model, cfg, members)
 
 
 def _draft_group(model: Any, cfg: DecodeConfig, members: list[tuple[Row, torch.Tensor]]) -> None:

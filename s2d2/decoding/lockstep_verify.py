@@ -22,8 +22,9 @@ from ..trace import StepRecord
 from .context import Draft
 from .lockstep_rows import Row
 from .sampling import draw_with_probs, token_distribution
-from .step import route, skip_step, step_record
-from .verify_branch import verifier_probs, verify_2l_inputs, verify_outcome
+from .step import route_inputs, routed_from, skip_step, step_record
+from .transfers import HostReads, fetch_many
+from .verify_branch import acceptance_test, tested_picks, verifier_probs, verify_2l_inputs
 
 
 def shared_drafts(model: Any, cfg: DecodeConfig, rows: list[Row],
@@ -40,22 +41,30 @@ def shared_drafts(model: Any, cfg: DecodeConfig, rows: list[Row],
     return list(zip(parts, tokens.split(sizes), p_all.split(sizes)))
 
 
-def routed_drafts(model: Any, cfg: DecodeConfig, rows: list[Row],
-                  logits: list[torch.Tensor]) -> list[Optional[StepRecord]]:
-    """The draft rows of one S2D2 config after their shared forward: each row routed by its own policy; a row that
-    skips decodes now (its step's record), a row that verifies waits for its verify forward (None)."""
-    out: list[Optional[StepRecord]] = []
-    for r, (probs, tokens, p) in zip(rows, shared_drafts(model, cfg, rows, logits)):
-        st = r.state
-        ctx, plan = st.ctx, st.step_plan
-        draft = Draft(plan.mask_idx, plan.run, ctx.index[plan.start : plan.start + ctx.B], probs, tokens, p)
-        routed = route(ctx, plan, draft)
-        if routed.verify:
-            st.draft, st.routed, st.phase = draft, routed, "verify"
-            out.append(None)
-        else:
-            out.append(step_record(ctx, plan, routed, skip_step(ctx, plan, draft, routed), None, None))
-    return out
+def drafted(row: Row, probs: torch.Tensor, tokens: torch.Tensor, p: torch.Tensor) -> dict[str, Any]:
+    """A draft row after its shared forward and draw: its step's device work before routing (step.py
+    `route_inputs`); returns what it reads."""
+    st = row.state
+    ctx, plan = st.ctx, st.step_plan
+    st.draft = Draft(plan.mask_idx, plan.run, ctx.index[plan.start : plan.start + ctx.B], probs, tokens, p)
+    wanted, skip, verifies = route_inputs(ctx, plan, st.draft)
+    st.waiting = (skip, verifies)
+    return wanted
+
+
+def routed(row: Row, got: dict[str, Any]) -> Optional[StepRecord]:
+    """A draft row after the shared read: routed by its own policy; a skip decodes now (the step's record), a
+    verify waits for its verifier forward, the row's next (None)."""
+    st = row.state
+    ctx, plan, draft = st.ctx, st.step_plan, st.draft
+    skip, verifies = st.waiting
+    st.waiting = None
+    decided = routed_from(ctx, plan, got, skip, verifies)
+    if decided.verify:
+        st.routed, st.phase = decided, "verify"
+        return None
+    st.draft = None
+    return step_record(ctx, plan, decided, skip_step(ctx, plan, draft, decided), None, None)
 
 
 def verify_request(row: Row) -> ForwardRequest:
@@ -67,12 +76,32 @@ def verify_request(row: Row) -> ForwardRequest:
                                                        plan.span_len))
 
 
-def verified(row: Row, logits: torch.Tensor) -> StepRecord:
-    """After the row's verify forward: the acceptance test, its read, the picks and the step's record."""
+def tested(row: Row, logits: torch.Tensor) -> dict[str, Any]:
+    """A verify row after its forward: q over the span and the acceptance test (its uniforms from the row's
+    generator); returns what it reads."""
     st = row.state
-    ctx, plan, draft, routed = st.ctx, st.step_plan, st.draft, st.routed
-    q_probs = verifier_probs(ctx, logits, ctx.B)
-    picks, verification, pending = verify_outcome(ctx, plan.start, draft, plan.masks, plan.span_len, plan.min_k,
-                                                  routed.got["drafts"], q_probs, "2l")
-    st.draft = st.routed = None
-    return step_record(ctx, plan, routed, picks, verification, pending)
+    ctx, plan = st.ctx, st.step_plan
+    st.waiting = acceptance_test(ctx, st.draft, plan.span_len, plan.min_k, verifier_probs(ctx, logits, ctx.B), "2l")
+    return st.waiting.wanted
+
+
+def verified(row: Row, got: dict[str, Any]) -> StepRecord:
+    """A verify row after the shared read: the picks (the residual drawn from the row's generator), written on
+    the device, and the step's record."""
+    st = row.state
+    ctx, plan, draft, decided = st.ctx, st.step_plan, st.draft, st.routed
+    picks, verification, pending = tested_picks(ctx, plan.start, draft, plan.masks, plan.span_len, plan.min_k,
+                                                decided.got["drafts"], st.waiting, got)
+    st.draft = st.routed = st.waiting = None
+    return step_record(ctx, plan, decided, picks, verification, pending)
+
+
+def shared_read(rows: list[Row], wanted: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every row's read of this step in one transfer (transfers.py `fetch_many`), counted in the batch's ledger
+    as the thread engine counts its shared reads (on the packed path only)."""
+    got, busy = fetch_many([r.state.ctx.reads for r in rows], wanted)
+    ledger = rows[0].ledger if rows else None
+    if busy and ledger is not None and (rows[0].state.ctx.x.device.type != "cpu" or HostReads.pack_on_cpu):
+        ledger.reads += 1
+        ledger.sequence_reads += busy
+    return got

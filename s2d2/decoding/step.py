@@ -112,13 +112,27 @@ def plan_step(ctx: StepContext, block: int, start: int, window: tuple[int, int],
 
 def route(ctx: StepContext, plan: StepPlan, draft: Draft) -> Routed:
     """Steps 2-5: the first span's estimates, one read (drafts, policy inputs, what a skip would decode) and the
-    policy's decision (None for a baseline)."""
-    ws, we = plan.window
-    n, span_len = len(plan.masks), plan.span_len
-    summary = policy_summary(ctx, draft.probs, draft.p, span_len) if ctx.policy is not None else {}
+    policy's decision (None for a baseline). The batch-first engine runs its two parts with one read for many
+    sequences between them."""
+    wanted, skip, verifies = route_inputs(ctx, plan, draft)
+    return routed_from(ctx, plan, ctx.reads.fetch(wanted), skip, verifies)
+
+
+def route_inputs(ctx: StepContext, plan: StepPlan,
+                 draft: Draft) -> tuple[dict[str, Optional[torch.Tensor]], dict[str, torch.Tensor], bool]:
+    """The step's device work before its first read: what to read, a skip's inputs, whether the policy always
+    verifies (then no skip is prepared)."""
+    summary = policy_summary(ctx, draft.probs, draft.p, plan.span_len) if ctx.policy is not None else {}
     verifies = ctx.policy is not None and ctx.rec.costs is None and ctx.policy.always_verifies()
     skip = {} if verifies else skip_inputs(ctx.cfg, draft.p, draft.entropy, summary.get("n_hi"))
-    got = ctx.reads.fetch({"drafts": draft.tokens, **summary, **skip, **draft_detail(ctx, draft.probs, draft.p)})
+    return {"drafts": draft.tokens, **summary, **skip, **draft_detail(ctx, draft.probs, draft.p)}, skip, verifies
+
+
+def routed_from(ctx: StepContext, plan: StepPlan, got: dict[str, Any], skip: dict[str, torch.Tensor],
+                verifies: bool) -> Routed:
+    """The policy's inputs and decision from the step's first read."""
+    ws, we = plan.window
+    n, span_len = len(plan.masks), plan.span_len
     inputs, decision, skipped = None, None, None
     if ctx.policy is not None:
         inputs = inputs_from_summary(got, span_len, n, we - ws, _not_progress(ctx, ws, we))

@@ -9,6 +9,7 @@ written on the device and read with the next transfer.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Optional
 
 import torch
@@ -19,7 +20,7 @@ from .kv import remember_verified, settle_verified_rows
 from .detail_rows import verification_record, verify_detail, verify_rows
 from .sampling import token_distribution
 from .selection import Pick, StepPicks, verify_inputs, verify_picks, write_picks
-from .acceptance import accept_span, acceptance, residual_token
+from .acceptance import Acceptance, accept_span, acceptance, residual_token
 from .context import Draft, StepContext
 
 
@@ -128,19 +129,48 @@ def verify_step(ctx: StepContext, block: int, step: int, start: int, draft: Draf
     return verify_outcome(ctx, start, draft, masks, span_len, min_k, tokens, q_probs, kind)
 
 
+@dataclass
+class Tested:
+    """A verify step between its acceptance test and its read: the test, the step's device work, what to read."""
+
+    acc: Acceptance
+    inputs: dict[str, torch.Tensor]
+    q_probs: torch.Tensor
+    kind: str
+    wanted: dict[str, Optional[torch.Tensor]]
+
+
 def verify_outcome(ctx: StepContext, start: int, draft: Draft, masks: list[int], span_len: int, min_k: int,
                    tokens: list[int], q_probs: torch.Tensor,
                    kind: str) -> tuple[StepPicks, Verification, Optional[torch.Tensor]]:
     """After the verifier: the acceptance test over the span, one read, the picks written on the device, the
-    record and the pending residual values (`verify_step`'s second half; the batch-first engine's too)."""
+    record and the pending residual values (`verify_step`'s second half; the batch-first engine runs its two parts
+    with one read for many sequences between them)."""
+    tested = acceptance_test(ctx, draft, span_len, min_k, q_probs, kind)
+    return tested_picks(ctx, start, draft, masks, span_len, min_k, tokens, tested, ctx.reads.fetch(tested.wanted))
+
+
+def acceptance_test(ctx: StepContext, draft: Draft, span_len: int, min_k: int, q_probs: torch.Tensor,
+                    kind: str) -> Tested:
+    """The acceptance test over the span and the extras' and top-up's device work (the test's uniforms drawn from
+    the sequence's generator), with the tensors the host reads next."""
     cfg, s = ctx.cfg, span_len
     acc = acceptance(cfg.acceptance, draft.tokens[:s], draft.p[:s], q_probs, cfg.ratio_gamma, ctx.generator,
                      with_argmax=ctx.rec.detailed)
     inputs = verify_inputs(cfg, acc, draft.p, draft.entropy, min_k)
     greedy = cfg.acceptance == "greedy_exact"
-    got = ctx.reads.fetch({**inputs, "argmax_q": acc.argmax_q if greedy else None,
-                           **verify_detail(ctx, acc, draft.p[:s], q_probs)})
-    sp, first = verify_picks(cfg, got, len(masks), min_k, inputs)
+    wanted = {**inputs, "argmax_q": acc.argmax_q if greedy else None, **verify_detail(ctx, acc, draft.p[:s], q_probs)}
+    return Tested(acc, inputs, q_probs, kind, wanted)
+
+
+def tested_picks(ctx: StepContext, start: int, draft: Draft, masks: list[int], span_len: int, min_k: int,
+                 tokens: list[int], tested: Tested,
+                 got: dict[str, Any]) -> tuple[StepPicks, Verification, Optional[torch.Tensor]]:
+    """From the read test: the picks (the residual drawn on the device when a position was rejected) written on
+    the device, the verification record, and the pending residual values."""
+    cfg, s, acc, q_probs = ctx.cfg, span_len, tested.acc, tested.q_probs
+    greedy = cfg.acceptance == "greedy_exact"
+    sp, first = verify_picks(cfg, got, len(masks), min_k, tested.inputs)
     resampled: Optional[int] = None
     new_tokens, pending, token = draft.tokens, None, None
     if first < s and cfg.allow_resample:
@@ -156,7 +186,7 @@ def verify_outcome(ctx: StepContext, start: int, draft: Draft, masks: list[int],
         same = pending is not None and bool(token == draft.tokens[first])  # kv_reuse only: a rare extra read
         settle_verified_rows(ctx, first_changed(masks, sp.picks, same, ctx.seen_end))
     text = ctx.rec.text(resampled) if resampled is not None and ctx.rec.detailed else ""
-    verification = Verification(kind, cfg.acceptance, verify_rows(ctx, got, masks, start, tokens), first,
+    verification = Verification(tested.kind, cfg.acceptance, verify_rows(ctx, got, masks, start, tokens), first,
                                 first if first < s else None, None, False, resampled, text)
     return sp, verification, pending
 
