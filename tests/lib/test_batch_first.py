@@ -233,12 +233,14 @@ def test_a_diffusion_sequences_own_stop_rolls_back_to_its_last_block_as_generate
 
 
 @pytest.mark.parametrize("cfg", [s2d2.DecodeConfig(method="ar", gen_length=12),
-                                 s2d2.DecodeConfig(method="diffusion", gen_length=12, block_length=4)],
-                         ids=["ar", "diffusion"])
+                                 s2d2.DecodeConfig(method="diffusion", gen_length=12, block_length=4),
+                                 s2d2.preset("sdar-config-a", gen_length=12)],
+                         ids=["ar", "diffusion", "s2d2"])
 def test_the_shared_work_of_a_step_does_not_grow_with_the_batch(cfg, monkeypatch):
     """The distribution, the greedy draw, the remasking rule and the read run once per step for the whole batch:
-    a batch of 6 copies of a prompt makes as many calls of each as a batch of 2."""
-    from s2d2.decoding import lockstep_ar, lockstep_block
+    a batch of 6 copies of a prompt makes as many calls of each as a batch of 2 (S2D2: the drafts' distribution
+    and the one read of every row's routing inputs and acceptance tests)."""
+    from s2d2.decoding import lockstep_ar, lockstep_block, lockstep_verify
 
     calls: dict[str, int] = {}
 
@@ -251,8 +253,10 @@ def test_the_shared_work_of_a_step_does_not_grow_with_the_batch(cfg, monkeypatch
 
         monkeypatch.setattr(module, name, wrapper)
 
-    loop = lockstep_ar if cfg.method == "ar" else lockstep_block
-    for name in ["token_distribution", "read_rows"] + (["skip_inputs"] if cfg.method == "diffusion" else []):
+    loop = {"ar": lockstep_ar, "diffusion": lockstep_block, "s2d2": lockstep_verify}[cfg.method]
+    names = {"ar": ["token_distribution", "read_rows"], "diffusion": ["token_distribution", "read_rows", "skip_inputs"],
+             "s2d2": ["token_distribution", "fetch_many"]}[cfg.method]
+    for name in names:
         counted(loop, name)
     per_size = []
     for n in (2, 6):
@@ -261,6 +265,7 @@ def test_the_shared_work_of_a_step_does_not_grow_with_the_batch(cfg, monkeypatch
                             engine="batch-first")
         per_size.append(dict(calls))
     assert per_size[0] == per_size[1] and per_size[0]["token_distribution"] >= 4
+    assert all(per_size[0][name] >= 4 for name in names)
 
 
 class NoBatch:
