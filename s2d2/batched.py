@@ -2,8 +2,9 @@
 
 Every sequence keeps its own generator, policy state, masks, drafts, acceptance and residual. Two engines run the
 batch: the batch-first one (s2d2/decoding/lockstep.py: one step for every live sequence; honest AR, and the
-diffusion baselines and S2D2 on position-aligned models) and the thread engine (s2d2/decoding/batch.py: every sequence runs
-`generate`'s own decode, `run_prepared`, on its own thread and only the model forwards are shared; every loop).
+diffusion baselines and S2D2 on position-aligned models) and the thread engine (s2d2/decoding/batch.py: every
+sequence runs `generate`'s own decode, `run_prepared`, on its own thread and only the model forwards are shared;
+every loop).
 So sequence i with seed s_i gives `generate(model, prompts[i], cfg, seed=s_i)`'s trace apart from wall times and
 float round-off in the shared forwards: in float64 the same tokens, NFE and decisions (tests/lib/test_batch_decode.py,
 tests/lib/test_batch_first.py).

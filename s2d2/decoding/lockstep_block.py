@@ -38,7 +38,7 @@ from .detail_rows import draft_detail
 from .layout import BlockPlan, block_plan
 from .lockstep_rows import Asked, Row, read_rows
 from .result import Kept, LoopResult, number_steps
-from .sampling import draw_with_probs, entropy, token_distribution
+from .sampling import entropy
 from .lockstep_verify import drafted, routed, shared_drafts, shared_read, tested, verified, verify_request
 from .selection import skip_inputs
 from .step import Routed, StepPlan, plan_step, skip_step, step_record
@@ -140,8 +140,9 @@ def advance(model: Any, rows: list[Row], logits: list[torch.Tensor]) -> None:
         elif phase == "draft":
             (s2d2_drafts if r.prep.cfg.method == "s2d2" else baseline).setdefault(r.prep.cfg, []).append((r, lg))
     for cfg, members in s2d2_drafts.items():
-        group = [r for r, _ in members]
-        for r, drawn in zip(group, shared_drafts(model, cfg, group, [lg for _, lg in members])):
+        group, sizes = [r for r, _ in members], [int(lg.shape[0]) for _, lg in members]
+        flat = shared_drafts(model, cfg, group, [lg for _, lg in members])
+        for r, *drawn in zip(group, *(t.split(sizes) for t in flat)):
             readers.append((r, "draft"))
             wanted.append(drafted(r, *drawn))
     got = shared_read([r for r, _ in readers], wanted)
@@ -165,12 +166,7 @@ def advance(model: Any, rows: list[Row], logits: list[torch.Tensor]) -> None:
 def _draft_group(model: Any, cfg: DecodeConfig, members: list[tuple[Row, torch.Tensor]]) -> None:
     """The draft steps of rows sharing one config: one distribution and draw, one read, then each row's step."""
     sizes = [int(lg.shape[0]) for _, lg in members]
-    probs = token_distribution(torch.cat([lg for _, lg in members]), cfg, model.spec.mask_id, owned=True)
-    if cfg.do_sample:  # each row's draws from its own generator: the calls batch 1 makes
-        parts = [draw_with_probs(p, cfg, r.state.ctx.generator) for (r, _), p in zip(members, probs.split(sizes))]
-        tokens, p_all = torch.cat([t for t, _ in parts]), torch.cat([p for _, p in parts])
-    else:
-        tokens, p_all = draw_with_probs(probs, cfg, members[0][0].generator)
+    probs, tokens, p_all = shared_drafts(model, cfg, [r for r, _ in members], [lg for _, lg in members])
     rows_tok = tokens.split(sizes)
     padded = _padded(p_all, sizes)  # the remasking rule over every row at once (remasking.rule_inputs' batch form)
     rule = skip_inputs(cfg, padded, lambda: entropy(probs))

@@ -28,17 +28,17 @@ from .verify_branch import acceptance_test, tested_picks, verifier_probs, verify
 
 
 def shared_drafts(model: Any, cfg: DecodeConfig, rows: list[Row],
-                  logits: list[torch.Tensor]) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
-    """Each row's (distribution, drafts, p) at its masks: one `token_distribution` over every row of the config,
-    greedy one max, sampled each row's draw from its own generator (the call its batch-1 step makes)."""
-    sizes = [int(lg.shape[0]) for lg in logits]
+                  logits: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The draft rows of one config: (distribution, drafts, p) over all their masks, rows one after another: one
+    `token_distribution`, greedy one max, sampled each row's draw from its own generator (the call its batch-1
+    step makes). Also the baselines' (lockstep_block.py)."""
     probs = token_distribution(torch.cat(logits), cfg, model.spec.mask_id, owned=True)
-    parts = probs.split(sizes)
-    if cfg.do_sample:
-        drawn = [draw_with_probs(p, cfg, r.state.ctx.generator) for r, p in zip(rows, parts)]
-        return [(p, t, q) for p, (t, q) in zip(parts, drawn)]
-    tokens, p_all = draw_with_probs(probs, cfg, rows[0].generator)
-    return list(zip(parts, tokens.split(sizes), p_all.split(sizes)))
+    if not cfg.do_sample:
+        tokens, p_all = draw_with_probs(probs, cfg, rows[0].generator)
+        return probs, tokens, p_all
+    sizes = [int(lg.shape[0]) for lg in logits]
+    parts = [draw_with_probs(p, cfg, r.state.ctx.generator) for r, p in zip(rows, probs.split(sizes))]
+    return probs, torch.cat([t for t, _ in parts]), torch.cat([p for _, p in parts])
 
 
 def drafted(row: Row, probs: torch.Tensor, tokens: torch.Tensor, p: torch.Tensor) -> dict[str, Any]:
