@@ -351,3 +351,20 @@ def test_every_paper_preset_decodes_batch_first_on_the_bundled_model_as_alone(pr
     cfg = s2d2.preset(preset).replace(gen_length=32)
     prompts = batch_prompts("bundled", "q")
     assert_batch_equals_single(model, prompts, cfg, [0, 1, 2, 3, 4], batch_size=3, detailed=False)
+
+
+@pytest.mark.parametrize("n", [5, 6], ids=["stop-at-verify", "stop-at-draft"])
+def test_an_s2d2_sequences_own_stop_rolls_back_as_generate_does(n):
+    """A sequence's own StopDecoding at a draft or at its 2L verifier ends it alone, back to its last block."""
+    base = model64("aligned")
+    prompts = [[5, 6, 7], PROMPTS["b"], [8, 9]]
+    cfg = s2d2.DecodeConfig(method="s2d2", policy="always", gen_length=16, block_length=4, temperature=1.0)
+    got = s2d2.generate_batch(StopsOne(base, 5, n), prompts, cfg, [0, 1, 2], batch_size=3, engine="batch-first")
+    want = s2d2.generate(StopsOne(base, 5, n), prompts[0], cfg, seed=0)
+    assert got[0].trace.footer.finish_reason == "cancelled" == want.trace.footer.finish_reason
+    assert got[0].token_ids == want.token_ids and got[0].metrics["nfe"] == want.metrics["nfe"]
+    assert trace_mismatch(got[0].trace, want.trace) is None
+    kinds = [f.kind for f in s2d2.generate(base, prompts[0], cfg, seed=0).trace.forwards]
+    assert kinds[n - 1] == ("verify_2l" if n == 5 else "draft")  # the forward that stops is of that kind
+    for i in (1, 2):
+        assert got[i].token_ids == s2d2.generate(base, prompts[i], cfg, seed=i).token_ids
