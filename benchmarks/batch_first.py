@@ -30,9 +30,10 @@ import s2d2
 from benchmarks.stand_in import StandInModel, stand_in_prompts
 
 HOST_ARMS = [("aligned", "ar"), ("aligned", "dynamic-baseline"), ("aligned", "sdar-config-b"),
-             ("shifted", "fastdllm-config-a")]
+             ("aligned", "fastdllm-config-a"), ("shifted", "fastdllm-config-a")]
 MODEL_ARMS = {
-    "tiny": ["ar", "dynamic-baseline", "sdar-config-a", "sdar-config-b"],
+    "tiny": ["ar", "dynamic-baseline", "sdar-config-a", "sdar-config-b", "fastdllm-config-a", "fastdllm-config-b",
+             "fastdllm-config-c"],
     "tiny-llada2": ["ar", "llada2-dynamic"],
 }
 

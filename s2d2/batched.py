@@ -1,9 +1,10 @@
 """`generate_batch`: many prompts decoded together, each with the answer `generate` gives it alone.
 
 Every sequence keeps its own generator, policy state, masks, drafts, acceptance and residual. Two engines run the
-batch: the batch-first one (s2d2/decoding/lockstep.py: one step for every live sequence; honest AR and the
-position-aligned diffusion baselines) and the thread engine (s2d2/decoding/batch.py: every sequence runs
-`generate`'s own decode, `run_prepared`, on its own thread and only the model forwards are shared; every loop).
+batch: the batch-first one (s2d2/decoding/lockstep.py: one step for every live sequence; honest AR, and the
+diffusion baselines and S2D2 on position-aligned models) and the thread engine (s2d2/decoding/batch.py: every
+sequence runs `generate`'s own decode, `run_prepared`, on its own thread and only the model forwards are shared;
+every loop).
 So sequence i with seed s_i gives `generate(model, prompts[i], cfg, seed=s_i)`'s trace apart from wall times and
 float round-off in the shared forwards: in float64 the same tokens, NFE and decisions (tests/lib/test_batch_decode.py,
 tests/lib/test_batch_first.py).
@@ -120,8 +121,9 @@ def _engine(engine: str, cfgs: list[DecodeConfig], model: Any) -> bool:
         raise ValueError(f"engine: one of {', '.join(ENGINES)}, got {str(engine)[:40]!r}")
     covered = all(covers(c, model) for c in cfgs)
     if engine == "batch-first" and not covered:
-        raise ValueError("engine: 'batch-first' decodes honest AR and the diffusion baselines of position-aligned "
-                         "models only (s2d2/decoding/lockstep.py); use engine='auto' or 'threads' for this batch")
+        raise ValueError("engine: 'batch-first' does not decode kv_reuse, fused_commit, adaptive_block, trim_verify, "
+                         "cost_aware routing, the editing or pipeline loops, nor a right-shifted model's block loop "
+                         "(s2d2/decoding/lockstep.py); use engine='auto' or 'threads' for this batch")
     return engine != "threads" and covered
 
 

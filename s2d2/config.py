@@ -142,7 +142,7 @@ class DecodeConfig:
         """Every option, except those added after traces and sweep rows were first written while at their default
         (and the pipeline's knobs outside the pipeline, where validate holds them at their defaults): leaving those out
         keeps every earlier configuration's dict (trace headers, sweep keys) as it was."""
-        out = dataclasses.asdict(self)
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}  # scalars: asdict minus deep copies
         for name in [n for n, d in LATER_DEFAULTS.items() if out[n] == d and type(out[n]) is type(d)]:
             del out[name]
         if self.loop != "pipeline":

@@ -15,6 +15,7 @@ from typing import Optional
 
 import torch
 
+from ..config import DecodeConfig
 from ..models.masks import block_causal_mask, fused_draft_query
 from ..trace import BlockRecord, Commit, StepRecord
 from .kv import kept_prefix_rows
@@ -89,6 +90,13 @@ def _settle_seed(ctx: StepContext, commit: Commit, token: int) -> None:
     commit.text = ctx.rec.text(token) if ctx.rec.detailed else ""
     if token in ctx.stop_set:
         ctx.stop_hits.append(commit.position)
+
+
+def block_windows(cfg: DecodeConfig, blk: BlockRecord) -> list[tuple[int, int]]:
+    """The block's windows [ws, we) in order: its sub-blocks, or the whole block (steps run in one window until it
+    has no mask, then in the next)."""
+    sb = cfg.sub_block_length or blk.length
+    return [(blk.start + k, blk.start + k + sb) for k in range(0, blk.length, sb)]
 
 
 def block_masks(ctx: StepContext, blk: BlockRecord) -> list[int]:

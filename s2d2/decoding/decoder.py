@@ -31,7 +31,8 @@ import torch
 from ..config import DecodeConfig
 from ..policies import AdaptiveBlock, BlockFeedback, make_policy
 from ..trace import BlockRecord, StepRecord
-from .blocks import ar_seed, block_masks, carry_tail, commit_block, prefill, stop_reached, stopped_in
+from .blocks import (ar_seed, block_masks, block_windows, carry_tail, commit_block, prefill, stop_reached,
+                     stopped_in)
 from .context import StepContext
 from .draws import Source
 from .layout import BlockPlan, block_plan
@@ -96,7 +97,7 @@ def _decode_block(ctx: StepContext, blk: BlockRecord, steps: list[StepRecord]) -
             steps.append(seed)
     schedule = ctx.cfg.transfer_schedule() if not ctx.cfg.adaptive_block else [1]
     step = 0
-    for ws, we in _windows(ctx.cfg, blk):
+    for ws, we in block_windows(ctx.cfg, blk):
         while any(ws <= blk.start + m < we for m in ctx.masks):
             if not ctx.aligned and stop_reached(ctx, blk):
                 return "stop_token"
@@ -135,11 +136,6 @@ def _next_length(rule: Optional[AdaptiveBlock], cfg: DecodeConfig, blk: BlockRec
                              [s.span[1] for s in verified])
     choice = rule.decide(feedback, next_start)
     return choice.length, choice.reason
-
-
-def _windows(cfg: DecodeConfig, blk: BlockRecord) -> list[tuple[int, int]]:
-    sb = cfg.sub_block_length or blk.length
-    return [(blk.start + k, blk.start + k + sb) for k in range(0, blk.length, sb)]
 
 
 def _result(ctx: StepContext, blocks: list[BlockRecord], steps: list[StepRecord], reason: str) -> LoopResult:

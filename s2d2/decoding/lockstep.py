@@ -7,12 +7,14 @@ is one pass over the live rows (lockstep_rows.Row): build every row's request, r
 one distribution, one draw, one read and the records for all of them (the loop's module: lockstep_ar.py or
 lockstep_block.py, each with `start`, `requests`, `advance`, `cancel` and `result`).
 
-What it covers (`covers`): honest AR (lockstep_ar.py) and the block loop's diffusion baselines on
-position-aligned models (lockstep_block.py: static, dynamic and sequential remasking, any sampling, either cache
-mode). Each live row makes one forward per step whatever its phase (AR token, prefill, draft, commit), and all of
-them go to the shared forwards together. Every other config (S2D2's routing and verifier, right-shifted block
-loops, the LLaDA2 editing loop, the D2F pipeline) keeps the thread engine, which `generate_batch` picks for any
-batch holding a config this engine does not cover.
+What it covers (`covers`): honest AR (lockstep_ar.py) and the block loop on position-aligned models
+(lockstep_block.py: the diffusion baselines with static, dynamic and sequential remasking, any sampling, either
+cache mode; S2D2 with every routing policy but cost_aware, with or without sub-blocks, its verifier in
+lockstep_verify.py). Each live row makes one forward per step whatever its phase (AR token, prefill, draft, 2L
+verify, commit), and all of them go to the shared forwards together. Every other config (cost-aware routing, the
+trimmed verifier, KV reuse, fused commits, adaptive blocks, right-shifted block loops, the LLaDA2 editing loop, the
+D2F pipeline) keeps the thread engine, which `generate_batch` picks for any batch holding a config this engine does
+not cover.
 
 Same invariants as the thread engine: in float64 each sequence's trace is its `generate` trace apart from wall
 times (a row's rules are its batch-1 loop's own functions, applied row-wise); a sequence's NFE counts the forwards
@@ -108,7 +110,7 @@ class Lockstep:
         rec = Recorder(self.model, self.detailed, job.prep.table)
         generator = make_generator(cfg.rng, job.seed, self.model.device)
         row = Row(index, job.prep, job.seed, rec, generator, self.model.new_cache(), job.check(),
-                  at=len(job.prep.ids))
+                  at=len(job.prep.ids), ledger=self.ledger)
         _loop(cfg, self.model).start(self.model, row)
         return row
 

@@ -1,20 +1,24 @@
-"""The block loop's diffusion baselines (method "diffusion", position-aligned models) as one step over every live
-sequence of a batch: the batch-first form of decoder.py's `block_loop` for those configs.
+"""The block loop (position-aligned models) as one step over every live sequence of a batch: the batch-first form
+of decoder.py's `block_loop` for the diffusion baselines and S2D2.
 
 Each live row is in one phase per step, and each phase is one forward: the prefill (the prompt's full blocks), a
-draft step of its current block, or the block's commit. The engine (lockstep.py) runs all rows' forwards together,
-whatever their phases; then the draft rows' distributions and draws are taken over all of them at once (rows of one
-config share `token_distribution` and, greedy, one max; sampled, each row draws from its own generator) and every
-draft row's values are read in one read. What a step decodes and records is batch 1's own code, applied to each
-row's own `StepContext`: `skip_inputs` / `skip_picks` (the remasking rule), `write_picks`, `commit_records`,
-`draft_rows`, `fallback_k`, `block_masks`, `stopped_in`, `block_plan`; the order of phases is `block_loop`'s
-(prefill, per block the steps until its window has no mask, the commit, the stop rule and the progress check).
-So in float64 each sequence's trace is its `generate` trace apart from wall times.
+draft step of its current window, an S2D2 step's 2L verifier (lockstep_verify.py), or the block's commit. The engine
+(lockstep.py) runs all rows' forwards together, whatever their phases; then the draft rows' distributions and
+draws are taken over all of them at once (rows of one config share `token_distribution` and, greedy, one max;
+sampled, each row draws from its own generator); the baseline rows' values are read in one read, an S2D2 row is
+routed by its own policy (step.py `route`) and, if it verifies, its verifier joins the next step's forward. What a
+step decodes and records is batch 1's own code, applied to each row's own `StepContext`: step.py's `plan_step`,
+`skip_step`, `step_record`, verify_branch.py's `verify_2l_inputs` and `verify_outcome`, `block_masks`,
+`block_windows`, `stopped_in`, `block_plan`; the order of phases is `block_loop`'s (prefill, per window the steps
+until it has no mask, the commit, the stop rule and the progress check). So in float64 each sequence's trace is its
+`generate` trace apart from wall times.
 
-Covered (`covers`): method "diffusion" on position-aligned models, without sub-blocks and with the remasking
-rules `low_confidence_static`, `low_confidence_dynamic` and `sequential` (no high-confidence extras: a baseline
-has none). Not yet: right-shifted models (their AR seed and mid-block stop rule), S2D2's routing and verifier,
-`entropy_bounded`, and the options beyond the paper; those decode on the thread engine.
+Covered (`covers`), on position-aligned models: method "diffusion" without sub-blocks and with the remasking rules
+`low_confidence_static`, `low_confidence_dynamic` and `sequential` (no high-confidence extras: a baseline has
+none); method "s2d2" with any routing policy but `cost_aware` (it routes on measured seconds), any estimator,
+acceptance mode, remasking rule and extras, with or without sub-blocks. Not yet: right-shifted models (their AR
+seed and mid-block stop rule), the trimmed verifier and the options beyond the paper that change the cache
+(`kv_reuse`, `fused_commit`, `adaptive_block`); those decode on the thread engine.
 """
 from __future__ import annotations
 
@@ -27,36 +31,30 @@ from ..config import DecodeConfig
 from ..models.base import ForwardRequest
 from ..models.masks import block_causal_mask, draft_query
 from ..trace import BlockRecord, StepRecord
-from .blocks import block_masks, stopped_in
-from .context import StepContext
-from .detail_rows import draft_detail, draft_rows
+from ..policies import make_policy, uses_costs
+from .blocks import block_masks, block_windows, stopped_in
+from .context import Draft, StepContext
+from .detail_rows import draft_detail
 from .layout import BlockPlan, block_plan
 from .lockstep_rows import Asked, Row, read_rows
 from .result import Kept, LoopResult, number_steps
-from .sampling import draw_with_probs, entropy, token_distribution
-from .selection import fallback_k, skip_inputs, skip_picks, write_picks
-from .step import commit_records, first_mask_span, window_mask_index
+from .sampling import entropy
+from .lockstep_verify import drafted, routed, shared_drafts, shared_read, tested, verified, verify_request
+from .selection import skip_inputs
+from .step import Routed, StepPlan, plan_step, skip_step, step_record
 
 RULES = ("low_confidence_static", "low_confidence_dynamic", "sequential")
 
 
 def covers(cfg: DecodeConfig, model: Any) -> bool:
     """Whether a config runs this loop's covered part (module docstring) on this model."""
-    return (model.spec.alignment == "aligned" and cfg.loop == "block" and cfg.method == "diffusion"
-            and cfg.sub_block_length is None and cfg.remasking in RULES and not cfg.always_check_high_conf
-            and not (cfg.kv_reuse or cfg.fused_commit or cfg.adaptive_block))
-
-
-@dataclass
-class Drafting:
-    """A draft step between its forward and its read: what run_step computes before and keeps after the forward."""
-
-    masks: list[int]
-    span_len: int
-    min_k: int
-    run: Optional[int]
-    mask_idx: torch.Tensor
-    first_forward: int
+    if model.spec.alignment != "aligned" or cfg.loop != "block" or cfg.kv_reuse or cfg.fused_commit \
+            or cfg.adaptive_block:
+        return False
+    if cfg.method == "s2d2":
+        return not cfg.trim_verify and not uses_costs(cfg)
+    return (cfg.method == "diffusion" and cfg.sub_block_length is None and cfg.remasking in RULES
+            and not cfg.always_check_high_conf)
 
 
 @dataclass
@@ -67,10 +65,14 @@ class BlockState:
     plan: BlockPlan
     kept: Kept
     schedule: list[int]
-    phase: str = "prefill"  # "prefill", "draft" or "commit": what the row's next forward is
+    phase: str = "prefill"  # "prefill", "draft", "verify" or "commit": what the row's next forward is
     blk: Optional[BlockRecord] = None
     step: int = 0
-    drafting: Optional[Drafting] = field(default=None)
+    windows: list[tuple[int, int]] = field(default_factory=list)  # the block's windows still to decode, in order
+    step_plan: Optional[StepPlan] = None  # the step under way (from its draft request to its record)
+    draft: Optional[Draft] = None  # a verifying row's draft, waiting for its verify forward
+    routed: Optional[Routed] = None  # ... and what its route read and decided
+    waiting: Any = None  # between a step's device work and its shared read: (skip inputs, verifies) or a Tested
 
 
 def start(model: Any, row: Row) -> None:
@@ -79,7 +81,8 @@ def start(model: Any, row: Row) -> None:
     plan = block_plan(cfg, P, False)
     x = torch.full((plan.total,), model.spec.mask_id, dtype=torch.long, device=model.device)
     x[:P] = torch.tensor(row.prep.ids, dtype=torch.long, device=model.device)
-    ctx = StepContext(model, cfg, row.rec, row.generator, x, row.cache, None, P)
+    policy = make_policy(cfg) if cfg.method == "s2d2" else None
+    ctx = StepContext(model, cfg, row.rec, row.generator, x, row.cache, policy, P)
     row.state = BlockState(ctx, plan, Kept(row.rec, x, row.blocks, row.steps), cfg.transfer_schedule())
     if plan.first_start == 0:  # nothing to prefill
         _open_block(row, 0, 0)
@@ -103,48 +106,67 @@ def _request(row: Row) -> Asked:
     if st.phase == "commit":
         return Asked("commit", blk.index, -1, ForwardRequest(ctx.cache, ctx.x[blk.start:end], ctx.index[blk.start:end],
                                                              "causal" if cfg.cache_ver else "full", blk.length, 1))
+    if st.phase == "verify":
+        return Asked("verify_2l", blk.index, st.step, verify_request(row))
     return Asked("draft", blk.index, st.step, _draft_request(row, st, blk))
 
 
 def _draft_request(row: Row, st: BlockState, blk: BlockRecord) -> ForwardRequest:
-    """run_step's draft forward (step.py `draft_forward` with nothing cached), its host facts kept for `advance`."""
+    """run_step's draft forward (step.py `draft_forward` with nothing cached), its plan kept for `advance`."""
     ctx, start, B = st.ctx, blk.start, blk.length
-    masks = list(ctx.masks)
-    n, span_len = len(masks), first_mask_span(masks)
     k_s = st.schedule[min(st.step, len(st.schedule) - 1)]
-    run = masks[0] if masks[-1] - masks[0] + 1 == n else None
-    mask_idx = ctx.index[run : run + n] if run is not None else window_mask_index(ctx, start, masks, start, start + B)
-    st.drafting = Drafting(masks, span_len, min(k_s, n), run, mask_idx, row.rec.last_index + 1)
-    attention = draft_query(B, masks[0], ctx.x.device) if ctx.cfg.draft_ver else "full"
+    plan = st.step_plan = plan_step(ctx, blk.index, start, st.windows[0], st.step, k_s)
+    attention = draft_query(B, plan.masks[0], ctx.x.device) if ctx.cfg.draft_ver else "full"
     return ForwardRequest(ctx.cache, ctx.x[start : start + B], ctx.index[start : start + B], attention, 0, None,
-                          mask_idx)
+                          plan.mask_idx)
 
 
 def advance(model: Any, rows: list[Row], logits: list[torch.Tensor]) -> None:
-    """After the step's forwards: the draft rows' shared work and records, the other rows' phase changes."""
-    drafts = [(r, lg) for r, lg in zip(rows, logits) if r.state.phase == "draft"]
-    for r in rows:
-        if r.state.phase == "prefill":
+    """After the step's forwards: the draft rows' shared distributions and draws, the S2D2 rows' device work
+    (routing inputs, acceptance tests) and ONE read for all of them (with what a commit row still has deferred),
+    then each row's step, its record and its next phase; the baselines' draft rows read in one read of their own."""
+    readers: list[tuple[Row, str]] = []
+    wanted: list[dict[str, Any]] = []
+    baseline: dict[DecodeConfig, list[tuple[Row, torch.Tensor]]] = {}
+    s2d2_drafts: dict[DecodeConfig, list[tuple[Row, torch.Tensor]]] = {}
+    phases = [r.state.phase for r in rows]
+    for r, lg, phase in zip(rows, logits, phases):
+        if phase == "verify":
+            readers.append((r, phase))
+            wanted.append(tested(r, lg))
+        elif phase == "commit" and r.state.ctx.reads.pending:  # its stop check reads the deferred values
+            readers.append((r, phase))
+            wanted.append({})
+        elif phase == "draft":
+            (s2d2_drafts if r.prep.cfg.method == "s2d2" else baseline).setdefault(r.prep.cfg, []).append((r, lg))
+    for cfg, members in s2d2_drafts.items():
+        group, sizes = [r for r, _ in members], [int(lg.shape[0]) for _, lg in members]
+        flat = shared_drafts(model, cfg, group, [lg for _, lg in members])
+        for r, *drawn in zip(group, *(t.split(sizes) for t in flat)):
+            readers.append((r, "draft"))
+            wanted.append(drafted(r, *drawn))
+    got = shared_read([r for r, _ in readers], wanted)
+    for (r, phase), g in zip(readers, got):
+        if phase == "verify":
+            _stepped(r, verified(r, g))
+        elif phase == "draft":
+            record = routed(r, g)
+            if record is not None:
+                _stepped(r, record)
+    for r, phase in zip(rows, phases):  # the phase whose forward this step ran
+        if phase == "prefill":
             r.state.kept.mark()
             _open_block(r, r.state.plan.first_start, r.state.plan.first_start // r.prep.cfg.block_length)
-        elif r.state.phase == "commit":
+        elif phase == "commit":
             _end_block(r)
-    groups: dict[DecodeConfig, list[tuple[Row, torch.Tensor]]] = {}
-    for r, lg in drafts:
-        groups.setdefault(r.prep.cfg, []).append((r, lg))
-    for cfg, members in groups.items():
+    for cfg, members in baseline.items():
         _draft_group(model, cfg, members)
 
 
 def _draft_group(model: Any, cfg: DecodeConfig, members: list[tuple[Row, torch.Tensor]]) -> None:
     """The draft steps of rows sharing one config: one distribution and draw, one read, then each row's step."""
     sizes = [int(lg.shape[0]) for _, lg in members]
-    probs = token_distribution(torch.cat([lg for _, lg in members]), cfg, model.spec.mask_id, owned=True)
-    if cfg.do_sample:  # each row's draws from its own generator: the calls batch 1 makes
-        parts = [draw_with_probs(p, cfg, r.state.ctx.generator) for (r, _), p in zip(members, probs.split(sizes))]
-        tokens, p_all = torch.cat([t for t, _ in parts]), torch.cat([p for _, p in parts])
-    else:
-        tokens, p_all = draw_with_probs(probs, cfg, members[0][0].generator)
+    probs, tokens, p_all = shared_drafts(model, cfg, [r for r, _ in members], [lg for _, lg in members])
     rows_tok = tokens.split(sizes)
     padded = _padded(p_all, sizes)  # the remasking rule over every row at once (remasking.rule_inputs' batch form)
     rule = skip_inputs(cfg, padded, lambda: entropy(probs))
@@ -189,24 +211,31 @@ def _split(flat: dict[str, list[Any]], sizes: list[int], width: int) -> list[dic
 
 
 def _draft_step(r: Row, got: dict[str, Any], skip: dict[str, torch.Tensor], tokens: torch.Tensor) -> None:
-    """run_step's non-verify branch and record, from the row's values of the shared read."""
+    """run_step's baseline branch (no policy: `skip_step` and `step_record`), from the row's values of the shared
+    read."""
     st: BlockState = r.state
-    ctx, d, blk = st.ctx, st.drafting, st.blk
-    assert d is not None and blk is not None
-    start, B = blk.start, blk.length
-    picks = skip_picks(ctx.cfg, got, len(d.masks), d.min_k, skip)
-    write_picks(ctx.x, start, d.mask_idx, picks, tokens, d.run)
-    commits = commit_records(ctx, start, d.masks, picks.picks, got["drafts"], None, None)
-    r.steps.append(StepRecord(
-        index=-1, block=blk.index, step=st.step, window=[start, start + B],
-        forwards=list(range(d.first_forward, r.rec.last_index + 1)), masks_before=[start + m for m in d.masks],
-        drafts=draft_rows(ctx, got, got["drafts"], d.masks, start), span=[start + d.masks[0], d.span_len],
-        policy_inputs=None, decision=None, verification=None, fallback_k=fallback_k(picks, d.min_k),
-        commits=commits, reward=None))
+    ctx, plan = st.ctx, st.step_plan
+    assert plan is not None
+    routed = Routed(got, skip, None, None, None, False)
+    draft = Draft(plan.mask_idx, plan.run, ctx.index[plan.start : plan.start + ctx.B], None, tokens, None)
+    _stepped(r, step_record(ctx, plan, routed, skip_step(ctx, plan, draft, routed), None, None))
+
+
+def _stepped(r: Row, record: StepRecord) -> None:
+    """A step is recorded: the next one, in this window, the next window with a mask, or the block's commit."""
+    st: BlockState = r.state
+    r.steps.append(record)
     st.step += 1
-    st.drafting = None
-    if not ctx.masks:
-        st.phase = "commit"
+    st.step_plan = None
+    _next_window(st)
+
+
+def _next_window(st: BlockState) -> None:
+    """Drop the windows without a mask (block_loop's `while any(...)` per window); none left: commit."""
+    start = st.blk.start if st.blk is not None else 0
+    while st.windows and not any(st.windows[0][0] <= start + m < st.windows[0][1] for m in st.ctx.masks):
+        st.windows.pop(0)
+    st.phase = "draft" if st.windows else "commit"
 
 
 def _open_block(r: Row, start: int, index: int) -> None:
@@ -217,7 +246,8 @@ def _open_block(r: Row, start: int, index: int) -> None:
     r.blocks.append(blk)
     ctx.block_length, ctx.cached = blk.length, 0
     ctx.masks = block_masks(ctx, blk)
-    st.blk, st.step, st.phase = blk, 0, "draft" if ctx.masks else "commit"
+    st.blk, st.step, st.windows = blk, 0, block_windows(ctx.cfg, blk)
+    _next_window(st)
 
 
 def _end_block(r: Row) -> None:

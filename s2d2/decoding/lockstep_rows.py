@@ -41,6 +41,7 @@ class Row:
     t0: float = field(default_factory=time.perf_counter)
     prompt_len: int = 0  # set from prep: len(prep.ids)
     state: Any = None  # the loop's own state of this row (lockstep_block.BlockState; None for AR)
+    ledger: Optional[BatchLedger] = None  # the batch's ledger (its shared reads are counted there)
 
     def __post_init__(self) -> None:
         self.prompt_len = len(self.prep.ids)

@@ -19,6 +19,7 @@ reads (records.py); a resampled token, already written on the device, is read wi
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Optional
 
 import torch
@@ -26,14 +27,14 @@ import torch
 from ..config import DecodeConfig
 from ..estimators import acceptance_alphas, expected_accepted_tokens, normalized_entropy
 from ..models.masks import draft_query
-from ..trace import Commit, PolicyInputs, StepRecord, Verification
+from ..trace import Commit, PolicyDecision, PolicyInputs, StepRecord, Verification
 from .context import Draft, StepContext
 from .kv import kept_prefix_rows
 from .detail_rows import draft_detail, draft_records, draft_rows, fill_residual, verification_record
 from .remasking import choose, rule_inputs
 from .routing_costs import skip_token_count, step_costs
 from .sampling import draw_with_probs, entropy, token_distribution
-from .selection import fallback_k, skip_inputs, skip_picks, write_picks
+from .selection import StepPicks, fallback_k, skip_inputs, skip_picks, write_picks
 from .verify_branch import verify_probs, verify_span, verify_step
 
 __all__ = [
@@ -50,51 +51,124 @@ def first_mask_span(mask_positions: list[int]) -> int:
     return len(mask_positions)
 
 
+@dataclass
+class StepPlan:
+    """What a step knows before its draft forward (host facts only): the window's masks, the first span, k."""
+
+    block: int
+    start: int
+    window: tuple[int, int]
+    step: int
+    masks: list[int]  # block-relative positions of the window's masks, ascending
+    span_len: int
+    min_k: int
+    run: Optional[int]  # the first mask when the masks are consecutive (mask_idx is then a slice of arange)
+    mask_idx: torch.Tensor
+    first_forward: int
+
+
+@dataclass
+class Routed:
+    """A step after its first read: what was read, the policy's inputs and decision, a skip's device work."""
+
+    got: dict[str, Any]
+    skip: dict[str, torch.Tensor]
+    inputs: Optional[PolicyInputs]
+    decision: Optional[PolicyDecision]
+    skipped: Optional[StepPicks]
+    verifies: bool
+
+    @property
+    def verify(self) -> bool:
+        return self.decision is not None and self.decision.verify
+
+
 def run_step(ctx: StepContext, block: int, start: int, window: tuple[int, int], step: int, k_s: int) -> StepRecord:
+    """One step: plan, draft, route, then verify or skip, then its record (the batch-first engine runs the same
+    parts with the forwards of many sequences between them: lockstep_block.py)."""
+    plan = plan_step(ctx, block, start, window, step, k_s)
+    positions = ctx.index[start : start + ctx.B]
+    draft = Draft(plan.mask_idx, plan.run, positions, *draft_step(ctx, block, step, ctx.x[start : start + ctx.B],
+                                                                  positions, plan.mask_idx, plan.masks[0]))
+    routed = route(ctx, plan, draft)
+    if routed.verify:
+        picks, verification, pending = verify_step(ctx, block, step, start, draft, plan.masks, plan.span_len,
+                                                   plan.min_k, window[1], routed.got["drafts"])
+        return step_record(ctx, plan, routed, picks, verification, pending)
+    return step_record(ctx, plan, routed, skip_step(ctx, plan, draft, routed), None, None)
+
+
+def plan_step(ctx: StepContext, block: int, start: int, window: tuple[int, int], step: int, k_s: int) -> StepPlan:
+    """The step's host facts before its draft forward (the window's masks from the host's list, never a read)."""
     ws, we = window
     masks = [m for m in ctx.masks if ws - start <= m < we - start]
-    n, span_len = len(masks), first_mask_span(masks)
-    min_k = min(k_s, n)
-    first_forward = ctx.rec.last_index + (0 if ctx.carried is not None else 1)
+    n = len(masks)
     run = masks[0] if masks[-1] - masks[0] + 1 == n else None  # one run: always the case when every step verifies
     mask_idx = ctx.index[run : run + n] if run is not None else window_mask_index(ctx, start, masks, ws, we)
+    first_forward = ctx.rec.last_index + (0 if ctx.carried is not None else 1)
+    return StepPlan(block, start, window, step, masks, first_mask_span(masks), min(k_s, n), run, mask_idx,
+                    first_forward)
 
-    # 1. draft; 2-5. target, first span, route: one read for the drafts, the policy inputs and a skip's picks
-    positions = ctx.index[start : start + ctx.B]
-    draft = Draft(mask_idx, run, positions, *draft_step(ctx, block, step, ctx.x[start : start + ctx.B], positions,
-                                                   mask_idx, masks[0]))
-    summary = policy_summary(ctx, draft.probs, draft.p, span_len) if ctx.policy is not None else {}
+
+def route(ctx: StepContext, plan: StepPlan, draft: Draft) -> Routed:
+    """Steps 2-5: the first span's estimates, one read (drafts, policy inputs, what a skip would decode) and the
+    policy's decision (None for a baseline). The batch-first engine runs its two parts with one read for many
+    sequences between them."""
+    wanted, skip, verifies = route_inputs(ctx, plan, draft)
+    return routed_from(ctx, plan, ctx.reads.fetch(wanted), skip, verifies)
+
+
+def route_inputs(ctx: StepContext, plan: StepPlan,
+                 draft: Draft) -> tuple[dict[str, Optional[torch.Tensor]], dict[str, torch.Tensor], bool]:
+    """The step's device work before its first read: what to read, a skip's inputs, whether the policy always
+    verifies (then no skip is prepared)."""
+    summary = policy_summary(ctx, draft.probs, draft.p, plan.span_len) if ctx.policy is not None else {}
     verifies = ctx.policy is not None and ctx.rec.costs is None and ctx.policy.always_verifies()
     skip = {} if verifies else skip_inputs(ctx.cfg, draft.p, draft.entropy, summary.get("n_hi"))
-    got = ctx.reads.fetch({"drafts": draft.tokens, **summary, **skip, **draft_detail(ctx, draft.probs, draft.p)})
+    return {"drafts": draft.tokens, **summary, **skip, **draft_detail(ctx, draft.probs, draft.p)}, skip, verifies
+
+
+def routed_from(ctx: StepContext, plan: StepPlan, got: dict[str, Any], skip: dict[str, torch.Tensor],
+                verifies: bool) -> Routed:
+    """The policy's inputs and decision from the step's first read."""
+    ws, we = plan.window
+    n, span_len = len(plan.masks), plan.span_len
     inputs, decision, skipped = None, None, None
     if ctx.policy is not None:
         inputs = inputs_from_summary(got, span_len, n, we - ws, _not_progress(ctx, ws, we))
         if ctx.rec.costs is not None:  # routing in seconds: what a skip would decode, and both forwards' costs
-            skipped = skip_picks(ctx.cfg, got, n, min_k, skip)
-            inputs.costs = step_costs(ctx, masks, span_len, we - start, len(skipped.picks), min_k, got["sure_prefix"])
+            skipped = skip_picks(ctx.cfg, got, n, plan.min_k, skip)
+            inputs.costs = step_costs(ctx, plan.masks, span_len, we - plan.start, len(skipped.picks), plan.min_k,
+                                      got["sure_prefix"])
         decision = ctx.policy.decide(inputs)
+    return Routed(got, skip, inputs, decision, skipped, verifies)
 
-    # 6. verify; 7. extras; 8. fallback (a skip's device work was done before the read)
-    verification, pending = None, None
-    if decision is not None and decision.verify:
-        picks, verification, pending = verify_step(ctx, block, step, start, draft, masks, span_len, min_k, we,
-                                                   got["drafts"])
-    else:
-        if verifies:  # only a policy that broke its always_verifies() promise gets here: read a skip's inputs now
-            skip = skip_inputs(ctx.cfg, draft.p, draft.entropy, summary.get("n_hi"))
-            got.update(ctx.reads.fetch(skip))
-        picks = skipped if skipped is not None else skip_picks(ctx.cfg, got, n, min_k, skip)
-        write_picks(ctx.x, start, mask_idx, picks, draft.tokens, run)
 
-    # 9. reward; 10. record (every update is already written on the device)
-    reward = ctx.policy.update(decision, len(picks.picks)) if ctx.policy is not None else None
+def skip_step(ctx: StepContext, plan: StepPlan, draft: Draft, routed: Routed) -> StepPicks:
+    """Step 8 without a verify: the remasking rule's picks (a skip's device work was done before the read),
+    written on the device."""
+    skip, got = routed.skip, routed.got
+    if routed.verifies:  # only a policy that broke its always_verifies() promise gets here: read a skip's inputs now
+        skip = skip_inputs(ctx.cfg, draft.p, draft.entropy, routed.got.get("n_hi"))
+        got.update(ctx.reads.fetch(skip))
+    picks = routed.skipped if routed.skipped is not None else skip_picks(ctx.cfg, got, len(plan.masks), plan.min_k,
+                                                                         skip)
+    write_picks(ctx.x, plan.start, plan.mask_idx, picks, draft.tokens, plan.run)
+    return picks
+
+
+def step_record(ctx: StepContext, plan: StepPlan, routed: Routed, picks: StepPicks,
+                verification: Optional[Verification], pending: Optional[torch.Tensor]) -> StepRecord:
+    """Steps 9-10: the policy's reward and the step's record (every update is already written on the device)."""
+    got, start, masks = routed.got, plan.start, plan.masks
+    reward = ctx.policy.update(routed.decision, len(picks.picks)) if ctx.policy is not None else None
     commits = commit_records(ctx, start, masks, picks.picks, got["drafts"], verification, pending)
     return StepRecord(
-        index=-1, block=block, step=step, window=[ws, we], forwards=list(range(first_forward, ctx.rec.last_index + 1)),
-        masks_before=[start + m for m in masks], drafts=draft_rows(ctx, got, got["drafts"], masks, start),
-        span=[start + masks[0], span_len], policy_inputs=inputs, decision=decision, verification=verification,
-        fallback_k=fallback_k(picks, min_k), commits=commits, reward=reward,
+        index=-1, block=plan.block, step=plan.step, window=list(plan.window),
+        forwards=list(range(plan.first_forward, ctx.rec.last_index + 1)), masks_before=[start + m for m in masks],
+        drafts=draft_rows(ctx, got, got["drafts"], masks, start), span=[start + masks[0], plan.span_len],
+        policy_inputs=routed.inputs, decision=routed.decision, verification=verification,
+        fallback_k=fallback_k(picks, plan.min_k), commits=commits, reward=reward,
     )
 
 

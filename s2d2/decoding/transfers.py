@@ -48,12 +48,9 @@ class HostReads:
     def fetch(self, wanted: Mapping[str, Optional[torch.Tensor]]) -> dict[str, Any]:
         """Host values of the non-None tensors in `wanted` (flat lists; 0-d tensors give scalars), in one transfer
         that also settles everything deferred."""
-        asked = [(name, t) for name, t in wanted.items() if t is not None]
-        later, self._later = self._later, []
-        parts = [t for _, t in asked] + [t for t, _ in later]
+        asked, later, parts = self._take(wanted)
         if not parts:
             return {}
-        self.transfers += 1
         packed = self.device.type != "cpu" or self.pack_on_cpu
         shared = self.share(parts, self.dtype) if packed and self.share is not None else None
         if shared is not None:
@@ -61,7 +58,25 @@ class HostReads:
         elif packed:
             values = packed_values([parts], self.dtype, self.device)[0]
         else:
-            values = [t.reshape(-1).tolist() if t.dim() > 1 else t.tolist() for t in parts]
+            values = plain_values(parts)
+        return self._settle(asked, later, values)
+
+    def _take(self, wanted: Mapping[str, Optional[torch.Tensor]]) -> tuple[list[tuple[str, torch.Tensor]],
+                                                                           list[tuple[torch.Tensor, Apply]],
+                                                                           list[torch.Tensor]]:
+        """A fetch's parts: the asked tensors, then everything deferred (taken: the fetch settles it); counts the
+        transfer when there is anything to read."""
+        asked = [(name, t) for name, t in wanted.items() if t is not None]
+        later, self._later = self._later, []
+        parts = [t for _, t in asked] + [t for t, _ in later]
+        if parts:
+            self.transfers += 1
+        return asked, later, parts
+
+    @staticmethod
+    def _settle(asked: list[tuple[str, torch.Tensor]], later: list[tuple[torch.Tensor, Apply]],
+                values: list[Any]) -> dict[str, Any]:
+        """Hand the deferred values to their callbacks; the asked ones by name."""
         for (_, apply), chunk in zip(later, values[len(asked):]):
             apply(chunk if isinstance(chunk, list) else [chunk])
         return {name: chunk for (name, _), chunk in zip(asked, values)}
@@ -70,6 +85,34 @@ class HostReads:
         """Settle everything deferred (a no-op without pending reads)."""
         if self._later:
             self.fetch({})
+
+
+def fetch_many(readers: Sequence[HostReads],
+               wanted: Sequence[Mapping[str, Optional[torch.Tensor]]]) -> tuple[list[dict[str, Any]], int]:
+    """Each reader's `fetch(wanted[j])`, all in ONE transfer on the packed path (the batch-first engine's shared
+    read: s2d2/decoding/lockstep_verify.py); each reader gets what its own fetch gives (values converted one by one)
+    and counts its own transfer, as alone. Also returns how many readers had something to read. The plain CPU
+    path reads each part as `fetch` does."""
+    taken = [r._take(w) for r, w in zip(readers, wanted)]
+    busy = [(r, t) for r, t in zip(readers, taken) if t[2]]
+    out: list[dict[str, Any]] = [{} for _ in readers]
+    if not busy:
+        return out, 0
+    first = busy[0][0]
+    if first.device.type != "cpu" or HostReads.pack_on_cpu:
+        values = packed_values([t[2] for _, t in busy], first.dtype, first.device)
+    else:
+        values = [plain_values(t[2]) for _, t in busy]
+    at = iter(values)
+    for j, (asked, later, parts) in enumerate(taken):
+        if parts:
+            out[j] = HostReads._settle(asked, later, next(at))
+    return out, len(busy)
+
+
+def plain_values(parts: Sequence[torch.Tensor]) -> list[Any]:
+    """The CPU path: each part read as it is (flat lists; 0-d and 1-d tensors as `tolist` gives them)."""
+    return [t.reshape(-1).tolist() if t.dim() > 1 else t.tolist() for t in parts]
 
 
 def packed_values(requests: Sequence[Sequence[torch.Tensor]], dtype: torch.dtype,

@@ -9,6 +9,7 @@ written on the device and read with the next transfer.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Optional
 
 import torch
@@ -19,7 +20,7 @@ from .kv import remember_verified, settle_verified_rows
 from .detail_rows import verification_record, verify_detail, verify_rows
 from .sampling import token_distribution
 from .selection import Pick, StepPicks, verify_inputs, verify_picks, write_picks
-from .acceptance import accept_span, acceptance, residual_token
+from .acceptance import Acceptance, accept_span, acceptance, residual_token
 from .context import Draft, StepContext
 
 
@@ -56,14 +57,10 @@ def verify_probs(ctx: StepContext, block: int, step: int, start: int, block_ids:
         return _trimmed_verify(ctx, block, step, start, block_ids, positions, drafts, span_len, window_end, masks)
     k, B = ctx.cached, int(block_ids.shape[0])
     at = mask_idx - k  # the masks' rows among the queried positions [k, B)
-    if ctx.aligned:  # 2L: [x~ | MASK x n] at duplicated positions; row n+i is one AR query at i
-        n, end = B - k, B
-        ids = torch.cat([block_ids[k:], torch.full((n,), ctx.mask_id, dtype=block_ids.dtype, device=block_ids.device)])
-        ids[at] = drafts
-        logits = ctx.rec.forward("verify_2l", block, step, ctx.cache, ids, torch.cat([positions[k:], positions[k:]]),
-                                 verify_2l_query(n, ids.device), keep=n if ctx.cfg.kv_reuse else 0, last=n,
-                                 rows=at[:span_len])
-        kind = "2l"
+    if ctx.aligned:
+        logits = ctx.rec.forward("verify_2l", block, step, ctx.cache,
+                                 *verify_2l_inputs(ctx, block_ids, positions, mask_idx, drafts, span_len))
+        kind, end = "2l", B
     else:  # causal pass from the first uncached position to the window end; the logit at j-1 predicts j
         end = window_end - start
         filled = block_ids[k:end].clone()
@@ -71,8 +68,26 @@ def verify_probs(ctx: StepContext, block: int, step: int, start: int, block_ids:
         logits = ctx.rec.forward("verify_causal", block, step, ctx.cache, filled, positions[k:end], "causal",
                                  keep=end - k if ctx.cfg.kv_reuse else 0, rows=at[:span_len] - 1)
         kind = "causal"
+    return verifier_probs(ctx, logits, end), kind
+
+
+def verify_2l_inputs(ctx: StepContext, block_ids: torch.Tensor, positions: torch.Tensor, mask_idx: torch.Tensor,
+                     drafts: torch.Tensor, span_len: int) -> tuple[Any, ...]:
+    """The 2L verifier's forward arguments after the cache (ids, positions, attention, keep, last, rows): [x̃ | MASK
+    x n] at duplicated positions over the uncached rows [k, B), row n+i one AR query at i; the span's rows kept.
+    (The batch-first engine puts the same arguments in its shared forward: lockstep_block.py.)"""
+    k, B = ctx.cached, int(block_ids.shape[0])
+    n, at = B - k, mask_idx - k
+    ids = torch.cat([block_ids[k:], torch.full((n,), ctx.mask_id, dtype=block_ids.dtype, device=block_ids.device)])
+    ids[at] = drafts
+    return (ids, torch.cat([positions[k:], positions[k:]]), verify_2l_query(n, ids.device),
+            n if ctx.cfg.kv_reuse else 0, n, at[:span_len])
+
+
+def verifier_probs(ctx: StepContext, logits: torch.Tensor, end: int) -> torch.Tensor:
+    """q over the span from the verifier's logits; the verifier read the block's [0, end) (kv.remember_verified)."""
     remember_verified(ctx, end)
-    return token_distribution(logits, ctx.cfg, ctx.mask_id, owned=True), kind
+    return token_distribution(logits, ctx.cfg, ctx.mask_id, owned=True)
 
 
 def _trimmed_verify(ctx: StepContext, block: int, step: int, start: int, block_ids: torch.Tensor,
@@ -98,8 +113,7 @@ def _trimmed_verify(ctx: StepContext, block: int, step: int, start: int, block_i
         logits = ctx.rec.forward("verify_causal", block, step, ctx.cache, filled, positions[k:end], "causal",
                                  keep=keep, last=s)
         kind = "causal"
-    remember_verified(ctx, end)
-    return token_distribution(logits, ctx.cfg, ctx.mask_id, owned=True), kind
+    return verifier_probs(ctx, logits, end), kind
 
 
 def verify_step(ctx: StepContext, block: int, step: int, start: int, draft: Draft, masks: list[int],
@@ -110,16 +124,53 @@ def verify_step(ctx: StepContext, block: int, step: int, start: int, draft: Draf
     Returns the picks, the verification record and, when a residual token was drawn, the device values
     [token, mass, fell back to q] that complete both (the caller reads them later).
     """
-    cfg, s = ctx.cfg, span_len
     q_probs, kind = verify_probs(ctx, block, step, start, ctx.x[start : start + ctx.B], draft.positions,
-                                 draft.mask_idx, draft.tokens, s, window_end, masks)
+                                 draft.mask_idx, draft.tokens, span_len, window_end, masks)
+    return verify_outcome(ctx, start, draft, masks, span_len, min_k, tokens, q_probs, kind)
+
+
+@dataclass
+class Tested:
+    """A verify step between its acceptance test and its read: the test, the step's device work, what to read."""
+
+    acc: Acceptance
+    inputs: dict[str, torch.Tensor]
+    q_probs: torch.Tensor
+    kind: str
+    wanted: dict[str, Optional[torch.Tensor]]
+
+
+def verify_outcome(ctx: StepContext, start: int, draft: Draft, masks: list[int], span_len: int, min_k: int,
+                   tokens: list[int], q_probs: torch.Tensor,
+                   kind: str) -> tuple[StepPicks, Verification, Optional[torch.Tensor]]:
+    """After the verifier: the acceptance test over the span, one read, the picks written on the device, the
+    record and the pending residual values (`verify_step`'s second half; the batch-first engine runs its two parts
+    with one read for many sequences between them)."""
+    tested = acceptance_test(ctx, draft, span_len, min_k, q_probs, kind)
+    return tested_picks(ctx, start, draft, masks, span_len, min_k, tokens, tested, ctx.reads.fetch(tested.wanted))
+
+
+def acceptance_test(ctx: StepContext, draft: Draft, span_len: int, min_k: int, q_probs: torch.Tensor,
+                    kind: str) -> Tested:
+    """The acceptance test over the span and the extras' and top-up's device work (the test's uniforms drawn from
+    the sequence's generator), with the tensors the host reads next."""
+    cfg, s = ctx.cfg, span_len
     acc = acceptance(cfg.acceptance, draft.tokens[:s], draft.p[:s], q_probs, cfg.ratio_gamma, ctx.generator,
                      with_argmax=ctx.rec.detailed)
     inputs = verify_inputs(cfg, acc, draft.p, draft.entropy, min_k)
     greedy = cfg.acceptance == "greedy_exact"
-    got = ctx.reads.fetch({**inputs, "argmax_q": acc.argmax_q if greedy else None,
-                           **verify_detail(ctx, acc, draft.p[:s], q_probs)})
-    sp, first = verify_picks(cfg, got, len(masks), min_k, inputs)
+    wanted = {**inputs, "argmax_q": acc.argmax_q if greedy else None, **verify_detail(ctx, acc, draft.p[:s], q_probs)}
+    return Tested(acc, inputs, q_probs, kind, wanted)
+
+
+def tested_picks(ctx: StepContext, start: int, draft: Draft, masks: list[int], span_len: int, min_k: int,
+                 tokens: list[int], tested: Tested,
+                 got: dict[str, Any]) -> tuple[StepPicks, Verification, Optional[torch.Tensor]]:
+    """From the read test: the picks (the residual drawn on the device when a position was rejected) written on
+    the device, the verification record, and the pending residual values."""
+    cfg, s, acc, q_probs = ctx.cfg, span_len, tested.acc, tested.q_probs
+    greedy = cfg.acceptance == "greedy_exact"
+    sp, first = verify_picks(cfg, got, len(masks), min_k, tested.inputs)
     resampled: Optional[int] = None
     new_tokens, pending, token = draft.tokens, None, None
     if first < s and cfg.allow_resample:
@@ -135,7 +186,7 @@ def verify_step(ctx: StepContext, block: int, step: int, start: int, draft: Draf
         same = pending is not None and bool(token == draft.tokens[first])  # kv_reuse only: a rare extra read
         settle_verified_rows(ctx, first_changed(masks, sp.picks, same, ctx.seen_end))
     text = ctx.rec.text(resampled) if resampled is not None and ctx.rec.detailed else ""
-    verification = Verification(kind, cfg.acceptance, verify_rows(ctx, got, masks, start, tokens), first,
+    verification = Verification(tested.kind, cfg.acceptance, verify_rows(ctx, got, masks, start, tokens), first,
                                 first if first < s else None, None, False, resampled, text)
     return sp, verification, pending
 

@@ -31,6 +31,14 @@ def test_the_engine_covers_golden_cases_of_both_families():
     assert {c[1] for c in COVERED} >= {"aligned", "shifted"} and len(COVERED) >= 3
 
 
+def test_the_engine_covers_the_s2d2_golden_cases_of_position_aligned_models():
+    """Every routing policy but cost_aware, every acceptance mode, extras and the SDAR presets: batch-first."""
+    names = {c[0] for c in COVERED}
+    assert names >= {"always", "always-sampled-S2", "threshold", "hysteresis", "ucb", "ucb-masks", "no-resample",
+                     "no-resample-eb-S2", "extras", "extras-skip", "greedy-exact", "topk-topp-margin", "tiny-sdar-a",
+                     "tiny-sdar-b", "tiny-sdar-b-sampled"}
+
+
 def _no_threads(monkeypatch) -> None:
     """The thread engine raises if used: what passes below ran on the batch-first engine."""
     def refuse(*args, **kwargs):
@@ -73,13 +81,16 @@ def test_auto_picks_batch_first_for_the_configs_it_covers_and_threads_for_the_re
     model = model64("aligned")
     ar = s2d2.DecodeConfig(method="ar", gen_length=8)
     s2d2_cfg = s2d2.DecodeConfig(method="s2d2", gen_length=8, block_length=4)
+    reuse = s2d2.DecodeConfig(method="s2d2", gen_length=8, block_length=4, kv_reuse=True, cache_ver=True,
+                              draft_ver=True)
     runs: list[str] = []
     real = thread_engine.Scheduler.run
     monkeypatch.setattr(thread_engine.Scheduler, "run", lambda self, *a, **k: runs.append("threads") or
                         real(self, *a, **k))
     s2d2.generate_batch(model, [[1, 2], [3]], ar, batch_size=2)
-    assert runs == []
     s2d2.generate_batch(model, [[1, 2], [3]], [ar, s2d2_cfg], batch_size=2)
+    assert runs == []
+    s2d2.generate_batch(model, [[1, 2], [3]], [ar, reuse], batch_size=2)
     s2d2.generate_batch(model, [[1, 2], [3]], ar, batch_size=2, engine="threads")
     assert runs == ["threads", "threads"]
 
@@ -88,8 +99,9 @@ def test_engine_refusals_are_one_readable_message():
     model = model64("aligned")
     with pytest.raises(ValueError, match="engine: one of auto, threads, batch-first"):
         s2d2.generate_batch(model, [[1, 2]], s2d2.DecodeConfig(method="ar", gen_length=4), engine="fast")
-    with pytest.raises(ValueError, match="engine: 'batch-first' decodes honest AR and the diffusion baselines"):
-        s2d2.generate_batch(model, [[1, 2]], s2d2.DecodeConfig(gen_length=4), engine="batch-first")
+    with pytest.raises(ValueError, match="engine: 'batch-first' does not decode kv_reuse"):
+        s2d2.generate_batch(model, [[1, 2]], s2d2.DecodeConfig(gen_length=4, kv_reuse=True, cache_ver=True,
+                                                               draft_ver=True), engine="batch-first")
 
 
 def test_a_step_is_one_forward_carrying_every_live_sequence():
@@ -221,12 +233,14 @@ def test_a_diffusion_sequences_own_stop_rolls_back_to_its_last_block_as_generate
 
 
 @pytest.mark.parametrize("cfg", [s2d2.DecodeConfig(method="ar", gen_length=12),
-                                 s2d2.DecodeConfig(method="diffusion", gen_length=12, block_length=4)],
-                         ids=["ar", "diffusion"])
+                                 s2d2.DecodeConfig(method="diffusion", gen_length=12, block_length=4),
+                                 s2d2.preset("sdar-config-a", gen_length=12)],
+                         ids=["ar", "diffusion", "s2d2"])
 def test_the_shared_work_of_a_step_does_not_grow_with_the_batch(cfg, monkeypatch):
     """The distribution, the greedy draw, the remasking rule and the read run once per step for the whole batch:
-    a batch of 6 copies of a prompt makes as many calls of each as a batch of 2."""
-    from s2d2.decoding import lockstep_ar, lockstep_block
+    a batch of 6 copies of a prompt makes as many calls of each as a batch of 2 (S2D2: the drafts' distribution
+    and the one read of every row's routing inputs and acceptance tests)."""
+    from s2d2.decoding import lockstep_ar, lockstep_block, lockstep_verify
 
     calls: dict[str, int] = {}
 
@@ -239,9 +253,13 @@ def test_the_shared_work_of_a_step_does_not_grow_with_the_batch(cfg, monkeypatch
 
         monkeypatch.setattr(module, name, wrapper)
 
-    loop = lockstep_ar if cfg.method == "ar" else lockstep_block
-    for name in ["token_distribution", "read_rows"] + (["skip_inputs"] if cfg.method == "diffusion" else []):
-        counted(loop, name)
+    spied = {"ar": [(lockstep_ar, "token_distribution"), (lockstep_ar, "read_rows")],
+             "diffusion": [(lockstep_verify, "token_distribution"), (lockstep_block, "read_rows"),
+                           (lockstep_block, "skip_inputs")],
+             "s2d2": [(lockstep_verify, "token_distribution"), (lockstep_verify, "fetch_many")]}[cfg.method]
+    names = [name for _, name in spied]
+    for module, name in spied:
+        counted(module, name)
     per_size = []
     for n in (2, 6):
         calls.clear()
@@ -249,6 +267,7 @@ def test_the_shared_work_of_a_step_does_not_grow_with_the_batch(cfg, monkeypatch
                             engine="batch-first")
         per_size.append(dict(calls))
     assert per_size[0] == per_size[1] and per_size[0]["token_distribution"] >= 4
+    assert all(per_size[0][name] >= 4 for name in names)
 
 
 class NoBatch:
@@ -278,3 +297,74 @@ def test_without_forward_batch_each_request_runs_alone_and_fails_alone():
     for i in (0, 2):
         assert got[i].token_ids == s2d2.generate(model64("aligned"), prompts[i], cfg, seed=i).token_ids
     assert all(len(f.sequences) == 1 for f in got[0].batch.forwards)
+
+
+def test_one_forward_carries_draft_verify_and_commit_rows_of_different_sequences():
+    """S2D2 in a batch: a row that routes to verify sends its 2L verifier with the next step's shared forward, so
+    one forward serves one sequence's draft, another's 2L verify and a third's commit (or prefill)."""
+    model = model64("aligned")
+    cfgs = [s2d2.DecodeConfig(method="s2d2", policy="always", gen_length=16, block_length=4),
+            s2d2.DecodeConfig(method="diffusion", gen_length=16, block_length=4),
+            s2d2.DecodeConfig(method="s2d2", policy="score_threshold", score_threshold=0.5, gen_length=16,
+                              block_length=8, temperature=1.0)]
+    prompts = [PROMPTS["a"], PROMPTS["b"], [7, 8, 9, 10, 11]]
+    got = s2d2.generate_batch(model, prompts, cfgs, [0, 1, 2], batch_size=3, detailed=False, engine="batch-first")
+    for i, (g, prompt, cfg) in enumerate(zip(got, prompts, cfgs)):
+        want = s2d2.generate(model, prompt, cfg, seed=i, detailed=False)
+        assert g.token_ids == want.token_ids and g.metrics["nfe"] == want.metrics["nfe"], f"sequence {i}"
+        assert trace_mismatch(g.trace, want.trace) is None, f"sequence {i}: {trace_mismatch(g.trace, want.trace)}"
+    phases = [{got[s].trace.forwards[f].kind for s, f in zip(bf.sequences, bf.seq_forwards)}
+              for bf in got[0].batch.forwards]
+    assert any({"draft", "verify_2l"} <= p for p in phases)
+    assert any("verify_2l" in p and p & {"commit", "prefill"} for p in phases)
+    assert max(len(bf.sequences) for bf in got[0].batch.forwards) == 3
+
+
+@pytest.mark.parametrize("settings", [
+    dict(block_length=8, sub_block_length=4, policy="score_hysteresis", hysteresis_on=0.0, hysteresis_off=-5.0,
+         confidence_threshold=0.9, penalty_coef=1.0),
+    dict(block_length=8, sub_block_length=4, policy="mask_span_length", min_span_length=3, temperature=1.0,
+         rng="counter"),
+    dict(block_length=8, policy="contextual_bandit_ucb", acceptance="sampled", temperature=0.9, top_p=0.9),
+], ids=["hysteresis-sub-blocks", "span-length-sub-blocks-counter", "ucb-sampled"])
+def test_s2d2_policies_with_sub_blocks_decode_batch_first_as_alone(settings, monkeypatch):
+    """Sub-blocks (the windows of the Fast-dLLM v2 presets) and stateful policies, each row with its own policy."""
+    _no_threads(monkeypatch)
+    cfg = s2d2.DecodeConfig(method="s2d2", gen_length=20, **settings)
+    prompts = [PROMPTS["a"], PROMPTS["b"], PROMPTS["a"], [7, 8, 9], PROMPTS["c"]]
+    batch = s2d2.generate_batch(model64("aligned"), prompts, cfg, [0, 1, 2, 3, 4], batch_size=3,
+                                engine="batch-first")
+    for i, (g, prompt) in enumerate(zip(batch, prompts)):
+        want = s2d2.generate(model64("aligned"), prompt, cfg, seed=i)
+        assert g.token_ids == want.token_ids and g.metrics["nfe"] == want.metrics["nfe"], f"sequence {i}"
+        assert trace_mismatch(g.trace, want.trace) is None, f"sequence {i}: {trace_mismatch(g.trace, want.trace)}"
+    assert any(s.verification is not None for r in batch for s in r.trace.steps)
+
+
+@pytest.mark.parametrize("preset", ["sdar-config-a", "sdar-config-b", "fastdllm-config-a", "fastdllm-config-b",
+                                    "fastdllm-config-c"])
+def test_every_paper_preset_decodes_batch_first_on_the_bundled_model_as_alone(preset, monkeypatch):
+    if not bundled_available("bundled"):
+        pytest.skip("the bundled model is not trained yet")
+    _no_threads(monkeypatch)
+    model = model64("bundled")
+    cfg = s2d2.preset(preset).replace(gen_length=32)
+    prompts = batch_prompts("bundled", "q")
+    assert_batch_equals_single(model, prompts, cfg, [0, 1, 2, 3, 4], batch_size=3, detailed=False)
+
+
+@pytest.mark.parametrize("n", [5, 6], ids=["stop-at-verify", "stop-at-draft"])
+def test_an_s2d2_sequences_own_stop_rolls_back_as_generate_does(n):
+    """A sequence's own StopDecoding at a draft or at its 2L verifier ends it alone, back to its last block."""
+    base = model64("aligned")
+    prompts = [[5, 6, 7], PROMPTS["b"], [8, 9]]
+    cfg = s2d2.DecodeConfig(method="s2d2", policy="always", gen_length=16, block_length=4, temperature=1.0)
+    got = s2d2.generate_batch(StopsOne(base, 5, n), prompts, cfg, [0, 1, 2], batch_size=3, engine="batch-first")
+    want = s2d2.generate(StopsOne(base, 5, n), prompts[0], cfg, seed=0)
+    assert got[0].trace.footer.finish_reason == "cancelled" == want.trace.footer.finish_reason
+    assert got[0].token_ids == want.token_ids and got[0].metrics["nfe"] == want.metrics["nfe"]
+    assert trace_mismatch(got[0].trace, want.trace) is None
+    kinds = [f.kind for f in s2d2.generate(base, prompts[0], cfg, seed=0).trace.forwards]
+    assert kinds[n - 1] == ("verify_2l" if n == 5 else "draft")  # the forward that stops is of that kind
+    for i in (1, 2):
+        assert got[i].token_ids == s2d2.generate(base, prompts[i], cfg, seed=i).token_ids

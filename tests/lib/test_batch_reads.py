@@ -40,10 +40,10 @@ def _counted(monkeypatch) -> list[HostReads]:
 
 
 def _batch_against_single(monkeypatch, model: Any, prompts: list[Any], cfg: Any, seeds: list[int],
-                          batch_size: int, detailed: bool = True) -> dict[str, Any]:
+                          batch_size: int, detailed: bool = True, engine: str = "auto") -> dict[str, Any]:
     """Decode in a batch and alone; assert every sequence's trace matches; the ledger summary and fetch counts."""
     made = _counted(monkeypatch)
-    batch = s2d2.generate_batch(model, prompts, cfg, seeds, batch_size=batch_size, detailed=detailed)
+    batch = s2d2.generate_batch(model, prompts, cfg, seeds, batch_size=batch_size, detailed=detailed, engine=engine)
     in_batch = sum(r.transfers for r in made)
     del made[:]
     for i, (got, prompt, seed) in enumerate(zip(batch, prompts, seeds)):
@@ -68,10 +68,17 @@ VERIFYING = {
 
 @pytest.mark.parametrize("name", list(VERIFYING))
 @pytest.mark.parametrize("detailed", [True, False], ids=["detailed", "lean"])
-def test_batched_reads_give_each_sequence_its_batch_one_trace_in_far_fewer_transfers(monkeypatch, name, detailed):
+@pytest.mark.parametrize("engine", ["threads", "batch-first"])
+def test_batched_reads_give_each_sequence_its_batch_one_trace_in_far_fewer_transfers(monkeypatch, name, detailed,
+                                                                                      engine):
+    """Both engines: the thread engine serves its waiting sequences' reads with one transfer, the batch-first one
+    reads every S2D2 row of a step in one (lockstep_verify.shared_read)."""
     monkeypatch.setattr(HostReads, "pack_on_cpu", True)
     cfg = s2d2.DecodeConfig(gen_length=24, **VERIFYING[name])
-    got = _batch_against_single(monkeypatch, golden_model("aligned"), PROMPT_SET[:4], cfg, SEEDS[:4], 4, detailed)
+    if engine == "batch-first" and cfg.loop == "editing":
+        pytest.skip("the editing loop runs on the thread engine")
+    got = _batch_against_single(monkeypatch, golden_model("aligned"), PROMPT_SET[:4], cfg, SEEDS[:4], 4, detailed,
+                                engine)
     summary = got["summary"]
     # each sequence counted its own fetches exactly as alone, and the ledger served every one of them
     assert got["in_batch"] == got["alone"] == summary["sequence_reads"] > 0
@@ -136,7 +143,8 @@ def test_a_shared_transfer_that_fails_lets_each_reader_read_alone(monkeypatch):
 
     monkeypatch.setattr(batch, "packed_values", failing)
     cfg = s2d2.DecodeConfig(gen_length=24, **VERIFYING["always sampled"])
-    got = _batch_against_single(monkeypatch, golden_model("aligned"), PROMPT_SET[:3], cfg, SEEDS[:3], 3)
+    got = _batch_against_single(monkeypatch, golden_model("aligned"), PROMPT_SET[:3], cfg, SEEDS[:3], 3,
+                                engine="threads")
     summary = got["summary"]
     assert summary["failed_reads"] > 0 and got["in_batch"] == got["alone"] == summary["sequence_reads"]
     assert summary["reads"] == summary["sequence_reads"] + summary["failed_reads"]  # each failed one, then alone
@@ -147,11 +155,13 @@ def test_the_plain_cpu_path_never_hands_a_read_off(monkeypatch):
     read = Worker.read
     monkeypatch.setattr(Worker, "read", lambda self, *a: calls.append(self.index) or read(self, *a))
     cfg = s2d2.DecodeConfig(gen_length=24, **VERIFYING["always sampled"])
-    results = s2d2.generate_batch(golden_model("aligned"), PROMPT_SET[:4], cfg, SEEDS[:4], batch_size=4)
-    summary = results[0].batch.summary()
-    assert calls == [] and summary["reads"] == summary["sequence_reads"] == 0
+    for engine in ("threads", "batch-first"):
+        results = s2d2.generate_batch(golden_model("aligned"), PROMPT_SET[:4], cfg, SEEDS[:4], batch_size=4,
+                                      engine=engine)
+        summary = results[0].batch.summary()
+        assert calls == [] and summary["reads"] == summary["sequence_reads"] == 0
     monkeypatch.setattr(HostReads, "pack_on_cpu", True)  # the spy itself sees hand-offs when there are some
-    s2d2.generate_batch(golden_model("aligned"), PROMPT_SET[:2], cfg, SEEDS[:2], batch_size=2)
+    s2d2.generate_batch(golden_model("aligned"), PROMPT_SET[:2], cfg, SEEDS[:2], batch_size=2, engine="threads")
     assert calls
 
 

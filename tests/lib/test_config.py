@@ -85,3 +85,18 @@ def test_presets_are_valid_and_documented():
 def test_transfer_schedule_spreads_the_remainder_first():
     assert DecodeConfig(block_length=8, denoising_steps=3).transfer_schedule() == [3, 3, 2]
     assert DecodeConfig(block_length=4).transfer_schedule() == [1, 1, 1, 1]
+
+
+def test_to_dict_is_asdict_without_the_deep_copy():
+    """to_dict copies fields shallowly (a batch builds one dict per result): that is asdict only while every field
+    holds a scalar, which this checks for every preset."""
+    import dataclasses
+
+    import s2d2
+
+    for name in s2d2.presets():
+        cfg = s2d2.preset(name)
+        full = dataclasses.asdict(cfg)
+        got = cfg.to_dict()
+        assert got == {k: v for k, v in full.items() if k in got}
+        assert all(v is None or type(v) in (int, float, str, bool) for v in full.values()), name

@@ -1,0 +1,107 @@
+"""S2D2's routing and 2L verifier in the batch-first block loop (lockstep_block.py): the draft rows of S2D2 configs
+routed together after their shared forward, and a verifying row's second forward joining the next shared one.
+
+A batch-1 step is draft forward -> read -> route -> (verify forward -> read) -> picks and record (step.py
+`run_step`). Here the verify forward of a row that decides to verify is its NEXT step's forward, so one padded
+forward carries the draft rows, the 2L verify rows and the commit rows of different sequences together. Between the
+forwards each row runs step.py's and verify_branch.py's own parts (`plan_step`, `route`, `skip_step`,
+`verify_2l_inputs`, `verifier_probs`, `verify_outcome`, `step_record`): one copy of every rule, so in float64 a
+sequence's trace is its `generate` trace apart from wall times. The distribution and the greedy draw of every
+draft row of one config are one tensor call each; a sampled draw, the acceptance test's uniforms and the residual
+draw come from the row's own generator, in its batch-1 order (draft, then test, then residual).
+"""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import torch
+
+from ..config import DecodeConfig
+from ..models.base import ForwardRequest
+from ..trace import StepRecord
+from .context import Draft
+from .lockstep_rows import Row
+from .sampling import draw_with_probs, token_distribution
+from .step import route_inputs, routed_from, skip_step, step_record
+from .transfers import HostReads, fetch_many
+from .verify_branch import acceptance_test, tested_picks, verifier_probs, verify_2l_inputs
+
+
+def shared_drafts(model: Any, cfg: DecodeConfig, rows: list[Row],
+                  logits: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The draft rows of one config: (distribution, drafts, p) over all their masks, rows one after another: one
+    `token_distribution`, greedy one max, sampled each row's draw from its own generator (the call its batch-1
+    step makes). Also the baselines' (lockstep_block.py)."""
+    probs = token_distribution(torch.cat(logits), cfg, model.spec.mask_id, owned=True)
+    if not cfg.do_sample:
+        tokens, p_all = draw_with_probs(probs, cfg, rows[0].generator)
+        return probs, tokens, p_all
+    sizes = [int(lg.shape[0]) for lg in logits]
+    parts = [draw_with_probs(p, cfg, r.state.ctx.generator) for r, p in zip(rows, probs.split(sizes))]
+    return probs, torch.cat([t for t, _ in parts]), torch.cat([p for _, p in parts])
+
+
+def drafted(row: Row, probs: torch.Tensor, tokens: torch.Tensor, p: torch.Tensor) -> dict[str, Any]:
+    """A draft row after its shared forward and draw: its step's device work before routing (step.py
+    `route_inputs`); returns what it reads."""
+    st = row.state
+    ctx, plan = st.ctx, st.step_plan
+    st.draft = Draft(plan.mask_idx, plan.run, ctx.index[plan.start : plan.start + ctx.B], probs, tokens, p)
+    wanted, skip, verifies = route_inputs(ctx, plan, st.draft)
+    st.waiting = (skip, verifies)
+    return wanted
+
+
+def routed(row: Row, got: dict[str, Any]) -> Optional[StepRecord]:
+    """A draft row after the shared read: routed by its own policy; a skip decodes now (the step's record), a
+    verify waits for its verifier forward, the row's next (None)."""
+    st = row.state
+    ctx, plan, draft = st.ctx, st.step_plan, st.draft
+    skip, verifies = st.waiting
+    st.waiting = None
+    decided = routed_from(ctx, plan, got, skip, verifies)
+    if decided.verify:
+        st.routed, st.phase = decided, "verify"
+        return None
+    st.draft = None
+    return step_record(ctx, plan, decided, skip_step(ctx, plan, draft, decided), None, None)
+
+
+def verify_request(row: Row) -> ForwardRequest:
+    """The row's 2L verifier forward (verify_branch.py's arguments exactly) over its draft-filled block."""
+    st = row.state
+    ctx, plan, draft = st.ctx, st.step_plan, st.draft
+    block_ids = ctx.x[plan.start : plan.start + ctx.B]
+    return ForwardRequest(ctx.cache, *verify_2l_inputs(ctx, block_ids, draft.positions, plan.mask_idx, draft.tokens,
+                                                       plan.span_len))
+
+
+def tested(row: Row, logits: torch.Tensor) -> dict[str, Any]:
+    """A verify row after its forward: q over the span and the acceptance test (its uniforms from the row's
+    generator); returns what it reads."""
+    st = row.state
+    ctx, plan = st.ctx, st.step_plan
+    st.waiting = acceptance_test(ctx, st.draft, plan.span_len, plan.min_k, verifier_probs(ctx, logits, ctx.B), "2l")
+    return st.waiting.wanted
+
+
+def verified(row: Row, got: dict[str, Any]) -> StepRecord:
+    """A verify row after the shared read: the picks (the residual drawn from the row's generator), written on
+    the device, and the step's record."""
+    st = row.state
+    ctx, plan, draft, decided = st.ctx, st.step_plan, st.draft, st.routed
+    picks, verification, pending = tested_picks(ctx, plan.start, draft, plan.masks, plan.span_len, plan.min_k,
+                                                decided.got["drafts"], st.waiting, got)
+    st.draft = st.routed = st.waiting = None
+    return step_record(ctx, plan, decided, picks, verification, pending)
+
+
+def shared_read(rows: list[Row], wanted: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every row's read of this step in one transfer (transfers.py `fetch_many`), counted in the batch's ledger
+    as the thread engine counts its shared reads (on the packed path only)."""
+    got, busy = fetch_many([r.state.ctx.reads for r in rows], wanted)
+    ledger = rows[0].ledger if rows else None
+    if busy and ledger is not None and (rows[0].state.ctx.x.device.type != "cpu" or HostReads.pack_on_cpu):
+        ledger.reads += 1
+        ledger.sequence_reads += busy
+    return got
