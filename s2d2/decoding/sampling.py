@@ -22,7 +22,7 @@ def token_distribution(logits: torch.Tensor, cfg: DecodeConfig, mask_id: int, ow
     rounds differently on each CPU kernel set (ATen's AVX-512, AVX2 and default paths differ by up to ~1e-6 near
     p = 1), so two drafts' confidences that are 5e-7 apart would rank one way here and the other way on another CPU
     or in the page's decoder (s2d2_web/decoding/sampling.js, float64 Numbers). In float64 the paths agree to ~1e-15
-    (docs/page-decoder.md, 'What "identical" means').
+    (docs/page-decoder.md, 'What is identical').
     `owned`: `logits` is a fresh tensor nobody else reads, so it may be overwritten (no copy when already wide).
     """
     dtype = decision_dtype(logits.device)

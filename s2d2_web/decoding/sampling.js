@@ -4,7 +4,7 @@
 //
 // Everything after the logits is float64, as the Python computes it (token_distribution widens the float32 logits to
 // float64): both sides then agree to ~1e-15, where float32 softmaxes differ by ~1e-6 between CPU kernel sets, enough
-// to swap two drafts' confidence ranking (docs/page-decoder.md, 'What "identical" means').
+// to swap two drafts' confidence ranking (docs/page-decoder.md, 'What is identical').
 
 export function doSample(cfg) {
   return cfg.temperature >= 1e-6;
