@@ -10,7 +10,7 @@ export function doSample(cfg) {
   return cfg.temperature >= 1e-6;
 }
 
-/** Temperature, then top-k, then top-p, on one row of float32 logits (in place), as transformers' warpers. */
+/** Temperature, then top-k, then top-p, on one float64 row of logits (in place), as transformers' warpers. */
 function warp(row, cfg) {
   const V = row.length;
   if (cfg.temperature !== 1.0) for (let i = 0; i < V; i++) row[i] /= cfg.temperature;

@@ -140,3 +140,29 @@ def test_the_page_replays_the_editing_loop_under_atens_default_kernels():
                           check=False, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads(done.stdout.strip().splitlines()[-1]) == []
+
+
+def test_the_pages_estimators_equal_pythons_in_float64():
+    """estimators.js against s2d2/estimators.py on the same float64 distributions: every estimator's α and the
+    normalized entropies to 1e-14 (they feed K̂, the score and UCB's bins, which the policies compare with τ)."""
+    import torch
+
+    import s2d2
+    from s2d2.decoding.sampling import token_distribution
+    from s2d2.config import ESTIMATORS as names
+    from s2d2.estimators import acceptance_alphas, normalized_entropy
+
+    logits = near_tie_logits()
+    probs = token_distribution(torch.from_numpy(logits.copy()), s2d2.DecodeConfig(), MASK)
+    p = probs.max(dim=-1).values
+    want = {name: acceptance_alphas(s2d2.DecodeConfig(estimator=name), probs, p).tolist() for name in names}
+    want["entropy"] = normalized_entropy(probs).tolist()
+    got = run_module("estimators.js", """
+const rows = input.rows.map((r) => Float64Array.from(r));
+output = {entropy: m.normalizedEntropy(rows)};
+for (const name of input.names) output[name] = m.acceptanceAlphas({...input.cfg, estimator: name}, rows, input.p);""",
+                     {"rows": probs.tolist(), "p": p.tolist(), "names": list(names),
+                      "cfg": s2d2.DecodeConfig().to_dict()})
+    assert set(got) == set(want)
+    for key in want:
+        assert max(abs(a - b) for a, b in zip(got[key], want[key])) < 1e-14, key
