@@ -1,9 +1,8 @@
 // Token-acceptance estimators and K̂. Python twin: s2d2/estimators.py.
 //
-// Rows are Float32Array distributions; values are rounded to float32 where the Python computes in float32
-// (Math.fround), so a recorded float agrees to ~1e-7 and a threshold decision flips only at a float near-tie.
-
-const f32 = Math.fround;
+// Rows are float64 distributions (decoding/sampling.js) and every value is float64, as in the Python (its
+// distributions are float64 too): the two sides agree to ~1e-15, so a threshold decision agrees unless its two
+// numbers do to that many digits.
 
 /** H(π)/ln V per row, 0·log 0 = 0, clamped to [0, 1]. */
 export function normalizedEntropy(rows) {
@@ -12,7 +11,7 @@ export function normalizedEntropy(rows) {
     if (v <= 1) return 0;
     let h = 0;
     for (let i = 0; i < v; i++) if (p[i] > 0) h -= p[i] * Math.log(p[i]);
-    return Math.min(1, Math.max(0, f32(f32(h) / f32(Math.log(v)))));
+    return Math.min(1, Math.max(0, h / Math.log(v)));
   });
 }
 
@@ -25,20 +24,20 @@ export function top2Margin(rows) {
     for (let i = 0; i < p.length; i++) {
       if (p[i] > a) { b = a; a = p[i]; } else if (p[i] > b) b = p[i];
     }
-    return f32(a - b);
+    return a - b;
   });
 }
 
 const ESTIMATORS = {
   hard_margin_threshold: (cfg, rows) => top2Margin(rows).map((m) => (m > cfg.margin_threshold ? 1 : 0)),
   hard_entropy_threshold: (cfg, rows, p, h) => (h ?? normalizedEntropy(rows)).map((e) => (e < cfg.entropy_threshold ? 1 : 0)),
-  soft_confidence_power: (cfg, rows, p) => p.map((x) => f32(Math.min(1, Math.max(0, x)) ** cfg.confidence_power)),
-  soft_clipped_linear_margin: (cfg, rows) => top2Margin(rows).map((m) => Math.min(1, Math.max(0, f32(cfg.margin_scale * m)))),
-  soft_entropy_negexp: (cfg, rows, p, h) => (h ?? normalizedEntropy(rows)).map((e) => f32(Math.exp(f32(-cfg.negexp_beta * e)))),
+  soft_confidence_power: (cfg, rows, p) => p.map((x) => Math.min(1, Math.max(0, x)) ** cfg.confidence_power),
+  soft_clipped_linear_margin: (cfg, rows) => top2Margin(rows).map((m) => Math.min(1, Math.max(0, cfg.margin_scale * m))),
+  soft_entropy_negexp: (cfg, rows, p, h) => (h ?? normalizedEntropy(rows)).map((e) => Math.exp(-cfg.negexp_beta * e)),
   soft_renyi_2_entropy: (cfg, rows) => rows.map((r) => {
     let s = 0;
     for (let i = 0; i < r.length; i++) s += r[i] * r[i];
-    return Math.min(1, Math.max(0, f32(s)));
+    return Math.min(1, Math.max(0, s));
   }),
 };
 

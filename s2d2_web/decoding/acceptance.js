@@ -5,14 +5,12 @@
 // server's with rng="counter".
 import { argmax } from "./sampling.js";
 
-const f32 = Math.fround;
-
 /** Every span position tested at once: {qDraft, ratio, draws, accepted, argmaxQ, argmaxQProb}. */
 export function acceptance(mode, drafts, pDraft, qRows, gamma, stream) {
   const qDraft = drafts.map((t, i) => qRows[i][t]);
   const ratio = qDraft.map((q, i) => {
-    let r = f32(q / Math.max(pDraft[i], f32(1e-12)));
-    if (gamma !== 1.0) r = f32(r ** gamma);
+    let r = q / Math.max(pDraft[i], 1e-12);
+    if (gamma !== 1.0) r **= gamma;
     return Math.min(r, 1);
   });
   const am = qRows.map(argmax);
@@ -34,17 +32,16 @@ export function acceptance(mode, drafts, pDraft, qRows, gamma, stream) {
  * {token, mass, fallbackToQ}. One categorical call either way, as in Python. */
 export function residualToken(p, q, stream) {
   const V = q.length;
-  const residual = new Float32Array(V);
+  const residual = new Float64Array(V);
   let mass = 0;
   for (let i = 0; i < V; i++) {
-    residual[i] = Math.max(0, f32(q[i] - p[i]));
+    residual[i] = Math.max(0, q[i] - p[i]);
     mass += residual[i];
   }
-  mass = f32(mass);
   const usable = mass > 0 && Number.isFinite(mass);
   let weights = q;
   if (usable) {
-    weights = new Float32Array(V);
+    weights = new Float64Array(V);
     for (let i = 0; i < V; i++) weights[i] = residual[i] / mass;
   }
   const [token] = stream.categorical([weights], "residual");

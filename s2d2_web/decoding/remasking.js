@@ -25,7 +25,7 @@ export function ruleInputs(rule, p, ent, tau, gamma, candidates = null, above = 
     let sum = 0;
     let below = 0;
     order.forEach((i, r) => {
-      sum = Math.fround(sum + e[i]);
+      sum += e[i];
       if (sum < gamma && r < limit) below++;
     });
     out.order = order;

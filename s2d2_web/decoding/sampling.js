@@ -1,51 +1,54 @@
 // logits -> distribution -> tokens, one transform for draft, verifier and residual.
 // Python twin: s2d2/decoding/sampling.py (and the warpers of s2d2/models/warpers.py: temperature, top-k, top-p, in
 // transformers' order).
-
-const f32 = Math.fround;
+//
+// Everything after the logits is float64, as the Python computes it (token_distribution widens the float32 logits to
+// float64): both sides then agree to ~1e-15, where float32 softmaxes differ by ~1e-6 between CPU kernel sets, enough
+// to swap two drafts' confidence ranking (docs/page-decoder.md, 'What is identical').
 
 export function doSample(cfg) {
   return cfg.temperature >= 1e-6;
 }
 
-/** Temperature, then top-k, then top-p, on one row of float32 logits (in place), as transformers' warpers. */
+/** Temperature, then top-k, then top-p, on one float64 row of logits (in place), as transformers' warpers. */
 function warp(row, cfg) {
   const V = row.length;
-  if (cfg.temperature !== 1.0) for (let i = 0; i < V; i++) row[i] = f32(row[i] / cfg.temperature);
+  if (cfg.temperature !== 1.0) for (let i = 0; i < V; i++) row[i] /= cfg.temperature;
   if (cfg.top_k > 0) {
     const k = Math.min(cfg.top_k, V);
-    const kth = Float32Array.from(row).sort().reverse()[k - 1]; // ties at the k-th value survive
+    const kth = Float64Array.from(row).sort().reverse()[k - 1]; // ties at the k-th value survive
     for (let i = 0; i < V; i++) if (row[i] < kth) row[i] = -Infinity;
   }
   if (cfg.top_p < 1.0) {
     const order = Array.from(row.keys()).sort((a, b) => row[a] - row[b]); // ascending, stable
-    const probs = softmaxRow(Float32Array.from(order, (i) => row[i]));
+    const probs = softmaxRow(Float64Array.from(order, (i) => row[i]));
     let cum = 0;
     for (let r = 0; r < V - 1; r++) { // the top token always survives
-      cum = f32(cum + probs[r]);
+      cum += probs[r];
       if (cum <= 1 - cfg.top_p) row[order[r]] = -Infinity;
     }
   }
 }
 
+/** softmax of one row in float64: exp(x - max) / Σ exp(x - max). */
 function softmaxRow(row) {
   let max = -Infinity;
   for (let i = 0; i < row.length; i++) if (row[i] > max) max = row[i];
-  const out = new Float32Array(row.length);
+  const out = new Float64Array(row.length);
   let sum = 0;
   for (let i = 0; i < row.length; i++) {
-    const e = Math.exp(row[i] - max);
-    out[i] = e;
+    out[i] = Math.exp(row[i] - max);
     sum += out[i];
   }
   for (let i = 0; i < row.length; i++) out[i] = out[i] / sum;
   return out;
 }
 
-/** Probability rows (Float32Array [V] each) after the mask logit is set to -inf and the sampling transform. */
+/** Probability rows (Float64Array [V] each, from float32 logits) after the mask logit is set to -inf and the
+ * sampling transform. */
 export function tokenDistribution(rows, cfg, maskId) {
   return rows.map((logits) => {
-    const row = Float32Array.from(logits);
+    const row = Float64Array.from(logits);
     row[maskId] = -Infinity; // the mask token is never a draft, a verifier pick or a residual draw
     if (doSample(cfg)) warp(row, cfg);
     return softmaxRow(row);
@@ -77,7 +80,7 @@ export function entropy(rows) {
   return rows.map((p) => {
     let h = 0;
     for (let i = 0; i < p.length; i++) h -= p[i] * Math.log(Math.max(p[i], 1e-30));
-    return f32(h);
+    return h;
   });
 }
 

@@ -35,11 +35,11 @@ export function policyInputs(ctx, probs, p, h, spanLen, n, windowLen, notProgres
   const hSpan = cfg.ucb_entropy_scope === "span" ? h.slice(0, spanLen) : null;
   const alphas = acceptanceAlphas(cfg, probs.slice(0, spanLen), p.slice(0, spanLen), hSpan);
   const scope = hSpan ?? h;
-  return {
-    span_len: spanLen, alphas, k_hat: Math.fround(expectedAcceptedTokens(alphas)),
+  return { // α and K̂ are computed in float64 and recorded as float32, as step.py's policy_summary records them
+    span_len: spanLen, alphas: alphas.map(Math.fround), k_hat: Math.fround(expectedAcceptedTokens(alphas)),
     n_hi: p.filter((x) => x > cfg.confidence_threshold).length, window_len: windowLen,
     progress: (windowLen - n - notProgress) / windowLen,
-    mean_entropy: Math.fround(scope.reduce((a, b) => a + b, 0) / scope.length),
+    mean_entropy: scope.reduce((a, b) => a + b, 0) / scope.length,
   };
 }
 

@@ -49,8 +49,9 @@ def test_edit_replaces_a_decoded_token_and_is_recorded():
     assert step.block == 1 and step.masks_before  # edited while masks remained; the edit needs no mask
     assert on.token_ids[4 - len(PROMPT)] == 9
     assert on.metrics["edits"] == 1 and on.metrics["edits_per_token"] == pytest.approx(1 / len(on.token_ids))
-    # above the threshold only; and never with editing off
-    assert edits(run(model, method="diffusion", editing_threshold=0.8)) == []
+    # strictly above the threshold only (τ_edit = the edit's own p: no edit); and never with editing off
+    p_edit = next(e.p for s in on.trace.steps for e in s.edits)
+    assert edits(run(model, method="diffusion", editing_threshold=p_edit)) == []
     off = run(model, method="diffusion")
     assert edits(off) == [] and off.token_ids[4 - len(PROMPT)] == 5
     # the trace rebuilds the edited output, also after a JSON round trip

@@ -1,5 +1,6 @@
 """The sampling transform shared by draft, verifier and residual (s2d2/decoding/sampling.py, s2d2/models/warpers.py):
-the mask token never gets mass, greedy is the plain softmax, and temperature / top-k / top-p keep what they say."""
+the mask token never gets mass, greedy is the plain softmax, and temperature / top-k / top-p keep what they say. The
+distribution is float64 whatever the logits' dtype (the decisions' arithmetic: tests/lib/test_decision_arithmetic.py)."""
 import torch
 
 from s2d2.config import DecodeConfig
@@ -16,15 +17,16 @@ def logits() -> torch.Tensor:
 def test_greedy_is_softmax_without_the_mask():
     x = logits()
     p = token_distribution(x, DecodeConfig(temperature=0.0), MASK)
-    ref = x.clone()
+    ref = x.double()
     ref[:, MASK] = -torch.inf
+    assert p.dtype == torch.float64 and x.dtype == torch.float32
     assert torch.equal(p, torch.softmax(ref, -1)) and torch.all(p[:, MASK] == 0)
 
 
 def test_temperature_scales_logits():
     x = logits()
     p = token_distribution(x, DecodeConfig(temperature=0.5), MASK)
-    ref = x.clone()
+    ref = x.double()
     ref[:, MASK] = -torch.inf
     torch.testing.assert_close(p, torch.softmax(ref / 0.5, -1))
 
@@ -37,7 +39,7 @@ def test_top_k_keeps_the_k_largest():
     top = torch.topk(ref, 5, -1).indices
     assert torch.equal((p > 0).sum(-1), torch.full((3,), 5))
     assert torch.all(p.gather(-1, top) > 0)
-    torch.testing.assert_close(p.sum(-1), torch.ones(3))
+    torch.testing.assert_close(p.sum(-1), torch.ones(3, dtype=torch.float64))
 
 
 def test_top_p_keeps_the_smallest_set_with_that_mass():

@@ -5,7 +5,8 @@ Two bindings, both over a grid of prompts x presets, greedy and sampled, with th
 * replay: the JavaScript decoder is given exactly the logits the Python decoder's model gave, forward by forward
   (tests/support/replay_model.js refuses a forward that differs in ids, positions, mask, cache length or rows
   kept). The traces must agree everywhere: token ids, forward kinds, counts and cache lengths, every decision and
-  reason line, every draw; recorded floats within 1e-4 (the page computes in float64 what torch computes in float32).
+  reason line, every draw; recorded floats within 1e-12: both sides compute everything after the logits in float64
+  (s2d2/decoding/sampling.py, s2d2_web/decoding/sampling.js), whatever ATen's CPU kernel set.
 * ONNX: the JavaScript decoder on the exported model (assets/web/tiny) under onnxruntime-node, against the Python
   decoder on the torch model: the conformance of issue 36, reported as identical / total per preset.
 
@@ -39,6 +40,7 @@ LLADA2 = ("llada2-static", "llada2-dynamic", "llada2-dynamic-edit", "llada2-cons
 GRID = {"tiny": (TINY, TINY_PROMPTS, 32), "tiny-llada2": (LLADA2, LLADA2_PROMPTS, 64)}
 CASES = [(model, name) for model, (names, _, _) in GRID.items() for name in names]
 GREEDY_ONLY = ("lossless",)  # greedy_exact acceptance: temperature 0 only
+REPLAY_TOL = 1e-12  # same logits, float64 on both sides: measured within 1e-14 (summation order, exp's last ulp)
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +67,7 @@ def test_the_page_decoder_makes_every_decision_of_generate_given_the_same_logits
         want = record_decode(models[model], prompt, _cfg(model, name, temperature), 11 + i, folder)
         got = replay_decode(folder, want)
         assert "error" not in got, got.get("error")
-        assert trace_differences(want, got) == [], f"{model} {name}, prompt {i}"
+        assert trace_differences(want, got, tol=REPLAY_TOL) == [], f"{model} {name}, prompt {i}"
         Trace.from_dict(got)  # the server reads it as it reads an upload: schema, bounds, cross-field rules
 
 
