@@ -41,7 +41,7 @@ export function unsupported(cfg, model) {
   if (model.spec.alignment !== "aligned") return "the page decodes position-aligned models only";
   if (!["block", "editing"].includes(cfg.loop ?? "block")) return `loop ${JSON.stringify(cfg.loop)} is decoded on the server only`;
   if (cfg.method === "ar" && cfg.ar_accounting !== "fused") return "ar_accounting 'reference' is decoded on the server only";
-  if (cfg.method === "s2d2" && ["cost_aware", "contextual_bandit_ucb"].includes(cfg.policy)) {
+  if (cfg.method === "s2d2" && cfg.policy === "cost_aware") {
     return `policy ${JSON.stringify(cfg.policy)} is decoded on the server only`;
   }
   if (draws(cfg) && cfg.rng !== "counter") return "this configuration draws random numbers: the page needs rng='counter'";

@@ -29,11 +29,19 @@ from tests.support.web_decoder import record_decode, replay_decode, trace_differ
 TINY_PROMPTS = ("Once upon a time there was", "Tom has 3 apples. He buys 4 more. How many?")
 LLADA2_PROMPTS = ("Zoe has 2 toys. She gets 3 bags with 7 toys in each bag. How many toys does Zoe have now?",
                   "Once upon a time there was")  # the first edits and verifies, the second resamples
-# Every preset the page decodes for each bundled model: the block loop and AR on `tiny` (not the d2f-* pipeline,
-# nor cost-aware, which routes with this machine's measured forward seconds), the editing loop on `tiny-llada2`.
+# Every preset the page decodes for each bundled model: the block loop and AR on `tiny` (not cost-aware, which routes
+# with this machine's measured forward seconds), the editing loop on `tiny-llada2`. No preset routes with the UCB
+# bandit, so two variants do (VARIANTS): one per block layout (whole blocks, sub-block windows) and entropy scope.
 TINY = ("ar", "dynamic-baseline", "sdar-config-a", "sdar-config-b", "fastdllm-config-a", "fastdllm-config-b",
         "fastdllm-config-c", "sdar-config-b+reuse", "sdar-config-b+fused", "sdar-config-b+adaptive",
-        "sdar-config-b+all", "sdar-config-b+trim", "sdar-config-b+reuse+fused+trim", "lossless")
+        "sdar-config-b+all", "sdar-config-b+trim", "sdar-config-b+reuse+fused+trim", "lossless",
+        "sdar-config-a+ucb", "fastdllm-config-b+ucb")
+# A grid name that is no preset: (the preset it changes, the changes).
+VARIANTS = {
+    "sdar-config-a+ucb": ("sdar-config-a", {"policy": "contextual_bandit_ucb"}),
+    "fastdllm-config-b+ucb": ("fastdllm-config-b", {"policy": "contextual_bandit_ucb", "ucb_entropy_scope": "masks",
+                                                    "ucb_beta": 0.5, "ucb_span_bins": 3, "ucb_progress_bins": 3}),
+}
 LLADA2 = ("llada2-static", "llada2-dynamic", "llada2-dynamic-edit", "llada2-conservative", "llada2-conservative-noedit",
           "llada2-quality", "llada2-quality-noedit")
 GRID = {"tiny": (TINY, TINY_PROMPTS, 32), "tiny-llada2": (LLADA2, LLADA2_PROMPTS, 64)}
@@ -47,7 +55,8 @@ def models() -> dict[str, Any]:
 
 
 def _cfg(model: str, name: str, temperature: float) -> s2d2.DecodeConfig:
-    return s2d2.preset(name, gen_length=GRID[model][2], rng="counter", temperature=temperature)
+    base, changes = VARIANTS.get(name, (name, {}))
+    return s2d2.preset(base, gen_length=GRID[model][2], rng="counter", temperature=temperature, **changes)
 
 
 def _temperatures(name: str) -> tuple[float, ...]:
