@@ -35,12 +35,22 @@ LLADA2_PROMPTS = ("Zoe has 2 toys. She gets 3 bags with 7 toys in each bag. How 
 TINY = ("ar", "dynamic-baseline", "sdar-config-a", "sdar-config-b", "fastdllm-config-a", "fastdllm-config-b",
         "fastdllm-config-c", "sdar-config-b+reuse", "sdar-config-b+fused", "sdar-config-b+adaptive",
         "sdar-config-b+all", "sdar-config-b+trim", "sdar-config-b+reuse+fused+trim", "lossless",
-        "sdar-config-a+ucb", "fastdllm-config-b+ucb")
+        "sdar-config-a+ucb", "fastdllm-config-b+ucb", "d2f", "d2f-s2d2", "d2f-s2d2-dream",
+        "d2f-s2d2+ucb+reference", "d2f+neg-entropy")
 # A grid name that is no preset: (the preset it changes, the changes).
 VARIANTS = {
     "sdar-config-a+ucb": ("sdar-config-a", {"policy": "contextual_bandit_ucb"}),
     "fastdllm-config-b+ucb": ("fastdllm-config-b", {"policy": "contextual_bandit_ucb", "ucb_entropy_scope": "masks",
                                                     "ucb_beta": 0.5, "ucb_span_bins": 3, "ucb_progress_bins": 3}),
+    # The D2F pipeline's blocks are 32 long: 96 tokens keep up to three of them in flight.
+    **{name: (name, {"gen_length": 96}) for name in ("d2f", "d2f-s2d2", "d2f-s2d2-dream")},
+    # Blocks of 8 keep up to four in flight; the pipeline's other knobs, and UCB routing its steps.
+    "d2f-s2d2+ucb+reference": ("d2f-s2d2", {"gen_length": 96, "block_length": 8, "policy": "contextual_bandit_ucb",
+                                             "pipeline_fallback": "reference", "confidence_score": "margin",
+                                             "verify_confidence_threshold": 0.2, "block_add_threshold": 0.25,
+                                             "decoded_token_threshold": 0.5}),
+    "d2f+neg-entropy": ("d2f", {"gen_length": 96, "block_length": 8, "confidence_score": "neg_entropy",
+                                "block_add_threshold": 0.25, "confidence_threshold": 0.7}),
 }
 LLADA2 = ("llada2-static", "llada2-dynamic", "llada2-dynamic-edit", "llada2-conservative", "llada2-conservative-noedit",
           "llada2-quality", "llada2-quality-noedit")
@@ -56,7 +66,8 @@ def models() -> dict[str, Any]:
 
 def _cfg(model: str, name: str, temperature: float) -> s2d2.DecodeConfig:
     base, changes = VARIANTS.get(name, (name, {}))
-    return s2d2.preset(base, gen_length=GRID[model][2], rng="counter", temperature=temperature, **changes)
+    settings = {"gen_length": GRID[model][2], "rng": "counter", "temperature": temperature, **changes}
+    return s2d2.preset(base, **settings)
 
 
 def _temperatures(name: str) -> tuple[float, ...]:
@@ -112,13 +123,16 @@ def test_a_configuration_the_page_cannot_decode_gets_one_readable_reason():
     cases = [s2d2.preset("sdar-config-b").to_dict(), s2d2.preset("sdar-config-b+cost-aware").to_dict(),
              s2d2.preset("d2f").to_dict(), s2d2.preset("dynamic-baseline").to_dict(),
              _cfg("tiny", "sdar-config-b", 1.0).to_dict(), _cfg("tiny-llada2", "llada2-quality", 0.0).to_dict(),
-             {**_cfg("tiny", "sdar-config-b", 0.0).to_dict(), "acceptance": "maybe"}]
+             {**_cfg("tiny", "sdar-config-b", 0.0).to_dict(), "acceptance": "maybe"},
+             s2d2.preset("sdar-config-b", policy="contextual_bandit_ucb", rng="counter").to_dict(),
+             {**_cfg("tiny", "d2f-s2d2", 1.0).to_dict(), "confidence_score": "best"}]
     spec = {"alignment": "aligned"}
     got = run_module("decoding/api.js", "output = input.map((c) => m.unsupported(c, {spec: %s}));" % json.dumps(spec),
                      cases)
     assert got == ["this configuration draws random numbers: the page needs rng='counter'",
-                   'policy "cost_aware" is decoded on the server only', 'loop "pipeline" is decoded on the server only',
-                   None, None, None, "acceptance: one of paper, sampled, greedy_exact"]
+                   'policy "cost_aware" is decoded on the server only', None, None, None, None,
+                   "acceptance: one of paper, sampled, greedy_exact", None,
+                   "confidence_score: one of probability, margin, neg_entropy"]
 
 
 @pytest.mark.parametrize("model", list(GRID))
