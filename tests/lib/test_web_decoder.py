@@ -29,8 +29,9 @@ from tests.support.web_decoder import record_decode, replay_decode, trace_differ
 TINY_PROMPTS = ("Once upon a time there was", "Tom has 3 apples. He buys 4 more. How many?")
 LLADA2_PROMPTS = ("Zoe has 2 toys. She gets 3 bags with 7 toys in each bag. How many toys does Zoe have now?",
                   "Once upon a time there was")  # the first edits and verifies, the second resamples
-# Every preset the page decodes for each bundled model: the block loop and AR on `tiny` (not cost-aware, which routes
-# with this machine's measured forward seconds), the editing loop on `tiny-llada2`. No preset routes with the UCB
+# Every preset the page decodes for each bundled model: the block loop, AR and the D2F pipeline on `tiny` (not
+# cost-aware, which routes with this machine's measured forward seconds), the editing loop and the pipeline on
+# `tiny-llada2`. No preset routes with the UCB
 # bandit, so two variants do (VARIANTS): one per block layout (whole blocks, sub-block windows) and entropy scope.
 TINY = ("ar", "dynamic-baseline", "sdar-config-a", "sdar-config-b", "fastdllm-config-a", "fastdllm-config-b",
         "fastdllm-config-c", "sdar-config-b+reuse", "sdar-config-b+fused", "sdar-config-b+adaptive",
@@ -53,7 +54,7 @@ VARIANTS = {
                                 "block_add_threshold": 0.25, "confidence_threshold": 0.7}),
 }
 LLADA2 = ("llada2-static", "llada2-dynamic", "llada2-dynamic-edit", "llada2-conservative", "llada2-conservative-noedit",
-          "llada2-quality", "llada2-quality-noedit")
+          "llada2-quality", "llada2-quality-noedit", "d2f", "d2f-s2d2", "d2f-s2d2-dream")
 GRID = {"tiny": (TINY, TINY_PROMPTS, 32), "tiny-llada2": (LLADA2, LLADA2_PROMPTS, 64)}
 CASES = [(model, name) for model, (names, _, _) in GRID.items() for name in names]
 GREEDY_ONLY = ("lossless",)  # greedy_exact acceptance: temperature 0 only
