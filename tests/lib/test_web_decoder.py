@@ -103,6 +103,41 @@ def test_the_grid_exercises_rejections_residual_draws_skips_the_remasking_rule_a
     assert routes[True] and routes[False] and edits
 
 
+def test_the_pipeline_and_bandit_cases_are_not_vacuous(models):
+    """Between them the d2f and UCB cases keep several blocks in flight, run every pipeline forward kind, event and
+    commit kind, and the bandit both verifies and skips (on whole blocks, sub-block windows and the pipeline)."""
+    kinds, hows, events, flight = Counter(), Counter(), Counter(), 0
+    routes = {name: Counter() for name in ("sdar-config-a+ucb", "fastdllm-config-b+ucb", "d2f-s2d2+ucb+reference")}
+    for name in ("d2f-s2d2", "d2f+neg-entropy", *routes):
+        for t in (0.0, 1.0):
+            trace = s2d2.generate(models["tiny"], TINY_PROMPTS[1], _cfg("tiny", name, t), seed=12).trace
+            kinds.update(f.kind for f in trace.forwards)
+            hows.update(c.how for s in trace.steps for c in s.commits)
+            events.update(e.event for s in trace.steps for e in s.events)
+            flight = max([flight, *(len(s.in_flight) for s in trace.steps)])
+            if name in routes:
+                routes[name].update(s.decision.verify for s in trace.steps)
+    assert {"prefill+draft", "draft", "commit+draft", "verify_2l"} <= set(kinds)
+    assert {"accepted", "resampled", "threshold", "fallback"} <= set(hows)
+    assert set(events) == {"added", "complete", "finished", "cached"} and flight >= 3
+    assert all(r[True] and r[False] for r in routes.values()), routes
+
+
+def test_the_bandits_bins_and_the_pipelines_mask_equal_pythons():
+    """policies/contextual_bandit_ucb.js ucbBin and models/masks.js segmentsPattern against their Python twins."""
+    from s2d2.models.masks import segments_pattern
+    from s2d2.policies.contextual_bandit_ucb import ucb_bin
+    bins = [(v, lo, hi, n) for v in (-0.5, 0.0, 0.2, 0.5, 0.7499, 0.75, 1.0, 3.0, 7.0) for lo, hi in ((0.0, 1.0), (1.0, 8.0),
+            (2.0, 2.0)) for n in (1, 2, 3, 4)]
+    got = run_module("policies/contextual_bandit_ucb.js", "output = input.map((a) => m.ucbBin(...a));", bins)
+    assert got == [ucb_bin(*a) for a in bins]
+    nan = run_module("policies/contextual_bandit_ucb.js", "output = m.ucbBin(NaN, 0, 1, 4);", None)
+    assert nan == ucb_bin(float("nan"), 0.0, 1.0, 4) == 0
+    segments = [[5], [7, 4], [4, 4, 4], [3, 8, 8, 8], [1, 1]]
+    got = run_module("models/masks.js", "output = input.map((s) => Array.from(m.segmentsPattern(s).bits));", segments)
+    assert got == [segments_pattern(tuple(s)).int().reshape(-1).tolist() for s in segments]
+
+
 def test_the_trace_comparison_sees_a_changed_token_decision_or_float():
     base = {"steps": [{"commits": [{"token": 5}], "decision": {"verify": True, "reason": "s = 1.00"}, "p": 0.5}],
             "forwards": [{"wall_s": 0.1}]}
