@@ -171,6 +171,14 @@ def test_a_configuration_the_page_cannot_decode_gets_one_readable_reason():
                    "confidence_score: one of probability, margin, neg_entropy"]
 
 
+def test_a_pipeline_with_no_whole_block_is_refused_as_the_server_refuses_it():
+    cfg = {**s2d2.preset("d2f", gen_length=32).to_dict(), "gen_length": 20}
+    with pytest.raises(ValueError) as server:
+        s2d2.DecodeConfig.from_dict(cfg)
+    got = run_module("decoding/api.js", "output = m.outOfBounds(input, 5, {});", cfg)
+    assert got == str(server.value)
+
+
 @pytest.mark.parametrize("model", list(GRID))
 def test_token_texts_from_tokenizer_json_equal_the_tokenizers_decode(models, model):
     texts = run_module("tokens.js", "output = m.tokenTexts(input, 2048);",
