@@ -80,7 +80,8 @@ export function outOfBounds(cfg, promptLen, spec) {
   if (cfg.sub_block_length != null && !(intIn(cfg.sub_block_length, 1, cfg.block_length)
     && cfg.block_length % cfg.sub_block_length === 0)) return "sub_block_length: must divide block_length";
   if (cfg.loop === "pipeline" && cfg.gen_length < cfg.block_length) { // as s2d2/policies/pipeline.py check()
-    return `gen_length: the pipeline decodes gen_length // block_length blocks; ${cfg.gen_length} < block_length ${cfg.block_length} gives none`;
+    return `gen_length: the pipeline decodes gen_length // block_length blocks; ${cfg.gen_length} < block_length `
+      + `${cfg.block_length} gives none`;
   }
   const most = cfg.adaptive_block ? cfg.adaptive_max_block : cfg.block_length;
   if (!intIn(most, 1, MAX_BLOCK_LENGTH)) return `adaptive_max_block: must be an integer in [1, ${MAX_BLOCK_LENGTH}]`;

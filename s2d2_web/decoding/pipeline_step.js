@@ -31,9 +31,12 @@ export async function pipelineStep(ctx, st, events) {
     inputs = policyInputs(ctx, probs, p, h, spanLen, masks.length, end - hi, 0);
     decision = ctx.policy.decide(inputs);
   }
-  if (decision !== null && decision.verify) verified = await verifySpan(ctx, st, first, hi, masks, spanLen, probs, tokens, p);
+  if (decision !== null && decision.verify) {
+    verified = await verifySpan(ctx, st, first, hi, masks, spanLen, probs, tokens, p);
+  }
   const { commits, decoded, fallbacks } = apply(ctx, st, active, masks, tokens, chosen, top1Used, verified);
-  const reward = ctx.policy !== null ? ctx.policy.update(decision, [...decoded.values()].reduce((a, b) => a + b, 0)) : null;
+  const total = [...decoded.values()].reduce((a, b) => a + b, 0);
+  const reward = ctx.policy !== null ? ctx.policy.update(decision, total) : null;
   const record = {
     index: -1, block: first.index, step: st.step - first.addedStep, window: [hi, end],
     forwards: range(firstForward, ctx.rec.lastIndex + 1), masks_before: masks,
@@ -66,7 +69,8 @@ function cacheForwardBounds(ctx, st) {
 async function forwardAndDraft(ctx, st, active, lo, hi, end, masks, events) {
   const B = ctx.cfg.block_length;
   const waiting = st.blocks.filter((b) => b.state === "to_cache").length;
-  const segments = [...(st.promptPending ? [hi - lo] : new Array(waiting).fill(B)), ...new Array(active.length).fill(B)];
+  const stored = st.promptPending ? [hi - lo] : new Array(waiting).fill(B); // the prompt is one segment
+  const segments = [...stored, ...new Array(active.length).fill(B)];
   const kind = st.promptPending ? "prefill+draft" : (hi > lo ? "commit+draft" : "draft");
   const logits = await ctx.rec.forward(kind, active[0].index, st.step - active[0].addedStep, ctx.cache,
     ctx.x.slice(lo, end), range(lo, end), segmentsPattern(segments), hi - lo, { rows: masks.map((m) => m - lo) });

@@ -127,8 +127,8 @@ def test_the_bandits_bins_and_the_pipelines_mask_equal_pythons():
     """policies/contextual_bandit_ucb.js ucbBin and models/masks.js segmentsPattern against their Python twins."""
     from s2d2.models.masks import segments_pattern
     from s2d2.policies.contextual_bandit_ucb import ucb_bin
-    bins = [(v, lo, hi, n) for v in (-0.5, 0.0, 0.2, 0.5, 0.7499, 0.75, 1.0, 3.0, 7.0) for lo, hi in ((0.0, 1.0), (1.0, 8.0),
-            (2.0, 2.0)) for n in (1, 2, 3, 4)]
+    values = (-0.5, 0.0, 0.2, 0.5, 0.7499, 0.75, 1.0, 3.0, 7.0)
+    bins = [(v, lo, hi, n) for v in values for lo, hi in ((0.0, 1.0), (1.0, 8.0), (2.0, 2.0)) for n in (1, 2, 3, 4)]
     got = run_module("policies/contextual_bandit_ucb.js", "output = input.map((a) => m.ucbBin(...a));", bins)
     assert got == [ucb_bin(*a) for a in bins]
     nan = run_module("policies/contextual_bandit_ucb.js", "output = m.ucbBin(NaN, 0, 1, 4);", None)
