@@ -10,6 +10,7 @@ import { CounterStream } from "../draws.js";
 import { arLoop } from "./ar.js";
 import { blockLoop } from "./decoder.js";
 import { editingLoop } from "./editing.js";
+import { pipelineLoop } from "./pipeline.js";
 import { Recorder } from "./forwards.js";
 import { doSample } from "./sampling.js";
 
@@ -17,6 +18,13 @@ export const SCHEMA_VERSION = 1;
 // Options a server config dict leaves out at their defaults (s2d2/config.py LATER_DEFAULTS).
 const LATER_DEFAULTS = { cost_threshold: 0.0, cost_verify_scale: 1.0, cost_skip_value: "prefix", trim_verify: false,
   rng: "torch" };
+
+// The D2F pipeline's options at their defaults (s2d2/policies/pipeline.py DEFAULTS): a config dict names them only
+// with loop "pipeline".
+const PIPELINE_DEFAULTS = { block_add_threshold: 0.5, decoded_token_threshold: 0.8, confidence_score: "probability",
+  draft_confidence_threshold: null, verify_confidence_threshold: null, pipeline_fallback: "d2f" };
+const PIPELINE_CHOICES = { confidence_score: ["probability", "margin", "neg_entropy"],
+  pipeline_fallback: ["d2f", "reference"] };
 
 /** Whether a decode with `cfg` draws random numbers (a sampled token, or an acceptance test's u). */
 export function draws(cfg) {
@@ -38,10 +46,16 @@ export function unsupported(cfg, model) {
   for (const [field, allowed] of Object.entries(CHOICES)) {
     if (!allowed.includes(cfg[field])) return `${field}: one of ${allowed.join(", ")}`;
   }
+  if (cfg.loop === "pipeline") {
+    for (const [field, allowed] of Object.entries(PIPELINE_CHOICES)) {
+      const value = cfg[field] ?? PIPELINE_DEFAULTS[field];
+      if (!allowed.includes(value)) return `${field}: one of ${allowed.join(", ")}`;
+    }
+  }
   if (model.spec.alignment !== "aligned") return "the page decodes position-aligned models only";
-  if (!["block", "editing"].includes(cfg.loop ?? "block")) return `loop ${JSON.stringify(cfg.loop)} is decoded on the server only`;
+  if (!["block", "editing", "pipeline"].includes(cfg.loop ?? "block")) return `loop ${JSON.stringify(cfg.loop)} is decoded on the server only`;
   if (cfg.method === "ar" && cfg.ar_accounting !== "fused") return "ar_accounting 'reference' is decoded on the server only";
-  if (cfg.method === "s2d2" && ["cost_aware", "contextual_bandit_ucb"].includes(cfg.policy)) {
+  if (cfg.method === "s2d2" && cfg.policy === "cost_aware") {
     return `policy ${JSON.stringify(cfg.policy)} is decoded on the server only`;
   }
   if (draws(cfg) && cfg.rng !== "counter") return "this configuration draws random numbers: the page needs rng='counter'";
@@ -65,6 +79,10 @@ export function outOfBounds(cfg, promptLen, spec) {
   }
   if (cfg.sub_block_length != null && !(intIn(cfg.sub_block_length, 1, cfg.block_length)
     && cfg.block_length % cfg.sub_block_length === 0)) return "sub_block_length: must divide block_length";
+  if (cfg.loop === "pipeline" && cfg.gen_length < cfg.block_length) { // as s2d2/policies/pipeline.py check()
+    return `gen_length: the pipeline decodes gen_length // block_length blocks; ${cfg.gen_length} < block_length `
+      + `${cfg.block_length} gives none`;
+  }
   const most = cfg.adaptive_block ? cfg.adaptive_max_block : cfg.block_length;
   if (!intIn(most, 1, MAX_BLOCK_LENGTH)) return `adaptive_max_block: must be an integer in [1, ${MAX_BLOCK_LENGTH}]`;
   const total = Math.ceil((promptLen + cfg.gen_length) / most) * most;
@@ -99,7 +117,7 @@ function encode(value) {
  * options: {seed, promptText, detailed, onBlock(steps), shouldStop(), libraryVersion}.
  */
 export async function generate(model, promptIds, config, options = {}) {
-  const cfg = { ...LATER_DEFAULTS, ...config };
+  const cfg = { ...LATER_DEFAULTS, ...PIPELINE_DEFAULTS, ...config };
   const why = unsupported(cfg, model) ?? outOfBounds(cfg, promptIds.length, model.spec);
   if (why !== null) throw new RangeError(`browser decode: ${why}`);
   const { seed = 0, promptText = "", detailed = true, onBlock = null, shouldStop = null } = options;
@@ -111,7 +129,8 @@ export async function generate(model, promptIds, config, options = {}) {
   };
   const t0 = performance.now();
   const prompt = Int32Array.from(promptIds);
-  const run = cfg.loop === "editing" ? editingLoop : (cfg.method === "ar" ? arLoop : blockLoop);
+  const loops = { editing: editingLoop, pipeline: pipelineLoop };
+  const run = loops[cfg.loop] ?? (cfg.method === "ar" ? arLoop : blockLoop);
   const loop = await run(model, cfg, prompt, rec, stream, check);
   const wall = (performance.now() - t0) / 1000;
   const { mask_id: maskId, stop_ids: stopIds } = model.spec;

@@ -49,6 +49,14 @@ export function blockCausalPattern(q, block) {
   return build(q, (i, j) => Math.floor(i / block) >= Math.floor(j / block));
 }
 
+/** Block-causal over consecutive segments of the given lengths: a row sees every column of its own segment and of
+ * the segments before it (the D2F pipeline's forward over [blocks to cache | blocks in flight]; its first forward
+ * over [prompt | first block], the prompt one bidirectional segment). */
+export function segmentsPattern(segments) {
+  const ids = segments.flatMap((n, s) => new Array(n).fill(s));
+  return build(ids.length, (i, j) => ids[i] >= ids[j]);
+}
+
 /** The [q, cacheLen + q] mask of a pattern or word as a Uint8Array (1 = attend), for a model binding. */
 export function widen(attention, q, cacheLen) {
   const width = cacheLen + q;

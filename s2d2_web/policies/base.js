@@ -39,10 +39,15 @@ export class Policy {
     return false;
   }
 
-  /** Tokens decoded at the step -> the reward, tokens per forward. */
+  /** Tokens decoded at the step -> the reward, tokens per forward, credited to the decision's action. */
   update(decision, decoded) {
-    return decoded / (decision.verify ? 2 : 1);
+    const reward = decoded / (decision.verify ? 2 : 1);
+    this.learn(decision, reward);
+    return reward;
   }
+
+  /** Credit `reward` to the decision's action; only the bandit (contextual_bandit_ucb.js) learns. */
+  learn(decision, reward) {} // eslint-disable-line no-unused-vars
 
   decision(verify, score, reason, details) {
     return { policy: this.constructor.policyName, verify, score, reason, details };

@@ -1,8 +1,9 @@
 // The routing policies the page decoder runs. Python twin: s2d2/policies/__init__.py (REGISTRY, make_policy).
 //
-// Not here: `contextual_bandit_ucb` (no bundled preset uses it) and `cost_aware`, which routes with this machine's
-// measured forward seconds, so a page's decisions could not equal the server's.
+// Not here: `cost_aware`, which routes with this machine's measured forward seconds, so a page's decisions could not
+// equal the server's.
 import { Always, Never } from "./always_never.js";
+import { ContextualBanditUCB } from "./contextual_bandit_ucb.js";
 import { MaskSpanLength } from "./mask_span_length.js";
 import { ScoreHysteresis } from "./score_hysteresis.js";
 import { ScoreThreshold } from "./score_threshold.js";
@@ -13,6 +14,7 @@ export const REGISTRY = Object.freeze({
   score_hysteresis: ScoreHysteresis,
   always: Always,
   never: Never,
+  contextual_bandit_ucb: ContextualBanditUCB,
 });
 
 /** A fresh policy object (fresh state) for cfg.policy; a RangeError names a policy the page cannot run. */

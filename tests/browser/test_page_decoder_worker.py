@@ -57,9 +57,10 @@ def origin() -> Iterator[str]:
     server.shutdown()
 
 
-@pytest.mark.parametrize("name,temperature", [("sdar-config-b", 0.0), ("fastdllm-config-c", 1.0)])
-def test_the_worker_decodes_in_chromium_as_generate_does(browser, origin, name, temperature):
-    cfg = s2d2.preset(name, gen_length=32, rng="counter", temperature=temperature)
+@pytest.mark.parametrize("name,temperature,tokens", [("sdar-config-b", 0.0, 32), ("fastdllm-config-c", 1.0, 32),
+                                                     ("d2f-s2d2", 1.0, 64)])  # the D2F pipeline: two blocks of 32
+def test_the_worker_decodes_in_chromium_as_generate_does(browser, origin, name, temperature, tokens):
+    cfg = s2d2.preset(name, gen_length=tokens, rng="counter", temperature=temperature)
     want = s2d2.generate(s2d2.load_model("tiny", dtype=torch.float32), PROMPT, cfg, seed=7).trace.to_dict()
     h = want["header"]
     page = browser.new_page()

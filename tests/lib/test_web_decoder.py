@@ -30,13 +30,32 @@ from tests.support.web_decoder import record_decode, replay_decode, trace_differ
 TINY_PROMPTS = ("Once upon a time there was", "Tom has 3 apples. He buys 4 more. How many?")
 LLADA2_PROMPTS = ("Zoe has 2 toys. She gets 3 bags with 7 toys in each bag. How many toys does Zoe have now?",
                   "Once upon a time there was")  # the first edits and verifies, the second resamples
-# Every preset the page decodes for each bundled model: the block loop and AR on `tiny` (not the d2f-* pipeline,
-# nor cost-aware, which routes with this machine's measured forward seconds), the editing loop on `tiny-llada2`.
+# Every preset the page decodes for each bundled model: the block loop, AR and the D2F pipeline on `tiny` (not
+# cost-aware, which routes with this machine's measured forward seconds), the editing loop and the pipeline on
+# `tiny-llada2`. No preset routes with the UCB
+# bandit, so two variants do (VARIANTS): one per block layout (whole blocks, sub-block windows) and entropy scope.
 TINY = ("ar", "dynamic-baseline", "sdar-config-a", "sdar-config-b", "fastdllm-config-a", "fastdllm-config-b",
         "fastdllm-config-c", "sdar-config-b+reuse", "sdar-config-b+fused", "sdar-config-b+adaptive",
-        "sdar-config-b+all", "sdar-config-b+trim", "sdar-config-b+reuse+fused+trim", "lossless")
+        "sdar-config-b+all", "sdar-config-b+trim", "sdar-config-b+reuse+fused+trim", "lossless",
+        "sdar-config-a+ucb", "fastdllm-config-b+ucb", "d2f", "d2f-s2d2", "d2f-s2d2-dream",
+        "d2f-s2d2+ucb+reference", "d2f+neg-entropy")
+# A grid name that is no preset: (the preset it changes, the changes).
+VARIANTS = {
+    "sdar-config-a+ucb": ("sdar-config-a", {"policy": "contextual_bandit_ucb"}),
+    "fastdllm-config-b+ucb": ("fastdllm-config-b", {"policy": "contextual_bandit_ucb", "ucb_entropy_scope": "masks",
+                                                    "ucb_beta": 0.5, "ucb_span_bins": 3, "ucb_progress_bins": 3}),
+    # The D2F pipeline's blocks are 32 long: 96 tokens keep up to three of them in flight.
+    **{name: (name, {"gen_length": 96}) for name in ("d2f", "d2f-s2d2", "d2f-s2d2-dream")},
+    # Blocks of 8 keep up to four in flight; the pipeline's other knobs, and UCB routing its steps.
+    "d2f-s2d2+ucb+reference": ("d2f-s2d2", {"gen_length": 96, "block_length": 8, "policy": "contextual_bandit_ucb",
+                                             "pipeline_fallback": "reference", "confidence_score": "margin",
+                                             "verify_confidence_threshold": 0.2, "block_add_threshold": 0.25,
+                                             "decoded_token_threshold": 0.5}),
+    "d2f+neg-entropy": ("d2f", {"gen_length": 96, "block_length": 8, "confidence_score": "neg_entropy",
+                                "block_add_threshold": 0.25, "confidence_threshold": 0.7}),
+}
 LLADA2 = ("llada2-static", "llada2-dynamic", "llada2-dynamic-edit", "llada2-conservative", "llada2-conservative-noedit",
-          "llada2-quality", "llada2-quality-noedit")
+          "llada2-quality", "llada2-quality-noedit", "d2f", "d2f-s2d2", "d2f-s2d2-dream")
 GRID = {"tiny": (TINY, TINY_PROMPTS, 32), "tiny-llada2": (LLADA2, LLADA2_PROMPTS, 64)}
 CASES = [(model, name) for model, (names, _, _) in GRID.items() for name in names]
 GREEDY_ONLY = ("lossless",)  # greedy_exact acceptance: temperature 0 only
@@ -49,7 +68,9 @@ def models() -> dict[str, Any]:
 
 
 def _cfg(model: str, name: str, temperature: float) -> s2d2.DecodeConfig:
-    return s2d2.preset(name, gen_length=GRID[model][2], rng="counter", temperature=temperature)
+    base, changes = VARIANTS.get(name, (name, {}))
+    settings = {"gen_length": GRID[model][2], "rng": "counter", "temperature": temperature, **changes}
+    return s2d2.preset(base, **settings)
 
 
 def _temperatures(name: str) -> tuple[float, ...]:
@@ -84,6 +105,41 @@ def test_the_grid_exercises_rejections_residual_draws_skips_the_remasking_rule_a
     assert routes[True] and routes[False] and edits
 
 
+def test_the_pipeline_and_bandit_cases_are_not_vacuous(models):
+    """Between them the d2f and UCB cases keep several blocks in flight, run every pipeline forward kind, event and
+    commit kind, and the bandit both verifies and skips (on whole blocks, sub-block windows and the pipeline)."""
+    kinds, hows, events, flight = Counter(), Counter(), Counter(), 0
+    routes = {name: Counter() for name in ("sdar-config-a+ucb", "fastdllm-config-b+ucb", "d2f-s2d2+ucb+reference")}
+    for name in ("d2f-s2d2", "d2f+neg-entropy", *routes):
+        for t in (0.0, 1.0):
+            trace = s2d2.generate(models["tiny"], TINY_PROMPTS[1], _cfg("tiny", name, t), seed=12).trace
+            kinds.update(f.kind for f in trace.forwards)
+            hows.update(c.how for s in trace.steps for c in s.commits)
+            events.update(e.event for s in trace.steps for e in s.events)
+            flight = max([flight, *(len(s.in_flight) for s in trace.steps)])
+            if name in routes:
+                routes[name].update(s.decision.verify for s in trace.steps)
+    assert {"prefill+draft", "draft", "commit+draft", "verify_2l"} <= set(kinds)
+    assert {"accepted", "resampled", "threshold", "fallback"} <= set(hows)
+    assert set(events) == {"added", "complete", "finished", "cached"} and flight >= 3
+    assert all(r[True] and r[False] for r in routes.values()), routes
+
+
+def test_the_bandits_bins_and_the_pipelines_mask_equal_pythons():
+    """policies/contextual_bandit_ucb.js ucbBin and models/masks.js segmentsPattern against their Python twins."""
+    from s2d2.models.masks import segments_pattern
+    from s2d2.policies.contextual_bandit_ucb import ucb_bin
+    values = (-0.5, 0.0, 0.2, 0.5, 0.7499, 0.75, 1.0, 3.0, 7.0)
+    bins = [(v, lo, hi, n) for v in values for lo, hi in ((0.0, 1.0), (1.0, 8.0), (2.0, 2.0)) for n in (1, 2, 3, 4)]
+    got = run_module("policies/contextual_bandit_ucb.js", "output = input.map((a) => m.ucbBin(...a));", bins)
+    assert got == [ucb_bin(*a) for a in bins]
+    nan = run_module("policies/contextual_bandit_ucb.js", "output = m.ucbBin(NaN, 0, 1, 4);", None)
+    assert nan == ucb_bin(float("nan"), 0.0, 1.0, 4) == 0
+    segments = [[5], [7, 4], [4, 4, 4], [3, 8, 8, 8], [1, 1]]
+    got = run_module("models/masks.js", "output = input.map((s) => Array.from(m.segmentsPattern(s).bits));", segments)
+    assert got == [segments_pattern(tuple(s)).int().reshape(-1).tolist() for s in segments]
+
+
 def test_the_trace_comparison_sees_a_changed_token_decision_or_float():
     base = {"steps": [{"commits": [{"token": 5}], "decision": {"verify": True, "reason": "s = 1.00"}, "p": 0.5}],
             "forwards": [{"wall_s": 0.1}]}
@@ -105,13 +161,24 @@ def test_a_configuration_the_page_cannot_decode_gets_one_readable_reason():
     cases = [s2d2.preset("sdar-config-b").to_dict(), s2d2.preset("sdar-config-b+cost-aware").to_dict(),
              s2d2.preset("d2f").to_dict(), s2d2.preset("dynamic-baseline").to_dict(),
              _cfg("tiny", "sdar-config-b", 1.0).to_dict(), _cfg("tiny-llada2", "llada2-quality", 0.0).to_dict(),
-             {**_cfg("tiny", "sdar-config-b", 0.0).to_dict(), "acceptance": "maybe"}]
+             {**_cfg("tiny", "sdar-config-b", 0.0).to_dict(), "acceptance": "maybe"},
+             s2d2.preset("sdar-config-b", policy="contextual_bandit_ucb", rng="counter").to_dict(),
+             {**_cfg("tiny", "d2f-s2d2", 1.0).to_dict(), "confidence_score": "best"}]
     spec = {"alignment": "aligned"}
     got = run_module("decoding/api.js", "output = input.map((c) => m.unsupported(c, {spec: %s}));" % json.dumps(spec),
                      cases)
     assert got == ["this configuration draws random numbers: the page needs rng='counter'",
-                   'policy "cost_aware" is decoded on the server only', 'loop "pipeline" is decoded on the server only',
-                   None, None, None, "acceptance: one of paper, sampled, greedy_exact"]
+                   'policy "cost_aware" is decoded on the server only', None, None, None, None,
+                   "acceptance: one of paper, sampled, greedy_exact", None,
+                   "confidence_score: one of probability, margin, neg_entropy"]
+
+
+def test_a_pipeline_with_no_whole_block_is_refused_as_the_server_refuses_it():
+    cfg = {**s2d2.preset("d2f", gen_length=32).to_dict(), "gen_length": 20}
+    with pytest.raises(ValueError) as server:
+        s2d2.DecodeConfig.from_dict(cfg)
+    got = run_module("decoding/api.js", "output = m.outOfBounds(input, 5, {});", cfg)
+    assert got == str(server.value)
 
 
 @pytest.mark.parametrize("model", list(GRID))
