@@ -35,7 +35,7 @@ from components.views.canvas import live_rows, render_live
 from components.views.plural import plural
 from components.views.token_state import AFTER_END, PAST_LENGTH, STATES
 
-SERVER_POLICIES = ("cost_aware", "contextual_bandit_ucb")  # route by this machine's timings, or learn online
+SERVER_POLICIES = ("cost_aware",)  # routes by this machine's own timings
 ON_SERVER = "Decoded on the server: {why}."
 
 
@@ -77,8 +77,8 @@ def page_problem(cfg: DecodeConfig, alignment: str) -> Optional[str]:
     """Why the page decoder (s2d2_web/decoding/api.js `unsupported`) cannot decode `cfg`, or None."""
     if alignment != "aligned":
         return "the page decodes position-aligned models only"
-    if cfg.loop not in ("block", "editing"):
-        return f"the page does not decode the {cfg.loop} loop (it runs the block loop, AR and the editing loop)"
+    if cfg.loop not in ("block", "editing", "pipeline"):
+        return f"the page does not decode the {cfg.loop} loop (it runs the block, editing and pipeline loops, and AR)"
     if cfg.method == "ar" and cfg.ar_accounting != "fused":
         return "the page decodes AR with the fused accounting only"
     if cfg.method == "s2d2" and cfg.policy in SERVER_POLICIES:

@@ -83,7 +83,9 @@ def test_what_the_page_cannot_decode_goes_to_the_server_with_its_reason():
     aligned = "aligned"
     assert page_decode.page_problem(preset("sdar-config-a"), aligned) is None
     assert page_decode.page_problem(preset("llada2-dynamic-edit"), aligned) is None
-    assert "pipeline loop" in page_decode.page_problem(preset("d2f"), aligned)
+    assert page_decode.page_problem(preset("d2f-s2d2"), aligned) is None  # the D2F pipeline runs in the page too
+    assert page_decode.page_problem(DecodeConfig.from_dict({**preset("sdar-config-a").to_dict(),
+                                                            "policy": "contextual_bandit_ucb"}), aligned) is None
     assert "cost_aware" in page_decode.page_problem(preset("sdar-config-b+cost-aware"), aligned)
     assert "position-aligned" in page_decode.page_problem(preset("fastdllm-config-a"), "shifted")
 
