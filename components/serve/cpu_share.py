@@ -27,7 +27,7 @@ from collections import OrderedDict
 from typing import Callable, Iterable, Optional
 
 from components.serve.fair_order import Ask
-from components.serve.settings import env_int, env_number
+from components.serve.settings import env_number
 
 OVER_SHARE = ("You have used your share of the server's time for now, and other visitors are waiting: try again "
               "in about {seconds} s.")
@@ -39,14 +39,6 @@ def cpu_share() -> float:
     """S2D2_CPU_SHARE: handler CPU seconds per second the server gives out while visitors wait, all units
     together, default 0.75 (three quarters of the one interpreter)."""
     return env_number("S2D2_CPU_SHARE", 0.75, 0.01, 64)
-
-
-def handler_slots() -> int:
-    """S2D2_HANDLER_CONCURRENCY: events of one kind (a replay step, an upload, ...) whose handlers run at once,
-    default 4 (Gradio's default_concurrency_limit; decodes have their own slots). Running handlers share the one
-    interpreter, so fewer at once means a step waits its turn rather than sharing the interpreter with a flooder's
-    steps: its own wait is shorter, the server's throughput the same."""
-    return env_int("S2D2_HANDLER_CONCURRENCY", 4, 1, 64)
 
 
 def cpu_window_s() -> float:
@@ -62,6 +54,9 @@ class CpuShare:
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._share, self._window, self.clock = share, window, clock
         self._used: "OrderedDict[Ask, tuple[float, float]]" = OrderedDict()  # ask -> (use at `last`, last)
+        # unit -> (use at `last`, last): the sum of its members' decayed uses (decay is linear, so one total
+        # decays as the sum does), idle members included
+        self._units: "OrderedDict[str, tuple[float, float]]" = OrderedDict()
         self._lock = threading.Lock()
 
     def charge(self, ask: Ask, seconds: float, now: Optional[float] = None) -> None:
@@ -70,13 +65,26 @@ class CpuShare:
             now = self.clock() if now is None else now
             self._used[ask] = (self._decayed(ask, now) + max(0.0, seconds), now)
             self._used.move_to_end(ask)
+            self._units[ask[0]] = (self._decayed_in(self._units, ask[0], now) + max(0.0, seconds), now)
+            self._units.move_to_end(ask[0])
             while len(self._used) > MAX_MEMBERS:
                 self._used.popitem(last=False)
+            while len(self._units) > MAX_MEMBERS:
+                self._units.popitem(last=False)
 
     def used(self, ask: Ask, now: Optional[float] = None) -> float:
         """`ask`'s recent use (CPU seconds, decayed)."""
         with self._lock:
             return self._decayed(ask, self.clock() if now is None else now)
+
+    def recent(self, asks: Iterable[Ask]) -> tuple[dict[Ask, float], dict[str, float]]:
+        """The recent use of each of `asks` and of each of their units (all its members), read at one moment:
+        what the handler line's fair order breaks ties on (components/serve/fair_queue.py)."""
+        with self._lock:
+            now = self.clock()
+            members = {ask: self._decayed(ask, now) for ask in set(asks)}
+            units = {unit: self._decayed_in(self._units, unit, now) for unit, _ in members}
+        return members, units
 
     def part(self, ask: Ask, contenders: Iterable[Ask]) -> float:
         """`ask`'s fair part (CPU seconds per second) among the members asking now: `contenders` (their events wait
@@ -105,7 +113,10 @@ class CpuShare:
         return OVER_SHARE.format(seconds=max(1, math.ceil(wait)))
 
     def _decayed(self, ask: Ask, now: float) -> float:
-        use, last = self._used.get(ask, (0.0, now))
+        return self._decayed_in(self._used, ask, now)
+
+    def _decayed_in(self, table: "OrderedDict", key: object, now: float) -> float:
+        use, last = table.get(key, (0.0, now))
         return use * math.exp(-max(0.0, now - last) / self._window())
 
 

@@ -1,5 +1,6 @@
-"""Gradio's waiting lines kept in fair order (components/serve/fair_order.py): the decode slots' and every other
-event's (a replay step waits behind one flooder's step, not behind its whole backlog).
+"""Gradio's waiting lines kept in fair order (components/serve/fair_order.py): the decode slots' and the one line of
+every other event's handlers (components/serve/handler_line.py: a replay step waits for the handlers already
+running, not behind a flooder's backlog).
 
 Gradio keeps each concurrency id's waiting events in a list and starts `queue[0]` whenever a place is free; it also
 tells each waiting visitor its rank in that list (the "queue: k/n" the page shows). `FairLine` is that list with
@@ -9,25 +10,31 @@ its own edits. `install(queue, fn)` puts a FairLine in place for an event's conc
 door installs it for every queued event it admits.
 
 Who holds places: the events of that concurrency id running now, by (unit, member) (components/serve/roster.py),
-read from Gradio's running events.
+read from Gradio's running events. In the handler line, ties on places held go to the least recent handler CPU
+(components/serve/cpu_share.py): with one or two handlers running at once, places held rarely tell a student from a
+flooder, recent use does.
 """
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Optional
 
+from components.serve.cpu_share import CPU_SHARE
 from components.serve.fair_order import Ask, fair_order
+from components.serve.handler_line import HANDLERS
 from components.serve.roster import ROSTER
 
 AskOf = Callable[[Any], Ask]
+Recent = Callable[[list], tuple]  # asks -> (their recent uses, their units' recent uses): CpuShare.recent
 
 
 class FairLine(list):
     """A Gradio event list that keeps itself in fair order (see the module docstring)."""
 
-    def __init__(self, events: Iterable[Any], ask_of: AskOf, running: Callable[[], list]) -> None:
+    def __init__(self, events: Iterable[Any], ask_of: AskOf, running: Callable[[], list],
+                 recent: Optional[Recent] = None) -> None:
         super().__init__(events)
-        self._ask_of, self._running = ask_of, running
+        self._ask_of, self._running, self._recent = ask_of, running, recent
 
     def append(self, event: Any) -> None:
         super().append(event)
@@ -42,8 +49,10 @@ class FairLine(list):
         if len(self) < 2:
             return
         events = list(self)
+        asks = [self._ask_of(e) for e in events]
         held = Counter(self._ask_of(e) for e in self._running())
-        order = fair_order([self._ask_of(e) for e in events], held)
+        used, unit_used = self._recent(asks) if self._recent is not None else (None, None)
+        order = fair_order(asks, held, used, unit_used)
         super().__setitem__(slice(None), [events[i] for i in order])
 
 
@@ -64,4 +73,5 @@ def install(queue: Any, fn: Any, client_of: Callable[[Any], str]) -> None:
         return [e for job in list(queue.active_jobs or ()) if job for e in job
                 if getattr(e, "concurrency_id", None) == fn.concurrency_id]
 
-    line.queue = FairLine(line.queue, ask_of, running)
+    recent = CPU_SHARE.recent if fn.concurrency_id == HANDLERS else None  # decodes: places held, then arrival
+    line.queue = FairLine(line.queue, ask_of, running, recent)
