@@ -26,7 +26,7 @@ from components.serve import front_door
 from components.tour.layout import TourHandles, build_learn_tab
 from components.replay.metrics_layout import build_metrics_tab
 from components.serve.event_guard import protect
-from components.serve.handler_line import handler_slots
+from components.serve.cpu_share import handler_slots
 from components.replay.layout import build_replay_tab, step_js
 from components.replay.browser_steps import PLAY_JS, STEP_JS, STEPPED
 from components.serve.page_modules import serve as serve_modules

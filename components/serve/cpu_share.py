@@ -27,7 +27,7 @@ from collections import OrderedDict
 from typing import Callable, Iterable, Optional
 
 from components.serve.fair_order import Ask
-from components.serve.settings import env_number
+from components.serve.settings import env_int, env_number
 
 OVER_SHARE = ("You have used your share of the server's time for now, and other visitors are waiting: try again "
               "in about {seconds} s.")
@@ -39,6 +39,15 @@ def cpu_share() -> float:
     """S2D2_CPU_SHARE: handler CPU seconds per second the server gives out while visitors wait, all units
     together, default 0.75 (three quarters of the one interpreter)."""
     return env_number("S2D2_CPU_SHARE", 0.75, 0.01, 64)
+
+
+def handler_slots() -> int:
+    """S2D2_HANDLER_CONCURRENCY: events of one kind (a replay step, an upload, ...) whose handlers run at once,
+    default 4 (Gradio's default_concurrency_limit; decodes have their own slots). Running handlers share the one
+    interpreter, and Gradio's event loop holds it too: one line of 4 (or 2) for every kind together was measured
+    slower for a class beside a flooder than 4 per kind on a loaded two-core machine (a handler waiting for the
+    interpreter holds its place), so the places stay per kind (docs/operating-a-space.md, the teacher's page)."""
+    return env_int("S2D2_HANDLER_CONCURRENCY", 4, 1, 64)
 
 
 def cpu_window_s() -> float:

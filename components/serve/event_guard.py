@@ -36,7 +36,6 @@ from components.serve.chains import CHAINS, door_parent
 from components.serve.cpu_share import CPU_SHARE, cpu_share, cpu_window_s
 from components.serve.fair_order import Ask
 from components.serve.front_door import SESSIONS, event_client
-from components.serve.handler_line import handler_slots, one_line
 from components.serve.roster import ROSTER
 from components.serve.client_limits import queue_events
 from components.serve.input_numbers import INT_BOUND
@@ -48,10 +47,8 @@ MAX_LOGGED = 2000  # characters of a traceback written to the log (a value in an
 
 
 def protect(demo: gr.Blocks) -> gr.Blocks:
-    """Wrap every event function of `demo` (once), put every handler that names no places of its own into the one
-    handler line (components/serve/handler_line.py) and check the fairness wiring; returns `demo`."""
-    cpu_share(), cpu_window_s(), handler_slots()  # a bad setting stops the start, not every event
-    one_line(demo.fns)
+    """Wrap every event function of `demo` (once) and check the fairness wiring; returns `demo`."""
+    cpu_share(), cpu_window_s()  # a bad S2D2_CPU_* stops the start, not every event
     for index, block_fn in demo.fns.items():
         fn = block_fn.fn
         if fn is None or getattr(fn, "_s2d2_protected", False):

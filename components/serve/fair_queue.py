@@ -1,6 +1,5 @@
-"""Gradio's waiting lines kept in fair order (components/serve/fair_order.py): the decode slots' and the one line of
-every other event's handlers (components/serve/handler_line.py: a replay step waits for the handlers already
-running, not behind a flooder's backlog).
+"""Gradio's waiting lines kept in fair order (components/serve/fair_order.py): the decode slots' and every other
+event's (a replay step waits behind one flooder's step, not behind its whole backlog).
 
 Gradio keeps each concurrency id's waiting events in a list and starts `queue[0]` whenever a place is free; it also
 tells each waiting visitor its rank in that list (the "queue: k/n" the page shows). `FairLine` is that list with
@@ -10,9 +9,10 @@ its own edits. `install(queue, fn)` puts a FairLine in place for an event's conc
 door installs it for every queued event it admits.
 
 Who holds places: the events of that concurrency id running now, by (unit, member) (components/serve/roster.py),
-read from Gradio's running events. In the handler line, ties on places held go to the least recent handler CPU
-(components/serve/cpu_share.py): with one or two handlers running at once, places held rarely tell a student from a
-flooder, recent use does.
+read from Gradio's running events. In every line but the decodes', ties on places held go to the least recent
+handler CPU (components/serve/cpu_share.py): with a few handlers of a kind running at once, places held rarely
+tell a student from a flooder, recent use does. Decode places stay by places held, then arrival (a decode is not
+charged CPU: its turn does not depend on how much a page stepped).
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterable, Optional
 
 from components.serve.cpu_share import CPU_SHARE
 from components.serve.fair_order import Ask, fair_order
-from components.serve.handler_line import HANDLERS
+from components.serve.gpu_slot import DECODE_SLOTS
 from components.serve.roster import ROSTER
 
 AskOf = Callable[[Any], Ask]
@@ -73,5 +73,5 @@ def install(queue: Any, fn: Any, client_of: Callable[[Any], str]) -> None:
         return [e for job in list(queue.active_jobs or ()) if job for e in job
                 if getattr(e, "concurrency_id", None) == fn.concurrency_id]
 
-    recent = CPU_SHARE.recent if fn.concurrency_id == HANDLERS else None  # decodes: places held, then arrival
+    recent = None if fn.concurrency_id in DECODE_SLOTS else CPU_SHARE.recent  # decodes: places held, then arrival
     line.queue = FairLine(line.queue, ask_of, running, recent)

@@ -204,7 +204,7 @@ def test_a_flooder_behind_the_class_address_leaves_every_student_the_page_and_th
             t.join(timeout=60)
         flooder.close()
     assert results == [[True] * 4] * 6, results  # every student opened the page and every step was served
-    from components.serve.handler_line import handler_slots
+    from components.serve.cpu_share import handler_slots
 
     assert served[0].demo._queue.default_concurrency_limit == handler_slots()  # the app reads the setting
     assert codes[429] > 0, codes  # the flooder was held to its part the whole time

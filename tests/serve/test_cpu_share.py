@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import gradio as gr
 import pytest
 
-from components.serve import cpu_share, event_guard, gpu_slot, handler_line
+from components.serve import cpu_share, event_guard, gpu_slot
 from components.serve.chains import door_parent
 from components.serve.cpu_share import OVER_SHARE, CpuShare
 
@@ -74,7 +74,7 @@ def test_a_member_over_its_part_is_refused_only_while_others_wait():
 def test_the_settings_are_bounded(monkeypatch, name, value, expect):
     monkeypatch.setenv(name, value)
     read = {"S2D2_CPU_SHARE": cpu_share.cpu_share, "S2D2_CPU_WINDOW_S": cpu_share.cpu_window_s,
-            "S2D2_HANDLER_CONCURRENCY": handler_line.handler_slots}[name]
+            "S2D2_HANDLER_CONCURRENCY": cpu_share.handler_slots}[name]
     with pytest.raises(ValueError) as info:
         read()
     assert str(info.value) == expect
