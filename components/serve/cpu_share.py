@@ -87,13 +87,24 @@ class CpuShare:
             return self._decayed(ask, self.clock() if now is None else now)
 
     def recent(self, asks: Iterable[Ask]) -> tuple[dict[Ask, float], dict[str, float]]:
-        """The recent use of each of `asks` and of each of their units (all its members), read at one moment:
-        what the handler line's fair order breaks ties on (components/serve/fair_queue.py)."""
+        """The recent use of each of `asks` and of each of their units (all its members), read at one moment."""
         with self._lock:
             now = self.clock()
             members = {ask: self._decayed(ask, now) for ask in set(asks)}
             units = {unit: self._decayed_in(self._units, unit, now) for unit, _ in members}
         return members, units
+
+    def over_part(self, asks: Iterable[Ask]) -> tuple[dict[Ask, float], dict[str, float]]:
+        """Which of `asks` (the members with events in one waiting line, running or waiting) are over their fair part
+        among them (1.0) or within it (0.0), and which of their units: what the line's fair order breaks ties on
+        (components/serve/fair_queue.py). Over or within, not the use itself: ordering by the raw use let students
+        whose steps cost nothing (a cached drawing) go ahead again and again of a classmate whose one step cost
+        50 ms, who then waited the whole window; within their parts, pages keep arrival order."""
+        active = set(asks)
+        members, units = self.recent(active)
+        window, count = self._window(), len(units)
+        over = {ask: float(use > self.part(ask, active) * window) for ask, use in members.items()}
+        return over, {unit: float(use > self._share() / max(1, count) * window) for unit, use in units.items()}
 
     def part(self, ask: Ask, contenders: Iterable[Ask]) -> float:
         """`ask`'s fair part (CPU seconds per second) among the members asking now: `contenders` (their events wait

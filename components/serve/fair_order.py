@@ -8,10 +8,11 @@ place in arrival order; a stranger beside a class of thirty gets the next free p
 (the class keeps at least half); a flooder behind the class's address is one member among the students, and the
 forged hashes it sends are one more (REST), not a class of their own.
 
-With `used` (each member's recent handler CPU, components/serve/cpu_share.py; the handler line passes it), ties on
-places held go to the unit, then the member, that used the least recently, before arrival order: a student who
-steps now and then goes ahead of a flooder's next event even when neither runs anything at this moment (with one
-or two handlers running at once, places held are nearly always equal, so recent use is what tells them apart).
+With `used` (a number per member, and per unit, lower first: the handlers' lines pass 1 for over its fair part of the
+server's handler CPU and 0 for within it, components/serve/cpu_share.py `over_part`), ties on places held go to the
+unit, then the member, with the lower number, before arrival order: a student within their part goes ahead of a
+flooder's next event even when neither runs anything at this moment (with a few handlers running at once, places
+held are nearly always equal; what each used recently tells them apart).
 
 Pure: `fair_order` reads only its arguments (tests check it without a queue, a clock or threads). It runs each time
 Gradio's line is read or joined, on its event loop, so it takes O(n log n) for n waiting events.

@@ -9,10 +9,11 @@ its own edits. `install(queue, fn)` puts a FairLine in place for an event's conc
 door installs it for every queued event it admits.
 
 Who holds places: the events of that concurrency id running now, by (unit, member) (components/serve/roster.py),
-read from Gradio's running events. In every line but the decodes', ties on places held go to the least recent
-handler CPU (components/serve/cpu_share.py): with a few handlers of a kind running at once, places held rarely
-tell a student from a flooder, recent use does. Decode places stay by places held, then arrival (a decode is not
-charged CPU: its turn does not depend on how much a page stepped).
+read from Gradio's running events. In every line but the decodes', ties on places held go first to the units,
+then the pages, within their fair part of the server's handler CPU (components/serve/cpu_share.py `over_part`),
+then arrival: with a few handlers of a kind running at once, places held rarely tell a student from a flooder, and
+the CPU each used recently does. Decode places stay by places held, then arrival (a decode is not charged CPU: its
+turn does not depend on how much a page stepped).
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from components.serve.gpu_slot import DECODE_SLOTS
 from components.serve.roster import ROSTER
 
 AskOf = Callable[[Any], Ask]
-Recent = Callable[[list], tuple]  # asks -> (their recent uses, their units' recent uses): CpuShare.recent
+Recent = Callable[[list], tuple]  # asks -> (over their part or not, their units too): CpuShare.over_part
 
 
 class FairLine(list):
@@ -51,7 +52,7 @@ class FairLine(list):
         events = list(self)
         asks = [self._ask_of(e) for e in events]
         held = Counter(self._ask_of(e) for e in self._running())
-        used, unit_used = self._recent(asks) if self._recent is not None else (None, None)
+        used, unit_used = self._recent([*asks, *held]) if self._recent is not None else (None, None)
         order = fair_order(asks, held, used, unit_used)
         super().__setitem__(slice(None), [events[i] for i in order])
 
@@ -73,5 +74,5 @@ def install(queue: Any, fn: Any, client_of: Callable[[Any], str]) -> None:
         return [e for job in list(queue.active_jobs or ()) if job for e in job
                 if getattr(e, "concurrency_id", None) == fn.concurrency_id]
 
-    recent = None if fn.concurrency_id in DECODE_SLOTS else CPU_SHARE.recent  # decodes: places held, then arrival
+    recent = None if fn.concurrency_id in DECODE_SLOTS else CPU_SHARE.over_part  # decodes: places held, arrival
     line.queue = FairLine(line.queue, ask_of, running, recent)

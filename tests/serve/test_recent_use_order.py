@@ -1,7 +1,8 @@
 """Issue 35: in every handler's waiting line (a replay step's, an upload's, ...) ties on places held go to the unit,
-then the page, with the least recent handler CPU (components/serve/fair_order.py, fair_queue.py, cpu_share.py), so
-a student's step goes ahead of a flooder's waiting steps even when neither runs anything now; the decode places keep
-places held, then arrival. Injected clocks, no threads."""
+then the page, within its fair part of the handler CPU (components/serve/fair_order.py, fair_queue.py,
+cpu_share.py `over_part`), so a student's step goes ahead of a flooder's waiting steps even when neither runs
+anything now, and students within their parts keep arrival order; the decode places keep places held, then
+arrival. Injected clocks, no threads."""
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -45,6 +46,27 @@ def test_a_units_use_counts_its_idle_pages_too():
 def fake_event(ip: str, session: str, line: str) -> SimpleNamespace:
     request = SimpleNamespace(headers={"x-forwarded-for": ip}, client=SimpleNamespace(host="127.0.0.1"))
     return SimpleNamespace(request=request, username=None, session_hash=session, concurrency_id=line)
+
+
+def test_pages_within_their_parts_keep_arrival_order_whatever_each_used(monkeypatch):
+    """A student whose last step was drawn (50 ms) is not sent behind classmates whose steps were cached (nearly
+    nothing) again and again: both are within their parts, so the first to ask goes first."""
+    monkeypatch.setenv("S2D2_TRUSTED_PROXY_HOPS", "1")
+    roster = Roster()
+    monkeypatch.setattr(fair_queue, "ROSTER", roster)
+    for page in ("drew", "cached"):
+        roster.arrive(CLASS, page)
+    share = CpuShare(lambda: 0.75, lambda: 10.0, clock=lambda: 100.0)
+    monkeypatch.setattr(fair_queue, "CPU_SHARE", share)
+    share.charge((CLASS, "drew"), 0.5)  # within its part: 0.75 / 2 pages x 10 s = 3.75 s
+    share.charge((CLASS, "cached"), 0.001)
+    line = SimpleNamespace(queue=[])
+    queue = SimpleNamespace(event_queue_per_concurrency_id={"steps": line}, active_jobs=[None],
+                            create_event_queue_for_fn=lambda f: None)
+    fair_queue.install(queue, SimpleNamespace(concurrency_id="steps"), front_door.event_client)
+    line.queue.append(fake_event("10.0.0.1", "drew", "steps"))
+    line.queue.append(fake_event("10.0.0.1", "cached", "steps"))
+    assert [e.session_hash for e in line.queue] == ["drew", "cached"]
 
 
 def flooded_line(monkeypatch, line_id: str) -> SimpleNamespace:
