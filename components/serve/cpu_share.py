@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from typing import Callable, Iterable, Optional
 
 from components.serve.fair_order import Ask
@@ -102,9 +102,10 @@ class CpuShare:
         50 ms, who then waited the whole window; within their parts, pages keep arrival order."""
         active = set(asks)
         members, units = self.recent(active)
-        window, count = self._window(), len(units)
-        over = {ask: float(use > self.part(ask, active) * window) for ask, use in members.items()}
-        return over, {unit: float(use > self._share() / max(1, count) * window) for unit, use in units.items()}
+        window, share = self._window(), self._share()
+        mates = Counter(unit for unit, _ in active)  # as `part` divides, counted once: this runs on Gradio's loop
+        over = {ask: float(use > share / len(mates) / mates[ask[0]] * window) for ask, use in members.items()}
+        return over, {unit: float(use > share / max(1, len(mates)) * window) for unit, use in units.items()}
 
     def part(self, ask: Ask, contenders: Iterable[Ask]) -> float:
         """`ask`'s fair part (CPU seconds per second) among the members asking now: `contenders` (their events wait
