@@ -15,6 +15,7 @@ from s2d2.trace import Trace
 
 from components.files.examples import examples_dir, list_examples, load_pair
 from components.replay.frame_bundle import bundle_for
+from components.replay.step_cache import STEPS
 from components.views.attention_mask import mask_figure
 from components.views.canvas import COLOR_BY
 from components.serve.input_numbers import as_float, as_int
@@ -46,7 +47,13 @@ def step_views(state: Any, step: Any, mask_which: str = "auto", color_by: str = 
     if trace is None:
         return {"canvas": "", "strip": "", "routing": None, "mask": None, "summary": NO_TRACE, "step_words": "", "legend": "",
                 "detail": DETAIL_HINT, "residual": ""}
-    return render_step(trace, step, StepOptions(mask_which, color_by, selected))
+    options = StepOptions(mask_which, color_by, selected)
+    key = state.get("key") if isinstance(state, dict) else None
+    switches = repr((mask_which, color_by, selected))  # as sent (any JSON value): equal only when the same
+    if not isinstance(key, str) or len(switches) > 200:  # an older handle names no stored text: drawn each time
+        return render_step(trace, step, options)
+    # a state key names one trace's exact text: a class on the same example shares each step's drawing
+    return STEPS.views((key, clamp_step(trace, step), switches), lambda: render_step(trace, step, options))
 
 
 def server_step(state: Any, step: Any, mask_which: str = "auto", color_by: str = "state",

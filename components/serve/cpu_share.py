@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from typing import Callable, Iterable, Optional
 
 from components.serve.fair_order import Ask
@@ -44,8 +44,9 @@ def cpu_share() -> float:
 def handler_slots() -> int:
     """S2D2_HANDLER_CONCURRENCY: events of one kind (a replay step, an upload, ...) whose handlers run at once,
     default 4 (Gradio's default_concurrency_limit; decodes have their own slots). Running handlers share the one
-    interpreter, so fewer at once means a step waits its turn rather than sharing the interpreter with a flooder's
-    steps: its own wait is shorter, the server's throughput the same."""
+    interpreter, and Gradio's event loop holds it too: one line of 4 (or 2) for every kind together was measured
+    slower for a class beside a flooder than 4 per kind on a loaded two-core machine (a handler waiting for the
+    interpreter holds its place), so the places stay per kind (docs/operating-a-space.md, the teacher's page)."""
     return env_int("S2D2_HANDLER_CONCURRENCY", 4, 1, 64)
 
 
@@ -62,6 +63,9 @@ class CpuShare:
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._share, self._window, self.clock = share, window, clock
         self._used: "OrderedDict[Ask, tuple[float, float]]" = OrderedDict()  # ask -> (use at `last`, last)
+        # unit -> (use at `last`, last): the sum of its members' decayed uses (decay is linear, so one total
+        # decays as the sum does), idle members included
+        self._units: "OrderedDict[str, tuple[float, float]]" = OrderedDict()
         self._lock = threading.Lock()
 
     def charge(self, ask: Ask, seconds: float, now: Optional[float] = None) -> None:
@@ -70,13 +74,38 @@ class CpuShare:
             now = self.clock() if now is None else now
             self._used[ask] = (self._decayed(ask, now) + max(0.0, seconds), now)
             self._used.move_to_end(ask)
+            self._units[ask[0]] = (self._decayed_in(self._units, ask[0], now) + max(0.0, seconds), now)
+            self._units.move_to_end(ask[0])
             while len(self._used) > MAX_MEMBERS:
                 self._used.popitem(last=False)
+            while len(self._units) > MAX_MEMBERS:
+                self._units.popitem(last=False)
 
     def used(self, ask: Ask, now: Optional[float] = None) -> float:
         """`ask`'s recent use (CPU seconds, decayed)."""
         with self._lock:
             return self._decayed(ask, self.clock() if now is None else now)
+
+    def recent(self, asks: Iterable[Ask]) -> tuple[dict[Ask, float], dict[str, float]]:
+        """The recent use of each of `asks` and of each of their units (all its members), read at one moment."""
+        with self._lock:
+            now = self.clock()
+            members = {ask: self._decayed(ask, now) for ask in set(asks)}
+            units = {unit: self._decayed_in(self._units, unit, now) for unit, _ in members}
+        return members, units
+
+    def over_part(self, asks: Iterable[Ask]) -> tuple[dict[Ask, float], dict[str, float]]:
+        """Which of `asks` (the members with events in one waiting line, running or waiting) are over their fair part
+        among them (1.0) or within it (0.0), and which of their units: what the line's fair order breaks ties on
+        (components/serve/fair_queue.py). Over or within, not the use itself: ordering by the raw use let students
+        whose steps cost nothing (a cached drawing) go ahead again and again of a classmate whose one step cost
+        50 ms, who then waited the whole window; within their parts, pages keep arrival order."""
+        active = set(asks)
+        members, units = self.recent(active)
+        window, share = self._window(), self._share()
+        mates = Counter(unit for unit, _ in active)  # as `part` divides, counted once: this runs on Gradio's loop
+        over = {ask: float(use > share / len(mates) / mates[ask[0]] * window) for ask, use in members.items()}
+        return over, {unit: float(use > share / max(1, len(mates)) * window) for unit, use in units.items()}
 
     def part(self, ask: Ask, contenders: Iterable[Ask]) -> float:
         """`ask`'s fair part (CPU seconds per second) among the members asking now: `contenders` (their events wait
@@ -105,7 +134,10 @@ class CpuShare:
         return OVER_SHARE.format(seconds=max(1, math.ceil(wait)))
 
     def _decayed(self, ask: Ask, now: float) -> float:
-        use, last = self._used.get(ask, (0.0, now))
+        return self._decayed_in(self._used, ask, now)
+
+    def _decayed_in(self, table: "OrderedDict", key: object, now: float) -> float:
+        use, last = table.get(key, (0.0, now))
         return use * math.exp(-max(0.0, now - last) / self._window())
 
 

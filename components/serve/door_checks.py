@@ -1,6 +1,7 @@
 """What the front door (components/serve/front_door.py) checks in a request's body and headers, before Gradio reads them:
 the body read up to a cap (declared or received), JSON values bounded in nesting and string length with lone
-surrogates replaced, an event's values counted against its inputs. Every check raises `Refusal` (status, one line)."""
+surrogates replaced, an event's values counted against its inputs, an event the page runs only in JavaScript
+refused. Every check raises `Refusal` (status, one line)."""
 from __future__ import annotations
 
 from typing import Any, Awaitable, Callable, Optional
@@ -136,3 +137,13 @@ def header(scope: dict, name: bytes) -> Optional[str]:
 def with_length(scope: dict, length: int) -> dict:
     headers = [(k, v) for k, v in scope.get("headers", ()) if k.lower() != b"content-length"]
     return {**scope, "headers": headers + [(b"content-length", str(length).encode())]}
+
+
+PAGE_ONLY = "This event runs in the page only: there is nothing for the server to do."
+
+
+def refuse_page_only(fn: Any) -> None:
+    """Refusal for an event the page runs only in JavaScript (no Python function: Gradio would fail on it with an
+    IndexError in the server's log)."""
+    if fn is not None and getattr(fn, "fn", True) is None:
+        raise Refusal(400, PAGE_ONLY)

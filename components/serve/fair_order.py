@@ -1,42 +1,71 @@
-"""Which waiting decode gets the next free place: work-conserving, hierarchical fair order.
+"""Which waiting event gets the next free place: work-conserving, hierarchical fair order.
 
 A free place always goes to someone who waits (idle capacity is never held back). Which one: the unit (an address
-or an account, components/serve/identity.py) that holds the fewest places, counting those it already decodes in
+or an account, components/serve/identity.py) that holds the fewest places, counting those it already runs in
 and those given out earlier in this order; within that unit, the member (a counted session, or the unit's REST,
 components/serve/roster.py) that holds the fewest; ties go to whoever arrived first. So a class alone fills every
 place in arrival order; a stranger beside a class of thirty gets the next free place and every second one after
 (the class keeps at least half); a flooder behind the class's address is one member among the students, and the
 forged hashes it sends are one more (REST), not a class of their own.
 
-Pure: `fair_order` reads only its arguments (tests check it without a queue, a clock or threads).
+With `used` (a number per member, and per unit, lower first: the handlers' lines pass 1 for over its fair part of the
+server's handler CPU and 0 for within it, components/serve/cpu_share.py `over_part`), ties on places held go to the
+unit, then the member, with the lower number, before arrival order: a student within their part goes ahead of a
+flooder's next event even when neither runs anything at this moment (with a few handlers running at once, places
+held are nearly always equal; what each used recently tells them apart).
+
+Pure: `fair_order` reads only its arguments (tests check it without a queue, a clock or threads). It runs each time
+Gradio's line is read or joined, on its event loop, so it takes O(n log n) for n waiting events.
 """
 from __future__ import annotations
 
-from collections import Counter
-from typing import Mapping, Sequence
+import heapq
+from collections import Counter, defaultdict, deque
+from typing import Mapping, Optional, Sequence
 
-Ask = tuple[str, str]  # (unit, member) of one waiting decode
+Ask = tuple[str, str]  # (unit, member) of one waiting event
 
 
-def fair_order(waiting: Sequence[Ask], held: Mapping[Ask, int]) -> list[int]:
+def fair_order(waiting: Sequence[Ask], held: Mapping[Ask, int], used: Optional[Mapping[Ask, float]] = None,
+               unit_used: Optional[Mapping[str, float]] = None) -> list[int]:
     """The indices of `waiting` (in arrival order) in the order they should get places, given the places each
-    (unit, member) `held` already. Every index appears once: the order only decides who goes first."""
+    (unit, member) `held` already and, optionally, each member's recent use (`used`) and each unit's
+    (`unit_used`: all its members', idle ones included; by default the sum of `used`), missing ones 0. Every
+    index appears once: the order only decides who goes first."""
+    used = used or {}
     units: Counter = Counter()
     members: Counter = Counter()
     for (unit, member), n in held.items():
         units[unit] += n
         members[(unit, member)] += n
-    left = list(range(len(waiting)))
+    unit_use: Counter = Counter()
+    if unit_used is None:
+        for (unit, _), seconds in used.items():
+            unit_use[unit] += seconds
+    else:
+        unit_use.update(unit_used)
+    queued: dict[Ask, deque] = defaultdict(deque)  # each member's waiting indices, in arrival order
+    for i, ask in enumerate(waiting):
+        queued[ask].append(i)
+    by_unit: dict[str, list] = defaultdict(list)  # unit -> heap of (places, use, first index, member)
+    for ask, indices in queued.items():
+        by_unit[ask[0]].append((members[ask], used.get(ask, 0.0), indices[0], ask[1]))
+    lines = []  # heap of (places, use, first index, unit)
+    for unit, heap in by_unit.items():
+        heapq.heapify(heap)
+        lines.append((units[unit], unit_use[unit], min(entry[2] for entry in heap), unit))
+    heapq.heapify(lines)
     order: list[int] = []
-    while left:
-        # the unit holding the fewest places; among equals the one whose first waiting decode arrived first
-        unit = min(left, key=lambda i: (units[waiting[i][0]], i))
-        unit_name = waiting[unit][0]
-        mine = [i for i in left if waiting[i][0] == unit_name]
-        pick = min(mine, key=lambda i: (members[waiting[i]], i))
-        order.append(pick)
-        left.remove(pick)
-        units[unit_name] += 1
-        members[waiting[pick]] += 1
+    while lines:
+        _, _, _, unit = heapq.heappop(lines)
+        heap = by_unit[unit]
+        _, _, _, member = heapq.heappop(heap)
+        ask = (unit, member)
+        order.append(queued[ask].popleft())
+        units[unit] += 1
+        members[ask] += 1
+        if queued[ask]:
+            heapq.heappush(heap, (members[ask], used.get(ask, 0.0), queued[ask][0], member))
+        if heap:
+            heapq.heappush(lines, (units[unit], unit_use[unit], min(entry[2] for entry in heap), unit))
     return order
-

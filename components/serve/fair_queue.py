@@ -9,25 +9,33 @@ its own edits. `install(queue, fn)` puts a FairLine in place for an event's conc
 door installs it for every queued event it admits.
 
 Who holds places: the events of that concurrency id running now, by (unit, member) (components/serve/roster.py),
-read from Gradio's running events.
+read from Gradio's running events. In every line but the decodes', ties on places held go first to the units,
+then the pages, within their fair part of the server's handler CPU (components/serve/cpu_share.py `over_part`),
+then arrival: with a few handlers of a kind running at once, places held rarely tell a student from a flooder, and
+the CPU each used recently does. Decode places stay by places held, then arrival (a decode is not charged CPU: its
+turn does not depend on how much a page stepped).
 """
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Optional
 
+from components.serve.cpu_share import CPU_SHARE
 from components.serve.fair_order import Ask, fair_order
+from components.serve.gpu_slot import DECODE_SLOTS
 from components.serve.roster import ROSTER
 
 AskOf = Callable[[Any], Ask]
+Recent = Callable[[list], tuple]  # asks -> (over their part or not, their units too): CpuShare.over_part
 
 
 class FairLine(list):
     """A Gradio event list that keeps itself in fair order (see the module docstring)."""
 
-    def __init__(self, events: Iterable[Any], ask_of: AskOf, running: Callable[[], list]) -> None:
+    def __init__(self, events: Iterable[Any], ask_of: AskOf, running: Callable[[], list],
+                 recent: Optional[Recent] = None) -> None:
         super().__init__(events)
-        self._ask_of, self._running = ask_of, running
+        self._ask_of, self._running, self._recent = ask_of, running, recent
 
     def append(self, event: Any) -> None:
         super().append(event)
@@ -42,8 +50,10 @@ class FairLine(list):
         if len(self) < 2:
             return
         events = list(self)
+        asks = [self._ask_of(e) for e in events]
         held = Counter(self._ask_of(e) for e in self._running())
-        order = fair_order([self._ask_of(e) for e in events], held)
+        used, unit_used = self._recent([*asks, *held]) if self._recent is not None else (None, None)
+        order = fair_order(asks, held, used, unit_used)
         super().__setitem__(slice(None), [events[i] for i in order])
 
 
@@ -64,4 +74,5 @@ def install(queue: Any, fn: Any, client_of: Callable[[Any], str]) -> None:
         return [e for job in list(queue.active_jobs or ()) if job for e in job
                 if getattr(e, "concurrency_id", None) == fn.concurrency_id]
 
-    line.queue = FairLine(line.queue, ask_of, running)
+    recent = None if fn.concurrency_id in DECODE_SLOTS else CPU_SHARE.over_part  # decodes: places held, arrival
+    line.queue = FairLine(line.queue, ask_of, running, recent)

@@ -14,8 +14,8 @@ one line. For every API request it
   still stop its decode; the page routes (the page, /config, /info) have a bucket of their own, so events never
   spend what opening the page needs;
 - caps the body (MAX_JSON_BYTES; an upload at the upload limit), refuses JSON nested deeper than 32 levels or a
-  string longer than 8,192 characters (components/serve/door_checks.py) (nothing a visitor sends can be echoed back at length), and replaces lone
-  surrogates (they would break Gradio's encoder);
+  string over 8,192 characters (components/serve/door_checks.py: nothing sent is echoed back at length), and
+  replaces lone surrogates (they would break Gradio's encoder);
 - refuses a private event called by name (`/gradio_api/call/<name>`, or `/run/<name>` without an fn_index): the
   page calls events by index, only the public API by name;
 - makes room for a new session hash, or refuses it, before Gradio creates its state (client_limits `Sessions`), for an
@@ -52,12 +52,12 @@ from urllib.parse import parse_qs
 
 from s2d2.limits import limits
 
-from components.serve.door_checks import file_values
 from components.serve.page_cache import PageCache
 from components.serve import gpu_slot
 from components.serve.identity import request_key, scope_key
 from components.serve.disk_budget import DISK
-from components.serve.door_checks import Refusal, checked, count_values, header, read_body, replay, with_length
+from components.serve.door_checks import (Refusal, checked, count_values, file_values, header, read_body,
+                                          refuse_page_only, replay, with_length)
 from components.serve.door_replies import (QUEUE_NEARLY_FULL, TOO_FAST, TOO_MANY_NEW, TOO_MANY_QUEUED, TOO_MANY_STREAMS,
                                           Send, quiet_errors, reply)
 from components.serve.gradio_lookup import blocks_of, by_name, session_of_event
@@ -321,9 +321,6 @@ def check_room(queue: Any, ask: Ask, session: Any) -> None:
         raise Refusal(429, QUEUE_NEARLY_FULL)
 
 
-PAGE_ONLY = "This event runs in the page only: there is nothing for the server to do."
-
-
 def rated(client: str, session: Any, stop: bool = False) -> None:
     """Raise Refusal unless an event request of `session`'s page (the unit's REST for any other session) is within
     its part of `client`'s request rate (components/serve/fair_rate.py); `stop`: Stop's own allowance."""
@@ -340,13 +337,6 @@ def stream_member(client: str, session: str, heartbeat: bool) -> str:
     if member == REST and heartbeat and session and ROSTER.count(client) < unit_sessions():
         return session
     return member
-
-
-def refuse_page_only(fn: Any) -> None:
-    """Refusal for an event the page runs only in JavaScript (no Python function: Gradio would fail on it with an
-    IndexError in the server's log)."""
-    if fn is not None and getattr(fn, "fn", True) is None:
-        raise Refusal(400, PAGE_ONLY)
 
 
 def after_cancel(data: dict, client: str, blocks: Any) -> None:

@@ -11,7 +11,7 @@ import pytest
 httpx = pytest.importorskip("httpx")
 
 from components.serve.door_checks import NOT_A_FILE  # noqa: E402
-from components.serve.front_door import PAGE_ONLY  # noqa: E402
+from components.serve.door_checks import PAGE_ONLY  # noqa: E402
 from tests.support.app_server import served  # noqa: E402,F401  (the fixture)
 
 NOT_FILES = ["a text", 5, [1, 2], {"foo": 1}, {"path": "/etc/passwd"},
