@@ -52,26 +52,49 @@ THEME = gr.themes.Soft(primary_hue="indigo", secondary_hue="green")
 # A number typed into a slider's box outside its range (or between the whole steps of a whole-number knob) is set,
 # in the box, to the value the app will use, and a line under it says what was typed and why it changed: the server
 # clamps the same way (components/ui.py ClampedSlider), so the box never shows a value the run does not use.
+# A value above the largest is caught as it is typed (more digits only raise it): a knob whose own page code snaps
+# its value at once (Replay's Step, components/replay/layout.step_js) would otherwise be back in range, with no line
+# saying why, before Enter's change event. Below the smallest and between steps wait for the change (typing "10"
+# passes through "1").
 KEYS_JS = """
 () => {
-  document.addEventListener('change', (e) => {
-    const box = e.target;
-    if (!(box instanceof HTMLInputElement) || box.type !== 'number') return;
+  const sliderOf = (box) => {
+    if (!(box instanceof HTMLInputElement) || box.type !== 'number') return null;
     const head = box.closest('.head'), wrap = head && head.parentElement;  // the slider's own box and bar only
     const range = wrap && wrap.querySelector(':scope > .slider_input_container input[type=range]');
-    if (!range || box.value === '' || !isFinite(Number(box.value))) return;
+    if (!range || box.value === '' || !isFinite(Number(box.value))) return null;
+    return {wrap, range};
+  };
+  const say = (box, wrap, typed, used, why) => {
+    let note = wrap.querySelector('.clamp-note');
+    if (!note) { note = document.createElement('div'); note.className = 'clamp-note'; note.setAttribute('role', 'status');
+                 wrap.appendChild(note); }
+    note.textContent = `${typed} is ${why}: set to ${used}, the value used.`;
+    note.dataset.used = String(used);
+    box.value = String(used);
+  };
+  document.addEventListener('input', (e) => {
+    const box = e.target, found = sliderOf(box);
+    if (!found) return;
+    const typed = Number(box.value), hi = Number(found.range.max);
+    if (typed > hi && typed > 0) say(box, found.wrap, typed, hi, `above the largest value, ${hi}`);
+  }, true);
+  document.addEventListener('change', (e) => {
+    const box = e.target, found = sliderOf(box);
+    if (!found) return;
+    const {wrap, range} = found;
     const typed = Number(box.value), lo = Number(range.min), hi = Number(range.max), step = Number(range.step);
     let used = Math.min(hi, Math.max(lo, typed));
     const whole = step >= 1 && Number.isInteger(step) && Number.isInteger(lo);
     if (whole) used = Math.min(hi, lo + Math.floor((used - lo) / step + 0.5) * step);
-    let note = wrap.querySelector('.clamp-note');
-    if (used === typed) { if (note) note.remove(); return; }
+    const note = wrap.querySelector('.clamp-note');
+    if (used === typed) {  // in range: a line stays only for the value it set (caught while typing)
+      if (note && note.dataset.used !== box.value) note.remove();
+      return;
+    }
     const why = typed > hi ? `above the largest value, ${hi}` : typed < lo ? `below the smallest value, ${lo}`
       : `not a whole ${step === 1 ? 'number' : 'multiple of ' + step}`;
-    if (!note) { note = document.createElement('div'); note.className = 'clamp-note'; note.setAttribute('role', 'status');
-                 wrap.appendChild(note); }
-    note.textContent = `${typed} is ${why}: set to ${used}, the value used.`;
-    box.value = String(used);
+    say(box, wrap, typed, used, why);
     box.dispatchEvent(new Event('input', {bubbles: true}));
   }, true);
   // A prompt longer than a run takes is never cut: a line under its box gives its length and the limit.
