@@ -29,6 +29,17 @@ PHONE_LAYOUT = """() => {
   return P.width <= window.innerWidth && P.left <= T.left && T.right <= P.right + 1
     && X.bottom <= l.getBoundingClientRect().top + 1;
 }"""
+PHONE_BOXES = """() => {
+  const q = s => document.querySelector('#sweep-nfe ' + s);
+  const parts = {plot: q('.js-plotly-plot'), title: q('.gtitle'), xtitle: q('.xtitle'), legend: q('.legend')};
+  if (Object.values(parts).some(p => !p)) return null;
+  const out = {};
+  for (const [k, p] of Object.entries(parts)) {
+    const r = p.getBoundingClientRect();
+    out[k] = {x: r.left, y: r.top, width: r.width, height: r.height};
+  }
+  return out;
+}"""
 
 
 def _results_file(directory: Path) -> Path:
@@ -126,12 +137,11 @@ def test_compare_whatif_and_sweep_in_a_browser(browser, url):
         pg.wait_for_function(PHONE_LAYOUT, timeout=WAIT_MS)
     except sync_api.TimeoutError:
         pass  # the assertions below say what is wrong
-    for part in (".gtitle", ".xtitle", ".legend"):  # a relayout redraws them: each laid out again before it is read
-        pg.locator(f"#sweep-nfe {part}").first.wait_for(state="visible", timeout=WAIT_MS)
-    plot = pg.locator("#sweep-nfe .js-plotly-plot").bounding_box()
-    title = pg.locator("#sweep-nfe .gtitle").first.bounding_box()
-    xtitle = pg.locator("#sweep-nfe .xtitle").first.bounding_box()
-    legend = pg.locator("#sweep-nfe .legend").first.bounding_box()
+    # every box read in one page turn: a relayout redraws these parts, so reading them one by one can find a
+    # part between its removal and its redraw (CI saw a None box that way)
+    boxes = pg.evaluate(PHONE_BOXES)
+    assert boxes is not None, "the Sweep plot lacks a title, axis title or legend on the phone"
+    plot, title, xtitle, legend = (boxes[k] for k in ("plot", "title", "xtitle", "legend"))
     assert plot["x"] <= title["x"] and title["x"] + title["width"] <= plot["x"] + plot["width"] + 1, title
     assert xtitle["y"] + xtitle["height"] <= legend["y"] + 1, (xtitle, legend)
     assert not errors, errors
