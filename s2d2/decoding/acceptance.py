@@ -13,7 +13,7 @@ device (`residual_token`). `accept_span` is the whole test read back in one `Out
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, Sequence
 
 import torch
 
@@ -33,8 +33,18 @@ class Acceptance:
 def acceptance(mode: str, drafts: torch.Tensor, p_draft: torch.Tensor, q_probs: torch.Tensor, gamma: float,
                generator: Source, with_argmax: bool = False) -> Acceptance:
     """Test every span position at once; the accepted prefix ends at the first failure. One uniform draw per
-    position (one call) unless greedy_exact."""
-    q_draft = q_probs.gather(-1, drafts[:, None]).squeeze(-1)
+    position (one call) unless greedy_exact. `acceptance_rows` with this one span."""
+    return acceptance_row(acceptance_rows(mode, drafts[None], p_draft[None], q_probs[None], gamma, [generator],
+                                          with_argmax), 0)
+
+
+def acceptance_rows(mode: str, drafts: torch.Tensor, p_draft: torch.Tensor, q_probs: torch.Tensor, gamma: float,
+                    generators: Sequence[Source], with_argmax: bool = False) -> Acceptance:
+    """The test over R spans of one length at once (drafts and p_draft [R, s], q_probs [R, s, V]; every field
+    [R, s]): the batch-first engine tests all its verify rows of one config and span length together, and batch 1
+    is the call with one row. Every operation is elementwise or over a row's own vocabulary, so row i's values are
+    its lone call's, bit for bit. Row i's uniforms come from `generators[i]`, one call of s draws, as alone."""
+    q_draft = q_probs.gather(-1, drafts[..., None]).squeeze(-1)
     ratio = q_draft / p_draft.clamp_min(1e-12)
     ratio = torch.clamp(ratio if gamma == 1.0 else ratio**gamma, max=1.0)  # x ** 1 is x exactly: skip the op
     argmax_prob = argmax_q = None
@@ -44,9 +54,17 @@ def acceptance(mode: str, drafts: torch.Tensor, p_draft: torch.Tensor, q_probs: 
         draws = None
         accepted = drafts == argmax_q
     else:
-        draws = uniform(generator, int(drafts.shape[0]), drafts.device)
+        s = int(drafts.shape[-1])
+        draws = (uniform(generators[0], s, drafts.device)[None] if len(generators) == 1
+                 else torch.stack([uniform(g, s, drafts.device) for g in generators]))  # each row's own source
         accepted = draws < ratio
     return Acceptance(q_draft, ratio, draws, accepted, argmax_q, argmax_prob)
+
+
+def acceptance_row(acc: Acceptance, i: int) -> Acceptance:
+    """Row i of `acceptance_rows`' test (views: [s] per field)."""
+    return Acceptance(*(None if t is None else t[i] for t in (acc.q_draft, acc.ratio, acc.draws, acc.accepted,
+                                                               acc.argmax_q, acc.argmax_q_prob)))
 
 
 def residual_token(p: torch.Tensor, q: torch.Tensor,

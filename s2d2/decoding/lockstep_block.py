@@ -38,6 +38,7 @@ from .detail_rows import draft_detail
 from .layout import BlockPlan, block_plan
 from .lockstep_rows import Asked, Row, read_rows
 from .result import Kept, LoopResult, number_steps
+from .route_summary import policy_summaries
 from .sampling import entropy
 from .lockstep_verify import drafted, routed, shared_drafts, shared_read, tested, verified, verify_request
 from .selection import skip_inputs
@@ -130,11 +131,11 @@ def advance(model: Any, rows: list[Row], logits: list[torch.Tensor]) -> None:
     baseline: dict[DecodeConfig, list[tuple[Row, torch.Tensor]]] = {}
     s2d2_drafts: dict[DecodeConfig, list[tuple[Row, torch.Tensor]]] = {}
     phases = [r.state.phase for r in rows]
+    verifying = [j for j, phase in enumerate(phases) if phase == "verify"]
+    readers += [(rows[j], "verify") for j in verifying]
+    wanted += tested([rows[j] for j in verifying], [logits[j] for j in verifying])
     for r, lg, phase in zip(rows, logits, phases):
-        if phase == "verify":
-            readers.append((r, phase))
-            wanted.append(tested(r, lg))
-        elif phase == "commit" and r.state.ctx.reads.pending:  # its stop check reads the deferred values
+        if phase == "commit" and r.state.ctx.reads.pending:  # its stop check reads the deferred values
             readers.append((r, phase))
             wanted.append({})
         elif phase == "draft":
@@ -142,9 +143,11 @@ def advance(model: Any, rows: list[Row], logits: list[torch.Tensor]) -> None:
     for cfg, members in s2d2_drafts.items():
         group, sizes = [r for r, _ in members], [int(lg.shape[0]) for _, lg in members]
         flat = shared_drafts(model, cfg, group, [lg for _, lg in members])
-        for r, *drawn in zip(group, *(t.split(sizes) for t in flat)):
+        summaries = policy_summaries(cfg, flat[0], flat[2], sizes, [r.state.step_plan.span_len for r in group],
+                                     group[0].state.ctx.rec.costs is not None)
+        for r, summary, *drawn in zip(group, summaries, *(t.split(sizes) for t in flat)):
             readers.append((r, "draft"))
-            wanted.append(drafted(r, *drawn))
+            wanted.append(drafted(r, *drawn, summary=summary))
     got = shared_read([r for r, _ in readers], wanted)
     for (r, phase), g in zip(readers, got):
         if phase == "verify":

@@ -24,7 +24,9 @@ from .lockstep_rows import Row
 from .sampling import draw_with_probs, token_distribution
 from .step import route_inputs, routed_from, skip_step, step_record
 from .transfers import HostReads, fetch_many
-from .verify_branch import acceptance_test, tested_picks, verifier_probs, verify_2l_inputs
+from .acceptance import acceptance_row, acceptance_rows
+from .kv import remember_verified
+from .verify_branch import acceptance_test, tested_picks, verify_2l_inputs
 
 
 def shared_drafts(model: Any, cfg: DecodeConfig, rows: list[Row],
@@ -41,13 +43,15 @@ def shared_drafts(model: Any, cfg: DecodeConfig, rows: list[Row],
     return probs, torch.cat([t for t, _ in parts]), torch.cat([p for _, p in parts])
 
 
-def drafted(row: Row, probs: torch.Tensor, tokens: torch.Tensor, p: torch.Tensor) -> dict[str, Any]:
+def drafted(row: Row, probs: torch.Tensor, tokens: torch.Tensor, p: torch.Tensor,
+            summary: Optional[dict[str, torch.Tensor]] = None) -> dict[str, Any]:
     """A draft row after its shared forward and draw: its step's device work before routing (step.py
-    `route_inputs`); returns what it reads."""
+    `route_inputs`, with the row's `policy_summary` taken over all the step's draft rows of its config);
+    returns what it reads."""
     st = row.state
     ctx, plan = st.ctx, st.step_plan
     st.draft = Draft(plan.mask_idx, plan.run, ctx.index[plan.start : plan.start + ctx.B], probs, tokens, p)
-    wanted, skip, verifies = route_inputs(ctx, plan, st.draft)
+    wanted, skip, verifies = route_inputs(ctx, plan, st.draft, summary)
     st.waiting = (skip, verifies)
     return wanted
 
@@ -76,13 +80,29 @@ def verify_request(row: Row) -> ForwardRequest:
                                                        plan.span_len))
 
 
-def tested(row: Row, logits: torch.Tensor) -> dict[str, Any]:
-    """A verify row after its forward: q over the span and the acceptance test (its uniforms from the row's
-    generator); returns what it reads."""
-    st = row.state
-    ctx, plan = st.ctx, st.step_plan
-    st.waiting = acceptance_test(ctx, st.draft, plan.span_len, plan.min_k, verifier_probs(ctx, logits, ctx.B), "2l")
-    return st.waiting.wanted
+def tested(rows: list[Row], logits: list[torch.Tensor]) -> list[dict[str, Any]]:
+    """The verify rows after their forward: q over each span and the acceptance test, both over all rows of one
+    config and span length at once (`token_distribution` on their stacked logits, acceptance.py
+    `acceptance_rows`; row i's uniforms from its own generator), then each row's extras and top-up; returns what
+    each row reads. Row-wise the very values `verifier_probs` and `acceptance_test` give it alone."""
+    out: list[dict[str, Any]] = [{} for _ in rows]
+    buckets: dict[tuple[DecodeConfig, int], list[int]] = {}
+    for j, r in enumerate(rows):
+        buckets.setdefault((r.prep.cfg, r.state.step_plan.span_len), []).append(j)
+    for (cfg, s), members in buckets.items():
+        group = [rows[j] for j in members]
+        flat = torch.cat([logits[j] for j in members]) if len(members) > 1 else logits[members[0]]
+        q = token_distribution(flat, cfg, group[0].state.ctx.mask_id, owned=True).view(len(members), s, -1)
+        drafts = torch.stack([r.state.draft.tokens[:s] for r in group])
+        p = torch.stack([r.state.draft.p[:s] for r in group])
+        acc = acceptance_rows(cfg.acceptance, drafts, p, q, cfg.ratio_gamma, [r.state.ctx.generator for r in group],
+                              with_argmax=group[0].state.ctx.rec.detailed)
+        for i, (j, r) in enumerate(zip(members, group)):
+            st = r.state
+            remember_verified(st.ctx, st.ctx.B)  # what verifier_probs records: the verifier read the whole block
+            st.waiting = acceptance_test(st.ctx, st.draft, s, st.step_plan.min_k, q[i], "2l", acceptance_row(acc, i))
+            out[j] = st.waiting.wanted
+    return out
 
 
 def verified(row: Row, got: dict[str, Any]) -> StepRecord:

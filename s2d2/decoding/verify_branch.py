@@ -151,12 +151,14 @@ def verify_outcome(ctx: StepContext, start: int, draft: Draft, masks: list[int],
 
 
 def acceptance_test(ctx: StepContext, draft: Draft, span_len: int, min_k: int, q_probs: torch.Tensor,
-                    kind: str) -> Tested:
+                    kind: str, acc: Optional[Acceptance] = None) -> Tested:
     """The acceptance test over the span and the extras' and top-up's device work (the test's uniforms drawn from
-    the sequence's generator), with the tensors the host reads next."""
+    the sequence's generator), with the tensors the host reads next. `acc`: the row's test when the caller ran it
+    with other rows' (the batch-first engine: acceptance.py `acceptance_rows`, the same rule)."""
     cfg, s = ctx.cfg, span_len
-    acc = acceptance(cfg.acceptance, draft.tokens[:s], draft.p[:s], q_probs, cfg.ratio_gamma, ctx.generator,
-                     with_argmax=ctx.rec.detailed)
+    if acc is None:
+        acc = acceptance(cfg.acceptance, draft.tokens[:s], draft.p[:s], q_probs, cfg.ratio_gamma, ctx.generator,
+                         with_argmax=ctx.rec.detailed)
     inputs = verify_inputs(cfg, acc, draft.p, draft.entropy, min_k)
     greedy = cfg.acceptance == "greedy_exact"
     wanted = {**inputs, "argmax_q": acc.argmax_q if greedy else None, **verify_detail(ctx, acc, draft.p[:s], q_probs)}

@@ -1,0 +1,70 @@
+"""What a routing policy reads, for many draft rows at once: α over each row's first mask span, K̂, N_hi, the mean
+normalized entropy and (routing in seconds) the span's sure prefix (docs/algorithm.md, 'Acceptance estimators',
+'Routing policies').
+
+Why one function for many rows: the batch-first engine (lockstep_verify.py) routes every S2D2 draft row of a step
+together, and batch 1 (step.py `policy_summary`) is the same call with one row, so there is one copy of the rule.
+Rows are bucketed by the shape their reductions run over (span length; with `ucb_entropy_scope` "all" also the mask
+count), so every reduction runs over exactly the elements a lone row's does, with nothing padded: an inner-dimension
+reduction of a stacked [R, s, V] gives each row the bits its own [s, V] gives (a sum over padding would not). The
+tensor work is a fixed number of operations per bucket, at most one bucket per span length, whatever the number of
+rows; what is left per row is picking its own views out of the bucket's results.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+
+from ..config import DecodeConfig
+from ..estimators import acceptance_alphas, expected_accepted_tokens, normalized_entropy
+
+
+def policy_summaries(cfg: DecodeConfig, probs: torch.Tensor, p: torch.Tensor, sizes: Sequence[int],
+                     span_lens: Sequence[int], sure_prefix: bool = False) -> list[dict[str, torch.Tensor]]:
+    """Each row's summary (its dict of device tensors, read with its step's transfer).
+
+    `probs` [N, V] and `p` [N] hold the rows' masked positions one row after another (row j has `sizes[j]` of
+    them, its first span the first `span_lens[j]`); all rows share `cfg`'s estimator and thresholds. Invariant: row
+    j's values are those of this call with row j alone, bit for bit.
+    """
+    starts = [0]
+    for n in sizes[:-1]:
+        starts.append(starts[-1] + n)
+    n_hi = _counts(p > cfg.confidence_threshold, starts, sizes)
+    out = [{"n_hi": n_hi[j]} for j in range(len(sizes))]
+    buckets: dict[tuple[int, int], list[int]] = {}
+    for j, (n, s) in enumerate(zip(sizes, span_lens)):
+        buckets.setdefault((s, n if cfg.ucb_entropy_scope != "span" else 0), []).append(j)
+    for (s, n), rows in buckets.items():
+        span, p_span = _rows(probs, starts, rows, s), _rows(p, starts, rows, s)
+        h_span = normalized_entropy(span) if cfg.ucb_entropy_scope == "span" else None  # shared with the estimator
+        alphas = acceptance_alphas(cfg, span, p_span, entropy=h_span)
+        k_hat = expected_accepted_tokens(alphas).to(torch.float32)  # type: ignore[union-attr]
+        alphas = alphas if alphas.dtype == torch.float32 else alphas.float()
+        mean = (h_span if h_span is not None else normalized_entropy(_rows(probs, starts, rows, n))).mean(-1)
+        sure = torch.cumprod((p_span > cfg.confidence_threshold).to(torch.long), dim=-1).sum(-1) if sure_prefix \
+            else None
+        for i, j in enumerate(rows):
+            out[j].update(alphas=alphas[i], k_hat=k_hat[i], mean_entropy=mean[i])
+            if sure is not None:  # routing in seconds: how many of the span's leading drafts are above τ
+                out[j]["sure_prefix"] = sure[i]
+    return out
+
+
+def _counts(hi: torch.Tensor, starts: list[int], sizes: Sequence[int]) -> torch.Tensor:
+    """[R] each row's N_hi (its masks' drafts above τ) from one running count: integers, so exact in any order."""
+    if len(sizes) == 1:
+        return hi.sum().unsqueeze(0)
+    running = torch.cat([hi.new_zeros(1, dtype=torch.long), hi.to(torch.long).cumsum(0)])
+    ends = torch.tensor([a + n for a, n in zip(starts, sizes)], device=hi.device)
+    return running[ends] - running[ends - torch.tensor(list(sizes), device=hi.device)]
+
+
+def _rows(values: torch.Tensor, starts: list[int], rows: list[int], width: int) -> torch.Tensor:
+    """[len(rows), width, ...]: each listed row's first `width` values (one gather; a lone row's is a view)."""
+    if len(rows) == 1:
+        return values.narrow(0, starts[rows[0]], width).unsqueeze(0)
+    at = torch.tensor([starts[j] for j in rows], device=values.device)[:, None] + torch.arange(width,
+                                                                                               device=values.device)
+    return values[at]
