@@ -4,7 +4,7 @@ normalized entropy and (routing in seconds) the span's sure prefix (docs/algorit
 
 Why one function for many rows: the batch-first engine (lockstep_verify.py) routes every S2D2 draft row of a step
 together, and batch 1 (step.py `policy_summary`) is the same call with one row, so there is one copy of the rule.
-Rows are bucketed by the shape their reductions run over (span length; with `ucb_entropy_scope` "all" also the mask
+Rows are bucketed by the shape their reductions run over (span length; with `ucb_entropy_scope` "masks" also the mask
 count), so every reduction runs over exactly the elements a lone row's does, with nothing padded: an inner-dimension
 reduction of a stacked [R, s, V] gives each row the bits its own [s, V] gives (a sum over padding would not). The
 tensor work is a fixed number of operations per bucket, at most one bucket per span length, whatever the number of
