@@ -67,6 +67,14 @@ def acceptance_row(acc: Acceptance, i: int) -> Acceptance:
                                                                acc.argmax_q, acc.argmax_q_prob)))
 
 
+def acceptance_each(acc: Acceptance) -> list[Acceptance]:
+    """Every row of `acceptance_rows`' test, as `acceptance_row` gives it (one unbind per field, not an index per
+    row and field)."""
+    fields = [None if t is None else t.unbind(0) for t in (acc.q_draft, acc.ratio, acc.draws, acc.accepted,
+                                                            acc.argmax_q, acc.argmax_q_prob)]
+    return [Acceptance(*(None if f is None else f[i] for f in fields)) for i in range(int(acc.ratio.shape[0]))]
+
+
 def residual_token(p: torch.Tensor, q: torch.Tensor,
                    generator: Source) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Draw from normalize((q - p)+) using the full draft distribution p; from q if the mass is 0 or not finite.

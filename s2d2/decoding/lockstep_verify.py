@@ -24,7 +24,7 @@ from .lockstep_rows import Row
 from .sampling import draw_with_probs, token_distribution
 from .step import route_inputs, routed_from, skip_step, step_record
 from .transfers import HostReads, fetch_many
-from .acceptance import acceptance_row, acceptance_rows
+from .acceptance import acceptance_each, acceptance_rows
 from .kv import remember_verified
 from .verify_branch import acceptance_test, tested_picks, verify_2l_inputs
 
@@ -97,10 +97,10 @@ def tested(rows: list[Row], logits: list[torch.Tensor]) -> list[dict[str, Any]]:
         p = torch.stack([r.state.draft.p[:s] for r in group])
         acc = acceptance_rows(cfg.acceptance, drafts, p, q, cfg.ratio_gamma, [r.state.ctx.generator for r in group],
                               with_argmax=group[0].state.ctx.rec.detailed)
-        for i, (j, r) in enumerate(zip(members, group)):
+        for j, r, q_row, acc_row in zip(members, group, q.unbind(0), acceptance_each(acc)):
             st = r.state
             remember_verified(st.ctx, st.ctx.B)  # what verifier_probs records: the verifier read the whole block
-            st.waiting = acceptance_test(st.ctx, st.draft, s, st.step_plan.min_k, q[i], "2l", acceptance_row(acc, i))
+            st.waiting = acceptance_test(st.ctx, st.draft, s, st.step_plan.min_k, q_row, "2l", acc_row)
             out[j] = st.waiting.wanted
     return out
 

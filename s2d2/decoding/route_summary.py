@@ -32,7 +32,7 @@ def policy_summaries(cfg: DecodeConfig, probs: torch.Tensor, p: torch.Tensor, si
     for n in sizes[:-1]:
         starts.append(starts[-1] + n)
     n_hi = _counts(p > cfg.confidence_threshold, starts, sizes)
-    out = [{"n_hi": n_hi[j]} for j in range(len(sizes))]
+    out = [{"n_hi": view} for view in n_hi.unbind(0)]
     buckets: dict[tuple[int, int], list[int]] = {}
     for j, (n, s) in enumerate(zip(sizes, span_lens)):
         buckets.setdefault((s, n if cfg.ucb_entropy_scope != "span" else 0), []).append(j)
@@ -45,10 +45,12 @@ def policy_summaries(cfg: DecodeConfig, probs: torch.Tensor, p: torch.Tensor, si
         mean = (h_span if h_span is not None else normalized_entropy(_rows(probs, starts, rows, n))).mean(-1)
         sure = torch.cumprod((p_span > cfg.confidence_threshold).to(torch.long), dim=-1).sum(-1) if sure_prefix \
             else None
-        for i, j in enumerate(rows):
-            out[j].update(alphas=alphas[i], k_hat=k_hat[i], mean_entropy=mean[i])
-            if sure is not None:  # routing in seconds: how many of the span's leading drafts are above τ
-                out[j]["sure_prefix"] = sure[i]
+        parts = {"alphas": alphas, "k_hat": k_hat, "mean_entropy": mean}
+        if sure is not None:  # routing in seconds: how many of the span's leading drafts are above τ
+            parts["sure_prefix"] = sure
+        for name, views in parts.items():  # each row's views, one call per part (unbind), not one per row
+            for j, view in zip(rows, views.unbind(0)):
+                out[j][name] = view
     return out
 
 

@@ -15,7 +15,7 @@ import torch
 import s2d2
 from s2d2.config import ESTIMATORS, DecodeConfig
 from s2d2.decoding import heap_freeze, lockstep_verify, route_summary
-from s2d2.decoding.acceptance import acceptance, acceptance_row, acceptance_rows
+from s2d2.decoding.acceptance import acceptance, acceptance_each, acceptance_rows
 from s2d2.decoding.draws import make_generator
 from tests.support.batch_cases import model64
 from tests.support.golden_cases import PROMPTS
@@ -62,7 +62,7 @@ def test_an_acceptance_test_over_many_rows_is_each_rows_own_with_its_own_draws(m
     for i in range(rows):
         alone = acceptance(mode, drafts[i].clone(), p[i].clone(), q[i].clone(), gamma,
                            make_generator("torch", 10 + i, "cpu"), with_argmax=True)
-        row = acceptance_row(many, i)
+        row = acceptance_each(many)[i]  # what the engine hands row i
         for name in ("q_draft", "ratio", "draws", "accepted", "argmax_q", "argmax_q_prob"):
             a, b = getattr(alone, name), getattr(row, name)
             assert (a is None and b is None) or torch.equal(a, b), (i, name)
