@@ -40,7 +40,7 @@ from .lockstep_rows import Asked, Row, read_rows
 from .result import Kept, LoopResult, number_steps
 from .route_summary import policy_summaries
 from .sampling import entropy
-from .lockstep_verify import drafted, routed, shared_drafts, shared_read, tested, verified, verify_request
+from .lockstep_verify import drafted, routed, shared_drafts, shared_read, tested, verified, verify_requests
 from .selection import skip_inputs
 from .step import Routed, StepPlan, plan_step, skip_step, step_record
 
@@ -90,8 +90,12 @@ def start(model: Any, row: Row) -> None:
 
 
 def requests(model: Any, rows: list[Row]) -> list[Asked]:
-    """Each row's one forward of this step, by its phase (blocks.py's and step.py's shapes exactly)."""
-    return [_request(r) for r in rows]
+    """Each row's one forward of this step, by its phase (blocks.py's and step.py's shapes exactly); the 2L
+    verify rows' built together (lockstep_verify.py `verify_requests`)."""
+    verifying = [j for j, r in enumerate(rows) if r.state.phase == "verify"]
+    built = dict(zip(verifying, verify_requests([rows[j] for j in verifying])))
+    return [Asked("verify_2l", r.state.blk.index, r.state.step, built[j]) if j in built else _request(r)
+            for j, r in enumerate(rows)]
 
 
 def _request(row: Row) -> Asked:
@@ -107,8 +111,6 @@ def _request(row: Row) -> Asked:
     if st.phase == "commit":
         return Asked("commit", blk.index, -1, ForwardRequest(ctx.cache, ctx.x[blk.start:end], ctx.index[blk.start:end],
                                                              "causal" if cfg.cache_ver else "full", blk.length, 1))
-    if st.phase == "verify":
-        return Asked("verify_2l", blk.index, st.step, verify_request(row))
     return Asked("draft", blk.index, st.step, _draft_request(row, st, blk))
 
 

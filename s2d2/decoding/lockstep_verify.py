@@ -26,7 +26,8 @@ from .step import route_inputs, routed_from, skip_step, step_record
 from .transfers import HostReads, fetch_many
 from .acceptance import acceptance_each, acceptance_rows
 from .kv import remember_verified
-from .verify_branch import acceptance_test, tested_picks, verify_2l_inputs
+from ..models.masks import verify_2l_query
+from .verify_branch import acceptance_test, tested_picks, verify_2l_rows
 
 
 def shared_drafts(model: Any, cfg: DecodeConfig, rows: list[Row],
@@ -71,13 +72,27 @@ def routed(row: Row, got: dict[str, Any]) -> Optional[StepRecord]:
     return step_record(ctx, plan, decided, skip_step(ctx, plan, draft, decided), None, None)
 
 
-def verify_request(row: Row) -> ForwardRequest:
-    """The row's 2L verifier forward (verify_branch.py's arguments exactly) over its draft-filled block."""
-    st = row.state
-    ctx, plan, draft = st.ctx, st.step_plan, st.draft
-    block_ids = ctx.x[plan.start : plan.start + ctx.B]
-    return ForwardRequest(ctx.cache, *verify_2l_inputs(ctx, block_ids, draft.positions, plan.mask_idx, draft.tokens,
-                                                       plan.span_len))
+def verify_requests(rows: list[Row]) -> list[ForwardRequest]:
+    """The rows' 2L verifier forwards (verify_branch.py's arguments exactly) over their draft-filled blocks: the
+    ids and positions of all rows of one block length built at once (verify_branch.py `verify_2l_rows`; nothing
+    of a batch-first block is cached, so every row queries its whole block)."""
+    out: list[Optional[ForwardRequest]] = [None] * len(rows)
+    by_length: dict[int, list[int]] = {}
+    for j, r in enumerate(rows):
+        by_length.setdefault(r.state.ctx.B, []).append(j)
+    for B, members in by_length.items():
+        group = [rows[j] for j in members]
+        ctxs = [r.state.ctx for r in group]
+        starts = [r.state.step_plan.start for r in group]
+        blocks = torch.stack([c.x[a : a + B] for c, a in zip(ctxs, starts)])
+        positions = torch.stack([r.state.draft.positions for r in group])
+        ids, pos = verify_2l_rows(ctxs[0].mask_id, blocks, positions, [r.state.step_plan.mask_idx for r in group],
+                                  [r.state.draft.tokens for r in group])
+        query = verify_2l_query(B, ids.device)
+        for j, r, c, row_ids, row_pos in zip(members, group, ctxs, ids.unbind(0), pos.unbind(0)):
+            plan = r.state.step_plan
+            out[j] = ForwardRequest(c.cache, row_ids, row_pos, query, 0, B, plan.mask_idx[: plan.span_len])
+    return out  # type: ignore[return-value]
 
 
 def tested(rows: list[Row], logits: list[torch.Tensor]) -> list[dict[str, Any]]:

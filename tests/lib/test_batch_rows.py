@@ -55,7 +55,8 @@ def test_an_acceptance_test_over_many_rows_is_each_rows_own_with_its_own_draws(m
     rows, s, vocab = 5, 3, 9
     q = torch.softmax(torch.randn(rows, s, vocab, generator=g, dtype=torch.float64), -1)
     p_probs = torch.softmax(torch.randn(rows, s, vocab, generator=g, dtype=torch.float64), -1)
-    drafts = p_probs.argmax(-1) if not sample else torch.multinomial(p_probs.view(-1, vocab), 1, generator=g).view(rows, s)
+    drafts = (torch.multinomial(p_probs.view(-1, vocab), 1, generator=g).view(rows, s) if sample
+              else p_probs.argmax(-1))
     p = p_probs.gather(-1, drafts[..., None]).squeeze(-1)
     many = acceptance_rows(mode, drafts, p, q, gamma, [make_generator("torch", 10 + i, "cpu") for i in range(rows)],
                            with_argmax=True)
