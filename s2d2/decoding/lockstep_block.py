@@ -42,7 +42,7 @@ from .route_summary import policy_summaries
 from .sampling import entropy
 from .lockstep_verify import drafted, routed, shared_drafts, shared_read, tested, verified, verify_requests
 from .selection import skip_inputs
-from .step import Routed, StepPlan, plan_step, skip_step, step_record
+from .step import Routed, StepPlan, always_verifies, plan_step, skip_step, step_record
 
 RULES = ("low_confidence_static", "low_confidence_dynamic", "sequential")
 
@@ -147,9 +147,10 @@ def advance(model: Any, rows: list[Row], logits: list[torch.Tensor]) -> None:
         flat = shared_drafts(model, cfg, group, [lg for _, lg in members])
         summaries = policy_summaries(cfg, flat[0], flat[2], sizes, [r.state.step_plan.span_len for r in group],
                                      group[0].state.ctx.rec.costs is not None)
-        for r, summary, *drawn in zip(group, summaries, *(t.split(sizes) for t in flat)):
+        skips = _shared_skips(cfg, flat[0], flat[2], sizes) if not always_verifies(group[0].state.ctx) else [None] * len(group)
+        for r, summary, skip, *drawn in zip(group, summaries, skips, *(t.split(sizes) for t in flat)):
             readers.append((r, "draft"))
-            wanted.append(drafted(r, *drawn, summary=summary))
+            wanted.append(drafted(r, *drawn, summary=summary, skip=skip))
     got = shared_read([r for r, _ in readers], wanted)
     for (r, phase), g in zip(readers, got):
         if phase == "verify":
@@ -179,6 +180,19 @@ def _draft_group(model: Any, cfg: DecodeConfig, members: list[tuple[Row, torch.T
     got = _split(read_rows(model, {"drafts": tokens, **rule, **detail}, 1)[0], sizes, int(padded.shape[1]))
     for j, ((r, _), g, tok) in enumerate(zip(members, got, rows_tok)):
         _draft_step(r, g, {k: v[j, : sizes[j]] for k, v in rule.items() if v.dim() == 2}, tok)
+
+
+def _shared_skips(cfg: DecodeConfig, probs: torch.Tensor, p: torch.Tensor,
+                  sizes: list[int]) -> list[Optional[dict[str, torch.Tensor]]]:
+    """Each S2D2 draft row's `skip_inputs` (what a skip would decode), the remasking rule run once over the padded
+    rows as the baselines' is (`_draft_group`); None for every row where the rule has no batch form (high-
+    confidence extras, entropy-bounded: each row then runs its own). A row's order is its padded row cut to its
+    masks, its count its own: the pads sort last and never count (remasking.py `rule_inputs`)."""
+    if cfg.remasking not in RULES or cfg.always_check_high_conf:
+        return [None] * len(sizes)
+    rule = skip_inputs(cfg, _padded(p, sizes), lambda: entropy(probs))  # (these rules never read the entropy)
+    rows = {name: t.unbind(0) for name, t in rule.items()}
+    return [{name: (v[j][: sizes[j]] if v[j].dim() else v[j]) for name, v in rows.items()} for j in range(len(sizes))]
 
 
 def _padded(values: torch.Tensor, sizes: list[int]) -> torch.Tensor:

@@ -45,14 +45,15 @@ def shared_drafts(model: Any, cfg: DecodeConfig, rows: list[Row],
 
 
 def drafted(row: Row, probs: torch.Tensor, tokens: torch.Tensor, p: torch.Tensor,
-            summary: Optional[dict[str, torch.Tensor]] = None) -> dict[str, Any]:
+            summary: Optional[dict[str, torch.Tensor]] = None,
+            skip: Optional[dict[str, torch.Tensor]] = None) -> dict[str, Any]:
     """A draft row after its shared forward and draw: its step's device work before routing (step.py
-    `route_inputs`, with the row's `policy_summary` taken over all the step's draft rows of its config);
-    returns what it reads."""
+    `route_inputs`, with the row's `policy_summary` and, where given, its `skip_inputs` taken over all the step's
+    draft rows of its config); returns what it reads."""
     st = row.state
     ctx, plan = st.ctx, st.step_plan
     st.draft = Draft(plan.mask_idx, plan.run, ctx.index[plan.start : plan.start + ctx.B], probs, tokens, p)
-    wanted, skip, verifies = route_inputs(ctx, plan, st.draft, summary)
+    wanted, skip, verifies = route_inputs(ctx, plan, st.draft, summary, skip)
     st.waiting = (skip, verifies)
     return wanted
 

@@ -118,16 +118,25 @@ def route(ctx: StepContext, plan: StepPlan, draft: Draft) -> Routed:
     return routed_from(ctx, plan, ctx.reads.fetch(wanted), skip, verifies)
 
 
-def route_inputs(ctx: StepContext, plan: StepPlan, draft: Draft, summary: Optional[dict[str, torch.Tensor]] = None
+def route_inputs(ctx: StepContext, plan: StepPlan, draft: Draft, summary: Optional[dict[str, torch.Tensor]] = None,
+                 skip: Optional[dict[str, torch.Tensor]] = None
                  ) -> tuple[dict[str, Optional[torch.Tensor]], dict[str, torch.Tensor], bool]:
     """The step's device work before its first read: what to read, a skip's inputs, whether the policy always
-    verifies (then no skip is prepared). `summary`: the row's `policy_summary` when the caller computed it with
-    other rows' (the batch-first engine)."""
+    verifies (then no skip is prepared). `summary` and `skip`: the row's `policy_summary` and `skip_inputs` when
+    the caller computed them with other rows' (the batch-first engine)."""
     if summary is None:
         summary = policy_summary(ctx, draft.probs, draft.p, plan.span_len) if ctx.policy is not None else {}
-    verifies = ctx.policy is not None and ctx.rec.costs is None and ctx.policy.always_verifies()
-    skip = {} if verifies else skip_inputs(ctx.cfg, draft.p, draft.entropy, summary.get("n_hi"))
+    verifies = always_verifies(ctx)
+    if verifies:
+        skip = {}
+    elif skip is None:
+        skip = skip_inputs(ctx.cfg, draft.p, draft.entropy, summary.get("n_hi"))
     return {"drafts": draft.tokens, **summary, **skip, **draft_detail(ctx, draft.probs, draft.p)}, skip, verifies
+
+
+def always_verifies(ctx: StepContext) -> bool:
+    """Whether the step's policy verifies whatever it reads (then a skip's device work is never done)."""
+    return ctx.policy is not None and ctx.rec.costs is None and ctx.policy.always_verifies()
 
 
 def routed_from(ctx: StepContext, plan: StepPlan, got: dict[str, Any], skip: dict[str, torch.Tensor],

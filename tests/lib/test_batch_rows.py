@@ -178,3 +178,35 @@ def test_on_an_accelerators_cost_one_forward_per_step_carries_every_live_row_wha
             assert any(len({got[s].trace.forwards[f].kind for s, f in zip(bf.sequences, bf.seq_forwards)}) >= 3
                        for bf in got[0].batch.forwards)
     assert forwards[FIXED_TOKENS] > forwards[FIXED_TOKENS_ACCELERATOR]
+
+
+@pytest.mark.parametrize("remasking", ["low_confidence_static", "low_confidence_dynamic", "sequential"])
+def test_a_skips_remasking_rule_runs_once_over_the_padded_rows_not_once_per_row(remasking, monkeypatch):
+    """S2D2 rows that may skip: what a skip would decode comes from one run of the rule over the step's padded draft
+    rows (never the per-row call in step.py), and each sequence still decodes as alone."""
+    from s2d2.decoding import lockstep_block, step
+    from tests.support.trace_compare import trace_mismatch
+
+    calls = {"per_row": 0, "shared": 0}
+
+    def counted(module: Any, key: str) -> None:
+        real = module.skip_inputs
+
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            calls[key] += 1
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(module, "skip_inputs", wrapper)
+
+    counted(step, "per_row")
+    counted(lockstep_block, "shared")
+    cfg = s2d2.DecodeConfig(method="s2d2", policy="score_threshold", score_threshold=0.5, gen_length=16,
+                            block_length=8, remasking=remasking)
+    prompts = [PROMPTS["a"], PROMPTS["b"], [7, 8, 9, 10, 11], [3, 4]]
+    model = model64("aligned")
+    got = s2d2.generate_batch(model, prompts, cfg, [0, 1, 2, 3], batch_size=4, detailed=False, engine="batch-first")
+    assert calls["per_row"] == 0 and calls["shared"] > 0
+    for i, (g, prompt) in enumerate(zip(got, prompts)):
+        want = s2d2.generate(model, prompt, cfg, seed=i, detailed=False)
+        assert g.token_ids == want.token_ids and trace_mismatch(g.trace, want.trace) is None, f"sequence {i}"
+    assert calls["per_row"] > 0  # alone, the same rule runs per step in step.py
