@@ -3,8 +3,8 @@
 Why: a batch-first step allocates many small objects (tensors, records), so the collector runs often, and each of
 its full passes walks every object of the process: the model's modules and parameters, torch's own state, every
 record of every live sequence. That walk is host work per step that grows with the heap, not with the step: at
-batch 128 on the stand-in model it was a third of the engine's host time (docs/benchmarks.md, 'Speed benchmarks',
-the batch-first engine).
+batch 128 on the stand-in model it was a third of the engine's host time for fastdllm-config-a
+(docs/benchmarks.md, 'Speed benchmarks', the batch-first engine).
 `gc.freeze()` moves every object that exists now into a generation the collector never walks; the decode's own new
 objects are still collected as usual. Nothing is freed later than it would be by reference counting (the collector
 only finds cycles), and a cycle that was already garbage at the freeze is found after the last decode ends.
