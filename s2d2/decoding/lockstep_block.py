@@ -147,7 +147,8 @@ def advance(model: Any, rows: list[Row], logits: list[torch.Tensor]) -> None:
         flat = shared_drafts(model, cfg, group, [lg for _, lg in members])
         summaries = policy_summaries(cfg, flat[0], flat[2], sizes, [r.state.step_plan.span_len for r in group],
                                      group[0].state.ctx.rec.costs is not None)
-        skips = _shared_skips(cfg, flat[0], flat[2], sizes) if not always_verifies(group[0].state.ctx) else [None] * len(group)
+        verifies = always_verifies(group[0].state.ctx)  # one config: one policy kind, one answer
+        skips = [None] * len(group) if verifies else _shared_skips(cfg, flat[0], flat[2], sizes)
         for r, summary, skip, *drawn in zip(group, summaries, skips, *(t.split(sizes) for t in flat)):
             readers.append((r, "draft"))
             wanted.append(drafted(r, *drawn, summary=summary, skip=skip))

@@ -4,10 +4,13 @@ routed together after their shared forward, and a verifying row's second forward
 A batch-1 step is draft forward -> read -> route -> (verify forward -> read) -> picks and record (step.py
 `run_step`). Here the verify forward of a row that decides to verify is its NEXT step's forward, so one padded
 forward carries the draft rows, the 2L verify rows and the commit rows of different sequences together. Between the
-forwards each row runs step.py's and verify_branch.py's own parts (`plan_step`, `route`, `skip_step`,
-`verify_2l_inputs`, `verifier_probs`, `verify_outcome`, `step_record`): one copy of every rule, so in float64 a
-sequence's trace is its `generate` trace apart from wall times. The distribution and the greedy draw of every
-draft row of one config are one tensor call each; a sampled draw, the acceptance test's uniforms and the residual
+forwards each row runs step.py's and verify_branch.py's own parts (`plan_step`, `route_inputs`, `routed_from`,
+`skip_step`, `acceptance_test`, `tested_picks`, `step_record`): one copy of every rule, so in float64 a
+sequence's trace is its `generate` trace apart from wall times. The tensor rules run once over all rows that
+share a config and a span length (or block length): the draft distribution and greedy draw, the routing summary
+(route_summary.py), the 2L verifier's ids (verify_branch.py `verify_2l_rows`), the verifier's distribution
+(`token_distribution`, as `verifier_probs` takes it) and the acceptance test (acceptance.py `acceptance_rows`);
+batch 1 calls the same functions with one row. A sampled draw, the acceptance test's uniforms and the residual
 draw come from the row's own generator, in its batch-1 order (draft, then test, then residual).
 """
 from __future__ import annotations
