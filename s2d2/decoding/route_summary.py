@@ -3,16 +3,19 @@ normalized entropy and (routing in seconds) the span's sure prefix (docs/algorit
 'Routing policies').
 
 Why one function for many rows: the batch-first engine (lockstep_verify.py) routes every S2D2 draft row of a step
-together, and batch 1 (step.py `policy_summary`) is the same call with one row, so there is one copy of the rule.
+together, and batch 1 (step.py `policy_summary`) runs the same rule (`span_summary`, written over any leading
+dims) on its one span, so there is one copy of the rule.
 Rows are bucketed by the shape their reductions run over (span length; with `ucb_entropy_scope` "masks" also the mask
 count), so every reduction runs over exactly the elements a lone row's does, with nothing padded: an inner-dimension
-reduction of a stacked [R, s, V] gives each row the bits its own [s, V] gives (a sum over padding would not). The
-tensor work is a fixed number of operations per bucket, at most one bucket per span length, whatever the number of
-rows; what is left per row is picking its own views out of the bucket's results.
+reduction of a stacked [R, s, V] gives each row the bits its own [s, V] gives (a sum over padding would not;
+checked on the CPU kernels, tests/lib/test_batch_rows.py; a GPU kernel may pick its summation order by shape, so
+there a row may differ from batch 1 by rounding, as the shared forward's logits already do). The tensor work is
+a fixed number of operations per bucket, at most one bucket per span length, whatever the number of rows; what
+is left per row is picking its own views out of the bucket's results.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Optional, Sequence
 
 import torch
 
@@ -22,7 +25,8 @@ from ..estimators import acceptance_alphas, expected_accepted_tokens, normalized
 
 def policy_summaries(cfg: DecodeConfig, probs: torch.Tensor, p: torch.Tensor, sizes: Sequence[int],
                      span_lens: Sequence[int], sure_prefix: bool = False) -> list[dict[str, torch.Tensor]]:
-    """Each row's summary (its dict of device tensors, read with its step's transfer).
+    """Each row's summary (its dict of device tensors, read with its step's transfer): `span_summary` over the
+    rows of each span length at once, and N_hi (its masks' drafts above τ) from one running count.
 
     `probs` [N, V] and `p` [N] hold the rows' masked positions one row after another (row j has `sizes[j]` of
     them, its first span the first `span_lens[j]`); all rows share `cfg`'s estimator and thresholds. Invariant: row
@@ -38,19 +42,29 @@ def policy_summaries(cfg: DecodeConfig, probs: torch.Tensor, p: torch.Tensor, si
         buckets.setdefault((s, n if cfg.ucb_entropy_scope != "span" else 0), []).append(j)
     for (s, n), rows in buckets.items():
         span, p_span = _rows(probs, starts, rows, s), _rows(p, starts, rows, s)
-        h_span = normalized_entropy(span) if cfg.ucb_entropy_scope == "span" else None  # shared with the estimator
-        alphas = acceptance_alphas(cfg, span, p_span, entropy=h_span)
-        k_hat = expected_accepted_tokens(alphas).to(torch.float32)  # type: ignore[union-attr]
-        alphas = alphas if alphas.dtype == torch.float32 else alphas.float()
-        mean = (h_span if h_span is not None else normalized_entropy(_rows(probs, starts, rows, n))).mean(-1)
-        sure = torch.cumprod((p_span > cfg.confidence_threshold).to(torch.long), dim=-1).sum(-1) if sure_prefix \
-            else None
-        parts = {"alphas": alphas, "k_hat": k_hat, "mean_entropy": mean}
-        if sure is not None:  # routing in seconds: how many of the span's leading drafts are above τ
-            parts["sure_prefix"] = sure
-        for name, views in parts.items():  # each row's views, one call per part (unbind), not one per row
-            for j, view in zip(rows, views.unbind(0)):
+        every = _rows(probs, starts, rows, n) if cfg.ucb_entropy_scope != "span" else None
+        for name, views in span_summary(cfg, span, p_span, every, sure_prefix).items():
+            for j, view in zip(rows, views.unbind(0)):  # one call per part, not an index per row
                 out[j][name] = view
+    return out
+
+
+def span_summary(cfg: DecodeConfig, span: torch.Tensor, p_span: torch.Tensor, every: Optional[torch.Tensor],
+                 sure_prefix: bool) -> dict[str, torch.Tensor]:
+    """α, K̂, the mean normalized entropy and (routing in seconds) the sure prefix of first spans of one length:
+    `span` [..., s, V] and `p_span` [..., s] (no leading dim: one span, as batch 1 holds it; [R, ...]: R rows at
+    once). `every`: the masks' distributions [..., n, V] when the entropy is taken over all of them
+    (`ucb_entropy_scope` "masks"). Every operation is elementwise or over a row's own last dims, so a row's values
+    do not depend on the rows beside it."""
+    h_span = normalized_entropy(span) if every is None else None  # shared with the estimator
+    alphas = acceptance_alphas(cfg, span, p_span, entropy=h_span)
+    out = {
+        "alphas": alphas if alphas.dtype == torch.float32 else alphas.float(),
+        "k_hat": expected_accepted_tokens(alphas).to(torch.float32),  # type: ignore[union-attr]
+        "mean_entropy": (h_span if h_span is not None else normalized_entropy(every)).mean(-1),
+    }
+    if sure_prefix:  # routing in seconds: how many of the span's leading drafts are above τ
+        out["sure_prefix"] = torch.cumprod((p_span > cfg.confidence_threshold).to(torch.long), dim=-1).sum(-1)
     return out
 
 

@@ -31,7 +31,7 @@ from .context import Draft, StepContext
 from .kv import kept_prefix_rows
 from .detail_rows import draft_detail, draft_records, draft_rows, fill_residual, verification_record
 from .remasking import choose, rule_inputs
-from .route_summary import policy_summaries
+from .route_summary import span_summary
 from .routing_costs import skip_token_count, step_costs
 from .sampling import draw_with_probs, entropy, token_distribution
 from .selection import StepPicks, fallback_k, skip_inputs, skip_picks, write_picks
@@ -277,8 +277,11 @@ def _not_progress(ctx: StepContext, ws: int, we: int) -> int:
 
 def policy_summary(ctx: StepContext, probs: torch.Tensor, p: torch.Tensor, span_len: int) -> dict[str, torch.Tensor]:
     """α over the span, K̂, N_hi and the mean normalized entropy, on the device (read with the step's transfer):
-    route_summary.py's rule with this one row (the batch-first engine calls it with all its draft rows)."""
-    return policy_summaries(ctx.cfg, probs, p, [int(p.shape[0])], [span_len], ctx.rec.costs is not None)[0]
+    route_summary.py's rule on this one span (the batch-first engine runs it over all its draft rows at once)."""
+    cfg = ctx.cfg
+    every = probs if cfg.ucb_entropy_scope != "span" else None
+    out = span_summary(cfg, probs[:span_len], p[:span_len], every, ctx.rec.costs is not None)
+    return {**out, "n_hi": (p > cfg.confidence_threshold).sum()}
 
 
 def inputs_from_summary(got: dict[str, Any], span_len: int, n_masks: int, window_len: int,

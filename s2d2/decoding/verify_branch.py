@@ -78,22 +78,22 @@ def verify_2l_inputs(ctx: StepContext, block_ids: torch.Tensor, positions: torch
     (The batch-first engine puts the same arguments in its shared forward: lockstep_block.py.)"""
     k, B = ctx.cached, int(block_ids.shape[0])
     n, at = B - k, mask_idx - k
-    ids, pos = verify_2l_rows(ctx.mask_id, block_ids[None, k:], positions[None, k:], [at], [drafts])
-    return (ids[0], pos[0], verify_2l_query(n, ids.device), n if ctx.cfg.kv_reuse else 0, n, at[:span_len])
+    ids, pos = verify_2l_rows(ctx.mask_id, block_ids[k:], positions[k:], [at], [drafts])
+    return ids, pos, verify_2l_query(n, ids.device), n if ctx.cfg.kv_reuse else 0, n, at[:span_len]
 
 
 def verify_2l_rows(mask_id: int, blocks: torch.Tensor, positions: torch.Tensor, at: list[torch.Tensor],
                    drafts: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-    """The 2L verifier's ids and positions ([R, 2n]) for R rows of n uncached positions at once (blocks and
-    positions [R, n]; row i's drafts fill its masks `at[i]`): [x̃ | MASK x n] at duplicated positions. Integers
-    only, so each row is exactly its lone call's; the batch-first engine builds all its verify rows so."""
-    ids = torch.cat([blocks, torch.full_like(blocks, mask_id)], dim=1)
-    if len(at) == 1:
-        ids[0, at[0]] = drafts[0]
+    """The 2L verifier's ids and positions ([2n], or [R, 2n] for R rows at once) over n uncached positions (blocks
+    and positions [n] or [R, n]; row i's drafts fill its masks `at[i]`): [x̃ | MASK x n] at duplicated positions.
+    Integers only, so each row is exactly its lone call's; the batch-first engine builds all its verify rows so."""
+    ids = torch.cat([blocks, torch.full_like(blocks, mask_id)], dim=-1)
+    if blocks.dim() == 1:
+        ids[at[0]] = drafts[0]
     else:
         sizes = torch.tensor([int(a.shape[0]) for a in at], device=ids.device)
         ids[torch.repeat_interleave(torch.arange(len(at), device=ids.device), sizes), torch.cat(at)] = torch.cat(drafts)
-    return ids, positions.repeat(1, 2)
+    return ids, torch.cat([positions, positions], dim=-1)
 
 
 def verifier_probs(ctx: StepContext, logits: torch.Tensor, end: int) -> torch.Tensor:

@@ -41,8 +41,10 @@ def test_a_routing_summary_over_many_rows_is_each_rows_own_bit_for_bit(estimator
     cfg = DecodeConfig(method="s2d2", estimator=estimator, ucb_entropy_scope=scope, confidence_threshold=0.5)
     probs, p = _rows()
     many = route_summary.policy_summaries(cfg, probs, p, SIZES, SPANS, sure_prefix=True)
-    for j in range(len(SIZES)):
-        alone = route_summary.policy_summaries(cfg, _one(probs, j), _one(p, j), [SIZES[j]], [SPANS[j]], True)[0]
+    for j in range(len(SIZES)):  # what batch 1 computes (step.py `policy_summary`) on the row held alone
+        row_probs, row_p, s = _one(probs, j), _one(p, j), SPANS[j]
+        alone = {**route_summary.span_summary(cfg, row_probs[:s], row_p[:s], row_probs if scope == "masks" else None,
+                                              True), "n_hi": (row_p > cfg.confidence_threshold).sum()}
         assert many[j].keys() == alone.keys() == {"alphas", "k_hat", "n_hi", "mean_entropy", "sure_prefix"}
         for name, value in alone.items():
             assert value.dtype == many[j][name].dtype and torch.equal(value, many[j][name]), (j, name)
