@@ -9,7 +9,10 @@ Part `host`: `generate_batch` on a stand-in model whose forward returns fixed lo
 sequence-forward (wall / the sequence-forwards the ledger served) at the given batch, and the thread engine's time
 over the batch-first engine's. Engines: `threads` (every sequence runs the batch-1 loop on its own thread; only the
 forwards are shared) and `batch-first` (s2d2/decoding/lockstep.py: one step for every live sequence; only the
-loops it covers, see `covers`; the other arms are measured on threads alone). Part `models`: the bundled models on
+loops it covers, see `covers`; the other arms are measured on threads alone). `--fixed-tokens 4096` has the
+batch-first engine group its shared forwards as on an accelerator (one forward per step carrying every live row,
+s2d2/decoding/batch.py `fixed_tokens_for`; the thread engine keeps its own grouping). Part `models`: the bundled
+models on
 one CPU thread, decodes/s at batch 1 and at the batch given, per preset and engine (`x b1`: batch N over batch 1
 of the same engine, in wall time; `cpu x b1` in this process's CPU time, the figure to read on a loaded machine).
 Engines and batch sizes of an arm run back to back over the same prompts and seeds, so machine noise hits them
@@ -70,18 +73,21 @@ def decode(model: Any, prompts: list[Any], cfg: Any, batch: int, engine: str, gc
             "outputs": [r.token_ids for r in results]}
 
 
-def host_part(batch: int, n: int, gen: int, repeats: int, out: list[dict[str, Any]]) -> None:
+def host_part(batch: int, n: int, gen: int, repeats: int, out: list[dict[str, Any]],
+              fixed_tokens: int | None = None) -> None:
     """Per arm and engine, the best of `repeats` runs (engines interleaved), as wall and as this process's CPU
     time per sequence-forward (every thread's: the figure that holds on a shared machine), then the CPU time with
     Python's cyclic garbage collector paused (`gc off`: the engine's own work; with it on, full collections over a
     batch's growing records add a cost that grows with the heap). `x`: the thread engine's time over this one's."""
     torch.set_num_threads(1)  # the stand-in's forward is trivial; intra-op threads would only add noise
     print(f"host time per sequence-forward, stand-in model (fixed logits), batch {batch}, n {n}, gen {gen}, "
-          f"best of {repeats}")
+          f"best of {repeats}" + (f", a forward's fixed cost {fixed_tokens} query tokens" if fixed_tokens else ""))
     print(f"{'family':<8} {'arm':<20} {'engine':<12} {'seq-fwd':>8} {'fwd':>6} {'seq/fwd':>7} {'wall us':>8} "
           f"{'cpu us':>8} {'x':>6} {'gc off us':>9} {'x':>6} {'same':>5}")
     for alignment, preset in HOST_ARMS:
         model = StandInModel(alignment)
+        if fixed_tokens is not None:  # group the shared forwards as on an accelerator (batch.py fixed_tokens_for)
+            model.batch_fixed_tokens = fixed_tokens  # type: ignore[attr-defined]
         prompts = stand_in_prompts(n)
         cfg = s2d2.preset(preset, gen_length=gen)
         best: dict[tuple[str, bool], dict[str, Any]] = {}
@@ -138,11 +144,14 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=None, help="prompts per run (default: 256 host, 32 models)")
     ap.add_argument("--gen-length", type=int, default=64)
     ap.add_argument("--repeats", type=int, default=3, help="host part: runs per engine, the best kept")
+    ap.add_argument("--fixed-tokens", type=int, default=None,
+                    help="host part: a forward's fixed cost in query tokens for the grouping (default: the CPU's; "
+                         "4096 groups as on an accelerator)")
     ap.add_argument("--out", default=None, help="also write the rows to this JSON file")
     args = ap.parse_args()
     rows: list[dict[str, Any]] = []
     if args.part in ("host", "both"):
-        host_part(args.batch or 128, args.n or 256, args.gen_length, args.repeats, rows)
+        host_part(args.batch or 128, args.n or 256, args.gen_length, args.repeats, rows, args.fixed_tokens)
     if args.part in ("models", "both"):
         models_part(args.batch or 32, args.n or 32, args.gen_length, rows)
     if args.out:

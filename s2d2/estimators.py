@@ -79,14 +79,15 @@ _ESTIMATORS: dict[str, Callable[[DecodeConfig, Tensor, Tensor], Tensor]] = {
 
 
 def acceptance_alphas(cfg: DecodeConfig, probs: Tensor, p_draft: Tensor, entropy: Tensor | None = None) -> Tensor:
-    """α_i per span position for cfg.estimator, with that estimator's parameters from cfg.
+    """α_i per span position for cfg.estimator, with that estimator's parameters from cfg (any leading dims: many
+    spans of one length at once, each row's values those of its own call).
 
     `entropy`: `normalized_entropy(probs)` when the caller has it already (the entropy estimators then reuse it).
     """
     if cfg.estimator not in _ESTIMATORS:
         raise ValueError(f"estimator: unknown value {cfg.estimator!r}; allowed: {', '.join(_ESTIMATORS)}")
-    if probs.dim() != 2 or p_draft.shape != probs.shape[:1]:
-        raise ValueError(f"acceptance_alphas: expected probs [n, V] and p_draft [n], got "
+    if probs.dim() < 2 or p_draft.shape != probs.shape[:-1]:
+        raise ValueError(f"acceptance_alphas: expected probs [..., n, V] and p_draft [..., n], got "
                          f"{tuple(probs.shape)} and {tuple(p_draft.shape)}")
     if entropy is not None and cfg.estimator in ("soft_entropy_negexp", "hard_entropy_threshold"):
         return (_entropy_negexp if cfg.estimator == "soft_entropy_negexp" else _hard_entropy)(cfg, probs, p_draft,

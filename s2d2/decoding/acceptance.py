@@ -13,7 +13,7 @@ device (`residual_token`). `accept_span` is the whole test read back in one `Out
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, Sequence
 
 import torch
 
@@ -34,19 +34,43 @@ def acceptance(mode: str, drafts: torch.Tensor, p_draft: torch.Tensor, q_probs: 
                generator: Source, with_argmax: bool = False) -> Acceptance:
     """Test every span position at once; the accepted prefix ends at the first failure. One uniform draw per
     position (one call) unless greedy_exact."""
-    q_draft = q_probs.gather(-1, drafts[:, None]).squeeze(-1)
+    draws = None if mode == "greedy_exact" else uniform(generator, int(drafts.shape[-1]), drafts.device)
+    return span_test(mode, drafts, p_draft, q_probs, gamma, draws, with_argmax)
+
+
+def acceptance_rows(mode: str, drafts: torch.Tensor, p_draft: torch.Tensor, q_probs: torch.Tensor, gamma: float,
+                    generators: Sequence[Source], with_argmax: bool = False) -> Acceptance:
+    """The test over R spans of one length at once (drafts and p_draft [R, s], q_probs [R, s, V]; every field
+    [R, s]): the batch-first engine tests all its verify rows of one config and span length together. Row i's
+    uniforms come from `generators[i]`, one call of s draws, as alone."""
+    draws = None
+    if mode != "greedy_exact":
+        s = int(drafts.shape[-1])
+        draws = torch.stack([uniform(g, s, drafts.device) for g in generators])  # each row's own source
+    return span_test(mode, drafts, p_draft, q_probs, gamma, draws, with_argmax)
+
+
+def span_test(mode: str, drafts: torch.Tensor, p_draft: torch.Tensor, q_probs: torch.Tensor, gamma: float,
+              draws: Optional[torch.Tensor], with_argmax: bool) -> Acceptance:
+    """The test itself, on one span ([s], [s, V]) or many ([R, s], [R, s, V]) with their uniforms drawn: every
+    operation is elementwise or over a row's own vocabulary, so a row's values do not depend on the rows beside
+    it (batch 1 and the batch-first engine run this one rule)."""
+    q_draft = q_probs.gather(-1, drafts[..., None]).squeeze(-1)
     ratio = q_draft / p_draft.clamp_min(1e-12)
     ratio = torch.clamp(ratio if gamma == 1.0 else ratio**gamma, max=1.0)  # x ** 1 is x exactly: skip the op
     argmax_prob = argmax_q = None
     if with_argmax or mode == "greedy_exact":
         argmax_prob, argmax_q = q_probs.max(dim=-1)
-    if mode == "greedy_exact":
-        draws = None
-        accepted = drafts == argmax_q
-    else:
-        draws = uniform(generator, int(drafts.shape[0]), drafts.device)
-        accepted = draws < ratio
+    accepted = drafts == argmax_q if mode == "greedy_exact" else draws < ratio
     return Acceptance(q_draft, ratio, draws, accepted, argmax_q, argmax_prob)
+
+
+def acceptance_each(acc: Acceptance) -> list[Acceptance]:
+    """Every row of `acceptance_rows`' test, each field a view [s] (one unbind per field, not an index per row and
+    field)."""
+    fields = [None if t is None else t.unbind(0) for t in (acc.q_draft, acc.ratio, acc.draws, acc.accepted,
+                                                            acc.argmax_q, acc.argmax_q_prob)]
+    return [Acceptance(*(None if f is None else f[i] for f in fields)) for i in range(int(acc.ratio.shape[0]))]
 
 
 def residual_token(p: torch.Tensor, q: torch.Tensor,

@@ -49,6 +49,20 @@ T = TypeVar("T")
 # ~0.086 ms for the bundled tiny model on one CPU thread (benchmarks/batch_speed.py). Larger on a GPU, where a
 # forward is bound by reading the weights; `Scheduler(fixed_tokens=...)` sets it.
 FIXED_TOKENS = 32
+# The same on an accelerator, where a forward is bound by reading the weights: ~0.8 ms for SDAR-1.7B in bf16 on an
+# H200 (issue 37) against ~3.4 GFLOP, a few ns, per query token, i.e. far above 10^4 tokens. 4096 is a floor that
+# still puts every draft (B queries) and 2L verify (2B) of a batch of 128 in one forward for blocks up to 32, while
+# a long prefill does not pad a whole batch of drafts to its length.
+FIXED_TOKENS_ACCELERATOR = 4096
+
+
+def fixed_tokens_for(model: Any) -> int:
+    """A forward's fixed cost in query tokens for `model`: its own `batch_fixed_tokens` when it states one, else
+    FIXED_TOKENS on the CPU and FIXED_TOKENS_ACCELERATOR on any other device."""
+    own = getattr(model, "batch_fixed_tokens", None)
+    if own is not None:
+        return int(own)
+    return FIXED_TOKENS if torch.device(model.device).type == "cpu" else FIXED_TOKENS_ACCELERATOR
 
 
 RUN_OWN = object()  # the scheduler's reply to a request it does not share: run it on the sequence's thread

@@ -11,10 +11,16 @@ What it covers (`covers`): honest AR (lockstep_ar.py) and the block loop on posi
 (lockstep_block.py: the diffusion baselines with static, dynamic and sequential remasking, any sampling, either
 cache mode; S2D2 with every routing policy but cost_aware, with or without sub-blocks, its verifier in
 lockstep_verify.py). Each live row makes one forward per step whatever its phase (AR token, prefill, draft, 2L
-verify, commit), and all of them go to the shared forwards together. Every other config (cost-aware routing, the
-trimmed verifier, KV reuse, fused commits, adaptive blocks, right-shifted block loops, the LLaDA2 editing loop, the
-D2F pipeline) keeps the thread engine, which `generate_batch` picks for any batch holding a config this engine does
-not cover.
+verify, commit), and all of them go to the shared forwards together, grouped at the least modelled cost
+(batch.py `cheapest_groups` at the model's `fixed_tokens_for`): on an accelerator, where a forward is bound by
+reading the weights, one forward carries every live row; on the CPU, where each query token is real work, drafts
+and 2L verifies share a forward only when the saved fixed cost pays for the padding. The step's rules run over
+all its rows at once where a rule is tensor work (the routing summary, route_summary.py; the acceptance test,
+acceptance.py `acceptance_rows`, once per span length; the 2L verify rows' ids, verify_branch.py `verify_2l_rows`);
+what stays per row is host bookkeeping (plans, records, a policy's decision and update, which keep per-row Python
+state) and each row's own random draws. Every other config (cost-aware routing, the trimmed verifier, KV reuse,
+fused commits, adaptive blocks, right-shifted block loops, the LLaDA2 editing loop, the D2F pipeline) keeps the
+thread engine, which `generate_batch` picks for any batch holding a config this engine does not cover.
 
 Same invariants as the thread engine: in float64 each sequence's trace is its `generate` trace apart from wall
 times (a row's rules are its batch-1 loop's own functions, applied row-wise); a sequence's NFE counts the forwards
@@ -37,10 +43,11 @@ from ..config import DecodeConfig
 from ..models.base import ForwardRequest
 from ..trace import StepRecord
 from . import lockstep_ar, lockstep_block
-from .batch import FIXED_TOKENS, cheapest_groups, error_text, restore_cache
+from .batch import cheapest_groups, error_text, fixed_tokens_for, restore_cache
 from .batch_ledger import BatchForward, BatchLedger
 from .draws import make_generator
 from .forwards import Recorder, takes_rows
+from .heap_freeze import frozen_heap
 from .lockstep_rows import Asked, Row
 from .result import LoopResult, StopDecoding
 
@@ -67,11 +74,14 @@ def _loop(cfg: DecodeConfig, model: Any) -> Any:
 class Lockstep:
     """Decodes jobs at most `batch_size` at a time, one step for all live rows at once; results in job order."""
 
-    def __init__(self, model: Any, batch_size: int, detailed: bool, fixed_tokens: int = FIXED_TOKENS) -> None:
+    def __init__(self, model: Any, batch_size: int, detailed: bool, fixed_tokens: Optional[int] = None) -> None:
+        """`fixed_tokens`: a forward's fixed cost in query tokens, which decides how the step's rows are grouped
+        into forwards (batch.py `cheapest_groups`); by default the model's own (batch.py `fixed_tokens_for`), so
+        on an accelerator one forward carries every live row whatever its phase."""
         if int(batch_size) < 1:
             raise ValueError(f"batch_size: must be >= 1, got {batch_size}")
         self.model, self.batch_size, self.detailed = model, int(batch_size), detailed
-        self.fixed_tokens = int(fixed_tokens)
+        self.fixed_tokens = fixed_tokens_for(model) if fixed_tokens is None else int(fixed_tokens)
         self.ledger = BatchLedger(self.batch_size)
         self._batched = callable(getattr(model, "forward_batch", None))
         self._rows_arg = takes_rows(model)
@@ -85,7 +95,9 @@ class Lockstep:
         live: list[Row] = []
         t0 = time.perf_counter()
         try:
-            with torch.inference_mode():  # no autograd bookkeeping on any op, as in the batch-1 loops
+            # no autograd bookkeeping on any op, as in the batch-1 loops; the collector's passes skip the heap
+            # that was there before the decode (heap_freeze.py: they would walk it at every step)
+            with torch.inference_mode(), frozen_heap():
                 self._drive(queue, live, results, finish, on_result)
         finally:
             self.ledger.wall_s = time.perf_counter() - t0

@@ -38,10 +38,11 @@ from .detail_rows import draft_detail
 from .layout import BlockPlan, block_plan
 from .lockstep_rows import Asked, Row, read_rows
 from .result import Kept, LoopResult, number_steps
+from .route_summary import policy_summaries
 from .sampling import entropy
-from .lockstep_verify import drafted, routed, shared_drafts, shared_read, tested, verified, verify_request
+from .lockstep_verify import drafted, routed, shared_drafts, shared_read, tested, verified, verify_requests
 from .selection import skip_inputs
-from .step import Routed, StepPlan, plan_step, skip_step, step_record
+from .step import Routed, StepPlan, always_verifies, plan_step, skip_step, step_record
 
 RULES = ("low_confidence_static", "low_confidence_dynamic", "sequential")
 
@@ -89,8 +90,12 @@ def start(model: Any, row: Row) -> None:
 
 
 def requests(model: Any, rows: list[Row]) -> list[Asked]:
-    """Each row's one forward of this step, by its phase (blocks.py's and step.py's shapes exactly)."""
-    return [_request(r) for r in rows]
+    """Each row's one forward of this step, by its phase (blocks.py's and step.py's shapes exactly); the 2L
+    verify rows' built together (lockstep_verify.py `verify_requests`)."""
+    verifying = [j for j, r in enumerate(rows) if r.state.phase == "verify"]
+    built = dict(zip(verifying, verify_requests([rows[j] for j in verifying])))
+    return [Asked("verify_2l", r.state.blk.index, r.state.step, built[j]) if j in built else _request(r)
+            for j, r in enumerate(rows)]
 
 
 def _request(row: Row) -> Asked:
@@ -106,8 +111,6 @@ def _request(row: Row) -> Asked:
     if st.phase == "commit":
         return Asked("commit", blk.index, -1, ForwardRequest(ctx.cache, ctx.x[blk.start:end], ctx.index[blk.start:end],
                                                              "causal" if cfg.cache_ver else "full", blk.length, 1))
-    if st.phase == "verify":
-        return Asked("verify_2l", blk.index, st.step, verify_request(row))
     return Asked("draft", blk.index, st.step, _draft_request(row, st, blk))
 
 
@@ -130,11 +133,11 @@ def advance(model: Any, rows: list[Row], logits: list[torch.Tensor]) -> None:
     baseline: dict[DecodeConfig, list[tuple[Row, torch.Tensor]]] = {}
     s2d2_drafts: dict[DecodeConfig, list[tuple[Row, torch.Tensor]]] = {}
     phases = [r.state.phase for r in rows]
+    verifying = [j for j, phase in enumerate(phases) if phase == "verify"]
+    readers += [(rows[j], "verify") for j in verifying]
+    wanted += tested([rows[j] for j in verifying], [logits[j] for j in verifying])
     for r, lg, phase in zip(rows, logits, phases):
-        if phase == "verify":
-            readers.append((r, phase))
-            wanted.append(tested(r, lg))
-        elif phase == "commit" and r.state.ctx.reads.pending:  # its stop check reads the deferred values
+        if phase == "commit" and r.state.ctx.reads.pending:  # its stop check reads the deferred values
             readers.append((r, phase))
             wanted.append({})
         elif phase == "draft":
@@ -142,9 +145,13 @@ def advance(model: Any, rows: list[Row], logits: list[torch.Tensor]) -> None:
     for cfg, members in s2d2_drafts.items():
         group, sizes = [r for r, _ in members], [int(lg.shape[0]) for _, lg in members]
         flat = shared_drafts(model, cfg, group, [lg for _, lg in members])
-        for r, *drawn in zip(group, *(t.split(sizes) for t in flat)):
+        summaries = policy_summaries(cfg, flat[0], flat[2], sizes, [r.state.step_plan.span_len for r in group],
+                                     group[0].state.ctx.rec.costs is not None)
+        verifies = always_verifies(group[0].state.ctx)  # one config: one policy kind, one answer
+        skips = [None] * len(group) if verifies else _shared_skips(cfg, flat[0], flat[2], sizes)
+        for r, summary, skip, *drawn in zip(group, summaries, skips, *(t.split(sizes) for t in flat)):
             readers.append((r, "draft"))
-            wanted.append(drafted(r, *drawn))
+            wanted.append(drafted(r, *drawn, summary=summary, skip=skip))
     got = shared_read([r for r, _ in readers], wanted)
     for (r, phase), g in zip(readers, got):
         if phase == "verify":
@@ -174,6 +181,19 @@ def _draft_group(model: Any, cfg: DecodeConfig, members: list[tuple[Row, torch.T
     got = _split(read_rows(model, {"drafts": tokens, **rule, **detail}, 1)[0], sizes, int(padded.shape[1]))
     for j, ((r, _), g, tok) in enumerate(zip(members, got, rows_tok)):
         _draft_step(r, g, {k: v[j, : sizes[j]] for k, v in rule.items() if v.dim() == 2}, tok)
+
+
+def _shared_skips(cfg: DecodeConfig, probs: torch.Tensor, p: torch.Tensor,
+                  sizes: list[int]) -> list[Optional[dict[str, torch.Tensor]]]:
+    """Each S2D2 draft row's `skip_inputs` (what a skip would decode), the remasking rule run once over the padded
+    rows as the baselines' is (`_draft_group`); None for every row where the rule has no batch form (high-
+    confidence extras, entropy-bounded: each row then runs its own). A row's order is its padded row cut to its
+    masks, its count its own: the pads sort last and never count (remasking.py `rule_inputs`)."""
+    if cfg.remasking not in RULES or cfg.always_check_high_conf:
+        return [None] * len(sizes)
+    rule = skip_inputs(cfg, _padded(p, sizes), lambda: entropy(probs))  # (these rules never read the entropy)
+    rows = {name: t.unbind(0) for name, t in rule.items()}
+    return [{name: (v[j][: sizes[j]] if v[j].dim() else v[j]) for name, v in rows.items()} for j in range(len(sizes))]
 
 
 def _padded(values: torch.Tensor, sizes: list[int]) -> torch.Tensor:

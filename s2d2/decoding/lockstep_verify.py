@@ -4,10 +4,13 @@ routed together after their shared forward, and a verifying row's second forward
 A batch-1 step is draft forward -> read -> route -> (verify forward -> read) -> picks and record (step.py
 `run_step`). Here the verify forward of a row that decides to verify is its NEXT step's forward, so one padded
 forward carries the draft rows, the 2L verify rows and the commit rows of different sequences together. Between the
-forwards each row runs step.py's and verify_branch.py's own parts (`plan_step`, `route`, `skip_step`,
-`verify_2l_inputs`, `verifier_probs`, `verify_outcome`, `step_record`): one copy of every rule, so in float64 a
-sequence's trace is its `generate` trace apart from wall times. The distribution and the greedy draw of every
-draft row of one config are one tensor call each; a sampled draw, the acceptance test's uniforms and the residual
+forwards each row runs step.py's and verify_branch.py's own parts (`plan_step`, `route_inputs`, `routed_from`,
+`skip_step`, `acceptance_test`, `tested_picks`, `step_record`): one copy of every rule, so in float64 a
+sequence's trace is its `generate` trace apart from wall times. The tensor rules run once over all rows that
+share a config and a span length (or block length): the draft distribution and greedy draw, the routing summary
+(route_summary.py), the 2L verifier's ids (verify_branch.py `verify_2l_rows`), the verifier's distribution
+(`token_distribution`, as `verifier_probs` takes it) and the acceptance test (acceptance.py `acceptance_rows`);
+batch 1 runs the same rule functions on its one span. A sampled draw, the acceptance test's uniforms and the residual
 draw come from the row's own generator, in its batch-1 order (draft, then test, then residual).
 """
 from __future__ import annotations
@@ -24,7 +27,10 @@ from .lockstep_rows import Row
 from .sampling import draw_with_probs, token_distribution
 from .step import route_inputs, routed_from, skip_step, step_record
 from .transfers import HostReads, fetch_many
-from .verify_branch import acceptance_test, tested_picks, verifier_probs, verify_2l_inputs
+from .acceptance import acceptance_each, acceptance_rows
+from .kv import remember_verified
+from ..models.masks import verify_2l_query
+from .verify_branch import acceptance_test, tested_picks, verify_2l_rows
 
 
 def shared_drafts(model: Any, cfg: DecodeConfig, rows: list[Row],
@@ -41,13 +47,16 @@ def shared_drafts(model: Any, cfg: DecodeConfig, rows: list[Row],
     return probs, torch.cat([t for t, _ in parts]), torch.cat([p for _, p in parts])
 
 
-def drafted(row: Row, probs: torch.Tensor, tokens: torch.Tensor, p: torch.Tensor) -> dict[str, Any]:
+def drafted(row: Row, probs: torch.Tensor, tokens: torch.Tensor, p: torch.Tensor,
+            summary: Optional[dict[str, torch.Tensor]] = None,
+            skip: Optional[dict[str, torch.Tensor]] = None) -> dict[str, Any]:
     """A draft row after its shared forward and draw: its step's device work before routing (step.py
-    `route_inputs`); returns what it reads."""
+    `route_inputs`, with the row's `policy_summary` and, where given, its `skip_inputs` taken over all the step's
+    draft rows of its config); returns what it reads."""
     st = row.state
     ctx, plan = st.ctx, st.step_plan
     st.draft = Draft(plan.mask_idx, plan.run, ctx.index[plan.start : plan.start + ctx.B], probs, tokens, p)
-    wanted, skip, verifies = route_inputs(ctx, plan, st.draft)
+    wanted, skip, verifies = route_inputs(ctx, plan, st.draft, summary, skip)
     st.waiting = (skip, verifies)
     return wanted
 
@@ -67,22 +76,52 @@ def routed(row: Row, got: dict[str, Any]) -> Optional[StepRecord]:
     return step_record(ctx, plan, decided, skip_step(ctx, plan, draft, decided), None, None)
 
 
-def verify_request(row: Row) -> ForwardRequest:
-    """The row's 2L verifier forward (verify_branch.py's arguments exactly) over its draft-filled block."""
-    st = row.state
-    ctx, plan, draft = st.ctx, st.step_plan, st.draft
-    block_ids = ctx.x[plan.start : plan.start + ctx.B]
-    return ForwardRequest(ctx.cache, *verify_2l_inputs(ctx, block_ids, draft.positions, plan.mask_idx, draft.tokens,
-                                                       plan.span_len))
+def verify_requests(rows: list[Row]) -> list[ForwardRequest]:
+    """The rows' 2L verifier forwards (verify_branch.py's arguments exactly) over their draft-filled blocks: the
+    ids and positions of all rows of one block length built at once (verify_branch.py `verify_2l_rows`; nothing
+    of a batch-first block is cached, so every row queries its whole block)."""
+    out: list[Optional[ForwardRequest]] = [None] * len(rows)
+    by_length: dict[int, list[int]] = {}
+    for j, r in enumerate(rows):
+        by_length.setdefault(r.state.ctx.B, []).append(j)
+    for B, members in by_length.items():
+        group = [rows[j] for j in members]
+        ctxs = [r.state.ctx for r in group]
+        starts = [r.state.step_plan.start for r in group]
+        blocks = torch.stack([c.x[a : a + B] for c, a in zip(ctxs, starts)])
+        positions = torch.stack([r.state.draft.positions for r in group])
+        ids, pos = verify_2l_rows(ctxs[0].mask_id, blocks, positions, [r.state.step_plan.mask_idx for r in group],
+                                  [r.state.draft.tokens for r in group])
+        query = verify_2l_query(B, ids.device)
+        for j, r, c, row_ids, row_pos in zip(members, group, ctxs, ids.unbind(0), pos.unbind(0)):
+            plan = r.state.step_plan
+            out[j] = ForwardRequest(c.cache, row_ids, row_pos, query, 0, B, plan.mask_idx[: plan.span_len])
+    return out  # type: ignore[return-value]
 
 
-def tested(row: Row, logits: torch.Tensor) -> dict[str, Any]:
-    """A verify row after its forward: q over the span and the acceptance test (its uniforms from the row's
-    generator); returns what it reads."""
-    st = row.state
-    ctx, plan = st.ctx, st.step_plan
-    st.waiting = acceptance_test(ctx, st.draft, plan.span_len, plan.min_k, verifier_probs(ctx, logits, ctx.B), "2l")
-    return st.waiting.wanted
+def tested(rows: list[Row], logits: list[torch.Tensor]) -> list[dict[str, Any]]:
+    """The verify rows after their forward: q over each span and the acceptance test, both over all rows of one
+    config and span length at once (`token_distribution` on their stacked logits, acceptance.py
+    `acceptance_rows`; row i's uniforms from its own generator), then each row's extras and top-up; returns what
+    each row reads. Row-wise the very values `verifier_probs` and `acceptance_test` give it alone."""
+    out: list[dict[str, Any]] = [{} for _ in rows]
+    buckets: dict[tuple[DecodeConfig, int], list[int]] = {}
+    for j, r in enumerate(rows):
+        buckets.setdefault((r.prep.cfg, r.state.step_plan.span_len), []).append(j)
+    for (cfg, s), members in buckets.items():
+        group = [rows[j] for j in members]
+        flat = torch.cat([logits[j] for j in members]) if len(members) > 1 else logits[members[0]]
+        q = token_distribution(flat, cfg, group[0].state.ctx.mask_id, owned=True).view(len(members), s, -1)
+        drafts = torch.stack([r.state.draft.tokens[:s] for r in group])
+        p = torch.stack([r.state.draft.p[:s] for r in group])
+        acc = acceptance_rows(cfg.acceptance, drafts, p, q, cfg.ratio_gamma, [r.state.ctx.generator for r in group],
+                              with_argmax=group[0].state.ctx.rec.detailed)
+        for j, r, q_row, acc_row in zip(members, group, q.unbind(0), acceptance_each(acc)):
+            st = r.state
+            remember_verified(st.ctx, st.ctx.B)  # what verifier_probs records: the verifier read the whole block
+            st.waiting = acceptance_test(st.ctx, st.draft, s, st.step_plan.min_k, q_row, "2l", acc_row)
+            out[j] = st.waiting.wanted
+    return out
 
 
 def verified(row: Row, got: dict[str, Any]) -> StepRecord:

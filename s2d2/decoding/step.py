@@ -25,13 +25,13 @@ from typing import Any, Optional
 import torch
 
 from ..config import DecodeConfig
-from ..estimators import acceptance_alphas, expected_accepted_tokens, normalized_entropy
 from ..models.masks import draft_query
 from ..trace import Commit, PolicyDecision, PolicyInputs, StepRecord, Verification
 from .context import Draft, StepContext
 from .kv import kept_prefix_rows
 from .detail_rows import draft_detail, draft_records, draft_rows, fill_residual, verification_record
 from .remasking import choose, rule_inputs
+from .route_summary import span_summary
 from .routing_costs import skip_token_count, step_costs
 from .sampling import draw_with_probs, entropy, token_distribution
 from .selection import StepPicks, fallback_k, skip_inputs, skip_picks, write_picks
@@ -118,14 +118,25 @@ def route(ctx: StepContext, plan: StepPlan, draft: Draft) -> Routed:
     return routed_from(ctx, plan, ctx.reads.fetch(wanted), skip, verifies)
 
 
-def route_inputs(ctx: StepContext, plan: StepPlan,
-                 draft: Draft) -> tuple[dict[str, Optional[torch.Tensor]], dict[str, torch.Tensor], bool]:
+def route_inputs(ctx: StepContext, plan: StepPlan, draft: Draft, summary: Optional[dict[str, torch.Tensor]] = None,
+                 skip: Optional[dict[str, torch.Tensor]] = None
+                 ) -> tuple[dict[str, Optional[torch.Tensor]], dict[str, torch.Tensor], bool]:
     """The step's device work before its first read: what to read, a skip's inputs, whether the policy always
-    verifies (then no skip is prepared)."""
-    summary = policy_summary(ctx, draft.probs, draft.p, plan.span_len) if ctx.policy is not None else {}
-    verifies = ctx.policy is not None and ctx.rec.costs is None and ctx.policy.always_verifies()
-    skip = {} if verifies else skip_inputs(ctx.cfg, draft.p, draft.entropy, summary.get("n_hi"))
+    verifies (then no skip is prepared). `summary` and `skip`: the row's `policy_summary` and `skip_inputs` when
+    the caller computed them with other rows' (the batch-first engine)."""
+    if summary is None:
+        summary = policy_summary(ctx, draft.probs, draft.p, plan.span_len) if ctx.policy is not None else {}
+    verifies = always_verifies(ctx)
+    if verifies:
+        skip = {}
+    elif skip is None:
+        skip = skip_inputs(ctx.cfg, draft.p, draft.entropy, summary.get("n_hi"))
     return {"drafts": draft.tokens, **summary, **skip, **draft_detail(ctx, draft.probs, draft.p)}, skip, verifies
+
+
+def always_verifies(ctx: StepContext) -> bool:
+    """Whether the step's policy verifies whatever it reads (then a skip's device work is never done)."""
+    return ctx.policy is not None and ctx.rec.costs is None and ctx.policy.always_verifies()
 
 
 def routed_from(ctx: StepContext, plan: StepPlan, got: dict[str, Any], skip: dict[str, torch.Tensor],
@@ -265,21 +276,12 @@ def _not_progress(ctx: StepContext, ws: int, we: int) -> int:
 
 
 def policy_summary(ctx: StepContext, probs: torch.Tensor, p: torch.Tensor, span_len: int) -> dict[str, torch.Tensor]:
-    """α over the span, K̂, N_hi and the mean normalized entropy, on the device (read with the step's transfer)."""
+    """α over the span, K̂, N_hi and the mean normalized entropy, on the device (read with the step's transfer):
+    route_summary.py's rule on this one span (the batch-first engine runs it over all its draft rows at once)."""
     cfg = ctx.cfg
-    span = probs[:span_len]
-    h_span = normalized_entropy(span) if cfg.ucb_entropy_scope == "span" else None  # shared with the estimator
-    alphas = acceptance_alphas(cfg, span, p[:span_len], entropy=h_span)
-    hi = p > cfg.confidence_threshold
-    out = {
-        "alphas": alphas if alphas.dtype == torch.float32 else alphas.float(),
-        "k_hat": expected_accepted_tokens(alphas).to(torch.float32),  # type: ignore[union-attr]
-        "n_hi": hi.sum(),
-        "mean_entropy": (h_span if h_span is not None else normalized_entropy(probs)).mean(),
-    }
-    if ctx.rec.costs is not None:  # routing in seconds: how many of the span's leading drafts are above τ
-        out["sure_prefix"] = torch.cumprod(hi[:span_len].to(torch.long), dim=0).sum()
-    return out
+    every = probs if cfg.ucb_entropy_scope != "span" else None
+    out = span_summary(cfg, probs[:span_len], p[:span_len], every, ctx.rec.costs is not None)
+    return {**out, "n_hi": (p > cfg.confidence_threshold).sum()}
 
 
 def inputs_from_summary(got: dict[str, Any], span_len: int, n_masks: int, window_len: int,

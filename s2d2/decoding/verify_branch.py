@@ -78,10 +78,22 @@ def verify_2l_inputs(ctx: StepContext, block_ids: torch.Tensor, positions: torch
     (The batch-first engine puts the same arguments in its shared forward: lockstep_block.py.)"""
     k, B = ctx.cached, int(block_ids.shape[0])
     n, at = B - k, mask_idx - k
-    ids = torch.cat([block_ids[k:], torch.full((n,), ctx.mask_id, dtype=block_ids.dtype, device=block_ids.device)])
-    ids[at] = drafts
-    return (ids, torch.cat([positions[k:], positions[k:]]), verify_2l_query(n, ids.device),
-            n if ctx.cfg.kv_reuse else 0, n, at[:span_len])
+    ids, pos = verify_2l_rows(ctx.mask_id, block_ids[k:], positions[k:], [at], [drafts])
+    return ids, pos, verify_2l_query(n, ids.device), n if ctx.cfg.kv_reuse else 0, n, at[:span_len]
+
+
+def verify_2l_rows(mask_id: int, blocks: torch.Tensor, positions: torch.Tensor, at: list[torch.Tensor],
+                   drafts: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """The 2L verifier's ids and positions ([2n], or [R, 2n] for R rows at once) over n uncached positions (blocks
+    and positions [n] or [R, n]; row i's drafts fill its masks `at[i]`): [x̃ | MASK x n] at duplicated positions.
+    Integers only, so each row is exactly its lone call's; the batch-first engine builds all its verify rows so."""
+    ids = torch.cat([blocks, torch.full_like(blocks, mask_id)], dim=-1)
+    if blocks.dim() == 1:
+        ids[at[0]] = drafts[0]
+    else:
+        sizes = torch.tensor([int(a.shape[0]) for a in at], device=ids.device)
+        ids[torch.repeat_interleave(torch.arange(len(at), device=ids.device), sizes), torch.cat(at)] = torch.cat(drafts)
+    return ids, torch.cat([positions, positions], dim=-1)
 
 
 def verifier_probs(ctx: StepContext, logits: torch.Tensor, end: int) -> torch.Tensor:
@@ -151,12 +163,14 @@ def verify_outcome(ctx: StepContext, start: int, draft: Draft, masks: list[int],
 
 
 def acceptance_test(ctx: StepContext, draft: Draft, span_len: int, min_k: int, q_probs: torch.Tensor,
-                    kind: str) -> Tested:
+                    kind: str, acc: Optional[Acceptance] = None) -> Tested:
     """The acceptance test over the span and the extras' and top-up's device work (the test's uniforms drawn from
-    the sequence's generator), with the tensors the host reads next."""
+    the sequence's generator), with the tensors the host reads next. `acc`: the row's test when the caller ran it
+    with other rows' (the batch-first engine: acceptance.py `acceptance_rows`, the same rule)."""
     cfg, s = ctx.cfg, span_len
-    acc = acceptance(cfg.acceptance, draft.tokens[:s], draft.p[:s], q_probs, cfg.ratio_gamma, ctx.generator,
-                     with_argmax=ctx.rec.detailed)
+    if acc is None:
+        acc = acceptance(cfg.acceptance, draft.tokens[:s], draft.p[:s], q_probs, cfg.ratio_gamma, ctx.generator,
+                         with_argmax=ctx.rec.detailed)
     inputs = verify_inputs(cfg, acc, draft.p, draft.entropy, min_k)
     greedy = cfg.acceptance == "greedy_exact"
     wanted = {**inputs, "argmax_q": acc.argmax_q if greedy else None, **verify_detail(ctx, acc, draft.p[:s], q_probs)}
