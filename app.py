@@ -27,6 +27,7 @@ from components.tour.layout import TourHandles, build_learn_tab
 from components.replay.metrics_layout import build_metrics_tab
 from components.serve.event_guard import protect
 from components.serve.cpu_share import handler_slots
+from components.serve.switch_interval import apply_switch_interval
 from components.replay.layout import build_replay_tab, step_js
 from components.replay.browser_steps import PLAY_JS, STEP_JS, STEPPED
 from components.serve.page_modules import serve as serve_modules
@@ -265,6 +266,7 @@ LAUNCH_KWARGS: dict[str, Any] = dict(theme=THEME, css=CSS, js=KEYS_JS,
                                      app_kwargs={"middleware": [Middleware(front_door.FrontDoor)]})
 
 front_door.install()  # the one place the serve package is wired together: the watchdog reads the stream counts
+apply_switch_interval()  # the event loop gets the interpreter back sooner (components/serve/switch_interval.py)
 demo = build_demo()
 
 if __name__ == "__main__":
