@@ -38,15 +38,17 @@ def _frames(frame: object) -> list[str]:
     return out
 
 
-def start(path: str, interval_s: float = 0.005, flush_s: float = 5.0) -> None:
-    """Sample the event loop thread's stack every `interval_s` into `path`."""
+def start(path: str, interval_s: float = 0.005, flush_s: float = 5.0) -> threading.Event:
+    """Sample the event loop thread's stack every `interval_s` into `path`; set the returned event to stop (the
+    counts are written once more then)."""
+    stopped = threading.Event()
     loop_thread: list = [None]
     counts: Counter = Counter()
     gaps: list[float] = []  # sampler wake-up lateness: the interpreter held by someone else
 
     def run() -> None:
         last_flush = time.monotonic()
-        while True:
+        while not stopped.is_set():
             t0 = time.monotonic()
             time.sleep(interval_s)
             late = time.monotonic() - t0 - interval_s
@@ -64,12 +66,17 @@ def start(path: str, interval_s: float = 0.005, flush_s: float = 5.0) -> None:
                 counts[key if key in counts or len(counts) < MAX_STACKS else "other"] += 1
             if time.monotonic() - last_flush > flush_s:
                 last_flush = time.monotonic()
-                tmp = path + ".tmp"
-                Path(tmp).write_text(json.dumps({"interval_s": interval_s, "counts": dict(counts),
-                                                 "late": sorted(gaps)[-200:], "n_late": len(gaps)}))
-                os.replace(tmp, path)
+                write()
+        write()
+
+    def write() -> None:
+        tmp = path + ".tmp"
+        Path(tmp).write_text(json.dumps({"interval_s": interval_s, "counts": dict(counts),
+                                         "late": sorted(gaps)[-200:], "n_late": len(gaps)}))
+        os.replace(tmp, path)
 
     threading.Thread(target=run, daemon=True, name="loop-sampler").start()
+    return stopped
 
 
 def summarize(path: str, top: int = 25) -> None:

@@ -4,16 +4,67 @@ page of the same unit are answered at once. No sleeps: the clock is injected and
 from __future__ import annotations
 
 import asyncio
+import json
+import threading
+from collections import OrderedDict
+from types import SimpleNamespace
 
 import pytest
 
-from components.serve import front_door
+from components.serve import client_limits, front_door, gpu_slot
+from components.serve.fair_rate import FairRate
 from components.serve import refusal_hold
 from components.serve.refusal_hold import FREE, PER_UNIT, TOTAL, RefusalHold
 from components.serve.roster import ROSTER
-from tests.serve.test_door_rules import PUBLIC, blocks, fresh, queued, request  # noqa: F401 (fresh: autouse)
 
 FLOODER, STUDENT = ("ip:10.1.0.1", "flood"), ("ip:10.1.0.1", "student")
+PUBLIC = 0  # the stand-in's one event: a step
+
+
+@pytest.fixture(autouse=True)
+def fresh(monkeypatch):
+    """The door's tables fresh for each test; one trusted proxy hop, so X-Forwarded-For names the visitor."""
+    monkeypatch.setenv("S2D2_TRUSTED_PROXY_HOPS", "1")
+    monkeypatch.setenv("S2D2_CLIENT_RATE", "10000")
+    monkeypatch.delenv("S2D2_TRUSTED_PROXIES", raising=False)
+    for name, value in (("RATE", FairRate(client_limits.client_rate)), ("SESSIONS", client_limits.Sessions()),
+                        ("LISTENERS", client_limits.Listeners()), ("NEW_SESSIONS", client_limits.Rate(lambda: 1e4))):
+        monkeypatch.setattr(front_door, name, value)
+    monkeypatch.setattr(gpu_slot, "JOBS", gpu_slot.Jobs())
+
+
+def queued(ip: str, session: str) -> SimpleNamespace:
+    """A stand-in of an event waiting in Gradio's queue, from `ip`'s page `session`."""
+    request_ = SimpleNamespace(headers={"x-forwarded-for": ip}, client=SimpleNamespace(host="127.0.0.1"))
+    fn = SimpleNamespace(api_name="step", api_visibility="public", fn=print, inputs=[object()] * 2,
+                         concurrency_id="default")
+    return SimpleNamespace(request=request_, username=None, session_hash=session, fn=fn)
+
+
+def blocks(waiting: list) -> SimpleNamespace:
+    """A stand-in of Gradio's blocks: one public step event, a queue holding `waiting`, an empty state holder."""
+    queue = SimpleNamespace(event_queue_per_concurrency_id={"x": SimpleNamespace(queue=list(waiting))},
+                            active_jobs=[None], pending_event_ids_session={})
+    holder = SimpleNamespace(session_data=OrderedDict(), time_last_used={}, lock=threading.Lock())
+    return SimpleNamespace(fns={PUBLIC: waiting[0].fn}, _queue=queue, state_holder=holder)
+
+
+def request(door, path: str, body: dict, ip: str = "10.1.0.1", blocks_=None) -> tuple[int, bytes]:
+    """(status, reply body) of one POST through `door`."""
+    scope = {"type": "http", "path": path, "method": "POST", "query_string": b"", "client": ("127.0.0.1", 5000),
+             "headers": [(b"x-forwarded-for", ip.encode()), (b"content-type", b"application/json")],
+             "app": SimpleNamespace(get_blocks=lambda: blocks_)}
+    raw, out = json.dumps(body).encode(), []
+
+    async def receive():
+        return {"type": "http.request", "body": raw, "more_body": False}
+
+    async def send(message):
+        out.append(message)
+
+    asyncio.run(door(scope, receive, send))
+    status = next(m["status"] for m in out if m["type"] == "http.response.start")
+    return status, b"".join(m.get("body", b"") for m in out if m["type"] == "http.response.body")
 
 
 def holder(seconds: float = 0.5) -> tuple[RefusalHold, list[float]]:
