@@ -27,6 +27,8 @@ from components.tour.layout import TourHandles, build_learn_tab
 from components.replay.metrics_layout import build_metrics_tab
 from components.serve.event_guard import protect
 from components.serve.cpu_share import handler_slots
+from components.serve.switch_interval import apply_switch_interval
+from components.serve.queue_updates import status_update_rate
 from components.replay.layout import build_replay_tab, step_js
 from components.replay.browser_steps import PLAY_JS, STEP_JS, STEPPED
 from components.serve.page_modules import serve as serve_modules
@@ -252,7 +254,10 @@ def build_demo() -> gr.Blocks:
         demo.unload(gpu_slot.on_unload)  # a closed tab or client stops its job within one forward
     # api_open=False: no event runs outside the queue (POST /gradio_api/run/<name> answers only for Stop, which is
     # outside it by design); protect() wraps every event, whichever tab registered it (components/serve/event_guard.py).
-    demo.queue(default_concurrency_limit=handler_slots(), max_size=limits().queue_size, api_open=False)
+    # status_update_rate: places in line are sent every second, not to every waiting event at every start
+    # (components/serve/queue_updates.py)
+    demo.queue(default_concurrency_limit=handler_slots(), max_size=limits().queue_size, api_open=False,
+               status_update_rate=status_update_rate())
     return protect(demo)
 
 
@@ -265,6 +270,7 @@ LAUNCH_KWARGS: dict[str, Any] = dict(theme=THEME, css=CSS, js=KEYS_JS,
                                      app_kwargs={"middleware": [Middleware(front_door.FrontDoor)]})
 
 front_door.install()  # the one place the serve package is wired together: the watchdog reads the stream counts
+apply_switch_interval()  # the event loop gets the interpreter back sooner (components/serve/switch_interval.py)
 demo = build_demo()
 
 if __name__ == "__main__":

@@ -36,6 +36,8 @@ one line. For every API request it
 - checks an upload against the disk budget and the client's upload allowance (components/serve/disk_budget.py);
 - counts open event streams and heartbeats per session, for the decode watchdog (gpu_slot.Jobs.silence) and the
   session policy, and caps them per client (per page within it once the client is full);
+- answers a page's event requests refused with 429 again and again a moment late, so a flooder's own connections
+  absorb its speed, not the event loop (components/serve/refusal_hold.py: bounded, only persistent refusals);
 - answers a failed file request, or any request Gradio fails on, with one line and no server path.
 Decode-specific rules (one per session and per client) are the decode's validator, gpu_slot.admit_decode.
 """
@@ -69,6 +71,8 @@ from components.serve.client_limits import (Listeners, Rate, Sessions, client_qu
 from components.serve.fair_order import Ask
 from components.serve.fair_places import may_queue, may_take
 from components.serve.fair_rate import FairRate
+from components.serve.refusal_hold import HOLD
+from components.serve.cancel_free import after_cancel
 from components.serve.roster import REST, ROSTER, unit_sessions
 
 API = "/gradio_api"
@@ -184,18 +188,13 @@ class FrontDoor:
             rated(client, None, stop)  # an unreadable body is rated too, as the unit's REST
             raise Refusal(400, "The request is nested too deeply to read." if isinstance(exc, RecursionError) else
                           "The request body is not valid JSON (this app's API takes JSON only).") from None
-        rated(client, data.get("session_hash") if isinstance(data, dict) else None, stop)
-        cleaned, changed = checked(data)
-        if sub.startswith("/call/") and not sub.startswith("/call/v2/") and isinstance(cleaned, dict) \
-                and not cleaned.get("session_hash"):
-            # An API call without a session hash is given one, so it is fenced like any other (one decode per
-            # session, the watchdog); GET /call/<name>/<event_id> still finds it (Gradio looks the event up).
-            cleaned["session_hash"], changed = "call-" + uuid.uuid4().hex, True
-        blocks = blocks_of(scope)
-        cancel = sub.rstrip("/") == "/cancel" and isinstance(cleaned, dict)
-        if cancel and SESSIONS.owner(str(cleaned.get("session_hash"))) not in (None, client):
-            raise Refusal(403, "This session belongs to another visitor.")
-        ask = admit_request(sub, cleaned, client, blocks) if blocks is not None and isinstance(cleaned, dict) else None
+        session = data.get("session_hash") if isinstance(data, dict) else None
+        try:
+            cleaned, changed, ask = admitted(sub, data, client, session, blocks_of(scope), stop)
+        except Refusal as refusal:
+            if refusal.status == 429:  # a page refused again and again gets its answers late (refusal_hold.py)
+                await HOLD.hold((client, ROSTER.member(client, session if isinstance(session, str) else None)))
+            raise
         if changed:
             body = json.dumps(cleaned).encode()
             scope = with_length(scope, len(body))
@@ -208,8 +207,8 @@ class FrontDoor:
                 JOINING[ask] -= 1
                 if JOINING[ask] <= 0:
                     del JOINING[ask]
-        if cancel and blocks is not None:
-            after_cancel(cleaned, client, blocks)
+        if sub.rstrip("/") == "/cancel" and isinstance(cleaned, dict) and blocks_of(scope) is not None:
+            after_cancel(cleaned, client, blocks_of(scope))
 
     async def _upload(self, scope: dict, receive: Receive, send: Send, client: str) -> None:
         length = header(scope, b"content-length")
@@ -245,6 +244,25 @@ class FrontDoor:
             LISTENERS.close(session, client, heartbeat, member=member)
             if heartbeat:
                 heartbeat_closed(client, session)
+
+
+def admitted(sub: str, data: Any, client: str, session: Any, blocks: Any,
+             stop: bool) -> tuple[Any, bool, Optional[Ask]]:
+    """Raise Refusal unless an event request's parsed body `data` may pass: its rate, its values, its session's
+    owner, its room in the queue. Returns the body as Gradio gets it, whether it changed, and the (unit, member)
+    of an event that joins the queue (None for other requests)."""
+    rated(client, session, stop)
+    cleaned, changed = checked(data)
+    if sub.startswith("/call/") and not sub.startswith("/call/v2/") and isinstance(cleaned, dict) \
+            and not cleaned.get("session_hash"):
+        # An API call without a session hash is given one, so it is fenced like any other (one decode per
+        # session, the watchdog); GET /call/<name>/<event_id> still finds it (Gradio looks the event up).
+        cleaned["session_hash"], changed = "call-" + uuid.uuid4().hex, True
+    if sub.rstrip("/") == "/cancel" and isinstance(cleaned, dict) \
+            and SESSIONS.owner(str(cleaned.get("session_hash"))) not in (None, client):
+        raise Refusal(403, "This session belongs to another visitor.")
+    ask = admit_request(sub, cleaned, client, blocks) if blocks is not None and isinstance(cleaned, dict) else None
+    return cleaned, changed, ask
 
 
 def heartbeat_closed(client: str, session: str) -> None:
@@ -337,23 +355,6 @@ def stream_member(client: str, session: str, heartbeat: bool) -> str:
     if member == REST and heartbeat and session and ROSTER.count(client) < unit_sessions():
         return session
     return member
-
-
-def after_cancel(data: dict, client: str, blocks: Any) -> None:
-    """Gradio's /cancel (a client's job.cancel()) removed a job's event from the queue: free the session's
-    job registration (gpu_slot.Jobs.withdraw) unless an event of that job is still waiting."""
-    session, index = data.get("session_hash"), data.get("fn_index")
-    fn = blocks.fns.get(index) if isinstance(index, int) and not isinstance(index, bool) else None
-    if not isinstance(session, str) or not is_job(fn):
-        return
-    waiting = queue_events(blocks._queue, running=False)
-    if not any(e.session_hash == session and is_job(e.fn) for e in waiting):
-        gpu_slot.JOBS.withdraw(session, client)
-
-
-def is_job(fn: Any) -> bool:
-    """Does the event run as the session's one job (a decode, an HTML export: admitted by gpu_slot.admit_decode)?"""
-    return getattr(fn, "concurrency_id", None) in gpu_slot.DECODE_SLOTS or getattr(fn, "validator", None) is gpu_slot.admit_decode
 
 
 def admit_session(session: Any, client: str, blocks: Any) -> None:
