@@ -36,6 +36,7 @@ def stepper(url: str, address: str, every_s: float, until: float, start_at: floa
             try:
                 if c is None:  # the page itself (its config and API info) may be refused
                     c = client(url, address)
+                    out["session"] = c.session_hash
                 if not out["opened"]:
                     c.predict(label, api_name="/open_example")
                     out["opened"] = True
@@ -72,14 +73,15 @@ def step_round(url: str, proc: Any, addresses: list[str], every_s: float, second
     """Visitors at `addresses` step every `every_s` for `seconds` (their ticks staggered over the first period)."""
     n = len(addresses)
     start, cpu0 = time.time() + 2.0, server_cpu_s(proc.pid)
-    until = start + seconds
+    until, t0 = start + seconds, time.monotonic() + 2.0
     with ThreadPoolExecutor(n) as pool:
         results = list(pool.map(lambda i: stepper(url, addresses[i], every_s, until, start + i * every_s / n),
                                 range(n)))
     steps = [s for r in results for s in r["step"]]
     refused: Counter = sum((r["refused"] for r in results), Counter())
     return {"steps": steps, "refused": refused, "cpu": server_cpu_s(proc.pid) - cpu0,
-            "not_opened": sum(not r["opened"] for r in results)}
+            "not_opened": sum(not r["opened"] for r in results), "window": (t0, t0 + seconds),
+            "sessions": {r["session"] for r in results if r.get("session")}}
 
 
 def step_line(label: str, m: dict[str, Any]) -> str:

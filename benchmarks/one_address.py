@@ -131,6 +131,7 @@ def phases(url: str, proc: Any, fns: dict[str, int], heavy: Path, args: argparse
             m = step_round(url, proc, students, args.step_every_s, args.phase_s)
             print(step_line(f"(c) replay beside a heavy-step flooder on {where}", m) + f" | flooder answers "
                   f"{stop()} | {load()}", flush=True)
+            print_split(proc, m)
     if "r" in args.figures and budget.fits("(c) runs beside a stranger pressing Run", args.round_s + 30):
         print(decode_share_figure(url, args) + f" | {load()}", flush=True)
     if "d" in args.figures and budget.fits("(d) eight flooding addresses", args.phase_s + 120):
@@ -138,6 +139,20 @@ def phases(url: str, proc: Any, fns: dict[str, int], heavy: Path, args: argparse
         m = step_round(url, proc, [HONEST_IP], 0.5, args.phase_s)
         print(step_line("(d) honest visitor beside eight flooding addresses", m) + f" | flooders' answers "
               f"{stop()} | {load()}", flush=True)
+
+
+def print_split(proc: Any, m: dict[str, Any]) -> None:
+    """With S2D2_BENCH_SHARE_LEDGER set (the server keeps a ledger, benchmarks/share_ledger.py): how the phase's
+    handler CPU split between the students and the other pages, and where a student's step spent its time."""
+    path = os.environ.get("S2D2_BENCH_SHARE_LEDGER")
+    if not path:
+        return
+    from benchmarks.share_ledger import mtime, read
+    from benchmarks.share_split import split_lines
+
+    ledger = read(proc.pid, path, mtime(path))
+    for line in split_lines(ledger, m["sessions"], *m["window"]):
+        print("    " + line, flush=True)
 
 
 def add_options(ap: argparse.ArgumentParser) -> None:
