@@ -14,6 +14,13 @@ unit, then the member, with the lower number, before arrival order: a student wi
 flooder's next event even when neither runs anything at this moment (with a few handlers running at once, places
 held are nearly always equal; what each used recently tells them apart).
 
+A page that has an event running in this line waits behind every waiting event of a page that has none, whatever
+their units hold; among each of the two, the order above. So a student's step never waits behind a second event
+of a page already served (beside a stranger on another address, places held by unit let the stranger's next step
+go ahead of a student's first). Work-conserving: a busy page's event still takes any place nobody else waits for.
+(Measured beside a flooder, docs/operating-a-space.md: the flooder's eight pages rarely run two steps at once, so
+the rule changes little there; its pages get more than a student's part by holding places longer, not by number.)
+
 Pure: `fair_order` reads only its arguments (tests check it without a queue, a clock or threads). It runs each time
 Gradio's line is read or joined, on its event loop, so it takes O(n log n) for n waiting events.
 """
@@ -31,7 +38,8 @@ def fair_order(waiting: Sequence[Ask], held: Mapping[Ask, int], used: Optional[M
     """The indices of `waiting` (in arrival order) in the order they should get places, given the places each
     (unit, member) `held` already and, optionally, each member's recent use (`used`) and each unit's
     (`unit_used`: all its members', idle ones included; by default the sum of `used`), missing ones 0. Every
-    index appears once: the order only decides who goes first."""
+    index appears once: the order only decides who goes first. The waiting events of members with an event
+    running (held) come after those of members with none; each of the two in hierarchical fair order."""
     used = used or {}
     units: Counter = Counter()
     members: Counter = Counter()
@@ -44,16 +52,27 @@ def fair_order(waiting: Sequence[Ask], held: Mapping[Ask, int], used: Optional[M
             unit_use[unit] += seconds
     else:
         unit_use.update(unit_used)
+    running = {ask for ask, n in held.items() if n > 0}
+    idle = [i for i, ask in enumerate(waiting) if ask not in running]
+    busy = [i for i, ask in enumerate(waiting) if ask in running]
+    tally = (units, members, used, unit_use)
+    return _hierarchical(waiting, idle, *tally) + _hierarchical(waiting, busy, *tally)
+
+
+def _hierarchical(waiting: Sequence[Ask], indices: list[int], units: Counter, members: Counter,
+                  used: Mapping[Ask, float], unit_use: Mapping[str, float]) -> list[int]:
+    """`indices` (ascending) of `waiting` in fair order: the unit, then the member, holding the fewest places (the
+    counters, updated as places are given out), then the lower recent use, then arrival."""
     queued: dict[Ask, deque] = defaultdict(deque)  # each member's waiting indices, in arrival order
-    for i, ask in enumerate(waiting):
-        queued[ask].append(i)
+    for i in indices:
+        queued[waiting[i]].append(i)
     by_unit: dict[str, list] = defaultdict(list)  # unit -> heap of (places, use, first index, member)
-    for ask, indices in queued.items():
-        by_unit[ask[0]].append((members[ask], used.get(ask, 0.0), indices[0], ask[1]))
+    for ask, mine in queued.items():
+        by_unit[ask[0]].append((members[ask], used.get(ask, 0.0), mine[0], ask[1]))
     lines = []  # heap of (places, use, first index, unit)
     for unit, heap in by_unit.items():
         heapq.heapify(heap)
-        lines.append((units[unit], unit_use[unit], min(entry[2] for entry in heap), unit))
+        lines.append((units[unit], unit_use.get(unit, 0.0), min(entry[2] for entry in heap), unit))
     heapq.heapify(lines)
     order: list[int] = []
     while lines:
@@ -67,5 +86,5 @@ def fair_order(waiting: Sequence[Ask], held: Mapping[Ask, int], used: Optional[M
         if queued[ask]:
             heapq.heappush(heap, (members[ask], used.get(ask, 0.0), queued[ask][0], member))
         if heap:
-            heapq.heappush(lines, (units[unit], unit_use[unit], min(entry[2] for entry in heap), unit))
+            heapq.heappush(lines, (units[unit], unit_use.get(unit, 0.0), min(entry[2] for entry in heap), unit))
     return order

@@ -9,7 +9,8 @@ its own edits. `install(queue, fn)` puts a FairLine in place for an event's conc
 door installs it for every queued event it admits.
 
 Who holds places: the events of that concurrency id running now, by (unit, member) (components/serve/roster.py),
-read from Gradio's running events. In every line but the decodes', ties on places held go first to the units,
+read from Gradio's running events; a page with an event running in the line waits behind every page with none
+(components/serve/fair_order.py). In every line but the decodes', ties on places held go first to the units,
 then the pages, within their fair part of the server's handler CPU (components/serve/cpu_share.py `over_part`),
 then arrival: with a few handlers of a kind running at once, places held rarely tell a student from a flooder, and
 the CPU each used recently does. Decode places stay by places held, then arrival (a decode is not charged CPU: its

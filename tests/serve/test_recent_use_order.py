@@ -32,6 +32,22 @@ def test_least_recent_use_breaks_ties_between_pages_and_between_units():
     assert fair_order(waiting, held, {}, unit_used)[0] != len(floods)
 
 
+def test_a_page_with_an_event_running_waits_behind_every_page_with_none():
+    """A flooder's page on another address runs a step and has its next one waiting; its unit holds fewer places
+    than the class (three students' steps run), so by places alone its second step went ahead of a fourth
+    student's first. A page already served waits behind every page that is not, whatever the units hold; with
+    nobody else waiting, its event still goes first (nothing is held back)."""
+    flooder = ("ip:10.66.0.1", "f")
+    held = {(CLASS, "s1"): 1, (CLASS, "s2"): 1, (CLASS, "s3"): 1, flooder: 1}
+    waiting = [flooder, flooder, (CLASS, "s4"), (CLASS, "s5")]
+    assert [waiting[i] for i in fair_order(waiting, held)] == [(CLASS, "s4"), (CLASS, "s5"), flooder, flooder]
+    assert [waiting[i] for i in fair_order(waiting, held, {flooder: 0.0, (CLASS, "s4"): 5.0})][:2] == [
+        (CLASS, "s5"), (CLASS, "s4")]  # recent use orders pages among those with none running, never across
+    assert fair_order([flooder, flooder], held) == [0, 1]  # alone in the line: served as before
+    student_running = {**held, (CLASS, "s4"): 1}  # both pages busy: back to units, then pages, as before
+    assert [waiting[i] for i in fair_order(waiting[:3], student_running)][0] == flooder
+
+
 def test_a_units_use_counts_its_idle_pages_too():
     now = [100.0]
     share = CpuShare(lambda: 0.75, lambda: 10.0, clock=lambda: now[0])
