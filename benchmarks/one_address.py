@@ -17,6 +17,10 @@ one server (defaults as shipped; one trusted proxy hop, read only from loopback)
 (d) eight flooding addresses (one replay flooder each, --flood-threads threads): one honest visitor on its own
     address steps every 0.5 s; its step p50 / p95 and served share.
 
+With S2D2_BENCH_SHARE_LEDGER=FILE, the server keeps a ledger (benchmarks/share_ledger.py) and each (c) phase also
+prints how the handler CPU and the steps' places split between the students and the other pages, and where a
+student's step spent its time (benchmarks/share_split.py).
+
 `--figures` picks some (letters a, b, c, r: figure (c)'s decode half, d). Each figure is printed as soon as it
 exists. Bounded: --visitors, --round-s, --phase-s and --budget-s for the whole run (a phase that no longer fits is
 skipped, and says so); every request goes to the server on 127.0.0.1 (the forwarded addresses are only header
