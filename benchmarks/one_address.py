@@ -18,7 +18,7 @@ one server (defaults as shipped; one trusted proxy hop, read only from loopback)
     address steps every 0.5 s; its step p50 / p95 and served share.
 
 With S2D2_BENCH_SHARE_LEDGER=FILE, the server keeps a ledger (benchmarks/share_ledger.py) and each (c) phase also
-prints how the handler CPU and the steps' places split between the students and the other pages, and where a
+prints (and each (b) phase) how the handler CPU and the steps' places split between the students and the other pages, and where a
 student's step spent its time (benchmarks/share_split.py).
 
 `--figures` picks some (letters a, b, c, r: figure (c)'s decode half, d). Each figure is printed as soon as it
@@ -127,8 +127,9 @@ def phases(url: str, proc: Any, fns: dict[str, int], heavy: Path, args: argparse
         runs_figure(url, args, budget)
     students = [CLASS_IP] * args.visitors
     if "b" in args.figures and budget.fits("(b) replay", args.phase_s + 20):
-        print(step_line("(b) replay, class alone", step_round(url, proc, students, args.step_every_s,
-                                                            args.phase_s)) + f" | {load()}", flush=True)
+        m = step_round(url, proc, students, args.step_every_s, args.phase_s)
+        print(step_line("(b) replay, class alone", m) + f" | {load()}", flush=True)
+        print_split(proc, m)
     for where, address in (("its own address", CLASS_IP), ("another address", OTHER_IP)):
         if "c" in args.figures and budget.fits(f"(c) beside a flooder on {where}", args.phase_s + 60):
             stop = start_floods(url, fns, args.flood_threads, heavy, [address])

@@ -36,7 +36,7 @@ def split_lines(ledger: dict[str, Any], students: set[str], t0: float, t1: float
         who.setdefault(session, (unit, member))
     others: dict[str, list[str]] = defaultdict(list)  # unit -> its pages that are not students'
     for session in who:
-        if session not in students:
+        if session not in students and (runs[session] or cpu[session] >= 1e-3):  # pages idle in the phase: left out
             others[who[session][0]].append(session)
     mine = [s for s in who if s in students]
     total = sum(cpu.values())

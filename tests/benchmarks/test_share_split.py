@@ -12,12 +12,14 @@ def test_the_split_counts_the_phase_only_and_compares_a_flooder_page_with_a_stud
     ledger = {
         "charges": [[5.0, "a", CLASS, "a", 9.0],  # before the phase: not counted
                     [11.0, "a", CLASS, "a", 0.1], [12.0, "b", CLASS, "b", 0.3],
-                    [13.0, "f", CLASS, "f", 0.6], [14.0, "f", CLASS, "f", 0.6]],
+                    [13.0, "f", CLASS, "f", 0.6], [14.0, "f", CLASS, "f", 0.6],
+                    [15.0, "idle", "ip:10.2.0.1", "idle", 0.0]],  # a page with nothing run in the phase: left out
         "events": [[11.0, "a", CLASS, "a", "step", 2.0, 0.5], [12.0, "b", CLASS, "b", "step", 4.0, 1.5],
                    [12.5, "b", CLASS, "b", "open_example", 9.0, 9.0],
                    [13.0, "f", CLASS, "f", "step", 0.0, 0.7], [14.0, "f", CLASS, "f", "step", 0.1, 0.7]],
         "dropped": 0}
     lines = split_lines(ledger, {"a", "b"}, 10.0, 20.0)
+    assert len(lines) == 4 and "10.2.0.1" not in "".join(lines)
     assert lines[0].startswith("handler CPU over 10 s: 1.6 s in all (0.16 CPU s per s); students 0.4 s over 2 "
                                "pages, 3 events (a page: mean 0.20 s, max 0.30 s)")
     assert lines[1] == (f"  other pages of unit {CLASS}: 1 pages (1 members), 1.2 s (75% of all), 2 events; a page: "
