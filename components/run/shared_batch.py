@@ -28,15 +28,16 @@ import os
 import threading
 from typing import Any, Callable, Hashable, Optional
 
-from s2d2.api import encode_prompt, prepare, run_prepared
+from s2d2.api import encode_prompt, prepare
 from s2d2.batched import batch_refusal
 from s2d2.config import DecodeConfig
 from s2d2.decoding.decoder import make_check
 from s2d2.decoding.live_batch import LiveBatch, Withdrawn
+from s2d2.decoding.live_jobs import Decode
 from s2d2.limits import check_prompt_tokens
 from s2d2.policies import uses_costs
 
-from components.run.workers import ALONE, RunStopped, Stoppable, generate_within_limits
+from components.run.workers import ALONE, RunStopped, generate_within_limits
 from components.serve.gpu_slot import STOPPED_QUEUED
 from components.serve.model_pool import loaded_models
 from components.serve.settings import env_int
@@ -135,12 +136,11 @@ def shared_generate(name: str) -> Callable[..., Any]:
             if on_block is not None:
                 on_block(steps, together=ticket_box[0].companions if ticket_box else 0)
 
-        def job(seq_model: Any) -> Any:
-            check = make_check(stopped, max_seconds, progress)  # its clock starts when it starts decoding
-            return run_prepared(raw, prep, seed, True, check, Stoppable(seq_model, stopped))[0]
+        def check() -> Any:  # its clock starts when it starts decoding
+            return make_check(stopped, max_seconds, progress)
 
         batch = batch_for(name, raw)
-        ticket = batch.submit(job, key)
+        ticket = batch.submit(Decode(prep, seed, check, stopped), key)
         ticket_box.append(ticket)
         while not ticket.done.wait(POLL_S):
             if ticket.started:

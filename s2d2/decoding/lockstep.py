@@ -59,6 +59,7 @@ class Job(NamedTuple):
     prep: Any  # api.Prepared
     seed: int
     check: Callable[[], Callable[[list[StepRecord]], Optional[str]]]
+    detailed: Optional[bool] = None  # its trace's detail; None: the engine's (a live batch's jobs each say theirs)
 
 
 def covers(cfg: DecodeConfig, model: Any) -> bool:
@@ -66,7 +67,7 @@ def covers(cfg: DecodeConfig, model: Any) -> bool:
     return lockstep_ar.covers(cfg) or lockstep_block.covers(cfg, model)
 
 
-def _loop(cfg: DecodeConfig, model: Any) -> Any:
+def loop_for(cfg: DecodeConfig, model: Any) -> Any:
     """The module of the loop a config runs (its `start`, `requests`, `advance`, `cancel`, `result`)."""
     return lockstep_ar if lockstep_ar.covers(cfg) else lockstep_block
 
@@ -108,44 +109,66 @@ class Lockstep:
         """Steps until the queue and the batch are empty: admit, step, settle the rows that finished."""
         while queue or live:
             while queue and len(live) < self.batch_size:
-                live.append(self._start(*queue.popleft()))
+                live.append(self.start(*queue.popleft()))
             self._step(live)
             for r in [r for r in live if r.finish_reason is not None]:
                 live.remove(r)
-                results[r.index] = finish(r, _loop(r.prep.cfg, self.model).result(self.model, r))
-                r.cache = r.state = None  # a static slot goes back as soon as its sequence ends
+                results[r.index] = self.finish(r, finish)
                 if on_result is not None:
                     on_result(r.index, results[r.index])
 
-    def _start(self, index: int, job: Job) -> Row:
+    def start(self, index: int, job: Job) -> Row:
+        """A new live row for `job` (`index`: its place in the batch, the ledger's name for it), its loop set up;
+        its progress check (and time limit) starts now. Its first forward joins the next step."""
         cfg = job.prep.cfg
-        rec = Recorder(self.model, self.detailed, job.prep.table)
+        rec = Recorder(self.model, self.detailed if job.detailed is None else job.detailed, job.prep.table)
         generator = make_generator(cfg.rng, job.seed, self.model.device)
         row = Row(index, job.prep, job.seed, rec, generator, self.model.new_cache(), job.check(),
                   at=len(job.prep.ids), ledger=self.ledger)
-        _loop(cfg, self.model).start(self.model, row)
+        loop_for(cfg, self.model).start(self.model, row)
         return row
+
+    def finish(self, row: Row, finish: Callable[[Row, LoopResult], Any]) -> Any:
+        """A finished row's result (`finish(row, loop)` builds it from its LoopResult); its cache and state are let
+        go (a static slot goes back as soon as its sequence ends)."""
+        try:
+            return finish(row, loop_for(row.prep.cfg, self.model).result(self.model, row))
+        finally:
+            row.cache = row.state = None
 
     def _step(self, live: list[Row]) -> None:
         """One step of every live row: each row's one forward (all of them shared, whatever each row's phase),
         then each loop's shared tensor work and records over its rows."""
-        loops: dict[Any, list[int]] = {}
-        for j, r in enumerate(live):
-            loops.setdefault(_loop(r.prep.cfg, self.model), []).append(j)
+        self.advance(live, self._forwards(live, self.requests(live)))
+
+    def requests(self, live: list[Row]) -> list[Asked]:
+        """Each live row's one forward of this step (in `live`'s order), built by its loop over all its rows."""
         asked: list[Any] = [None] * len(live)
-        for loop, members in loops.items():
+        for loop, members in self._loops(live).items():
             for j, a in zip(members, loop.requests(self.model, [live[j] for j in members])):
                 asked[j] = a
-        served = self._forwards(live, asked)
+        return asked
+
+    def advance(self, live: list[Row], served: list[Any]) -> None:
+        """After the step's forwards (`served`: each row's logits, or its forward's error): a row whose forward
+        raised StopDecoding ends "cancelled" (its loop's rollback), any other error is raised; every other row
+        advances, each loop's rows together."""
         for j, out in enumerate(served):
             if isinstance(out, StopDecoding):
-                _loop(live[j].prep.cfg, self.model).cancel(live[j])
+                loop_for(live[j].prep.cfg, self.model).cancel(live[j])
             elif isinstance(out, BaseException):
                 raise out
-        for loop, members in loops.items():
+        for loop, members in self._loops(live).items():
             going = [j for j in members if not isinstance(served[j], BaseException)]
             if going:
                 loop.advance(self.model, [live[j] for j in going], [served[j] for j in going])
+
+    def _loops(self, live: list[Row]) -> dict[Any, list[int]]:
+        """The live rows (their indices) by the loop that steps them."""
+        loops: dict[Any, list[int]] = {}
+        for j, r in enumerate(live):
+            loops.setdefault(loop_for(r.prep.cfg, self.model), []).append(j)
+        return loops
 
     def _forwards(self, live: list[Row], asked: list[Asked]) -> list[Any]:
         """Each row's logits (or its forward's error), running the requests in the least-cost groups."""
@@ -155,7 +178,7 @@ class Lockstep:
                   else [[j] for j in range(len(asked))])  # no forward_batch: each request its own forward
         for group in groups:
             lengths = [int(asked[j].request.cache.get_seq_length()) for j in group]
-            replies, wall, error = self._attempt([asked[j].request for j in group])
+            replies, wall, error = self.attempt([asked[j].request for j in group])
             self._log(live, group, queries, lengths, wall, error)
             if error is None or len(group) == 1:
                 self._serve(live, asked, group, lengths, replies, wall, out)
@@ -163,12 +186,12 @@ class Lockstep:
             for j, n in zip(group, lengths):
                 restore_cache(asked[j].request.cache, n)
             for j, n in zip(group, lengths):  # each alone, once: its batch-1 forward
-                replies, wall, error = self._attempt([asked[j].request])
+                replies, wall, error = self.attempt([asked[j].request])
                 self._log(live, [j], queries, [n], wall, error)
                 self._serve(live, asked, [j], [n], replies, wall, out)
         return out
 
-    def _attempt(self, reqs: list[ForwardRequest]) -> tuple[list[Any], float, Optional[Exception]]:
+    def attempt(self, reqs: list[ForwardRequest]) -> tuple[list[Any], float, Optional[Exception]]:
         """One forward of the requests (a lone one is the very call batch 1 makes): each one's logits or the
         error, the wall, the error."""
         t0 = time.perf_counter()
