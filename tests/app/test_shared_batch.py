@@ -417,3 +417,30 @@ def test_waiting_for_companions():
     assert lone_batch.submit(lambda m: "alone").outcome(WAIT) == "alone"
     assert not lone_batch.gathering.is_set()
     lone_batch.close()
+
+
+def test_a_covered_preset_runs_on_the_batch_step_and_another_in_a_thread():
+    """The app's shared Run on the batch-first step (issue 37): a covered preset's progress comes from the batch's
+    own thread (a row of its step), a preset beyond the engine (KV reuse) from a sequence thread of its own; both
+    decode in one batch with their lone traces."""
+    threads: dict[str, set[str]] = {"row": set(), "job": set()}
+    reuse = preset("sdar-config-b+reuse").replace(gen_length=32, block_length=CFG.block_length)
+
+    class Where(Visitor):
+        def __init__(self, kind: str, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.kind = kind
+
+        def on_block(self, steps: list[Any], together: Optional[int] = None, queued: Optional[int] = None) -> None:
+            if not queued:
+                threads[self.kind].add(threading.current_thread().name)
+            super().on_block(steps, together, queued)
+
+    a = Where("row", EXAMPLE_PROMPTS[0], 1)
+    b = Where("job", EXAMPLE_PROMPTS[1], 2, cfg=reuse)
+    in_one_batch(a, b)
+    assert threads["row"] == {f"s2d2-batch-{NAME}"}
+    assert threads["job"] and all(n.startswith("s2d2-seq") for n in threads["job"])
+    assert a.together == 1 and b.together == 1
+    assert trace_mismatch(a.result.trace, lone(EXAMPLE_PROMPTS[0], 1).trace) is None
+    assert trace_mismatch(b.result.trace, s2d2.generate(model64(), EXAMPLE_PROMPTS[1], reuse, seed=2).trace) is None
