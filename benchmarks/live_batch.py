@@ -1,0 +1,114 @@
+"""The app's shared batch before and after the batch-first step (issue 37), ratios in one run.
+
+    python -m benchmarks.live_batch                              # N = 1, 4, 8, 16; three presets
+    python -m benchmarks.live_batch --visitors 8 16 --presets sdar-config-b --gen-length 64 --threads 1
+
+N visitors press Run with the same preset at once on the bundled model: each visitor's decode goes through the
+Run tab's own path (components/run/shared_batch.py `shared_generate`: the prompt prepared in the visitor's
+thread, the decode submitted to the model's one LiveBatch), from N threads. The batch holds its first arrival
+until all N are in (S2D2_BATCH_WAIT_MS, S2D2_BATCH_MAX = N), so every arm starts the N decodes in one admission.
+Arms, back to back over the same prompts and seeds, so machine noise hits them alike:
+
+* `threads` (before): every decode a thread job of the LiveBatch (its batch-1 loop in its own thread, only the
+  forwards shared): what the shared batch ran before the move;
+* `batch-first` (after): every decode a row of the batch-first step on the batch's own thread.
+
+Printed per preset and N: wall per decode (the arm's wall from the first submission to the last result, over N),
+each arm's mean visitor wall (submission to result), and before over after. Each visitor's output must be the
+same in both arms (checked: a mismatch is printed and the exit status is 1). One run each; nothing is asserted
+about speed.
+"""
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import sys
+import threading
+import time
+from typing import Any
+
+import torch
+
+from components.run import shared_batch
+from components.run.knobs import EXAMPLE_PROMPTS
+from s2d2 import load_model
+from s2d2.config import preset
+from s2d2.decoding.live_batch import LiveBatch
+
+MODEL = "tiny"
+PRESETS = ["sdar-config-a", "sdar-config-b", "fastdllm-config-a"]
+ARMS = {"threads": False, "batch-first": True}
+
+
+def prompts(n: int) -> list[str]:
+    """N visitors' prompts: the Run tab's examples, in turn, each visitor with its own seed."""
+    return [EXAMPLE_PROMPTS[i % len(EXAMPLE_PROMPTS)] for i in range(n)]
+
+
+def run_arm(model: Any, cfg: Any, n: int, batch_first: bool) -> dict[str, Any]:
+    """N visitors' shared Runs at once on one arm's engine: the arm's wall, each visitor's wall and output."""
+    os.environ["S2D2_BATCH_MAX"] = str(max(2, n))
+    os.environ["S2D2_BATCH_WAIT_MS"] = "5000" if n > 1 else "0"  # the batch starts once all N are in
+    shared_batch.close_all()
+    shared_batch.LiveBatch = functools.partial(LiveBatch, batch_first=batch_first)  # type: ignore[misc]
+    generate = shared_batch.shared_generate(MODEL)
+    walls, outputs = [0.0] * n, [None] * n
+    go = threading.Barrier(n + 1)
+
+    def visitor(i: int, prompt: str) -> None:
+        go.wait()
+        t0 = time.perf_counter()
+        result = generate(model, prompt, cfg, seed=i)
+        walls[i], outputs[i] = time.perf_counter() - t0, result.token_ids
+
+    threads = [threading.Thread(target=visitor, args=(i, p), daemon=True) for i, p in enumerate(prompts(n))]
+    for t in threads:
+        t.start()
+    go.wait()
+    t0 = time.perf_counter()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - t0
+    shared_batch.close_all()
+    return {"wall": wall, "walls": walls, "outputs": outputs}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--visitors", type=int, nargs="+", default=[1, 4, 8, 16])
+    p.add_argument("--presets", nargs="+", default=PRESETS)
+    p.add_argument("--gen-length", type=int, default=64)
+    p.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default 1: one CPU core)")
+    args = p.parse_args(argv)
+    if not all(1 <= n <= 64 for n in args.visitors):
+        p.error("--visitors: each in [1, 64] (S2D2_BATCH_MAX's bound)")
+    torch.set_num_threads(args.threads)
+    model = load_model(MODEL, backend="dynamic")
+    original = shared_batch.LiveBatch
+    same = True
+    print(f"model {MODEL}, gen_length {args.gen_length}, torch threads {args.threads}, load {os.getloadavg()[0]:.1f}")
+    print("| preset | N | before: s/decode | after: s/decode | before / after | before: visitor wall | "
+          "after: visitor wall |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    try:
+        run_arm(model, preset(args.presets[0], gen_length=args.gen_length), 1, True)  # warm-up, not timed
+        for name in args.presets:
+            cfg = preset(name, gen_length=args.gen_length)
+            for n in args.visitors:
+                got = {arm: run_arm(model, cfg, n, flag) for arm, flag in ARMS.items()}
+                before, after = got["threads"], got["batch-first"]
+                if before["outputs"] != after["outputs"]:
+                    same = False
+                    print(f"MISMATCH: {name} at N = {n}: the two arms' outputs differ", file=sys.stderr)
+                print(f"| {name} | {n} | {before['wall'] / n:.3f} | {after['wall'] / n:.3f} | "
+                      f"{before['wall'] / after['wall']:.2f}x | {sum(before['walls']) / n:.2f} s | "
+                      f"{sum(after['walls']) / n:.2f} s |", flush=True)
+    finally:
+        shared_batch.LiveBatch = original  # type: ignore[misc]
+    print("outputs equal in both arms for every visitor" if same else "OUTPUTS DIFFER (see above)")
+    return 0 if same else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
