@@ -1,9 +1,11 @@
 """A whole class at once: the Run tab's decodes share one batch per loaded model (s2d2/decoding/live_batch.py).
 
 `shared_generate(name)` is a drop-in for `generate_within_limits` in `record_stream`: the visitor's prompt is checked
-and prepared in the visitor's own thread, then its decode is submitted to the model's one `LiveBatch`, which runs
-it beside every other visitor's (each sequence in its own thread with its own generator, masks and trace; only the
-forwards are shared), so the trace, the seed's output and every decision are those of a lone Run up to the shared
+and prepared in the visitor's own thread, then its decode is submitted to the model's one `LiveBatch` (a `Decode`:
+prompt, seed, progress check, stop flag), which runs it beside every other visitor's: a preset the batch-first
+engine covers as one row of the batch's step (its own generator, masks, policy state and trace; the step's rules
+are the lone loop's, run over every row at once), any other in a thread of its own (the lone loop, only the
+forwards shared). So the trace, the seed's output and every decision are those of a lone Run up to the shared
 forwards' float round-off. What the visitor had stays per visitor: its on_block progress (now with how many others
 it decodes with, or its place in the queue), its Stop and a closed stream (its own flag, checked before each of its
 forwards: it leaves within one batch step, keeping its trace to the last complete block; still waiting for a place

@@ -70,3 +70,22 @@ def test_a_reference_of_another_sweep_is_refused_in_one_line(sweeps, tmp_path, c
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "is not a results file" in err[0], err
     assert not (tmp_path / "x" / "rows").exists()  # refused before any decode
+
+
+def test_a_batched_sweep_decodes_on_the_batch_first_engine(tmp_path, monkeypatch):
+    """Issue 37: a sweep at batch > 1 decodes every cell the batch-first engine covers on it (all of the quick
+    grid's), one engine run per cell with all its problems."""
+    from s2d2.decoding import lockstep
+    from s2d2.sweeps.grid import load_grid
+
+    runs: list[int] = []
+    real = lockstep.Lockstep.run
+
+    def counted(self, jobs, *args, **kwargs):
+        jobs = list(jobs)
+        runs.append(len(jobs))
+        return real(self, jobs, *args, **kwargs)
+
+    monkeypatch.setattr(lockstep.Lockstep, "run", counted)
+    assert main([*BENCH, "--batch-size", "2", "--out", str(tmp_path)]) == 0
+    assert runs == [2] * len(load_grid("quick"))
