@@ -14,7 +14,8 @@ Arms, back to back over the same prompts and seeds, so machine noise hits them a
 * `batch-first` (after): every decode a row of the batch-first step on the batch's own thread.
 
 Printed per preset and N: wall per decode (the arm's wall from the first submission to the last result, over N),
-each arm's mean visitor wall (submission to result), and before over after. Each visitor's output must be the
+before over after in wall and in this process's CPU time (the figure to read on a loaded machine), and each arm's
+mean visitor wall (submission to result). Each visitor's output must be the
 same in both arms (checked: a mismatch is printed and the exit status is 1). One run each; nothing is asserted
 about speed.
 """
@@ -47,7 +48,8 @@ def prompts(n: int) -> list[str]:
 
 
 def run_arm(model: Any, cfg: Any, n: int, batch_first: bool) -> dict[str, Any]:
-    """N visitors' shared Runs at once on one arm's engine: the arm's wall, each visitor's wall and output."""
+    """N visitors' shared Runs at once on one arm's engine: the arm's wall and CPU time (this process, every
+    thread), each visitor's wall and output."""
     os.environ["S2D2_BATCH_MAX"] = str(max(2, n))
     os.environ["S2D2_BATCH_WAIT_MS"] = "5000" if n > 1 else "0"  # the batch starts once all N are in
     shared_batch.close_all()
@@ -66,12 +68,12 @@ def run_arm(model: Any, cfg: Any, n: int, batch_first: bool) -> dict[str, Any]:
     for t in threads:
         t.start()
     go.wait()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     for t in threads:
         t.join()
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     shared_batch.close_all()
-    return {"wall": wall, "walls": walls, "outputs": outputs}
+    return {"wall": wall, "cpu": cpu, "walls": walls, "outputs": outputs}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -83,14 +85,15 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if not all(1 <= n <= 64 for n in args.visitors):
         p.error("--visitors: each in [1, 64] (S2D2_BATCH_MAX's bound)")
+    saved = ({k: os.environ.get(k) for k in ("S2D2_BATCH_MAX", "S2D2_BATCH_WAIT_MS")}, shared_batch.LiveBatch,
+             torch.get_num_threads())
     torch.set_num_threads(args.threads)
     model = load_model(MODEL, backend="dynamic")
-    original = shared_batch.LiveBatch
     same = True
     print(f"model {MODEL}, gen_length {args.gen_length}, torch threads {args.threads}, load {os.getloadavg()[0]:.1f}")
-    print("| preset | N | before: s/decode | after: s/decode | before / after | before: visitor wall | "
-          "after: visitor wall |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    print("| preset | N | before: s/decode | after: s/decode | before / after | CPU before / after | "
+          "before: visitor wall | after: visitor wall |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     try:
         run_arm(model, preset(args.presets[0], gen_length=args.gen_length), 1, True)  # warm-up, not timed
         for name in args.presets:
@@ -102,10 +105,18 @@ def main(argv: list[str] | None = None) -> int:
                     same = False
                     print(f"MISMATCH: {name} at N = {n}: the two arms' outputs differ", file=sys.stderr)
                 print(f"| {name} | {n} | {before['wall'] / n:.3f} | {after['wall'] / n:.3f} | "
-                      f"{before['wall'] / after['wall']:.2f}x | {sum(before['walls']) / n:.2f} s | "
+                      f"{before['wall'] / after['wall']:.2f}x | {before['cpu'] / after['cpu']:.2f}x | "
+                      f"{sum(before['walls']) / n:.2f} s | "
                       f"{sum(after['walls']) / n:.2f} s |", flush=True)
-    finally:
-        shared_batch.LiveBatch = original  # type: ignore[misc]
+    finally:  # the process as it was (a test calls main in its own)
+        shared_batch.close_all()
+        for k, v in saved[0].items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        shared_batch.LiveBatch = saved[1]  # type: ignore[misc]
+        torch.set_num_threads(saved[2])
     print("outputs equal in both arms for every visitor" if same else "OUTPUTS DIFFER (see above)")
     return 0 if same else 1
 
