@@ -25,3 +25,9 @@ def test_a_visitor_whose_outputs_differ_fails_the_run(capsys, monkeypatch):
     monkeypatch.setattr(live_batch, "run_arm", skewed)
     assert live_batch.main(ARGS) == 1
     assert "MISMATCH: sdar-config-a at N = 2" in capsys.readouterr().err
+
+
+def test_the_stand_in_table_prints_host_time_per_sequence_forward(capsys):
+    assert live_batch.main(["--stand-in", "--visitors", "3", "--presets", "sdar-config-b", "--gen-length", "8"]) == 0
+    out = capsys.readouterr().out
+    assert "µs per sequence-forward" in out and "| sdar-config-b | 3 |" in out and "outputs equal" in out
