@@ -30,6 +30,9 @@ batch-1 call, so a forward error reaches only the sequence whose request fails);
 raises `StopDecoding` ends "cancelled" where its batch-1 loop would (its last complete token or block); any
 other error stops the batch and is raised.
 A finished sequence leaves at once and the next prompt takes its place (its prefill joins the next step).
+The same engine serves the Space's shared batch (live_batch.py, live_step.py), whose decodes arrive and leave at
+any time: it calls the step's parts itself (`start` a row, `requests`, its own forwards through `attempt`, `advance`,
+`finish`), so a row's stop, error or time limit ends that row alone there.
 """
 from __future__ import annotations
 
