@@ -10,6 +10,7 @@ from typing import Any, Callable, Iterator, Optional
 
 from s2d2.config import DecodeConfig
 from s2d2.decoding.layout import block_lengths
+from s2d2.decoding.live_jobs import StopOnFlag
 from s2d2.limits import check_prompt_tokens, limits
 from components.views.canvas import live_rows
 from components.run.config_check import check_config
@@ -35,24 +36,14 @@ class RunStopped(Exception):
     """Compare lanes or a what-if re-run that the visitor stopped; the message says what was kept."""
 
 
-class Stoppable:
+class Stoppable(StopOnFlag):
     """The model as one run sees it: every forward first checks the run's stop flag and, once it is up, raises
     s2d2's StopDecoding instead, so a stopped run frees the GPU within one forward and still returns its trace up to
-    the last complete block. Everything else is the model's; `inner` is the wrapped model."""
+    the last complete block (s2d2's StopOnFlag). Everything else is the model's; `inner` is the wrapped model."""
 
     def __init__(self, model: Any, stopped: Callable[[], bool]) -> None:
-        from s2d2.api import StopDecoding
-
-        self._model, self._stopped, self._stop = model, stopped, StopDecoding
+        super().__init__(model, stopped)
         self.inner = model
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._model, name)
-
-    def forward(self, *args: Any, **kwargs: Any) -> Any:
-        if self._stopped():
-            raise self._stop()
-        return self._model.forward(*args, **kwargs)
 
 
 _END = object()
