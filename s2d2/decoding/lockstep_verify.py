@@ -15,7 +15,7 @@ draw come from the row's own generator, in its batch-1 order (draft, then test, 
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Collection, Optional, Sequence
 
 import torch
 
@@ -26,7 +26,7 @@ from .context import Draft
 from .lockstep_rows import Row
 from .sampling import draw_with_probs, token_distribution
 from .step import route_inputs, routed_from, skip_step, step_record
-from .transfers import HostReads, fetch_many
+from .transfers import Bulk, HostReads, fetch_many
 from .acceptance import acceptance_each, acceptance_rows
 from .kv import remember_verified
 from ..models.masks import verify_2l_query
@@ -49,16 +49,17 @@ def shared_drafts(model: Any, cfg: DecodeConfig, rows: list[Row],
 
 def drafted(row: Row, probs: torch.Tensor, tokens: torch.Tensor, p: torch.Tensor,
             summary: Optional[dict[str, torch.Tensor]] = None,
-            skip: Optional[dict[str, torch.Tensor]] = None) -> dict[str, Any]:
+            skip: Optional[dict[str, torch.Tensor]] = None, served: Collection[str] = ()) -> dict[str, Any]:
     """A draft row after its shared forward and draw: its step's device work before routing (step.py
     `route_inputs`, with the row's `policy_summary` and, where given, its `skip_inputs` taken over all the step's
-    draft rows of its config); returns what it reads."""
+    draft rows of its config); returns what it reads of its own (`served`: the names the step's shared read
+    brings it from parts over all rows, lockstep_block.py `draft_bulk`)."""
     st = row.state
     ctx, plan = st.ctx, st.step_plan
     st.draft = Draft(plan.mask_idx, plan.run, ctx.index[plan.start : plan.start + ctx.B], probs, tokens, p)
     wanted, skip, verifies = route_inputs(ctx, plan, st.draft, summary, skip)
     st.waiting = (skip, verifies)
-    return wanted
+    return {name: t for name, t in wanted.items() if name not in served} if served else wanted
 
 
 def routed(row: Row, got: dict[str, Any]) -> Optional[StepRecord]:
@@ -135,10 +136,11 @@ def verified(row: Row, got: dict[str, Any]) -> StepRecord:
     return step_record(ctx, plan, decided, picks, verification, pending)
 
 
-def shared_read(rows: list[Row], wanted: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Every row's read of this step in one transfer (transfers.py `fetch_many`), counted in the batch's ledger
-    as the thread engine counts its shared reads (on the packed path only)."""
-    got, busy = fetch_many([r.state.ctx.reads for r in rows], wanted)
+def shared_read(rows: list[Row], wanted: list[dict[str, Any]], bulk: Sequence[Bulk] = ()) -> list[dict[str, Any]]:
+    """Every row's read of this step in one transfer (transfers.py `fetch_many`; `bulk`: parts over many rows,
+    read once), counted in the batch's ledger as the thread engine counts its shared reads (on the packed path
+    only)."""
+    got, busy = fetch_many([r.state.ctx.reads for r in rows], wanted, bulk)
     ledger = rows[0].ledger if rows else None
     if busy and ledger is not None and (rows[0].state.ctx.x.device.type != "cpu" or HostReads.pack_on_cpu):
         ledger.reads += 1
