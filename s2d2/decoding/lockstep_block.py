@@ -135,15 +135,15 @@ def advance(model: Any, rows: list[Row], logits: list[torch.Tensor]) -> None:
     s2d2_drafts: dict[DecodeConfig, list[tuple[Row, torch.Tensor]]] = {}
     phases = [r.state.phase for r in rows]
     verifying = [j for j, phase in enumerate(phases) if phase == "verify"]
-    readers += [(rows[j], "verify") for j in verifying]
-    wanted += tested([rows[j] for j in verifying], [logits[j] for j in verifying])
+    readers += [(rows[j], "verify") for j in verifying]  # the shared read's first readers (`tested`'s bulk)
+    own, bulk = tested([rows[j] for j in verifying], [logits[j] for j in verifying])
+    wanted += own
     for r, lg, phase in zip(rows, logits, phases):
         if phase == "commit" and r.state.ctx.reads.pending:  # its stop check reads the deferred values
             readers.append((r, phase))
             wanted.append({})
         elif phase == "draft":
             (s2d2_drafts if r.prep.cfg.method == "s2d2" else baseline).setdefault(r.prep.cfg, []).append((r, lg))
-    bulk: list[Bulk] = []
     for cfg, members in s2d2_drafts.items():
         group, sizes = [r for r, _ in members], [int(lg.shape[0]) for _, lg in members]
         flat = shared_drafts(model, cfg, group, [lg for _, lg in members])

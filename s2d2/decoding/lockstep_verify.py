@@ -100,12 +100,15 @@ def verify_requests(rows: list[Row]) -> list[ForwardRequest]:
     return out  # type: ignore[return-value]
 
 
-def tested(rows: list[Row], logits: list[torch.Tensor]) -> list[dict[str, Any]]:
+def tested(rows: list[Row], logits: list[torch.Tensor]) -> tuple[list[dict[str, Any]], list[Bulk]]:
     """The verify rows after their forward: q over each span and the acceptance test, both over all rows of one
     config and span length at once (`token_distribution` on their stacked logits, acceptance.py
-    `acceptance_rows`; row i's uniforms from its own generator), then each row's extras and top-up; returns what
-    each row reads. Row-wise the very values `verifier_probs` and `acceptance_test` give it alone."""
+    `acceptance_rows`; row i's uniforms from its own generator), then each row's extras and top-up. Returns what
+    each row reads of its own and, read once over all rows (transfers.py `Bulk`; the rows are the shared read's
+    first readers, in order), the test's outcome. Row-wise the very values `verifier_probs` and
+    `acceptance_test` give it alone."""
     out: list[dict[str, Any]] = [{} for _ in rows]
+    bulk: list[Bulk] = []
     buckets: dict[tuple[DecodeConfig, int], list[int]] = {}
     for j, r in enumerate(rows):
         buckets.setdefault((r.prep.cfg, r.state.step_plan.span_len), []).append(j)
@@ -117,12 +120,17 @@ def tested(rows: list[Row], logits: list[torch.Tensor]) -> list[dict[str, Any]]:
         p = torch.stack([r.state.draft.p[:s] for r in group])
         acc = acceptance_rows(cfg.acceptance, drafts, p, q, cfg.ratio_gamma, [r.state.ctx.generator for r in group],
                               with_argmax=group[0].state.ctx.rec.detailed)
+        cuts = [(k * s, (k + 1) * s) for k in range(len(members))]
+        read = [Bulk("accepted", acc.accepted, members, cuts)]  # (verify_inputs' "accepted" is the test's own)
+        if cfg.acceptance == "greedy_exact":  # what acceptance_test asks for: the verifier's pick per position
+            read.append(Bulk("argmax_q", acc.argmax_q, members, cuts))
+        bulk += read
         for j, r, q_row, acc_row in zip(members, group, q.unbind(0), acceptance_each(acc)):
             st = r.state
             remember_verified(st.ctx, st.ctx.B)  # what verifier_probs records: the verifier read the whole block
             st.waiting = acceptance_test(st.ctx, st.draft, s, st.step_plan.min_k, q_row, "2l", acc_row)
-            out[j] = st.waiting.wanted
-    return out
+            out[j] = {name: t for name, t in st.waiting.wanted.items() if name not in ("accepted", "argmax_q")}
+    return out, bulk
 
 
 def verified(row: Row, got: dict[str, Any]) -> StepRecord:

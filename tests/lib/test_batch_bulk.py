@@ -60,3 +60,20 @@ def test_draft_rows_read_their_routing_once_over_all_rows(remasking, policy, rul
         want = s2d2.generate(model, prompt, cfg, seed=i, detailed=detailed)
         assert g.token_ids == want.token_ids and trace_mismatch(g.trace, want.trace) is None, f"sequence {i}"
     assert any(ROUTING <= names for names in own)  # alone, batch 1 reads them as its own parts
+
+
+@pytest.mark.parametrize("acceptance,tested", [("paper", {"accepted"}), ("greedy_exact", {"accepted", "argmax_q"})])
+def test_verify_rows_read_their_acceptance_test_once_over_all_rows(acceptance, tested, monkeypatch):
+    own, bulk = _spied(monkeypatch)
+    cfg = s2d2.DecodeConfig(method="s2d2", policy="always", gen_length=16, block_length=4, acceptance=acceptance,
+                            temperature=1.0 if acceptance == "paper" else 0.0)
+    model = model64("aligned")
+    got = s2d2.generate_batch(model, PROMPTS_8, cfg, list(range(8)), batch_size=8, detailed=False,
+                              engine="batch-first")
+    assert tested <= set().union(*bulk)
+    assert not any(names & tested for names in own)
+    own.clear()
+    for i, (g, prompt) in enumerate(zip(got, PROMPTS_8)):
+        want = s2d2.generate(model, prompt, cfg, seed=i, detailed=False)
+        assert g.token_ids == want.token_ids and trace_mismatch(g.trace, want.trace) is None, f"sequence {i}"
+    assert any(tested <= names for names in own)
