@@ -75,6 +75,8 @@ class BlockState:
     draft: Optional[Draft] = None  # a verifying row's draft, waiting for its verify forward
     routed: Optional[Routed] = None  # ... and what its route read and decided
     waiting: Any = None  # between a step's device work and its shared read: (skip inputs, verifies) or a Tested
+    ids: Optional[torch.Tensor] = None  # the current block's ids and positions: views of the sequence, taken once
+    positions: Optional[torch.Tensor] = None  # per block (a view sees every write; its requests reuse them)
 
 
 def start(model: Any, row: Row) -> None:
@@ -108,9 +110,8 @@ def _request(row: Row) -> Asked:
         return Asked("prefill", -1, -1, ForwardRequest(ctx.cache, ctx.x[:n], ctx.index[:n], attention, n, 1))
     blk = st.blk
     assert blk is not None
-    end = blk.start + blk.length
     if st.phase == "commit":
-        return Asked("commit", blk.index, -1, ForwardRequest(ctx.cache, ctx.x[blk.start:end], ctx.index[blk.start:end],
+        return Asked("commit", blk.index, -1, ForwardRequest(ctx.cache, st.ids, st.positions,
                                                              "causal" if cfg.cache_ver else "full", blk.length, 1))
     return Asked("draft", blk.index, st.step, _draft_request(row, st, blk))
 
@@ -121,8 +122,7 @@ def _draft_request(row: Row, st: BlockState, blk: BlockRecord) -> ForwardRequest
     k_s = st.schedule[min(st.step, len(st.schedule) - 1)]
     plan = st.step_plan = plan_step(ctx, blk.index, start, st.windows[0], st.step, k_s)
     attention = draft_query(B, plan.masks[0], ctx.x.device) if ctx.cfg.draft_ver else "full"
-    return ForwardRequest(ctx.cache, ctx.x[start : start + B], ctx.index[start : start + B], attention, 0, None,
-                          plan.mask_idx)
+    return ForwardRequest(ctx.cache, st.ids, st.positions, attention, 0, None, plan.mask_idx)
 
 
 def advance(model: Any, rows: list[Row], logits: list[torch.Tensor]) -> None:
@@ -279,7 +279,7 @@ def _draft_step(r: Row, got: dict[str, Any], skip: dict[str, torch.Tensor], toke
     ctx, plan = st.ctx, st.step_plan
     assert plan is not None
     routed = Routed(got, skip, None, None, None, False)
-    draft = Draft(plan.mask_idx, plan.run, ctx.index[plan.start : plan.start + ctx.B], None, tokens, None)
+    draft = Draft(plan.mask_idx, plan.run, st.positions, None, tokens, None)
     _stepped(r, step_record(ctx, plan, routed, skip_step(ctx, plan, draft, routed), None, None))
 
 
@@ -309,6 +309,7 @@ def _open_block(r: Row, start: int, index: int) -> None:
     ctx.block_length, ctx.cached = blk.length, 0
     ctx.masks = block_masks(ctx, blk)
     st.blk, st.step, st.windows = blk, 0, block_windows(ctx.cfg, blk)
+    st.ids, st.positions = ctx.x[start : start + length], ctx.index[start : start + length]
     _next_window(st)
 
 

@@ -56,7 +56,7 @@ def drafted(row: Row, probs: torch.Tensor, tokens: torch.Tensor, p: torch.Tensor
     brings it from parts over all rows, lockstep_block.py `draft_bulk`)."""
     st = row.state
     ctx, plan = st.ctx, st.step_plan
-    st.draft = Draft(plan.mask_idx, plan.run, ctx.index[plan.start : plan.start + ctx.B], probs, tokens, p)
+    st.draft = Draft(plan.mask_idx, plan.run, st.positions, probs, tokens, p)
     wanted, skip, verifies = route_inputs(ctx, plan, st.draft, summary, skip)
     st.waiting = (skip, verifies)
     return {name: t for name, t in wanted.items() if name not in served} if served else wanted
@@ -88,8 +88,7 @@ def verify_requests(rows: list[Row]) -> list[ForwardRequest]:
     for B, members in by_length.items():
         group = [rows[j] for j in members]
         ctxs = [r.state.ctx for r in group]
-        starts = [r.state.step_plan.start for r in group]
-        blocks = torch.stack([c.x[a : a + B] for c, a in zip(ctxs, starts)])
+        blocks = torch.stack([r.state.ids for r in group])
         positions = torch.stack([r.state.draft.positions for r in group])
         ids, pos = verify_2l_rows(ctxs[0].mask_id, blocks, positions, [r.state.step_plan.mask_idx for r in group],
                                   [r.state.draft.tokens for r in group])
