@@ -145,21 +145,7 @@ def advance(model: Any, rows: list[Row], logits: list[torch.Tensor]) -> None:
         elif phase == "draft":
             (s2d2_drafts if r.prep.cfg.method == "s2d2" else baseline).setdefault(r.prep.cfg, []).append((r, lg))
     for cfg, members in s2d2_drafts.items():
-        group, sizes = [r for r, _ in members], [int(lg.shape[0]) for _, lg in members]
-        flat = shared_drafts(model, cfg, group, [lg for _, lg in members])
-        parts = summary_parts(cfg, flat[0], flat[2], sizes, [r.state.step_plan.span_len for r in group],
-                              group[0].state.ctx.rec.costs is not None)
-        verifies = always_verifies(group[0].state.ctx)  # one config: one policy kind, one answer
-        skips, rule = ([None] * len(group), {}) if verifies else _shared_skips(cfg, flat[0], flat[2], sizes)
-        # a row without a batch form of its skip rule runs skip_inputs itself, which reads N_hi on the device
-        n_hi = parts.n_hi.unbind(0) if any(skip is None for skip in skips) and not verifies else None
-        parts_read = draft_bulk(len(readers), sizes, flat[1], parts, rule)
-        bulk += parts_read
-        served = {b.name for b in parts_read}
-        for k, (r, skip, *drawn) in enumerate(zip(group, skips, *(t.split(sizes) for t in flat))):
-            readers.append((r, "draft"))
-            summary = {"n_hi": n_hi[k]} if n_hi is not None and skip is None else {}
-            wanted.append(drafted(r, *drawn, summary=summary, skip=skip, served=served))
+        bulk += _s2d2_drafts(model, cfg, members, readers, wanted)
     got = shared_read([r for r, _ in readers], wanted, bulk)
     for (r, phase), g in zip(readers, got):
         if phase == "verify":
@@ -176,6 +162,28 @@ def advance(model: Any, rows: list[Row], logits: list[torch.Tensor]) -> None:
             _end_block(r)
     for cfg, members in baseline.items():
         _draft_group(model, cfg, members)
+
+
+def _s2d2_drafts(model: Any, cfg: DecodeConfig, members: list[tuple[Row, torch.Tensor]],
+                 readers: list[tuple[Row, str]], wanted: list[dict[str, Any]]) -> list[Bulk]:
+    """The S2D2 draft rows of one config after their shared forward: one distribution and draw, the routing
+    summary and (when a skip is possible) the skip rule over all of them; each row's own device work and read are
+    appended to `readers` and `wanted`; returns the parts read once for all of them (`draft_bulk`)."""
+    group, sizes = [r for r, _ in members], [int(lg.shape[0]) for _, lg in members]
+    flat = shared_drafts(model, cfg, group, [lg for _, lg in members])
+    parts = summary_parts(cfg, flat[0], flat[2], sizes, [r.state.step_plan.span_len for r in group],
+                          group[0].state.ctx.rec.costs is not None)
+    verifies = always_verifies(group[0].state.ctx)  # one config: one policy kind, one answer
+    skips, rule = ([None] * len(group), {}) if verifies else _shared_skips(cfg, flat[0], flat[2], sizes)
+    # a row without a batch form of its skip rule runs skip_inputs itself, which reads N_hi on the device
+    n_hi = parts.n_hi.unbind(0) if any(skip is None for skip in skips) and not verifies else None
+    bulk = draft_bulk(len(readers), sizes, flat[1], parts, rule)
+    served = {b.name for b in bulk}
+    for k, (r, skip, *drawn) in enumerate(zip(group, skips, *(t.split(sizes) for t in flat))):
+        readers.append((r, "draft"))
+        summary = {"n_hi": n_hi[k]} if n_hi is not None and skip is None else {}
+        wanted.append(drafted(r, *drawn, summary=summary, skip=skip, served=served))
+    return bulk
 
 
 def _draft_group(model: Any, cfg: DecodeConfig, members: list[tuple[Row, torch.Tensor]]) -> None:

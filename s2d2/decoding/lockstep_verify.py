@@ -10,7 +10,9 @@ sequence's trace is its `generate` trace apart from wall times. The tensor rules
 share a config and a span length (or block length): the draft distribution and greedy draw, the routing summary
 (route_summary.py), the 2L verifier's ids (verify_branch.py `verify_2l_rows`), the verifier's distribution
 (`token_distribution`, as `verifier_probs` takes it) and the acceptance test (acceptance.py `acceptance_rows`);
-batch 1 runs the same rule functions on its one span. A sampled draw, the acceptance test's uniforms and the residual
+batch 1 runs the same rule functions on its one span. What the rows read back before routing and after their
+test is read once as those tensors (transfers.py `Bulk`: lockstep_block.py `draft_bulk`, `tested`), each row
+taking its slice. A sampled draw, the acceptance test's uniforms and the residual
 draw come from the row's own generator, in its batch-1 order (draft, then test, then residual).
 """
 from __future__ import annotations
