@@ -2,6 +2,7 @@
 'Metrics')."""
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import Counter
 from typing import Any
 
@@ -23,6 +24,7 @@ def trace_metrics(trace: Trace) -> dict[str, Any]:
     wall = trace.footer.wall_s if trace.footer else sum(f.wall_s for f in forwards)
     fwd_wall = sum(f.wall_s for f in forwards)
     longest = max(spans, default=0)
+    accepted_past = _above(accepted, longest)  # per position i: the drafts that accepted more than i tokens
     k_err = [s.policy_inputs.k_hat - s.verification.accepted_len for s in verified if s.policy_inputs]
     edits = sum(len(s.edits) for s in steps)
     return {
@@ -43,10 +45,8 @@ def trace_metrics(trace: Trace) -> dict[str, Any]:
         "mean_acceptance_length": 1 + n_accepted / n_drafts if n_drafts else None,
         "tokens_per_verify": (n_accepted + rejections) / n_drafts if n_drafts else None,
         "draft_acceptance_rate": n_accepted / draft_tokens if draft_tokens else None,
-        "acceptance_per_position": [sum(a > i for a in accepted) / n_drafts for i in range(longest)],
-        "conditional_acceptance_per_position": [
-            sum(a > i for a in accepted) / max(1, sum(s > i for s in spans)) for i in range(longest)
-        ],
+        "acceptance_per_position": [n / n_drafts for n in accepted_past],
+        "conditional_acceptance_per_position": [n / max(1, m) for n, m in zip(accepted_past, _above(spans, longest))],
         "acceptance_histogram": {str(k): v for k, v in sorted(Counter(accepted).items())},
         "estimator_bias": sum(k_err) / len(k_err) if k_err else None,
         "estimator_mae": sum(abs(e) for e in k_err) / len(k_err) if k_err else None,
@@ -55,3 +55,10 @@ def trace_metrics(trace: Trace) -> dict[str, Any]:
         "tokens_per_second": generated / wall if wall > 0 else None,
         "finish_reason": trace.footer.finish_reason if trace.footer else "",
     }
+
+
+def _above(values: list[int], n: int) -> list[int]:
+    """For i in 0..n-1, how many of `values` exceed i (one sort, not a pass per position: a batch finishes a
+    trace per sequence)."""
+    ordered = sorted(values)
+    return [len(ordered) - bisect_right(ordered, i) for i in range(n)]

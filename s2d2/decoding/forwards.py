@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import inspect
 import time
+import weakref
 from typing import Any
 
 import torch
@@ -92,11 +93,32 @@ class Recorder:
 
 def takes_rows(model: Any) -> bool:
     """Whether `model.forward` names a `rows` parameter (HFModel does: it picks them before its float32 copy). A
-    wrapper that passes *args on may wrap a model without it, so it gets all rows and the recorder picks them."""
+    wrapper that passes *args on may wrap a model without it, so it gets all rows and the recorder picks them.
+
+    The answer for a class's own method is kept per function (`inspect.signature` costs ~25 µs, and a batch makes
+    a Recorder per sequence); a forward set on the instance itself is read each time."""
+    forward = getattr(model, "forward", None)
+    func = getattr(forward, "__func__", None)
     try:
-        return "rows" in inspect.signature(model.forward).parameters
+        known = _TAKES_ROWS.get(func) if func is not None else None
+    except TypeError:  # not weakly referable: read it each time
+        return _names_rows(forward)
+    if known is None:
+        known = _names_rows(forward)
+        if func is not None:
+            _TAKES_ROWS[func] = known
+    return known
+
+
+def _names_rows(forward: Any) -> bool:
+    try:
+        return "rows" in inspect.signature(forward).parameters
     except (TypeError, ValueError):
         return False
+
+
+# a function's signature never changes; weak keys let a class defined in a test go
+_TAKES_ROWS: "weakref.WeakKeyDictionary[Any, bool]" = weakref.WeakKeyDictionary()
 
 
 def top_k(probs: torch.Tensor) -> dict[str, torch.Tensor]:

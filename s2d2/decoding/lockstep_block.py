@@ -38,10 +38,11 @@ from .detail_rows import draft_detail
 from .layout import BlockPlan, block_plan
 from .lockstep_rows import Asked, Row, read_rows
 from .result import Kept, LoopResult, number_steps
-from .route_summary import policy_summaries
+from .route_summary import SummaryParts, summary_parts
 from .sampling import entropy
 from .lockstep_verify import drafted, routed, shared_drafts, shared_read, tested, verified, verify_requests
 from .selection import skip_inputs
+from .transfers import Bulk
 from .step import Routed, StepPlan, always_verifies, plan_step, skip_step, step_record
 
 RULES = ("low_confidence_static", "low_confidence_dynamic", "sequential")
@@ -74,6 +75,8 @@ class BlockState:
     draft: Optional[Draft] = None  # a verifying row's draft, waiting for its verify forward
     routed: Optional[Routed] = None  # ... and what its route read and decided
     waiting: Any = None  # between a step's device work and its shared read: (skip inputs, verifies) or a Tested
+    ids: Optional[torch.Tensor] = None  # the current block's ids and positions: views of the sequence, taken once
+    positions: Optional[torch.Tensor] = None  # per block (a view sees every write; its requests reuse them)
 
 
 def start(model: Any, row: Row) -> None:
@@ -107,9 +110,8 @@ def _request(row: Row) -> Asked:
         return Asked("prefill", -1, -1, ForwardRequest(ctx.cache, ctx.x[:n], ctx.index[:n], attention, n, 1))
     blk = st.blk
     assert blk is not None
-    end = blk.start + blk.length
     if st.phase == "commit":
-        return Asked("commit", blk.index, -1, ForwardRequest(ctx.cache, ctx.x[blk.start:end], ctx.index[blk.start:end],
+        return Asked("commit", blk.index, -1, ForwardRequest(ctx.cache, st.ids, st.positions,
                                                              "causal" if cfg.cache_ver else "full", blk.length, 1))
     return Asked("draft", blk.index, st.step, _draft_request(row, st, blk))
 
@@ -120,8 +122,7 @@ def _draft_request(row: Row, st: BlockState, blk: BlockRecord) -> ForwardRequest
     k_s = st.schedule[min(st.step, len(st.schedule) - 1)]
     plan = st.step_plan = plan_step(ctx, blk.index, start, st.windows[0], st.step, k_s)
     attention = draft_query(B, plan.masks[0], ctx.x.device) if ctx.cfg.draft_ver else "full"
-    return ForwardRequest(ctx.cache, ctx.x[start : start + B], ctx.index[start : start + B], attention, 0, None,
-                          plan.mask_idx)
+    return ForwardRequest(ctx.cache, st.ids, st.positions, attention, 0, None, plan.mask_idx)
 
 
 def advance(model: Any, rows: list[Row], logits: list[torch.Tensor]) -> None:
@@ -134,8 +135,9 @@ def advance(model: Any, rows: list[Row], logits: list[torch.Tensor]) -> None:
     s2d2_drafts: dict[DecodeConfig, list[tuple[Row, torch.Tensor]]] = {}
     phases = [r.state.phase for r in rows]
     verifying = [j for j, phase in enumerate(phases) if phase == "verify"]
-    readers += [(rows[j], "verify") for j in verifying]
-    wanted += tested([rows[j] for j in verifying], [logits[j] for j in verifying])
+    readers += [(rows[j], "verify") for j in verifying]  # the shared read's first readers (`tested`'s bulk)
+    own, bulk = tested([rows[j] for j in verifying], [logits[j] for j in verifying])
+    wanted += own
     for r, lg, phase in zip(rows, logits, phases):
         if phase == "commit" and r.state.ctx.reads.pending:  # its stop check reads the deferred values
             readers.append((r, phase))
@@ -143,16 +145,8 @@ def advance(model: Any, rows: list[Row], logits: list[torch.Tensor]) -> None:
         elif phase == "draft":
             (s2d2_drafts if r.prep.cfg.method == "s2d2" else baseline).setdefault(r.prep.cfg, []).append((r, lg))
     for cfg, members in s2d2_drafts.items():
-        group, sizes = [r for r, _ in members], [int(lg.shape[0]) for _, lg in members]
-        flat = shared_drafts(model, cfg, group, [lg for _, lg in members])
-        summaries = policy_summaries(cfg, flat[0], flat[2], sizes, [r.state.step_plan.span_len for r in group],
-                                     group[0].state.ctx.rec.costs is not None)
-        verifies = always_verifies(group[0].state.ctx)  # one config: one policy kind, one answer
-        skips = [None] * len(group) if verifies else _shared_skips(cfg, flat[0], flat[2], sizes)
-        for r, summary, skip, *drawn in zip(group, summaries, skips, *(t.split(sizes) for t in flat)):
-            readers.append((r, "draft"))
-            wanted.append(drafted(r, *drawn, summary=summary, skip=skip))
-    got = shared_read([r for r, _ in readers], wanted)
+        bulk += _s2d2_drafts(model, cfg, members, readers, wanted)
+    got = shared_read([r for r, _ in readers], wanted, bulk)
     for (r, phase), g in zip(readers, got):
         if phase == "verify":
             _stepped(r, verified(r, g))
@@ -170,6 +164,28 @@ def advance(model: Any, rows: list[Row], logits: list[torch.Tensor]) -> None:
         _draft_group(model, cfg, members)
 
 
+def _s2d2_drafts(model: Any, cfg: DecodeConfig, members: list[tuple[Row, torch.Tensor]],
+                 readers: list[tuple[Row, str]], wanted: list[dict[str, Any]]) -> list[Bulk]:
+    """The S2D2 draft rows of one config after their shared forward: one distribution and draw, the routing
+    summary and (when a skip is possible) the skip rule over all of them; each row's own device work and read are
+    appended to `readers` and `wanted`; returns the parts read once for all of them (`draft_bulk`)."""
+    group, sizes = [r for r, _ in members], [int(lg.shape[0]) for _, lg in members]
+    flat = shared_drafts(model, cfg, group, [lg for _, lg in members])
+    parts = summary_parts(cfg, flat[0], flat[2], sizes, [r.state.step_plan.span_len for r in group],
+                          group[0].state.ctx.rec.costs is not None)
+    verifies = always_verifies(group[0].state.ctx)  # one config: one policy kind, one answer
+    skips, rule = ([None] * len(group), {}) if verifies else _shared_skips(cfg, flat[0], flat[2], sizes)
+    # a row without a batch form of its skip rule runs skip_inputs itself, which reads N_hi on the device
+    n_hi = parts.n_hi.unbind(0) if any(skip is None for skip in skips) and not verifies else None
+    bulk = draft_bulk(len(readers), sizes, flat[1], parts, rule)
+    served = {b.name for b in bulk}
+    for k, (r, skip, *drawn) in enumerate(zip(group, skips, *(t.split(sizes) for t in flat))):
+        readers.append((r, "draft"))
+        summary = {"n_hi": n_hi[k]} if n_hi is not None and skip is None else {}
+        wanted.append(drafted(r, *drawn, summary=summary, skip=skip, served=served))
+    return bulk
+
+
 def _draft_group(model: Any, cfg: DecodeConfig, members: list[tuple[Row, torch.Tensor]]) -> None:
     """The draft steps of rows sharing one config: one distribution and draw, one read, then each row's step."""
     sizes = [int(lg.shape[0]) for _, lg in members]
@@ -183,17 +199,51 @@ def _draft_group(model: Any, cfg: DecodeConfig, members: list[tuple[Row, torch.T
         _draft_step(r, g, {k: v[j, : sizes[j]] for k, v in rule.items() if v.dim() == 2}, tok)
 
 
-def _shared_skips(cfg: DecodeConfig, probs: torch.Tensor, p: torch.Tensor,
-                  sizes: list[int]) -> list[Optional[dict[str, torch.Tensor]]]:
+def _shared_skips(cfg: DecodeConfig, probs: torch.Tensor, p: torch.Tensor, sizes: list[int]
+                  ) -> tuple[list[Optional[dict[str, torch.Tensor]]], dict[str, torch.Tensor]]:
     """Each S2D2 draft row's `skip_inputs` (what a skip would decode), the remasking rule run once over the padded
-    rows as the baselines' is (`_draft_group`); None for every row where the rule has no batch form (high-
-    confidence extras, entropy-bounded: each row then runs its own). A row's order is its padded row cut to its
-    masks, its count its own: the pads sort last and never count (remasking.py `rule_inputs`)."""
+    rows as the baselines' is (`_draft_group`), and the rule's padded tensors (read once for all rows:
+    `draft_bulk`); None for every row, and no tensors, where the rule has no batch form (high-confidence extras,
+    entropy-bounded: each row then runs its own). A row's order is its padded row cut to its masks, its count its
+    own: the pads sort last and never count (remasking.py `rule_inputs`)."""
     if cfg.remasking not in RULES or cfg.always_check_high_conf:
-        return [None] * len(sizes)
+        return [None] * len(sizes), {}
     rule = skip_inputs(cfg, _padded(p, sizes), lambda: entropy(probs))  # (these rules never read the entropy)
     rows = {name: t.unbind(0) for name, t in rule.items()}
-    return [{name: (v[j][: sizes[j]] if v[j].dim() else v[j]) for name, v in rows.items()} for j in range(len(sizes))]
+    return ([{name: (v[j][: sizes[j]] if v[j].dim() else v[j]) for name, v in rows.items()} for j in range(len(sizes))],
+            rule)
+
+
+def draft_bulk(first: int, sizes: list[int], tokens: torch.Tensor, summary: SummaryParts,
+               rule: dict[str, torch.Tensor]) -> list[Bulk]:
+    """What the S2D2 draft rows of one config read, as parts over all of them (transfers.py `Bulk`): their drafts,
+    their routing summary and their skip rule's padded rows; the rows are readers `first`, `first + 1`, ... of
+    the step's shared read. Each row gets the very values its own parts would give (its slice, converted value by
+    value), in the order its batch-1 step asks for them (step.py `route_inputs`)."""
+    members = range(first, first + len(sizes))
+    starts = [0]
+    for n in sizes[:-1]:
+        starts.append(starts[-1] + n)
+    out = [Bulk("drafts", tokens, members, [(a, a + n) for a, n in zip(starts, sizes)]),
+           Bulk("n_hi", summary.n_hi, members, [(k, None) for k in range(len(sizes))])]
+    names = summary.buckets[0][1].keys() if summary.buckets else ()
+    for name in names:
+        for rows, parts in summary.buckets:
+            out.append(_per_row(name, parts[name], [first + j for j in rows]))
+    width = max(sizes)
+    for name, t in rule.items():  # "order": [R, width] cut to each row's masks; "above": [R]
+        cuts = [(k * width, k * width + n) for k, n in enumerate(sizes)] if t.dim() == 2 else \
+            [(k, None) for k in range(len(sizes))]
+        out.append(Bulk(name, t, members, cuts))
+    return out
+
+
+def _per_row(name: str, t: torch.Tensor, members: list[int]) -> Bulk:
+    """A part with one row per member ([R]: a value each, as a 0-d part; [R, w]: w values each)."""
+    if t.dim() == 1:
+        return Bulk(name, t, members, [(k, None) for k in range(len(members))])
+    w = t[0].numel()
+    return Bulk(name, t, members, [(k * w, (k + 1) * w) for k in range(len(members))])
 
 
 def _padded(values: torch.Tensor, sizes: list[int]) -> torch.Tensor:
@@ -237,7 +287,7 @@ def _draft_step(r: Row, got: dict[str, Any], skip: dict[str, torch.Tensor], toke
     ctx, plan = st.ctx, st.step_plan
     assert plan is not None
     routed = Routed(got, skip, None, None, None, False)
-    draft = Draft(plan.mask_idx, plan.run, ctx.index[plan.start : plan.start + ctx.B], None, tokens, None)
+    draft = Draft(plan.mask_idx, plan.run, st.positions, None, tokens, None)
     _stepped(r, step_record(ctx, plan, routed, skip_step(ctx, plan, draft, routed), None, None))
 
 
@@ -267,6 +317,7 @@ def _open_block(r: Row, start: int, index: int) -> None:
     ctx.block_length, ctx.cached = blk.length, 0
     ctx.masks = block_masks(ctx, blk)
     st.blk, st.step, st.windows = blk, 0, block_windows(ctx.cfg, blk)
+    st.ids, st.positions = ctx.x[start : start + length], ctx.index[start : start + length]
     _next_window(st)
 
 

@@ -10,12 +10,14 @@ sequence's trace is its `generate` trace apart from wall times. The tensor rules
 share a config and a span length (or block length): the draft distribution and greedy draw, the routing summary
 (route_summary.py), the 2L verifier's ids (verify_branch.py `verify_2l_rows`), the verifier's distribution
 (`token_distribution`, as `verifier_probs` takes it) and the acceptance test (acceptance.py `acceptance_rows`);
-batch 1 runs the same rule functions on its one span. A sampled draw, the acceptance test's uniforms and the residual
+batch 1 runs the same rule functions on its one span. What the rows read back before routing and after their
+test is read once as those tensors (transfers.py `Bulk`: lockstep_block.py `draft_bulk`, `tested`), each row
+taking its slice. A sampled draw, the acceptance test's uniforms and the residual
 draw come from the row's own generator, in its batch-1 order (draft, then test, then residual).
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Collection, Optional, Sequence
 
 import torch
 
@@ -26,7 +28,7 @@ from .context import Draft
 from .lockstep_rows import Row
 from .sampling import draw_with_probs, token_distribution
 from .step import route_inputs, routed_from, skip_step, step_record
-from .transfers import HostReads, fetch_many
+from .transfers import Bulk, HostReads, fetch_many
 from .acceptance import acceptance_each, acceptance_rows
 from .kv import remember_verified
 from ..models.masks import verify_2l_query
@@ -49,16 +51,17 @@ def shared_drafts(model: Any, cfg: DecodeConfig, rows: list[Row],
 
 def drafted(row: Row, probs: torch.Tensor, tokens: torch.Tensor, p: torch.Tensor,
             summary: Optional[dict[str, torch.Tensor]] = None,
-            skip: Optional[dict[str, torch.Tensor]] = None) -> dict[str, Any]:
+            skip: Optional[dict[str, torch.Tensor]] = None, served: Collection[str] = ()) -> dict[str, Any]:
     """A draft row after its shared forward and draw: its step's device work before routing (step.py
     `route_inputs`, with the row's `policy_summary` and, where given, its `skip_inputs` taken over all the step's
-    draft rows of its config); returns what it reads."""
+    draft rows of its config); returns what it reads of its own (`served`: the names the step's shared read
+    brings it from parts over all rows, lockstep_block.py `draft_bulk`)."""
     st = row.state
     ctx, plan = st.ctx, st.step_plan
-    st.draft = Draft(plan.mask_idx, plan.run, ctx.index[plan.start : plan.start + ctx.B], probs, tokens, p)
+    st.draft = Draft(plan.mask_idx, plan.run, st.positions, probs, tokens, p)
     wanted, skip, verifies = route_inputs(ctx, plan, st.draft, summary, skip)
     st.waiting = (skip, verifies)
-    return wanted
+    return {name: t for name, t in wanted.items() if name not in served} if served else wanted
 
 
 def routed(row: Row, got: dict[str, Any]) -> Optional[StepRecord]:
@@ -87,8 +90,7 @@ def verify_requests(rows: list[Row]) -> list[ForwardRequest]:
     for B, members in by_length.items():
         group = [rows[j] for j in members]
         ctxs = [r.state.ctx for r in group]
-        starts = [r.state.step_plan.start for r in group]
-        blocks = torch.stack([c.x[a : a + B] for c, a in zip(ctxs, starts)])
+        blocks = torch.stack([r.state.ids for r in group])
         positions = torch.stack([r.state.draft.positions for r in group])
         ids, pos = verify_2l_rows(ctxs[0].mask_id, blocks, positions, [r.state.step_plan.mask_idx for r in group],
                                   [r.state.draft.tokens for r in group])
@@ -99,12 +101,15 @@ def verify_requests(rows: list[Row]) -> list[ForwardRequest]:
     return out  # type: ignore[return-value]
 
 
-def tested(rows: list[Row], logits: list[torch.Tensor]) -> list[dict[str, Any]]:
+def tested(rows: list[Row], logits: list[torch.Tensor]) -> tuple[list[dict[str, Any]], list[Bulk]]:
     """The verify rows after their forward: q over each span and the acceptance test, both over all rows of one
     config and span length at once (`token_distribution` on their stacked logits, acceptance.py
-    `acceptance_rows`; row i's uniforms from its own generator), then each row's extras and top-up; returns what
-    each row reads. Row-wise the very values `verifier_probs` and `acceptance_test` give it alone."""
+    `acceptance_rows`; row i's uniforms from its own generator), then each row's extras and top-up. Returns what
+    each row reads of its own and, read once over all rows (transfers.py `Bulk`; the rows are the shared read's
+    first readers, in order), the test's outcome. Row-wise the very values `verifier_probs` and
+    `acceptance_test` give it alone."""
     out: list[dict[str, Any]] = [{} for _ in rows]
+    bulk: list[Bulk] = []
     buckets: dict[tuple[DecodeConfig, int], list[int]] = {}
     for j, r in enumerate(rows):
         buckets.setdefault((r.prep.cfg, r.state.step_plan.span_len), []).append(j)
@@ -116,12 +121,17 @@ def tested(rows: list[Row], logits: list[torch.Tensor]) -> list[dict[str, Any]]:
         p = torch.stack([r.state.draft.p[:s] for r in group])
         acc = acceptance_rows(cfg.acceptance, drafts, p, q, cfg.ratio_gamma, [r.state.ctx.generator for r in group],
                               with_argmax=group[0].state.ctx.rec.detailed)
+        cuts = [(k * s, (k + 1) * s) for k in range(len(members))]
+        read = [Bulk("accepted", acc.accepted, members, cuts)]  # (verify_inputs' "accepted" is the test's own)
+        if cfg.acceptance == "greedy_exact":  # what acceptance_test asks for: the verifier's pick per position
+            read.append(Bulk("argmax_q", acc.argmax_q, members, cuts))
+        bulk += read
         for j, r, q_row, acc_row in zip(members, group, q.unbind(0), acceptance_each(acc)):
             st = r.state
             remember_verified(st.ctx, st.ctx.B)  # what verifier_probs records: the verifier read the whole block
             st.waiting = acceptance_test(st.ctx, st.draft, s, st.step_plan.min_k, q_row, "2l", acc_row)
-            out[j] = st.waiting.wanted
-    return out
+            out[j] = {name: t for name, t in st.waiting.wanted.items() if name not in ("accepted", "argmax_q")}
+    return out, bulk
 
 
 def verified(row: Row, got: dict[str, Any]) -> StepRecord:
@@ -135,10 +145,11 @@ def verified(row: Row, got: dict[str, Any]) -> StepRecord:
     return step_record(ctx, plan, decided, picks, verification, pending)
 
 
-def shared_read(rows: list[Row], wanted: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Every row's read of this step in one transfer (transfers.py `fetch_many`), counted in the batch's ledger
-    as the thread engine counts its shared reads (on the packed path only)."""
-    got, busy = fetch_many([r.state.ctx.reads for r in rows], wanted)
+def shared_read(rows: list[Row], wanted: list[dict[str, Any]], bulk: Sequence[Bulk] = ()) -> list[dict[str, Any]]:
+    """Every row's read of this step in one transfer (transfers.py `fetch_many`; `bulk`: parts over many rows,
+    read once), counted in the batch's ledger as the thread engine counts its shared reads (on the packed path
+    only)."""
+    got, busy = fetch_many([r.state.ctx.reads for r in rows], wanted, bulk)
     ledger = rows[0].ledger if rows else None
     if busy and ledger is not None and (rows[0].state.ctx.x.device.type != "cpu" or HostReads.pack_on_cpu):
         ledger.reads += 1

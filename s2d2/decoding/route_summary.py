@@ -15,7 +15,7 @@ is left per row is picking its own views out of the bucket's results.
 """
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import NamedTuple, Optional, Sequence
 
 import torch
 
@@ -23,10 +23,19 @@ from ..config import DecodeConfig
 from ..estimators import acceptance_alphas, expected_accepted_tokens, normalized_entropy
 
 
-def policy_summaries(cfg: DecodeConfig, probs: torch.Tensor, p: torch.Tensor, sizes: Sequence[int],
-                     span_lens: Sequence[int], sure_prefix: bool = False) -> list[dict[str, torch.Tensor]]:
-    """Each row's summary (its dict of device tensors, read with its step's transfer): `span_summary` over the
-    rows of each span length at once, and N_hi (its masks' drafts above τ) from one running count.
+class SummaryParts(NamedTuple):
+    """The routing summary of many rows as the tensors it was computed in: `n_hi` [R] (every row), and per bucket
+    of rows sharing a span length its rows (indices into the caller's rows) and their parts ([len(rows), ...] each:
+    "alphas", "k_hat", "mean_entropy", and "sure_prefix" when asked). Row j's values are those of its lone call."""
+
+    n_hi: torch.Tensor
+    buckets: list[tuple[list[int], dict[str, torch.Tensor]]]
+
+
+def summary_parts(cfg: DecodeConfig, probs: torch.Tensor, p: torch.Tensor, sizes: Sequence[int],
+                  span_lens: Sequence[int], sure_prefix: bool = False) -> SummaryParts:
+    """`span_summary` over the rows of each span length at once, and N_hi (its masks' drafts above τ) from one
+    running count; the batch-first engine reads these tensors once for all rows (transfers.py `Bulk`).
 
     `probs` [N, V] and `p` [N] hold the rows' masked positions one row after another (row j has `sizes[j]` of
     them, its first span the first `span_lens[j]`); all rows share `cfg`'s estimator and thresholds. Invariant: row
@@ -36,14 +45,25 @@ def policy_summaries(cfg: DecodeConfig, probs: torch.Tensor, p: torch.Tensor, si
     for n in sizes[:-1]:
         starts.append(starts[-1] + n)
     n_hi = _counts(p > cfg.confidence_threshold, starts, sizes)
-    out = [{"n_hi": view} for view in n_hi.unbind(0)]
-    buckets: dict[tuple[int, int], list[int]] = {}
+    grouped: dict[tuple[int, int], list[int]] = {}
     for j, (n, s) in enumerate(zip(sizes, span_lens)):
-        buckets.setdefault((s, n if cfg.ucb_entropy_scope != "span" else 0), []).append(j)
-    for (s, n), rows in buckets.items():
+        grouped.setdefault((s, n if cfg.ucb_entropy_scope != "span" else 0), []).append(j)
+    buckets = []
+    for (s, n), rows in grouped.items():
         span, p_span = _rows(probs, starts, rows, s), _rows(p, starts, rows, s)
         every = _rows(probs, starts, rows, n) if cfg.ucb_entropy_scope != "span" else None
-        for name, views in span_summary(cfg, span, p_span, every, sure_prefix).items():
+        buckets.append((rows, span_summary(cfg, span, p_span, every, sure_prefix)))
+    return SummaryParts(n_hi, buckets)
+
+
+def policy_summaries(cfg: DecodeConfig, probs: torch.Tensor, p: torch.Tensor, sizes: Sequence[int],
+                     span_lens: Sequence[int], sure_prefix: bool = False) -> list[dict[str, torch.Tensor]]:
+    """Each row's summary as its own dict of device tensors (views into `summary_parts`' tensors), what batch 1's
+    `policy_summary` gives its one span."""
+    parts = summary_parts(cfg, probs, p, sizes, span_lens, sure_prefix)
+    out = [{"n_hi": view} for view in parts.n_hi.unbind(0)]
+    for rows, summary in parts.buckets:
+        for name, views in summary.items():
             for j, view in zip(rows, views.unbind(0)):  # one call per part, not an index per row
                 out[j][name] = view
     return out

@@ -18,7 +18,7 @@ and `transfers` still counts its own fetches, as at batch 1. The plain CPU path 
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence
 
 import torch
 
@@ -61,15 +61,15 @@ class HostReads:
             values = plain_values(parts)
         return self._settle(asked, later, values)
 
-    def _take(self, wanted: Mapping[str, Optional[torch.Tensor]]) -> tuple[list[tuple[str, torch.Tensor]],
-                                                                           list[tuple[torch.Tensor, Apply]],
-                                                                           list[torch.Tensor]]:
+    def _take(self, wanted: Mapping[str, Optional[torch.Tensor]],
+              busy: bool = False) -> tuple[list[tuple[str, torch.Tensor]], list[tuple[torch.Tensor, Apply]],
+                                          list[torch.Tensor]]:
         """A fetch's parts: the asked tensors, then everything deferred (taken: the fetch settles it); counts the
-        transfer when there is anything to read."""
+        transfer when there is anything to read (`busy`: values of this reader's come in a batch's bulk part)."""
         asked = [(name, t) for name, t in wanted.items() if t is not None]
         later, self._later = self._later, []
         parts = [t for _, t in asked] + [t for t, _ in later]
-        if parts:
+        if parts or busy:
             self.transfers += 1
         return asked, later, parts
 
@@ -87,27 +87,48 @@ class HostReads:
             self.fetch({})
 
 
-def fetch_many(readers: Sequence[HostReads],
-               wanted: Sequence[Mapping[str, Optional[torch.Tensor]]]) -> tuple[list[dict[str, Any]], int]:
+class Bulk(NamedTuple):
+    """One part of a shared read that many readers want slices of (the batch-first engine's tensors over all its
+    rows): reader `members[k]` gets `name` = the flat values [cuts[k][0], cuts[k][1]) of `tensor`, or the one value
+    at cuts[k][0] when cuts[k][1] is None (what a 0-d part of its own gives). Read with ONE conversion for all
+    members instead of one per member: each value is converted on its own either way, so a member gets exactly
+    what its own part would give."""
+
+    name: str
+    tensor: torch.Tensor
+    members: Sequence[int]
+    cuts: Sequence[tuple[int, Optional[int]]]
+
+
+def fetch_many(readers: Sequence[HostReads], wanted: Sequence[Mapping[str, Optional[torch.Tensor]]],
+               bulk: Sequence[Bulk] = ()) -> tuple[list[dict[str, Any]], int]:
     """Each reader's `fetch(wanted[j])`, all in ONE transfer on the packed path (the batch-first engine's shared
     read: s2d2/decoding/lockstep_verify.py); each reader gets what its own fetch gives (values converted one by one)
-    and counts its own transfer, as alone. Also returns how many readers had something to read. The plain CPU
-    path reads each part as `fetch` does."""
-    taken = [r._take(w) for r, w in zip(readers, wanted)]
-    busy = [(r, t) for r, t in zip(readers, taken) if t[2]]
+    and counts its own transfer, as alone. `bulk`: parts read once for many readers (`Bulk`), each reader's slices
+    coming first in its dict, then its own parts. Also returns how many readers had something to read. The plain
+    CPU path reads each part as `fetch` does."""
+    served = {j for b in bulk for j in b.members}
+    taken = [r._take(w, j in served) for j, (r, w) in enumerate(zip(readers, wanted))]
+    busy = [t for t in taken if t[2]]
     out: list[dict[str, Any]] = [{} for _ in readers]
-    if not busy:
+    if not busy and not bulk:
         return out, 0
-    first = busy[0][0]
+    first = readers[0]
     if first.device.type != "cpu" or HostReads.pack_on_cpu:
-        values = packed_values([t[2] for _, t in busy], first.dtype, first.device)
+        values = packed_values([t[2] for t in busy] + [[b.tensor.reshape(-1) for b in bulk]], first.dtype,
+                               first.device)
+        shared = values.pop()
     else:
-        values = [plain_values(t[2]) for _, t in busy]
+        values = [plain_values(t[2]) for t in busy]
+        shared = plain_values([b.tensor.reshape(-1) for b in bulk])
+    for b, flat in zip(bulk, shared):
+        for j, (a, z) in zip(b.members, b.cuts):
+            out[j][b.name] = flat[a] if z is None else flat[a:z]
     at = iter(values)
     for j, (asked, later, parts) in enumerate(taken):
         if parts:
-            out[j] = HostReads._settle(asked, later, next(at))
-    return out, len(busy)
+            out[j].update(HostReads._settle(asked, later, next(at)))
+    return out, len(served | {j for j, t in enumerate(taken) if t[2]})
 
 
 def plain_values(parts: Sequence[torch.Tensor]) -> list[Any]:
