@@ -149,6 +149,12 @@ def phases(url: str, proc: Any, fns: dict[str, int], heavy: Path, args: argparse
 def print_split(proc: Any, m: dict[str, Any]) -> None:
     """With S2D2_BENCH_SHARE_LEDGER set (the server keeps a ledger, benchmarks/share_ledger.py): how the phase's
     handler CPU split between the students and the other pages, and where a student's step spent its time."""
+    split = os.environ.get("S2D2_BENCH_EVENT_SPLIT")
+    if split:  # where a step's wall went inside the server (benchmarks/event_split.py)
+        from benchmarks.event_split import read as read_split, split_table
+
+        for line in split_table(read_split(proc.pid, split)["events"], "step", *m["window"]):
+            print("    " + line, flush=True)
     path = os.environ.get("S2D2_BENCH_SHARE_LEDGER")
     if not path:
         return
