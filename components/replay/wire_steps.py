@@ -31,6 +31,8 @@ from typing import Any, Callable, Hashable, Optional, Sequence
 import gradio as gr
 from gradio.data_classes import GradioModel, GradioRootModel
 
+from components.serve.event_guard import encodable
+
 MAX_KEPT = 24  # as components/replay/step_cache.py: a class's example has a handful of steps
 MAX_TEXT = 64  # characters of a string input a key may hold (a step box, a switch): longer ones are drawn each time
 PLAIN = (type(None), bool, int, float, str)
@@ -55,7 +57,8 @@ class WireSteps:
         return draw
 
     def quick(self, *raw: Any) -> Optional[list[Any]]:
-        """The answer kept for these inputs as sent, or None (then `draw` must run). Costs a dict lookup."""
+        """The answer kept for these inputs as sent (already passed through the guard's `encodable`), or None (then
+        `draw` must run). Costs a dict lookup."""
         key = input_key(raw)
         if key is None:
             return None
@@ -71,7 +74,8 @@ class WireSteps:
         out = views(*values)
         if not out:
             return gr.skip()
-        wire = [wire_value(c, out[name]) if name in out else gr.skip() for name, c in self.outputs]
+        # encodable once here, so a hit is handed back as kept without walking its megabytes of text again
+        wire = encodable([wire_value(c, out[name]) if name in out else gr.skip() for name, c in self.outputs])
         key = input_key(raw)
         if key is not None and all(name in out for name, _ in self.outputs):
             with self._lock:

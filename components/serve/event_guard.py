@@ -142,7 +142,8 @@ def guarded(fn: Callable[..., Any], name: str, contended: Contended = None,
 
 def _quick_first(fn: Callable[..., Any], name: str, contended: Contended, index: Optional[int]) -> Callable[..., Any]:
     """`fn` as a coroutine that first tries `fn.s2d2_quick` (a kept answer, found in a dict lookup) on the event
-    loop, and hands only a miss to a worker thread (components/replay/wire_steps.py). Admitted once, by the same
+    loop, and hands only a miss to a worker thread (components/replay/wire_steps.py); a kept answer must already
+    be `encodable`'s output (it is handed back as it is). Admitted once, by the same
     rules as any event, before either; each path's own CPU is charged (a hit's lookup on the loop's thread, a miss's
     drawing on its worker), so a hit is not free of the share and a miss does not skip it."""
     quick = fn.s2d2_quick  # type: ignore[attr-defined]
@@ -151,8 +152,8 @@ def _quick_first(fn: Callable[..., Any], name: str, contended: Contended, index:
     async def call(*args: Any, **kwargs: Any) -> Any:
         try:
             kept = _step(lambda: quick(*args, **kwargs), name, contended, admit=True)
-            if kept is not None:
-                return encodable(kept)
+            if kept is not None:  # passed `encodable` when it was drawn: walking its text again would cost the loop
+                return kept
             drawn = await anyio.to_thread.run_sync(  # the thread sees this event's context: its visitor, its request
                 functools.partial(_step, lambda: fn(*args, **kwargs), name, contended))
             return encodable(drawn)

@@ -178,3 +178,15 @@ def test_only_short_plain_inputs_from_a_stored_trace_are_kept():
     for k in range(10):
         steps.draw(lambda s, n: {"summary": str(n)}, [{"key": "k"}, k])
     assert len(steps) == 3 and steps.quick({"key": "k"}, 9) == ["9"] and steps.quick({"key": "k"}, 0) is None
+
+
+def test_a_kept_answer_is_made_encodable_once_when_drawn_not_at_every_hit(monkeypatch):
+    monkeypatch.setattr(CPU_SHARE, "charge", lambda ask, seconds, now=None: None)
+    steps = WireSteps([gr.State(), ClampedSlider(0, 9)], [("summary", gr.Textbox())])
+    fn = event_guard.guarded(steps.handler(lambda state, step: {"summary": "a\ud800b"}), "step_views", lambda: [], 0)
+    first = asyncio.run(fn({"key": "k"}, 1))
+    assert first == ["a\ufffdb"]  # a lone surrogate cannot be sent: replaced before it is kept
+    walks: list = []
+    real = event_guard.encodable
+    monkeypatch.setattr(event_guard, "encodable", lambda value, depth=0: walks.append(1) or real(value, depth))
+    assert asyncio.run(fn({"key": "k"}, 1)) == first and walks == []  # the hit walks none of its text again
