@@ -48,7 +48,9 @@ def start(path: str) -> None:
 
     async def process_events(self: Any, batch_events: list, *args: Any, **kwargs: Any) -> Any:
         started = time.monotonic()
-        record = {"t": started, "api": _name(batch_events[0].fn) if batch_events else "", "pre": 0.0, "call": 0.0, "post": 0.0,
+        record = {"t": started, "api": _name(batch_events[0].fn) if batch_events else "", "pre": 0.0,
+                  "session": str(getattr(batch_events[0], "session_hash", "") or "") if batch_events else "",
+                  "call": 0.0, "post": 0.0,
                   "hops": 0, "hop_wait": 0.0, "hop_run": 0.0,
                   "wait": started - min((e.enqueue_time for e in batch_events), default=started)}
         token = CURRENT.set(record)
@@ -131,11 +133,13 @@ def read(pid: int, path: str, timeout_s: float = 60.0) -> dict[str, Any]:
     raise TimeoutError(f"the server did not write its event split within {timeout_s:g} s")
 
 
-def split_table(events: list[dict[str, Any]], api: str, t0: float = float("-inf"),
-                t1: float = float("inf")) -> list[str]:
-    """p50 / p95 of each part (seconds, hops as counts) over the events named `api` started within [t0, t1]."""
-    chosen = [e for e in events if e.get("api") == api and t0 <= e.get("t", 0.0) <= t1]
-    lines = [f"{len(chosen)} events named {api!r}"]
+def split_table(events: list[dict[str, Any]], api: str, t0: float = float("-inf"), t1: float = float("inf"),
+                sessions: Optional[set] = None) -> list[str]:
+    """p50 / p95 of each part (seconds, hops as counts) over the events named `api` started within [t0, t1] (and,
+    given `sessions`, of those pages only)."""
+    chosen = [e for e in events if e.get("api") == api and t0 <= e.get("t", 0.0) <= t1
+              and (sessions is None or e.get("session") in sessions)]
+    lines = [f"{len(chosen)} events named {api!r}" + (" from the students' pages" if sessions is not None else "")]
     for part in PARTS:
         values = [float(e[part]) for e in chosen if part in e]
         unit = "" if part == "hops" else " s"

@@ -160,7 +160,7 @@ def print_split(proc: Any, m: dict[str, Any]) -> None:
     if split:  # where a step's wall went inside the server (benchmarks/event_split.py)
         from benchmarks.event_split import read as read_split, split_table
 
-        for line in split_table(read_split(proc.pid, split)["events"], "step", *m["window"]):
+        for line in split_table(read_split(proc.pid, split)["events"], "step", *m["window"], m["sessions"]):
             print("    " + line, flush=True)
     path = os.environ.get("S2D2_BENCH_SHARE_LEDGER")
     if not path:
