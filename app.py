@@ -31,6 +31,7 @@ from components.serve.switch_interval import apply_switch_interval
 from components.serve.queue_updates import status_update_rate
 from components.replay.layout import build_replay_tab, step_js
 from components.replay.browser_steps import PLAY_JS, STEP_JS, STEPPED
+from components.replay.wire_steps import WireSteps
 from components.serve.page_modules import serve as serve_modules
 from components.run.wait_line import WATCH_JS
 from components.serve.model_pool import preload_on_spaces
@@ -105,11 +106,17 @@ def wire_steps(ctx: Ctx) -> None:
 
     step_in = [c["state"], c["slider"], c["mask_which"], c["color_by"], c["selected"]]
     api_step = gr.Button(visible=False)
-    api_step.click(k(h.step_views), step_in, out(h.STEP_OUT), api_name="step", show_progress="hidden")
+    # cached steps answered on the event loop in the form Gradio sends (components/replay/wire_steps.py): Gradio's
+    # own pre- and postprocessing is off for these two events because WireSteps does both, once per drawing
+    quick = {"preprocess": False, "postprocess": False, "show_progress": "hidden"}
+    outputs = [(name, c[name]) for name in h.STEP_OUT]
+    api_step.click(WireSteps(step_in, outputs).handler(h.step_views), step_in, out(h.STEP_OUT), api_name="step",
+                   **quick)
     c["slider"].change(None, [c["slider"], c["bundle"], *out(STEPPED)], out([*STEPPED, "server_step"]),
                        js=STEP_JS, show_progress="hidden", trigger_mode="always_last", **PRIVATE)  # never drop a step
-    c["server_step"].change(k(h.server_step), [c["state"], c["server_step"], *step_in[2:]], out(h.STEP_OUT),
-                            trigger_mode="always_last", show_progress="hidden", **PRIVATE)
+    server_in = [c["state"], c["server_step"], *step_in[2:]]
+    c["server_step"].change(WireSteps(server_in, outputs).handler(h.server_step), server_in, out(h.STEP_OUT),
+                            trigger_mode="always_last", **quick, **PRIVATE)
     for switch in (c["mask_which"], c["color_by"]):  # a new bundle, drawn with the new switch
         switch.change(k(h.restyle), step_in, out([*h.STEP_OUT, "bundle"]), show_progress="hidden", **PRIVATE)
     c["canvas"].select(k(h.select_position), [c["state"], c["slider"], c["mask_which"]],

@@ -72,14 +72,15 @@ def step_line_refusals(m: dict[str, Any]) -> str:
 def step_round(url: str, proc: Any, addresses: list[str], every_s: float, seconds: float) -> dict[str, Any]:
     """Visitors at `addresses` step every `every_s` for `seconds` (their ticks staggered over the first period)."""
     n = len(addresses)
-    start, cpu0 = time.time() + 2.0, server_cpu_s(proc.pid)
-    until, t0 = start + seconds, time.monotonic() + 2.0
+    start, cpu0, own0 = time.time() + 2.0, server_cpu_s(proc.pid), time.process_time()
+    until, t0, wall0 = start + seconds, time.monotonic() + 2.0, time.monotonic()
     with ThreadPoolExecutor(n) as pool:
         results = list(pool.map(lambda i: stepper(url, addresses[i], every_s, until, start + i * every_s / n),
                                 range(n)))
     steps = [s for r in results for s in r["step"]]
     refused: Counter = sum((r["refused"] for r in results), Counter())
-    return {"steps": steps, "refused": refused, "cpu": server_cpu_s(proc.pid) - cpu0,
+    clients = (time.process_time() - own0, time.monotonic() - wall0)  # the students' threads: CPU s, wall s
+    return {"steps": steps, "refused": refused, "cpu": server_cpu_s(proc.pid) - cpu0, "clients": clients,
             "not_opened": sum(not r["opened"] for r in results), "window": (t0, t0 + seconds),
             "sessions": {r["session"] for r in results if r.get("session")}}
 
@@ -93,6 +94,8 @@ def step_line(label: str, m: dict[str, Any]) -> str:
     return (f"{label}: steps served {served}/{total} ({100 * served / max(1, total):.0f} %), refused {refused}; "
             f"page or example refused {opening} times, never opened by {m['not_opened']} visitors; step "
             f"{summary(m['steps'])}; server CPU {m['cpu']:.1f} s, {per_step}"
+            + (f"; the students' client threads used {m['clients'][0]:.1f} CPU s in {m['clients'][1]:.0f} s"
+               if "clients" in m else "")
             + (f" | refusals: {step_line_refusals(m)}" if first else ""))
 
 

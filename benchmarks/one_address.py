@@ -21,6 +21,10 @@ With S2D2_BENCH_SHARE_LEDGER=FILE, the server keeps a ledger (benchmarks/share_l
 prints (and each (b) phase) how the handler CPU and the steps' places split between the students and the other pages, and where a
 student's step spent its time (benchmarks/share_split.py).
 
+`--pin` (the default with two or more usable cores; `--no-pin` turns it off) runs the server on one core and the
+benchmark's students and flooders on the others (benchmarks/cpu_pin.py), so a figure stops measuring the benchmark's
+own clients; the header says which.
+
 `--figures` picks some (letters a, b, c, r: figure (c)'s decode half, d). Each figure is printed as soon as it
 exists. Bounded: --visitors, --round-s, --phase-s and --budget-s for the whole run (a phase that no longer fits is
 skipped, and says so); every request goes to the server on 127.0.0.1 (the forwarded addresses are only header
@@ -37,6 +41,7 @@ from typing import Any, Optional
 
 from benchmarks.class_runs import CLASS_IP, OTHER_IP, client, press_until_done, run_line, run_round
 from benchmarks.class_steps import first_example_steps, start_floods, step_line, step_round
+from benchmarks.cpu_pin import pin_clients, plan, server_preexec
 from benchmarks.decode_share import decode_share_figure
 from benchmarks.percentiles import pct
 from benchmarks.server import free_port, start_server, stop_server
@@ -87,11 +92,13 @@ def run_one_address(args: argparse.Namespace) -> int:
     import httpx
 
     budget = Budget(args.budget_s)
-    print(f"one address: {args.visitors} students behind {CLASS_IP}; {os.cpu_count()} CPUs, load average "
-          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; budget {args.budget_s:g} s", flush=True)
+    pinning = plan(args.pin)
+    print(f"one address: {args.visitors} students behind {CLASS_IP}; {os.cpu_count()} CPUs, {pinning.line()}; load "
+          f"average {' '.join(f'{x:.2f}' for x in os.getloadavg())}; budget {args.budget_s:g} s", flush=True)
     heavy = heavy_trace()
     port = free_port()
-    proc = start_server(port, SERVER_ENV)
+    proc = start_server(port, SERVER_ENV, server_preexec(pinning))
+    pin_clients(pinning)  # this process's threads, the students' and the flooders' processes spawned from it
     url = f"http://127.0.0.1:{port}/"
     try:
         warm(url, args)
@@ -149,6 +156,12 @@ def phases(url: str, proc: Any, fns: dict[str, int], heavy: Path, args: argparse
 def print_split(proc: Any, m: dict[str, Any]) -> None:
     """With S2D2_BENCH_SHARE_LEDGER set (the server keeps a ledger, benchmarks/share_ledger.py): how the phase's
     handler CPU split between the students and the other pages, and where a student's step spent its time."""
+    split = os.environ.get("S2D2_BENCH_EVENT_SPLIT")
+    if split:  # where a step's wall went inside the server (benchmarks/event_split.py)
+        from benchmarks.event_split import read as read_split, split_table
+
+        for line in split_table(read_split(proc.pid, split)["events"], "step", *m["window"], m["sessions"]):
+            print("    " + line, flush=True)
     path = os.environ.get("S2D2_BENCH_SHARE_LEDGER")
     if not path:
         return
@@ -168,6 +181,9 @@ def add_options(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--retry-s", type=float, default=5.0, help="--one-address: a refused student presses again")
     ap.add_argument("--step-every-s", type=float, default=2.0, help="--one-address: seconds between a student's steps")
     ap.add_argument("--flood-threads", type=int, default=4, help="--one-address: threads per flooding address")
+    ap.add_argument("--pin", action=argparse.BooleanOptionalAction, default=None,
+                    help="--one-address: the server on one core, the benchmark's clients on the others (default: on "
+                    "with two or more usable cores; benchmarks/cpu_pin.py)")
     ap.add_argument("--figures", default="abcrd", help="--one-address: which figures to measure: a, b, c (steps "
                     "beside flooders), r (runs beside a stranger: figure (c)'s decode places), d; default all")
 

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 from components.run.knobs import KNOB_NAMES, preset_values
 
@@ -33,18 +34,23 @@ def server_rss_mb(pid: int) -> float:
     return 0.0
 
 
-def start_server(port: int, env_extra: dict | None = None) -> subprocess.Popen:
+def start_server(port: int, env_extra: dict | None = None, preexec: Callable[[], None] | None = None
+                 ) -> subprocess.Popen:
+    """The app serving on 127.0.0.1:`port` (`preexec`: run in the child before it starts, e.g. pinning it to a core,
+    benchmarks/cpu_pin.py)."""
     code = ("import app; app.demo.launch(server_name='127.0.0.1', server_port=%d, quiet=True, **app.LAUNCH_KWARGS)"
             % port)
     if os.environ.get("S2D2_BENCH_LOOP_PROFILE"):  # where the event loop's time goes (benchmarks/loop_sampler.py)
         code = "import benchmarks.loop_sampler as s, os; s.start(os.environ['S2D2_BENCH_LOOP_PROFILE']); " + code
     if os.environ.get("S2D2_BENCH_SHARE_LEDGER"):  # who the handler CPU went to (benchmarks/share_ledger.py)
         code = "import benchmarks.share_ledger as l, os; l.start(os.environ['S2D2_BENCH_SHARE_LEDGER']); " + code
+    if os.environ.get("S2D2_BENCH_EVENT_SPLIT"):  # where one event's wall goes (benchmarks/event_split.py)
+        code = "import benchmarks.event_split as e, os; e.start(os.environ['S2D2_BENCH_EVENT_SPLIT']); " + code
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT), **(env_extra or {})}
     if env.get("S2D2_TRUSTED_PROXY_HOPS", "0") != "0":  # X-Forwarded-For read only from loopback (the app refuses
         env.setdefault("S2D2_TRUSTED_PROXIES", "127.0.0.1")  # proxy hops trusted from any connection)
     proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+                            stderr=subprocess.DEVNULL, preexec_fn=preexec)
     deadline = time.time() + 180
     while time.time() < deadline:
         try:

@@ -13,6 +13,9 @@ While a handler runs, the wrapper
 - passes every output through `encodable`: Gradio streams outputs through orjson, which fails on an int beyond 64
   bits or a lone UTF-16 surrogate and takes the whole event stream down with it, so such values leave as None and
   U+FFFD instead.
+An event function carrying `s2d2_quick` (Replay's step events, components/replay/wire_steps.py) becomes a coroutine:
+its kept answer is tried on the event loop, and only a miss goes to a worker thread; both are admitted and charged
+as above.
 It also checks the wiring rules the fairness guards rely on, failing at start-up rather than in production: a decode
 (concurrency_id "gpu", or "gpu_run" for shared Runs) runs as gpu_slot.one_job and is admitted by
 gpu_slot.admit_decode; a Stop runs outside the queue.
@@ -27,6 +30,7 @@ import time
 import traceback
 from typing import Any, Callable, Optional
 
+import anyio.to_thread
 import gradio as gr
 
 from components.serve import gpu_slot
@@ -119,6 +123,8 @@ def guarded(fn: Callable[..., Any], name: str, contended: Contended = None,
                 _finished(index)
 
         wrapped: Callable[..., Any] = stream
+    elif callable(getattr(fn, "s2d2_quick", None)):
+        wrapped = _quick_first(fn, name, contended, index)
     else:
         @functools.wraps(fn)
         def call(*args: Any, **kwargs: Any) -> Any:
@@ -132,6 +138,29 @@ def guarded(fn: Callable[..., Any], name: str, contended: Contended = None,
     wrapped.s2d2_metered = contended is not None  # type: ignore[attr-defined]
     wrapped.s2d2_refuses = contended is not None and contended is not _never  # type: ignore[attr-defined]
     return wrapped
+
+
+def _quick_first(fn: Callable[..., Any], name: str, contended: Contended, index: Optional[int]) -> Callable[..., Any]:
+    """`fn` as a coroutine that first tries `fn.s2d2_quick` (a kept answer, found in a dict lookup) on the event
+    loop, and hands only a miss to a worker thread (components/replay/wire_steps.py); a kept answer must already
+    be `encodable`'s output (it is handed back as it is). Admitted once, by the same
+    rules as any event, before either; each path's own CPU is charged (a hit's lookup on the loop's thread, a miss's
+    drawing on its worker), so a hit is not free of the share and a miss does not skip it."""
+    quick = fn.s2d2_quick  # type: ignore[attr-defined]
+
+    @functools.wraps(fn)
+    async def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            kept = _step(lambda: quick(*args, **kwargs), name, contended, admit=True)
+            if kept is not None:  # passed `encodable` when it was drawn: walking its text again would cost the loop
+                return kept
+            drawn = await anyio.to_thread.run_sync(  # the thread sees this event's context: its visitor, its request
+                functools.partial(_step, lambda: fn(*args, **kwargs), name, contended))
+            return encodable(drawn)
+        finally:
+            _finished(index)
+
+    return call
 
 
 def _finished(index: Optional[int]) -> None:

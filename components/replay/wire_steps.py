@@ -1,0 +1,112 @@
+"""Replay's step events answered from views kept in the form Gradio sends, so a cached step holds one of the
+server's handler places for a moment instead of a quarter of a second.
+
+Measured (benchmarks/event_split.py, 30 students behind one address stepping through an example): a cached /step
+used under 1 ms of handler CPU, yet held its place p50 0.25 s, p95 0.74 s. The time went to 13 worker-thread hops
+per event, each waiting for a free thread and the interpreter: one per input Gradio preprocesses, one for the
+handler, and one per output it postprocesses, where the two Plotly figures are serialised to JSON again on every
+step (p50 0.12 s in postprocess alone). That wait is what filled the four places and the line behind them.
+
+So the step events are wired with Gradio's own pre- and postprocessing turned off (app.py) and this module does
+both, once per drawing:
+- a hit (the same trace, step and switches, as sent) is found on the event loop by `WireSteps.quick` and answered at
+  once, in the exact values the client received when it was drawn: no thread, no serialisation;
+- a miss runs `WireSteps.draw` on a worker thread (components/serve/event_guard.py hands it over): the inputs go
+  through the components' own `preprocess` (the same checks and clamps as before), the handler draws the views (its
+  own view cache, components/replay/step_cache.py, still shares one render among a class), and every output goes
+  through the component's own `postprocess`; the result is kept under the inputs as sent.
+The guard charges either path's CPU to the visitor and refuses both by the same rules (event_guard.py).
+
+Invariants: what a hit returns equals, value for value, what Gradio would have sent for a fresh drawing (tests
+compare the data the client receives); only values reached from a state key (a hash of one trace's exact text) are
+kept, under inputs of a few plain JSON values; at most MAX_KEPT entries, least recently used dropped first; the lists
+kept are shared between pages and never changed (Gradio only reads and sends them).
+"""
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import Any, Callable, Hashable, Optional, Sequence
+
+import gradio as gr
+from gradio.data_classes import GradioModel, GradioRootModel
+
+from components.serve.event_guard import encodable
+
+MAX_KEPT = 24  # as components/replay/step_cache.py: a class's example has a handful of steps
+MAX_TEXT = 64  # characters of a string input a key may hold (a step box, a switch): longer ones are drawn each time
+PLAIN = (type(None), bool, int, float, str)
+
+
+class WireSteps:
+    """One step event's inputs and outputs (components, in wiring order) and its kept answers."""
+
+    def __init__(self, inputs: Sequence[Any], outputs: Sequence[tuple[str, Any]], size: int = MAX_KEPT) -> None:
+        self.inputs, self.outputs, self._size = list(inputs), list(outputs), size
+        self._kept: "OrderedDict[Hashable, list[Any]]" = OrderedDict()
+        self._lock = threading.Lock()
+
+    def handler(self, views: Callable[..., dict[str, Any]]) -> Callable[..., Any]:
+        """The event function: `draw` of `views` (a handler returning {name: value}), with `quick` attached as
+        `s2d2_quick` for the guard to try on the event loop first."""
+        def draw(*raw: Any) -> Any:
+            return self.draw(views, raw)
+
+        draw.s2d2_quick = self.quick  # type: ignore[attr-defined]
+        draw.__name__ = getattr(views, "__name__", "step")
+        return draw
+
+    def quick(self, *raw: Any) -> Optional[list[Any]]:
+        """The answer kept for these inputs as sent (already passed through the guard's `encodable`), or None (then
+        `draw` must run). Costs a dict lookup."""
+        key = input_key(raw)
+        if key is None:
+            return None
+        with self._lock:
+            hit = self._kept.get(key)
+            if hit is not None:
+                self._kept.move_to_end(key)
+        return hit
+
+    def draw(self, views: Callable[..., dict[str, Any]], raw: Sequence[Any]) -> Any:
+        """Preprocess `raw` as Gradio would, draw the views, postprocess them as Gradio would; keep a full answer."""
+        values = [v if c.stateful else c.preprocess(v) for c, v in zip(self.inputs, raw)]
+        out = views(*values)
+        if not out:
+            return gr.skip()
+        # encodable once here, so a hit is handed back as kept without walking its megabytes of text again
+        wire = encodable([wire_value(c, out[name]) if name in out else gr.skip() for name, c in self.outputs])
+        key = input_key(raw)
+        if key is not None and all(name in out for name, _ in self.outputs):
+            with self._lock:
+                self._kept[key] = wire
+                self._kept.move_to_end(key)
+                while len(self._kept) > self._size:
+                    self._kept.popitem(last=False)
+        return wire
+
+    def __len__(self) -> int:
+        return len(self._kept)
+
+
+def input_key(raw: Sequence[Any]) -> Optional[tuple]:
+    """The key of a step event's inputs (state first): its trace's state key and the other inputs as sent, or None
+    when the state names no stored text or an input is not a short plain value."""
+    state, rest = (raw[0], raw[1:]) if raw else (None, ())
+    key = state.get("key") if isinstance(state, dict) else None
+    if not isinstance(key, str):
+        return None
+    if any(not isinstance(v, PLAIN) or (isinstance(v, str) and len(v) > MAX_TEXT) for v in rest):
+        return None
+    return (key, *((type(v).__name__, v) for v in rest))  # 1 and 1.0 and True drawn apart: equal only as sent
+
+
+def wire_value(component: Any, value: Any) -> Any:
+    """`value` as Gradio's postprocess hands it to the client: the component's `postprocess`, dumped to plain data
+    (a figure becomes its JSON text once, here); an update's value likewise, its other properties left to Gradio."""
+    if isinstance(value, dict) and value.get("__type__") == "update":
+        if "value" in value:
+            return {**value, "value": wire_value(component, value["value"])}
+        return value
+    done = component.postprocess(value)
+    return done.model_dump() if isinstance(done, (GradioModel, GradioRootModel)) else done
