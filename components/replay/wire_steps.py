@@ -12,7 +12,8 @@ both, once per drawing:
 - a hit (the same trace, step and switches, as sent) is found on the event loop by `WireSteps.quick` and answered at
   once, in the exact values the client received when it was drawn: no thread, no serialisation;
 - a miss runs `WireSteps.draw` on a worker thread (components/serve/event_guard.py hands it over): the inputs go
-  through the components' own `preprocess` (the same checks and clamps as before), the handler draws the views (its
+  through the components' own `preprocess` (the same checks and clamps as before, with the visitor's own copy of each
+  component, as Gradio's preprocess uses), the handler draws the views (its
   own view cache, components/replay/step_cache.py, still shares one render among a class), and every output goes
   through the component's own `postprocess`; the result is kept under the inputs as sent.
 The guard charges either path's CPU to the visitor and refuses both by the same rules (event_guard.py).
@@ -29,6 +30,7 @@ from collections import OrderedDict
 from typing import Any, Callable, Hashable, Optional, Sequence
 
 import gradio as gr
+from gradio.context import LocalContext
 from gradio.data_classes import GradioModel, GradioRootModel
 
 from components.serve.event_guard import encodable
@@ -70,7 +72,7 @@ class WireSteps:
 
     def draw(self, views: Callable[..., dict[str, Any]], raw: Sequence[Any]) -> Any:
         """Preprocess `raw` as Gradio would, draw the views, postprocess them as Gradio would; keep a full answer."""
-        values = [v if c.stateful else c.preprocess(v) for c, v in zip(self.inputs, raw)]
+        values = [v if c.stateful else session_copy(c).preprocess(v) for c, v in zip(self.inputs, raw)]
         out = views(*values)
         if not out:
             return gr.skip()
@@ -99,6 +101,16 @@ def input_key(raw: Sequence[Any]) -> Optional[tuple]:
     if any(not isinstance(v, PLAIN) or (isinstance(v, str) and len(v) > MAX_TEXT) for v in rest):
         return None
     return (key, *((type(v).__name__, v) for v in rest))  # 1 and 1.0 and True drawn apart: equal only as sent
+
+
+def session_copy(component: Any) -> Any:
+    """The visitor's own copy of `component`, as Gradio's preprocess uses it: once an event updates a component's
+    properties (a new trace sets the scrubber's maximum), Gradio keeps that copy in the session's config, and the
+    shared one still has the page's first properties (a step past the first example's last step would be clamped
+    to it). Outside an event (no session config), the shared one. Gradio names a block only by its `_id`."""
+    config = LocalContext.blocks_config.get(None)
+    blocks = getattr(config, "blocks", None)
+    return blocks.get(component._id, component) if isinstance(blocks, dict) else component
 
 
 def wire_value(component: Any, value: Any) -> Any:

@@ -6,6 +6,8 @@ components' own checks."""
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import copy
 import json
 from types import SimpleNamespace
 
@@ -190,3 +192,22 @@ def test_a_kept_answer_is_made_encodable_once_when_drawn_not_at_every_hit(monkey
     real = event_guard.encodable
     monkeypatch.setattr(event_guard, "encodable", lambda value, depth=0: walks.append(1) or real(value, depth))
     assert asyncio.run(fn({"key": "k"}, 1)) == first and walks == []  # the hit walks none of its text again
+
+
+def test_a_miss_is_preprocessed_with_the_visitors_own_copy_of_each_component():
+    """Once an event updates a component (a run's trace sets the scrubber's maximum), Gradio keeps the visitor's own
+    copy in the session's config and preprocesses with it; so does a drawing here: a step past the page's first
+    maximum is the step asked for, not clamped to the first example's last step."""
+    from gradio.context import LocalContext
+
+    slider = ClampedSlider(0, 9)
+    wider = copy.copy(slider)
+    wider.maximum = 20
+
+    def draw(blocks: dict) -> list:
+        LocalContext.blocks_config.set(SimpleNamespace(blocks=blocks))
+        steps = WireSteps([gr.State(), slider], [("summary", gr.Textbox())])
+        return steps.draw(lambda state, step: {"summary": f"step {step!r}"}, [{"key": "k"}, 15])
+
+    assert contextvars.copy_context().run(draw, {slider._id: wider}) == ["step 15.0"]
+    assert contextvars.copy_context().run(draw, {}) == ["step 9"]  # a session that never changed it: the page's own
