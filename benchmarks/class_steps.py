@@ -22,34 +22,48 @@ def first_example_steps() -> tuple[str, int]:
     return label, max(1, len(json.loads(Path(example.path).read_text())["steps"]))
 
 
-def stepper(url: str, address: str, every_s: float, until: float, start_at: float) -> dict[str, Any]:
-    """One student: load the page and open the first example (again at each tick until both worked), then step
-    every `every_s`."""
+def stepper(url: str, address: str, every_s: float, until: float, start_at: float,
+            page: Callable[[str, str], Any] = client) -> dict[str, Any]:
+    """One student: load the page (`page(url, address)`: gradio_client's Client, or benchmarks/light_client.py's
+    light page) and open the first example (again at each tick until both worked), then step every `every_s`."""
     label, steps = first_example_steps()
-    out: dict[str, Any] = {"step": [], "refused": Counter(), "opened": False}
-    c, tick, k = None, start_at, 0
+    out = student_record()
+    tick = start_at
     try:
         while time.time() < until:
             threading.Event().wait(max(0.0, tick - time.time()))  # the student's own pace
             tick += every_s
-            t0 = time.perf_counter()
-            try:
-                if c is None:  # the page itself (its config and API info) may be refused
-                    c = client(url, address)
-                    out["session"] = c.session_hash
-                if not out["opened"]:
-                    c.predict(label, api_name="/open_example")
-                    out["opened"] = True
-                    continue
-                k += 1
-                c.predict(k % steps + 1, "auto", "state", api_name="/step")
-                out["step"].append(time.perf_counter() - t0)
-            except Exception as exc:  # a refusal (429 at the door, the CPU share) or an error
-                out["refused"][f"{'open' if not out['opened'] else 'step'}: {reason(exc)}"] += 1
+            student_tick(out, lambda: page(url, address), label, steps)
     finally:
-        if c is not None:
-            c.close()
+        if out["page"] is not None:
+            out["page"].close()
     return out
+
+
+def student_record() -> dict[str, Any]:
+    """A student's tally: its page (None until loaded), served steps' seconds, refusals by reason, whether its
+    example opened, the steps it asked for."""
+    return {"page": None, "step": [], "refused": Counter(), "opened": False, "k": 0}
+
+
+def student_tick(out: dict[str, Any], open_page: Callable[[], Any], label: str, steps: int) -> None:
+    """One moment of a student's pace: load the page and open the example until both worked, else one step. A step
+    counts as served (its seconds in out["step"]) only when the page's predict returned its outputs; a refusal or
+    an error is counted in out["refused"] by its reason, prefixed "open" or "step"."""
+    t0 = time.perf_counter()
+    try:
+        if out["page"] is None:  # the page itself (its config and API info) may be refused
+            out["page"] = open_page()
+            out["session"] = out["page"].session_hash
+        if not out["opened"]:
+            out["page"].predict(label, api_name="/open_example")
+            out["opened"] = True
+            return
+        out["k"] += 1
+        out["page"].predict(out["k"] % steps + 1, "auto", "state", api_name="/step")
+        out["step"].append(time.perf_counter() - t0)
+    except Exception as exc:  # a refusal (429 at the door, the CPU share) or an error
+        out["refused"][f"{'open' if not out['opened'] else 'step'}: {reason(exc)}"] += 1
 
 
 def reason(exc: Exception) -> str:
@@ -69,13 +83,15 @@ def step_line_refusals(m: dict[str, Any]) -> str:
     return "; ".join(f"{n} x {why}" for why, n in m["refused"].most_common(6))
 
 
-def step_round(url: str, proc: Any, addresses: list[str], every_s: float, seconds: float) -> dict[str, Any]:
-    """Visitors at `addresses` step every `every_s` for `seconds` (their ticks staggered over the first period)."""
+def step_round(url: str, proc: Any, addresses: list[str], every_s: float, seconds: float,
+               page: Callable[[str, str], Any] = client) -> dict[str, Any]:
+    """Visitors at `addresses` step every `every_s` for `seconds` (their ticks staggered over the first period), each
+    through a page made by `page(url, address)`."""
     n = len(addresses)
     start, cpu0, own0 = time.time() + 2.0, server_cpu_s(proc.pid), time.process_time()
     until, t0, wall0 = start + seconds, time.monotonic() + 2.0, time.monotonic()
     with ThreadPoolExecutor(n) as pool:
-        results = list(pool.map(lambda i: stepper(url, addresses[i], every_s, until, start + i * every_s / n),
+        results = list(pool.map(lambda i: stepper(url, addresses[i], every_s, until, start + i * every_s / n, page),
                                 range(n)))
     steps = [s for r in results for s in r["step"]]
     refused: Counter = sum((r["refused"] for r in results), Counter())
@@ -95,6 +111,7 @@ def step_line(label: str, m: dict[str, Any]) -> str:
             f"page or example refused {opening} times, never opened by {m['not_opened']} visitors; step "
             f"{summary(m['steps'])}; server CPU {m['cpu']:.1f} s, {per_step}"
             + (f"; the students' client threads used {m['clients'][0]:.1f} CPU s in {m['clients'][1]:.0f} s"
+               + (f", {1e3 * m['clients'][0] / served:.0f} ms of client CPU per served step" if served else "")
                if "clients" in m else "")
             + (f" | refusals: {step_line_refusals(m)}" if first else ""))
 

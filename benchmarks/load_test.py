@@ -30,7 +30,8 @@ attacker (sharing on).
 server: (a) --visitors press Run within --spread-s (refused ones press again every --retry-s), compared with the same
 class from their own addresses; (b) the class steps through Replay every --step-every-s for --phase-s; (c) the same
 beside a heavy-step flooder on the class's address, then on another; (d) one honest visitor beside eight flooding
-addresses (benchmarks/one_address.py). Every figure printed as it exists; bounded by --budget-s.
+addresses (benchmarks/one_address.py). Every figure printed as it exists; bounded by --budget-s. The stepping
+students use light pages (plain HTTP, benchmarks/light_client.py) unless `--client gradio`.
 """
 from __future__ import annotations
 

@@ -21,6 +21,12 @@ With S2D2_BENCH_SHARE_LEDGER=FILE, the server keeps a ledger (benchmarks/share_l
 prints (and each (b) phase) how the handler CPU and the steps' places split between the students and the other pages, and where a
 student's step spent its time (benchmarks/share_split.py).
 
+`--client light` (the default) has each stepping student (figures b, c, d) speak Gradio's HTTP queue protocol itself
+(benchmarks/light_client.py: config, heartbeat, queue join, result stream; about 2 ms of client CPU a step) instead of
+through gradio_client (`--client gradio`: about 50 ms a step, which the thirty students' one core could not keep up
+with); the header says which, and each step figure prints the client CPU per served step. The Runs (a, r) still
+press through gradio_client.
+
 `--pin` (the default with two or more usable cores; `--no-pin` turns it off) runs the server on one core and the
 benchmark's students and flooders on the others (benchmarks/cpu_pin.py), so a figure stops measuring the benchmark's
 own clients; the header says which.
@@ -43,12 +49,16 @@ from benchmarks.class_runs import CLASS_IP, OTHER_IP, client, press_until_done, 
 from benchmarks.class_steps import first_example_steps, start_floods, step_line, step_round
 from benchmarks.cpu_pin import pin_clients, plan, server_preexec
 from benchmarks.decode_share import decode_share_figure
+from benchmarks.light_client import light_page
 from benchmarks.percentiles import pct
 from benchmarks.server import free_port, start_server, stop_server
 
 HONEST_IP = "10.1.0.1"  # phase (d)'s honest visitor
 FLOOD_IPS = [f"10.66.1.{i + 1}" for i in range(8)]  # phase (d)'s eight flooding addresses
 SERVER_ENV = {"S2D2_TRUSTED_PROXY_HOPS": "1", "S2D2_TRUSTED_PROXIES": "127.0.0.1"}
+# --client: what a stepping student's page is (its maker, and the header's words for it)
+CLIENTS = {"light": (light_page, "light pages (plain HTTP: config, heartbeat, queue join and result stream)"),
+           "gradio": (client, "gradio_client")}
 
 
 class Budget:
@@ -93,7 +103,8 @@ def run_one_address(args: argparse.Namespace) -> int:
 
     budget = Budget(args.budget_s)
     pinning = plan(args.pin)
-    print(f"one address: {args.visitors} students behind {CLASS_IP}; {os.cpu_count()} CPUs, {pinning.line()}; load "
+    print(f"one address: {args.visitors} students behind {CLASS_IP}, stepping through {CLIENTS[args.client][1]}; "
+          f"{os.cpu_count()} CPUs, {pinning.line()}; load "
           f"average {' '.join(f'{x:.2f}' for x in os.getloadavg())}; budget {args.budget_s:g} s", flush=True)
     heavy = heavy_trace()
     port = free_port()
@@ -132,15 +143,15 @@ def phases(url: str, proc: Any, fns: dict[str, int], heavy: Path, args: argparse
     """The figures --figures asks for, in order, each while the budget lasts."""
     if "a" in args.figures:
         runs_figure(url, args, budget)
-    students = [CLASS_IP] * args.visitors
+    students, page = [CLASS_IP] * args.visitors, CLIENTS[args.client][0]
     if "b" in args.figures and budget.fits("(b) replay", args.phase_s + 20):
-        m = step_round(url, proc, students, args.step_every_s, args.phase_s)
+        m = step_round(url, proc, students, args.step_every_s, args.phase_s, page)
         print(step_line("(b) replay, class alone", m) + f" | {load()}", flush=True)
         print_split(proc, m)
     for where, address in (("its own address", CLASS_IP), ("another address", OTHER_IP)):
         if "c" in args.figures and budget.fits(f"(c) beside a flooder on {where}", args.phase_s + 60):
             stop = start_floods(url, fns, args.flood_threads, heavy, [address])
-            m = step_round(url, proc, students, args.step_every_s, args.phase_s)
+            m = step_round(url, proc, students, args.step_every_s, args.phase_s, page)
             print(step_line(f"(c) replay beside a heavy-step flooder on {where}", m) + f" | flooder answers "
                   f"{stop()} | {load()}", flush=True)
             print_split(proc, m)
@@ -148,7 +159,7 @@ def phases(url: str, proc: Any, fns: dict[str, int], heavy: Path, args: argparse
         print(decode_share_figure(url, args) + f" | {load()}", flush=True)
     if "d" in args.figures and budget.fits("(d) eight flooding addresses", args.phase_s + 120):
         stop = start_floods(url, fns, args.flood_threads, heavy, FLOOD_IPS)
-        m = step_round(url, proc, [HONEST_IP], 0.5, args.phase_s)
+        m = step_round(url, proc, [HONEST_IP], 0.5, args.phase_s, page)
         print(step_line("(d) honest visitor beside eight flooding addresses", m) + f" | flooders' answers "
               f"{stop()} | {load()}", flush=True)
 
@@ -181,6 +192,9 @@ def add_options(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--retry-s", type=float, default=5.0, help="--one-address: a refused student presses again")
     ap.add_argument("--step-every-s", type=float, default=2.0, help="--one-address: seconds between a student's steps")
     ap.add_argument("--flood-threads", type=int, default=4, help="--one-address: threads per flooding address")
+    ap.add_argument("--client", choices=sorted(CLIENTS), default="light",
+                    help="--one-address: what a stepping student's page is: light (plain HTTP, benchmarks/"
+                    "light_client.py; the default) or gradio (gradio_client, about 50 ms of client CPU a step)")
     ap.add_argument("--pin", action=argparse.BooleanOptionalAction, default=None,
                     help="--one-address: the server on one core, the benchmark's clients on the others (default: on "
                     "with two or more usable cores; benchmarks/cpu_pin.py)")

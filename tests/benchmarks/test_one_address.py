@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks import class_runs, load_test, one_address
+from benchmarks import class_runs, light_client, load_test, one_address
 
 
 def test_the_option_reaches_the_one_address_run_with_its_settings(monkeypatch) -> None:
@@ -15,6 +15,10 @@ def test_the_option_reaches_the_one_address_run_with_its_settings(monkeypatch) -
     (args,) = seen
     assert (args.visitors, args.budget_s, args.phase_s, args.figures, args.retry_s, args.step_every_s) == \
         (12, 90, 20, "bd", 5.0, 2.0)
+    assert args.client == "light" and one_address.CLIENTS["light"][0] is light_client.light_page  # the default
+    load_test.main(["--classroom", "--one-address", "--client", "gradio"])
+    assert seen[-1].client == "gradio" and one_address.CLIENTS["gradio"][0] is class_runs.client
+    seen.pop()
     ran = []
     monkeypatch.setattr("benchmarks.classroom.run_classroom", lambda args: ran.append(args) or 0)
     load_test.main(["--classroom"])  # without the option: the many-address classroom, as before
@@ -22,8 +26,8 @@ def test_the_option_reaches_the_one_address_run_with_its_settings(monkeypatch) -
 
 
 @pytest.mark.parametrize("argv, word", [(["--visitors", "500"], "--visitors"), (["--budget-s", "1"], "--budget-s"),
-                                        (["--figures", "xyz"], "--figures"), (["--flood-threads", "0"],
-                                                                             "--flood-threads")])
+                                        (["--figures", "xyz"], "--figures"), (["--client", "curl"], "--client"),
+                                        (["--flood-threads", "0"], "--flood-threads")])
 def test_out_of_bounds_settings_are_one_line_and_exit_2(argv, word, monkeypatch, capsys) -> None:
     monkeypatch.setattr(one_address, "run_one_address", lambda args: pytest.fail("ran with a bad setting"))
     with pytest.raises(SystemExit) as stop:
