@@ -9,6 +9,15 @@ batch 128 on the stand-in model it was a third of the engine's host time for fas
 objects are still collected as usual. Nothing is freed later than it would be by reference counting (the collector
 only finds cycles), and a cycle that was already garbage at the freeze is found after the last decode ends.
 
+The decode's own objects grow too: every step adds each live sequence's records, and the collector's older passes
+walk all of them again, so a long batch decode's collector time grows with its trace (at batch 128 on the stand-in:
+6-40 us of the 50-70 us per sequence-forward). `refreeze` after a step moves the step's survivors into the frozen
+generation as well, so each pass walks only what the current step made. It is for a bounded decode
+(lockstep.py `Lockstep.run`) that holds the freeze alone: a cycle that becomes garbage during the decode waits for
+the decode's end, when the last holder unfreezes. The Space's live batch, which may hold the freeze for as long as
+visitors keep arriving, never refreezes, nor does a decode while another holds the freeze (their garbage would wait
+for both).
+
 Invariant: the freeze is process-wide, so it is counted: the first of any concurrent decodes freezes, the last one
 to end unfreezes (also when a decode raises), and a decode never unfreezes under another that is still running.
 """
@@ -38,6 +47,16 @@ def frozen_heap() -> Iterator[None]:
             _holders -= 1
             if _holders == 0:
                 gc.unfreeze()
+
+
+def refreeze() -> bool:
+    """Freeze what exists now (a step's survivors) when exactly one decode holds the freeze: the caller, which must
+    hold it. Returns whether it froze. O(1): the collector's generations are moved, not walked."""
+    with _lock:
+        if _holders != 1:
+            return False
+        gc.freeze()
+        return True
 
 
 def holders() -> int:

@@ -50,7 +50,7 @@ from .batch import cheapest_groups, error_text, fixed_tokens_for, restore_cache
 from .batch_ledger import BatchForward, BatchLedger
 from .draws import make_generator
 from .forwards import Recorder, takes_rows
-from .heap_freeze import frozen_heap
+from .heap_freeze import frozen_heap, refreeze
 from .lockstep_rows import Asked, Row
 from .result import LoopResult, StopDecoding
 
@@ -109,11 +109,14 @@ class Lockstep:
 
     def _drive(self, queue: deque, live: list[Row], results: dict[int, Any], finish: Callable[[Row, LoopResult], Any],
               on_result: Optional[Callable[[int, Any], None]]) -> None:
-        """Steps until the queue and the batch are empty: admit, step, settle the rows that finished."""
+        """Steps until the queue and the batch are empty: admit, step, settle the rows that finished. After each
+        step its survivors join the frozen heap (heap_freeze.py `refreeze`), so the collector never walks the
+        batch's growing records again."""
         while queue or live:
             while queue and len(live) < self.batch_size:
                 live.append(self.start(*queue.popleft()))
             self._step(live)
+            refreeze()
             for r in [r for r in live if r.finish_reason is not None]:
                 live.remove(r)
                 results[r.index] = self.finish(r, finish)

@@ -123,6 +123,33 @@ def test_a_batch_decode_freezes_the_heap_it_found_and_unfreezes_it_after():
     assert heap_freeze.holders() == 0 and gc.get_freeze_count() == 0
 
 
+def test_a_batch_decode_alone_freezes_each_steps_survivors_so_no_older_pass_walks_its_growing_records():
+    """Each step's survivors join the frozen heap (heap_freeze.py `refreeze`): the collector's oldest walked
+    generation, which every full pass walks, never holds more than one step's survivors, where without the
+    refreeze it grows with every record the batch has made (over 6,000 objects after the first results here)."""
+    oldest: list[int] = []
+    model = model64("aligned")
+    prompts = ([PROMPTS[k] for k in sorted(PROMPTS)] * 6)[:16]
+    cfg = s2d2.preset("fastdllm-config-a", gen_length=64)
+    old = gc.get_threshold()
+    gc.set_threshold(700, 10, 10)  # CPython's defaults, whatever the test run set
+    try:
+        s2d2.generate_batch(model, prompts, cfg, list(range(16)), batch_size=16, detailed=False,
+                            engine="batch-first", on_result=lambda i, r: oldest.append(len(gc.get_objects(2))))
+    finally:
+        gc.set_threshold(*old)
+    assert len(oldest) == 16 and max(oldest) < 2000, oldest
+    assert heap_freeze.holders() == 0 and gc.get_freeze_count() == 0
+
+
+def test_a_decode_refreezes_only_while_it_holds_the_freeze_alone():
+    with heap_freeze.frozen_heap():
+        assert heap_freeze.refreeze()
+        with heap_freeze.frozen_heap():  # another decode (the live batch, a second batch) holds it too
+            assert not heap_freeze.refreeze()
+    assert heap_freeze.holders() == 0 and gc.get_freeze_count() == 0
+
+
 def test_the_heap_stays_frozen_until_the_last_of_two_overlapping_decodes_ends_even_one_that_raises():
     inside, release = threading.Event(), threading.Event()
 
