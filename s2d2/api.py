@@ -127,10 +127,12 @@ class Prepared:
 
 
 def prepare(model: Any, prompt: str | Sequence[int], cfg: DecodeConfig | None, chat: bool | None,
-            costs: CostTable | None, table: CostTable | None = None) -> Prepared:
+            costs: CostTable | None, table: CostTable | None = None, checked: bool = False) -> Prepared:
     """Validate `cfg`, encode `prompt`, check it fits, warm a static backend and freeze the routing costs
-    (`table`, when given, is used as they are: a batch freezes them once for all its sequences)."""
-    cfg = (cfg or DecodeConfig()).validate()
+    (`table`, when given, is used as they are: a batch freezes them once for all its sequences). `checked`: `cfg`
+    was validated already (a batch validates each distinct config once, not once per prompt; a config is frozen,
+    so it stays valid)."""
+    cfg = cfg if checked and cfg is not None else (cfg or DecodeConfig()).validate()
     ids, text = encode_prompt(model, prompt, chat)
     total = check_fits(model, cfg, len(ids))
     warmup = getattr(model, "warmup", None)

@@ -183,16 +183,21 @@ def _seeds(seeds: Optional[Sequence[int]], n: int) -> list[int]:
 
 def _prepare_all(model: Any, prompts: list[Any], cfgs: list[DecodeConfig], chat: Any,
                  costs: CostTable | None) -> list[Prepared]:
-    """Every prompt checked before any decode; one frozen cost table per distinct config that routes in seconds."""
+    """Every prompt checked before any decode; each distinct config validated once (at its first prompt, whose
+    index the error names) and one frozen cost table per distinct config that routes in seconds."""
     chats = list(chat) if isinstance(chat, (list, tuple)) else [chat] * len(prompts)
     if len(chats) != len(prompts):
         raise ValueError(f"chat: one value, or a list of {len(prompts)} (one per prompt)")
     tables: dict[int, CostTable] = {}
+    checked: set[int] = set()
     preps = []
     for i, (prompt, cfg) in enumerate(zip(prompts, cfgs)):
         key = id(cfg)
         try:
-            prep = prepare(model, prompt, cfg, chats[i], costs, tables.get(key))
+            if key not in checked:
+                cfg.validate()
+                checked.add(key)
+            prep = prepare(model, prompt, cfg, chats[i], costs, tables.get(key), checked=True)
         except ValueError as e:
             raise ValueError(f"prompts[{i}]: {e}") from None
         if prep.table is not None and uses_costs(prep.cfg):

@@ -149,6 +149,24 @@ def test_refusals_are_one_readable_message():
         assert words in str(e.value)
 
 
+def test_a_batch_validates_each_distinct_config_once_not_once_per_prompt(monkeypatch):
+    """Validation is a rule over the batch's configs, not its rows: eight prompts with one config validate it once,
+    two configs twice; a bad one is still named by its first prompt's index."""
+    model = tiny_qwen3(seed=0)
+    calls: list[int] = []
+    check = s2d2.DecodeConfig.validate
+    monkeypatch.setattr(s2d2.DecodeConfig, "validate", lambda self: (calls.append(id(self)), check(self))[1])
+    good, other = s2d2.DecodeConfig(gen_length=4), s2d2.DecodeConfig(gen_length=4, block_length=2)
+    s2d2.generate_batch(model, [[1, 2], [3]] * 4, good, batch_size=8)
+    assert calls == [id(good)]
+    calls.clear()
+    s2d2.generate_batch(model, [[1, 2], [3]] * 4, [good, other] * 4, batch_size=8)
+    assert sorted(calls) == sorted([id(good), id(other)])
+    bad = s2d2.DecodeConfig(gen_length=0)
+    with pytest.raises(ValueError, match=r"^prompts\[1\]: gen_length"):
+        s2d2.generate_batch(model, [[1, 2], [3], [4]], [good, bad, bad], batch_size=2)
+
+
 def test_the_static_backend_batches_and_flash_attention_is_refused_above_batch_one():
     model = tiny_qwen3(seed=0)
     model.set_backend("static")  # a slot per live sequence (tests/lib/test_static_batch.py has the rest)
