@@ -34,7 +34,8 @@ class StepContext:
     carried: Optional[tuple[torch.Tensor, int]] = None  # (draft logits, offset) from a fused forward, unconsumed
     tail: Optional[tuple[int, int]] = None  # [start, end) of the finished block still to cache (fused_commit)
     seen_end: Optional[int] = None  # kv_reuse: the verifier's rows [cached, seen_end) wait in the cache to settle
-    masks: list[int] = field(default_factory=list)  # block-relative positions of the current block still masked
+    masks: list[int] = field(default_factory=list)  # block-relative positions of the current block still masked,
+    # ascending (block_masks builds them so and every update filters in order): a window's masks are a bisected slice
     seeded: set[int] = field(default_factory=set)  # positions an AR seed filled before their block began
     stop_hits: list[int] = field(default_factory=list)  # positions known to hold a stop id
 

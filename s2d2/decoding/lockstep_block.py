@@ -43,7 +43,7 @@ from .sampling import entropy
 from .lockstep_verify import drafted, routed, shared_drafts, shared_read, tested, verified, verify_requests
 from .selection import skip_inputs
 from .transfers import Bulk
-from .step import Routed, StepPlan, always_verifies, plan_step, skip_step, step_record
+from .step import Routed, StepPlan, always_verifies, plan_step, skip_step, step_record, window_masks
 
 RULES = ("low_confidence_static", "low_confidence_dynamic", "sequential")
 
@@ -209,9 +209,17 @@ def _shared_skips(cfg: DecodeConfig, probs: torch.Tensor, p: torch.Tensor, sizes
     if cfg.remasking not in RULES or cfg.always_check_high_conf:
         return [None] * len(sizes), {}
     rule = skip_inputs(cfg, _padded(p, sizes), lambda: entropy(probs))  # (these rules never read the entropy)
-    rows = {name: t.unbind(0) for name, t in rule.items()}
-    return ([{name: (v[j][: sizes[j]] if v[j].dim() else v[j]) for name, v in rows.items()} for j in range(len(sizes))],
-            rule)
+    rows = {name: _row_views(t, sizes) for name, t in rule.items()}
+    return [{name: v[j] for name, v in rows.items()} for j in range(len(sizes))], rule
+
+
+def _row_views(t: torch.Tensor, sizes: list[int]) -> tuple[torch.Tensor, ...]:
+    """Each row's part of a padded rule tensor, as views made by one call: [R, width] cut to row j's first
+    sizes[j] values (its masks; the pads sort last), [R] as row j's 0-d value."""
+    if t.dim() != 2:
+        return t.unbind(0)
+    width = int(t.shape[1])
+    return t.reshape(-1).split([n for size in sizes for n in (size, width - size)])[0::2]
 
 
 def draft_bulk(first: int, sizes: list[int], tokens: torch.Tensor, summary: SummaryParts,
@@ -303,7 +311,7 @@ def _stepped(r: Row, record: StepRecord) -> None:
 def _next_window(st: BlockState) -> None:
     """Drop the windows without a mask (block_loop's `while any(...)` per window); none left: commit."""
     start = st.blk.start if st.blk is not None else 0
-    while st.windows and not any(st.windows[0][0] <= start + m < st.windows[0][1] for m in st.ctx.masks):
+    while st.windows and not window_masks(st.ctx.masks, st.windows[0][0] - start, st.windows[0][1] - start):
         st.windows.pop(0)
     st.phase = "draft" if st.windows else "commit"
 

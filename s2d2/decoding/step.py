@@ -19,6 +19,7 @@ reads (records.py); a resampled token, already written on the device, is read wi
 """
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -101,13 +102,19 @@ def run_step(ctx: StepContext, block: int, start: int, window: tuple[int, int], 
 def plan_step(ctx: StepContext, block: int, start: int, window: tuple[int, int], step: int, k_s: int) -> StepPlan:
     """The step's host facts before its draft forward (the window's masks from the host's list, never a read)."""
     ws, we = window
-    masks = [m for m in ctx.masks if ws - start <= m < we - start]
+    masks = window_masks(ctx.masks, ws - start, we - start)
     n = len(masks)
     run = masks[0] if masks[-1] - masks[0] + 1 == n else None  # one run: always the case when every step verifies
     mask_idx = ctx.index[run : run + n] if run is not None else window_mask_index(ctx, start, masks, ws, we)
     first_forward = ctx.rec.last_index + (0 if ctx.carried is not None else 1)
     return StepPlan(block, start, window, step, masks, first_mask_span(masks), min(k_s, n), run, mask_idx,
                     first_forward)
+
+
+def window_masks(masks: list[int], lo: int, hi: int) -> list[int]:
+    """The masks in [lo, hi) (block-relative), from the block's ascending list by two bisections: every step of
+    every row asks, so no walk over the whole block."""
+    return masks[bisect_left(masks, lo) : bisect_left(masks, hi)]
 
 
 def route(ctx: StepContext, plan: StepPlan, draft: Draft) -> Routed:
