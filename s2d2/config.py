@@ -141,14 +141,18 @@ class DecodeConfig:
     def to_dict(self) -> dict[str, Any]:
         """Every option, except those added after traces and sweep rows were first written while at their default
         (and the pipeline's knobs outside the pipeline, where validate holds them at their defaults): leaving those out
-        keeps every earlier configuration's dict (trace headers, sweep keys) as it was."""
-        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}  # scalars: asdict minus deep copies
-        for name in [n for n, d in LATER_DEFAULTS.items() if out[n] == d and type(out[n]) is type(d)]:
-            del out[name]
-        if self.loop != "pipeline":
-            for name in pipeline.DEFAULTS:
-                del out[name]
-        return out
+        keeps every earlier configuration's dict (trace headers, sweep keys) as it was.
+        Built once per config (it is frozen) and handed out as a fresh copy: every trace of a batch asks for it."""
+        built = self.__dict__.get("_as_dict")
+        if built is None:
+            built = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}  # scalars: asdict minus copies
+            for name in [n for n, d in LATER_DEFAULTS.items() if built[n] == d and type(built[n]) is type(d)]:
+                del built[name]
+            if self.loop != "pipeline":
+                for name in pipeline.DEFAULTS:
+                    del built[name]
+            object.__setattr__(self, "_as_dict", built)  # a cache, not a field: equality and hash ignore it
+        return dict(built)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "DecodeConfig":

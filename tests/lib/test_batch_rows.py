@@ -17,6 +17,7 @@ from s2d2.config import ESTIMATORS, DecodeConfig
 from s2d2.decoding import heap_freeze, lockstep_verify, route_summary
 from s2d2.decoding.acceptance import acceptance, acceptance_each, acceptance_rows
 from s2d2.decoding.draws import make_generator
+from s2d2.decoding.step import window_masks
 from tests.support.batch_cases import model64
 from tests.support.golden_cases import PROMPTS
 
@@ -239,3 +240,12 @@ def test_a_skips_remasking_rule_runs_once_over_the_padded_rows_not_once_per_row(
         want = s2d2.generate(model, prompt, cfg, seed=i, detailed=False)
         assert g.token_ids == want.token_ids and trace_mismatch(g.trace, want.trace) is None, f"sequence {i}"
     assert calls["per_row"] > 0  # alone, the same rule runs per step in step.py
+
+
+def test_a_windows_masks_by_bisection_are_the_filter_over_the_blocks_ascending_masks():
+    g = torch.Generator().manual_seed(3)
+    for _ in range(200):
+        masks = sorted(set(torch.randint(0, 32, (int(torch.randint(0, 20, (1,), generator=g)),), generator=g).tolist()))
+        lo = int(torch.randint(-2, 34, (1,), generator=g))
+        hi = lo + int(torch.randint(0, 12, (1,), generator=g))
+        assert window_masks(masks, lo, hi) == [m for m in masks if lo <= m < hi]

@@ -100,3 +100,17 @@ def test_to_dict_is_asdict_without_the_deep_copy():
         got = cfg.to_dict()
         assert got == {k: v for k, v in full.items() if k in got}
         assert all(v is None or type(v) in (int, float, str, bool) for v in full.values()), name
+
+
+def test_a_configs_dict_is_built_once_and_each_caller_gets_its_own_copy(monkeypatch):
+    import pickle
+
+    cfg = DecodeConfig(gen_length=8)
+    first = cfg.to_dict()
+    calls = []
+    monkeypatch.setattr(dataclasses, "fields", lambda *a: calls.append(a) or ())
+    first["gen_length"] = 99  # a caller's copy: changing it changes nothing else
+    assert cfg.to_dict()["gen_length"] == 8 and calls == []  # the fields are not walked again
+    monkeypatch.undo()
+    assert cfg == DecodeConfig(gen_length=8) and hash(cfg) == hash(DecodeConfig(gen_length=8))
+    assert pickle.loads(pickle.dumps(cfg)).to_dict() == DecodeConfig(gen_length=8).to_dict()
