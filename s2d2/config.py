@@ -138,6 +138,19 @@ class DecodeConfig:
     def replace(self, **changes: Any) -> "DecodeConfig":
         return dataclasses.replace(self, **changes).validate()
 
+    def __hash__(self) -> int:
+        """The fields' hash, computed once per config (it is frozen): the batch-first engine groups its rows by
+        config at every step, so a config is a dict key thousands of times in one batch decode."""
+        known = self.__dict__.get("_hash")
+        if known is None:
+            known = hash(tuple(getattr(self, f.name) for f in dataclasses.fields(self)))
+            object.__setattr__(self, "_hash", known)  # a cache, not a field: equality ignores it
+        return known
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled and copied without its caches: a hash holds for one process only (string hashes are salted)."""
+        return {k: v for k, v in self.__dict__.items() if not k.startswith("_")}
+
     def to_dict(self) -> dict[str, Any]:
         """Every option, except those added after traces and sweep rows were first written while at their default
         (and the pipeline's knobs outside the pipeline, where validate holds them at their defaults): leaving those out

@@ -114,3 +114,19 @@ def test_a_configs_dict_is_built_once_and_each_caller_gets_its_own_copy(monkeypa
     monkeypatch.undo()
     assert cfg == DecodeConfig(gen_length=8) and hash(cfg) == hash(DecodeConfig(gen_length=8))
     assert pickle.loads(pickle.dumps(cfg)).to_dict() == DecodeConfig(gen_length=8).to_dict()
+
+
+def test_a_configs_hash_is_computed_once_and_never_pickled(monkeypatch):
+    import copy
+    import pickle
+
+    cfg, twin = DecodeConfig(gen_length=8), DecodeConfig(gen_length=8)
+    assert hash(cfg) == hash(twin) and {cfg: 1}[twin] == 1 and hash(cfg) != hash(DecodeConfig(gen_length=9))
+    calls = []
+    monkeypatch.setattr(dataclasses, "fields", lambda *a: calls.append(a) or ())
+    for _ in range(3):
+        hash(cfg)
+    assert calls == [] and cfg.__dict__["_hash"] == hash(twin)  # kept on the config, the fields not walked again
+    monkeypatch.undo()
+    for other in (pickle.loads(pickle.dumps(cfg)), copy.copy(cfg), copy.deepcopy(cfg)):
+        assert "_hash" not in other.__dict__ and other == cfg and hash(other) == hash(cfg)
