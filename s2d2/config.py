@@ -6,10 +6,11 @@
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 from typing import Any
 
+from .config_cache import FrozenCache
+from .config_types import check_type
 from .limits import value_text
 from .policies import (POLICIES, REGISTRY, SCORE_TYPES, UCB_ENTROPY_SCOPES, AdaptiveBlock, all_knobs, pipeline,
                        self_correction, speedups)
@@ -43,7 +44,7 @@ LATER_DEFAULTS: dict[str, Any] = {"cost_threshold": 0.0, "cost_verify_scale": 1.
 
 
 @dataclass(frozen=True)
-class DecodeConfig:
+class DecodeConfig(FrozenCache):
     """Every knob of one decode; defaults as in the reference (docs/algorithm.md, 'Paper configurations as presets')."""
 
     method: str = "s2d2"
@@ -138,34 +139,23 @@ class DecodeConfig:
     def replace(self, **changes: Any) -> "DecodeConfig":
         return dataclasses.replace(self, **changes).validate()
 
-    def __hash__(self) -> int:
-        """The fields' hash, computed once per config (it is frozen): the batch-first engine groups its rows by
-        config at every step, so a config is a dict key thousands of times in one batch decode."""
-        known = self.__dict__.get("_hash")
-        if known is None:
-            known = hash(tuple(getattr(self, f.name) for f in dataclasses.fields(self)))
-            object.__setattr__(self, "_hash", known)  # a cache, not a field: equality ignores it
-        return known
-
-    def __getstate__(self) -> dict[str, Any]:
-        """Pickled and copied without its caches: a hash holds for one process only (string hashes are salted)."""
-        return {k: v for k, v in self.__dict__.items() if not k.startswith("_")}
+    __hash__ = FrozenCache.fields_hash  # computed once per config (config_cache.py): rows are grouped by config
 
     def to_dict(self) -> dict[str, Any]:
         """Every option, except those added after traces and sweep rows were first written while at their default
         (and the pipeline's knobs outside the pipeline, where validate holds them at their defaults): leaving those out
         keeps every earlier configuration's dict (trace headers, sweep keys) as it was.
-        Built once per config (it is frozen) and handed out as a fresh copy: every trace of a batch asks for it."""
-        built = self.__dict__.get("_as_dict")
-        if built is None:
-            built = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}  # scalars: asdict minus copies
-            for name in [n for n, d in LATER_DEFAULTS.items() if built[n] == d and type(built[n]) is type(d)]:
-                del built[name]
-            if self.loop != "pipeline":
-                for name in pipeline.DEFAULTS:
-                    del built[name]
-            object.__setattr__(self, "_as_dict", built)  # a cache, not a field: equality and hash ignore it
-        return dict(built)
+        Built once per config (config_cache.py) and handed out as a fresh copy: every trace of a batch asks."""
+        return dict(self.once("_as_dict", self._fields_dict))
+
+    def _fields_dict(self) -> dict[str, Any]:
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}  # scalars: asdict minus deep copies
+        for name in [n for n, d in LATER_DEFAULTS.items() if out[n] == d and type(out[n]) is type(d)]:
+            del out[name]
+        if self.loop != "pipeline":
+            for name in pipeline.DEFAULTS:
+                del out[name]
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "DecodeConfig":
@@ -180,7 +170,7 @@ class DecodeConfig:
     def validate(self) -> "DecodeConfig":
         """Raise one ValueError naming the first invalid field; return self when valid."""
         for f in dataclasses.fields(self):
-            _check_type(f.name, getattr(self, f.name), f.type)
+            check_type(f.name, getattr(self, f.name), f.type)
         _choice("method", self.method, METHODS)
         _int_range("block_length", self.block_length, 1, MAX_BLOCK_LENGTH)
         if self.denoising_steps is not None:
@@ -226,29 +216,6 @@ class DecodeConfig:
         if self.adaptive_block:
             AdaptiveBlock.check(self)
         return self
-
-
-def _check_type(name: str, value: Any, annotation: Any) -> None:
-    text = str(annotation)
-    optional = "None" in text
-    if value is None:
-        if not optional:
-            raise ValueError(f"{name}: must not be None")
-        return
-    if text.startswith("bool"):
-        ok = isinstance(value, bool)
-    elif text.startswith("int"):
-        ok = isinstance(value, int) and not isinstance(value, bool)
-    elif text.startswith("float"):
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-        if ok and isinstance(value, float) and math.isnan(value):
-            raise ValueError(f"{name}: must be a number, got NaN")
-    elif text.startswith("str"):
-        ok = isinstance(value, str)
-    else:
-        ok = True
-    if not ok:
-        raise ValueError(f"{name}: expected {text.replace(' | None', '')}, got {type(value).__name__} {value!r:.40}")
 
 
 # ---------------------------------------------------------------------------------------------------------------
