@@ -45,7 +45,15 @@ def pin_clients(pinning: Pinning) -> None:
     if not pinning:
         return
     for task in Path("/proc/self/task").iterdir():
-        os.sched_setaffinity(int(task.name), pinning.clients)
+        set_thread_cores(int(task.name), pinning.clients)
+
+
+def set_thread_cores(thread_id: int, cores: set[int]) -> None:
+    """Put one thread of this process on `cores`; a thread that ended since it was listed needs nothing."""
+    try:
+        os.sched_setaffinity(thread_id, cores)
+    except ProcessLookupError:
+        pass
 
 
 def server_preexec(pinning: Pinning):  # type: ignore[no-untyped-def]

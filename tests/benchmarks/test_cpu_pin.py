@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from benchmarks.cpu_pin import pin_clients, plan, server_preexec
+from benchmarks.cpu_pin import pin_clients, plan, server_preexec, set_thread_cores
 
 
 def test_the_plan_splits_the_usable_cores_and_says_why_when_it_does_not():
@@ -49,3 +49,11 @@ def test_the_server_and_every_client_thread_run_on_their_own_cores():
         release.set()
         for task in os.listdir("/proc/self/task"):
             os.sched_setaffinity(int(task), before)
+
+
+def test_a_thread_that_ended_before_it_is_pinned_is_skipped():
+    t = threading.Thread(target=lambda: None)
+    t.start()
+    t.join()  # listed in /proc/self/task a moment ago, gone now: pinning it must not raise
+    assert t.native_id is not None and not os.path.exists(f"/proc/self/task/{t.native_id}")
+    set_thread_cores(t.native_id, os.sched_getaffinity(0))
