@@ -46,7 +46,9 @@ def start_server(port: int, env_extra: dict | None = None, preexec: Callable[[],
         code = "import benchmarks.share_ledger as l, os; l.start(os.environ['S2D2_BENCH_SHARE_LEDGER']); " + code
     if os.environ.get("S2D2_BENCH_EVENT_SPLIT"):  # where one event's wall goes (benchmarks/event_split.py)
         code = "import benchmarks.event_split as e, os; e.start(os.environ['S2D2_BENCH_EVENT_SPLIT']); " + code
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT), **(env_extra or {})}
+    # the repository first; a PYTHONPATH the benchmark was given stays after it (e.g. a folder with packages to try)
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": path, **(env_extra or {})}
     if env.get("S2D2_TRUSTED_PROXY_HOPS", "0") != "0":  # X-Forwarded-For read only from loopback (the app refuses
         env.setdefault("S2D2_TRUSTED_PROXIES", "127.0.0.1")  # proxy hops trusted from any connection)
     proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,

@@ -18,6 +18,12 @@ both, once per drawing:
   through the component's own `postprocess`; the result is kept under the inputs as sent.
 The guard charges either path's CPU to the visitor and refuses both by the same rules (event_guard.py).
 
+A kept value also leaves as JSON text written once (`frozen`: an orjson Fragment, which orjson copies into the
+message as it is). Measured beside eight flooding addresses (benchmarks/loop_sampler.py): 35 % of the event loop's
+busy time went to pydantic walking each answer's figures (`model_dump` of the result message, type by type) before
+orjson wrote them again; Gradio's file scan walked them too. A Fragment is one opaque value to both, and orjson
+writes its bytes unchanged: the client receives exactly the bytes it received before.
+
 Invariants: what a hit returns equals, value for value, what Gradio would have sent for a fresh drawing (tests
 compare the data the client receives); only values reached from a state key (a hash of one trace's exact text) are
 kept, under inputs of a few plain JSON values; at most MAX_KEPT entries, least recently used dropped first; the lists
@@ -32,6 +38,7 @@ from typing import Any, Callable, Hashable, Optional, Sequence
 import gradio as gr
 from gradio.context import LocalContext
 from gradio.data_classes import GradioModel, GradioRootModel
+import orjson
 
 from components.serve.event_guard import encodable
 
@@ -77,7 +84,8 @@ class WireSteps:
         if not out:
             return gr.skip()
         # encodable once here, so a hit is handed back as kept without walking its megabytes of text again
-        wire = encodable([wire_value(c, out[name]) if name in out else gr.skip() for name, c in self.outputs])
+        wire = [frozen(c, v) for (_, c), v in zip(self.outputs, encodable(
+            [wire_value(c, out[name]) if name in out else gr.skip() for name, c in self.outputs]))]
         key = input_key(raw)
         if key is not None and all(name in out for name, _ in self.outputs):
             with self._lock:
@@ -111,6 +119,17 @@ def session_copy(component: Any) -> Any:
     config = LocalContext.blocks_config.get(None)
     blocks = getattr(config, "blocks", None)
     return blocks.get(component._id, component) if isinstance(blocks, dict) else component
+
+
+def frozen(component: Any, value: Any) -> Any:
+    """`value` as JSON text written once (an orjson Fragment: sent as it is, walked by nobody), for a component's
+    displayed value; an update (gr.skip() included, which Gradio reads), a state's value and a plain scalar are left
+    as they are. The text is what Gradio's own `orjson.dumps(..., default=str)` of the message would write for it."""
+    if getattr(component, "stateful", False) or not isinstance(value, (dict, list)):
+        return value
+    if isinstance(value, dict) and value.get("__type__") == "update":
+        return value
+    return orjson.Fragment(orjson.dumps(value, default=str))
 
 
 def wire_value(component: Any, value: Any) -> Any:

@@ -10,13 +10,19 @@ member of its unit (components/serve/roster.py: a unit is an address or an accou
 session, or the unit's REST). What each member used is remembered with exponential decay over
 S2D2_CPU_WINDOW_S seconds (its recent use, in CPU seconds).
 
-Work-conserving and hierarchical: a member alone (nobody else has an event waiting or running) is never refused,
-however much it uses. While others wait, the server gives out S2D2_CPU_SHARE CPU seconds per second in all,
-divided equally between the units that are active (waiting, running, or with recent use), then equally between a
-unit's active members; a member whose recent use is over its part times the window is refused a new event, with
-one line saying when to try again. So a class alone gets everything; beside one stranger, at least half, split
-between its students; a flooder behind the class's address gets one student's part; and however many addresses
-flood, their parts add up to S2D2_CPU_SHARE (each overshoots by at most the one event that took it over).
+Work-conserving and hierarchical: the server gives out at most S2D2_CPU_SHARE CPU seconds per second, all units
+together (its bound: the share times the window, in recent use). Below that bound nobody is refused, however much
+they use: the capacity is idle, and it goes to whoever asks. Only while the server's total recent use is at its
+bound AND others have events waiting or running is it divided: equally between the units that ask now, then
+equally between a unit's asking members; a member whose recent use is over its part times the window is refused a
+new event, with one line saying when to try again. A member under its part is never refused. So a class alone
+gets everything; beside one stranger, at least half, split between its students; a flooder behind the class's
+address gets one student's part once the server is busy; and however many addresses flood, the total stays at
+the bound (each overshoots by at most the one event that took it over).
+
+Why the total decides, not only the member's part: with thirty students asking at once, a part is a thirtieth of
+the share, and a student whose one step cost a cold drawing went over it and was refused while the server's core
+sat mostly idle (issue 35 figure (b): 1 refusal in 450 steps; a flaky test with six students).
 """
 from __future__ import annotations
 
@@ -66,6 +72,7 @@ class CpuShare:
         # unit -> (use at `last`, last): the sum of its members' decayed uses (decay is linear, so one total
         # decays as the sum does), idle members included
         self._units: "OrderedDict[str, tuple[float, float]]" = OrderedDict()
+        self._total = (0.0, clock())  # every member's use together, decayed as theirs: (use at `last`, last)
         self._lock = threading.Lock()
 
     def charge(self, ask: Ask, seconds: float, now: Optional[float] = None) -> None:
@@ -76,6 +83,7 @@ class CpuShare:
             self._used.move_to_end(ask)
             self._units[ask[0]] = (self._decayed_in(self._units, ask[0], now) + max(0.0, seconds), now)
             self._units.move_to_end(ask[0])
+            self._total = (self._decayed_total(now) + max(0.0, seconds), now)
             while len(self._used) > MAX_MEMBERS:
                 self._used.popitem(last=False)
             while len(self._units) > MAX_MEMBERS:
@@ -85,6 +93,16 @@ class CpuShare:
         """`ask`'s recent use (CPU seconds, decayed)."""
         with self._lock:
             return self._decayed(ask, self.clock() if now is None else now)
+
+    def total(self, now: Optional[float] = None) -> float:
+        """The server's total recent use (CPU seconds, decayed), every unit together, forgotten ones included."""
+        with self._lock:
+            return self._decayed_total(self.clock() if now is None else now)
+
+    def busy(self, now: Optional[float] = None) -> bool:
+        """Whether the server's total recent use is at its bound (the share times the window): only then is
+        anyone refused (see the module docstring)."""
+        return self.total(now) >= self._share() * self._window()
 
     def recent(self, asks: Iterable[Ask]) -> tuple[dict[Ask, float], dict[str, float]]:
         """The recent use of each of `asks` and of each of their units (all its members), read at one moment."""
@@ -117,12 +135,12 @@ class CpuShare:
         return self._share() / len(units) / len(mates)
 
     def refusal(self, ask: Ask, contenders: Callable[[], list]) -> Optional[str]:
-        """The line that refuses `ask` a new event, or None: refused only while another member has an event waiting
-        or running (`contenders()`, read only for a member with recent use: it scans the queue) and `ask`'s recent
-        use is over its fair part times the window."""
+        """The line that refuses `ask` a new event, or None: refused only while the server's total recent use is
+        at its bound (`busy`), another member has an event waiting or running (`contenders()`, read only then: it
+        scans the queue) and `ask`'s recent use is over its fair part times the window."""
         now = self.clock()
         use, window = self.used(ask, now), self._window()
-        if use <= FORGOTTEN_S:
+        if use <= FORGOTTEN_S or not self.busy(now):
             return None
         others = [a for a in contenders() if a != ask]
         if not others:
@@ -132,6 +150,10 @@ class CpuShare:
             return None
         wait = window * math.log(use / allowance)  # until the decayed use is back under the allowance
         return OVER_SHARE.format(seconds=max(1, math.ceil(wait)))
+
+    def _decayed_total(self, now: float) -> float:
+        use, last = self._total
+        return use * math.exp(-max(0.0, now - last) / self._window())
 
     def _decayed(self, ask: Ask, now: float) -> float:
         return self._decayed_in(self._used, ask, now)

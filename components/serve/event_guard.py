@@ -4,7 +4,8 @@ is built (app.py), and wraps each event's function.
 While a handler runs, the wrapper
 - records who the request comes from (components/serve/identity.py), so deep code can charge its bytes to a visitor;
 - charges the handler's CPU time to that visitor's session within its unit, and refuses a session over its fair
-  part while others wait (components/serve/cpu_share.py); decodes and Stop are not metered;
+  part while others wait and the server's total is at its bound (components/serve/cpu_share.py: never while the
+  server has time to spare); decodes and Stop are not metered;
 - records that the event finished, so the front door lets its chained event (`.then`) join once
   (components/serve/chains.py);
 - tells a visitor, once, that their session was cleared to let a newcomer in (components/serve/client_limits.py Sessions);

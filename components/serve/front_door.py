@@ -335,7 +335,11 @@ def check_room(queue: Any, ask: Ask, session: Any) -> None:
     if own >= client_queued() or not (may_take(pending, member, cap) and may_take(unread_by, member, cap)):
         raise Refusal(429, TOO_MANY_QUEUED)
     line = limits().queue_size - RESERVED  # past half of it, the places are shared fairly (fair_places.may_queue)
-    if mine and sum(asks.values()) >= line // 2 and not may_queue(asks, ask, line):
+    # ...and at the line itself only a unit with nothing queued joins: the parts add up to the line only among the
+    # units holding events now, so units that filled the first half before others came (each under its part
+    # then) took the queue past it, and Gradio's max_size refused an honest visitor's step (issue 35 figure (d))
+    if mine and (sum(asks.values()) >= line or
+                 (sum(asks.values()) >= line // 2 and not may_queue(asks, ask, line))):
         raise Refusal(429, QUEUE_NEARLY_FULL)
 
 

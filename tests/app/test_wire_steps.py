@@ -13,7 +13,9 @@ from types import SimpleNamespace
 
 import anyio.to_thread
 import gradio as gr
+import orjson
 import pytest
+from gradio.server_messages import ProcessCompletedMessage
 from gradio.state_holder import SessionState
 
 from components.replay import handlers as h
@@ -41,8 +43,16 @@ def example_state() -> dict:
 
 def call(demo, block_fn, payloads: list, state: SessionState) -> list:
     """What the client receives for one event: Gradio's process_api, its data as the JSON sent."""
+    return json.loads(sent(demo, block_fn, payloads, state))["output"]["data"]
+
+
+def sent(demo, block_fn, payloads: list, state: SessionState) -> bytes:
+    """The bytes of the result message the client receives for one event: Gradio's process_api, then its message
+    written as Gradio's result stream writes it (routes.py `process_msg`: model_dump, then orjson)."""
     out = asyncio.run(demo.process_api(block_fn=block_fn, inputs=list(payloads), state=state))
-    return json.loads(json.dumps(out["data"]))
+    message = ProcessCompletedMessage(output=out, success=True, event_id="e")
+    return orjson.dumps({**message.model_dump(), "output": {"data": message.model_dump()["output"]["data"]}},
+                        default=str)
 
 
 def session(demo, page_state: dict, step_event: str = "step") -> SessionState:
@@ -110,6 +120,19 @@ def test_a_hit_is_answered_without_a_thread_or_a_serialisation_and_equals_a_fres
     fresh = call(twin, event(twin, "step"), payloads, session(twin, example_state()))
     assert again == fresh  # exactly what Gradio's own postprocessing sends for the same step
     assert len(hops) >= 5  # (the stock wiring hops once per processed input and output)
+
+
+def test_a_kept_answer_leaves_as_json_written_once_with_the_same_bytes(demo):
+    """The figures of a kept step are JSON text written once (orjson Fragments): neither pydantic's dump of the result
+    message nor Gradio's file scan walks them again, and the client gets the very bytes the stock wiring sends."""
+    state = session(demo, example_state())
+    step = event(demo, "step")
+    payloads = [None, 3, "auto", "state", None]
+    sent(demo, step, payloads, state)  # drawn and kept
+    kept = asyncio.run(demo.process_api(block_fn=step, inputs=list(payloads), state=state))["data"]
+    assert sum(isinstance(v, orjson.Fragment) for v in kept) >= 2  # at least the two figures
+    twin = stock_twin(demo)
+    assert sent(demo, step, payloads, state) == sent(twin, event(twin, "step"), payloads, session(twin, example_state()))
 
 
 def test_the_server_step_event_is_answered_the_same_way(demo, hops):

@@ -244,3 +244,37 @@ def test_parts_of_a_half_full_queue_add_up_to_the_line_not_past_the_queue(monkey
                     held[(f"ip:10.66.1.{unit}", f"p{page}")] += 1
     assert sum(held.values()) <= line
     assert may_queue(held, ("ip:10.1.0.1", "honest"), line)
+
+
+def test_units_that_filled_the_first_half_cannot_take_the_queue_past_its_line(monkeypatch):
+    """Issue 35 figure (d): two flooding addresses fill the first half of the queue before six more arrive; each
+    newcomer is under its part, so the parts alone let the eight past the line, and Gradio's max_size then refused
+    an honest visitor's step. The door stops every unit holding events at the line: the last RESERVED places stay
+    for a unit with nothing queued."""
+    from s2d2.limits import limits
+
+    monkeypatch.setenv("S2D2_CLIENT_QUEUED", "1000")
+    monkeypatch.setenv("S2D2_UNIT_QUEUED", "1000")
+    monkeypatch.setattr(front_door, "ROSTER", Roster())
+    monkeypatch.setattr(front_door, "JOINING", Counter())
+    line = limits().queue_size - front_door.RESERVED
+    waiting: list = []
+    queue = SimpleNamespace(event_queue_per_concurrency_id={"x": SimpleNamespace(queue=waiting)}, active_jobs=[None],
+                            pending_event_ids_session={})
+    monkeypatch.setenv("S2D2_TRUSTED_PROXY_HOPS", "1")
+
+    def join(ip: str, session: str) -> bool:
+        try:
+            front_door.check_room(queue, (f"ip:{ip}", REST), session)
+        except front_door.Refusal:
+            return False
+        waiting.append(fake_event(ip, session))
+        return True
+
+    for k in range(line):  # two addresses, turn about, while the queue is under half full
+        join(f"10.66.1.{k % 2}", f"s{k}")
+    for k in range(20 * line):  # then eight, as fast as they are let
+        join(f"10.66.1.{k % 8}", f"t{k}")
+    # past the line only the six newcomers' first events (each a unit with nothing queued then): never Gradio's max
+    assert len(waiting) == line + 6 < limits().queue_size
+    assert join("10.1.0.1", "honest")  # a visitor with nothing queued still finds a place

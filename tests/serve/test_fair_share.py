@@ -128,20 +128,51 @@ def test_a_class_beside_a_stranger_keeps_at_least_half():
     assert class_total >= 0.95 * got[(STRANGER, "x")]  # one half each, up to one event of overshoot a window
 
 
-def test_a_flooder_behind_the_class_address_gets_one_students_part():
+def test_a_flooder_behind_a_busy_class_address_gets_one_students_part():
+    students = [(CLASS, f"s{i}") for i in range(6)]  # every student asks all the time: the server is busy
+    got = flood(students + [(CLASS, REST)])
+    assert got[(CLASS, REST)] <= bound(0.75 / 7, 1) < 0.75 * 120 / 4  # one member's part, not the class's share
+    assert min(got[s] for s in students) >= 0.9 * got[(CLASS, REST)]  # and each student as much
+
+
+def test_a_flooder_beside_light_students_takes_only_the_idle_capacity():
     students = [(CLASS, f"s{i}") for i in range(6)]
     every = {s: 2.0 for s in students}  # students step every 2 s (50 ms each: 0.025 s a second)
-    got = flood(students + [(CLASS, REST)], every=every)
+    got = flood(students + [(CLASS, REST)], cost=0.1, every=every)  # the flooder asks twice the server's bound
     for s in students:
-        assert got[s] == pytest.approx(0.05 * 60)  # every step of every student let in
-    assert got[(CLASS, REST)] <= bound(0.75 / 7, 1) < 0.75 * 120 / 4  # one member's part, not the class's share
+        assert got[s] == pytest.approx(0.1 * 60)  # every step of every student let in
+    assert sum(got.values()) <= bound(0.75, 7, cost=0.1)  # the flooder got what they left, and the total is bounded
+
+
+def test_a_light_student_whose_one_step_was_dear_is_not_refused_while_the_server_is_idle():
+    """Figure (b) of issue 35: thirty students step every 2 s at 5 ms a step, far under the server's bound; one
+    step cost a cold drawing (0.5 s, twice a thirtieth of the share's window). Nobody is refused: the server had
+    idle CPU. (Refused by each one's thirtieth alone, that student lost steps.)"""
+    clock = [0.0]
+    share = CpuShare(lambda: 0.75, lambda: 10.0, lambda: clock[0])
+    students = [(CLASS, f"s{i}") for i in range(30)]
+    share.charge(students[0], 0.5)
+    refused = 0
+    for tick in range(600):  # 60 s in 0.1 s ticks; each student steps every 2 s, all asking at once
+        clock[0] = tick * 0.1
+        for k, s in enumerate(students):
+            if (tick + k) % 20 == 0:
+                if share.refusal(s, lambda: students) is None:
+                    share.charge(s, 0.005)
+                else:
+                    refused += 1
+    assert refused == 0
+    share.charge(students[1], 8.0)  # the server's total is now past its bound (7.5 s in the window)
+    assert share.busy() and share.refusal(students[1], lambda: students) is not None  # over its part: refused
+    assert share.refusal(students[2], lambda: students) is None  # under its part: never refused
 
 
 def test_the_total_is_bounded_whatever_the_number_of_addresses():
     honest = (STRANGER, "h")
     flooders = [(f"ip:6.6.6.{i}", "x") for i in range(8)]
     got = flood(flooders + [honest], every={honest: 2.0})
-    assert sum(got[f] for f in flooders) <= bound(0.75 * 8 / 9, 8)  # eight addresses: the share, not 8 bursts
+    assert sum(got.values()) <= bound(0.75, 9)  # eight addresses: the share, not 8 bursts
+    assert sum(got[f] for f in flooders) >= 0.75 * 120 - got[honest]  # what the honest visitor left, given out
     assert got[honest] == pytest.approx(0.05 * 60)  # every honest step let in
 
 
