@@ -13,9 +13,9 @@ a fresh dict and must not change the values in it (Gradio only reads them to sen
 """
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from typing import Any, Callable, Hashable
+
+from components.replay.lru import Lru
 
 MAX_STEPS = 24  # a class's example has a handful of steps; a flooder's random heavy steps churn only these
 
@@ -24,23 +24,15 @@ class StepCache:
     """Views memoised per (state key, step, switches); `render` is called only on a miss."""
 
     def __init__(self, size: int = MAX_STEPS) -> None:
-        self._size = size
-        self._views: "OrderedDict[Hashable, dict[str, Any]]" = OrderedDict()
-        self._lock = threading.Lock()
+        self._views = Lru(size)
 
     def views(self, key: Hashable, render: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         """The views cached under `key`, or `render()`'s (then kept); a fresh dict either way."""
-        with self._lock:
-            hit = self._views.get(key)
-            if hit is not None:
-                self._views.move_to_end(key)
-                return dict(hit)
-        drawn = render()  # outside the lock: two pages missing at once both draw, neither waits on the other
-        with self._lock:
-            self._views[key] = drawn
-            self._views.move_to_end(key)
-            while len(self._views) > self._size:
-                self._views.popitem(last=False)
+        hit = self._views.get(key)
+        if hit is not None:
+            return dict(hit)
+        drawn = render()  # outside any lock: two pages missing at once both draw, neither waits on the other
+        self._views.put(key, drawn)
         return dict(drawn)
 
     def __len__(self) -> int:

@@ -31,15 +31,14 @@ kept are shared between pages and never changed (Gradio only reads and sends the
 """
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
-from typing import Any, Callable, Hashable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import gradio as gr
+import orjson
 from gradio.context import LocalContext
 from gradio.data_classes import GradioModel, GradioRootModel
-import orjson
 
+from components.replay.lru import Lru
 from components.serve.event_guard import encodable
 
 MAX_KEPT = 24  # as components/replay/step_cache.py: a class's example has a handful of steps
@@ -51,9 +50,8 @@ class WireSteps:
     """One step event's inputs and outputs (components, in wiring order) and its kept answers."""
 
     def __init__(self, inputs: Sequence[Any], outputs: Sequence[tuple[str, Any]], size: int = MAX_KEPT) -> None:
-        self.inputs, self.outputs, self._size = list(inputs), list(outputs), size
-        self._kept: "OrderedDict[Hashable, list[Any]]" = OrderedDict()
-        self._lock = threading.Lock()
+        self.inputs, self.outputs = list(inputs), list(outputs)
+        self._kept = Lru(size)
 
     def handler(self, views: Callable[..., dict[str, Any]]) -> Callable[..., Any]:
         """The event function: `draw` of `views` (a handler returning {name: value}), with `quick` attached as
@@ -71,11 +69,7 @@ class WireSteps:
         key = input_key(raw)
         if key is None:
             return None
-        with self._lock:
-            hit = self._kept.get(key)
-            if hit is not None:
-                self._kept.move_to_end(key)
-        return hit
+        return self._kept.get(key)
 
     def draw(self, views: Callable[..., dict[str, Any]], raw: Sequence[Any]) -> Any:
         """Preprocess `raw` as Gradio would, draw the views, postprocess them as Gradio would; keep a full answer."""
@@ -88,11 +82,7 @@ class WireSteps:
             [wire_value(c, out[name]) if name in out else gr.skip() for name, c in self.outputs]))]
         key = input_key(raw)
         if key is not None and all(name in out for name, _ in self.outputs):
-            with self._lock:
-                self._kept[key] = wire
-                self._kept.move_to_end(key)
-                while len(self._kept) > self._size:
-                    self._kept.popitem(last=False)
+            self._kept.put(key, wire)
         return wire
 
     def __len__(self) -> int:
