@@ -56,19 +56,6 @@ def summary_parts(cfg: DecodeConfig, probs: torch.Tensor, p: torch.Tensor, sizes
     return SummaryParts(n_hi, buckets)
 
 
-def policy_summaries(cfg: DecodeConfig, probs: torch.Tensor, p: torch.Tensor, sizes: Sequence[int],
-                     span_lens: Sequence[int], sure_prefix: bool = False) -> list[dict[str, torch.Tensor]]:
-    """Each row's summary as its own dict of device tensors (views into `summary_parts`' tensors), what batch 1's
-    `policy_summary` gives its one span."""
-    parts = summary_parts(cfg, probs, p, sizes, span_lens, sure_prefix)
-    out = [{"n_hi": view} for view in parts.n_hi.unbind(0)]
-    for rows, summary in parts.buckets:
-        for name, views in summary.items():
-            for j, view in zip(rows, views.unbind(0)):  # one call per part, not an index per row
-                out[j][name] = view
-    return out
-
-
 def span_summary(cfg: DecodeConfig, span: torch.Tensor, p_span: torch.Tensor, every: Optional[torch.Tensor],
                  sure_prefix: bool) -> dict[str, torch.Tensor]:
     """α, K̂, the mean normalized entropy and (routing in seconds) the sure prefix of first spans of one length:

@@ -31,6 +31,16 @@ def _rows(seed: int = 0, vocab: int = 11) -> tuple[torch.Tensor, torch.Tensor]:
     return probs, probs.max(-1).values
 
 
+def _each_row(parts: route_summary.SummaryParts) -> list[dict[str, torch.Tensor]]:
+    """Each row's summary as its own dict, read out of the bucketed tensors (what batch 1's policy_summary gives)."""
+    out = [{"n_hi": view} for view in parts.n_hi.unbind(0)]
+    for rows, summary in parts.buckets:
+        for name, views in summary.items():
+            for j, view in zip(rows, views.unbind(0)):
+                out[j][name] = view
+    return out
+
+
 def _one(values: torch.Tensor, j: int) -> torch.Tensor:
     start = sum(SIZES[:j])
     return values[start : start + SIZES[j]].clone()  # a row of its own, as batch 1 holds it
@@ -41,7 +51,7 @@ def _one(values: torch.Tensor, j: int) -> torch.Tensor:
 def test_a_routing_summary_over_many_rows_is_each_rows_own_bit_for_bit(estimator, scope):
     cfg = DecodeConfig(method="s2d2", estimator=estimator, ucb_entropy_scope=scope, confidence_threshold=0.5)
     probs, p = _rows()
-    many = route_summary.policy_summaries(cfg, probs, p, SIZES, SPANS, sure_prefix=True)
+    many = _each_row(route_summary.summary_parts(cfg, probs, p, SIZES, SPANS, sure_prefix=True))
     for j in range(len(SIZES)):  # what batch 1 computes (step.py `policy_summary`) on the row held alone
         row_probs, row_p, s = _one(probs, j), _one(p, j), SPANS[j]
         alone = {**route_summary.span_summary(cfg, row_probs[:s], row_p[:s], row_probs if scope == "masks" else None,
