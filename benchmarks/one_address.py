@@ -17,8 +17,8 @@ one server (defaults as shipped; one trusted proxy hop, read only from loopback)
 (d) eight flooding addresses (one replay flooder each, --flood-threads threads): one honest visitor on its own
     address steps every 0.5 s; its step p50 / p95 and served share.
 
-With S2D2_BENCH_SHARE_LEDGER=FILE, the server keeps a ledger (benchmarks/share_ledger.py) and each (c) phase also
-prints (and each (b) phase) how the handler CPU and the steps' places split between the students and the other pages, and where a
+With S2D2_BENCH_SHARE_LEDGER=FILE, the server keeps a ledger (benchmarks/share_ledger.py) and each (b), (c) and (d)
+phase also prints how the handler CPU and the steps' places split between the students and the other pages, and where a
 student's step spent its time (benchmarks/share_split.py).
 
 `--client light` (the default) has each stepping student (figures b, c, d) speak Gradio's HTTP queue protocol itself
@@ -162,6 +162,7 @@ def phases(url: str, proc: Any, fns: dict[str, int], heavy: Path, args: argparse
         m = step_round(url, proc, [HONEST_IP], 0.5, args.phase_s, page)
         print(step_line("(d) honest visitor beside eight flooding addresses", m) + f" | flooders' answers "
               f"{stop()} | {load()}", flush=True)
+        print_split(proc, m)  # where the honest step's time went, with S2D2_BENCH_EVENT_SPLIT set
 
 
 def print_split(proc: Any, m: dict[str, Any]) -> None:

@@ -45,3 +45,18 @@ def test_a_phase_that_no_longer_fits_the_budget_is_skipped_and_says_so(capsys) -
     budget = one_address.Budget(30)
     assert budget.fits("(b) replay", 10) and not budget.fits("(d) eight flooding addresses", 200)
     assert "(d) eight flooding addresses: skipped" in capsys.readouterr().out
+
+
+def test_figure_d_prints_where_the_honest_steps_time_went(monkeypatch, capsys) -> None:
+    """(d) passes its measurement to the split (printed only with S2D2_BENCH_EVENT_SPLIT / _SHARE_LEDGER set),
+    as (b) and (c) do; the floods and the round are stood in for."""
+    seen, split, measured = [], [], {"window": (0.0, 1.0), "sessions": ["honest"]}
+    monkeypatch.setattr(one_address, "run_one_address", lambda args: seen.append(args) or 0)
+    load_test.main(["--classroom", "--one-address", "--figures", "d", "--phase-s", "5"])
+    monkeypatch.setattr(one_address, "start_floods", lambda *a: lambda: {200: 1})
+    monkeypatch.setattr(one_address, "step_round", lambda *a: measured)
+    monkeypatch.setattr(one_address, "step_line", lambda label, m: label)
+    monkeypatch.setattr(one_address, "print_split", lambda proc, m: split.append((proc, m)))
+    one_address.phases("http://127.0.0.1:1", "server", {}, None, seen[0], one_address.Budget(600))
+    assert split == [("server", measured)]
+    assert "(d) honest visitor beside eight flooding addresses" in capsys.readouterr().out
