@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.browser_env import ARGS, CHROMIUM, PatientBrowser, require_browser
+from tests.support.browser_env import ARGS, CHROMIUM, PatientBrowser, failure_story, forget_pages, require_browser
 
 
 def pytest_collection_modifyitems(items):
@@ -21,3 +21,17 @@ def browser():
         b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         yield PatientBrowser(b)
         b.close()
+
+
+def pytest_runtest_setup(item):
+    forget_pages()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failed browser test's report also says what its pages were refused, never got, or showed in a toast: a
+    wait that timed out otherwise says only what it waited for."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.when == "call" and report.failed:
+        report.sections.append(("what the pages were refused or shown", failure_story()))

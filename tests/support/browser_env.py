@@ -3,6 +3,7 @@ the skip when Playwright or the browser is missing (`sync_api = require_browser(
 from __future__ import annotations
 
 import os
+from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,11 @@ ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--d
 WAIT_MS = int(180_000 * float(os.environ.get("S2D2_TEST_WAIT_SCALE", "1")))
 DESKTOP = {"width": 1366, "height": 900}
 PHONE = {"width": 390, "height": 844}
+# What the pages of the running test were refused (a response of 400 or more) or never got (a failed request), and
+# the pages themselves: a failed wait then says what happened instead (tests/browser/conftest.py adds it to the
+# report). Cleared before each test.
+NETWORK: deque = deque(maxlen=100)
+PAGES: list = []
 
 
 def require_browser() -> Any:
@@ -40,12 +46,35 @@ class PatientBrowser:
     def new_page(self, **kwargs: Any) -> Any:
         page = self._browser.new_page(**kwargs)
         page.set_default_timeout(WAIT_MS)
+        page.on("response", lambda r: NETWORK.append(f"{r.status} {r.request.method} {r.url}")
+                if r.status >= 400 else None)
+        page.on("requestfailed", lambda r: NETWORK.append(f"failed {r.method} {r.url}: {r.failure}"))
+        PAGES.append(page)
         return page
 
     def new_context(self, **kwargs: Any) -> Any:
         context = self._browser.new_context(**kwargs)
         context.set_default_timeout(WAIT_MS)
         return context
+
+
+def failure_story() -> str:
+    """What the running test's pages were refused or never got, and the toasts its open pages show now."""
+    lines = [f"refused or failed: {line}" for line in NETWORK]
+    for page in PAGES:
+        try:
+            if not page.is_closed():
+                toasts = page.evaluate("[...document.querySelectorAll('.toast-body')].map(t => t.innerText)")
+                lines += [f"toast on {page.url}: {t}" for t in toasts]
+        except Exception as exc:  # a page mid-navigation or crashed: say so, never hide the test's own failure
+            lines.append(f"page {page.url} could not be read: {type(exc).__name__}")
+    return "\n".join(lines) or "no request refused or failed, no toast shown"
+
+
+def forget_pages() -> None:
+    """A new test starts: its story starts empty."""
+    NETWORK.clear()
+    PAGES.clear()
 
 
 def painted(pg: Any) -> None:
