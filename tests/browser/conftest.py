@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.browser_env import ARGS, CHROMIUM, PatientBrowser, failure_story, forget_pages, require_browser
+from tests.support.browser_env import (ARGS, CHROMIUM, PatientBrowser, failure_story, forget_pages, require_browser,
+                                       server_story)
 
 
 def pytest_collection_modifyitems(items):
@@ -35,3 +36,9 @@ def pytest_runtest_makereport(item, call):
     report = outcome.get_result()
     if report.when == "call" and report.failed:
         report.sections.append(("what the pages were refused or shown", failure_story()))
+        served = item.funcargs.get("served")
+        if isinstance(served, tuple) and served:
+            try:
+                report.sections.append(("what the server holds", server_story(served[0])))
+            except Exception as exc:  # the story must never hide the test's own failure
+                report.sections.append(("what the server holds", f"could not be read: {exc!r}"))

@@ -71,6 +71,29 @@ def failure_story() -> str:
     return "\n".join(lines) or "no request refused or failed, no toast shown"
 
 
+def server_story(app: Any) -> str:
+    """What the test's server holds now: each waiting line of its Gradio queue (events waiting, running, places),
+    and the process-wide fairness state the next test's server inherits (the loopback unit's counted pages, decode
+    jobs, the CPU share's recent total, events admitted but not yet queued). A wait that timed out then says
+    whether its event was stuck in a line, refused, or done and never shown."""
+    from components.serve.cpu_share import CPU_SHARE
+    from components.serve.front_door import JOINING
+    from components.serve.gpu_slot import JOBS
+    from components.serve.roster import ROSTER
+
+    lines = []
+    queue = getattr(getattr(app, "demo", None), "_queue", None)
+    for cid, line in dict(getattr(queue, "event_queue_per_concurrency_id", {})).items():
+        if line.queue or line.current_concurrency:
+            lines.append(f"queue {cid}: {len(line.queue)} waiting, {line.current_concurrency} running "
+                         f"of {line.concurrency_limit}")
+    if queue is not None:
+        lines.append(f"workers busy: {sum(job is not None for job in queue.active_jobs)} of {len(queue.active_jobs)}")
+    lines.append(f"pages counted for ip:127.0.0.1: {ROSTER.count('ip:127.0.0.1')}; decode jobs: {JOBS.active()}; "
+                 f"CPU share total {CPU_SHARE.total():.2f} s, busy {CPU_SHARE.busy()}; joining {dict(JOINING)}")
+    return "\n".join(lines)
+
+
 def forget_pages() -> None:
     """A new test starts: its story starts empty."""
     NETWORK.clear()
