@@ -1,0 +1,123 @@
+"""A forward computes only what some row reads (s2d2/models/read_rows.py, issue 37): the lm_head runs over the read
+rows alone, on the CPU the query rows nothing read or kept needs are dropped, and the read logits are the full
+forward's (float64, summation order aside) at batch 1 and in a padded batch."""
+from __future__ import annotations
+
+import torch
+
+from s2d2.models.base import ForwardRequest, QueryMask
+from s2d2.models.masks import draft_pattern, verify_2l_pattern, widen
+from s2d2.models.read_rows import needed_rows, plan_rows, read_index
+from tests.support.tiny_models import MASK_ID, tiny_qwen3
+
+B = 4
+PROMPT = torch.tensor([5, 17, 42, 9, 100, 7])
+
+
+def _cached(model, n: int = 6):
+    """A cache holding the first n prompt tokens."""
+    cache = model.new_cache()
+    model.forward(cache, PROMPT[:n], torch.arange(n), "causal", keep=n, last=1)
+    return cache
+
+
+def _verify(model, span: list[int], n: int = 6) -> ForwardRequest:
+    """A 2L verifier request over the block after n cached tokens whose span is `span` (block offsets)."""
+    block = torch.tensor([11, 12, 13, 14])
+    pos = torch.arange(n, n + B)
+    return ForwardRequest(_cached(model, n), torch.cat([block, torch.full((B,), MASK_ID)]), torch.cat([pos, pos]),
+                          QueryMask(verify_2l_pattern(B)), 0, B, torch.tensor(span))
+
+
+def _draft(model, masks: list[int], n: int = 6) -> ForwardRequest:
+    ids = torch.tensor([11, MASK_ID, 13, MASK_ID])
+    return ForwardRequest(_cached(model, n), ids, torch.arange(n, n + B), QueryMask(draft_pattern(B, 0)), 0, None,
+                          torch.tensor(masks))
+
+
+def _full_logits(model, req: ForwardRequest) -> torch.Tensor:
+    """The request's read rows from a forward of every query row with the head over all of them (the old path)."""
+    c = req.cache.get_seq_length()
+    cache = _cached(model, c)  # the same cached prefix, freshly computed
+    mask = widen(req.attention.pattern, c)[None, None]
+    out = model.model(input_ids=req.input_ids[None], position_ids=req.positions[None], attention_mask=mask,
+                      cache=cache, use_cache=True, logits_to_keep=0).logits[0]
+    q = out.shape[0]
+    return out[read_index(q, req.last, req.rows, out.device)]
+
+
+class _Count:
+    """Rows through the lm_head and query tokens through the first layer, per forward (hooks on the model)."""
+
+    def __init__(self, model) -> None:
+        self.head: list[int] = []
+        self.layer: list[int] = []
+        inner = model.model
+        self.hooks = [inner.lm_head.register_forward_hook(lambda m, a, o: self.head.append(a[0].numel() // a[0].shape[-1])),
+                      inner.model.layers[0].register_forward_hook(
+                          lambda m, a, o: self.layer.append(a[0].shape[0] * a[0].shape[1]))]
+
+    def close(self) -> None:
+        for h in self.hooks:
+            h.remove()
+
+
+def test_the_2l_verifier_needs_the_first_half_before_the_span_and_the_span_only():
+    need = needed_rows(verify_2l_pattern(B), torch.tensor([B + 1, B + 2]), 0)
+    assert need.nonzero().squeeze(1).tolist() == [0, 1, B + 1, B + 2]
+    assert needed_rows(verify_2l_pattern(B), torch.tensor([B]), 0).nonzero().squeeze(1).tolist() == [B]
+
+
+def test_kept_rows_and_everything_a_read_row_attends_are_needed():
+    assert needed_rows(draft_pattern(B, 0), torch.tensor([3]), 0).all()  # a draft row sees its whole block
+    causal = torch.ones(B, B, dtype=torch.bool).tril()
+    assert needed_rows(causal, torch.tensor([1]), 3).nonzero().squeeze(1).tolist() == [0, 1, 2]
+
+
+def test_a_lone_verify_forward_runs_only_the_needed_rows_and_heads_only_the_read_ones():
+    model = tiny_qwen3()
+    req = _verify(model, [1, 2])
+    want = _full_logits(model, req)
+    count = _Count(model)
+    try:
+        got = model.forward(*req)
+    finally:
+        count.close()
+    assert count.head == [2] and count.layer == [4]  # of 8 query rows: first half [0, 2) and the span's two
+    torch.testing.assert_close(got, want.float(), rtol=1e-6, atol=1e-6)
+    assert req.cache.get_seq_length() == 6  # nothing kept
+
+
+def test_a_batch_forward_heads_only_the_rows_some_request_reads():
+    model = tiny_qwen3()
+    reqs = [_verify(model, [1, 2]), _draft(model, [1, 3], n=5), _verify(model, [0], n=4),
+            ForwardRequest(_cached(model, 3), PROMPT[3:6], torch.arange(3, 6), "causal", 3, 1)]
+    want = [_full_logits(model, r) if isinstance(r.attention, QueryMask) else None for r in reqs]
+    count = _Count(model)
+    try:
+        got = model.forward_batch(reqs)
+    finally:
+        count.close()
+    assert count.head == [2 + 2 + 1 + 1]  # the read rows, not 4 requests x the padded width
+    assert count.layer == [4 * 4]  # the widest run request: 4 of the first verify's 8 rows, the draft's 4
+    assert [g.shape[0] for g in got] == [2, 2, 1, 1]
+    for g, w in zip(got, want):
+        if w is not None:
+            torch.testing.assert_close(g, w.float(), rtol=1e-6, atol=1e-6)  # float32 logits, as forward gives
+    assert reqs[3].cache.get_seq_length() == 6  # the commit-like row kept its 3
+
+
+def test_the_plan_cuts_the_verify_request_and_maps_its_reads_into_the_cut_rows():
+    model = tiny_qwen3()
+    plan = plan_rows(_verify(model, [1, 2]), 6)
+    assert plan.request.input_ids.tolist() == [11, 12, MASK_ID, MASK_ID]
+    assert plan.request.positions.tolist() == [6, 7, 7, 8] and plan.reads.tolist() == [2, 3]
+    assert plan.request.last is None and plan.request.rows is None
+
+
+def test_read_rows_come_back_in_the_order_asked():
+    model = tiny_qwen3()
+    a = model.forward(*_draft(model, [3, 1]))
+    b = model.forward(*_draft(model, [1, 3]))
+    torch.testing.assert_close(a, b.flip(0), rtol=1e-6, atol=1e-6)
+
