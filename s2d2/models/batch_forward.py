@@ -107,8 +107,7 @@ def forward_batch(model: Any, attn_implementation: str, mask_id: int, dtype: tor
         mask = to_additive(mask, dtype)
     cache = stacked_cache(model, [r.cache for r in requests], lengths, C)
     reads = [torch.arange(q, device=device) if p.reads is None else p.reads for p, q in zip(plans, qs)]
-    flat = torch.cat([i * Q + at for i, at in enumerate(reads)])
-    logits = head_logits(model, flat, input_ids=ids, position_ids=pos, attention_mask=mask, cache=cache).float()
+    logits = head_logits(model, reads, ids, pos, mask, cache).float()
     for i, r in enumerate(requests):
         if r.keep > 0:
             for layer, stacked in enumerate(cache.layers):

@@ -202,8 +202,7 @@ class HFModel:
                 )
             mask = attention if self.attn_implementation != "eager" else to_additive(attention, self.dtype)
             mask = mask[None, None]
-        logits = head_logits(self.model, plan.reads, input_ids=input_ids[None], position_ids=positions[None],
-                             attention_mask=mask, cache=cache)
+        logits = head_logits(self.model, [plan.reads], input_ids[None], positions[None], mask, cache)
         drop = q - keep
         if drop > 0:
             cache.crop(-drop)

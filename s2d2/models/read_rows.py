@@ -24,11 +24,12 @@ Batch 1 (`HFModel.forward`) and the padded batch forward (batch_forward.py) both
 """
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Optional
+from typing import Any, NamedTuple, Optional, Sequence
 
 import torch
 
 from .base import ForwardRequest, QueryMask
+from .last_layer import body
 from .masks import causal_pattern
 
 
@@ -107,11 +108,23 @@ def plan_rows(req: ForwardRequest, cache_len: int) -> RowPlan:
     return RowPlan(cut, torch.searchsorted(kept, reads))
 
 
-def head_logits(model: Any, reads: Optional[torch.Tensor], **inputs: Any) -> torch.Tensor:
-    """Run a transformers causal LM (`model.model`, then `model.lm_head`, as its own forward does) on `inputs`
-    ([N, Q] ids etc.) with the head only at `reads`, flat indices into the N*Q query rows: logits [len(reads), V]
-    in that order ([N, Q, V] when None)."""
-    hidden = model.model(use_cache=True, **inputs).last_hidden_state
-    if reads is not None:
-        hidden = hidden.reshape(-1, hidden.shape[-1]).index_select(0, reads)
-    return model.lm_head(hidden)
+def selection(reads: Sequence[torch.Tensor]) -> torch.Tensor:
+    """The read rows [N, R] of a batch (R = the most any row reads), a short row padded with its own first read
+    (row 0 when it reads nothing): a row computed twice gives the same values."""
+    width = max(int(a.shape[0]) for a in reads)
+    return torch.stack([torch.cat([a, (a[:1] if a.shape[0] else a.new_zeros(1)).expand(width - a.shape[0])])
+                        for a in reads])
+
+
+def head_logits(model: Any, reads: Sequence[Optional[torch.Tensor]], input_ids: torch.Tensor,
+                position_ids: torch.Tensor, attention_mask: Optional[torch.Tensor], cache: Any) -> torch.Tensor:
+    """Run a transformers causal LM on [N, Q] inputs with its head only at each batch row's `reads` (indices
+    into its query rows, or None: all): logits [rows read, V], batch row by batch row in the order asked; [N, Q, V]
+    when every entry is None. The last layer runs over the read rows alone where last_layer.py can."""
+    n, q = input_ids.shape
+    if all(a is None for a in reads):
+        return model.lm_head(body(model, None, input_ids, position_ids, attention_mask, cache))
+    at = [torch.arange(q, device=input_ids.device) if a is None else a for a in reads]
+    hidden = body(model, selection(at), input_ids, position_ids, attention_mask, cache)
+    flat = torch.cat([i * q + a for i, a in enumerate(at)])
+    return model.lm_head(hidden.reshape(n * q, -1).index_select(0, flat))

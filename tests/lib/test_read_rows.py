@@ -3,12 +3,15 @@ rows alone, on the CPU the query rows nothing read or kept needs are dropped, an
 forward's (float64, summation order aside) at batch 1 and in a padded batch."""
 from __future__ import annotations
 
+import pytest
 import torch
+from transformers import DynamicCache
 
 from s2d2.models.base import ForwardRequest, QueryMask
 from s2d2.models.masks import draft_pattern, verify_2l_pattern, widen
-from s2d2.models.read_rows import needed_rows, plan_rows, read_index
-from tests.support.tiny_models import MASK_ID, tiny_qwen3
+from s2d2.models.last_layer import light_layers
+from s2d2.models.read_rows import head_logits, needed_rows, plan_rows, read_index
+from tests.support.tiny_models import MASK_ID, tiny_qwen2_model, tiny_qwen3, tiny_qwen3_model, tiny_qwen3_moe_model
 
 B = 4
 PROMPT = torch.tensor([5, 17, 42, 9, 100, 7])
@@ -121,3 +124,43 @@ def test_read_rows_come_back_in_the_order_asked():
     b = model.forward(*_draft(model, [1, 3]))
     torch.testing.assert_close(a, b.flip(0), rtol=1e-6, atol=1e-6)
 
+
+
+def _inputs(raw, n: int = 3, q: int = 6, c: int = 5, seed: int = 0):
+    """A padded batch's inputs over a cache of c tokens per row: ids, positions, a random 4D mask (every row sees
+    itself), a cache."""
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, 290, (n, q), generator=g)
+    pos = c + torch.arange(q).repeat(n, 1)
+    mask = torch.rand(n, 1, q, c + q, generator=g) > 0.4
+    mask[:, 0, torch.arange(q), c + torch.arange(q)] = True
+    cache = DynamicCache(config=raw.config)
+    raw(input_ids=torch.randint(0, 290, (n, c), generator=g), position_ids=torch.arange(c).repeat(n, 1), cache=cache,
+        use_cache=True)
+    return ids, pos, mask, cache
+
+
+@pytest.mark.parametrize("family", ["qwen3", "qwen2"])
+def test_the_light_last_layer_gives_the_full_forwards_read_logits_and_cache(family):
+    raw = (tiny_qwen3_model if family == "qwen3" else tiny_qwen2_model)()
+    assert light_layers(raw)
+    reads = [torch.tensor([5, 0]), torch.tensor([2]), torch.tensor([], dtype=torch.long)]
+    ids, pos, mask, cache = _inputs(raw)
+    full = raw(input_ids=ids, position_ids=pos, attention_mask=mask, cache=cache, use_cache=True).logits
+    want = torch.cat([full[i, a] for i, a in enumerate(reads)])
+    ids, pos, mask, light_cache = _inputs(raw)
+    seen: list[int] = []
+    hook = raw.model.layers[-1].mlp.register_forward_hook(lambda m, a, o: seen.append(a[0].shape[0] * a[0].shape[1]))
+    try:
+        got = head_logits(raw, reads, ids, pos, mask, light_cache)
+    finally:
+        hook.remove()
+    assert seen == [3 * 2]  # the last layer's MLP ran over the read rows (padded to 2 per batch row), not 3 x 6
+    torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+    for a, b in zip(cache.layers, light_cache.layers):
+        assert torch.equal(a.keys, b.keys) and torch.equal(a.values, b.values)
+
+
+def test_a_model_of_another_layout_runs_its_own_forward():
+    moe = tiny_qwen3_moe_model()
+    assert not light_layers(moe)
