@@ -28,7 +28,7 @@ from transformers import DynamicCache
 
 from .base import ForwardRequest, QueryMask
 from .masks import causal_pattern, to_additive
-from .read_rows import head_logits, plan_rows
+from .read_rows import head_logits, may_cut, plan_rows
 
 
 def request_mask(req: ForwardRequest, cache_len: int) -> tuple[Optional[torch.Tensor], torch.Tensor]:
@@ -93,7 +93,8 @@ def forward_batch(model: Any, attn_implementation: str, mask_id: int, dtype: tor
     own cache. The logits are views of one [rows read, V] tensor."""
     device = requests[0].input_ids.device
     lengths = [int(r.cache.get_seq_length()) for r in requests]
-    plans = [plan_rows(r, c) for r, c in zip(requests, lengths)]
+    cut = may_cut(model)
+    plans = [plan_rows(r, c, cut) for r, c in zip(requests, lengths)]
     run = [p.request for p in plans]
     qs = [int(r.input_ids.shape[0]) for r in run]
     Q, C = max(qs), max(lengths)

@@ -19,7 +19,7 @@ from .base import Attention, ForwardRequest, ModelSpec, QueryMask
 from .batch_forward import forward_batch
 from .costs import CostModel, calibrate, calibration_shapes
 from .masks import full_mask, to_additive, widen
-from .read_rows import head_logits, plan_rows
+from .read_rows import head_logits, may_cut, plan_rows
 from .static_backend import PAD_LIMIT, StaticBackend
 from .static_cache import StaticCacheHandle
 
@@ -180,7 +180,8 @@ class HFModel:
         if isinstance(cache, StaticCacheHandle):
             return cache.backend.forward(cache, input_ids, positions, attention, keep, last, rows)
         cache_len = cache.get_seq_length()
-        plan = plan_rows(ForwardRequest(cache, input_ids, positions, attention, keep, last, rows), cache_len)
+        plan = plan_rows(ForwardRequest(cache, input_ids, positions, attention, keep, last, rows), cache_len,
+                         may_cut(self.model))
         _, input_ids, positions, attention, keep = plan.request[:5]
         q = int(input_ids.shape[0])
         if isinstance(attention, QueryMask):

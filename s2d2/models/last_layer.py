@@ -47,8 +47,8 @@ def take_rows(t: torch.Tensor, sel: torch.Tensor) -> torch.Tensor:
     return torch.take_along_dim(t, index, dim=1)
 
 
-def last_layer(layer: Any, hidden: torch.Tensor, mask: torch.Tensor, position_embeddings: tuple[torch.Tensor, torch.Tensor],
-               cache: Any, sel: torch.Tensor) -> torch.Tensor:
+def last_layer(layer: Any, hidden: torch.Tensor, mask: torch.Tensor,
+               position_embeddings: tuple[torch.Tensor, torch.Tensor], cache: Any, sel: torch.Tensor) -> torch.Tensor:
     """The decoder `layer` (the model's last) with every row's keys and values but the queries, attention and MLP
     of rows `sel` [N, R] only; returns `hidden` with those rows replaced by their outputs."""
     attn = layer.self_attn

@@ -17,10 +17,11 @@ request is waste nobody reads, and on the CPU, where every query token is real w
   zero in its softmax), so the read rows differ from the full forward's only by the kernels' summation order over
   a smaller shape (float round-off).
 
-Rows are dropped only on the CPU, where the request's indices are host values already; on an accelerator finding
-them would wait for the device (a sync per forward), and a forward there is bound by reading the weights, not by
-its query tokens. The head runs over the read rows on every device (index arithmetic, no host read).
-Batch 1 (`HFModel.forward`) and the padded batch forward (batch_forward.py) both plan their rows here: one rule.
+Rows are dropped only for dense models (`may_cut`) and only on the CPU, where the request's indices are host
+values already; on an accelerator finding them would wait for the device (a sync per forward), and a forward there
+is bound by reading the weights, not by its query tokens. The head runs over the read rows on every device (index
+arithmetic, no host read), and the last layer too where last_layer.py knows the layout. Batch 1 (`HFModel.forward`)
+and the padded batch forward (batch_forward.py) both plan their rows here: one rule.
 """
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ from typing import Any, NamedTuple, Optional, Sequence
 import torch
 
 from .base import ForwardRequest, QueryMask
-from .last_layer import body
+from .last_layer import body, light_layers
 from .masks import causal_pattern
 
 
@@ -42,7 +43,16 @@ class RowPlan(NamedTuple):
     reads: Optional[torch.Tensor]
 
 
-def read_index(q: int, last: Optional[int], rows: Optional[torch.Tensor], device: torch.device) -> Optional[torch.Tensor]:
+def may_cut(model: Any) -> bool:
+    """Whether `model`'s forwards may drop rows: only for the dense layer layouts last_layer.py knows, where every
+    matmul runs in the model's dtype. A MoE router computes in float32 whatever that dtype, and a float32 row's
+    last bits depend on how many rows share its matmul, so there a cut would move a float64 decode's trace by
+    ~1e-9 between batch 1 and a batch (whose members are cut to other widths); its forwards keep every row."""
+    return light_layers(model)
+
+
+def read_index(q: int, last: Optional[int], rows: Optional[torch.Tensor],
+               device: torch.device) -> Optional[torch.Tensor]:
     """The query rows whose logits a request reads, in the order it reads them: rows[k] of the last `last` rows;
     None when it reads every row in order."""
     if rows is None and (last is None or last >= q):
@@ -88,13 +98,13 @@ def cut_attention(req: ForwardRequest, keep_rows: torch.Tensor, cache_len: int):
     return att.index_select(0, keep_rows.to(att.device)).index_select(1, cols)
 
 
-def plan_rows(req: ForwardRequest, cache_len: int) -> RowPlan:
-    """What the forward of `req` runs (module docstring): on the CPU without the rows nobody needs; the read rows'
-    indices in the query it runs."""
+def plan_rows(req: ForwardRequest, cache_len: int, cut: bool) -> RowPlan:
+    """What the forward of `req` runs (module docstring): with `cut` (`may_cut`) and on the CPU, without the rows
+    nobody needs; the read rows' indices in the query it runs."""
     q, device = int(req.input_ids.shape[0]), req.input_ids.device
     reads = read_index(q, req.last, req.rows, device)
     plain = req._replace(last=None, rows=None)
-    if reads is None or device.type != "cpu" or req.keep >= q:
+    if reads is None or not cut or device.type != "cpu" or req.keep >= q:
         return RowPlan(plain, reads)
     pattern = query_pattern(req, cache_len)
     if pattern is None:

@@ -10,7 +10,7 @@ from transformers import DynamicCache
 from s2d2.models.base import ForwardRequest, QueryMask
 from s2d2.models.masks import draft_pattern, verify_2l_pattern, widen
 from s2d2.models.last_layer import light_layers
-from s2d2.models.read_rows import head_logits, needed_rows, plan_rows, read_index
+from s2d2.models.read_rows import head_logits, may_cut, needed_rows, plan_rows, read_index
 from tests.support.tiny_models import MASK_ID, tiny_qwen2_model, tiny_qwen3, tiny_qwen3_model, tiny_qwen3_moe_model
 
 B = 4
@@ -56,7 +56,8 @@ class _Count:
         self.head: list[int] = []
         self.layer: list[int] = []
         inner = model.model
-        self.hooks = [inner.lm_head.register_forward_hook(lambda m, a, o: self.head.append(a[0].numel() // a[0].shape[-1])),
+        self.hooks = [inner.lm_head.register_forward_hook(
+                          lambda m, a, o: self.head.append(a[0].numel() // a[0].shape[-1])),
                       inner.model.layers[0].register_forward_hook(
                           lambda m, a, o: self.layer.append(a[0].shape[0] * a[0].shape[1]))]
 
@@ -112,7 +113,7 @@ def test_a_batch_forward_heads_only_the_rows_some_request_reads():
 
 def test_the_plan_cuts_the_verify_request_and_maps_its_reads_into_the_cut_rows():
     model = tiny_qwen3()
-    plan = plan_rows(_verify(model, [1, 2]), 6)
+    plan = plan_rows(_verify(model, [1, 2]), 6, True)
     assert plan.request.input_ids.tolist() == [11, 12, MASK_ID, MASK_ID]
     assert plan.request.positions.tolist() == [6, 7, 7, 8] and plan.reads.tolist() == [2, 3]
     assert plan.request.last is None and plan.request.rows is None
@@ -161,6 +162,8 @@ def test_the_light_last_layer_gives_the_full_forwards_read_logits_and_cache(fami
         assert torch.equal(a.keys, b.keys) and torch.equal(a.values, b.values)
 
 
-def test_a_model_of_another_layout_runs_its_own_forward():
+def test_a_model_of_another_layout_runs_its_own_forward_and_keeps_every_row():
     moe = tiny_qwen3_moe_model()
-    assert not light_layers(moe)
+    assert not light_layers(moe) and not may_cut(moe)  # its float32 router would move a float64 trace
+    assert may_cut(tiny_qwen3_model())
+
