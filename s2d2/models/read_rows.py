@@ -20,7 +20,7 @@ request is waste nobody reads, and on the CPU, where every query token is real w
 Rows are dropped only for dense models (`may_cut`) and only on the CPU, where the request's indices are host
 values already; on an accelerator finding them would wait for the device (a sync per forward), and a forward there
 is bound by reading the weights, not by its query tokens. The head runs over the read rows on every device (index
-arithmetic, no host read), and the last layer too where last_layer.py knows the layout. Batch 1 (`HFModel.forward`)
+arithmetic, no host read), and the last layer too where dense_layers.py knows the layout. Batch 1 (`HFModel.forward`)
 and the padded batch forward (batch_forward.py) both plan their rows here: one rule.
 """
 from __future__ import annotations
@@ -30,7 +30,7 @@ from typing import Any, NamedTuple, Optional, Sequence
 import torch
 
 from .base import ForwardRequest, QueryMask
-from .last_layer import body, light_layers
+from .dense_layers import body, light_layers
 from .masks import causal_pattern
 
 
@@ -44,7 +44,7 @@ class RowPlan(NamedTuple):
 
 
 def may_cut(model: Any) -> bool:
-    """Whether `model`'s forwards may drop rows: only for the dense layer layouts last_layer.py knows, where every
+    """Whether `model`'s forwards may drop rows: only for the dense layer layouts dense_layers.py knows, where every
     matmul runs in the model's dtype. A MoE router computes in float32 whatever that dtype, and a float32 row's
     last bits depend on how many rows share its matmul, so there a cut would move a float64 decode's trace by
     ~1e-9 between batch 1 and a batch (whose members are cut to other widths); its forwards keep every row."""
@@ -130,7 +130,7 @@ def head_logits(model: Any, reads: Sequence[Optional[torch.Tensor]], input_ids: 
                 position_ids: torch.Tensor, attention_mask: Optional[torch.Tensor], cache: Any) -> torch.Tensor:
     """Run a transformers causal LM on [N, Q] inputs with its head only at each batch row's `reads` (indices
     into its query rows, or None: all): logits [rows read, V], batch row by batch row in the order asked; [N, Q, V]
-    when every entry is None. The last layer runs over the read rows alone where last_layer.py can."""
+    when every entry is None. The last layer runs over the read rows alone where dense_layers.py can."""
     n, q = input_ids.shape
     if all(a is None for a in reads):
         return model.lm_head(body(model, None, input_ids, position_ids, attention_mask, cache))

@@ -9,7 +9,7 @@ from transformers import DynamicCache
 
 from s2d2.models.base import ForwardRequest, QueryMask
 from s2d2.models.masks import draft_pattern, verify_2l_pattern, widen
-from s2d2.models.last_layer import light_layers
+from s2d2.models.dense_layers import light_layers
 from s2d2.models.read_rows import head_logits, may_cut, needed_rows, plan_rows, read_index
 from tests.support.tiny_models import MASK_ID, tiny_qwen2_model, tiny_qwen3, tiny_qwen3_model, tiny_qwen3_moe_model
 
@@ -50,7 +50,7 @@ def _full_logits(model, req: ForwardRequest) -> torch.Tensor:
 
 
 class _Count:
-    """Rows through the lm_head and query tokens through the first layer, per forward (hooks on the model)."""
+    """Rows through the lm_head and query rows through the first layer, per forward (hooks on the model)."""
 
     def __init__(self, model) -> None:
         self.head: list[int] = []
@@ -58,8 +58,8 @@ class _Count:
         inner = model.model
         self.hooks = [inner.lm_head.register_forward_hook(
                           lambda m, a, o: self.head.append(a[0].numel() // a[0].shape[-1])),
-                      inner.model.layers[0].register_forward_hook(
-                          lambda m, a, o: self.layer.append(a[0].shape[0] * a[0].shape[1]))]
+                      inner.model.layers[0].self_attn.q_proj.register_forward_hook(
+                          lambda m, a, o: self.layer.append(a[0].numel() // a[0].shape[-1]))]
 
     def close(self) -> None:
         for h in self.hooks:
@@ -142,7 +142,7 @@ def _inputs(raw, n: int = 3, q: int = 6, c: int = 5, seed: int = 0):
 
 
 @pytest.mark.parametrize("family", ["qwen3", "qwen2"])
-def test_the_light_last_layer_gives_the_full_forwards_read_logits_and_cache(family):
+def test_the_dense_layers_give_the_full_forwards_read_logits_and_cache(family):
     raw = (tiny_qwen3_model if family == "qwen3" else tiny_qwen2_model)()
     assert light_layers(raw)
     reads = [torch.tensor([5, 0]), torch.tensor([2]), torch.tensor([], dtype=torch.long)]
@@ -167,3 +167,21 @@ def test_a_model_of_another_layout_runs_its_own_forward_and_keeps_every_row():
     assert not light_layers(moe) and not may_cut(moe)  # its float32 router would move a float64 trace
     assert may_cut(tiny_qwen3_model())
 
+
+
+def test_the_mlp_in_row_chunks_gives_each_row_what_the_whole_gives(monkeypatch):
+    import s2d2.models.dense_layers as dense
+
+    raw = tiny_qwen3_model()
+    layer = raw.model.layers[0]
+    rows = torch.randn(3, 7, raw.config.hidden_size, dtype=torch.float64)
+    whole = layer.mlp(layer.post_attention_layernorm(rows))
+    monkeypatch.setattr(dense, "MLP_ROWS", 4)
+    seen: list[int] = []
+    hook = layer.mlp.register_forward_hook(lambda m, a, o: seen.append(a[0].shape[0]))
+    try:
+        got = dense.mlp_rows(layer, rows)
+    finally:
+        hook.remove()
+    assert seen == [4, 4, 4, 3, 3, 3]  # 21 rows in six near-equal chunks of at most 4
+    torch.testing.assert_close(got, whole, rtol=1e-13, atol=1e-13)
