@@ -10,6 +10,8 @@ CPU's cache (issue 37; read_rows.py says which rows are read).
   rows alone, gathered per batch row (padded to the most rows any batch row reads by repeating one of its own
   reads: a row computed twice gives the same values), written back in place of their input rows. The unread rows
   keep their input, which nothing reads (the head runs only over the read rows).
+* **Attention without copies** (`attention`): SDPA shares the key/value heads in its kernel and reads an additive
+  mask made once per forward.
 * **The MLP in row chunks** (`mlp_rows`). A batch's MLP over all its rows at once writes and reads back megabytes
   of intermediate activations per matmul, slower per row than batch 1's few rows that stay in cache; chunks of
   `MLP_ROWS` rows give every row exactly what the whole gives (norm and MLP are row-wise) at batch 1's pace.
@@ -63,6 +65,22 @@ def mlp_rows(layer: Any, rows: torch.Tensor) -> torch.Tensor:
     return torch.cat(chunks).view_as(rows)
 
 
+def attention(attn: Any, home: Any, queries: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
+              mask: torch.Tensor) -> torch.Tensor:
+    """The layer's attention output [N, R, heads, head_dim]. For sdpa, one SDPA call with the key/value heads
+    shared in the kernel (`enable_gqa`) instead of copied per query head (what transformers does whenever a mask
+    is given), under the additive mask `body` made once per forward instead of converted in every layer: the
+    same softmax over the same scores (tests/lib/test_read_rows.py compares it with the transformers forward).
+    Eager attention runs the model's own function."""
+    if attn.config._attn_implementation == "sdpa":
+        out = torch.nn.functional.scaled_dot_product_attention(queries, keys, values, attn_mask=mask,
+                                                               scale=attn.scaling, enable_gqa=True)
+        return out.transpose(1, 2)
+    out, _ = home.eager_attention_forward(attn, queries, keys, values, mask, dropout=0.0, scaling=attn.scaling,
+                                          sliding_window=getattr(attn, "sliding_window", None))
+    return out
+
+
 def run_layer(layer: Any, hidden: torch.Tensor, mask: torch.Tensor,
               position_embeddings: tuple[torch.Tensor, torch.Tensor], cache: Any,
               sel: Optional[torch.Tensor]) -> torch.Tensor:
@@ -89,9 +107,7 @@ def run_layer(layer: Any, hidden: torch.Tensor, mask: torch.Tensor,
     keys = home.apply_rotary_pos_emb(keys, keys, cos, sin)[1]
     if cache is not None:
         keys, values = cache.update(keys, values, attn.layer_idx)
-    attend = home.ALL_ATTENTION_FUNCTIONS.get_interface(attn.config._attn_implementation, home.eager_attention_forward)
-    out, _ = attend(attn, queries, keys, values, mask, dropout=0.0, scaling=attn.scaling,
-                    sliding_window=getattr(attn, "sliding_window", None))
+    out = attention(attn, home, queries, keys, values, mask)
     rows = base + attn.o_proj(out.reshape(n, r, -1).contiguous())
     rows = rows + mlp_rows(layer, rows)
     return rows if sel is None else hidden.scatter(1, sel[..., None].expand(-1, -1, hidden.shape[-1]), rows)
@@ -108,6 +124,9 @@ def body(model: Any, sel: Optional[torch.Tensor], input_ids: torch.Tensor, posit
                      use_cache=True).last_hidden_state
     hidden = inner.embed_tokens(input_ids)
     position_embeddings = inner.rotary_emb(hidden, position_ids)
+    if attention_mask.dtype == torch.bool:  # SDPA would turn a bool mask into this in every layer
+        attention_mask = torch.zeros(attention_mask.shape, dtype=hidden.dtype,
+                                     device=hidden.device).masked_fill_(~attention_mask, float("-inf"))
     layers = inner.layers
     for i, layer in enumerate(layers):
         hidden = run_layer(layer, hidden, attention_mask, position_embeddings, cache,

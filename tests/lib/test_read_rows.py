@@ -8,7 +8,7 @@ import torch
 from transformers import DynamicCache
 
 from s2d2.models.base import ForwardRequest, QueryMask
-from s2d2.models.masks import draft_pattern, verify_2l_pattern, widen
+from s2d2.models.masks import draft_pattern, to_additive, verify_2l_pattern, widen
 from s2d2.models.dense_layers import light_layers
 from s2d2.models.read_rows import head_logits, may_cut, needed_rows, plan_rows, read_index
 from tests.support.tiny_models import MASK_ID, tiny_qwen2_model, tiny_qwen3, tiny_qwen3_model, tiny_qwen3_moe_model
@@ -141,15 +141,20 @@ def _inputs(raw, n: int = 3, q: int = 6, c: int = 5, seed: int = 0):
     return ids, pos, mask, cache
 
 
+@pytest.mark.parametrize("attn", ["sdpa", "eager"])
 @pytest.mark.parametrize("family", ["qwen3", "qwen2"])
-def test_the_dense_layers_give_the_full_forwards_read_logits_and_cache(family):
-    raw = (tiny_qwen3_model if family == "qwen3" else tiny_qwen2_model)()
+def test_the_dense_layers_give_the_full_forwards_read_logits_and_cache(family, attn):
+    raw = (tiny_qwen3_model if family == "qwen3" else tiny_qwen2_model)(attn=attn)
     assert light_layers(raw)
     reads = [torch.tensor([5, 0]), torch.tensor([2]), torch.tensor([], dtype=torch.long)]
     ids, pos, mask, cache = _inputs(raw)
+    if attn == "eager":  # hf.py hands eager attention an additive mask
+        mask = to_additive(mask, torch.float64)
     full = raw(input_ids=ids, position_ids=pos, attention_mask=mask, cache=cache, use_cache=True).logits
     want = torch.cat([full[i, a] for i, a in enumerate(reads)])
     ids, pos, mask, light_cache = _inputs(raw)
+    if attn == "eager":
+        mask = to_additive(mask, torch.float64)
     seen: list[int] = []
     hook = raw.model.layers[-1].mlp.register_forward_hook(lambda m, a, o: seen.append(a[0].shape[0] * a[0].shape[1]))
     try:
