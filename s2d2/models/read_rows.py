@@ -110,7 +110,7 @@ def plan_rows(req: ForwardRequest, cache_len: int, cut: bool) -> RowPlan:
     if pattern is None:
         return RowPlan(plain, reads)
     need = needed_rows(pattern.cpu(), reads, req.keep)
-    if bool(need.all()):
+    if bool(need.all()) or not bool(need.any()):  # nothing to cut, or a forward that reads and keeps nothing
         return RowPlan(plain, reads)
     kept = need.nonzero().squeeze(1)
     cut = plain._replace(input_ids=req.input_ids.index_select(0, kept), positions=req.positions.index_select(0, kept),

@@ -29,7 +29,7 @@ def _verify(model, span: list[int], n: int = 6) -> ForwardRequest:
     block = torch.tensor([11, 12, 13, 14])
     pos = torch.arange(n, n + B)
     return ForwardRequest(_cached(model, n), torch.cat([block, torch.full((B,), MASK_ID)]), torch.cat([pos, pos]),
-                          QueryMask(verify_2l_pattern(B)), 0, B, torch.tensor(span))
+                          QueryMask(verify_2l_pattern(B)), 0, B, torch.tensor(span, dtype=torch.long))
 
 
 def _draft(model, masks: list[int], n: int = 6) -> ForwardRequest:
@@ -190,3 +190,11 @@ def test_the_mlp_in_row_chunks_gives_each_row_what_the_whole_gives(monkeypatch):
         hook.remove()
     assert seen == [4, 4, 4, 3, 3, 3]  # 21 rows in six near-equal chunks of at most 4
     torch.testing.assert_close(got, whole, rtol=1e-13, atol=1e-13)
+
+
+def test_a_forward_that_reads_and_keeps_nothing_still_runs_its_rows():
+    model = tiny_qwen3()
+    req = _verify(model, [])
+    plan = plan_rows(req, 6, True)
+    assert int(plan.request.input_ids.shape[0]) == 2 * B and plan.reads.tolist() == []
+    assert model.forward(*req).shape == (0, model.spec.vocab_size)
