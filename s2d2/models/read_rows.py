@@ -120,8 +120,9 @@ def plan_rows(req: ForwardRequest, cache_len: int, cut: bool) -> RowPlan:
 
 def selection(reads: Sequence[torch.Tensor]) -> torch.Tensor:
     """The read rows [N, R] of a batch (R = the most any row reads), a short row padded with its own first read
-    (row 0 when it reads nothing): a row computed twice gives the same values."""
-    width = max(int(a.shape[0]) for a in reads)
+    (row 0 when it reads nothing; one row each when no row reads anything): a row computed twice gives the same
+    values."""
+    width = max(1, *(int(a.shape[0]) for a in reads))  # a layer over no row at all would not run
     return torch.stack([torch.cat([a, (a[:1] if a.shape[0] else a.new_zeros(1)).expand(width - a.shape[0])])
                         for a in reads])
 
