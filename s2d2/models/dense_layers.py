@@ -54,12 +54,13 @@ def take_rows(t: torch.Tensor, sel: torch.Tensor) -> torch.Tensor:
 
 
 def mlp_rows(layer: Any, rows: torch.Tensor) -> torch.Tensor:
-    """`layer`'s post-attention norm and MLP of `rows` [N, R, H], in chunks of about `MLP_ROWS` rows: both are
-    row-wise, so a chunk gives each row what the whole does, and a chunk's intermediate activations stay in the
-    CPU's cache (the whole [N * R, intermediate] of a batch is megabytes written and read back per matmul)."""
+    """`layer`'s post-attention norm and MLP of `rows` [N, R, H], on the CPU in chunks of about `MLP_ROWS` rows:
+    both are row-wise, so a chunk gives each row what the whole does, and a chunk's intermediate activations stay
+    in the core's cache (the whole [N * R, intermediate] of a batch is megabytes written and read back per
+    matmul)."""
     flat = rows.reshape(-1, rows.shape[-1])
     parts = -(-flat.shape[0] // MLP_ROWS)
-    if parts <= 1:
+    if parts <= 1 or rows.device.type != "cpu":  # an accelerator has no such cache to keep to, only launches
         return layer.mlp(layer.post_attention_layernorm(rows))
     chunks = [layer.mlp(layer.post_attention_layernorm(part)) for part in flat.tensor_split(parts)]
     return torch.cat(chunks).view_as(rows)

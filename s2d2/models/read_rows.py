@@ -29,7 +29,7 @@ from typing import Any, NamedTuple, Optional, Sequence
 
 import torch
 
-from .base import ForwardRequest, QueryMask
+from .base import Attention, ForwardRequest, QueryMask
 from .dense_layers import body, light_layers
 from .masks import causal_pattern
 
@@ -86,7 +86,7 @@ def query_pattern(req: ForwardRequest, cache_len: int) -> Optional[torch.Tensor]
     return whole[:, cache_len:] if whole is att else whole
 
 
-def cut_attention(req: ForwardRequest, keep_rows: torch.Tensor, cache_len: int):
+def cut_attention(req: ForwardRequest, keep_rows: torch.Tensor, cache_len: int) -> Attention:
     """The request's attention over `keep_rows` (ascending) only: a causal pattern stays causal (the rows keep
     their order), a pattern or mask loses the dropped rows and their columns."""
     att = req.attention
@@ -113,9 +113,9 @@ def plan_rows(req: ForwardRequest, cache_len: int, cut: bool) -> RowPlan:
     if bool(need.all()) or not bool(need.any()):  # nothing to cut, or a forward that reads and keeps nothing
         return RowPlan(plain, reads)
     kept = need.nonzero().squeeze(1)
-    cut = plain._replace(input_ids=req.input_ids.index_select(0, kept), positions=req.positions.index_select(0, kept),
-                         attention=cut_attention(req, kept, cache_len))
-    return RowPlan(cut, torch.searchsorted(kept, reads))
+    short = plain._replace(input_ids=req.input_ids.index_select(0, kept),
+                           positions=req.positions.index_select(0, kept), attention=cut_attention(req, kept, cache_len))
+    return RowPlan(short, torch.searchsorted(kept, reads))
 
 
 def selection(reads: Sequence[torch.Tensor]) -> torch.Tensor:
