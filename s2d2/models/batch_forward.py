@@ -10,8 +10,11 @@ attention, keep, last, rows). The batch is padded, never truncated:
   row seeing its own cache columns and its own query pattern (the request's mask, widened to the stack). Rows
   [q_i, Q) are dummy tokens (the mask id at position 0) that see only their own key, so no row is fully masked (a
   fully masked bool SDPA row gives NaN) and no real row sees them; their logits and keys are dropped.
+* **Rows run and read.** Each request is planned as the single forward plans it (read_rows.py `plan_rows`: on the
+  CPU without the query rows nothing read or kept needs), and the head runs once, over the read rows of every
+  sequence gathered from the padded batch: no logit is computed for a dummy row or a row nobody reads.
 * **After the forward.** The first `keep_i` new keys of each sequence are appended to its own cache (nothing else
-  of the stack is kept); its logits are its rows, cut to `last` and `rows` exactly as the single forward cuts them.
+  of the stack is kept); its logits are its read rows, in the order `last` and `rows` ask for them.
 
 A masked column contributes an exact zero to its row's softmax, so a row's value differs from the single forward's
 only by the kernels' summation order over a different shape (float round-off: ~1e-16 relative in float64).
@@ -25,6 +28,7 @@ from transformers import DynamicCache
 
 from .base import ForwardRequest, QueryMask
 from .masks import causal_pattern, to_additive
+from .read_rows import head_logits, may_cut, plan_rows
 
 
 def request_mask(req: ForwardRequest, cache_len: int) -> tuple[Optional[torch.Tensor], torch.Tensor]:
@@ -85,27 +89,29 @@ def stacked_cache(model: Any, caches: list[Any], lengths: list[int], C: int) -> 
 def forward_batch(model: Any, attn_implementation: str, mask_id: int, dtype: torch.dtype,
                   requests: list[ForwardRequest]) -> list[torch.Tensor]:
     """Run `requests` as one forward of `model` (a transformers causal LM); each request's float32 logits, as
-    `HFModel.forward` would return them, and each request's `keep` new positions appended to its own cache."""
+    `HFModel.forward` would return them (its read rows), and each request's `keep` new positions appended to its
+    own cache. The logits are views of one [rows read, V] tensor."""
     device = requests[0].input_ids.device
     lengths = [int(r.cache.get_seq_length()) for r in requests]
-    qs = [int(r.input_ids.shape[0]) for r in requests]
+    cut = may_cut(model)
+    plans = [plan_rows(r, c, cut) for r, c in zip(requests, lengths)]
+    run = [p.request for p in plans]
+    qs = [int(r.input_ids.shape[0]) for r in run]
     Q, C = max(qs), max(lengths)
-    ids = torch.full((len(requests), Q), mask_id, dtype=torch.long, device=device)
-    pos = torch.zeros((len(requests), Q), dtype=torch.long, device=device)
-    for i, (r, q) in enumerate(zip(requests, qs)):
+    ids = torch.full((len(run), Q), mask_id, dtype=torch.long, device=device)
+    pos = torch.zeros((len(run), Q), dtype=torch.long, device=device)
+    for i, (r, q) in enumerate(zip(run, qs)):
         ids[i, :q] = r.input_ids
         pos[i, :q] = r.positions
-    mask = batch_mask(requests, lengths, Q, C, device)
+    mask = batch_mask(run, lengths, Q, C, device)
     if attn_implementation == "eager":
         mask = to_additive(mask, dtype)
     cache = stacked_cache(model, [r.cache for r in requests], lengths, C)
-    out = model(input_ids=ids, position_ids=pos, attention_mask=mask, cache=cache, use_cache=True, logits_to_keep=0)
-    results = []
-    for i, (r, q) in enumerate(zip(requests, qs)):
+    reads = [torch.arange(q, device=device) if p.reads is None else p.reads for p, q in zip(plans, qs)]
+    logits = head_logits(model, reads, ids, pos, mask, cache).float()
+    for i, r in enumerate(requests):
         if r.keep > 0:
             for layer, stacked in enumerate(cache.layers):
                 r.cache.update(stacked.keys[i : i + 1, :, C : C + r.keep], stacked.values[i : i + 1, :, C : C + r.keep],
                                layer)
-        logits = out.logits[i, q - (r.last or q) : q]
-        results.append((logits if r.rows is None else logits.index_select(0, r.rows)).float())
-    return results
+    return list(logits.split([int(at.shape[0]) for at in reads]))

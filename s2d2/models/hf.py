@@ -19,6 +19,7 @@ from .base import Attention, ForwardRequest, ModelSpec, QueryMask
 from .batch_forward import forward_batch
 from .costs import CostModel, calibrate, calibration_shapes
 from .masks import full_mask, to_additive, widen
+from .read_rows import head_logits, may_cut, plan_rows
 from .static_backend import PAD_LIMIT, StaticBackend
 from .static_cache import StaticCacheHandle
 
@@ -172,13 +173,17 @@ class HFModel:
 
         `keep` appended tokens stay in the cache (the rest are cropped: a "no-store" forward keeps 0).
         Returns float32 logits [q, V], or the last `last` rows only; `rows` (a device index into those) picks the
-        rows wanted, before the float32 copy. `last` computes fewer logits; `rows` only copies fewer, so the
-        numbers never depend on which rows are asked for.
+        rows wanted. Only the rows read are computed (read_rows.py: the head at the read rows; on the CPU no
+        query row that nothing read or kept needs), so a logit may move in its last bits with the rows asked for
+        (summation order over another shape), never more.
         """
         if isinstance(cache, StaticCacheHandle):
             return cache.backend.forward(cache, input_ids, positions, attention, keep, last, rows)
-        q = int(input_ids.shape[0])
         cache_len = cache.get_seq_length()
+        plan = plan_rows(ForwardRequest(cache, input_ids, positions, attention, keep, last, rows), cache_len,
+                         may_cut(self.model))
+        _, input_ids, positions, attention, keep = plan.request[:5]
+        q = int(input_ids.shape[0])
         if isinstance(attention, QueryMask):
             if tuple(attention.pattern.shape) != (q, q):
                 raise ValueError(f"query mask shape {tuple(attention.pattern.shape)} != {(q, q)}")
@@ -198,16 +203,8 @@ class HFModel:
                 )
             mask = attention if self.attn_implementation != "eager" else to_additive(attention, self.dtype)
             mask = mask[None, None]
-        out = self.model(
-            input_ids=input_ids[None],
-            position_ids=positions[None],
-            attention_mask=mask,
-            cache=cache,
-            use_cache=True,
-            logits_to_keep=last or 0,
-        )
+        logits = head_logits(self.model, [plan.reads], input_ids[None], positions[None], mask, cache)
         drop = q - keep
         if drop > 0:
             cache.crop(-drop)
-        logits = out.logits[0]
-        return (logits if rows is None else logits.index_select(0, rows)).float()
+        return (logits[0] if plan.reads is None else logits).float()

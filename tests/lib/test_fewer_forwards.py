@@ -10,6 +10,7 @@ import torch
 import s2d2
 from tests.support.tiny_models import tiny_qwen2, tiny_qwen3
 from s2d2 import DecodeConfig
+from s2d2.models.read_rows import read_index
 from s2d2.policies import AdaptiveBlock, BlockFeedback
 from tests.support.scripted_model import PositionScripted as Scripted
 
@@ -80,10 +81,24 @@ def test_options_save_forwards_and_queries(family, models):
 
 # -- KV reuse and fused forwards give the full draft's logits (float64) ------------------------------------------
 
-def _capture(model) -> tuple[list[torch.Tensor], object]:
-    """The raw float64 logits of every forward (HFModel.forward hands back float32), in forward order."""
-    seen: list[torch.Tensor] = []
-    handle = model.model.register_forward_hook(lambda mod, args, out: seen.append(out.logits[0].detach().clone()))
+def _capture(model, monkeypatch) -> tuple[list[dict[int, torch.Tensor]], object]:
+    """The raw float64 logits of every forward (HFModel.forward hands back float32), in forward order: per forward
+    {query row: its logits}, for the rows the forward reads (it computes no others: s2d2/models/read_rows.py)."""
+    seen: list[dict[int, torch.Tensor]] = []
+    heads: list[torch.Tensor] = []
+    handle = model.model.lm_head.register_forward_hook(
+        lambda mod, args, out: heads.append(out.detach().clone().reshape(-1, out.shape[-1])))
+    alone = model.forward
+
+    def forward(cache, input_ids, positions, attention, keep, last=None, rows=None):
+        before = len(heads)
+        out = alone(cache, input_ids, positions, attention, keep, last, rows)
+        q = int(input_ids.shape[0])
+        at = read_index(q, last, rows, input_ids.device)
+        seen.append(dict(zip(range(q) if at is None else at.tolist(), heads[before])))
+        return out
+
+    monkeypatch.setattr(model, "forward", forward)
     return seen, handle
 
 
@@ -100,7 +115,7 @@ def _draft_rows(res, logits, shifted: bool):
 
 
 @pytest.mark.parametrize("family", ["aligned", "shifted"])
-def test_reused_and_fused_drafts_match_the_full_draft(family, models):
+def test_reused_and_fused_drafts_match_the_full_draft(family, models, monkeypatch):
     model = models[family]
     shifted = family == "shifted"
     runs = {}
@@ -108,12 +123,13 @@ def test_reused_and_fused_drafts_match_the_full_draft(family, models):
     if not shifted:  # a right-shifted fused forward drafts with MASK at block position 0 (its seed comes after)
         variants.update(fused=dict(fused_commit=True), both=dict(kv_reuse=True, fused_commit=True))
     for name, opts in variants.items():
-        seen, handle = _capture(model)
+        seen, handle = _capture(model, monkeypatch)
         try:
             res = s2d2.generate(model, PROMPTS[1], DecodeConfig(block_length=8, **EXACT, **opts))
         finally:
             handle.remove()
-        assert len(seen) == len(res.trace.forwards) and seen[0].dtype == torch.float64
+            monkeypatch.undo()
+        assert len(seen) == len(res.trace.forwards) and next(iter(seen[0].values())).dtype == torch.float64
         runs[name] = (res, _draft_rows(res, seen, shifted))
     full_res, full_rows = runs["full"]
     for name in list(variants)[1:]:
