@@ -38,25 +38,29 @@ def selection_margin(router_logits: torch.Tensor, router: Any) -> float:
 class RouterMargins:
     """Hooks on a loaded s2d2 model's transformers module: `margins[i]` is forward i's smallest router margin.
 
-    Use as a context manager around one decode at a time (`clear()` between decodes); one model call is one forward
+    Use as a context manager around one decode at a time (`clear()` between decodes); one lm_head call is one forward
     of the trace, which `near_ties` checks against the trace's forward count.
     """
 
     def __init__(self, model: Any) -> None:
         self.margins: list[float] = []
-        self._handles = [model.model.register_forward_pre_hook(self._start)]
+        self._current = math.inf  # the running forward's smallest margin so far
+        # a forward ends at its one lm_head call (s2d2/models/read_rows.py runs the head once, over the read rows,
+        # and may run the layers itself: the causal LM's own forward is not always called)
+        self._handles = [model.model.lm_head.register_forward_hook(self._end)]
         for module in model.model.modules():
             if hasattr(module, "e_score_correction_bias") and hasattr(module, "topk_group"):
                 self._handles.append(module.register_forward_hook(self._measure))
 
-    def _start(self, module: Any, args: Any) -> None:
-        self.margins.append(math.inf)
+    def _end(self, module: Any, args: Any, out: Any) -> None:
+        self.margins.append(self._current)
+        self._current = math.inf
 
     def _measure(self, module: Any, args: Any, out: Any) -> None:
-        self.margins[-1] = min(self.margins[-1], selection_margin(out[0], module))
+        self._current = min(self._current, selection_margin(out[0], module))
 
     def clear(self) -> None:
-        self.margins = []
+        self.margins, self._current = [], math.inf
 
     def near_ties(self, trace: dict[str, Any], below: float) -> frozenset[int]:
         """The forwards of `trace` (this decode) whose router margin was under `below`."""
