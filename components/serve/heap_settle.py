@@ -9,10 +9,11 @@ join, its result stream and its place in line each stalled for the length of a p
 `gc.freeze()` moves every object that exists into a generation the collector never walks. Right after a full pass
 (`settle`, a `gc.callbacks` hook), what exists is what survived it: live objects, the cyclic garbage just found
 gone. Freezing them then costs no pass of its own, and the next full pass walks only what came after: beside the
-flooders, passes fell from about 1.1 s to about 0.7 s when the heap was frozen once, and further when it is frozen
-after every full pass (docs/operating-a-space.md, the teacher's page). Nothing is freed later by reference counting
-(the collector only finds cycles); but a frozen object that later becomes part of cyclic garbage (a kept step
-dropped from its store, a closed session's state) is found only by a pass that walks it. So every SWEEP_S seconds
+flooders, passes fell from about 1.1 s to about 0.7 s when the heap was frozen once after a pass, and the honest
+visitor's step p95 from about 2 s to under 1 s when it is frozen after every full pass (docs/operating-a-space.md,
+the teacher's page). Reference counting frees what it always freed (the collector only finds cycles); but a frozen
+object that later becomes part of cyclic garbage (a kept step dropped from its store, a closed session's state) is
+found only by a pass that walks it. So every SWEEP_S seconds
 the hook unfreezes instead of freezing: the next full pass walks the whole heap once (about a second, once every
 few minutes), collects that garbage, and freezes again. Memory held that way is the cyclic garbage of at most
 SWEEP_S seconds.
