@@ -27,6 +27,7 @@ from components.tour.layout import TourHandles, build_learn_tab
 from components.replay.metrics_layout import build_metrics_tab
 from components.serve.event_guard import protect
 from components.serve.cpu_share import handler_slots
+from components.serve import heap_settle
 from components.serve.switch_interval import apply_switch_interval
 from components.serve.queue_updates import status_update_rate
 from components.replay.layout import build_replay_tab, step_js
@@ -280,5 +281,14 @@ front_door.install()  # the one place the serve package is wired together: the w
 apply_switch_interval()  # the event loop gets the interpreter back sooner (components/serve/switch_interval.py)
 demo = build_demo()
 
+
+def serve(**kwargs: Any) -> None:
+    """Start the server (`python app.py`, the benchmarks' servers): the collector's full passes kept off the heap
+    that survived the last one (components/serve/heap_settle.py: a process-wide hook, so it is installed here, not
+    at import), then Gradio's launch with LAUNCH_KWARGS and `kwargs`."""
+    heap_settle.install()
+    demo.launch(**{**LAUNCH_KWARGS, **kwargs})
+
+
 if __name__ == "__main__":
-    demo.launch(**LAUNCH_KWARGS)
+    serve()

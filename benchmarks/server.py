@@ -38,8 +38,7 @@ def start_server(port: int, env_extra: dict | None = None, preexec: Callable[[],
                  ) -> subprocess.Popen:
     """The app serving on 127.0.0.1:`port` (`preexec`: run in the child before it starts, e.g. pinning it to a core,
     benchmarks/cpu_pin.py)."""
-    code = ("import app; app.demo.launch(server_name='127.0.0.1', server_port=%d, quiet=True, **app.LAUNCH_KWARGS)"
-            % port)
+    code = "import app; app.serve(server_name='127.0.0.1', server_port=%d, quiet=True)" % port  # as `python app.py`
     if os.environ.get("S2D2_BENCH_LOOP_PROFILE"):  # where the event loop's time goes (benchmarks/loop_sampler.py)
         code = "import benchmarks.loop_sampler as s, os; s.start(os.environ['S2D2_BENCH_LOOP_PROFILE']); " + code
     if os.environ.get("S2D2_BENCH_SHARE_LEDGER"):  # who the handler CPU went to (benchmarks/share_ledger.py)

@@ -26,8 +26,9 @@ writes its bytes unchanged: the client receives exactly the bytes it received be
 
 Invariants: what a hit returns equals, value for value, what Gradio would have sent for a fresh drawing (tests
 compare the data the client receives); only values reached from a state key (a hash of one trace's exact text) are
-kept, under inputs of a few plain JSON values; at most MAX_KEPT entries, least recently used dropped first; the lists
-kept are shared between pages and never changed (Gradio only reads and sends them).
+kept, under inputs of a few plain JSON values; kept per unit of fairness (the request's address or account,
+components/replay/unit_lru.py), at most PER_UNIT a unit and MAX_KEPT in all, so a flooder's steps push out only its
+own; the lists kept are shared between pages and never changed (Gradio only reads and sends them).
 """
 from __future__ import annotations
 
@@ -38,10 +39,12 @@ import orjson
 from gradio.context import LocalContext
 from gradio.data_classes import GradioModel, GradioRootModel
 
-from components.replay.lru import Lru
+from components.replay.unit_lru import UnitLru
 from components.serve.event_guard import encodable
+from components.serve.identity import current
 
-MAX_KEPT = 24  # as components/replay/step_cache.py: a class's example has a handful of steps
+PER_UNIT = 24  # as components/replay/step_cache.py: a class's example has a handful of steps
+MAX_KEPT = 128  # all units together (a heavy step's answer is about 0.2 MB of JSON)
 MAX_TEXT = 64  # characters of a string input a key may hold (a step box, a switch): longer ones are drawn each time
 PLAIN = (type(None), bool, int, float, str)
 
@@ -49,9 +52,10 @@ PLAIN = (type(None), bool, int, float, str)
 class WireSteps:
     """One step event's inputs and outputs (components, in wiring order) and its kept answers."""
 
-    def __init__(self, inputs: Sequence[Any], outputs: Sequence[tuple[str, Any]], size: int = MAX_KEPT) -> None:
+    def __init__(self, inputs: Sequence[Any], outputs: Sequence[tuple[str, Any]], size: int = MAX_KEPT,
+                 per_unit: int = PER_UNIT) -> None:
         self.inputs, self.outputs = list(inputs), list(outputs)
-        self._kept = Lru(size)
+        self._kept = UnitLru(min(per_unit, size), size)
 
     def handler(self, views: Callable[..., dict[str, Any]]) -> Callable[..., Any]:
         """The event function: `draw` of `views` (a handler returning {name: value}), with `quick` attached as
@@ -69,7 +73,7 @@ class WireSteps:
         key = input_key(raw)
         if key is None:
             return None
-        return self._kept.get(key)
+        return self._kept.get(current(), key)  # the guard set the request's unit (components/serve/identity.py)
 
     def draw(self, views: Callable[..., dict[str, Any]], raw: Sequence[Any]) -> Any:
         """Preprocess `raw` as Gradio would, draw the views, postprocess them as Gradio would; keep a full answer."""
@@ -82,7 +86,7 @@ class WireSteps:
             [wire_value(c, out[name]) if name in out else gr.skip() for name, c in self.outputs]))]
         key = input_key(raw)
         if key is not None and all(name in out for name, _ in self.outputs):
-            self._kept.put(key, wire)
+            self._kept.put(current(), key, wire)
         return wire
 
     def __len__(self) -> int:

@@ -14,13 +14,15 @@ read from Gradio's running events; a page with an event running in the line wait
 then the pages, within their fair part of the server's handler CPU (components/serve/cpu_share.py `over_part`),
 then arrival: with a few handlers of a kind running at once, places held rarely tell a student from a flooder, and
 the CPU each used recently does. Decode places stay by places held, then arrival (a decode is not charged CPU: its
-turn does not depend on how much a page stepped).
+turn does not depend on how much a page stepped). In those same lines, while the server is at its CPU bound, the last
+free place is kept for a page within its part (components/serve/spare_place.py).
 """
 from __future__ import annotations
 
 from collections import Counter
 from typing import Any, Callable, Iterable, Optional
 
+from components.serve import spare_place
 from components.serve.cpu_share import CPU_SHARE
 from components.serve.fair_order import Ask, fair_order
 from components.serve.gpu_slot import DECODE_SLOTS
@@ -37,6 +39,14 @@ class FairLine(list):
                  recent: Optional[Recent] = None) -> None:
         super().__init__(events)
         self._ask_of, self._running, self._recent = ask_of, running, recent
+        # each page's and unit's over (1.0) or within (0.0) its part, as last ordered
+        self.over: dict[Ask, float] = {}
+        self.over_units: dict[str, float] = {}
+
+    def over_part(self, event: Any) -> bool:
+        """Whether `event`'s page or its unit was over its fair part when the line was last ordered (unknown: no)."""
+        ask = self._ask_of(event)
+        return self.over.get(ask, 0.0) > 0 or self.over_units.get(ask[0], 0.0) > 0
 
     def append(self, event: Any) -> None:
         super().append(event)
@@ -54,6 +64,7 @@ class FairLine(list):
         asks = [self._ask_of(e) for e in events]
         held = Counter(self._ask_of(e) for e in self._running())
         used, unit_used = self._recent([*asks, *held]) if self._recent is not None else (None, None)
+        self.over, self.over_units = used or {}, unit_used or {}
         order = fair_order(asks, held, used, unit_used)
         super().__setitem__(slice(None), [events[i] for i in order])
 
@@ -77,3 +88,5 @@ def install(queue: Any, fn: Any, client_of: Callable[[Any], str]) -> None:
 
     recent = None if fn.concurrency_id in DECODE_SLOTS else CPU_SHARE.over_part  # decodes: places held, arrival
     line.queue = FairLine(line.queue, ask_of, running, recent)
+    if recent is not None:  # the last free place kept for a page within its part (components/serve/spare_place.py)
+        spare_place.install(line, lambda head: line.queue.over_part(head))

@@ -53,3 +53,25 @@ def test_a_state_without_a_key_is_drawn_every_time_and_the_cache_is_bounded(monk
     for k in range(10):
         cache.views(("key", k), lambda: {"k": k})
     assert len(cache) == 3 and cache.views(("key", 9), lambda: {"k": -1}) == {"k": 9}
+
+
+def test_a_flooders_drawings_push_out_only_its_own_views(monkeypatch):
+    """Views are kept per unit of fairness (the request's address or account: components/serve/identity.py)."""
+    from components.serve.identity import reset_current, set_current
+
+    cache, drawn = StepCache(), []
+
+    def views_as(unit: str, key) -> dict:
+        token = set_current(unit)
+        try:
+            return cache.views(key, lambda: drawn.append(key) or {"k": key})
+        finally:
+            reset_current(token)
+
+    for step in range(5):
+        views_as("ip:10.9.0.1", ("example", step))
+    for step in range(500):
+        views_as("ip:10.66.1.1", ("heavy", step))
+    drawn.clear()
+    assert [views_as("ip:10.9.0.1", ("example", s)) for s in range(5)] == [{"k": ("example", s)} for s in range(5)]
+    assert drawn == []

@@ -234,3 +234,32 @@ def test_a_miss_is_preprocessed_with_the_visitors_own_copy_of_each_component():
 
     assert contextvars.copy_context().run(draw, {slider._id: wider}) == ["step 15.0"]
     assert contextvars.copy_context().run(draw, {}) == ["step 9"]  # a session that never changed it: the page's own
+
+
+def test_a_flooder_stepping_500_new_steps_leaves_another_addresses_kept_steps_answered_as_hits(monkeypatch):
+    """Kept answers are kept per unit of fairness (components/replay/unit_lru.py): beside eight addresses flooding a
+    heavy trace's steps, an honest visitor's kept steps used to be pushed out within seconds and drawn again."""
+    drawn: list = []
+    steps = WireSteps([gr.State(), ClampedSlider(0, 999)], [("summary", gr.Textbox())])
+
+    def views(state, step):
+        drawn.append((state["key"], step))
+        return {"summary": f"{state['key']} {step!r}"}
+
+    fn = event_guard.guarded(steps.handler(views), "step_views", lambda: [], 0)
+    monkeypatch.setattr(CPU_SHARE, "charge", lambda ask, seconds, now=None: None)
+    monkeypatch.setattr(event_guard, "request_key", lambda request: request.key)
+
+    async def step_as(address: str, key: str, step: int):
+        from gradio.context import LocalContext
+
+        LocalContext.request.set(SimpleNamespace(key=address, session_hash=address))
+        return await fn({"key": key}, step)
+
+    for step in range(5):  # the class's example, drawn once each
+        asyncio.run(step_as("ip:10.9.0.1", "example", step))
+    for step in range(500):  # a flooder's heavy trace, every step a new one
+        asyncio.run(step_as("ip:10.66.1.1", "heavy", step))
+    drawn.clear()
+    answers = [asyncio.run(step_as("ip:10.9.0.1", "example", step)) for step in range(5)]
+    assert answers == [[f"example {float(s)!r}"] for s in range(5)] and drawn == []  # every one a hit
