@@ -14,8 +14,8 @@ read from Gradio's running events; a page with an event running in the line wait
 then the pages, within their fair part of the server's handler CPU (components/serve/cpu_share.py `over_part`),
 then arrival: with a few handlers of a kind running at once, places held rarely tell a student from a flooder, and
 the CPU each used recently does. Decode places stay by places held, then arrival (a decode is not charged CPU: its
-turn does not depend on how much a page stepped). In those same lines, while the server is at its CPU bound, the last
-free place is kept for a page within its part (components/serve/spare_place.py).
+turn does not depend on how much a page stepped). In those same lines the last free place is kept for a page within its
+part, whether or not the server is at its CPU bound (components/serve/spare_place.py).
 """
 from __future__ import annotations
 

@@ -34,11 +34,11 @@ RECHECK_S = 0.05  # how long an answer for one head stands (the CPU share's over
 
 
 class SparingLine(EventQueue):
-    """A Gradio line (EventQueue) whose last free place goes only to a head within its fair part while the
-    server is busy; set up by `install`."""
+    """A Gradio line (EventQueue) whose last free place goes only to a head within its fair part (module
+    docstring: always, not only while the server is busy); set up by `install`."""
 
     _limit: Optional[int]
-    _holds_back: Callable[[Any], bool]  # head -> whether its page is over its part while the server is busy
+    _holds_back: Callable[[Any], bool]  # head -> whether its page or unit is over its part
     _cached: tuple  # (head, answer, until)
 
     @property  # type: ignore[override]
