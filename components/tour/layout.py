@@ -8,7 +8,7 @@ strip there. The Route stop holds a live τ_score control, the last stop a slide
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import gradio as gr
 
@@ -107,6 +107,7 @@ def build_learn_tab(ctx: Ctx, material: Optional[TourMaterial]) -> Optional[Tour
         ctx["tour_next"] = gr.Button("Next ▶", size="sm", variant="primary", interactive=len(stops) > 1,
                                      elem_id="tour-next")
     ctx["tour_at"] = gr.State(0)
+    ctx["tour_drawn"] = gr.State(False)  # whether the last stop selected was drawn by its select event (its circle)
     ctx["tour_step"] = gr.State(first["tour_step"])  # the step Show in Replay opens (the lockstep slider moves it)
     _wire(ctx, material, stops, steps)
     return TourHandles(ctx["tour_show"], ctx["tour_at"], stops, ctx["tour_step"])
@@ -124,6 +125,23 @@ def _controls(ctx: Ctx, stop: Stop, material: TourMaterial, tau0: Optional[float
         ctx["tour_moment"] = ClampedSlider(0, n, value=first_moment(material), step=1,
                                            label=f"Both runs, block by block: moment 0 (start) to {n} (end)",
                                            elem_id="tour-moment")
+
+
+def stop_picked(i: int, at: Any, draw: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """A stop's select event: its pictures (`draw()`) when its circle was pressed. Next / Back drew them with the
+    stop's words already (`at` == i; their update selects the stop, which fires this event too): nothing left to
+    draw, and the views that follow a live control are left to the control's own event (`tour_drawn` False)."""
+    if _index(at) == i:
+        return {"tour_at": i, "tour_drawn": False}
+    return {**draw(), "tour_drawn": True}
+
+
+def after_circle(views: Callable[[Any], dict[str, Any]]) -> Callable[[Any, Any], dict[str, Any]]:
+    """The event chained after a stop's select: the views that follow its live control, drawn from the control's
+    value, only when the select event drew the stop (its circle). After Next / Back it would draw the value the
+    control held when it was sent, racing a value typed since (the control's change event): finishing last, it
+    left the picture and its sentence on the old τ under the new box for good."""
+    return lambda drawn, value: views(value) if drawn is True else {}
 
 
 def _wire(ctx: Ctx, material: TourMaterial, stops: list[Stop], steps: list[Any]) -> None:
@@ -151,16 +169,14 @@ def _wire(ctx: Ctx, material: TourMaterial, stops: list[Stop], steps: list[Any])
                 out.pop(name, None)
         return out
 
-    def selected(i: int, at: Any, *values: Any) -> dict[str, Any]:
-        # Next / Back drew this stop's pictures with its words (at == i): nothing left to draw
-        return {"tour_at": i} if _index(at) == i else shown(i, *values)
-
+    select_outs = [*outs, c["tour_drawn"]]
     for i, step in enumerate(steps):  # a stop selected by its circle: its pictures, in place
-        event = step.select(keyed(lambda at, *v, i=i: selected(i, at, *v), ctx), [c["tour_at"], *controls], outs,
-                            show_progress="hidden", **PRIVATE)
+        event = step.select(keyed(lambda at, *v, i=i: stop_picked(i, at, lambda: shown(i, *v)), ctx),
+                            [c["tour_at"], *controls], select_outs, show_progress="hidden", **PRIVATE)
         if stops[i].key in live:
             control, views, names_out = live[stops[i].key]
-            event.then(keyed(views, ctx), c[control], ctx.outputs(names_out), show_progress="hidden", **PRIVATE)
+            event.then(keyed(after_circle(views), ctx), [c["tour_drawn"], c[control]], ctx.outputs(names_out),
+                       show_progress="hidden", **PRIVATE)
 
     def moved(at: Any, d: int, *values: Any) -> dict[str, Any]:
         to = max(0, min(len(stops) - 1, _index(at) + d))

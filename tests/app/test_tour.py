@@ -23,6 +23,7 @@ from components.views import lockstep
 from components.views import attention_mask
 from components.views import residual
 from components.tour import tau_control
+from components.tour import layout
 from components.tour import material as tour
 from components.tour import stops as tour_stops
 from components.tour import pictures as tour_views
@@ -171,6 +172,20 @@ def test_route_control_redecides_through_the_whatif_engine(material):
     assert out["tour_route_note"] == text and out["tour_routing"].layout.shapes[0].y0 == low
     lo, hi = tau_control.tau_range(t)
     assert tau_control.clamp_tau(t, "x") == tau0 and tau_control.clamp_tau(t, 1e9) == hi and lo < tau0 < hi
+
+
+def test_a_stop_reached_by_next_leaves_its_live_views_to_the_control(material):
+    """Next / Back select the stop they drew, which fires the stop's select event and its chained live-view event.
+    That chained event must not draw: it would carry the τ the box held when it was sent and, finishing after the
+    change event of a τ typed since, leave the plot and its sentence on the old τ (a flake of the tour's browser
+    test under load). Pressed by its circle, the stop is drawn and its live views follow the control."""
+    drawn = []
+    assert layout.stop_picked(3, 3, lambda: drawn.append(1) or {"x": 1}) == {"tour_at": 3, "tour_drawn": False}
+    assert drawn == []  # nothing drawn for a stop Next / Back drew already
+    assert layout.stop_picked(3, 1, lambda: {"x": 1}) == {"x": 1, "tour_drawn": True}
+    follow = layout.after_circle(lambda tau: tour_views.route_views(material, tau))
+    assert follow(False, 0.5) == {}  # keyed() turns {} into gr.skip(): nothing drawn over the typed τ
+    assert follow(True, 0.5) == tour_views.route_views(material, 0.5) != {}
 
 
 def test_calibration_is_k_hat_against_k(material):

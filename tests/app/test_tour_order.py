@@ -111,4 +111,6 @@ def test_the_live_controls_views_are_drawn_from_their_value_after_the_stop_arriv
                                                                             or [])]
         (select,) = [d for d in cfg["dependencies"] if any(t[0] == step for t in d["targets"])]
         chained = [d for d in cfg["dependencies"] if d.get("trigger_after") == select["id"]]
-        assert [(d["inputs"], by_elem[view] in d["outputs"]) for d in chained] == [([by_elem[control]], True)], key
+        # inputs: whether the select event drew the stop (a State: only then does it draw), then the control
+        assert [(d["inputs"][1:], by_elem[view] in d["outputs"]) for d in chained] == [([by_elem[control]], True)], key
+        assert len(chained[0]["inputs"]) == 2 and chained[0]["inputs"][0] in select["outputs"], key
