@@ -162,7 +162,8 @@ def decode_share_lines(tally: Tally, t0: float, t1: float, held: Mapping[str, fl
                      f"{held[STRANGER]:.1f}; class share {100 * verdict:.1f} %")
     lines.append(f"    class share of the decode places while it asks {100 * verdict:.1f} % "
                  f"({'place-seconds' if held is not None else 'finished Runs'}) against >= {100 * TARGET:.0f} %: "
-                 f"{'PASS' if verdict >= TARGET else 'FAIL'}")
+                 f"{'PASS' if verdict >= TARGET else 'FAIL'}"
+                 + ("" if held is not None else "; set S2D2_BENCH_SHARE_LEDGER=FILE for the place-seconds"))
     return lines
 
 

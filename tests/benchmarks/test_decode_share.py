@@ -34,7 +34,7 @@ def test_place_seconds_cut_each_run_at_the_window_and_skip_other_events() -> Non
 def test_the_verdict_follows_place_seconds_when_the_ledger_has_them() -> None:
     tally = tally_of([("class", 11.0, 1.0), ("stranger", 12.0, 1.0), ("stranger", 13.0, 1.0)])
     by_runs = ds.decode_share_lines(tally, 10.0, 20.0)
-    assert "class share 33.3 %" in by_runs[0] and by_runs[-1].endswith("FAIL")
+    assert "class share 33.3 %" in by_runs[0] and ": FAIL;" in by_runs[-1]
     by_seconds = ds.decode_share_lines(tally, 10.0, 20.0, {"class": 9.0, "stranger": 11.0})
     assert "class share 45.0 %" in by_seconds[-2] and by_seconds[-1].endswith("PASS")
     assert ds.share(0, 0) == 0.0
