@@ -11,9 +11,9 @@ one server (defaults as shipped; one trusted proxy hop, read only from loopback)
 (b) replay: the students open the first example and step through it every --step-every-s for --phase-s seconds:
     steps served and refused, step p50 / p95, server CPU per served step.
 (c) the replay class again beside a heavy-step flooder (benchmarks/attackers.py's replay flood, in its own process)
-    on the class's own address, then on another address: the same figures and the flooder's answers; then the
-    class presses Run beside a stranger on another address pressing Run from --flood-threads tabs: the class's
-    share of the decode places (benchmarks/decode_share.py).
+    on the class's own address, then on another address: the same figures and the flooder's answers; then (figure
+    letter r) the class keeps pressing Run beside a stranger on another address pressing Run from --stranger-tabs
+    tabs: the class's share of the decode places while it asks (benchmarks/decode_share.py).
 (d) eight flooding addresses (one replay flooder each, --flood-threads threads): one honest visitor on its own
     address steps every 0.5 s; its step p50 / p95 and served share.
 
@@ -155,8 +155,11 @@ def phases(url: str, proc: Any, fns: dict[str, int], heavy: Path, args: argparse
             print(step_line(f"(c) replay beside a heavy-step flooder on {where}", m) + f" | flooder answers "
                   f"{stop()} | {load()}", flush=True)
             print_split(proc, m)
-    if "r" in args.figures and budget.fits("(c) runs beside a stranger pressing Run", args.round_s + 30):
-        print(decode_share_figure(url, args) + f" | {load()}", flush=True)
+    if "r" in args.figures and budget.fits("(c) runs beside a stranger pressing Run", args.round_s + 60):
+        print(f"(c) runs: {load()} before", flush=True)
+        for line in decode_share_figure(url, proc, page, args):
+            print(line, flush=True)
+        print(f"(c) runs: {load()} after", flush=True)
     if "d" in args.figures and budget.fits("(d) eight flooding addresses", args.phase_s + 120):
         stop = start_floods(url, fns, args.flood_threads, heavy, FLOOD_IPS)
         m = step_round(url, proc, [HONEST_IP], 0.5, args.phase_s, page)
@@ -193,6 +196,8 @@ def add_options(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--retry-s", type=float, default=5.0, help="--one-address: a refused student presses again")
     ap.add_argument("--step-every-s", type=float, default=2.0, help="--one-address: seconds between a student's steps")
     ap.add_argument("--flood-threads", type=int, default=4, help="--one-address: threads per flooding address")
+    ap.add_argument("--stranger-tabs", type=int, default=16, help="--one-address: figure (c)'s decode half: tabs "
+                    "of the stranger pressing Run (default 16, the shared batch's places)")
     ap.add_argument("--client", choices=sorted(CLIENTS), default="light",
                     help="--one-address: what a stepping student's page is: light (plain HTTP, benchmarks/"
                     "light_client.py; the default) or gradio (gradio_client, about 50 ms of client CPU a step)")
@@ -206,7 +211,8 @@ def add_options(ap: argparse.ArgumentParser) -> None:
 def validated(args: argparse.Namespace) -> Optional[str]:
     """One line saying what is out of bounds, or None."""
     bounds = {"visitors": (1, 100), "round_s": (5, 3600), "retry_s": (0.5, 600), "phase_s": (5, 3600),
-              "step_every_s": (0.1, 60), "flood_threads": (1, 32), "budget_s": (10, 86_400), "spread_s": (0, 600)}
+              "step_every_s": (0.1, 60), "flood_threads": (1, 32), "stranger_tabs": (1, 64),
+              "budget_s": (10, 86_400), "spread_s": (0, 600)}
     if not args.figures or set(args.figures) - set("abcrd"):
         return f"--figures takes letters of abcrd, got {args.figures[:20]!r}"
     for name, (low, high) in bounds.items():
