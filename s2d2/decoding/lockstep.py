@@ -130,15 +130,15 @@ class Lockstep:
         rec = Recorder(self.model, self.detailed if job.detailed is None else job.detailed, job.prep.table)
         generator = make_generator(cfg.rng, job.seed, self.model.device)
         row = Row(index, job.prep, job.seed, rec, generator, self.model.new_cache(), job.check(),
-                  at=len(job.prep.ids), ledger=self.ledger)
-        loop_for(cfg, self.model).start(self.model, row)
+                  at=len(job.prep.ids), ledger=self.ledger, loop=loop_for(cfg, self.model))
+        row.loop.start(self.model, row)
         return row
 
     def finish(self, row: Row, finish: Callable[[Row, LoopResult], Any]) -> Any:
         """A finished row's result (`finish(row, loop)` builds it from its LoopResult); its cache and state are let
         go (a static slot goes back as soon as its sequence ends)."""
         try:
-            return finish(row, loop_for(row.prep.cfg, self.model).result(self.model, row))
+            return finish(row, row.loop.result(self.model, row))
         finally:
             row.cache = row.state = None
 
@@ -161,7 +161,7 @@ class Lockstep:
         advances, each loop's rows together."""
         for j, out in enumerate(served):
             if isinstance(out, StopDecoding):
-                loop_for(live[j].prep.cfg, self.model).cancel(live[j])
+                live[j].loop.cancel(live[j])
             elif isinstance(out, BaseException):
                 raise out
         for loop, members in self._loops(live).items():
@@ -170,10 +170,10 @@ class Lockstep:
                 loop.advance(self.model, [live[j] for j in going], [served[j] for j in going])
 
     def _loops(self, live: list[Row]) -> dict[Any, list[int]]:
-        """The live rows (their indices) by the loop that steps them."""
+        """The live rows (their indices) by the loop that steps them (each row's, named at its start)."""
         loops: dict[Any, list[int]] = {}
         for j, r in enumerate(live):
-            loops.setdefault(loop_for(r.prep.cfg, self.model), []).append(j)
+            loops.setdefault(r.loop, []).append(j)
         return loops
 
     def _forwards(self, live: list[Row], asked: list[Asked]) -> list[Any]:

@@ -195,8 +195,9 @@ def _draft_group(model: Any, cfg: DecodeConfig, members: list[tuple[Row, torch.T
     rule = skip_inputs(cfg, padded, lambda: entropy(probs))
     detail = draft_detail(members[0][0].state.ctx, probs, p_all)
     got = _split(read_rows(model, {"drafts": tokens, **rule, **detail}, 1)[0], sizes, int(padded.shape[1]))
+    views = {k: _row_views(v, sizes) for k, v in rule.items() if v.dim() == 2}  # each row's order, one call
     for j, ((r, _), g, tok) in enumerate(zip(members, got, rows_tok)):
-        _draft_step(r, g, {k: v[j, : sizes[j]] for k, v in rule.items() if v.dim() == 2}, tok)
+        _draft_step(r, g, {k: v[j] for k, v in views.items()}, tok)
 
 
 def _shared_skips(cfg: DecodeConfig, probs: torch.Tensor, p: torch.Tensor, sizes: list[int]

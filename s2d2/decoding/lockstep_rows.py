@@ -42,6 +42,7 @@ class Row:
     prompt_len: int = 0  # set from prep: len(prep.ids)
     state: Any = None  # the loop's own state of this row (lockstep_block.BlockState; None for AR)
     ledger: Optional[BatchLedger] = None  # the batch's ledger (its shared reads are counted there)
+    loop: Any = None  # the module of the loop that steps it (lockstep.py `loop_for`, looked up once at its start)
 
     def __post_init__(self) -> None:
         self.prompt_len = len(self.prep.ids)
