@@ -15,9 +15,15 @@ STEPPED = ["canvas", "strip", "step_words", "summary", "routing", "detail", "res
 
 
 # Inputs: the scrubber value, the bundle, then the STEPPED views on screen; outputs: STEPPED, then "server_step".
+# The step drawn is the scrubber's value on screen when this code runs (SCRUBBER_NOW), not the value the event was
+# sent with: two of these events can finish out of order (each first waits for the page to gather its inputs), and
+# one sent for an older value, finishing last, left the views a step behind the scrubber for good (seen in CI: a
+# link's step landing as the visitor pressed ▶). Whichever finishes last now draws what the scrubber shows.
+SCRUBBER_NOW = "document.querySelector('#step-slider input[type=number]')"
 STEP_JS = f"""async (value, bundle, ...shown) => {{
   const m = await import({module_url(REPLAY_JS, 'stepper.js')});
-  return m.stepOutputs(value, bundle, shown);
+  const box = {SCRUBBER_NOW};
+  return m.stepOutputs(box ? box.value : value, bundle, shown);
 }}"""
 
 # Inputs: the Play button's label, the speed, the scrubber value; outputs: the label, the scrubber value.

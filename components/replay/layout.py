@@ -13,6 +13,7 @@ from s2d2.limits import limits
 from components.views.canvas import COLOR_BY
 from components.files.examples import examples_dir, list_examples
 from components.views.focus import FOCUS_JS
+from components.replay.browser_steps import SCRUBBER_NOW
 from components.replay.handlers import DETAIL_HINT, NO_TRACE, RUNS
 from components.views.attention_mask import WHICH
 from components.replay.share_row import build_share_note, build_share_row
@@ -39,13 +40,17 @@ element.addEventListener('click', (e) => {
 def step_js(delta: int) -> str:
     """The scrubber moves in the browser: ◀ / ▶ (and held ← / → keys, which click them) set the slider at once from
     its current value, so no press waits for a server round trip and none is dropped; `delta` 0 snaps a typed value
-    (2.5, 1000, −3) to a whole step in range, the way the server reads it (components/trace_index.clamp_step)."""
+    (2.5, 1000, −3) to a whole step in range, the way the server reads it (components/trace_index.clamp_step). The
+    snap reads the box as it is when it runs (browser_steps.SCRUBBER_NOW says why): sent for an older value and
+    finishing after a ▶, it would set the scrubber back a step."""
     blank = "v" if delta == 0 else "lo"
+    now = f"(() => {{ const b = {SCRUBBER_NOW}; return b ? b.value : v; }})()" if delta == 0 else "v"
     return f"""(v) => {{
   const r = document.querySelector('#step-slider input[type=range]');
   const lo = r ? Number(r.min) : 0, hi = r ? Number(r.max) : Infinity;
-  const x = Number(v);
-  if (v === null || v === '' || !isFinite(x)) return {blank};
+  const now = {now};
+  const x = Number(now);
+  if (now === null || now === '' || !isFinite(x)) return {blank};
   return Math.min(hi, Math.max(lo, Math.floor(x + 0.5) + ({delta})));
 }}"""
 
