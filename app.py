@@ -139,7 +139,10 @@ def wire(ctx: Ctx, o: Opening, tour: Optional[TourHandles]) -> None:
     c["toggle"].input(k(lambda e, run, pinned: h.open_example(e, run, selected=pinned)),
                       [c["example"], c["toggle"], c["selected"]], out(h.LOAD_OUT), **PRIVATE)
     c["upload"].upload(k(h.upload_trace), c["upload"], out(h.LOAD_OUT), api_name="upload_trace")
-    c["preset"].input(k(r.apply_preset), [c["preset"], c["knob_seed"]], out([*r.KNOB_OUT, "preset_note"]), **PRIVATE)
+    # On change, not input: Gradio's dropdown sends input twice for one pick (on the pick, then on the blur that
+    # follows it) and again on any blur, so a second setting of every knob, landing late on a busy server, undid a
+    # knob typed since (and a look at the list undid every knob). Select would miss a pick made with the keyboard.
+    c["preset"].change(k(r.apply_preset), [c["preset"], c["knob_seed"]], out([*r.KNOB_OUT, "preset_note"]), **PRIVATE)
     rules = out(["knob_method", "knob_policy", "knob_remasking", "knob_loop"])
     for rule in rules:
         rule.input(k(r.knob_visibility), rules, out(r.KNOB_OUT), **PRIVATE)

@@ -615,3 +615,17 @@ def test_a_shared_run_withdrawn_from_the_batch_queue_says_nothing_ran(monkeypatc
     assert "position 2" in outs[1]["run_status"]
     assert outs[-1]["run_status"] == guard.STOPPED_QUEUED and outs[-1]["run_ok"] is False
     assert "state" not in outs[-1] and not guard.JOBS.running("s5") and not guard.JOBS.holds("s5")
+
+
+def test_a_preset_sets_the_knobs_once_per_pick():
+    """Gradio's dropdown sends `input` twice for one pick (on the pick, then on the blur that follows it) and on any
+    blur: wired to input, the second setting of every knob, landing late on a busy server, undid a knob typed since
+    (a CI flake: the page's Run and the server's disagreed on the temperature). The preset is wired to `change`,
+    sent once per new value (`select` would miss a pick made with the keyboard)."""
+    import app
+
+    cfg = app.demo.get_config_file()
+    (preset,) = [c["id"] for c in cfg["components"] if c.get("props", {}).get("elem_id") == "preset"]
+    knob = next(c["id"] for c in cfg["components"] if c.get("props", {}).get("elem_id") == "knob-temperature")
+    setters = [d for d in cfg["dependencies"] if knob in d["outputs"] and any(t[0] == preset for t in d["targets"])]
+    assert [tuple(t) for d in setters for t in d["targets"]] == [(preset, "change")]
