@@ -49,6 +49,10 @@ class Tally:
         self.sessions: dict[str, set[str]] = {CLASS: set(), STRANGER: set()}
         self.first_refusal: str = ""
 
+    def opened(self, side: str, session: str) -> None:
+        with self._lock:
+            self.sessions[side].add(session)
+
     def done(self, side: str, seconds: float) -> None:
         with self._lock:
             self.finished.append((side, time.monotonic(), seconds))
@@ -96,7 +100,7 @@ def _presser(url: str, page: Page, address: str, side: str, prompt: str, args: a
     p = None
     try:
         p = page(url, address)
-        tally.sessions[side].add(p.session_hash)
+        tally.opened(side, p.session_hash)
     except Exception as exc:  # noqa: BLE001 (the door paced the page's opening: this page never presses)
         tally.refusal(side, f"page not opened: {type(exc).__name__}: {exc}")
     finally:
