@@ -152,8 +152,9 @@ def test_a_link_opens_the_app_on_its_moment_and_copy_link_gives_it_back(browser,
     pg.wait_for_selector("#canvas .s2d2-canvas", timeout=WAIT_MS)
     show_numbers(pg)
     pg.wait_for_function("document.querySelector('#summary textarea').value.includes('Step 3 of')", timeout=WAIT_MS)
-    assert pg.locator("#run-toggle input[type=radio]:checked").evaluate("e => e.value").startswith("Diffusion alone")
     assert "never verifies" in pg.locator("#summary textarea").input_value()
+    pg.wait_for_function("(document.querySelector('#run-toggle input[type=radio]:checked') || {value: ''})"
+                         ".value.startsWith('Diffusion alone')", timeout=WAIT_MS)  # its own component: wait on it
     assert not pg.locator("#share-note").is_visible()
     pg.get_by_role("button", name=COPY_LABEL).click()
     pg.wait_for_function("document.querySelector('#share-link textarea') && "
