@@ -12,15 +12,16 @@ alone). Per arm, one untimed warm-up round, then `--rounds` rounds, each decodin
 per engine in turn (threads, batch-first, threads, batch-first, ...); a round's figure per engine is this process's
 CPU time (every thread's, not wall: the figure that holds on a shared machine) over the sequence-forwards the
 ledger served, and its ratio is the thread engine's over the batch-first engine's of that round. Printed per arm:
-each engine's median, the median of the rounds' ratios and their min-max (`--out` keeps every round), and `reps`:
+each engine's median, the median of the rounds' ratios and their min-max (`--out` keeps every round), `x best`
+(each engine's least round over the other's: the least disturbed figure), and `reps`:
 each engine's decodes per round (threads/batch-first), repeated back to back until about `--min-cpu` seconds of
 CPU (so a short arm's figure does not rest on a tenth of a second). Pairing the engines within a round keeps a
 load change from landing on one engine only; the median keeps one bad round out.
 `--fixed-tokens 4096` has the batch-first engine group its shared forwards as on an accelerator (one forward per
 step carrying every live row, s2d2/decoding/batch.py `fixed_tokens_for`; the thread engine keeps its own grouping).
 
-Part `models`: the bundled models on one CPU thread, decodes/s at batch 1 and at the batch given, per preset and engine (`x b1`: batch N over batch 1
-of the same engine, in wall time; `cpu x b1` in this process's CPU time, the figure to read on a loaded machine).
+Part `models`: the bundled models on one CPU thread, decodes/s at batch 1 and at the batch given, per preset and
+engine (`x b1`: batch N over batch 1 of the same engine, in wall time; `cpu x b1` in this process's CPU time, the figure to read on a loaded machine).
 Engines and batch sizes of an arm run back to back over the same prompts and seeds, so machine noise hits them
 alike. Nothing is asserted.
 """
@@ -106,12 +107,15 @@ def summarize(rounds: list[dict[str, dict[str, Any]]]) -> dict[str, Any]:
     """Per engine, each round's CPU µs per sequence-forward (the process's CPU time, every thread's) and their
     median; with both engines, each round's ratio (threads over batch-first, both of that round) and the median,
     min and max of those ratios. The ratio is the median of the per-round ratios, not a ratio of medians, so its
-    spread is that of the very rounds it summarizes. Medians by benchmarks/percentiles.py's rule."""
+    spread is that of the very rounds it summarizes. Medians by benchmarks/percentiles.py's rule. `x_best`: each
+    engine's least round over the other's (a machine's interference only adds CPU time, so the least round is the
+    least disturbed one: on the shared machine this moved less between runs than the median)."""
     us = {engine: [r[engine]["cpu_s"] / r[engine]["seq_forwards"] * 1e6 for r in rounds] for engine in rounds[0]}
     out: dict[str, Any] = {"cpu_us": us, "cpu_us_median": {e: pct(v, 0.5) for e, v in us.items()}}
     if "batch-first" in us:
         ratios = [t / b for t, b in zip(us["threads"], us["batch-first"])]
         out.update(ratios=ratios, x_median=pct(ratios, 0.5), x_min=min(ratios), x_max=max(ratios),
+                   x_best=min(us["threads"]) / min(us["batch-first"]),
                    same=min(sum(a == b for a, b in zip(r["threads"]["outputs"], r["batch-first"]["outputs"]))
                             for r in rounds))
     return out
@@ -128,7 +132,7 @@ def host_part(batch: int, n: int, gen: int, rounds: int, out: list[dict[str, Any
           f"repeated in a round to >= {min_cpu:g} s CPU"
           + (f", a forward's fixed cost {fixed_tokens} query tokens" if fixed_tokens else ""))
     print(f"{'family':<8} {'arm':<20} {'seq-fwd':>8} {'seq/fwd thr':>11} {'seq/fwd bf':>10} {'threads us':>10} "
-          f"{'batch-first us':>14} {'x median':>8} {'x min-max':>11} {'same':>9} {'reps':>6}")
+          f"{'batch-first us':>14} {'x median':>8} {'x min-max':>11} {'x best':>6} {'same':>9} {'reps':>6}")
     for alignment, preset in arms:
         model, cfg = StandInModel(alignment), s2d2.preset(preset, gen_length=gen)
         got, times = host_rounds(model, stand_in_prompts(n), cfg, batch, rounds, min_cpu, fixed_tokens)
@@ -140,9 +144,10 @@ def host_part(batch: int, n: int, gen: int, rounds: int, out: list[dict[str, Any
                 f"{first['threads']['sharing']:>11.1f} {bf_sharing:>10} {med['threads']:>10.1f} ")
         if bf:
             line += (f"{med['batch-first']:>14.1f} {s['x_median']:>8.2f} {s['x_min']:>5.2f}-{s['x_max']:<5.2f} "
+                     f"{s['x_best']:>6.2f} "
                      f"{str(s['same']) + '/' + str(n):>9}")
         else:
-            line += f"{'(threads)':>14} {'-':>8} {'-':>11} {'-':>9}"
+            line += f"{'(threads)':>14} {'-':>8} {'-':>11} {'-':>6} {'-':>9}"
         line += f" {'/'.join(str(times[e]) for e in times):>6}"
         print(line, flush=True)
         out.append({"part": "host", "alignment": alignment, "arm": preset, "batch": batch, "n": n, "gen": gen,
@@ -184,7 +189,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--batch", type=int, default=None, help="batch size (default: 128 host, 32 models)")
     ap.add_argument("--n", type=int, default=None, help="prompts per run (default: 256 host, 32 models)")
     ap.add_argument("--gen-length", type=int, default=64)
-    ap.add_argument("--rounds", type=int, default=7,
+    ap.add_argument("--rounds", type=int, default=11,
                     help="host part: timed rounds, each decoding with every engine in turn (after one warm-up round)")
     ap.add_argument("--min-cpu", type=float, default=0.5,
                     help="host part: an engine's decodes per round are repeated to about this many CPU seconds "

@@ -28,6 +28,7 @@ def test_the_ratio_is_the_median_of_the_rounds_ratios_not_a_ratio_of_medians():
     assert s["cpu_us_median"] == pytest.approx({"threads": 400.0, "batch-first": 100.0}, rel=1e-12)
     assert s["ratios"] == pytest.approx([2.0, 10.0, 4.0], rel=1e-12)
     assert (s["x_median"], s["x_min"], s["x_max"]) == pytest.approx((4.0, 2.0, 10.0), rel=1e-12)
+    assert s["x_best"] == pytest.approx(200.0 / 50.0, rel=1e-12)  # each engine's least round: rounds 1 and 2
     assert s["same"] == 2
 
 
@@ -67,7 +68,10 @@ def test_a_real_run_interleaves_the_engines_and_reports_the_ratio_of_the_rounds_
             (pct(ratios, 0.5), min(ratios), max(ratios)), rel=1e-12)
         assert r["same"] == 4  # every sequence's output is its thread-engine output, every round
         line = next(p for p in printed if p.split()[:2] == [r["alignment"], r["arm"]])
+        best = min(us["threads"]) / min(us["batch-first"])
+        assert r["x_best"] == pytest.approx(best, rel=1e-12)
         assert f"{r['x_median']:.2f}" in line.split() and f"{r['x_min']:.2f}-{r['x_max']:.2f}" in line
+        assert f"{best:.2f}" in line.split()
         assert line.split()[-2:] == ["4/4", "1/1"] and r["decodes_per_round"] == {"threads": 1, "batch-first": 1}
     shifted = next(r for r in rows if r["alignment"] == "shifted")
     assert "ratios" not in shifted and len(shifted["cpu_us"]["threads"]) == 3
