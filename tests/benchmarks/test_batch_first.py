@@ -21,13 +21,13 @@ def fake_round(threads_cpu: float, first_cpu: float, seq_forwards: int = 100) ->
 
 
 def test_the_ratio_is_the_median_of_the_rounds_ratios_not_a_ratio_of_medians():
-    # rounds' ratios 2, 10, 4: their median is 4; the medians' ratio would be 0.04 / 0.005 = 8
-    rounds = [fake_round(0.02, 0.01), fake_round(0.05, 0.005), fake_round(0.04, 0.01)]
+    # the rounds' ratios are 2, 10, 2 (median 2); the engines' medians, 400 and 100, would give 4
+    rounds = [fake_round(0.02, 0.01), fake_round(0.05, 0.005), fake_round(0.04, 0.02)]
     s = batch_first.summarize(rounds)
     assert s["cpu_us"]["threads"] == pytest.approx([200.0, 500.0, 400.0], rel=1e-12)
     assert s["cpu_us_median"] == pytest.approx({"threads": 400.0, "batch-first": 100.0}, rel=1e-12)
-    assert s["ratios"] == pytest.approx([2.0, 10.0, 4.0], rel=1e-12)
-    assert (s["x_median"], s["x_min"], s["x_max"]) == pytest.approx((4.0, 2.0, 10.0), rel=1e-12)
+    assert s["ratios"] == pytest.approx([2.0, 10.0, 2.0], rel=1e-12)
+    assert (s["x_median"], s["x_min"], s["x_max"]) == pytest.approx((2.0, 2.0, 10.0), rel=1e-12)
     assert s["x_best"] == pytest.approx(200.0 / 50.0, rel=1e-12)  # each engine's least round: rounds 1 and 2
     assert s["same"] == 2
 
