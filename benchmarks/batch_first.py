@@ -5,16 +5,23 @@
     python -m benchmarks.batch_first --part models --n 32 --gen-length 64
 
 Part `host`: `generate_batch` on a stand-in model whose forward returns fixed logits at (almost) no cost
-(benchmarks/stand_in.py), so the wall is the engine's host work; printed per arm and engine as host time per
-sequence-forward (wall / the sequence-forwards the ledger served) at the given batch, and the thread engine's time
-over the batch-first engine's. Engines: `threads` (every sequence runs the batch-1 loop on its own thread; only the
-forwards are shared) and `batch-first` (s2d2/decoding/lockstep.py: one step for every live sequence; only the
-loops it covers, see `covers`; the other arms are measured on threads alone). `--fixed-tokens 4096` has the
-batch-first engine group its shared forwards as on an accelerator (one forward per step carrying every live row,
-s2d2/decoding/batch.py `fixed_tokens_for`; the thread engine keeps its own grouping). Part `models`: the bundled
-models on
-one CPU thread, decodes/s at batch 1 and at the batch given, per preset and engine (`x b1`: batch N over batch 1
-of the same engine, in wall time; `cpu x b1` in this process's CPU time, the figure to read on a loaded machine).
+(benchmarks/stand_in.py), so the decode's time is the engine's host work. Engines: `threads` (every sequence runs
+the batch-1 loop on its own thread; only the forwards are shared) and `batch-first` (s2d2/decoding/lockstep.py:
+one step for every live sequence; only the loops it covers, see `covers`; the other arms are measured on threads
+alone). Per arm, one untimed warm-up round, then `--rounds` rounds, each decoding the same prompts and seeds once
+per engine in turn (threads, batch-first, threads, batch-first, ...); a round's figure per engine is this process's
+CPU time (every thread's, not wall: the figure that holds on a shared machine) over the sequence-forwards the
+ledger served, and its ratio is the thread engine's over the batch-first engine's of that round. Printed per arm:
+each engine's median, the median of the rounds' ratios and their min-max (`--out` keeps every round), `x best`
+(each engine's least round over the other's: the least disturbed figure), and `reps`:
+each engine's decodes per round (threads/batch-first), repeated back to back until about `--min-cpu` seconds of
+CPU (so a short arm's figure does not rest on a tenth of a second). Pairing the engines within a round keeps a
+load change from landing on one engine only; the median keeps one bad round out.
+`--fixed-tokens 4096` has the batch-first engine group its shared forwards as on an accelerator (one forward per
+step carrying every live row, s2d2/decoding/batch.py `fixed_tokens_for`; the thread engine keeps its own grouping).
+
+Part `models`: the bundled models on one CPU thread, decodes/s at batch 1 and at the batch given, per preset and
+engine (`x b1`: batch N over batch 1 of the same engine, in wall time; `cpu x b1` in this process's CPU time, the figure to read on a loaded machine).
 Engines and batch sizes of an arm run back to back over the same prompts and seeds, so machine noise hits them
 alike. Nothing is asserted.
 """
@@ -23,6 +30,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import math
 import time
 from pathlib import Path
 from typing import Any
@@ -30,8 +38,10 @@ from typing import Any
 import torch
 
 import s2d2
+from benchmarks.percentiles import pct
 from benchmarks.stand_in import StandInModel, stand_in_prompts
 
+MAX_REPEATS = 20  # decodes of one engine per round at most (`--min-cpu`)
 HOST_ARMS = [("aligned", "ar"), ("aligned", "dynamic-baseline"), ("aligned", "sdar-config-b"),
              ("aligned", "fastdllm-config-a"), ("shifted", "fastdllm-config-a")]
 MODEL_ARMS = {
@@ -55,61 +65,96 @@ def engines(cfg: Any, model: Any) -> list[str]:
     return ["threads", "batch-first"] if covered else ["threads"]
 
 
-def decode(model: Any, prompts: list[Any], cfg: Any, batch: int, engine: str, gc_paused: bool = False) -> dict[str, Any]:
+def decode(model: Any, prompts: list[Any], cfg: Any, batch: int, engine: str) -> dict[str, Any]:
+    """One `generate_batch` on `engine` (seeds 0..n-1), timed in wall and in this process's CPU time (every
+    thread's), after a full collection so no earlier garbage is charged to it."""
     kwargs = {} if engine == "threads" and engines(cfg, model) == ["threads"] else {"engine": engine}
     gc.collect()
-    if gc_paused:
-        gc.disable()
-    try:
-        t0, c0 = time.perf_counter(), time.process_time()
-        results = s2d2.generate_batch(model, prompts, cfg, list(range(len(prompts))), batch_size=batch,
-                                      detailed=False, **kwargs)
-        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-    finally:
-        gc.enable()
+    t0, c0 = time.perf_counter(), time.process_time()
+    results = s2d2.generate_batch(model, prompts, cfg, list(range(len(prompts))), batch_size=batch,
+                                  detailed=False, **kwargs)
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     summary = results[0].batch.summary()
     return {"wall_s": wall, "cpu_s": cpu, "seq_forwards": summary["sequence_forwards"],
             "forwards": summary["forwards"], "sharing": summary["mean_sharing"],
             "outputs": [r.token_ids for r in results]}
 
 
-def host_part(batch: int, n: int, gen: int, repeats: int, out: list[dict[str, Any]],
-              fixed_tokens: int | None = None) -> None:
-    """Per arm and engine, the best of `repeats` runs (engines interleaved), as wall and as this process's CPU
-    time per sequence-forward (every thread's: the figure that holds on a shared machine), then the CPU time with
-    Python's cyclic garbage collector paused (`gc off`: the engine's own work; with it on, full collections over a
-    batch's growing records add a cost that grows with the heap). `x`: the thread engine's time over this one's."""
+def host_rounds(model: Any, prompts: list[Any], cfg: Any, batch: int, rounds: int, min_cpu: float = 0.0,
+                fixed_tokens: int | None = None) -> tuple[list[dict[str, dict[str, Any]]], dict[str, int]]:
+    """An untimed warm-up round, then `rounds` timed ones; in each round every engine decodes the same prompts
+    and seeds in turn (threads, batch-first, threads, batch-first, ...), so a change in the machine's load hits
+    both engines of a round alike. An engine whose warm-up decode took less than `min_cpu` CPU seconds decodes
+    that many more times back to back in each round (`repeated`: its count, fixed after the warm-up), so no round's
+    figure rests on a tenth of a second of CPU time. Returns each timed round's results by engine, and the counts."""
+    if fixed_tokens is not None:  # group the shared forwards as on an accelerator (batch.py fixed_tokens_for)
+        model.batch_fixed_tokens = fixed_tokens
+    names = engines(cfg, model)
+    # warm-up: first-call costs (lazy imports, thread start-up, caches) stay out of the rounds
+    warm = {engine: decode(model, prompts, cfg, batch, engine)["cpu_s"] for engine in names}
+    times = {e: max(1, min(MAX_REPEATS, math.ceil(min_cpu / max(warm[e], 1e-9)))) for e in names}
+    return [{e: repeated(model, prompts, cfg, batch, e, times[e]) for e in names} for _ in range(rounds)], times
+
+
+def repeated(model: Any, prompts: list[Any], cfg: Any, batch: int, engine: str, times: int) -> dict[str, Any]:
+    """`decode` `times` times; wall, CPU and sequence-forwards summed over them (so their ratio stays per
+    sequence-forward), everything else the first decode's."""
+    runs = [decode(model, prompts, cfg, batch, engine) for _ in range(times)]
+    return {**runs[0], **{k: sum(r[k] for r in runs) for k in ("wall_s", "cpu_s", "seq_forwards")}}
+
+
+def summarize(rounds: list[dict[str, dict[str, Any]]]) -> dict[str, Any]:
+    """Per engine, each round's CPU µs per sequence-forward (the process's CPU time, every thread's) and their
+    median; with both engines, each round's ratio (threads over batch-first, both of that round) and the median,
+    min and max of those ratios. The ratio is the median of the per-round ratios, not a ratio of medians, so its
+    spread is that of the very rounds it summarizes. Medians by benchmarks/percentiles.py's rule. `x_best`: each
+    engine's least round over the other's (a machine's interference only adds CPU time, so the least round is the
+    least disturbed one: on the shared machine this moved less between runs than the median)."""
+    us = {engine: [r[engine]["cpu_s"] / r[engine]["seq_forwards"] * 1e6 for r in rounds] for engine in rounds[0]}
+    out: dict[str, Any] = {"cpu_us": us, "cpu_us_median": {e: pct(v, 0.5) for e, v in us.items()}}
+    if "batch-first" in us:
+        ratios = [t / b for t, b in zip(us["threads"], us["batch-first"])]
+        out.update(ratios=ratios, x_median=pct(ratios, 0.5), x_min=min(ratios), x_max=max(ratios),
+                   x_best=min(us["threads"]) / min(us["batch-first"]),
+                   same=min(sum(a == b for a, b in zip(r["threads"]["outputs"], r["batch-first"]["outputs"]))
+                            for r in rounds))
+    return out
+
+
+def host_part(batch: int, n: int, gen: int, rounds: int, out: list[dict[str, Any]], min_cpu: float = 0.0,
+              fixed_tokens: int | None = None, arms: list[tuple[str, str]] = HOST_ARMS) -> None:
+    """Per arm, `rounds` interleaved rounds of both engines (host_rounds), printed as one line: each engine's
+    median CPU µs per sequence-forward, its sequences per forward, and the thread engine's time over the
+    batch-first engine's (median of the rounds' ratios, then their min-max)."""
     torch.set_num_threads(1)  # the stand-in's forward is trivial; intra-op threads would only add noise
-    print(f"host time per sequence-forward, stand-in model (fixed logits), batch {batch}, n {n}, gen {gen}, "
-          f"best of {repeats}" + (f", a forward's fixed cost {fixed_tokens} query tokens" if fixed_tokens else ""))
-    print(f"{'family':<8} {'arm':<20} {'engine':<12} {'seq-fwd':>8} {'fwd':>6} {'seq/fwd':>7} {'wall us':>8} "
-          f"{'cpu us':>8} {'x':>6} {'gc off us':>9} {'x':>6} {'same':>5}")
-    for alignment, preset in HOST_ARMS:
-        model = StandInModel(alignment)
-        if fixed_tokens is not None:  # group the shared forwards as on an accelerator (batch.py fixed_tokens_for)
-            model.batch_fixed_tokens = fixed_tokens  # type: ignore[attr-defined]
-        prompts = stand_in_prompts(n)
-        cfg = s2d2.preset(preset, gen_length=gen)
-        best: dict[tuple[str, bool], dict[str, Any]] = {}
-        for _ in range(repeats):
-            for paused in (False, True):
-                for engine in engines(cfg, model):
-                    r = decode(model, prompts, cfg, batch, engine, paused)
-                    if (engine, paused) not in best or r["cpu_s"] < best[engine, paused]["cpu_s"]:
-                        best[engine, paused] = r
-        per = {key: {k: r[k] / r["seq_forwards"] * 1e6 for k in ("wall_s", "cpu_s")} for key, r in best.items()}
-        for engine in engines(cfg, model):
-            r, on, off = best[engine, False], per[engine, False], per[engine, True]
-            x_on = per["threads", False]["cpu_s"] / on["cpu_s"]
-            x_off = per["threads", True]["cpu_s"] / off["cpu_s"]
-            same = sum(a == b for a, b in zip(r["outputs"], best["threads", False]["outputs"]))
-            print(f"{alignment:<8} {preset:<20} {engine:<12} {r['seq_forwards']:>8} {r['forwards']:>6} "
-                  f"{r['sharing']:>7.1f} {on['wall_s']:>8.1f} {on['cpu_s']:>8.1f} {x_on:>6.2f} "
-                  f"{off['cpu_s']:>9.1f} {x_off:>6.2f} {same:>5}", flush=True)
-            out.append({"part": "host", "alignment": alignment, "arm": preset, "engine": engine, "batch": batch,
-                        "n": n, "wall_us_per_seq_forward": on["wall_s"], "cpu_us_per_seq_forward": on["cpu_s"],
-                        "x_threads": x_on, "cpu_us_gc_paused": off["cpu_s"], "x_threads_gc_paused": x_off,
-                        "same_outputs": same, **{k: v for k, v in r.items() if k != "outputs"}})
+    print(f"host CPU time per sequence-forward, stand-in model (fixed logits), batch {batch}, n {n}, gen {gen}, "
+          f"{rounds} rounds after a warm-up round (threads, batch-first, threads, ...), each engine's decodes "
+          f"repeated in a round to >= {min_cpu:g} s CPU"
+          + (f", a forward's fixed cost {fixed_tokens} query tokens" if fixed_tokens else ""))
+    print(f"{'family':<8} {'arm':<20} {'seq-fwd':>8} {'seq/fwd thr':>11} {'seq/fwd bf':>10} {'threads us':>10} "
+          f"{'batch-first us':>14} {'x median':>8} {'x min-max':>11} {'x best':>6} {'same':>9} {'reps':>6}")
+    for alignment, preset in arms:
+        model, cfg = StandInModel(alignment), s2d2.preset(preset, gen_length=gen)
+        got, times = host_rounds(model, stand_in_prompts(n), cfg, batch, rounds, min_cpu, fixed_tokens)
+        s, first = summarize(got), got[0]
+        med = s["cpu_us_median"]
+        bf = first.get("batch-first")
+        bf_sharing = f"{bf['sharing']:.1f}" if bf else "-"
+        line = (f"{alignment:<8} {preset:<20} {first['threads']['seq_forwards'] // times['threads']:>8} "
+                f"{first['threads']['sharing']:>11.1f} {bf_sharing:>10} {med['threads']:>10.1f} ")
+        if bf:
+            line += (f"{med['batch-first']:>14.1f} {s['x_median']:>8.2f} {s['x_min']:>5.2f}-{s['x_max']:<5.2f} "
+                     f"{s['x_best']:>6.2f} "
+                     f"{str(s['same']) + '/' + str(n):>9}")
+        else:
+            line += f"{'(threads)':>14} {'-':>8} {'-':>11} {'-':>6} {'-':>9}"
+        line += f" {'/'.join(str(times[e]) for e in times):>6}"
+        print(line, flush=True)
+        out.append({"part": "host", "alignment": alignment, "arm": preset, "batch": batch, "n": n, "gen": gen,
+                    "rounds": rounds, "fixed_tokens": fixed_tokens, **s,
+                    "decodes_per_round": times, "seq_forwards": first["threads"]["seq_forwards"] // times["threads"],
+                    "sharing": {e: r["sharing"] for e, r in first.items()},
+                    "forwards": {e: r["forwards"] for e, r in first.items()}})
 
 
 def models_part(batch: int, n: int, gen: int, out: list[dict[str, Any]]) -> None:
@@ -137,21 +182,27 @@ def models_part(batch: int, n: int, gen: int, out: list[dict[str, Any]]) -> None
                             "same_outputs": same})
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    """Parse the options, run the parts asked for, write the rows as JSON if --out names a file."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--part", choices=["host", "models", "both"], default="both")
     ap.add_argument("--batch", type=int, default=None, help="batch size (default: 128 host, 32 models)")
     ap.add_argument("--n", type=int, default=None, help="prompts per run (default: 256 host, 32 models)")
     ap.add_argument("--gen-length", type=int, default=64)
-    ap.add_argument("--repeats", type=int, default=3, help="host part: runs per engine, the best kept")
+    ap.add_argument("--rounds", type=int, default=11,
+                    help="host part: timed rounds, each decoding with every engine in turn (after one warm-up round)")
+    ap.add_argument("--min-cpu", type=float, default=0.5,
+                    help="host part: an engine's decodes per round are repeated to about this many CPU seconds "
+                         f"(judged from its warm-up decode; at most {MAX_REPEATS})")
     ap.add_argument("--fixed-tokens", type=int, default=None,
                     help="host part: a forward's fixed cost in query tokens for the grouping (default: the CPU's; "
                          "4096 groups as on an accelerator)")
     ap.add_argument("--out", default=None, help="also write the rows to this JSON file")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     rows: list[dict[str, Any]] = []
     if args.part in ("host", "both"):
-        host_part(args.batch or 128, args.n or 256, args.gen_length, args.repeats, rows, args.fixed_tokens)
+        host_part(args.batch or 128, args.n or 256, args.gen_length, args.rounds, rows, args.min_cpu,
+                  args.fixed_tokens)
     if args.part in ("models", "both"):
         models_part(args.batch or 32, args.n or 32, args.gen_length, rows)
     if args.out:
