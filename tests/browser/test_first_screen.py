@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.browser_env import DESKTOP, PHONE, WAIT_MS, open_app, require_browser
+from tests.support.browser_env import DESKTOP, PHONE, WAIT_MS, open_app, record_ended, require_browser
 
 sync_api = require_browser()
 
@@ -221,12 +221,14 @@ def test_a_long_prompt_is_refused_whole_and_a_refused_run_clears_the_last_output
         pg.wait_for_function("document.querySelector('#run-status').innerText.includes('longer than 2,000')",
                              timeout=WAIT_MS)
         assert "Nothing was cut" in pg.locator("#run-status").inner_text()
+        record_ended(pg)  # before the next press (it would be dropped while this one finishes)
         assert pg.locator("#live .tok").count() == 0 and pg.locator("#output textarea").input_value() == ""
         box.fill("")
         assert pg.locator("#prompt .length-note").count() == 0
         pg.get_by_role("button", name="▶ Record a run").click()
         pg.wait_for_function("document.querySelector('#run-status').innerText.includes('Type a prompt')",
                              timeout=WAIT_MS)
+        record_ended(pg)
         seed = pg.locator("#knob-seed input")
         if not seed.is_visible():  # the seed sits under Advanced
             pg.locator("#advanced").get_by_text("Advanced").click()

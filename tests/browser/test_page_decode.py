@@ -12,7 +12,8 @@ from __future__ import annotations
 from components.serve.page_modules import RUN_JS, module_url
 from tests.support.app_server import served  # noqa: F401  (the fixture)
 from tests.support.page_run_page import Uploads, require_page_decoding, title
-from tests.support.browser_env import DESKTOP, PHONE, WAIT_MS, open_app, require_browser, show_numbers
+from tests.support.browser_env import (DESKTOP, PHONE, WAIT_MS, open_app, record_ended, require_browser,
+                                       show_numbers)
 from tests.support.step_views_page import expect_step
 from tests.support.web_decoder import trace_differences
 
@@ -118,6 +119,7 @@ def test_stop_while_the_page_loads_the_model_ends_the_page_run(browser, served):
     pg.wait_for_function("document.querySelector('#run-status').innerText.includes('■ Stopped before the model "
                          "was loaded in your browser')", timeout=WAIT_MS)
     assert not uploads.posts  # the worker was ended: nothing decoded, nothing handed off
+    record_ended(pg)  # the first Record's event has ended: a press before that is dropped
     # Once the model is loaded, Stop ends the decode after the block in flight and keeps the blocks as a partial
     # trace. Stopped from the page's module the moment the model is loaded (a click's own latency can outlast this
     # short decode on a fast machine); the button's wiring to it is what the first half checked.

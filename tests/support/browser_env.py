@@ -105,6 +105,15 @@ def painted(pg: Any) -> None:
     pg.evaluate("() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))")
 
 
+def record_ended(pg: Any) -> None:
+    """Wait until Record's event has ended, not only written its status: its refusal line shows while the event is
+    still finishing (the status box's timer still runs above it), and Gradio drops a click on a button whose event
+    is still in flight (a click event runs once at a time). A visitor sees the timer and clicks after it; a test
+    that clicks again must wait for the same sign."""
+    pg.wait_for_function("() => { const t = document.querySelector('#run-status [data-testid=status-tracker]'); "
+                         "return !t || t.innerText.trim() === ''; }", timeout=WAIT_MS)  # no timer: ended
+
+
 def open_app(browser: Any, url: str, viewport: dict, *, wait_for: str = "#canvas .s2d2-canvas") -> tuple[Any, list]:
     """A new page at `url` in `viewport` (PHONE: a touch phone), once `wait_for` is drawn; with the list that
     collects its page errors and console errors (a test ends with `assert not errors, errors`)."""
