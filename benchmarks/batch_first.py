@@ -21,7 +21,8 @@ load change from landing on one engine only; the median keeps one bad round out.
 step carrying every live row, s2d2/decoding/batch.py `fixed_tokens_for`; the thread engine keeps its own grouping).
 
 Part `models`: the bundled models on one CPU thread, decodes/s at batch 1 and at the batch given, per preset and
-engine (`x b1`: batch N over batch 1 of the same engine, in wall time; `cpu x b1` in this process's CPU time, the figure to read on a loaded machine).
+engine (`x b1`: batch N over batch 1 of the same engine, in wall time; `cpu x b1` in this process's CPU time, the
+figure to read on a loaded machine).
 Engines and batch sizes of an arm run back to back over the same prompts and seeds, so machine noise hits them
 alike. Nothing is asserted.
 """
@@ -122,7 +123,7 @@ def summarize(rounds: list[dict[str, dict[str, Any]]]) -> dict[str, Any]:
 
 
 def host_part(batch: int, n: int, gen: int, rounds: int, out: list[dict[str, Any]], min_cpu: float = 0.0,
-              fixed_tokens: int | None = None, arms: list[tuple[str, str]] = HOST_ARMS) -> None:
+              fixed_tokens: int | None = None) -> None:
     """Per arm, `rounds` interleaved rounds of both engines (host_rounds), printed as one line: each engine's
     median CPU µs per sequence-forward, its sequences per forward, and the thread engine's time over the
     batch-first engine's (median of the rounds' ratios, then their min-max)."""
@@ -133,7 +134,7 @@ def host_part(batch: int, n: int, gen: int, rounds: int, out: list[dict[str, Any
           + (f", a forward's fixed cost {fixed_tokens} query tokens" if fixed_tokens else ""))
     print(f"{'family':<8} {'arm':<20} {'seq-fwd':>8} {'seq/fwd thr':>11} {'seq/fwd bf':>10} {'threads us':>10} "
           f"{'batch-first us':>14} {'x median':>8} {'x min-max':>11} {'x best':>6} {'same':>9} {'reps':>6}")
-    for alignment, preset in arms:
+    for alignment, preset in HOST_ARMS:
         model, cfg = StandInModel(alignment), s2d2.preset(preset, gen_length=gen)
         got, times = host_rounds(model, stand_in_prompts(n), cfg, batch, rounds, min_cpu, fixed_tokens)
         s, first = summarize(got), got[0]
