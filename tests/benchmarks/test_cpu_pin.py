@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 
@@ -54,6 +55,12 @@ def test_the_server_and_every_client_thread_run_on_their_own_cores():
 def test_a_thread_that_ended_before_it_is_pinned_is_skipped():
     t = threading.Thread(target=lambda: None)
     t.start()
-    t.join()  # listed in /proc/self/task a moment ago, gone now: pinning it must not raise
-    assert t.native_id is not None and not os.path.exists(f"/proc/self/task/{t.native_id}")
-    set_thread_cores(t.native_id, os.sched_getaffinity(0))
+    t.join()
+    # join returns once Python is done with the thread; the kernel drops its task a moment later (CI once still
+    # listed it right after join), so wait for that, bounded, before pinning the ended thread
+    assert t.native_id is not None
+    task, deadline = f"/proc/self/task/{t.native_id}", time.monotonic() + 30
+    while os.path.exists(task) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not os.path.exists(task), "the joined thread's task was still listed after 30 s"
+    set_thread_cores(t.native_id, os.sched_getaffinity(0))  # gone now: pinning it must not raise
