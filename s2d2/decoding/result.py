@@ -48,7 +48,14 @@ class Kept:
 
 
 def number_steps(steps: list[StepRecord]) -> list[StepRecord]:
-    """Give every step its index in the run (steps are built before their position is known)."""
-    for i, s in enumerate(steps):
-        s.index = i
+    """Give every step its index in the run (steps are built before their position is known).
+
+    A loop's list only grows at its end and is only cut back to a prefix (`Kept.restore`), so the steps not yet
+    numbered are a run at the end: numbering walks back from the end to the first step already at its index, and
+    a loop that numbers its list at every step (the stop check) pays for the new steps only, not for the run so far.
+    """
+    i = len(steps) - 1
+    while i >= 0 and steps[i].index != i:
+        steps[i].index = i
+        i -= 1
     return steps
