@@ -138,10 +138,10 @@ def host_part(batch: int, n: int, gen: int, rounds: int, out: list[dict[str, Any
         model, cfg = StandInModel(alignment), s2d2.preset(preset, gen_length=gen)
         got, times = host_rounds(model, stand_in_prompts(n), cfg, batch, rounds, min_cpu, fixed_tokens)
         s, first = summarize(got), got[0]
-        med = s["cpu_us_median"]
+        med, seq_forwards = s["cpu_us_median"], first["threads"]["seq_forwards"] // times["threads"]
         bf = first.get("batch-first")
         bf_sharing = f"{bf['sharing']:.1f}" if bf else "-"
-        line = (f"{alignment:<8} {preset:<20} {first['threads']['seq_forwards'] // times['threads']:>8} "
+        line = (f"{alignment:<8} {preset:<20} {seq_forwards:>8} "
                 f"{first['threads']['sharing']:>11.1f} {bf_sharing:>10} {med['threads']:>10.1f} ")
         if bf:
             line += (f"{med['batch-first']:>14.1f} {s['x_median']:>8.2f} {s['x_min']:>5.2f}-{s['x_max']:<5.2f} "
@@ -153,7 +153,7 @@ def host_part(batch: int, n: int, gen: int, rounds: int, out: list[dict[str, Any
         print(line, flush=True)
         out.append({"part": "host", "alignment": alignment, "arm": preset, "batch": batch, "n": n, "gen": gen,
                     "rounds": rounds, "fixed_tokens": fixed_tokens, **s,
-                    "decodes_per_round": times, "seq_forwards": first["threads"]["seq_forwards"] // times["threads"],
+                    "decodes_per_round": times, "seq_forwards": seq_forwards,
                     "sharing": {e: r["sharing"] for e, r in first.items()},
                     "forwards": {e: r["forwards"] for e, r in first.items()}})
 
