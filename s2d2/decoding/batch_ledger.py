@@ -12,6 +12,12 @@ Host reads are counted too, on the packed path (an accelerator; batch.py): `read
 (one per batch-wide shared read, one per read a sequence made alone, a failed shared transfer and its lone retries
 included), `sequence_reads` the packed fetches they served, which is what the sequences' own `transfers` counts add
 up to (each sequence still counts its own, as at batch 1). On the plain CPU path nothing is handed off: both stay 0.
+
+How full the forwards were, against what they could have carried: a sequence is live from its first forward in the
+ledger to its last, so `live_rows` gives each forward how many sequences were live when it ran, and `live_share` is
+the sequences the forwards served over the live sequences they could have served (1.0: every forward carried every
+live sequence, the batch-first engine's aim on an accelerator, issue 37; on the CPU its grouping splits a step into
+a forward per phase, so there a forward carries about 1 / (forwards per step) of them).
 """
 from __future__ import annotations
 
@@ -51,18 +57,40 @@ class BatchLedger:
     def add(self, record: BatchForward) -> None:
         self.forwards.append(record)
 
+    def live_rows(self) -> list[int]:
+        """Per forward (ledger order, failed ones too), the sequences live when it ran: those whose first forward
+        in the ledger is at or before it and whose last is at or after it."""
+        first: dict[int, int] = {}
+        last: dict[int, int] = {}
+        for i, f in enumerate(self.forwards):
+            for s in f.sequences:
+                first.setdefault(s, i)
+                last[s] = i
+        change = [0] * (len(self.forwards) + 1)
+        for s, i in first.items():
+            change[i] += 1
+            change[last[s] + 1] -= 1
+        live, out = 0, []
+        for d in change[:-1]:
+            live += d
+            out.append(live)
+        return out
+
     def summary(self) -> dict[str, Any]:
         """Forwards run vs sequence-forwards served, query rows (useful and padded), and wall time."""
         served = [f for f in self.forwards if not f.error]
         seq_forwards = sum(len(f.sequences) for f in served)
         useful = sum(sum(f.queries) for f in served)
         padded = sum(f.padded_queries for f in served)
+        live = sum(n for f, n in zip(self.forwards, self.live_rows()) if not f.error)
         return {
             "batch_size": self.batch_size,
             "forwards": len(self.forwards),  # every forward the machine ran, a failed one too
             "failed_forwards": len(self.forwards) - len(served),
             "sequence_forwards": seq_forwards,
             "mean_sharing": seq_forwards / len(served) if served else 0.0,
+            "mean_live": live / len(served) if served else 0.0,  # sequences live per forward (`live_rows`)
+            "live_share": seq_forwards / live if live else 0.0,  # of those, the share the forwards carried
             "query_tokens": useful,
             "padded_query_tokens": padded,
             "padding_share": (padded - useful) / padded if padded else 0.0,

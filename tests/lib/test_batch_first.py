@@ -113,6 +113,8 @@ def test_a_step_is_one_forward_carrying_every_live_sequence():
     results = s2d2.generate_batch(model, prompts, cfg, batch_size=4, engine="batch-first")
     ledger = results[0].batch
     assert [len(f.sequences) for f in ledger.forwards] == [4] * 12
+    assert ledger.live_rows() == [4] * 12
+    assert ledger.summary()["mean_live"] == 4 and ledger.summary()["live_share"] == 1.0
     served = {(s, f) for bf in ledger.forwards for s, f in zip(bf.sequences, bf.seq_forwards)}
     assert served == {(i, f.index) for i, r in enumerate(results) for f in r.trace.forwards}
     for bf in ledger.forwards:
@@ -318,6 +320,47 @@ def test_one_forward_carries_draft_verify_and_commit_rows_of_different_sequences
     assert any({"draft", "verify_2l"} <= p for p in phases)
     assert any("verify_2l" in p and p & {"commit", "prefill"} for p in phases)
     assert max(len(bf.sequences) for bf in got[0].batch.forwards) == 3
+
+
+class Grouped:
+    """The model, its shared forwards grouped at a stated fixed cost per forward (batch.py `fixed_tokens_for`):
+    4096 query tokens as on an accelerator, 0 where every padded row costs more than a second forward."""
+
+    def __init__(self, model: Any, fixed_tokens: int) -> None:
+        self._model, self.batch_fixed_tokens = model, fixed_tokens
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._model, name)
+
+    def forward(self, *args: Any, **kwargs: Any) -> torch.Tensor:
+        return self._model.forward(*args, **kwargs)
+
+    def forward_batch(self, requests: list[Any]) -> list[torch.Tensor]:
+        return self._model.forward_batch(requests)
+
+
+def test_grouped_as_on_an_accelerator_every_forward_carries_every_live_sequence():
+    """Issue 37's aim on a GPU: whatever the rows' phases (prefill, draft, 2L verify, commit) and however the
+    sequences come and go (six prompts through three slots, of different lengths), each step is one forward that
+    carries every live sequence; the ledger says so (`live_share` 1.0), and each sequence keeps its batch-1 answer."""
+    model = model64("aligned")
+    cfg = s2d2.DecodeConfig(method="s2d2", policy="score_threshold", score_threshold=0.5, gen_length=12,
+                            block_length=4, temperature=1.0)
+    prompts = [PROMPTS["a"], PROMPTS["b"], [7, 8, 9, 10, 11], [3, 4], PROMPTS["a"][:5], [9, 9, 9]]
+    got = s2d2.generate_batch(Grouped(model, 4096), prompts, cfg, list(range(6)), batch_size=3,
+                              detailed=False, engine="batch-first")
+    for i, (g, prompt) in enumerate(zip(got, prompts)):
+        want = s2d2.generate(model, prompt, cfg, seed=i, detailed=False)
+        assert g.token_ids == want.token_ids and g.metrics["nfe"] == want.metrics["nfe"], f"sequence {i}"
+    ledger = got[0].batch
+    phases = {got[s].trace.forwards[f].kind for bf in ledger.forwards for s, f in zip(bf.sequences, bf.seq_forwards)}
+    assert phases >= {"prefill", "draft", "verify_2l", "commit"}
+    assert [len(f.sequences) for f in ledger.forwards] == ledger.live_rows()
+    assert ledger.summary()["live_share"] == 1.0 and 2 < ledger.summary()["mean_live"] <= 3
+    # where padding costs more than a forward, a step's phases go to separate forwards: fewer than are live
+    cpu = s2d2.generate_batch(Grouped(model, 0), prompts, cfg, list(range(6)), batch_size=3, detailed=False,
+                              engine="batch-first")[0].batch.summary()
+    assert cpu["live_share"] < 1.0 and cpu["forwards"] > ledger.summary()["forwards"]
 
 
 @pytest.mark.parametrize("settings", [
