@@ -42,6 +42,7 @@ from .route_summary import SummaryParts, summary_parts
 from .sampling import entropy
 from .lockstep_verify import drafted, routed, shared_drafts, shared_read, tested, verified, verify_requests
 from .selection import skip_inputs
+from .token_writes import TokenWrites
 from .transfers import Bulk
 from .step import Routed, StepPlan, always_verifies, plan_step, skip_step, step_record, window_masks
 
@@ -97,6 +98,7 @@ def requests(model: Any, rows: list[Row]) -> list[Asked]:
     verify rows' built together (lockstep_verify.py `verify_requests`)."""
     verifying = [j for j, r in enumerate(rows) if r.state.phase == "verify"]
     built = dict(zip(verifying, verify_requests([rows[j] for j in verifying])))
+    _plan_drafts([r for r in rows if r.state.phase == "draft"])
     return [Asked("verify_2l", r.state.blk.index, r.state.step, built[j]) if j in built else _request(r)
             for j, r in enumerate(rows)]
 
@@ -116,13 +118,33 @@ def _request(row: Row) -> Asked:
     return Asked("draft", blk.index, st.step, _draft_request(row, st, blk))
 
 
+def _plan_drafts(rows: list[Row]) -> None:
+    """Each draft row's step plan (step.py `plan_step`, kept for its request and `advance`). Masks that are not one
+    run are located as batch 1 locates them (step.py `window_mask_index`: the window's positions sorted masks
+    first), but for every row whose window is its whole block at once, one sort per block length: the keys are
+    distinct integers, so each row's sorted row is its own sort, exactly."""
+    waiting: dict[int, list[BlockState]] = {}
+    for r in rows:
+        st: BlockState = r.state
+        blk, (ws, we) = st.blk, st.windows[0]
+        k_s = st.schedule[min(st.step, len(st.schedule) - 1)]
+        whole = ws == blk.start and we == blk.start + blk.length
+        st.step_plan = plan_step(st.ctx, blk.index, blk.start, (ws, we), st.step, k_s, locate=not whole)
+        if st.step_plan.mask_idx is None:
+            waiting.setdefault(blk.length, []).append(st)
+    for B, states in waiting.items():
+        ctx = states[0].ctx
+        ar = ctx.index[:B]
+        key = torch.where(torch.stack([st.ids for st in states]) == ctx.mask_id, ar, ar + B)
+        for st, order in zip(states, key.sort(dim=1).values.unbind(0)):
+            st.step_plan.mask_idx = order[: len(st.step_plan.masks)]
+
+
 def _draft_request(row: Row, st: BlockState, blk: BlockRecord) -> ForwardRequest:
-    """run_step's draft forward (step.py `draft_forward` with nothing cached), its plan kept for `advance`."""
-    ctx, start, B = st.ctx, blk.start, blk.length
-    k_s = st.schedule[min(st.step, len(st.schedule) - 1)]
-    plan = st.step_plan = plan_step(ctx, blk.index, start, st.windows[0], st.step, k_s)
-    attention = draft_query(B, plan.masks[0], ctx.x.device) if ctx.cfg.draft_ver else "full"
-    return ForwardRequest(ctx.cache, st.ids, st.positions, attention, 0, None, plan.mask_idx)
+    """run_step's draft forward (step.py `draft_forward` with nothing cached), from its plan (`_plan_drafts`)."""
+    plan = st.step_plan
+    attention = draft_query(blk.length, plan.masks[0], st.ctx.x.device) if st.ctx.cfg.draft_ver else "full"
+    return ForwardRequest(st.ctx.cache, st.ids, st.positions, attention, 0, None, plan.mask_idx)
 
 
 def advance(model: Any, rows: list[Row], logits: list[torch.Tensor]) -> None:
@@ -147,13 +169,15 @@ def advance(model: Any, rows: list[Row], logits: list[torch.Tensor]) -> None:
     for cfg, members in s2d2_drafts.items():
         bulk += _s2d2_drafts(model, cfg, members, readers, wanted)
     got = shared_read([r for r, _ in readers], wanted, bulk)
+    writes = TokenWrites()  # the skipping S2D2 rows' tokens, written together (token_writes.py)
     for (r, phase), g in zip(readers, got):
         if phase == "verify":
             _stepped(r, verified(r, g))
         elif phase == "draft":
-            record = routed(r, g)
+            record = routed(r, g, writes)
             if record is not None:
                 _stepped(r, record)
+    writes.flush()
     for r, phase in zip(rows, phases):  # the phase whose forward this step ran
         if phase == "prefill":
             r.state.kept.mark()
@@ -196,8 +220,10 @@ def _draft_group(model: Any, cfg: DecodeConfig, members: list[tuple[Row, torch.T
     detail = draft_detail(members[0][0].state.ctx, probs, p_all)
     got = _split(read_rows(model, {"drafts": tokens, **rule, **detail}, 1)[0], sizes, int(padded.shape[1]))
     views = {k: _row_views(v, sizes) for k, v in rule.items() if v.dim() == 2}  # each row's order, one call
+    writes = TokenWrites()
     for j, ((r, _), g, tok) in enumerate(zip(members, got, rows_tok)):
-        _draft_step(r, g, {k: v[j] for k, v in views.items()}, tok)
+        _draft_step(r, g, {k: v[j] for k, v in views.items()}, tok, writes)
+    writes.flush()
 
 
 def _shared_skips(cfg: DecodeConfig, probs: torch.Tensor, p: torch.Tensor, sizes: list[int]
@@ -289,15 +315,18 @@ def _split(flat: dict[str, list[Any]], sizes: list[int], width: int) -> list[dic
     return out
 
 
-def _draft_step(r: Row, got: dict[str, Any], skip: dict[str, torch.Tensor], tokens: torch.Tensor) -> None:
+def _draft_step(r: Row, got: dict[str, Any], skip: dict[str, torch.Tensor], tokens: torch.Tensor,
+                writes: TokenWrites) -> None:
     """run_step's baseline branch (no policy: `skip_step` and `step_record`), from the row's values of the shared
-    read."""
+    read; its tokens join `writes` (the caller flushes them with the other rows')."""
     st: BlockState = r.state
     ctx, plan = st.ctx, st.step_plan
     assert plan is not None
     routed = Routed(got, skip, None, None, None, False)
     draft = Draft(plan.mask_idx, plan.run, st.positions, None, tokens, None)
-    _stepped(r, step_record(ctx, plan, routed, skip_step(ctx, plan, draft, routed), None, None))
+    record = step_record(ctx, plan, routed, skip_step(ctx, plan, draft, routed, write=False), None, None)
+    writes.add(st.ids, plan.start, record.commits)
+    _stepped(r, record)
 
 
 def _stepped(r: Row, record: StepRecord) -> None:

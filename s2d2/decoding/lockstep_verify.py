@@ -28,6 +28,7 @@ from .context import Draft
 from .lockstep_rows import Row
 from .sampling import draw_with_probs, token_distribution
 from .step import route_inputs, routed_from, skip_step, step_record
+from .token_writes import TokenWrites
 from .transfers import Bulk, HostReads, fetch_many
 from .acceptance import acceptance_each, acceptance_rows
 from .kv import remember_verified
@@ -64,9 +65,10 @@ def drafted(row: Row, probs: torch.Tensor, tokens: torch.Tensor, p: torch.Tensor
     return {name: t for name, t in wanted.items() if name not in served} if served else wanted
 
 
-def routed(row: Row, got: dict[str, Any]) -> Optional[StepRecord]:
-    """A draft row after the shared read: routed by its own policy; a skip decodes now (the step's record), a
-    verify waits for its verifier forward, the row's next (None)."""
+def routed(row: Row, got: dict[str, Any], writes: TokenWrites) -> Optional[StepRecord]:
+    """A draft row after the shared read: routed by its own policy; a skip decodes now (the step's record; its
+    tokens join `writes`, which the caller flushes), a verify waits for its verifier forward, the row's next
+    (None)."""
     st = row.state
     ctx, plan, draft = st.ctx, st.step_plan, st.draft
     skip, verifies = st.waiting
@@ -76,7 +78,9 @@ def routed(row: Row, got: dict[str, Any]) -> Optional[StepRecord]:
         st.routed, st.phase = decided, "verify"
         return None
     st.draft = None
-    return step_record(ctx, plan, decided, skip_step(ctx, plan, draft, decided), None, None)
+    record = step_record(ctx, plan, decided, skip_step(ctx, plan, draft, decided, write=False), None, None)
+    writes.add(st.ids, plan.start, record.commits)
+    return record
 
 
 def verify_requests(rows: list[Row]) -> list[ForwardRequest]:

@@ -64,7 +64,7 @@ class StepPlan:
     span_len: int
     min_k: int
     run: Optional[int]  # the first mask when the masks are consecutive (mask_idx is then a slice of arange)
-    mask_idx: torch.Tensor
+    mask_idx: torch.Tensor  # (None only between `plan_step(..., locate=False)` and its caller's locating)
     first_forward: int
 
 
@@ -99,13 +99,17 @@ def run_step(ctx: StepContext, block: int, start: int, window: tuple[int, int], 
     return step_record(ctx, plan, routed, skip_step(ctx, plan, draft, routed), None, None)
 
 
-def plan_step(ctx: StepContext, block: int, start: int, window: tuple[int, int], step: int, k_s: int) -> StepPlan:
-    """The step's host facts before its draft forward (the window's masks from the host's list, never a read)."""
+def plan_step(ctx: StepContext, block: int, start: int, window: tuple[int, int], step: int, k_s: int,
+              locate: bool = True) -> StepPlan:
+    """The step's host facts before its draft forward (the window's masks from the host's list, never a read).
+    `locate` False: masks that are not one run are left for the caller to locate (`mask_idx` None; the
+    batch-first step finds many rows' at once, lockstep_block.py `_plan_drafts`)."""
     ws, we = window
     masks = window_masks(ctx.masks, ws - start, we - start)
     n = len(masks)
     run = masks[0] if masks[-1] - masks[0] + 1 == n else None  # one run: always the case when every step verifies
-    mask_idx = ctx.index[run : run + n] if run is not None else window_mask_index(ctx, start, masks, ws, we)
+    mask_idx = ctx.index[run : run + n] if run is not None else \
+        window_mask_index(ctx, start, masks, ws, we) if locate else None
     first_forward = ctx.rec.last_index + (0 if ctx.carried is not None else 1)
     return StepPlan(block, start, window, step, masks, first_mask_span(masks), min(k_s, n), run, mask_idx,
                     first_forward)
@@ -162,16 +166,18 @@ def routed_from(ctx: StepContext, plan: StepPlan, got: dict[str, Any], skip: dic
     return Routed(got, skip, inputs, decision, skipped, verifies)
 
 
-def skip_step(ctx: StepContext, plan: StepPlan, draft: Draft, routed: Routed) -> StepPicks:
+def skip_step(ctx: StepContext, plan: StepPlan, draft: Draft, routed: Routed, write: bool = True) -> StepPicks:
     """Step 8 without a verify: the remasking rule's picks (a skip's device work was done before the read),
-    written on the device."""
+    written on the device (`write` False: the caller writes them, from the step's commits, with other rows':
+    token_writes.py)."""
     skip, got = routed.skip, routed.got
     if routed.verifies:  # only a policy that broke its always_verifies() promise gets here: read a skip's inputs now
         skip = skip_inputs(ctx.cfg, draft.p, draft.entropy, routed.got.get("n_hi"))
         got.update(ctx.reads.fetch(skip))
     picks = routed.skipped if routed.skipped is not None else skip_picks(ctx.cfg, got, len(plan.masks), plan.min_k,
                                                                          skip)
-    write_picks(ctx.x, plan.start, plan.mask_idx, picks, draft.tokens, plan.run)
+    if write:
+        write_picks(ctx.x, plan.start, plan.mask_idx, picks, draft.tokens, plan.run)
     return picks
 
 
