@@ -169,10 +169,10 @@ def advance(model: Any, rows: list[Row], logits: list[torch.Tensor]) -> None:
     for cfg, members in s2d2_drafts.items():
         bulk += _s2d2_drafts(model, cfg, members, readers, wanted)
     got = shared_read([r for r, _ in readers], wanted, bulk)
-    writes = TokenWrites()  # the skipping S2D2 rows' tokens, written together (token_writes.py)
+    writes = TokenWrites()  # the S2D2 rows' host-known tokens, written together (token_writes.py)
     for (r, phase), g in zip(readers, got):
         if phase == "verify":
-            _stepped(r, verified(r, g))
+            _stepped(r, verified(r, g, writes))
         elif phase == "draft":
             record = routed(r, g, writes)
             if record is not None:

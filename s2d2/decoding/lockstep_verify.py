@@ -138,15 +138,19 @@ def tested(rows: list[Row], logits: list[torch.Tensor]) -> tuple[list[dict[str, 
     return out, bulk
 
 
-def verified(row: Row, got: dict[str, Any]) -> StepRecord:
-    """A verify row after the shared read: the picks (the residual drawn from the row's generator), written on
-    the device, and the step's record."""
+def verified(row: Row, got: dict[str, Any], writes: TokenWrites) -> StepRecord:
+    """A verify row after the shared read: the picks (the residual drawn from the row's generator) and the step's
+    record; a row whose tokens are all host values (no residual pending) has them join `writes`, which the caller
+    flushes, the others write their own."""
     st = row.state
     ctx, plan, draft, decided = st.ctx, st.step_plan, st.draft, st.routed
     picks, verification, pending = tested_picks(ctx, plan.start, draft, plan.masks, plan.span_len, plan.min_k,
-                                                decided.got["drafts"], st.waiting, got)
+                                                decided.got["drafts"], st.waiting, got, defer=True)
     st.draft = st.routed = st.waiting = None
-    return step_record(ctx, plan, decided, picks, verification, pending)
+    record = step_record(ctx, plan, decided, picks, verification, pending)
+    if pending is None:
+        writes.add(st.ids, plan.start, record.commits)
+    return record
 
 
 def shared_read(rows: list[Row], wanted: list[dict[str, Any]], bulk: Sequence[Bulk] = ()) -> list[dict[str, Any]]:

@@ -178,10 +178,12 @@ def acceptance_test(ctx: StepContext, draft: Draft, span_len: int, min_k: int, q
 
 
 def tested_picks(ctx: StepContext, start: int, draft: Draft, masks: list[int], span_len: int, min_k: int,
-                 tokens: list[int], tested: Tested,
-                 got: dict[str, Any]) -> tuple[StepPicks, Verification, Optional[torch.Tensor]]:
+                 tokens: list[int], tested: Tested, got: dict[str, Any],
+                 defer: bool = False) -> tuple[StepPicks, Verification, Optional[torch.Tensor]]:
     """From the read test: the picks (the residual drawn on the device when a position was rejected) written on
-    the device, the verification record, and the pending residual values."""
+    the device, the verification record, and the pending residual values. `defer`: when no residual is pending
+    (every decoded token is then a host value, as the step's commits record it) the picks are left for the caller
+    to write from the commits with other rows' (the batch-first engine: token_writes.py)."""
     cfg, s, acc, q_probs = ctx.cfg, span_len, tested.acc, tested.q_probs
     greedy = cfg.acceptance == "greedy_exact"
     sp, first = verify_picks(cfg, got, len(masks), min_k, tested.inputs)
@@ -195,7 +197,8 @@ def tested_picks(ctx: StepContext, start: int, draft: Draft, masks: list[int], s
             pending = torch.stack([token.to(mass.dtype), mass, to_q.to(mass.dtype)])
         new_tokens = draft.tokens.clone()
         new_tokens[first] = token
-    write_picks(ctx.x, start, draft.mask_idx, sp, new_tokens, draft.run)
+    if not (defer and pending is None):
+        write_picks(ctx.x, start, draft.mask_idx, sp, new_tokens, draft.run)
     if ctx.seen_end is not None:
         same = pending is not None and bool(token == draft.tokens[first])  # kv_reuse only: a rare extra read
         settle_verified_rows(ctx, first_changed(masks, sp.picks, same, ctx.seen_end))
