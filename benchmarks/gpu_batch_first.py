@@ -69,8 +69,8 @@ def batch_one(model: Any, prompts: list[list[int]], cfg: Any) -> tuple[float, fl
 
 
 def batch_row(label: str, model: Any, prompts: list[list[int]], cfg: Any, batch: int, engine: str,
-              base: float | None, alone: list[list[int]]) -> float:
-    """One `generate_batch` of `prompts` at `batch` on `engine`, printed as a row; its decodes/s."""
+              base: float | None, alone: list[list[int]]) -> None:
+    """One `generate_batch` of `prompts` at `batch` on `engine`, printed as a row."""
     sync(model.device)
     t0 = time.perf_counter()
     out = s2d2.generate_batch(model, prompts, cfg, list(range(len(prompts))), batch_size=batch, detailed=False,
@@ -87,44 +87,46 @@ def batch_row(label: str, model: Any, prompts: list[list[int]], cfg: Any, batch:
         f"forward of {s['mean_live']:.1f} live, x{s['live_share']:.2f} (target >= 0.9); host "
         f"{host_us:.0f} us per sequence-forward ({s['sequence_forwards']} over {s['forwards']} forwards); "
         f"tokens = batch 1 {same}/{len(alone)}")
-    return rate
+
+
+def static_model(args: Any, cuda: bool, prompts: list[list[int]], cfg: Any,
+                 compile: bool = False) -> tuple[Any, float]:
+    """The random model (SDAR-1.7B shapes in bf16, tiny shapes in float32 with --small) on the static backend
+    (with CUDA graphs on CUDA) holding `args.batch` slots, its graphs captured; and the capture's seconds."""
+    shape, mask_id, dtype = (SMALL, SMALL["vocab_size"] - 1, torch.float32) if args.small else \
+        (SDAR_1_7B, SDAR_MASK, torch.bfloat16)
+    hf = wrap(build(shape, dtype, "cuda" if cuda else "cpu"), "static+graphs" if cuda else "static", mask_id,
+              max_slots=args.batch, compile=compile)
+    return hf, capture(hf, prompts, cfg, args.batch)
 
 
 def synthetic(args: Any, budget: Budget, cuda: bool) -> None:
     """Rows 1, 2 and 4 at SDAR-1.7B shapes (tiny shapes with --small)."""
-    shape, mask_id, dtype = (SMALL, SMALL["vocab_size"] - 1, torch.float32) if args.small else \
-        (SDAR_1_7B, SDAR_MASK, torch.bfloat16)
-    tag = "tiny-shape" if args.small else "SDAR-1.7B bf16"
+    tag, n = ("tiny-shape" if args.small else "SDAR-1.7B bf16"), args.batch
     cfg = s2d2.preset(PRESET, gen_length=args.gen_length)
-    prompts = prompts_for(args.batch)
+    prompts = prompts_for(n)
     if not budget.allows(f"{tag} build", 2 if args.small else 40):
         return
-    hf = wrap(build(shape, dtype, "cuda" if cuda else "cpu"), "static+graphs" if cuda else "static", mask_id,
-              max_slots=args.batch)
-    seconds = capture(hf, prompts, cfg, args.batch)
-    row(f"{tag} capture, batch {args.batch}", f"{seconds:.1f} s, graphs {hf.static.stats.graphs_captured}, "
+    hf, seconds = static_model(args, cuda, prompts, cfg)
+    row(f"{tag} capture, batch {n}", f"{seconds:.1f} s, graphs {hf.static.stats.graphs_captured}, "
         f"capture failures {len(hf.static.stats.capture_failures)}")
-    k = min(args.batch, args.alone)
-    base, alone = None, []
-    if budget.allows(f"{tag} batch 1", 2 * k * args.decode_s + 2):
+    k = min(n, args.alone)
+    base, alone, decode_s = None, [], 0.2 if args.small else 3.0  # a batch-1 decode's guess until one is measured
+    if budget.allows(f"{tag} batch 1", 2 * k * decode_s + 2):
         base, share, alone = batch_one(hf, prompts[:k], cfg)
-        args.decode_s = 1 / base
+        decode_s = 1 / base
         row(f"{tag} batch 1", f"{base:.3f} decodes/s ({k} prompts); forwards {share:.1%} of wall")
-    need = args.batch * args.decode_s / 4 + 5  # a batch-first run at 4x batch 1 (the issue's thread engine)
-    if budget.allows(f"{tag} batch {args.batch} batch-first", need):
-        batch_row(f"{tag} batch {args.batch} batch-first", hf, prompts, cfg, args.batch, "batch-first", base, alone)
-    if budget.allows(f"{tag} batch {args.batch} threads", need + (60 if args.compile else 0)):
-        batch_row(f"{tag} batch {args.batch} threads", hf, prompts, cfg, args.batch, "threads", base, alone)
-    if args.compile and budget.allows(f"{tag} batch {args.batch} batch-first, compiled", 240 if cuda else 10):
+    need = n * decode_s / 4 + 5  # a batch run at 4x batch 1 (the issue's thread engine)
+    for engine in ("batch-first", "threads"):
+        if budget.allows(f"{tag} batch {n} {engine}", need):
+            batch_row(f"{tag} batch {n} {engine}", hf, prompts, cfg, n, engine, base, alone)
+    if args.compile and budget.allows(f"{tag} batch {n} batch-first, compiled", 240 if cuda else 10):
         del hf
         if cuda:
             torch.cuda.empty_cache()
-        hf = wrap(build(shape, dtype, "cuda" if cuda else "cpu"), "static+graphs" if cuda else "static", mask_id,
-                  max_slots=args.batch, compile=True)
-        seconds = capture(hf, prompts, cfg, args.batch)
-        row(f"{tag} compiled capture, batch {args.batch}", f"{seconds:.1f} s")
-        batch_row(f"{tag} batch {args.batch} batch-first, compiled", hf, prompts, cfg, args.batch, "batch-first",
-                  base, alone)
+        hf, seconds = static_model(args, cuda, prompts, cfg, compile=True)
+        row(f"{tag} compiled capture, batch {n}", f"{seconds:.1f} s")
+        batch_row(f"{tag} batch {n} batch-first, compiled", hf, prompts, cfg, n, "batch-first", base, alone)
 
 
 def bundled(args: Any, budget: Budget, cuda: bool) -> None:
@@ -164,7 +166,6 @@ def main(argv: list[str] | None = None) -> None:
     args.small = args.small or not cuda
     args.batch = args.batch or (16 if args.small else 128)
     args.gen_length = args.gen_length or (16 if args.small else 128)
-    args.decode_s = 0.2 if args.small else 3.0  # a batch-1 decode's guess until one is measured
     import transformers
 
     row("device", torch.cuda.get_device_name(0) if cuda else "cpu (no CUDA: --small shapes, no graphs)")

@@ -108,8 +108,10 @@ def plan_step(ctx: StepContext, block: int, start: int, window: tuple[int, int],
     masks = window_masks(ctx.masks, ws - start, we - start)
     n = len(masks)
     run = masks[0] if masks[-1] - masks[0] + 1 == n else None  # one run: always the case when every step verifies
-    mask_idx = ctx.index[run : run + n] if run is not None else \
-        window_mask_index(ctx, start, masks, ws, we) if locate else None
+    if run is not None:
+        mask_idx: Optional[torch.Tensor] = ctx.index[run : run + n]
+    else:
+        mask_idx = window_mask_index(ctx, start, masks, ws, we) if locate else None
     first_forward = ctx.rec.last_index + (0 if ctx.carried is not None else 1)
     return StepPlan(block, start, window, step, masks, first_mask_span(masks), min(k_s, n), run, mask_idx,
                     first_forward)

@@ -1,0 +1,95 @@
+"""The batch-first engine's own tensor calls and host time per sequence-forward, on the stand-in model (issue 37).
+
+Per arm, one batch decode on the stand-in (benchmarks/stand_in.py: a forward that costs almost nothing) counted under
+a `TorchFunctionMode`: torch calls per sequence-forward (functions and tensor methods; the stand-in's own gather,
+one per request, included) and, with `--sites`, the lines of the decoder that make the most. Then the least CPU µs
+per sequence-forward over `--decodes` decodes (after one untimed; each after a full collection): interference only
+adds CPU time, so the least is the least disturbed.
+
+It runs in any tree that has `generate_batch(..., engine="batch-first")`, so two trees compare side by side by
+running it in each, alternately:
+
+    cd /tmp/before && PYTHONPATH=$PWD python /path/to/main/benchmarks/torch_calls.py
+    cd /path/to/main && python -m benchmarks.torch_calls
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import sys
+import time
+from collections import Counter
+from typing import Any
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+import s2d2
+from benchmarks.stand_in import StandInModel, stand_in_prompts
+
+ARMS = ["dynamic-baseline", "sdar-config-b", "fastdllm-config-a"]
+# attribute reads that __torch_function__ also sees: not calls into the library
+NOT_CALLS = {"__get__", "__len__", "shape", "dtype", "device", "dim", "size", "numel", "is_floating_point"}
+
+
+class CallCounter(TorchFunctionMode):
+    """Counts torch calls, each at the first frame outside torch that made it (file:line)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sites: Counter[str] = Counter()
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        if getattr(func, "__name__", "") not in NOT_CALLS:
+            frame = sys._getframe(1)
+            while frame is not None and "/torch/" in frame.f_code.co_filename:
+                frame = frame.f_back
+            where = "?" if frame is None else f"{frame.f_code.co_filename.rsplit('/', 1)[-1]}:{frame.f_lineno}"
+            self.sites[where] += 1
+        return func(*args, **(kwargs or {}))
+
+
+def arm_figures(preset: str, batch: int, n: int, gen: int, decodes: int) -> dict[str, Any]:
+    """One arm's torch calls per sequence-forward, its top sites and its least CPU µs per sequence-forward."""
+    model, cfg, prompts = StandInModel("aligned"), s2d2.preset(preset, gen_length=gen), stand_in_prompts(n)
+
+    def run() -> Any:
+        return s2d2.generate_batch(model, prompts, cfg, list(range(n)), batch_size=batch, detailed=False,
+                                   engine="batch-first")
+
+    seq_forwards = run()[0].batch.summary()["sequence_forwards"]  # also the untimed first decode
+    counter = CallCounter()
+    with counter:
+        run()
+    cpu = []
+    for _ in range(decodes):
+        gc.collect()
+        c0 = time.process_time()
+        run()
+        cpu.append((time.process_time() - c0) / seq_forwards * 1e6)
+    return {"arm": preset, "seq_forwards": seq_forwards, "calls": sum(counter.sites.values()) / seq_forwards,
+            "sites": [(where, k / seq_forwards) for where, k in counter.sites.most_common()], "cpu_us": min(cpu)}
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--arms", nargs="+", default=ARMS)
+    ap.add_argument("--batch", type=int, default=128)
+    ap.add_argument("--n", type=int, default=128, help="prompts per decode")
+    ap.add_argument("--gen-length", type=int, default=64)
+    ap.add_argument("--decodes", type=int, default=4, help="timed decodes per arm (the least is printed)")
+    ap.add_argument("--sites", type=int, default=0, help="also the N lines that make the most calls")
+    args = ap.parse_args(argv)
+    torch.set_num_threads(1)  # the stand-in's forward is trivial; intra-op threads would only add noise
+    print(f"batch-first engine on the stand-in, batch {args.batch}, n {args.n}, gen {args.gen_length}; torch calls "
+          f"per sequence-forward, least CPU us per sequence-forward of {args.decodes} decodes")
+    for arm in args.arms:
+        f = arm_figures(arm, args.batch, args.n, args.gen_length, args.decodes)
+        print(f"{arm:<20} seq-fwd {f['seq_forwards']:>6}  torch calls {f['calls']:6.2f}  cpu us {f['cpu_us']:7.1f}",
+              flush=True)
+        for where, per in f["sites"][: args.sites]:
+            print(f"    {per:6.2f}  {where}")
+
+
+if __name__ == "__main__":
+    main()
