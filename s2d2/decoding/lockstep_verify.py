@@ -101,7 +101,7 @@ def verify_requests(rows: list[Row]) -> list[ForwardRequest]:
         query = verify_2l_query(B, ids.device)
         for j, r, c, row_ids, row_pos in zip(members, group, ctxs, ids.unbind(0), pos.unbind(0)):
             plan = r.state.step_plan
-            out[j] = ForwardRequest(c.cache, row_ids, row_pos, query, 0, B, plan.mask_idx[: plan.span_len])
+            out[j] = ForwardRequest(c.cache, row_ids, row_pos, query, 0, B, _head(plan.mask_idx, plan.span_len))
     return out  # type: ignore[return-value]
 
 
@@ -121,8 +121,9 @@ def tested(rows: list[Row], logits: list[torch.Tensor]) -> tuple[list[dict[str, 
         group = [rows[j] for j in members]
         flat = torch.cat([logits[j] for j in members]) if len(members) > 1 else logits[members[0]]
         q = token_distribution(flat, cfg, group[0].state.ctx.mask_id, owned=True).view(len(members), s, -1)
-        drafts = torch.stack([r.state.draft.tokens[:s] for r in group])
-        p = torch.stack([r.state.draft.p[:s] for r in group])
+        # (a row whose masks are all in its span stacks its own tensors: no view made per row)
+        drafts = torch.stack([_head(r.state.draft.tokens, s) for r in group])
+        p = torch.stack([_head(r.state.draft.p, s) for r in group])
         acc = acceptance_rows(cfg.acceptance, drafts, p, q, cfg.ratio_gamma, [r.state.ctx.generator for r in group],
                               with_argmax=group[0].state.ctx.rec.detailed)
         cuts = [(k * s, (k + 1) * s) for k in range(len(members))]
@@ -163,3 +164,8 @@ def shared_read(rows: list[Row], wanted: list[dict[str, Any]], bulk: Sequence[Bu
         ledger.reads += 1
         ledger.sequence_reads += busy
     return got
+
+
+def _head(t: torch.Tensor, n: int) -> torch.Tensor:
+    """`t[:n]`, without making a view when `t` has exactly n rows (the common case: every mask is in the span)."""
+    return t if int(t.shape[0]) == n else t[:n]

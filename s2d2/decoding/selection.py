@@ -27,7 +27,8 @@ class StepPicks:
     picks: list[Pick] = field(default_factory=list)  # commit order
     prefix: int = 0  # the first `prefix` masks are decoded by verification (accepted + resampled)
     extras: Optional[Tensor] = None  # [n] bool: extras decoded with their drafts (device)
-    fallback: Optional[Tensor] = None  # indices into the masks of the rule's picks (device)
+    fallback: Optional[Tensor] = None  # indices into the masks of the rule's picks (device), or its whole order...
+    fallback_n: Optional[int] = None  # ...of which the first fallback_n are the picks (cut only by a device write)
 
 
 def fallback_k(sp: StepPicks, min_k: int) -> int:
@@ -109,7 +110,7 @@ def _rule(cfg: DecodeConfig, sp: StepPicks, got: dict[str, Any], inputs: dict[st
         if order is None:  # sequential over every mask: the first k masks
             sp.prefix = len(picks)
         else:
-            sp.fallback = order[: len(picks)]
+            sp.fallback, sp.fallback_n = order, len(picks)  # (a batch-first row writes from its commits: no cut)
 
 
 def write_picks(x: Tensor, start: int, mask_idx: Tensor, sp: StepPicks, tokens: Tensor,
@@ -129,4 +130,5 @@ def write_picks(x: Tensor, start: int, mask_idx: Tensor, sp: StepPicks, tokens: 
         at = mask_idx + start
         x.index_copy_(0, at, torch.where(sp.extras, tokens, x.index_select(0, at)))
     if sp.fallback is not None:
-        x.index_copy_(0, mask_idx.index_select(0, sp.fallback).add_(start), tokens.index_select(0, sp.fallback))
+        rule = sp.fallback if sp.fallback_n is None else sp.fallback[: sp.fallback_n]
+        x.index_copy_(0, mask_idx.index_select(0, rule).add_(start), tokens.index_select(0, rule))

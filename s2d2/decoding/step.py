@@ -102,16 +102,15 @@ def run_step(ctx: StepContext, block: int, start: int, window: tuple[int, int], 
 def plan_step(ctx: StepContext, block: int, start: int, window: tuple[int, int], step: int, k_s: int,
               locate: bool = True) -> StepPlan:
     """The step's host facts before its draft forward (the window's masks from the host's list, never a read).
-    `locate` False: masks that are not one run are left for the caller to locate (`mask_idx` None; the
-    batch-first step finds many rows' at once, lockstep_block.py `_plan_drafts`)."""
+    `locate` False: the masks are left for the caller to locate (`mask_idx` None; the batch-first step finds many
+    rows' at once, lockstep_block.py `_plan_drafts`)."""
     ws, we = window
     masks = window_masks(ctx.masks, ws - start, we - start)
     n = len(masks)
     run = masks[0] if masks[-1] - masks[0] + 1 == n else None  # one run: always the case when every step verifies
-    if run is not None:
-        mask_idx: Optional[torch.Tensor] = ctx.index[run : run + n]
-    else:
-        mask_idx = window_mask_index(ctx, start, masks, ws, we) if locate else None
+    mask_idx: Optional[torch.Tensor] = None
+    if locate:
+        mask_idx = ctx.index[run : run + n] if run is not None else window_mask_index(ctx, start, masks, ws, we)
     first_forward = ctx.rec.last_index + (0 if ctx.carried is not None else 1)
     return StepPlan(block, start, window, step, masks, first_mask_span(masks), min(k_s, n), run, mask_idx,
                     first_forward)

@@ -153,6 +153,29 @@ def test_a_batch_decode_alone_freezes_each_steps_survivors_so_no_older_pass_walk
     assert heap_freeze.holders() == 0 and gc.get_freeze_count() == 0
 
 
+def test_while_a_decode_refreezes_young_passes_wait_for_many_new_containers_and_the_thresholds_come_back():
+    """A refreezing decode raises the first generation's threshold (heap_freeze.py `STEP_YOUNG`: a step's records
+    all survive it, so young passes over them are wasted); a second holder gets the caller's thresholds back, and
+    so does everyone once the last holder leaves."""
+    old = gc.get_threshold()
+    gc.set_threshold(700, 10, 10)
+    try:
+        seen: list[int] = []
+        s2d2.generate_batch(model64("aligned"), [PROMPTS["a"]] * 3, s2d2.preset("sdar-config-b", gen_length=16),
+                            [0, 1, 2], batch_size=3, detailed=False, engine="batch-first",
+                            on_result=lambda i, r: seen.append(gc.get_threshold()[0]))
+        assert seen == [heap_freeze.STEP_YOUNG] * 3
+        assert gc.get_threshold() == (700, 10, 10)
+        with heap_freeze.frozen_heap():
+            assert heap_freeze.refreeze() and gc.get_threshold()[0] == heap_freeze.STEP_YOUNG
+            with heap_freeze.frozen_heap():  # another decode joins: it never refreezes, so the usual passes
+                assert gc.get_threshold() == (700, 10, 10) and not heap_freeze.refreeze()
+            assert heap_freeze.refreeze() and gc.get_threshold()[0] == heap_freeze.STEP_YOUNG
+        assert gc.get_threshold() == (700, 10, 10) and heap_freeze.holders() == 0
+    finally:
+        gc.set_threshold(*old)
+
+
 def test_a_decode_refreezes_only_while_it_holds_the_freeze_alone():
     with heap_freeze.frozen_heap():
         assert heap_freeze.refreeze()

@@ -48,16 +48,18 @@ def test_writes_exactly_the_picks(seed: int, consecutive: bool) -> None:
     order = [rest[k] for k in torch.randperm(len(rest), generator=g).tolist()]
     k = int(torch.randint(0, len(order) + 1, (1,), generator=g))
     for use_extras in (False, True):
-        for use_rule in (False, True):
-            sp = StepPicks(prefix=prefix, extras=extras if use_extras else None,
-                           fallback=torch.tensor(order[:k], dtype=torch.long) if use_rule else None)
+        for use_rule, whole_order in ((False, False), (True, False), (True, True)):
+            # the rule's picks as given, or as the rule's whole order with its count (selection.py `_rule`)
+            rule = torch.tensor(order if whole_order else order[:k], dtype=torch.long) if use_rule else None
+            sp = StepPicks(prefix=prefix, extras=extras if use_extras else None, fallback=rule,
+                           fallback_n=k if whole_order else None)
             picked = set(range(prefix)) | ({i for i in range(n) if extras[i]} if use_extras else set()) \
                 | (set(order[:k]) if use_rule else set())
             want = _expected(x, start, mask_idx, picked, tokens)
             for run in ([mask_idx[0], None] if consecutive else [None]):
                 got = torch.tensor(x)
                 write_picks(got, start, torch.tensor(mask_idx), sp, torch.tensor(tokens), run)
-                assert got.tolist() == want, (prefix, use_extras, use_rule, run)
+                assert got.tolist() == want, (prefix, use_extras, use_rule, whole_order, run)
 
 
 def test_empty_rule_pick_writes_nothing() -> None:
