@@ -35,6 +35,7 @@ from ..policies import make_policy, uses_costs
 from .blocks import block_masks, block_windows, stopped_in
 from .context import Draft, StepContext
 from .detail_rows import draft_detail
+from .draft_plans import plan_drafts
 from .layout import BlockPlan, block_plan
 from .lockstep_rows import Asked, Row, read_rows
 from .result import Kept, LoopResult, number_steps
@@ -44,8 +45,7 @@ from .lockstep_verify import drafted, routed, shared_drafts, shared_read, tested
 from .selection import skip_inputs
 from .token_writes import TokenWrites
 from .transfers import Bulk
-from .step import (Routed, StepPlan, always_verifies, plan_step, skip_step, step_record, window_mask_index,
-                   window_masks)
+from .step import Routed, StepPlan, always_verifies, skip_step, step_record, window_masks
 
 RULES = ("low_confidence_static", "low_confidence_dynamic", "sequential")
 
@@ -99,7 +99,7 @@ def requests(model: Any, rows: list[Row]) -> list[Asked]:
     verify rows' built together (lockstep_verify.py `verify_requests`)."""
     verifying = [j for j, r in enumerate(rows) if r.state.phase == "verify"]
     built = dict(zip(verifying, verify_requests([rows[j] for j in verifying])))
-    _plan_drafts([r for r in rows if r.state.phase == "draft"])
+    plan_drafts([r for r in rows if r.state.phase == "draft"])
     return [Asked("verify_2l", r.state.blk.index, r.state.step, built[j]) if j in built else _request(r)
             for j, r in enumerate(rows)]
 
@@ -119,51 +119,8 @@ def _request(row: Row) -> Asked:
     return Asked("draft", blk.index, st.step, _draft_request(row, st, blk))
 
 
-def _plan_drafts(rows: list[Row]) -> None:
-    """Each draft row's step plan (step.py `plan_step`, kept for its request and `advance`), its masks located
-    together: where they are one run, every such row's positions [run, run + n) cut from one flat range by one
-    split (the values batch 1's view of `ctx.index` holds); where they are not and the window is the whole block,
-    one sort per block length of the rows' blocks (step.py `window_mask_index`'s key: the keys are distinct
-    integers, so each row's sorted row is its own sort, exactly); any other row as batch 1 locates them."""
-    runs: list[StepPlan] = []
-    waiting: dict[int, list[BlockState]] = {}
-    for r in rows:
-        st: BlockState = r.state
-        blk, (ws, we) = st.blk, st.windows[0]
-        k_s = st.schedule[min(st.step, len(st.schedule) - 1)]
-        plan = st.step_plan = plan_step(st.ctx, blk.index, blk.start, (ws, we), st.step, k_s, locate=False)
-        if plan.run is not None:
-            runs.append(plan)
-        elif ws == blk.start and we == blk.start + blk.length:
-            waiting.setdefault(blk.length, []).append(st)
-        else:
-            plan.mask_idx = window_mask_index(st.ctx, blk.start, plan.masks, ws, we)
-    if runs:
-        _locate_runs(runs, rows[0].state.ctx.x.device)
-    for B, states in waiting.items():
-        ctx = states[0].ctx
-        ar = ctx.index[:B]
-        key = torch.where(torch.stack([st.ids for st in states]) == ctx.mask_id, ar, ar + B)
-        for st, order in zip(states, key.sort(dim=1).values.unbind(0)):
-            st.step_plan.mask_idx = order[: len(st.step_plan.masks)]
-
-
-def _locate_runs(plans: list[StepPlan], device: torch.device) -> None:
-    """Each plan's one-run masks as block positions [run, run + n): flat position k of row j is k - (row j's first
-    flat position) + run_j, one expression over all rows, then one split into the rows' views."""
-    sizes = [len(plan.masks) for plan in plans]
-    shift, at = [], 0
-    for plan, n in zip(plans, sizes):
-        shift.append(plan.run - at)
-        at += n
-    flat = torch.arange(at, device=device) + torch.tensor(shift, device=device).repeat_interleave(
-        torch.tensor(sizes, device=device), output_size=at)
-    for plan, idx in zip(plans, flat.split(sizes)):
-        plan.mask_idx = idx
-
-
 def _draft_request(row: Row, st: BlockState, blk: BlockRecord) -> ForwardRequest:
-    """run_step's draft forward (step.py `draft_forward` with nothing cached), from its plan (`_plan_drafts`)."""
+    """run_step's draft forward (step.py `draft_forward` with nothing cached), from its plan (draft_plans.py `plan_drafts`)."""
     plan = st.step_plan
     attention = draft_query(blk.length, plan.masks[0], st.ctx.x.device) if st.ctx.cfg.draft_ver else "full"
     return ForwardRequest(st.ctx.cache, st.ids, st.positions, attention, 0, None, plan.mask_idx)

@@ -103,7 +103,7 @@ def plan_step(ctx: StepContext, block: int, start: int, window: tuple[int, int],
               locate: bool = True) -> StepPlan:
     """The step's host facts before its draft forward (the window's masks from the host's list, never a read).
     `locate` False: the masks are left for the caller to locate (`mask_idx` None; the batch-first step finds many
-    rows' at once, lockstep_block.py `_plan_drafts`)."""
+    rows' at once, draft_plans.py `plan_drafts`)."""
     ws, we = window
     masks = window_masks(ctx.masks, ws - start, we - start)
     n = len(masks)
