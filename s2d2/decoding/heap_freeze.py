@@ -21,10 +21,11 @@ for both).
 Between two refreezes the collector can find only the current step's own garbage cycles, yet its first generation
 fills every 700 new containers, so a step at batch 128 ran a dozen young passes over records that all survive the
 step (1.7-2.1 µs of the batch-first engine's 25-50 µs per sequence-forward on the stand-in model, timed by the
-collector's own callbacks; 0.04-0.24 µs with the threshold below: docs/benchmarks.md). So while a decode refreezes, the first generation's threshold is `STEP_YOUNG`: a step's young
-pass waits for that many new containers (the refreeze resets the count), and a cycle the step drops waits, with
-those that outlive a step, for the decode's end. The threshold is the caller's again as soon as a second decode
-holds the freeze (it never refreezes) and when the last holder leaves.
+collector's own callbacks; 0.04-0.24 µs with the threshold below: docs/benchmarks.md). So while a decode
+refreezes, the first generation's threshold is `STEP_YOUNG`: a step's young pass waits for that many new
+containers (the refreeze resets the count), and a cycle the step drops waits, with those that outlive a step, for
+the decode's end. The threshold is the caller's again as soon as a second decode holds the freeze (it never
+refreezes) and when the last holder leaves.
 
 Invariant: the freeze is process-wide, so it is counted: the first of any concurrent decodes freezes, the last one
 to end unfreezes (also when a decode raises), and a decode never unfreezes under another that is still running.
