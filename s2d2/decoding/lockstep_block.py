@@ -120,7 +120,8 @@ def _request(row: Row) -> Asked:
 
 
 def _draft_request(row: Row, st: BlockState, blk: BlockRecord) -> ForwardRequest:
-    """run_step's draft forward (step.py `draft_forward` with nothing cached), from its plan (draft_plans.py `plan_drafts`)."""
+    """run_step's draft forward (step.py `draft_forward` with nothing cached), from its plan (draft_plans.py
+    `plan_drafts`)."""
     plan = st.step_plan
     attention = draft_query(blk.length, plan.masks[0], st.ctx.x.device) if st.ctx.cfg.draft_ver else "full"
     return ForwardRequest(st.ctx.cache, st.ids, st.positions, attention, 0, None, plan.mask_idx)
