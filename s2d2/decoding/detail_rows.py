@@ -48,13 +48,16 @@ def draft_records(ctx: StepContext, probs: torch.Tensor, drafts: torch.Tensor, p
     return draft_rows(ctx, got, got["drafts"], masks, start)
 
 
-def verify_detail(ctx: StepContext, acc: Acceptance, p_span: torch.Tensor,
+def verify_detail(ctx: StepContext, acc: Acceptance, p: torch.Tensor,
                   q_probs: torch.Tensor) -> dict[str, Optional[torch.Tensor]]:
-    """Per span position: p, q(draft), r, argmax-q probability, the draw, the test, argmax q and the top-k of q."""
+    """Per span position: p, q(draft), r, argmax-q probability, the draw, the test, argmax q and the top-k of q.
+    `p`: the draft probabilities of the step's masks, of which the span's are read (cut here, so a trace that is
+    not detailed makes no view)."""
     if not ctx.rec.detailed:
         return {}
     assert acc.argmax_q is not None and acc.argmax_q_prob is not None
     top = top_k(q_probs)
+    p_span = p[: acc.q_draft.shape[0]]
     return {"v_cols": torch.stack([p_span, acc.q_draft, acc.ratio, acc.argmax_q_prob]), "v_draws": acc.draws,
             "v_accepted": acc.accepted, "v_argmax": acc.argmax_q, "v_top_ids": top["top_ids"],
             "v_top_probs": top["top_probs"]}
@@ -79,7 +82,7 @@ def verification_record(ctx: StepContext, kind: str, out: Outcome, masks: list[i
     rows: list[VerifyPosition] = []
     if ctx.rec.detailed:
         acc = Acceptance(out.q_draft, out.ratio, out.draws, out.accepted, out.argmax_q, out.argmax_q_prob)
-        rows = verify_rows(ctx, ctx.rec.reads.fetch(verify_detail(ctx, acc, p[:span_len], q_probs)), masks, start,
+        rows = verify_rows(ctx, ctx.rec.reads.fetch(verify_detail(ctx, acc, p, q_probs)), masks, start,
                            drafts)
     text = ctx.rec.text(out.resampled) if (out.resampled is not None and ctx.rec.detailed) else ""
     return Verification(kind, ctx.cfg.acceptance, rows, out.accepted_len, out.first_reject, out.residual_mass,

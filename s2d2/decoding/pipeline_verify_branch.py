@@ -47,7 +47,7 @@ def verify_span(ctx: StepContext, st: PipeState, first: PipeBlock, hi: int, mask
     greedy = cfg.acceptance == "greedy_exact"
     got = ctx.reads.fetch({"accepted": acc.accepted, "argmax_q": acc.argmax_q if greedy else None,
                            "q_draft": acc.q_draft if cfg.verify_confidence_threshold is not None else None,
-                           **verify_detail(ctx, acc, p[:s], q_probs)})
+                           **verify_detail(ctx, acc, p, q_probs)})
     accepted = got["accepted"]
     k = next((i for i, a in enumerate(accepted) if not a), s)
     start = masks[0]

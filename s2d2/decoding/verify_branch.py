@@ -173,8 +173,7 @@ def acceptance_test(ctx: StepContext, draft: Draft, span_len: int, min_k: int, q
                          with_argmax=ctx.rec.detailed)
     inputs = verify_inputs(cfg, acc, draft.p, draft.entropy, min_k)
     greedy = cfg.acceptance == "greedy_exact"
-    detail = verify_detail(ctx, acc, draft.p[:s], q_probs) if ctx.rec.detailed else {}
-    wanted = {**inputs, "argmax_q": acc.argmax_q if greedy else None, **detail}
+    wanted = {**inputs, "argmax_q": acc.argmax_q if greedy else None, **verify_detail(ctx, acc, draft.p, q_probs)}
     return Tested(acc, inputs, q_probs, kind, wanted)
 
 
