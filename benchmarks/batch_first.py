@@ -22,7 +22,9 @@ step carrying every live row, s2d2/decoding/batch.py `fixed_tokens_for`; the thr
 
 Part `models`: the bundled models on one CPU thread, decodes/s at batch 1 and at the batch given, per preset and
 engine (`x b1`: batch N over batch 1 of the same engine, in wall time; `cpu x b1` in this process's CPU time, the
-figure to read on a loaded machine).
+figure to read on a loaded machine). For the batch-first engine, one more batch-N decode under torch.profiler gives
+its `floor`: the seconds inside matmul and attention kernels (benchmarks/kernel_floor.py), and `ceil x`, batch 1's CPU
+time over that floor, the most batch N could reach if everything around those kernels cost nothing.
 Engines and batch sizes of an arm run back to back over the same prompts and seeds, so machine noise hits them
 alike. Nothing is asserted.
 """
@@ -39,6 +41,7 @@ from typing import Any
 import torch
 
 import s2d2
+from benchmarks.kernel_floor import ceiling, kernel_seconds
 from benchmarks.percentiles import pct
 from benchmarks.stand_in import StandInModel, stand_in_prompts
 
@@ -165,7 +168,7 @@ def models_part(batch: int, n: int, gen: int, out: list[dict[str, Any]]) -> None
     prompts = [p.question for p in heldout(n)]
     print(f"bundled models, one thread, n {n} held-out problems, gen {gen}: decodes/s at batch 1 and {batch}")
     print(f"{'model':<12} {'arm':<20} {'engine':<12} {'b1 dec/s':>8} {'bN dec/s':>8} {'x b1':>6} {'cpu x b1':>8} "
-          f"{'same':>5}")
+          f"{'same':>5} {'floor s':>7} {'ceil x':>6}")
     for name, arms in MODEL_ARMS.items():
         model = s2d2.load_model(name, backend="dynamic", device="cpu", dtype=torch.float32)
         for preset in arms:
@@ -175,12 +178,17 @@ def models_part(batch: int, n: int, gen: int, out: list[dict[str, Any]]) -> None
                 many = decode(model, prompts, cfg, batch, engine)
                 x, x_cpu = one["wall_s"] / many["wall_s"], one["cpu_s"] / many["cpu_s"]
                 same = sum(a == b for a, b in zip(one["outputs"], many["outputs"]))
+                floor = None  # the profiler sees this thread only: the thread engine forwards on its own
+                if engine == "batch-first":
+                    floor = kernel_seconds(lambda: decode(model, prompts, cfg, batch, engine))[0]
+                bound = "" if floor is None else f"{floor:>7.3f} {ceiling(one['cpu_s'], floor):>6.2f}"
                 print(f"{name:<12} {preset:<20} {engine:<12} {n / one['wall_s']:>8.2f} {n / many['wall_s']:>8.2f} "
-                      f"{x:>6.2f} {x_cpu:>8.2f} {same:>5}", flush=True)
+                      f"{x:>6.2f} {x_cpu:>8.2f} {same:>5} {bound}".rstrip(), flush=True)
                 out.append({"part": "models", "model": name, "arm": preset, "engine": engine, "batch": batch,
                             "n": n, "b1_wall_s": one["wall_s"], "bN_wall_s": many["wall_s"], "speedup": x,
                             "b1_cpu_s": one["cpu_s"], "bN_cpu_s": many["cpu_s"], "cpu_speedup": x_cpu,
-                            "same_outputs": same})
+                            "same_outputs": same, "kernel_floor_s": floor,
+                            "ceiling": None if floor is None else ceiling(one["cpu_s"], floor)})
 
 
 def main(argv: list[str] | None = None) -> None:
