@@ -68,9 +68,10 @@ def span_test(mode: str, drafts: torch.Tensor, p_draft: torch.Tensor, q_probs: t
 def acceptance_each(acc: Acceptance) -> list[Acceptance]:
     """Every row of `acceptance_rows`' test, each field a view [s] (one unbind per field, not an index per row and
     field)."""
-    fields = [None if t is None else t.unbind(0) for t in (acc.q_draft, acc.ratio, acc.draws, acc.accepted,
-                                                            acc.argmax_q, acc.argmax_q_prob)]
-    return [Acceptance(*(None if f is None else f[i] for f in fields)) for i in range(int(acc.ratio.shape[0]))]
+    n = int(acc.ratio.shape[0])
+    fields = [[None] * n if t is None else t.unbind(0) for t in (acc.q_draft, acc.ratio, acc.draws, acc.accepted,
+                                                                 acc.argmax_q, acc.argmax_q_prob)]
+    return [Acceptance(*row) for row in zip(*fields)]
 
 
 def residual_token(p: torch.Tensor, q: torch.Tensor,

@@ -117,8 +117,9 @@ class Lockstep:
                 live.append(self.start(*queue.popleft()))
             self._step(live)
             refreeze()
-            for r in [r for r in live if r.finish_reason is not None]:
-                live.remove(r)
+            ended = [r for r in live if r.finish_reason is not None]
+            live[:] = [r for r in live if r.finish_reason is None]
+            for r in ended:
                 results[r.index] = self.finish(r, finish)
                 if on_result is not None:
                     on_result(r.index, results[r.index])

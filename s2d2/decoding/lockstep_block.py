@@ -199,7 +199,7 @@ def _draft_group(model: Any, cfg: DecodeConfig, members: list[tuple[Row, torch.T
     rule = skip_inputs(cfg, padded, lambda: entropy(probs))
     detail = draft_detail(members[0][0].state.ctx, probs, p_all)
     got = _split(read_rows(model, {"drafts": tokens, **rule, **detail}, 1)[0], sizes, int(padded.shape[1]))
-    views = {k: _row_views(v, sizes) for k, v in rule.items() if v.dim() == 2}  # each row's order, one call
+    views = {k: _row_views(v) for k, v in rule.items() if v.dim() == 2}  # each row's order, one call
     writes = TokenWrites()
     for j, ((r, _), g, tok) in enumerate(zip(members, got, rows_tok)):
         _draft_step(r, g, {k: v[j] for k, v in views.items()}, tok, writes)
@@ -211,22 +211,21 @@ def _shared_skips(cfg: DecodeConfig, probs: torch.Tensor, p: torch.Tensor, sizes
     """Each S2D2 draft row's `skip_inputs` (what a skip would decode), the remasking rule run once over the padded
     rows as the baselines' is (`_draft_group`), and the rule's padded tensors (read once for all rows:
     `draft_bulk`); None for every row, and no tensors, where the rule has no batch form (high-confidence extras,
-    entropy-bounded: each row then runs its own). A row's order is its padded row cut to its masks, its count its
-    own: the pads sort last and never count (remasking.py `rule_inputs`)."""
+    entropy-bounded: each row then runs its own). A row's order is its whole padded row (`_row_views`), its count
+    its own: the pads sort last and never count (remasking.py `rule_inputs`)."""
     if cfg.remasking not in RULES or cfg.always_check_high_conf:
         return [None] * len(sizes), {}
     rule = skip_inputs(cfg, _padded(p, sizes), lambda: entropy(probs))  # (these rules never read the entropy)
-    rows = {name: _row_views(t, sizes) for name, t in rule.items()}
+    rows = {name: _row_views(t) for name, t in rule.items()}
     return [{name: v[j] for name, v in rows.items()} for j in range(len(sizes))], rule
 
 
-def _row_views(t: torch.Tensor, sizes: list[int]) -> tuple[torch.Tensor, ...]:
-    """Each row's part of a padded rule tensor, as views made by one call: [R, width] cut to row j's first
-    sizes[j] values (its masks; the pads sort last), [R] as row j's 0-d value."""
-    if t.dim() != 2:
-        return t.unbind(0)
-    width = int(t.shape[1])
-    return t.reshape(-1).split([n for size in sizes for n in (size, width - size)])[0::2]
+def _row_views(t: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """Each row's part of a padded rule tensor, as views made by one call: [R, width] as row j's whole padded
+    order, [R] as row j's 0-d value. A row's order is never cut to its masks here: the pads sort last, and the
+    step keeps a whole order with its pick count (selection.py `StepPicks.fallback_n`), so its first picks are
+    its own order's; only a device write makes the cut, and a batch-first row writes from its commits."""
+    return t.unbind(0)
 
 
 def draft_bulk(first: int, sizes: list[int], tokens: torch.Tensor, summary: SummaryParts,

@@ -22,9 +22,11 @@ from .forwards import Recorder
 from .transfers import HostReads, packed_values
 
 
-@dataclass
+@dataclass(eq=False)
 class Row:
-    """One live sequence: `index` is its prompt's place in the batch; `at` the next position it decodes."""
+    """One live sequence: `index` is its prompt's place in the batch; `at` the next position it decodes. Rows
+    compare by identity (two rows are never the same sequence, and a field-by-field comparison would read their
+    caches and records)."""
 
     index: int
     prep: Any  # api.Prepared

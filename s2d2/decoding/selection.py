@@ -29,11 +29,13 @@ class StepPicks:
     extras: Optional[Tensor] = None  # [n] bool: extras decoded with their drafts (device)
     fallback: Optional[Tensor] = None  # indices into the masks of the rule's picks (device), or its whole order...
     fallback_n: Optional[int] = None  # ...of which the first fallback_n are the picks (cut only by a device write)
+    ruled_from: Optional[int] = None  # picks made before the remasking rule ran (None: it never ran)
 
 
 def fallback_k(sp: StepPicks, min_k: int) -> int:
-    """The trace's `fallback_k`: what the step still needed when the remasking rule ran."""
-    return max(0, min_k - sum(how not in ("fallback", "threshold") for _, how in sp.picks))
+    """The trace's `fallback_k`: what the step still needed when the remasking rule ran (every pick before the
+    rule's is a verify pick or an extra, never "fallback" or "threshold": `_rule` runs once, last)."""
+    return max(0, min_k - (len(sp.picks) if sp.ruled_from is None else sp.ruled_from))
 
 
 def skip_inputs(cfg: DecodeConfig, p: Tensor, entropy: Callable[[], Tensor],
@@ -104,6 +106,7 @@ def verify_picks(cfg: DecodeConfig, got: dict[str, Any], n: int, min_k: int,
 def _rule(cfg: DecodeConfig, sp: StepPicks, got: dict[str, Any], inputs: dict[str, Tensor], candidates: list[int],
           k: int, topup: bool) -> None:
     picks, how = choose(cfg.remasking, k, candidates, got, topup)
+    sp.ruled_from = len(sp.picks)
     sp.picks += [(i, how) for i in picks]
     if picks:
         order = inputs.get("order")

@@ -210,14 +210,19 @@ def commit_records(ctx: StepContext, start: int, masks: list[int], picks: list[t
              verification: Optional[Verification], pending: Optional[torch.Tensor]) -> list[Commit]:
     """The commit records, and the host's view of the block (its masks, its stop ids) after them (also the
     batch-first block step's, lockstep_block.py)."""
-    text = ctx.rec.text if ctx.rec.detailed else (lambda t: "")
-    commits = []
-    for i, how in picks:
+    rec, stops = ctx.rec, ctx.stop_set
+    commits, done = [], set()
+    for i, how in picks:  # (one pass: this runs for every row of every step)
         tok = tokens[i] if how != "resampled" else verification.resampled  # type: ignore[union-attr]
-        commits.append(Commit(start + masks[i], -1 if tok is None else tok, "" if tok is None else text(tok), how))
-    done = {masks[i] for i, _ in picks}
+        m = masks[i]
+        done.add(m)
+        if tok is None:  # a resampled token still on the device: filled in by `_settle_residual`
+            commits.append(Commit(start + m, -1, "", how))
+            continue
+        commits.append(Commit(start + m, tok, rec.text(tok) if rec.detailed else "", how))
+        if tok in stops:
+            ctx.stop_hits.append(start + m)
     ctx.masks = [m for m in ctx.masks if m not in done]
-    ctx.stop_hits += [c.position for c in commits if c.token in ctx.stop_set]
     if pending is not None:  # the residual token, its mass and the fallback flag: read with the next transfer
         assert verification is not None
         resampled = next(c for c in commits if c.how == "resampled")

@@ -33,8 +33,7 @@ class TokenWrites:
         views, entries = self._groups.setdefault(int(block.shape[0]), ([], array("q")))
         k = len(views)
         views.append(block)
-        for c in commits:
-            entries.extend((k, c.position - start, c.token))
+        entries.extend([v for c in commits for v in (k, c.position - start, c.token)])  # (one call per row)
 
     def flush(self) -> None:
         """Write every held commit into its sequence, then forget them."""
