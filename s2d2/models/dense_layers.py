@@ -104,8 +104,11 @@ def run_layer(layer: Any, hidden: torch.Tensor, mask: torch.Tensor,
     r = x.shape[1]
     queries = attn.q_proj(x).view(n, r, -1, attn.head_dim)
     queries = (attn.q_norm(queries) if hasattr(attn, "q_norm") else queries).transpose(1, 2)
-    queries = home.apply_rotary_pos_emb(queries, queries, cos_q, sin_q)[0]
-    keys = home.apply_rotary_pos_emb(keys, keys, cos, sin)[1]
+    if sel is None:  # one call rotates both (the model's function always rotates two tensors)
+        queries, keys = home.apply_rotary_pos_emb(queries, keys, cos, sin)
+    else:  # the read rows' queries sit at their own positions
+        queries = home.apply_rotary_pos_emb(queries, queries, cos_q, sin_q)[0]
+        keys = home.apply_rotary_pos_emb(keys, keys, cos, sin)[1]
     if cache is not None:
         keys, values = cache.update(keys, values, attn.layer_idx)
     out = attention(attn, home, queries, keys, values, mask)
