@@ -178,7 +178,8 @@ def models_part(batch: int, n: int, gen: int, out: list[dict[str, Any]]) -> None
                 many = decode(model, prompts, cfg, batch, engine)
                 x, x_cpu = one["wall_s"] / many["wall_s"], one["cpu_s"] / many["cpu_s"]
                 same = sum(a == b for a, b in zip(one["outputs"], many["outputs"]))
-                floor = None  # the profiler sees this thread only: the thread engine forwards on its own
+                floor = None  # the profiler sees this thread's ops only, and the thread engine runs a lone forward on
+                # its sequence's own thread
                 if engine == "batch-first":
                     floor = kernel_seconds(lambda: decode(model, prompts, cfg, batch, engine))[0]
                 bound = "" if floor is None else f"{floor:>7.3f} {ceiling(one['cpu_s'], floor):>6.2f}"
