@@ -182,14 +182,15 @@ def models_part(batch: int, n: int, gen: int, out: list[dict[str, Any]]) -> None
                 # its sequence's own thread
                 if engine == "batch-first":
                     floor = kernel_seconds(lambda: decode(model, prompts, cfg, batch, engine))[0]
-                bound = "" if floor is None else f"{floor:>7.3f} {ceiling(one['cpu_s'], floor):>6.2f}"
+                ceil = None if floor is None else ceiling(one["cpu_s"], floor)
+                bound = "" if floor is None else f"{floor:>7.3f} {ceil:>6.2f}"
                 print(f"{name:<12} {preset:<20} {engine:<12} {n / one['wall_s']:>8.2f} {n / many['wall_s']:>8.2f} "
                       f"{x:>6.2f} {x_cpu:>8.2f} {same:>5} {bound}".rstrip(), flush=True)
                 out.append({"part": "models", "model": name, "arm": preset, "engine": engine, "batch": batch,
                             "n": n, "b1_wall_s": one["wall_s"], "bN_wall_s": many["wall_s"], "speedup": x,
                             "b1_cpu_s": one["cpu_s"], "bN_cpu_s": many["cpu_s"], "cpu_speedup": x_cpu,
                             "same_outputs": same, "kernel_floor_s": floor,
-                            "ceiling": None if floor is None else ceiling(one["cpu_s"], floor)})
+                            "ceiling": ceil})
 
 
 def main(argv: list[str] | None = None) -> None:
