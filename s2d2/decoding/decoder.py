@@ -38,7 +38,7 @@ from .draws import Source
 from .layout import BlockPlan, block_plan
 from .forwards import Recorder
 from .result import Kept, LoopResult, StopDecoding, number_steps
-from .step import run_step, window_masks
+from .step import run_step, window_has_mask
 
 
 @torch.inference_mode()  # no autograd bookkeeping on any op of the loop
@@ -98,7 +98,7 @@ def _decode_block(ctx: StepContext, blk: BlockRecord, steps: list[StepRecord]) -
     schedule = ctx.cfg.transfer_schedule() if not ctx.cfg.adaptive_block else [1]
     step = 0
     for ws, we in block_windows(ctx.cfg, blk):
-        while window_masks(ctx.masks, ws - blk.start, we - blk.start):  # the window still has a mask
+        while window_has_mask(ctx.masks, ws - blk.start, we - blk.start):
             if not ctx.aligned and stop_reached(ctx, blk):
                 return "stop_token"
             k_s = schedule[min(step, len(schedule) - 1)]

@@ -42,10 +42,10 @@ from .result import Kept, LoopResult, number_steps
 from .route_summary import SummaryParts, summary_parts
 from .sampling import entropy
 from .lockstep_verify import drafted, routed, shared_drafts, shared_read, tested, verified, verify_requests
-from .selection import skip_inputs
+from .selection import skip_inputs, skip_picks
 from .token_writes import TokenWrites
 from .transfers import Bulk
-from .step import Routed, StepPlan, always_verifies, skip_step, step_record, window_masks
+from .step import Routed, StepPlan, always_verifies, step_record, window_has_mask
 
 RULES = ("low_confidence_static", "low_confidence_dynamic", "sequential")
 
@@ -194,15 +194,14 @@ def _draft_group(model: Any, cfg: DecodeConfig, members: list[tuple[Row, torch.T
     """The draft steps of rows sharing one config: one distribution and draw, one read, then each row's step."""
     sizes = [int(lg.shape[0]) for _, lg in members]
     probs, tokens, p_all = shared_drafts(model, cfg, [r for r, _ in members], [lg for _, lg in members])
-    rows_tok = tokens.split(sizes)
     padded = _padded(p_all, sizes)  # the remasking rule over every row at once (remasking.rule_inputs' batch form)
     rule = skip_inputs(cfg, padded, lambda: entropy(probs))
     detail = draft_detail(members[0][0].state.ctx, probs, p_all)
     got = _split(read_rows(model, {"drafts": tokens, **rule, **detail}, 1)[0], sizes, int(padded.shape[1]))
     views = {k: _row_views(v) for k, v in rule.items() if v.dim() == 2}  # each row's order, one call
     writes = TokenWrites()
-    for j, ((r, _), g, tok) in enumerate(zip(members, got, rows_tok)):
-        _draft_step(r, g, {k: v[j] for k, v in views.items()}, tok, writes)
+    for j, ((r, _), g) in enumerate(zip(members, got)):
+        _draft_step(r, g, {k: v[j] for k, v in views.items()}, writes)
     writes.flush()
 
 
@@ -294,16 +293,15 @@ def _split(flat: dict[str, list[Any]], sizes: list[int], width: int) -> list[dic
     return out
 
 
-def _draft_step(r: Row, got: dict[str, Any], skip: dict[str, torch.Tensor], tokens: torch.Tensor,
-                writes: TokenWrites) -> None:
-    """run_step's baseline branch (no policy: `skip_step` and `step_record`), from the row's values of the shared
-    read; its tokens join `writes` (the caller flushes them with the other rows')."""
+def _draft_step(r: Row, got: dict[str, Any], skip: dict[str, torch.Tensor], writes: TokenWrites) -> None:
+    """run_step's baseline branch, from the row's values of the shared read: the remasking rule's picks (`skip_step`
+    without a policy is exactly selection.py `skip_picks`, batch 1's own rule) and `step_record`; its tokens join
+    `writes` (the caller flushes them with the other rows'), so no draft on the device is needed here."""
     st: BlockState = r.state
     ctx, plan = st.ctx, st.step_plan
     assert plan is not None
-    routed = Routed(got, skip, None, None, None, False)
-    draft = Draft(plan.mask_idx, plan.run, st.positions, None, tokens, None)
-    record = step_record(ctx, plan, routed, skip_step(ctx, plan, draft, routed, write=False), None, None)
+    picks = skip_picks(ctx.cfg, got, len(plan.masks), plan.min_k, skip)
+    record = step_record(ctx, plan, Routed(got, skip, None, None, None, False), picks, None, None)
     writes.add(st.ids, plan.start, record.commits)
     _stepped(r, record)
 
@@ -320,7 +318,7 @@ def _stepped(r: Row, record: StepRecord) -> None:
 def _next_window(st: BlockState) -> None:
     """Drop the windows without a mask (block_loop's `while any(...)` per window); none left: commit."""
     start = st.blk.start if st.blk is not None else 0
-    while st.windows and not window_masks(st.ctx.masks, st.windows[0][0] - start, st.windows[0][1] - start):
+    while st.windows and not window_has_mask(st.ctx.masks, st.windows[0][0] - start, st.windows[0][1] - start):
         st.windows.pop(0)
     st.phase = "draft" if st.windows else "commit"
 

@@ -122,6 +122,13 @@ def window_masks(masks: list[int], lo: int, hi: int) -> list[int]:
     return masks[bisect_left(masks, lo) : bisect_left(masks, hi)]
 
 
+def window_has_mask(masks: list[int], lo: int, hi: int) -> bool:
+    """Whether any mask lies in [lo, hi) (block-relative): `window_masks` without building the list (every row asks
+    after every step whether its window is done)."""
+    i = bisect_left(masks, lo)
+    return i < len(masks) and masks[i] < hi
+
+
 def route(ctx: StepContext, plan: StepPlan, draft: Draft) -> Routed:
     """Steps 2-5: the first span's estimates, one read (drafts, policy inputs, what a skip would decode) and the
     policy's decision (None for a baseline). The batch-first engine runs its two parts with one read for many

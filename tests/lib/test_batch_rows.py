@@ -17,7 +17,7 @@ from s2d2.config import ESTIMATORS, DecodeConfig
 from s2d2.decoding import heap_freeze, lockstep_verify, route_summary
 from s2d2.decoding.acceptance import acceptance, acceptance_each, acceptance_rows
 from s2d2.decoding.draws import make_generator
-from s2d2.decoding.step import window_masks
+from s2d2.decoding.step import window_has_mask, window_masks
 from tests.support.batch_cases import model64
 from tests.support.golden_cases import PROMPTS
 
@@ -282,3 +282,4 @@ def test_a_windows_masks_by_bisection_are_the_filter_over_the_blocks_ascending_m
         lo = int(torch.randint(-2, 34, (1,), generator=g))
         hi = lo + int(torch.randint(0, 12, (1,), generator=g))
         assert window_masks(masks, lo, hi) == [m for m in masks if lo <= m < hi]
+        assert window_has_mask(masks, lo, hi) == any(lo <= m < hi for m in masks)
