@@ -181,7 +181,7 @@ def finish_result(model: Any, prep: Prepared, seed: int, rec: Recorder, loop: Lo
     footer = Footer(
         output_ids=out, output_text=tok.decode(out) if tok is not None else "",
         output_tokens=rec.texts(out) if detailed else [], generated_length=len(out), stop_position=stop_pos,
-        wall_s=wall, forward_wall_s=sum(f.wall_s for f in rec.forwards), finish_reason=reason,
+        wall_s=wall, forward_wall_s=sum([f.wall_s for f in rec.forwards]), finish_reason=reason,
     )
     trace = Trace(header, loop.blocks, rec.forwards, loop.steps, footer, detailed)
     return GenerateResult(footer.output_text, out, trace_metrics(trace), trace)

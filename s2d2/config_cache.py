@@ -28,8 +28,11 @@ class FrozenCache:
         return kept
 
     def fields_hash(self) -> int:
-        """The hash of the fields' values, in field order (what a frozen dataclass's own hash takes), once."""
-        return self.once("_hash", lambda: hash(tuple(getattr(self, f.name) for f in dataclasses.fields(self))))
+        """The hash of the fields' values, in field order (what a frozen dataclass's own hash takes), once (read
+        without `once`'s call: every row of every batch-first step hashes its config)."""
+        kept = self.__dict__.get("_hash")
+        return kept if kept is not None else self.once(
+            "_hash", lambda: hash(tuple(getattr(self, f.name) for f in dataclasses.fields(self))))
 
     def __getstate__(self) -> dict[str, Any]:
         """Pickled and copied without its caches (their names start with "_"; a field's never does)."""

@@ -103,6 +103,8 @@ def block_masks(ctx: StepContext, blk: BlockRecord) -> list[int]:
     """The block's masks when it begins (block-relative): every position past the prompt that no AR seed filled.
     Nothing writes ahead of the current block but a seed, so the host knows this without reading the sequence."""
     lo = max(0, ctx.prompt_len - blk.start)
+    if not ctx.seeded:  # no AR seed (always so in the aligned family): every position past the prompt
+        return list(range(lo, blk.length))
     return [i for i in range(lo, blk.length) if blk.start + i not in ctx.seeded]
 
 

@@ -42,6 +42,7 @@ class StepContext:
     def __post_init__(self) -> None:
         self.stop_set = frozenset(self.model.spec.stop_ids)
         self.index = torch.arange(self.x.shape[0], device=self.x.device)  # index[a:b] is arange(a, b), as a view
+        self.reads: HostReads = self.rec.reads  # the recorder's (kept here: every row of every step reads through it)
 
     @property
     def B(self) -> int:
@@ -54,10 +55,6 @@ class StepContext:
     @property
     def aligned(self) -> bool:
         return self.model.spec.alignment == "aligned"
-
-    @property
-    def reads(self) -> HostReads:
-        return self.rec.reads
 
 
 @dataclass

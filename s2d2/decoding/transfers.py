@@ -67,8 +67,11 @@ class HostReads:
         """A fetch's parts: the asked tensors, then everything deferred (taken: the fetch settles it); counts the
         transfer when there is anything to read (`busy`: values of this reader's come in a batch's bulk part)."""
         asked = [(name, t) for name, t in wanted.items() if t is not None]
-        later, self._later = self._later, []
-        parts = [t for _, t in asked] + [t for t, _ in later]
+        later = self._later
+        parts = [t for _, t in asked]
+        if later:  # (most reads defer nothing: every row of every batch-first step takes a read)
+            self._later = []
+            parts += [t for t, _ in later]
         if parts or busy:
             self.transfers += 1
         return asked, later, parts

@@ -71,12 +71,13 @@ class ScoreHysteresis(Policy):
         else:  # ON: switch OFF below τ_off
             self.is_on = not s < off
             test = f"{'≥' if self.is_on else '<'} τ_off {fmt(off)}"
-        expr = score_expression(st, inputs.k_hat, inputs.n_hi, inputs.span_len)
-        reason = f"{_state(before)}: {expr} {test} {arrow(self.is_on)} ({_state(self.is_on)})"
+        expr = score_expression(st, inputs.k_hat, inputs.n_hi, inputs.span_len, s)
+        was, now = _state(before), _state(self.is_on)
+        reason = f"{was}: {expr} {test} {arrow(self.is_on)} ({now})"
         details = {
-            **score_details(st, inputs),
-            "state_before": _state(before),
-            "state_after": _state(self.is_on),
+            **score_details(st, inputs, s),
+            "state_before": was,
+            "state_after": now,
             "band": [float(off), float(on)],
             "hysteresis_on": float(on),
             "hysteresis_off": float(off),

@@ -35,8 +35,9 @@ class ScoreThreshold(Policy):
         s = score(st, inputs.k_hat, inputs.n_hi, inputs.span_len)
         verify = s >= tau
         op = "≥" if verify else "<"
-        reason = f"{score_expression(st, inputs.k_hat, inputs.n_hi, inputs.span_len)} {op} τ {fmt(tau)} {arrow(verify)}"
-        details = {**score_details(st, inputs), "score_threshold": float(tau)}
+        expr = score_expression(st, inputs.k_hat, inputs.n_hi, inputs.span_len, s)
+        reason = f"{expr} {op} τ {fmt(tau)} {arrow(verify)}"
+        details = {**score_details(st, inputs, s), "score_threshold": float(tau)}
         return self._decision(verify, s, reason, details)
 
     def always_verifies(self) -> bool:
