@@ -1,10 +1,14 @@
-"""The batch-first engine's own tensor calls and host time per sequence-forward, on the stand-in model (issue 37).
+"""The batch-first engine's own tensor calls, Python calls and host time per sequence-forward, on the stand-in model
+(issue 37).
 
 Per arm, one batch decode on the stand-in (benchmarks/stand_in.py: a forward that costs almost nothing) counted under
 a `TorchFunctionMode`: torch calls per sequence-forward (functions and tensor methods; the stand-in's own gather,
 one per request, included) and, with `--sites`, the lines of the decoder that make the most. Then the least CPU µs
 per sequence-forward over `--decodes` decodes (after one untimed; each after a full collection): interference only
-adds CPU time, so the least is the least disturbed.
+adds CPU time, so the least is the least disturbed. Last, one more decode counted by `sys.setprofile`: Python
+function calls per sequence-forward (every Python-level call the decode makes, the records' `__init__`s included;
+calls into C not). Both counts are exact and the same on every run, so they compare two trees where this machine's
+timing spread (10-40 % between runs) cannot.
 
 It runs in any tree that has `generate_batch(..., engine="batch-first")`, so two trees compare side by side by
 running it in each, alternately:
@@ -49,6 +53,24 @@ class CallCounter(TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
 
+def python_calls_of(run: Any) -> int:
+    """How many Python-level function calls `run()` makes (`sys.setprofile`'s "call" events: functions, methods,
+    comprehensions and generators resumed; calls into C are "c_call" and not counted)."""
+    calls = 0
+
+    def count(frame: Any, event: str, arg: Any) -> None:
+        nonlocal calls
+        if event == "call":
+            calls += 1
+
+    sys.setprofile(count)
+    try:
+        run()
+    finally:
+        sys.setprofile(None)
+    return calls
+
+
 def arm_figures(preset: str, batch: int, n: int, gen: int, decodes: int) -> dict[str, Any]:
     """One arm's torch calls per sequence-forward, its top sites and its least CPU µs per sequence-forward."""
     model, cfg, prompts = StandInModel("aligned"), s2d2.preset(preset, gen_length=gen), stand_in_prompts(n)
@@ -67,7 +89,9 @@ def arm_figures(preset: str, batch: int, n: int, gen: int, decodes: int) -> dict
         c0 = time.process_time()
         run()
         cpu.append((time.process_time() - c0) / seq_forwards * 1e6)
+    python_calls = python_calls_of(run)  # after the timed decodes: a profile hook never runs beside them
     return {"arm": preset, "seq_forwards": seq_forwards, "calls": sum(counter.sites.values()) / seq_forwards,
+            "python_calls": python_calls / seq_forwards,
             "sites": [(where, k / seq_forwards) for where, k in counter.sites.most_common()], "cpu_us": min(cpu)}
 
 
@@ -82,11 +106,11 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     torch.set_num_threads(1)  # the stand-in's forward is trivial; intra-op threads would only add noise
     print(f"batch-first engine on the stand-in, batch {args.batch}, n {args.n}, gen {args.gen_length}; torch calls "
-          f"per sequence-forward, least CPU us per sequence-forward of {args.decodes} decodes")
+          f"and Python calls per sequence-forward, least CPU us per sequence-forward of {args.decodes} decodes")
     for arm in args.arms:
         f = arm_figures(arm, args.batch, args.n, args.gen_length, args.decodes)
-        print(f"{arm:<20} seq-fwd {f['seq_forwards']:>6}  torch calls {f['calls']:6.2f}  cpu us {f['cpu_us']:7.1f}",
-              flush=True)
+        print(f"{arm:<20} seq-fwd {f['seq_forwards']:>6}  torch calls {f['calls']:6.2f}  "
+              f"python calls {f['python_calls']:6.1f}  cpu us {f['cpu_us']:7.1f}", flush=True)
         for where, per in f["sites"][: args.sites]:
             print(f"    {per:6.2f}  {where}")
 

@@ -25,6 +25,21 @@ def test_a_small_run_prints_each_arm_and_its_sites(capsys) -> None:
                       "8", "--decodes", "1", "--sites", "3"])
     out = capsys.readouterr().out
     for arm in ("dynamic-baseline", "sdar-config-b"):
-        m = re.search(rf"^{arm}\s+seq-fwd\s+(\d+)\s+torch calls\s+([\d.]+)\s+cpu us\s+([\d.]+)$", out, re.M)
-        assert m and int(m.group(1)) > 0 and float(m.group(2)) > 0 and float(m.group(3)) > 0, arm
+        m = re.search(rf"^{arm}\s+seq-fwd\s+(\d+)\s+torch calls\s+([\d.]+)\s+python calls\s+([\d.]+)"
+                      rf"\s+cpu us\s+([\d.]+)$", out, re.M)
+        assert m and int(m.group(1)) > 0 and all(float(m.group(k)) > 0 for k in (2, 3, 4)), arm
     assert len(re.findall(r"^    \s*[\d.]+  \S+\.py:\d+$", out, re.M)) == 6
+
+
+def test_python_calls_count_each_python_level_call_and_not_calls_into_c() -> None:
+    def leaf() -> int:
+        return 1
+
+    def run() -> int:
+        total = 0
+        for _ in range(3):
+            total += leaf()
+        return total + len("abc")  # len is a C function: not counted
+
+    assert torch_calls.python_calls_of(run) == 1 + 3  # run itself and the three leaves
+    assert torch_calls.python_calls_of(run) == torch_calls.python_calls_of(run)  # exact: the same every time
