@@ -1,8 +1,9 @@
-"""The block loop (position-aligned models) as one step over every live sequence of a batch: the batch-first form
-of decoder.py's `block_loop` for the diffusion baselines and S2D2.
+"""The block loop as one step over every live sequence of a batch: the batch-first form of decoder.py's
+`block_loop` for the diffusion baselines and S2D2, on either family.
 
 Each live row is in one phase per step, and each phase is one forward: the prefill (the prompt's full blocks), a
-draft step of its current window, an S2D2 step's 2L verifier (lockstep_verify.py), or the block's commit. The engine
+draft step of its current window, an S2D2 step's verifier (2L, lockstep_verify.py; causal on a right-shifted model,
+lockstep_shifted.py), or the block's commit. The engine
 (lockstep.py) runs all rows' forwards together, whatever their phases; then the draft rows' distributions and
 draws are taken over all of them at once (rows of one config share `token_distribution` and, greedy, one max;
 sampled, each row draws from its own generator); the baseline rows' values are read in one read, an S2D2 row is
@@ -10,15 +11,16 @@ routed by its own policy (step.py `route`) and, if it verifies, its verifier joi
 step decodes and records is batch 1's own code, applied to each row's own `StepContext`: step.py's `plan_step`,
 `skip_step`, `step_record`, verify_branch.py's `verify_2l_inputs` and `verify_outcome`, `block_masks`,
 `block_windows`, `stopped_in`, `block_plan`; the order of phases is `block_loop`'s (prefill, per window the steps
-until it has no mask, the commit, the stop rule and the progress check). So in float64 each sequence's trace is its
-`generate` trace apart from wall times.
+until it has no mask, the commit, the stop rule and the progress check; on a right-shifted model also the AR seeds
+and the mid-block stop rule, lockstep_shifted.py). So in float64 each sequence's trace is its `generate` trace
+apart from wall times.
 
-Covered (`covers`), on position-aligned models: method "diffusion" without sub-blocks and with the remasking rules
+Covered (`covers`), on both families: method "diffusion" without sub-blocks and with the remasking rules
 `low_confidence_static`, `low_confidence_dynamic` and `sequential` (no high-confidence extras: a baseline has
 none); method "s2d2" with any routing policy but `cost_aware` (it routes on measured seconds), any estimator,
-acceptance mode, remasking rule and extras, with or without sub-blocks. Not yet: right-shifted models (their AR
-seed and mid-block stop rule), the trimmed verifier and the options beyond the paper that change the cache
-(`kv_reuse`, `fused_commit`, `adaptive_block`); those decode on the thread engine.
+acceptance mode, remasking rule and extras, with or without sub-blocks. Not yet: the trimmed verifier and the
+options beyond the paper that change the cache (`kv_reuse`, `fused_commit`, `adaptive_block`); those decode on
+the thread engine.
 """
 from __future__ import annotations
 
@@ -38,6 +40,8 @@ from .detail_rows import draft_detail
 from .draft_plans import plan_drafts
 from .layout import BlockPlan, block_plan
 from .lockstep_rows import Asked, Row, read_rows
+from .lockstep_shifted import (causal_verify_request, draft_read_rows, is_shifted, seeded_commit,
+                               seeded_prefill, stopped_before, verify_kind)
 from .result import Kept, LoopResult, number_steps
 from .route_summary import SummaryParts, summary_parts
 from .sampling import entropy
@@ -52,8 +56,7 @@ RULES = ("low_confidence_static", "low_confidence_dynamic", "sequential")
 
 def covers(cfg: DecodeConfig, model: Any) -> bool:
     """Whether a config runs this loop's covered part (module docstring) on this model."""
-    if model.spec.alignment != "aligned" or cfg.loop != "block" or cfg.kv_reuse or cfg.fused_commit \
-            or cfg.adaptive_block:
+    if cfg.loop != "block" or cfg.kv_reuse or cfg.fused_commit or cfg.adaptive_block:
         return False
     if cfg.method == "s2d2":
         return not cfg.trim_verify and not uses_costs(cfg)
@@ -84,7 +87,7 @@ class BlockState:
 def start(model: Any, row: Row) -> None:
     """Lay out the row's sequence and open its first block (after the prefill, when the prompt fills a block)."""
     cfg, P = row.prep.cfg, row.prompt_len
-    plan = block_plan(cfg, P, False)
+    plan = block_plan(cfg, P, is_shifted(model))
     x = torch.full((plan.total,), model.spec.mask_id, dtype=torch.long, device=model.device)
     x[:P] = torch.tensor(row.prep.ids, dtype=torch.long, device=model.device)
     policy = make_policy(cfg) if cfg.method == "s2d2" else None
@@ -98,9 +101,11 @@ def requests(model: Any, rows: list[Row]) -> list[Asked]:
     """Each row's one forward of this step, by its phase (blocks.py's and step.py's shapes exactly); the 2L
     verify rows' built together (lockstep_verify.py `verify_requests`)."""
     verifying = [j for j, r in enumerate(rows) if r.state.phase == "verify"]
-    built = dict(zip(verifying, verify_requests([rows[j] for j in verifying])))
+    two_l = [j for j in verifying if rows[j].state.ctx.aligned]  # the 2L rows' ids built together
+    built = dict(zip(two_l, verify_requests([rows[j] for j in two_l])))
+    built.update((j, causal_verify_request(rows[j])[0]) for j in verifying if j not in built)
     plan_drafts([r for r in rows if r.state.phase == "draft"])
-    return [Asked("verify_2l", r.state.blk.index, r.state.step, built[j]) if j in built else _request(r)
+    return [Asked(verify_kind(r)[0], r.state.blk.index, r.state.step, built[j]) if j in built else _request(r)
             for j, r in enumerate(rows)]
 
 
@@ -124,7 +129,8 @@ def _draft_request(row: Row, st: BlockState, blk: BlockRecord) -> ForwardRequest
     `plan_drafts`)."""
     plan = st.step_plan
     attention = draft_query(blk.length, plan.masks[0], st.ctx.x.device) if st.ctx.cfg.draft_ver else "full"
-    return ForwardRequest(st.ctx.cache, st.ids, st.positions, attention, 0, None, plan.mask_idx)
+    rows = draft_read_rows(row, plan.mask_idx)
+    return ForwardRequest(st.ctx.cache, st.ids, st.positions, attention, 0, None, rows)
 
 
 def advance(model: Any, rows: list[Row], logits: list[torch.Tensor]) -> None:
@@ -158,14 +164,28 @@ def advance(model: Any, rows: list[Row], logits: list[torch.Tensor]) -> None:
             if record is not None:
                 _stepped(r, record)
     writes.flush()
-    for r, phase in zip(rows, phases):  # the phase whose forward this step ran
+    for r, phase, lg in zip(rows, phases, logits):  # the phase whose forward this step ran
         if phase == "prefill":
+            seeded_prefill(r, lg)
             r.state.kept.mark()
             _open_block(r, r.state.plan.first_start, r.state.plan.first_start // r.prep.cfg.block_length)
         elif phase == "commit":
-            _end_block(r)
+            _end_block(r, lg)
     for cfg, members in baseline.items():
         _draft_group(model, cfg, members)
+    _shifted_stops(rows)
+
+
+def _shifted_stops(rows: list[Row]) -> None:
+    """Before the next step: each right-shifted row about to draft or commit applies its stop rule
+    (lockstep_shifted.py `stopped_before`, batch 1's check at the same point), after one shared read of what those
+    rows still have on the device (an AR seed, a residual draw): batch 1 reads it there too, alone."""
+    due = [r for r in rows if r.finish_reason is None and not r.state.ctx.aligned and r.state.phase != "verify"]
+    pending = [r for r in due if r.state.ctx.reads.pending]
+    if pending:
+        shared_read(pending, [{} for _ in pending])
+    for r in due:
+        stopped_before(r)
 
 
 def _s2d2_drafts(model: Any, cfg: DecodeConfig, members: list[tuple[Row, torch.Tensor]],
@@ -336,8 +356,9 @@ def _open_block(r: Row, start: int, index: int) -> None:
     _next_window(st)
 
 
-def _end_block(r: Row) -> None:
-    """After the commit forward: decoder.py's stop rule, progress check and next block (or the end)."""
+def _end_block(r: Row, logits: torch.Tensor) -> None:
+    """After the commit forward (`logits`: its last row's): decoder.py's stop rule, a right-shifted row's AR seed of
+    the next block, the progress check and the next block (or the end)."""
     st: BlockState = r.state
     blk = st.blk
     assert blk is not None
@@ -345,6 +366,7 @@ def _end_block(r: Row) -> None:
     st.ctx.cached = 0
     finish = "stop_token" if stopped_in(st.ctx, r.prompt_len, end) is not None else None
     if finish is None:
+        seeded_commit(r, logits, end, blk.index + 1)
         finish = r.check(number_steps(r.steps))
     if finish is not None:
         r.finish(finish, number_steps(r.steps))

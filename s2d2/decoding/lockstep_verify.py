@@ -26,6 +26,7 @@ from ..models.base import ForwardRequest
 from ..trace import StepRecord
 from .context import Draft
 from .lockstep_rows import Row
+from .lockstep_shifted import verify_kind
 from .sampling import draw_with_probs, token_distribution
 from .step import route_inputs, routed_from, skip_step, step_record
 from .token_writes import TokenWrites
@@ -133,8 +134,9 @@ def tested(rows: list[Row], logits: list[torch.Tensor]) -> tuple[list[dict[str, 
         bulk += read
         for j, r, q_row, acc_row in zip(members, group, q.unbind(0), acceptance_each(acc)):
             st = r.state
-            remember_verified(st.ctx, st.ctx.B)  # what verifier_probs records: the verifier read the whole block
-            st.waiting = acceptance_test(st.ctx, st.draft, s, st.step_plan.min_k, q_row, "2l", acc_row)
+            _, kind, end = verify_kind(r)
+            remember_verified(st.ctx, end)  # what verifier_probs records: how far the verifier read the block
+            st.waiting = acceptance_test(st.ctx, st.draft, s, st.step_plan.min_k, q_row, kind, acc_row)
             out[j] = {name: t for name, t in st.waiting.wanted.items() if name not in ("accepted", "argmax_q")}
     return out, bulk
 

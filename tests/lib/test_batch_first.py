@@ -10,6 +10,7 @@ ends it alone, "cancelled", as `generate` ends it.
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -218,6 +219,36 @@ def test_one_forward_carries_sequences_in_different_phases():
               for bf in ledger.forwards]
     assert any({"draft", "ar"} <= p for p in phases)
     assert any("draft" in p and p & {"commit", "prefill"} for p in phases)
+
+
+class WithStops:
+    """A model whose stop ids are `stop_ids` (the tiny random models have none that they emit)."""
+
+    def __init__(self, model: Any, stop_ids: list[int]) -> None:
+        self._model = model
+        self.spec = dataclasses.replace(model.spec, stop_ids=list(stop_ids))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._model, name)
+
+
+@pytest.mark.parametrize("cfg", [
+    s2d2.DecodeConfig(method="diffusion", gen_length=24, block_length=4),
+    s2d2.preset("fastdllm-config-a", gen_length=24, block_length=8, sub_block_length=4),
+], ids=["diffusion", "s2d2-sub-blocks"])
+def test_right_shifted_sequences_seed_their_blocks_and_stop_where_generate_does(cfg, monkeypatch):
+    """The right-shifted family's own rules in the batch-first loop: every block after the first opened by the
+    previous forward's last logit (an AR seed), and a stop id ending a sequence before its next step or before its
+    block's commit, which is then never run; each sequence's trace is its lone decode's."""
+    _no_threads(monkeypatch)
+    model = WithStops(model64("shifted"), [36, 9])  # 36 comes mid-output of the first prompt, 9 at once in the third
+    prompts = [PROMPTS["a"], PROMPTS["b"], [7, 8, 9], PROMPTS["c"], [5, 6, 7, 8]]
+    results = assert_batch_equals_single(model, prompts, cfg, [0, 1, 2, 3, 4], batch_size=3)
+    reasons = [r.trace.footer.finish_reason for r in results]
+    assert reasons[2] == "stop_token" and "length" in reasons
+    assert not any(f.kind == "commit" for f in results[2].trace.forwards)  # stopped before its block's commit
+    seeds = [c for r in results for s in r.trace.steps for c in s.commits if c.how == "ar_seed"]
+    assert len(seeds) >= len(prompts)  # the blocks after the first open with a seed
 
 
 def test_a_diffusion_sequences_own_stop_rolls_back_to_its_last_block_as_generate_does():

@@ -1,0 +1,91 @@
+"""The right-shifted family (Fast-dLLM v2) in the batch-first block loop (lockstep_block.py): what its rows do that
+a position-aligned row does not, each part batch 1's own code (decoder.py `_decode_blocks`, `_decode_block`,
+`_end_block`; step.py `draft_forward`; verify_branch.py `verify_probs`).
+
+* **The AR seed.** The logit at row r predicts position r + 1, so the last logit of the prefill (when the prompt
+  fills whole blocks) and of every commit but the last block's opens the next block: blocks.py `ar_seed`, which
+  writes the token on the device and records its own step.
+* **The stop rule.** The Fast-dLLM v2 reference ends a run mid-block: before each step, a stop id with no mask to
+  its left ends it (blocks.py `stop_reached`), and before the commit forward a stop id anywhere in the generated
+  part does, so that block's commit is never run (no forward batch 1 does not make). The batch-first step checks
+  it for all its right-shifted rows at the end of a step, after one shared read of the tokens they still hold on
+  the device (lockstep_block.py `_shifted_stops`), where batch 1 reads each alone.
+* **Shifted rows.** A draft reads the logit at i − 1 for mask i; the verifier is causal over the block up to the
+  window's end with the drafts filled in, reading the span's rows one to the left.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ..models.base import ForwardRequest
+from .blocks import ar_seed, stop_reached, stopped_in
+from .lockstep_rows import Row
+from .result import number_steps
+
+
+def seeded_prefill(row: Row, logits: torch.Tensor) -> None:
+    """After the prefill forward: a right-shifted row whose prompt fills whole blocks opens its first block with the
+    prefill's last logit (decoder.py `_decode_blocks`)."""
+    st = row.state
+    ctx, B = st.ctx, row.prep.cfg.block_length
+    if not ctx.aligned and ctx.prompt_len % B == 0:
+        row.steps.append(ar_seed(ctx, logits, ctx.prompt_len, st.plan.first_start // B))
+
+
+def seeded_commit(row: Row, logits: torch.Tensor, end: int, next_block: int) -> None:
+    """After a commit forward: a right-shifted row's commit logit opens the next block (not after the last one)."""
+    st = row.state
+    if not st.ctx.aligned and end < st.plan.end:
+        row.steps.append(ar_seed(st.ctx, logits, end, next_block))
+
+
+def stopped_before(row: Row) -> bool:
+    """A right-shifted row's stop rule before its next forward (the row's phase is already set): before a step, a
+    stop id with no mask to its left; before the commit, a stop id in the block. Ends the row ("stop_token") and
+    says so; a position-aligned row never stops here."""
+    st = row.state
+    ctx, blk = st.ctx, st.blk
+    if ctx.aligned or blk is None:
+        return False
+    if st.phase == "draft":
+        stop = stop_reached(ctx, blk)
+    elif st.phase == "commit":
+        stop = stopped_in(ctx, ctx.prompt_len, blk.start + blk.length) is not None
+    else:
+        return False
+    if stop:
+        row.finish("stop_token", number_steps(row.steps))
+    return stop
+
+
+def draft_read_rows(row: Row, mask_idx: torch.Tensor) -> torch.Tensor:
+    """The rows a draft forward reads for the masks `mask_idx` (block-relative): the masks' own, or one to the left
+    on a right-shifted model (step.py `draft_forward` with nothing cached)."""
+    return mask_idx if row.state.ctx.aligned else mask_idx - 1
+
+
+def causal_verify_request(row: Row) -> tuple[ForwardRequest, int]:
+    """A right-shifted row's verifier forward (verify_branch.py `verify_probs`, causal, nothing cached): the block up
+    to the window's end with the drafts in its masks, causal, reading the span's rows one to the left; with the
+    block-relative end it read to (what `remember_verified` notes)."""
+    st = row.state
+    plan, draft = st.step_plan, st.draft
+    end = plan.window[1] - plan.start
+    filled = st.ids[:end].clone()
+    filled[draft.mask_idx] = draft.tokens
+    rows = draft.mask_idx[: plan.span_len] - 1
+    return ForwardRequest(st.ctx.cache, filled, st.positions[:end], "causal", 0, None, rows), end
+
+
+def verify_kind(row: Row) -> tuple[str, str, int]:
+    """(forward kind, verification kind, block-relative end the verifier read) of a row's verifier."""
+    st = row.state
+    if st.ctx.aligned:
+        return "verify_2l", "2l", st.ctx.B
+    return "verify_causal", "causal", st.step_plan.window[1] - st.step_plan.start
+
+
+def is_shifted(model: Any) -> bool:
+    return model.spec.alignment == "shifted"
