@@ -40,6 +40,14 @@ def test_the_engine_covers_the_s2d2_golden_cases_of_position_aligned_models():
                      "tiny-sdar-b", "tiny-sdar-b-sampled"}
 
 
+def test_the_engine_covers_the_block_loop_golden_cases_of_right_shifted_models():
+    """Fast-dLLM v2's loop (AR seeds, the mid-block stop rule, the causal verifier, sub-blocks): batch-first; only
+    the options beyond the paper that change the cache keep the thread engine."""
+    shifted = {c[0] for c in CASES if c[1] == "shifted"}
+    assert {c[0] for c in COVERED} & shifted == {"s-diff", "s-always", "s-hysteresis-sub", "s-ucb-extras", "s-ar"}
+    assert shifted - {c[0] for c in COVERED} == {"s-reuse-fused"}
+
+
 def _no_threads(monkeypatch) -> None:
     """The thread engine raises if used: what passes below ran on the batch-first engine."""
     def refuse(*args, **kwargs):
