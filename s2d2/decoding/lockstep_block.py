@@ -1,18 +1,17 @@
 """The block loop as one step over every live sequence of a batch: the batch-first form of decoder.py's
 `block_loop` for the diffusion baselines and S2D2, on either family.
 
-Each live row is in one phase per step, and each phase is one forward: the prefill (the prompt's full blocks), a
-draft step of its current window, an S2D2 step's verifier (2L, lockstep_verify.py; causal on a right-shifted model,
-lockstep_shifted.py), or the block's commit. The engine
-(lockstep.py) runs all rows' forwards together, whatever their phases; then the draft rows' distributions and
-draws are taken over all of them at once (rows of one config share `token_distribution` and, greedy, one max;
-sampled, each row draws from its own generator); the baseline rows' values are read in one read, an S2D2 row is
-routed by its own policy (step.py `route`) and, if it verifies, its verifier joins the next step's forward. What a
-step decodes and records is batch 1's own code, applied to each row's own `StepContext`: step.py's `plan_step`,
-`skip_step`, `step_record`, verify_branch.py's `verify_2l_inputs` and `verify_outcome`, `block_masks`,
-`block_windows`, `stopped_in`, `block_plan`; the order of phases is `block_loop`'s (prefill, per window the steps
-until it has no mask, the commit, the stop rule and the progress check; on a right-shifted model also the AR seeds
-and the mid-block stop rule, lockstep_shifted.py). So in float64 each sequence's trace is its `generate` trace
+Each live row is in one phase per step, and each phase is one forward: the prefill (the prompt's full blocks), a draft
+step of its current window, an S2D2 step's verifier (2L, lockstep_verify.py; causal on a right-shifted model,
+lockstep_shifted.py), or the block's commit. The engine (lockstep.py) runs all rows' forwards together, whatever their
+phases; then the draft rows' distributions and draws are taken over all of them at once (rows of one config share
+`token_distribution` and, greedy, one max; sampled, each row draws from its own generator); the baseline rows' values
+are read in one read, an S2D2 row is routed by its own policy (step.py `route`) and, if it verifies, its verifier joins
+the next step's forward. What a step decodes and records is batch 1's own code, applied to each row's own `StepContext`:
+step.py's `plan_step`, `skip_step`, `step_record`, verify_branch.py's `verify_2l_inputs` and `verify_outcome`,
+`block_masks`, `block_windows`, `stopped_in`, `block_plan`; the order of phases is `block_loop`'s (prefill, per window
+the steps until it has no mask, the commit, the stop rule and the progress check; on a right-shifted model also the AR
+seeds and the mid-block stop rule, lockstep_shifted.py). So in float64 each sequence's trace is its `generate` trace
 apart from wall times.
 
 Covered (`covers`), on both families: method "diffusion" without sub-blocks and with the remasking rules
@@ -40,8 +39,8 @@ from .detail_rows import draft_detail
 from .draft_plans import plan_drafts
 from .layout import BlockPlan, block_plan
 from .lockstep_rows import Asked, Row, read_rows
-from .lockstep_shifted import (causal_verify_request, draft_read_rows, is_shifted, seeded_commit,
-                               seeded_prefill, stopped_before, verify_kind)
+from .lockstep_shifted import (causal_verify_request, draft_read_rows, seeded_commit, seeded_prefill,
+                               stopped_before, verify_kind)
 from .result import Kept, LoopResult, number_steps
 from .route_summary import SummaryParts, summary_parts
 from .sampling import entropy
@@ -87,7 +86,7 @@ class BlockState:
 def start(model: Any, row: Row) -> None:
     """Lay out the row's sequence and open its first block (after the prefill, when the prompt fills a block)."""
     cfg, P = row.prep.cfg, row.prompt_len
-    plan = block_plan(cfg, P, is_shifted(model))
+    plan = block_plan(cfg, P, model.spec.alignment == "shifted")
     x = torch.full((plan.total,), model.spec.mask_id, dtype=torch.long, device=model.device)
     x[:P] = torch.tensor(row.prep.ids, dtype=torch.long, device=model.device)
     policy = make_policy(cfg) if cfg.method == "s2d2" else None
@@ -103,7 +102,7 @@ def requests(model: Any, rows: list[Row]) -> list[Asked]:
     verifying = [j for j, r in enumerate(rows) if r.state.phase == "verify"]
     two_l = [j for j in verifying if rows[j].state.ctx.aligned]  # the 2L rows' ids built together
     built = dict(zip(two_l, verify_requests([rows[j] for j in two_l])))
-    built.update((j, causal_verify_request(rows[j])[0]) for j in verifying if j not in built)
+    built.update((j, causal_verify_request(rows[j])) for j in verifying if j not in built)
     plan_drafts([r for r in rows if r.state.phase == "draft"])
     return [Asked(verify_kind(r)[0], r.state.blk.index, r.state.step, built[j]) if j in built else _request(r)
             for j, r in enumerate(rows)]

@@ -15,8 +15,6 @@ a position-aligned row does not, each part batch 1's own code (decoder.py `_deco
 """
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 
 from ..models.base import ForwardRequest
@@ -41,23 +39,20 @@ def seeded_commit(row: Row, logits: torch.Tensor, end: int, next_block: int) -> 
         row.steps.append(ar_seed(st.ctx, logits, end, next_block))
 
 
-def stopped_before(row: Row) -> bool:
+def stopped_before(row: Row) -> None:
     """A right-shifted row's stop rule before its next forward (the row's phase is already set): before a step, a
-    stop id with no mask to its left; before the commit, a stop id in the block. Ends the row ("stop_token") and
-    says so; a position-aligned row never stops here."""
+    stop id with no mask to its left; before the commit, a stop id in the block. Either ends the row
+    ("stop_token"); a position-aligned row never stops here."""
     st = row.state
     ctx, blk = st.ctx, st.blk
-    if ctx.aligned or blk is None:
-        return False
+    if ctx.aligned or blk is None or st.phase not in ("draft", "commit"):
+        return
     if st.phase == "draft":
         stop = stop_reached(ctx, blk)
-    elif st.phase == "commit":
-        stop = stopped_in(ctx, ctx.prompt_len, blk.start + blk.length) is not None
     else:
-        return False
+        stop = stopped_in(ctx, ctx.prompt_len, blk.start + blk.length) is not None
     if stop:
         row.finish("stop_token", number_steps(row.steps))
-    return stop
 
 
 def draft_read_rows(row: Row, mask_idx: torch.Tensor) -> torch.Tensor:
@@ -66,17 +61,17 @@ def draft_read_rows(row: Row, mask_idx: torch.Tensor) -> torch.Tensor:
     return mask_idx if row.state.ctx.aligned else mask_idx - 1
 
 
-def causal_verify_request(row: Row) -> tuple[ForwardRequest, int]:
+def causal_verify_request(row: Row) -> ForwardRequest:
     """A right-shifted row's verifier forward (verify_branch.py `verify_probs`, causal, nothing cached): the block up
-    to the window's end with the drafts in its masks, causal, reading the span's rows one to the left; with the
-    block-relative end it read to (what `remember_verified` notes)."""
+    to the window's end (`verify_kind`'s end) with the drafts in its masks, reading the span's rows one to the
+    left."""
     st = row.state
     plan, draft = st.step_plan, st.draft
-    end = plan.window[1] - plan.start
+    end = verify_kind(row)[2]
     filled = st.ids[:end].clone()
     filled[draft.mask_idx] = draft.tokens
     rows = draft.mask_idx[: plan.span_len] - 1
-    return ForwardRequest(st.ctx.cache, filled, st.positions[:end], "causal", 0, None, rows), end
+    return ForwardRequest(st.ctx.cache, filled, st.positions[:end], "causal", 0, None, rows)
 
 
 def verify_kind(row: Row) -> tuple[str, str, int]:
@@ -85,7 +80,3 @@ def verify_kind(row: Row) -> tuple[str, str, int]:
     if st.ctx.aligned:
         return "verify_2l", "2l", st.ctx.B
     return "verify_causal", "causal", st.step_plan.window[1] - st.step_plan.start
-
-
-def is_shifted(model: Any) -> bool:
-    return model.spec.alignment == "shifted"
