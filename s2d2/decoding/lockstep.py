@@ -18,9 +18,9 @@ is real work, drafts and 2L verifies share a forward only when the saved fixed c
 rules run over all its rows at once where a rule is tensor work (the routing summary, route_summary.py; the acceptance
 test, acceptance.py `acceptance_rows`, once per span length; the 2L verify rows' ids, verify_branch.py
 `verify_2l_rows`); what stays per row is host bookkeeping (plans, records, a policy's decision and update, which keep
-per-row Python state) and each row's own random draws. Every other config (cost-aware routing, the trimmed verifier, KV
-reuse, fused commits, adaptive blocks, the LLaDA2 editing loop, the D2F pipeline) keeps the thread engine, which
-`generate_batch` picks for any batch holding a config this engine does not cover.
+per-row Python state) and each row's own random draws. Every other config (cost-aware routing, KV reuse, fused
+commits, adaptive blocks, the LLaDA2 editing loop, the D2F pipeline) keeps the thread engine, which `generate_batch`
+picks for any batch holding a config this engine does not cover.
 
 Same invariants as the thread engine: in float64 each sequence's trace is its `generate` trace apart from wall
 times (a row's rules are its batch-1 loop's own functions, applied row-wise); a sequence's NFE counts the forwards

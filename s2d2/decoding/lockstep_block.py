@@ -17,9 +17,9 @@ apart from wall times.
 Covered (`covers`), on both families: method "diffusion" without sub-blocks and with the remasking rules
 `low_confidence_static`, `low_confidence_dynamic` and `sequential` (no high-confidence extras: a baseline has
 none); method "s2d2" with any routing policy but `cost_aware` (it routes on measured seconds), any estimator,
-acceptance mode, remasking rule and extras, with or without sub-blocks. Not yet: the trimmed verifier and the
-options beyond the paper that change the cache (`kv_reuse`, `fused_commit`, `adaptive_block`); those decode on
-the thread engine.
+acceptance mode, remasking rule and extras, with or without sub-blocks, with or without the trimmed verifier
+(`trim_verify`: its forward is built per row, lockstep_verify.py `lone_verify_request`). Not yet: the options beyond
+the paper that change the cache (`kv_reuse`, `fused_commit`, `adaptive_block`); those decode on the thread engine.
 """
 from __future__ import annotations
 
@@ -39,12 +39,12 @@ from .detail_rows import draft_detail
 from .draft_plans import plan_drafts
 from .layout import BlockPlan, block_plan
 from .lockstep_rows import Asked, Row, read_rows
-from .lockstep_shifted import (causal_verify_request, draft_read_rows, seeded_commit, seeded_prefill,
-                               stopped_before, verify_kind)
+from .lockstep_shifted import draft_read_rows, seeded_commit, seeded_prefill, stopped_before, verify_kind
 from .result import Kept, LoopResult, number_steps
 from .route_summary import SummaryParts, summary_parts
 from .sampling import entropy
-from .lockstep_verify import drafted, routed, shared_drafts, shared_read, tested, verified, verify_requests
+from .lockstep_verify import (drafted, lone_verify_request, routed, shared_drafts, shared_read, tested, verified,
+                              verify_requests)
 from .selection import skip_inputs, skip_picks
 from .token_writes import TokenWrites
 from .transfers import Bulk
@@ -58,7 +58,7 @@ def covers(cfg: DecodeConfig, model: Any) -> bool:
     if cfg.loop != "block" or cfg.kv_reuse or cfg.fused_commit or cfg.adaptive_block:
         return False
     if cfg.method == "s2d2":
-        return not cfg.trim_verify and not uses_costs(cfg)
+        return not uses_costs(cfg)
     return (cfg.method == "diffusion" and cfg.sub_block_length is None and cfg.remasking in RULES
             and not cfg.always_check_high_conf)
 
@@ -100,9 +100,9 @@ def requests(model: Any, rows: list[Row]) -> list[Asked]:
     """Each row's one forward of this step, by its phase (blocks.py's and step.py's shapes exactly); the 2L
     verify rows' built together (lockstep_verify.py `verify_requests`)."""
     verifying = [j for j, r in enumerate(rows) if r.state.phase == "verify"]
-    two_l = [j for j in verifying if rows[j].state.ctx.aligned]  # the 2L rows' ids built together
-    built = dict(zip(two_l, verify_requests([rows[j] for j in two_l])))
-    built.update((j, causal_verify_request(rows[j])) for j in verifying if j not in built)
+    two_l = [j for j in verifying if rows[j].state.ctx.aligned and not rows[j].prep.cfg.trim_verify]
+    built = dict(zip(two_l, verify_requests([rows[j] for j in two_l])))  # the 2L rows' ids built together
+    built.update((j, lone_verify_request(rows[j])) for j in verifying if j not in built)
     plan_drafts([r for r in rows if r.state.phase == "draft"])
     return [Asked(verify_kind(r)[0], r.state.blk.index, r.state.step, built[j]) if j in built else _request(r)
             for j, r in enumerate(rows)]

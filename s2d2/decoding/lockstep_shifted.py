@@ -21,6 +21,7 @@ from ..models.base import ForwardRequest
 from .blocks import ar_seed, stop_reached, stopped_in
 from .lockstep_rows import Row
 from .result import number_steps
+from .verify_branch import verifier_extent
 
 
 def seeded_prefill(row: Row, logits: torch.Tensor) -> None:
@@ -75,8 +76,10 @@ def causal_verify_request(row: Row) -> ForwardRequest:
 
 
 def verify_kind(row: Row) -> tuple[str, str, int]:
-    """(forward kind, verification kind, block-relative end the verifier read) of a row's verifier."""
+    """(forward kind, verification kind, block-relative end the verifier read) of a row's verifier
+    (verify_branch.py `verifier_extent`: the 2L verifier reads the block, the causal one up to the window's end, a
+    trimmed one up to its span's end)."""
     st = row.state
-    if st.ctx.aligned:
-        return "verify_2l", "2l", st.ctx.B
-    return "verify_causal", "causal", st.step_plan.window[1] - st.step_plan.start
+    plan = st.step_plan
+    end = verifier_extent(st.ctx, plan.masks, plan.span_len, plan.window[1] - plan.start)[0]
+    return ("verify_2l", "2l", end) if st.ctx.aligned else ("verify_causal", "causal", end)

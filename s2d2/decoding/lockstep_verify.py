@@ -26,7 +26,7 @@ from ..models.base import ForwardRequest
 from ..trace import StepRecord
 from .context import Draft
 from .lockstep_rows import Row
-from .lockstep_shifted import verify_kind
+from .lockstep_shifted import causal_verify_request, verify_kind
 from .sampling import draw_with_probs, token_distribution
 from .step import route_inputs, routed_from, skip_step, step_record
 from .token_writes import TokenWrites
@@ -34,7 +34,7 @@ from .transfers import Bulk, HostReads, fetch_many
 from .acceptance import acceptance_each, acceptance_rows
 from .kv import remember_verified
 from ..models.masks import verify_2l_query
-from .verify_branch import acceptance_test, tested_picks, verify_2l_rows
+from .verify_branch import acceptance_test, tested_picks, trimmed_verify_request, verify_2l_rows
 
 
 def shared_drafts(model: Any, cfg: DecodeConfig, rows: list[Row],
@@ -104,6 +104,18 @@ def verify_requests(rows: list[Row]) -> list[ForwardRequest]:
             plan = r.state.step_plan
             out[j] = ForwardRequest(c.cache, row_ids, row_pos, query, 0, B, _head(plan.mask_idx, plan.span_len))
     return out  # type: ignore[return-value]
+
+
+def lone_verify_request(row: Row) -> ForwardRequest:
+    """A verifier forward built for its row alone (lockstep_block.py `requests`): the trimmed verifier's
+    (`trim_verify`, either family: verify_branch.py `trimmed_verify_request`) or the causal one's
+    (lockstep_shifted.py)."""
+    st = row.state
+    if not st.ctx.cfg.trim_verify:
+        return causal_verify_request(row)
+    plan = st.step_plan
+    return trimmed_verify_request(st.ctx, st.ids, st.positions, st.draft.tokens, plan.span_len, verify_kind(row)[2],
+                                  plan.masks[0])
 
 
 def tested(rows: list[Row], logits: list[torch.Tensor]) -> tuple[list[dict[str, Any]], list[Bulk]]:

@@ -14,6 +14,7 @@ from typing import Any, Optional
 
 import torch
 
+from ..models.base import ForwardRequest
 from ..models.masks import verify_2l_query, verify_2l_span_query
 from ..trace import Verification
 from .kv import remember_verified, settle_verified_rows
@@ -105,10 +106,20 @@ def verifier_probs(ctx: StepContext, logits: torch.Tensor, end: int) -> torch.Te
 def _trimmed_verify(ctx: StepContext, block: int, step: int, start: int, block_ids: torch.Tensor,
                     positions: torch.Tensor, drafts: torch.Tensor, span_len: int, window_end: int,
                     masks: list[int]) -> tuple[torch.Tensor, str]:
-    """`trim_verify` (beyond the paper): the verifier over the rows its span reads only (`verifier_extent`). The
-    span is the first run of masks and nothing before it is masked, so its drafts fill one slice."""
-    k, s, m0 = ctx.cached, span_len, masks[0]
-    end, _ = verifier_extent(ctx, masks, s, window_end - start)
+    """`trim_verify` (beyond the paper): the verifier over the rows its span reads only (`verifier_extent`)."""
+    end, _ = verifier_extent(ctx, masks, span_len, window_end - start)
+    request = trimmed_verify_request(ctx, block_ids, positions, drafts, span_len, end, masks[0])
+    kind = "2l" if ctx.aligned else "causal"
+    logits = ctx.rec.forward("verify_" + kind, block, step, *request)
+    return verifier_probs(ctx, logits, end), kind
+
+
+def trimmed_verify_request(ctx: StepContext, block_ids: torch.Tensor, positions: torch.Tensor, drafts: torch.Tensor,
+                           span_len: int, end: int, m0: int) -> ForwardRequest:
+    """The trimmed verifier's forward (`trim_verify`) over block positions [ctx.cached, end) (`verifier_extent`),
+    its span starting at `m0`: the span is the first run of masks and nothing before it is masked, so its drafts
+    fill one slice. It returns the span's s logits (`last`). Also the batch-first engine's (lockstep_verify.py)."""
+    k, s = ctx.cached, span_len
     keep = end - k if ctx.cfg.kv_reuse else 0
     if ctx.aligned:  # [x~[k:e] | MASK x s]; second-half row t is the AR query at span position m0 + t
         n = end - k
@@ -116,16 +127,11 @@ def _trimmed_verify(ctx: StepContext, block: int, step: int, start: int, block_i
         ids[:n] = block_ids[k:end]
         ids[n - s : n] = drafts[:s]
         pos = torch.cat([positions[k:end], positions[m0:end]])
-        logits = ctx.rec.forward("verify_2l", block, step, ctx.cache, ids, pos, verify_2l_span_query(n, s, ids.device),
-                                 keep=keep, last=s)
-        kind = "2l"
-    else:  # [k, last span position): the span's drafts but the last are inputs; row j-1 predicts j
-        filled = block_ids[k:end].clone()
-        filled[m0 - k :] = drafts[: s - 1]
-        logits = ctx.rec.forward("verify_causal", block, step, ctx.cache, filled, positions[k:end], "causal",
-                                 keep=keep, last=s)
-        kind = "causal"
-    return verifier_probs(ctx, logits, end), kind
+        return ForwardRequest(ctx.cache, ids, pos, verify_2l_span_query(n, s, ids.device), keep, s)
+    # [k, last span position): the span's drafts but the last are inputs; row j-1 predicts j
+    filled = block_ids[k:end].clone()
+    filled[m0 - k :] = drafts[: s - 1]
+    return ForwardRequest(ctx.cache, filled, positions[k:end], "causal", keep, s)
 
 
 def verify_step(ctx: StepContext, block: int, step: int, start: int, draft: Draft, masks: list[int],
