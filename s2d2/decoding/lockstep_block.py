@@ -16,10 +16,11 @@ apart from wall times.
 
 Covered (`covers`), on both families: method "diffusion" without sub-blocks and with the remasking rules
 `low_confidence_static`, `low_confidence_dynamic` and `sequential` (no high-confidence extras: a baseline has
-none); method "s2d2" with any routing policy but `cost_aware` (it routes on measured seconds), any estimator,
-acceptance mode, remasking rule and extras, with or without sub-blocks, with or without the trimmed verifier
-(`trim_verify`: its forward is built per row, lockstep_verify.py `lone_verify_request`). Not yet: the options beyond
-the paper that change the cache (`kv_reuse`, `fused_commit`, `adaptive_block`); those decode on the thread engine.
+none); method "s2d2" with any routing policy (`cost_aware` reads the cost table frozen for the batch, batched.py),
+any estimator, acceptance mode, remasking rule and extras, with or without sub-blocks, with or without the trimmed
+verifier (`trim_verify`: its forward is built per row, lockstep_verify.py `lone_verify_request`). Not yet: the
+options beyond the paper that change the cache (`kv_reuse`, `fused_commit`, `adaptive_block`); those decode on
+the thread engine.
 """
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ from ..config import DecodeConfig
 from ..models.base import ForwardRequest
 from ..models.masks import block_causal_mask, draft_query
 from ..trace import BlockRecord, StepRecord
-from ..policies import make_policy, uses_costs
+from ..policies import make_policy
 from .blocks import block_masks, block_windows, stopped_in
 from .context import Draft, StepContext
 from .detail_rows import draft_detail
@@ -58,7 +59,7 @@ def covers(cfg: DecodeConfig, model: Any) -> bool:
     if cfg.loop != "block" or cfg.kv_reuse or cfg.fused_commit or cfg.adaptive_block:
         return False
     if cfg.method == "s2d2":
-        return not uses_costs(cfg)
+        return True
     return (cfg.method == "diffusion" and cfg.sub_block_length is None and cfg.remasking in RULES
             and not cfg.always_check_high_conf)
 

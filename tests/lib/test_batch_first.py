@@ -33,7 +33,7 @@ def test_the_engine_covers_golden_cases_of_both_families():
 
 
 def test_the_engine_covers_the_s2d2_golden_cases_of_position_aligned_models():
-    """Every routing policy but cost_aware, every acceptance mode, extras and the SDAR presets: batch-first."""
+    """Every routing policy, every acceptance mode, extras and the SDAR presets: batch-first."""
     names = {c[0] for c in COVERED}
     assert names >= {"always", "always-sampled-S2", "threshold", "hysteresis", "ucb", "ucb-masks", "no-resample",
                      "no-resample-eb-S2", "extras", "extras-skip", "greedy-exact", "topk-topp-margin", "tiny-sdar-a",
