@@ -31,7 +31,7 @@ from torch.overrides import TorchFunctionMode
 import s2d2
 from benchmarks.stand_in import StandInModel, stand_in_prompts
 
-ARMS = ["dynamic-baseline", "sdar-config-b", "fastdllm-config-a"]
+ARMS = ["dynamic-baseline", "sdar-config-b", "fastdllm-config-a", "shifted:fastdllm-config-a"]
 # attribute reads that __torch_function__ also sees: not calls into the library
 NOT_CALLS = {"__get__", "__len__", "shape", "dtype", "device", "dim", "size", "numel", "is_floating_point"}
 
@@ -71,9 +71,13 @@ def python_calls_of(run: Any) -> int:
     return calls
 
 
-def arm_figures(preset: str, batch: int, n: int, gen: int, decodes: int) -> dict[str, Any]:
-    """One arm's torch calls per sequence-forward, its top sites and its least CPU µs per sequence-forward."""
-    model, cfg, prompts = StandInModel("aligned"), s2d2.preset(preset, gen_length=gen), stand_in_prompts(n)
+def arm_figures(arm: str, batch: int, n: int, gen: int, decodes: int) -> dict[str, Any]:
+    """One arm's torch calls per sequence-forward, its top sites and its least CPU µs per sequence-forward. An arm
+    is a preset on the position-aligned stand-in, or `shifted:PRESET` on the right-shifted one (Fast-dLLM v2's
+    loop: AR seeds, the stop rule, the causal verifier)."""
+    alignment, _, preset = arm.rpartition(":")
+    model, cfg = StandInModel(alignment or "aligned"), s2d2.preset(preset, gen_length=gen)
+    prompts = stand_in_prompts(n)
 
     def run() -> Any:
         return s2d2.generate_batch(model, prompts, cfg, list(range(n)), batch_size=batch, detailed=False,
@@ -90,7 +94,7 @@ def arm_figures(preset: str, batch: int, n: int, gen: int, decodes: int) -> dict
         run()
         cpu.append((time.process_time() - c0) / seq_forwards * 1e6)
     python_calls = python_calls_of(run)  # after the timed decodes: a profile hook never runs beside them
-    return {"arm": preset, "seq_forwards": seq_forwards, "calls": sum(counter.sites.values()) / seq_forwards,
+    return {"arm": arm, "seq_forwards": seq_forwards, "calls": sum(counter.sites.values()) / seq_forwards,
             "python_calls": python_calls / seq_forwards,
             "sites": [(where, k / seq_forwards) for where, k in counter.sites.most_common()], "cpu_us": min(cpu)}
 
@@ -109,7 +113,7 @@ def main(argv: list[str] | None = None) -> None:
           f"and Python calls per sequence-forward, least CPU us per sequence-forward of {args.decodes} decodes")
     for arm in args.arms:
         f = arm_figures(arm, args.batch, args.n, args.gen_length, args.decodes)
-        print(f"{arm:<20} seq-fwd {f['seq_forwards']:>6}  torch calls {f['calls']:6.2f}  "
+        print(f"{arm:<26} seq-fwd {f['seq_forwards']:>6}  torch calls {f['calls']:6.2f}  "
               f"python calls {f['python_calls']:6.1f}  cpu us {f['cpu_us']:7.1f}", flush=True)
         for where, per in f["sites"][: args.sites]:
             print(f"    {per:6.2f}  {where}")

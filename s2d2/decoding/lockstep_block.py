@@ -18,7 +18,7 @@ Covered (`covers`), on both families: method "diffusion" without sub-blocks and 
 `low_confidence_static`, `low_confidence_dynamic` and `sequential` (no high-confidence extras: a baseline has
 none); method "s2d2" with any routing policy (`cost_aware` reads the cost table frozen for the batch, batched.py),
 any estimator, acceptance mode, remasking rule and extras, with or without sub-blocks, with or without the trimmed
-verifier (`trim_verify`: its forward is built per row, lockstep_verify.py `lone_verify_request`). Not yet: the
+verifier (`trim_verify`: its forward is built per row, lockstep_verify.py `trimmed_request`). Not yet: the
 options beyond the paper that change the cache (`kv_reuse`, `fused_commit`, `adaptive_block`); those decode on
 the thread engine.
 """
@@ -40,11 +40,11 @@ from .detail_rows import draft_detail
 from .draft_plans import plan_drafts
 from .layout import BlockPlan, block_plan
 from .lockstep_rows import Asked, Row, read_rows
-from .lockstep_shifted import draft_read_rows, seeded_commit, seeded_prefill, stopped_before, verify_kind
+from .lockstep_shifted import causal_verify_requests, seeded_commit, seeded_prefill, stopped_before
 from .result import Kept, LoopResult, number_steps
 from .route_summary import SummaryParts, summary_parts
 from .sampling import entropy
-from .lockstep_verify import (drafted, lone_verify_request, routed, shared_drafts, shared_read, tested, verified,
+from .lockstep_verify import (drafted, routed, shared_drafts, shared_read, tested, trimmed_request, verified,
                               verify_requests)
 from .selection import skip_inputs, skip_picks
 from .token_writes import TokenWrites
@@ -77,6 +77,8 @@ class BlockState:
     step: int = 0
     windows: list[tuple[int, int]] = field(default_factory=list)  # the block's windows still to decode, in order
     step_plan: Optional[StepPlan] = None  # the step under way (from its draft request to its record)
+    read_rows: Optional[torch.Tensor] = None  # ... the rows its draft reads (the masks', one left when shifted)
+    verifier: Optional[tuple[str, str, int]] = None  # a verifying row's `verify_kind`, from its routing on
     draft: Optional[Draft] = None  # a verifying row's draft, waiting for its verify forward
     routed: Optional[Routed] = None  # ... and what its route read and decided
     waiting: Any = None  # between a step's device work and its shared read: (skip inputs, verifies) or a Tested
@@ -101,11 +103,14 @@ def requests(model: Any, rows: list[Row]) -> list[Asked]:
     """Each row's one forward of this step, by its phase (blocks.py's and step.py's shapes exactly); the 2L
     verify rows' built together (lockstep_verify.py `verify_requests`)."""
     verifying = [j for j, r in enumerate(rows) if r.state.phase == "verify"]
-    two_l = [j for j in verifying if rows[j].state.ctx.aligned and not rows[j].prep.cfg.trim_verify]
+    trimmed = [j for j in verifying if rows[j].prep.cfg.trim_verify]
+    two_l = [j for j in verifying if rows[j].state.ctx.aligned and j not in trimmed]
+    causal = [j for j in verifying if not rows[j].state.ctx.aligned and j not in trimmed]
     built = dict(zip(two_l, verify_requests([rows[j] for j in two_l])))  # the 2L rows' ids built together
-    built.update((j, lone_verify_request(rows[j])) for j in verifying if j not in built)
+    built.update(zip(causal, causal_verify_requests([rows[j] for j in causal])))  # so the causal rows' per end
+    built.update((j, trimmed_request(rows[j])) for j in trimmed)
     plan_drafts([r for r in rows if r.state.phase == "draft"])
-    return [Asked(verify_kind(r)[0], r.state.blk.index, r.state.step, built[j]) if j in built else _request(r)
+    return [Asked(r.state.verifier[0], r.state.blk.index, r.state.step, built[j]) if j in built else _request(r)
             for j, r in enumerate(rows)]
 
 
@@ -129,8 +134,7 @@ def _draft_request(row: Row, st: BlockState, blk: BlockRecord) -> ForwardRequest
     `plan_drafts`)."""
     plan = st.step_plan
     attention = draft_query(blk.length, plan.masks[0], st.ctx.x.device) if st.ctx.cfg.draft_ver else "full"
-    rows = draft_read_rows(row, plan.mask_idx)
-    return ForwardRequest(st.ctx.cache, st.ids, st.positions, attention, 0, None, rows)
+    return ForwardRequest(st.ctx.cache, st.ids, st.positions, attention, 0, None, st.read_rows)
 
 
 def advance(model: Any, rows: list[Row], logits: list[torch.Tensor]) -> None:

@@ -10,10 +10,13 @@ a position-aligned row does not, each part batch 1's own code (decoder.py `_deco
   part does, so that block's commit is never run (no forward batch 1 does not make). The batch-first step checks
   it for all its right-shifted rows at the end of a step, after one shared read of the tokens they still hold on
   the device (lockstep_block.py `_shifted_stops`), where batch 1 reads each alone.
-* **Shifted rows.** A draft reads the logit at i − 1 for mask i; the verifier is causal over the block up to the
-  window's end with the drafts filled in, reading the span's rows one to the left.
+* **Shifted rows.** A draft reads the logit at i − 1 for mask i (draft_plans.py computes those rows with the
+  masks); the verifier is causal over the block up to the window's end with the drafts filled in, reading the
+  span's rows one to the left, and the rows of one end are built together.
 """
 from __future__ import annotations
+
+from typing import Optional
 
 import torch
 
@@ -21,7 +24,7 @@ from ..models.base import ForwardRequest
 from .blocks import ar_seed, stop_reached, stopped_in
 from .lockstep_rows import Row
 from .result import number_steps
-from .verify_branch import verifier_extent
+from .verify_branch import causal_verify_rows, verifier_extent
 
 
 def seeded_prefill(row: Row, logits: torch.Tensor) -> None:
@@ -56,23 +59,26 @@ def stopped_before(row: Row) -> None:
         row.finish("stop_token", number_steps(row.steps))
 
 
-def draft_read_rows(row: Row, mask_idx: torch.Tensor) -> torch.Tensor:
-    """The rows a draft forward reads for the masks `mask_idx` (block-relative): the masks' own, or one to the left
-    on a right-shifted model (step.py `draft_forward` with nothing cached)."""
-    return mask_idx if row.state.ctx.aligned else mask_idx - 1
-
-
-def causal_verify_request(row: Row) -> ForwardRequest:
-    """A right-shifted row's verifier forward (verify_branch.py `verify_probs`, causal, nothing cached): the block up
-    to the window's end (`verify_kind`'s end) with the drafts in its masks, reading the span's rows one to the
-    left."""
-    st = row.state
-    plan, draft = st.step_plan, st.draft
-    end = verify_kind(row)[2]
-    filled = st.ids[:end].clone()
-    filled[draft.mask_idx] = draft.tokens
-    rows = draft.mask_idx[: plan.span_len] - 1
-    return ForwardRequest(st.ctx.cache, filled, st.positions[:end], "causal", 0, None, rows)
+def causal_verify_requests(rows: list[Row]) -> list[ForwardRequest]:
+    """Right-shifted rows' verifier forwards (verify_branch.py `verify_probs`, causal, nothing cached): each the
+    block up to its window's end (`verify_kind`'s end, kept as the row's `verifier`) with the drafts in its masks,
+    reading the span's rows one to the left (the draft's read rows, draft_plans.py). The ids of all rows of one
+    block length and end are built at once (verify_branch.py `causal_verify_rows`)."""
+    out: list[Optional[ForwardRequest]] = [None] * len(rows)
+    by_end: dict[tuple[int, int], list[int]] = {}
+    for j, r in enumerate(rows):
+        by_end.setdefault((r.state.ctx.B, r.state.verifier[2]), []).append(j)
+    for (_, end), members in by_end.items():
+        group = [rows[j].state for j in members]
+        ids = causal_verify_rows(torch.stack([st.ids for st in group])[:, :end],
+                                 [st.draft.mask_idx for st in group], [st.draft.tokens for st in group])
+        positions = torch.stack([st.positions for st in group])[:, :end]
+        for j, st, row_ids, row_pos in zip(members, group, ids.unbind(0), positions.unbind(0)):
+            reads = st.read_rows
+            span = st.step_plan.span_len
+            out[j] = ForwardRequest(st.ctx.cache, row_ids, row_pos, "causal", 0, None,
+                                    reads if int(reads.shape[0]) == span else reads[:span])
+    return out  # type: ignore[return-value]
 
 
 def verify_kind(row: Row) -> tuple[str, str, int]:

@@ -26,7 +26,7 @@ from ..models.base import ForwardRequest
 from ..trace import StepRecord
 from .context import Draft
 from .lockstep_rows import Row
-from .lockstep_shifted import causal_verify_request, verify_kind
+from .lockstep_shifted import verify_kind
 from .sampling import draw_with_probs, token_distribution
 from .step import route_inputs, routed_from, skip_step, step_record
 from .token_writes import TokenWrites
@@ -76,7 +76,7 @@ def routed(row: Row, got: dict[str, Any], writes: TokenWrites) -> Optional[StepR
     st.waiting = None
     decided = routed_from(ctx, plan, got, skip, verifies)
     if decided.verify:
-        st.routed, st.phase = decided, "verify"
+        st.routed, st.phase, st.verifier = decided, "verify", verify_kind(row)
         return None
     st.draft = None
     record = step_record(ctx, plan, decided, skip_step(ctx, plan, draft, decided, write=False), None, None)
@@ -106,15 +106,12 @@ def verify_requests(rows: list[Row]) -> list[ForwardRequest]:
     return out  # type: ignore[return-value]
 
 
-def lone_verify_request(row: Row) -> ForwardRequest:
-    """A verifier forward built for its row alone (lockstep_block.py `requests`): the trimmed verifier's
-    (`trim_verify`, either family: verify_branch.py `trimmed_verify_request`) or the causal one's
-    (lockstep_shifted.py)."""
+def trimmed_request(row: Row) -> ForwardRequest:
+    """A trimmed verifier's forward (`trim_verify`, either family), built for its row alone with batch 1's own
+    function (verify_branch.py `trimmed_verify_request`)."""
     st = row.state
-    if not st.ctx.cfg.trim_verify:
-        return causal_verify_request(row)
     plan = st.step_plan
-    return trimmed_verify_request(st.ctx, st.ids, st.positions, st.draft.tokens, plan.span_len, verify_kind(row)[2],
+    return trimmed_verify_request(st.ctx, st.ids, st.positions, st.draft.tokens, plan.span_len, st.verifier[2],
                                   plan.masks[0])
 
 
@@ -146,7 +143,7 @@ def tested(rows: list[Row], logits: list[torch.Tensor]) -> tuple[list[dict[str, 
         bulk += read
         for j, r, q_row, acc_row in zip(members, group, q.unbind(0), acceptance_each(acc)):
             st = r.state
-            _, kind, end = verify_kind(r)
+            _, kind, end = st.verifier
             remember_verified(st.ctx, end)  # what verifier_probs records: how far the verifier read the block
             st.waiting = acceptance_test(st.ctx, st.draft, s, st.step_plan.min_k, q_row, kind, acc_row)
             out[j] = {name: t for name, t in st.waiting.wanted.items() if name not in ("accepted", "argmax_q")}
@@ -161,7 +158,7 @@ def verified(row: Row, got: dict[str, Any], writes: TokenWrites) -> StepRecord:
     ctx, plan, draft, decided = st.ctx, st.step_plan, st.draft, st.routed
     picks, verification, pending = tested_picks(ctx, plan.start, draft, plan.masks, plan.span_len, plan.min_k,
                                                 decided.got["drafts"], st.waiting, got, defer=True)
-    st.draft = st.routed = st.waiting = None
+    st.draft = st.routed = st.waiting = st.verifier = None
     record = step_record(ctx, plan, decided, picks, verification, pending)
     if pending is None:
         writes.add(st.ids, plan.start, record.commits)

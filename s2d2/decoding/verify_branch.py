@@ -64,8 +64,7 @@ def verify_probs(ctx: StepContext, block: int, step: int, start: int, block_ids:
         kind, end = "2l", B
     else:  # causal pass from the first uncached position to the window end; the logit at j-1 predicts j
         end = window_end - start
-        filled = block_ids[k:end].clone()
-        filled[at] = drafts
+        filled = causal_verify_rows(block_ids[k:end], [at], [drafts])
         logits = ctx.rec.forward("verify_causal", block, step, ctx.cache, filled, positions[k:end], "causal",
                                  keep=end - k if ctx.cfg.kv_reuse else 0, rows=at[:span_len] - 1)
         kind = "causal"
@@ -89,12 +88,26 @@ def verify_2l_rows(mask_id: int, blocks: torch.Tensor, positions: torch.Tensor, 
     and positions [n] or [R, n]; row i's drafts fill its masks `at[i]`): [x̃ | MASK x n] at duplicated positions.
     Integers only, so each row is exactly its lone call's; the batch-first engine builds all its verify rows so."""
     ids = torch.cat([blocks, torch.full_like(blocks, mask_id)], dim=-1)
-    if blocks.dim() == 1:
+    _fill(ids, at, drafts)
+    return ids, torch.cat([positions, positions], dim=-1)
+
+
+def causal_verify_rows(blocks: torch.Tensor, at: list[torch.Tensor], drafts: list[torch.Tensor]) -> torch.Tensor:
+    """The causal verifier's ids ([n], or [R, n] for R rows at once) over n uncached positions: a copy of the
+    block's (the sequence is not written) with row i's drafts in its masks `at[i]`. Integers only, so each row is
+    exactly its lone call's; the batch-first engine builds its right-shifted verify rows so (lockstep_shifted.py)."""
+    filled = blocks.clone()
+    _fill(filled, at, drafts)
+    return filled
+
+
+def _fill(ids: torch.Tensor, at: list[torch.Tensor], drafts: list[torch.Tensor]) -> None:
+    """Row i of `ids` ([n], one row; or [R, n]) gets `drafts[i]` at its positions `at[i]`: one write for all rows."""
+    if ids.dim() == 1:
         ids[at[0]] = drafts[0]
     else:
         sizes = torch.tensor([int(a.shape[0]) for a in at], device=ids.device)
         ids[torch.repeat_interleave(torch.arange(len(at), device=ids.device), sizes), torch.cat(at)] = torch.cat(drafts)
-    return ids, torch.cat([positions, positions], dim=-1)
 
 
 def verifier_probs(ctx: StepContext, logits: torch.Tensor, end: int) -> torch.Tensor:

@@ -21,14 +21,14 @@ def test_the_counter_counts_calls_at_the_line_that_made_them() -> None:
 
 
 def test_a_small_run_prints_each_arm_and_its_sites(capsys) -> None:
-    torch_calls.main(["--arms", "dynamic-baseline", "sdar-config-b", "--batch", "4", "--n", "4", "--gen-length",
-                      "8", "--decodes", "1", "--sites", "3"])
+    torch_calls.main(["--arms", "dynamic-baseline", "sdar-config-b", "shifted:fastdllm-config-a", "--batch", "4",
+                      "--n", "4", "--gen-length", "8", "--decodes", "1", "--sites", "3"])
     out = capsys.readouterr().out
-    for arm in ("dynamic-baseline", "sdar-config-b"):
+    for arm in ("dynamic-baseline", "sdar-config-b", "shifted:fastdllm-config-a"):
         m = re.search(rf"^{arm}\s+seq-fwd\s+(\d+)\s+torch calls\s+([\d.]+)\s+python calls\s+([\d.]+)"
                       rf"\s+cpu us\s+([\d.]+)$", out, re.M)
         assert m and int(m.group(1)) > 0 and all(float(m.group(k)) > 0 for k in (2, 3, 4)), arm
-    assert len(re.findall(r"^    \s*[\d.]+  \S+\.py:\d+$", out, re.M)) == 6
+    assert len(re.findall(r"^    \s*[\d.]+  \S+\.py:\d+$", out, re.M)) == 9
 
 
 def test_python_calls_count_each_python_level_call_and_not_calls_into_c() -> None:
