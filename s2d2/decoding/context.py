@@ -43,18 +43,13 @@ class StepContext:
         self.stop_set = frozenset(self.model.spec.stop_ids)
         self.index = torch.arange(self.x.shape[0], device=self.x.device)  # index[a:b] is arange(a, b), as a view
         self.reads: HostReads = self.rec.reads  # the recorder's (kept here: every row of every step reads through it)
+        # the model's facts, read at every step of every row: plain attributes, not properties
+        self.mask_id: int = self.model.spec.mask_id
+        self.aligned: bool = self.model.spec.alignment == "aligned"
 
     @property
     def B(self) -> int:
         return self.block_length or self.cfg.block_length
-
-    @property
-    def mask_id(self) -> int:
-        return self.model.spec.mask_id
-
-    @property
-    def aligned(self) -> bool:
-        return self.model.spec.alignment == "aligned"
 
 
 @dataclass

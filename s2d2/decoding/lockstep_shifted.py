@@ -46,10 +46,13 @@ def seeded_commit(row: Row, logits: torch.Tensor, end: int, next_block: int) -> 
 def stopped_before(row: Row) -> None:
     """A right-shifted row's stop rule before its next forward (the row's phase is already set): before a step, a
     stop id with no mask to its left; before the commit, a stop id in the block. Either ends the row
-    ("stop_token"); a position-aligned row never stops here."""
+    ("stop_token"); a position-aligned row never stops here. With nothing left to read and no stop id known
+    (`stop_hits`), neither rule can find one: the row goes on without running them."""
     st = row.state
     ctx, blk = st.ctx, st.blk
     if ctx.aligned or blk is None or st.phase not in ("draft", "commit"):
+        return
+    if not ctx.stop_hits and not ctx.reads.pending:
         return
     if st.phase == "draft":
         stop = stop_reached(ctx, blk)

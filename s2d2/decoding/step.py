@@ -218,17 +218,17 @@ def commit_records(ctx: StepContext, start: int, masks: list[int], picks: list[t
     """The commit records, and the host's view of the block (its masks, its stop ids) after them (also the
     batch-first block step's, lockstep_block.py)."""
     rec, stops = ctx.rec, ctx.stop_set
-    commits, done = [], set()
-    for i, how in picks:  # (one pass: this runs for every row of every step)
-        tok = tokens[i] if how != "resampled" else verification.resampled  # type: ignore[union-attr]
-        m = masks[i]
-        done.add(m)
-        if tok is None:  # a resampled token still on the device: filled in by `_settle_residual`
-            commits.append(Commit(start + m, -1, "", how))
-            continue
-        commits.append(Commit(start + m, tok, rec.text(tok) if rec.detailed else "", how))
-        if tok in stops:
-            ctx.stop_hits.append(start + m)
+    # a resampled token still on the device is -1 until `_settle_residual` fills it in (never a stop id)
+    res = -1 if verification is None or verification.resampled is None else verification.resampled
+    # one comprehension: this runs for every row of every step, a record per decoded token
+    commits = [Commit(start + masks[i], tokens[i] if how != "resampled" else res, "", how) for i, how in picks]
+    if rec.detailed:
+        for c in commits:
+            if c.token >= 0:
+                c.text = rec.text(c.token)
+    if stops and (res in stops or not stops.isdisjoint(tokens)):  # (drafts hold no stop id: nothing to scan)
+        ctx.stop_hits += [c.position for c in commits if c.token in stops]
+    done = {masks[i] for i, _ in picks}
     ctx.masks = [m for m in ctx.masks if m not in done]
     if pending is not None:  # the residual token, its mass and the fallback flag: read with the next transfer
         assert verification is not None
