@@ -29,8 +29,9 @@ from typing import Any, Callable, Optional
 import torch
 
 from ..config import DecodeConfig
-from ..policies import AdaptiveBlock, BlockFeedback, make_policy
+from ..policies import AdaptiveBlock, make_policy
 from ..trace import BlockRecord, StepRecord
+from .adaptive_blocks import decoded_layout, next_block_length
 from .blocks import (ar_seed, block_masks, block_windows, carry_tail, commit_block, prefill, stop_reached,
                      stopped_in)
 from .context import StepContext
@@ -83,7 +84,7 @@ def _decode_blocks(ctx: StepContext, plan: BlockPlan, rule: Optional[AdaptiveBlo
         kept.mark()
         start += length
         index += 1
-        length, why = _next_length(rule, cfg, blk, steps[first_step:], start)
+        length, why = next_block_length(rule, cfg, blk, steps[first_step:], start)
     return _result(ctx, blocks, steps, "length")
 
 
@@ -127,24 +128,10 @@ def _end_block(ctx: StepContext, blk: BlockRecord, steps: list[StepRecord], last
     return "stop_token" if stopped else None
 
 
-def _next_length(rule: Optional[AdaptiveBlock], cfg: DecodeConfig, blk: BlockRecord,
-                 block_steps: list[StepRecord], next_start: int) -> tuple[int, str]:
-    if rule is None:
-        return cfg.block_length, ""
-    verified = [s for s in block_steps if s.verification is not None]
-    feedback = BlockFeedback(blk.length, [s.verification.accepted_len for s in verified],  # type: ignore[union-attr]
-                             [s.span[1] for s in verified])
-    choice = rule.decide(feedback, next_start)
-    return choice.length, choice.reason
-
-
 def _result(ctx: StepContext, blocks: list[BlockRecord], steps: list[StepRecord], reason: str) -> LoopResult:
     """The allocated layout; with adaptive blocks it ends where the last decoded block ends."""
     ctx.reads.flush()
-    x = ctx.x
-    if ctx.cfg.adaptive_block and blocks:
-        x = x[: blocks[-1].start + blocks[-1].length]
-    return LoopResult(x, blocks, number_steps(steps), reason)
+    return LoopResult(decoded_layout(ctx.x, ctx.cfg, blocks), blocks, number_steps(steps), reason)
 
 
 def make_check(should_stop: Callable[[], bool] | None, max_seconds: float | None,

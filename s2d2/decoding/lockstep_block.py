@@ -18,9 +18,10 @@ Covered (`covers`), on both families: method "diffusion" without sub-blocks and 
 `low_confidence_static`, `low_confidence_dynamic` and `sequential` (no high-confidence extras: a baseline has
 none); method "s2d2" with any routing policy (`cost_aware` reads the cost table frozen for the batch, batched.py),
 any estimator, acceptance mode, remasking rule and extras, with or without sub-blocks, with or without the trimmed
-verifier (`trim_verify`: its forward is built per row, lockstep_verify.py `trimmed_request`). Not yet: the
-options beyond the paper that change the cache (`kv_reuse`, `fused_commit`, `adaptive_block`); those decode on
-the thread engine.
+verifier (`trim_verify`: its forward is built per row, lockstep_verify.py `trimmed_request`), with or without
+adaptive block sizes (`adaptive_block`: each row keeps its own rule, adaptive_blocks.py). Not yet: the options
+beyond the paper that change the cache between a step's forwards (`kv_reuse`, `fused_commit`); those decode on the
+thread engine.
 """
 from __future__ import annotations
 
@@ -33,7 +34,8 @@ from ..config import DecodeConfig
 from ..models.base import ForwardRequest
 from ..models.masks import block_causal_mask, draft_query
 from ..trace import BlockRecord, StepRecord
-from ..policies import make_policy
+from ..policies import AdaptiveBlock, make_policy
+from .adaptive_blocks import decoded_layout, next_block_length
 from .blocks import block_masks, block_windows, stopped_in
 from .context import Draft, StepContext
 from .detail_rows import draft_detail
@@ -42,12 +44,13 @@ from .layout import BlockPlan, block_plan
 from .lockstep_rows import Asked, Row, read_rows
 from .lockstep_shifted import causal_verify_requests, seeded_commit, seeded_prefill, stopped_before
 from .result import Kept, LoopResult, number_steps
-from .route_summary import SummaryParts, summary_parts
+from .route_summary import summary_parts
 from .sampling import entropy
 from .lockstep_verify import (drafted, routed, shared_drafts, shared_read, tested, trimmed_request, verified,
                               verify_requests)
 from .selection import skip_inputs, skip_picks
 from .token_writes import TokenWrites
+from .draft_reads import draft_bulk
 from .transfers import Bulk
 from .step import Routed, StepPlan, always_verifies, step_record, window_has_mask
 
@@ -56,7 +59,7 @@ RULES = ("low_confidence_static", "low_confidence_dynamic", "sequential")
 
 def covers(cfg: DecodeConfig, model: Any) -> bool:
     """Whether a config runs this loop's covered part (module docstring) on this model."""
-    if cfg.loop != "block" or cfg.kv_reuse or cfg.fused_commit or cfg.adaptive_block:
+    if cfg.loop != "block" or cfg.kv_reuse or cfg.fused_commit:
         return False
     if cfg.method == "s2d2":
         return True
@@ -78,6 +81,8 @@ class BlockState:
     windows: list[tuple[int, int]] = field(default_factory=list)  # the block's windows still to decode, in order
     step_plan: Optional[StepPlan] = None  # the step under way (from its draft request to its record)
     read_rows: Optional[torch.Tensor] = None  # ... the rows its draft reads (the masks', one left when shifted)
+    rule: Optional[AdaptiveBlock] = None  # adaptive_block: the row's own rule for its next block's length
+    first_step: int = 0  # the index of the current block's first step in the row's steps
     verifier: Optional[tuple[str, str, int]] = None  # a verifying row's `verify_kind`, from its routing on
     draft: Optional[Draft] = None  # a verifying row's draft, waiting for its verify forward
     routed: Optional[Routed] = None  # ... and what its route read and decided
@@ -94,7 +99,9 @@ def start(model: Any, row: Row) -> None:
     x[:P] = torch.tensor(row.prep.ids, dtype=torch.long, device=model.device)
     policy = make_policy(cfg) if cfg.method == "s2d2" else None
     ctx = StepContext(model, cfg, row.rec, row.generator, x, row.cache, policy, P)
-    row.state = BlockState(ctx, plan, Kept(row.rec, x, row.blocks, row.steps), cfg.transfer_schedule())
+    schedule = cfg.transfer_schedule() if not cfg.adaptive_block else [1]  # (decoder.py `_decode_block`'s)
+    row.state = BlockState(ctx, plan, Kept(row.rec, x, row.blocks, row.steps), schedule,
+                           rule=AdaptiveBlock(cfg) if cfg.adaptive_block else None)
     if plan.first_start == 0:  # nothing to prefill
         _open_block(row, 0, 0)
 
@@ -251,38 +258,6 @@ def _row_views(t: torch.Tensor) -> tuple[torch.Tensor, ...]:
     return t.unbind(0)
 
 
-def draft_bulk(first: int, sizes: list[int], tokens: torch.Tensor, summary: SummaryParts,
-               rule: dict[str, torch.Tensor]) -> list[Bulk]:
-    """What the S2D2 draft rows of one config read, as parts over all of them (transfers.py `Bulk`): their drafts,
-    their routing summary and their skip rule's padded rows; the rows are readers `first`, `first + 1`, ... of
-    the step's shared read. Each row gets the very values its own parts would give (its slice, converted value by
-    value), in the order its batch-1 step asks for them (step.py `route_inputs`)."""
-    members = range(first, first + len(sizes))
-    starts = [0]
-    for n in sizes[:-1]:
-        starts.append(starts[-1] + n)
-    out = [Bulk("drafts", tokens, members, [(a, a + n) for a, n in zip(starts, sizes)]),
-           Bulk("n_hi", summary.n_hi, members, [(k, None) for k in range(len(sizes))])]
-    names = summary.buckets[0][1].keys() if summary.buckets else ()
-    for name in names:
-        for rows, parts in summary.buckets:
-            out.append(_per_row(name, parts[name], [first + j for j in rows]))
-    width = max(sizes)
-    for name, t in rule.items():  # "order": [R, width] cut to each row's masks; "above": [R]
-        cuts = [(k * width, k * width + n) for k, n in enumerate(sizes)] if t.dim() == 2 else \
-            [(k, None) for k in range(len(sizes))]
-        out.append(Bulk(name, t, members, cuts))
-    return out
-
-
-def _per_row(name: str, t: torch.Tensor, members: list[int]) -> Bulk:
-    """A part with one row per member ([R]: a value each, as a 0-d part; [R, w]: w values each)."""
-    if t.dim() == 1:
-        return Bulk(name, t, members, [(k, None) for k in range(len(members))])
-    w = t[0].numel()
-    return Bulk(name, t, members, [(k * w, (k + 1) * w) for k in range(len(members))])
-
-
 def _padded(values: torch.Tensor, sizes: list[int]) -> torch.Tensor:
     """[R, max size] with row j holding the j-th run of `values` (runs of `sizes`), padded with -1."""
     device = values.device
@@ -347,15 +322,16 @@ def _next_window(st: BlockState) -> None:
     st.phase = "draft" if st.windows else "commit"
 
 
-def _open_block(r: Row, start: int, index: int) -> None:
-    """decoder.py's block start: its record, its masks; then its draft steps (or, with no mask, its commit)."""
+def _open_block(r: Row, start: int, index: int, length: Optional[int] = None, why: str = "") -> None:
+    """decoder.py's block start (`length`: an adaptive block's, else cfg's): its record, its masks; then its draft
+    steps (or, with no mask, its commit)."""
     st: BlockState = r.state
-    ctx, length = st.ctx, r.prep.cfg.block_length
-    blk = BlockRecord(index, start, length, max(0, min(r.prompt_len - start, length)), "")
+    ctx, length = st.ctx, length or r.prep.cfg.block_length
+    blk = BlockRecord(index, start, length, max(0, min(r.prompt_len - start, length)), why)
     r.blocks.append(blk)
     ctx.block_length, ctx.cached = blk.length, 0
     ctx.masks = block_masks(ctx, blk)
-    st.blk, st.step, st.windows = blk, 0, block_windows(ctx.cfg, blk)
+    st.blk, st.step, st.windows, st.first_step = blk, 0, block_windows(ctx.cfg, blk), len(r.steps)
     st.ids, st.positions = ctx.x[start : start + length], ctx.index[start : start + length]
     _next_window(st)
 
@@ -377,7 +353,8 @@ def _end_block(r: Row, logits: torch.Tensor) -> None:
         return
     st.kept.mark()
     if end < st.plan.end:
-        _open_block(r, end, blk.index + 1)
+        length, why = next_block_length(st.rule, r.prep.cfg, blk, r.steps[st.first_step :], end)
+        _open_block(r, end, blk.index + 1, length, why)
     else:
         r.finish("length", number_steps(r.steps))
 
@@ -392,4 +369,5 @@ def result(model: Any, row: Row) -> LoopResult:
     """The row's LoopResult as block_loop returns it."""
     assert row.finish_reason is not None
     row.state.ctx.reads.flush()
-    return LoopResult(row.state.ctx.x, row.blocks, row.steps, row.finish_reason)
+    return LoopResult(decoded_layout(row.state.ctx.x, row.prep.cfg, row.blocks), row.blocks, row.steps,
+                      row.finish_reason)

@@ -11,7 +11,7 @@ share a config and a span length (or block length): the draft distribution and g
 (route_summary.py), the 2L verifier's ids (verify_branch.py `verify_2l_rows`), the verifier's distribution
 (`token_distribution`, as `verifier_probs` takes it) and the acceptance test (acceptance.py `acceptance_rows`);
 batch 1 runs the same rule functions on its one span. What the rows read back before routing and after their
-test is read once as those tensors (transfers.py `Bulk`: lockstep_block.py `draft_bulk`, `tested`), each row
+test is read once as those tensors (transfers.py `Bulk`: draft_reads.py `draft_bulk`, `tested`), each row
 taking its slice. A sampled draw, the acceptance test's uniforms and the residual
 draw come from the row's own generator, in its batch-1 order (draft, then test, then residual).
 """
@@ -57,7 +57,7 @@ def drafted(row: Row, probs: torch.Tensor, tokens: torch.Tensor, p: torch.Tensor
     """A draft row after its shared forward and draw: its step's device work before routing (step.py
     `route_inputs`, with the row's `policy_summary` and, where given, its `skip_inputs` taken over all the step's
     draft rows of its config); returns what it reads of its own (`served`: the names the step's shared read
-    brings it from parts over all rows, lockstep_block.py `draft_bulk`)."""
+    brings it from parts over all rows, draft_reads.py `draft_bulk`)."""
     st = row.state
     ctx, plan = st.ctx, st.step_plan
     st.draft = Draft(plan.mask_idx, plan.run, st.positions, probs, tokens, p)
