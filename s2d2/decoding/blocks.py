@@ -16,6 +16,7 @@ from typing import Optional
 import torch
 
 from ..config import DecodeConfig
+from ..models.base import ForwardRequest
 from ..models.masks import block_causal_mask, fused_draft_query
 from ..trace import BlockRecord, Commit, StepRecord
 from .kv import kept_prefix_rows
@@ -36,13 +37,19 @@ def prefill(ctx: StepContext, n: int, want_logits: bool) -> Optional[torch.Tenso
 
 def commit_block(ctx: StepContext, blk: BlockRecord) -> Optional[torch.Tensor]:
     """Store the block's uncached positions; returns the last logit (None when everything was cached)."""
-    lo, end = blk.start + ctx.cached, blk.start + blk.length
+    request = commit_request(ctx, blk)
     ctx.cached = 0
+    return None if request is None else ctx.rec.forward("commit", blk.index, -1, *request)
+
+
+def commit_request(ctx: StepContext, blk: BlockRecord) -> Optional[ForwardRequest]:
+    """The commit forward of the block's uncached positions [ctx.cached, B), all kept, returning the last logit;
+    None when everything is cached already (kv_reuse). Also the batch-first engine's (lockstep_block.py)."""
+    lo, end = blk.start + ctx.cached, blk.start + blk.length
     if lo >= end:
         return None
-    positions = ctx.index[lo:end]
-    return ctx.rec.forward("commit", blk.index, -1, ctx.cache, ctx.x[lo:end], positions,
-                           "causal" if ctx.cfg.cache_ver else "full", keep=end - lo, last=1)
+    return ForwardRequest(ctx.cache, ctx.x[lo:end], ctx.index[lo:end], "causal" if ctx.cfg.cache_ver else "full",
+                          end - lo, 1)
 
 
 def carry_tail(ctx: StepContext, blk: BlockRecord) -> Optional[StepRecord]:

@@ -9,7 +9,7 @@ lockstep_block.py, each with `start`, `requests`, `advance`, `cancel` and `resul
 
 What it covers (`covers`): honest AR (lockstep_ar.py) and the block loop on both families (lockstep_block.py: the
 diffusion baselines with static, dynamic and sequential remasking, any sampling, either cache mode; S2D2 with every
-routing policy, with or without sub-blocks, the trimmed verifier and adaptive blocks, its verifier in
+routing policy, with or without sub-blocks, the trimmed verifier, adaptive blocks and KV reuse, its verifier in
 lockstep_verify.py; a right-shifted model's AR seeds, stop rule and causal verifier in lockstep_shifted.py). Each
 live row makes one forward per step whatever its phase (AR token, prefill, draft, 2L or causal verify, commit), and
 all of them go to the shared forwards together, grouped at the least modelled cost (batch.py `cheapest_groups` at
@@ -18,8 +18,8 @@ carries every live row; on the CPU, where each query token is real work, drafts 
 rules run over all its rows at once where a rule is tensor work (the routing summary, route_summary.py; the acceptance
 test, acceptance.py `acceptance_rows`, once per span length; the 2L verify rows' ids, verify_branch.py
 `verify_2l_rows`); what stays per row is host bookkeeping (plans, records, a policy's decision and update, which keep
-per-row Python state) and each row's own random draws. Every other config (KV reuse, fused commits, the LLaDA2
-editing loop, the D2F pipeline) keeps the thread engine, which `generate_batch` picks for any
+per-row Python state) and each row's own random draws. Every other config (fused commits, KV reuse without
+S2D2, the LLaDA2 editing loop, the D2F pipeline) keeps the thread engine, which `generate_batch` picks for any
 batch holding a config this engine does not cover.
 
 Same invariants as the thread engine: in float64 each sequence's trace is its `generate` trace apart from wall

@@ -18,10 +18,11 @@ Covered (`covers`), on both families: method "diffusion" without sub-blocks and 
 `low_confidence_static`, `low_confidence_dynamic` and `sequential` (no high-confidence extras: a baseline has
 none); method "s2d2" with any routing policy (`cost_aware` reads the cost table frozen for the batch, batched.py),
 any estimator, acceptance mode, remasking rule and extras, with or without sub-blocks, with or without the trimmed
-verifier (`trim_verify`: its forward is built per row, lockstep_verify.py `trimmed_request`), with or without
-adaptive block sizes (`adaptive_block`: each row keeps its own rule, adaptive_blocks.py). Not yet: the options
-beyond the paper that change the cache between a step's forwards (`kv_reuse`, `fused_commit`); those decode on the
-thread engine.
+verifier (`trim_verify`: its forward is built per row, lockstep_verify.py `lone_verify_request`), with or without
+adaptive block sizes (`adaptive_block`: each row keeps its own rule, adaptive_blocks.py), with or without KV
+reuse (`kv_reuse`: batch 1's requests over the uncached positions, step.py `draft_request`, verify_branch.py,
+blocks.py `commit_request`; a block cached whole ends with no commit forward, `_cached_commits`). Not yet: fused
+commits (`fused_commit`, the commit carried into the next block's first draft); those decode on the thread engine.
 """
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ from ..models.masks import block_causal_mask, draft_query
 from ..trace import BlockRecord, StepRecord
 from ..policies import AdaptiveBlock, make_policy
 from .adaptive_blocks import decoded_layout, next_block_length
-from .blocks import block_masks, block_windows, stopped_in
+from .blocks import block_masks, block_windows, commit_request, stopped_in
 from .context import Draft, StepContext
 from .detail_rows import draft_detail
 from .draft_plans import plan_drafts
@@ -46,20 +47,20 @@ from .lockstep_shifted import causal_verify_requests, seeded_commit, seeded_pref
 from .result import Kept, LoopResult, number_steps
 from .route_summary import summary_parts
 from .sampling import entropy
-from .lockstep_verify import (drafted, routed, shared_drafts, shared_read, tested, trimmed_request, verified,
+from .lockstep_verify import (drafted, lone_verify_request, routed, shared_drafts, shared_read, tested, verified,
                               verify_requests)
 from .selection import skip_inputs, skip_picks
 from .token_writes import TokenWrites
 from .draft_reads import draft_bulk
 from .transfers import Bulk
-from .step import Routed, StepPlan, always_verifies, step_record, window_has_mask
+from .step import Routed, StepPlan, always_verifies, draft_request, step_record, window_has_mask
 
 RULES = ("low_confidence_static", "low_confidence_dynamic", "sequential")
 
 
 def covers(cfg: DecodeConfig, model: Any) -> bool:
     """Whether a config runs this loop's covered part (module docstring) on this model."""
-    if cfg.loop != "block" or cfg.kv_reuse or cfg.fused_commit:
+    if cfg.loop != "block" or cfg.fused_commit or (cfg.kv_reuse and cfg.method != "s2d2"):
         return False
     if cfg.method == "s2d2":
         return True
@@ -83,6 +84,7 @@ class BlockState:
     read_rows: Optional[torch.Tensor] = None  # ... the rows its draft reads (the masks', one left when shifted)
     rule: Optional[AdaptiveBlock] = None  # adaptive_block: the row's own rule for its next block's length
     first_step: int = 0  # the index of the current block's first step in the row's steps
+    draft_keep: int = 0  # kv_reuse: the rows the draft under way keeps in the cache
     verifier: Optional[tuple[str, str, int]] = None  # a verifying row's `verify_kind`, from its routing on
     draft: Optional[Draft] = None  # a verifying row's draft, waiting for its verify forward
     routed: Optional[Routed] = None  # ... and what its route read and decided
@@ -110,12 +112,12 @@ def requests(model: Any, rows: list[Row]) -> list[Asked]:
     """Each row's one forward of this step, by its phase (blocks.py's and step.py's shapes exactly); the 2L
     verify rows' built together (lockstep_verify.py `verify_requests`)."""
     verifying = [j for j, r in enumerate(rows) if r.state.phase == "verify"]
-    trimmed = [j for j in verifying if rows[j].prep.cfg.trim_verify]
-    two_l = [j for j in verifying if rows[j].state.ctx.aligned and j not in trimmed]
-    causal = [j for j in verifying if not rows[j].state.ctx.aligned and j not in trimmed]
+    lone = [j for j in verifying if rows[j].prep.cfg.trim_verify or rows[j].prep.cfg.kv_reuse]
+    two_l = [j for j in verifying if rows[j].state.ctx.aligned and j not in lone]
+    causal = [j for j in verifying if not rows[j].state.ctx.aligned and j not in lone]
     built = dict(zip(two_l, verify_requests([rows[j] for j in two_l])))  # the 2L rows' ids built together
     built.update(zip(causal, causal_verify_requests([rows[j] for j in causal])))  # so the causal rows' per end
-    built.update((j, trimmed_request(rows[j])) for j in trimmed)
+    built.update((j, lone_verify_request(rows[j])) for j in lone)
     plan_drafts([r for r in rows if r.state.phase == "draft"])
     return [Asked(r.state.verifier[0], r.state.blk.index, r.state.step, built[j]) if j in built else _request(r)
             for j, r in enumerate(rows)]
@@ -131,6 +133,8 @@ def _request(row: Row) -> Asked:
     blk = st.blk
     assert blk is not None
     if st.phase == "commit":
+        if ctx.cached:  # kv_reuse: only the uncached tail (never empty here: `_cached_commits`)
+            return Asked("commit", blk.index, -1, commit_request(ctx, blk))
         return Asked("commit", blk.index, -1, ForwardRequest(ctx.cache, st.ids, st.positions,
                                                              "causal" if cfg.cache_ver else "full", blk.length, 1))
     return Asked("draft", blk.index, st.step, _draft_request(row, st, blk))
@@ -140,6 +144,10 @@ def _draft_request(row: Row, st: BlockState, blk: BlockRecord) -> ForwardRequest
     """run_step's draft forward (step.py `draft_forward` with nothing cached), from its plan (draft_plans.py
     `plan_drafts`)."""
     plan = st.step_plan
+    if st.ctx.cfg.kv_reuse:  # cached positions are not queried, the decoded prefix is kept: batch 1's request
+        request = draft_request(st.ctx, st.ids, st.positions, plan.masks[0], plan.mask_idx)
+        st.draft_keep = request.keep  # (ctx.cached grows by it once the forward ran: `advance`)
+        return request
     attention = draft_query(blk.length, plan.masks[0], st.ctx.x.device) if st.ctx.cfg.draft_ver else "full"
     return ForwardRequest(st.ctx.cache, st.ids, st.positions, attention, 0, None, st.read_rows)
 
@@ -162,6 +170,8 @@ def advance(model: Any, rows: list[Row], logits: list[torch.Tensor]) -> None:
             readers.append((r, phase))
             wanted.append({})
         elif phase == "draft":
+            r.state.ctx.cached += r.state.draft_keep  # kv_reuse: the draft's kept prefix (step.py `draft_forward`)
+            r.state.draft_keep = 0
             (s2d2_drafts if r.prep.cfg.method == "s2d2" else baseline).setdefault(r.prep.cfg, []).append((r, lg))
     for cfg, members in s2d2_drafts.items():
         bulk += _s2d2_drafts(model, cfg, members, readers, wanted)
@@ -184,7 +194,21 @@ def advance(model: Any, rows: list[Row], logits: list[torch.Tensor]) -> None:
             _end_block(r, lg)
     for cfg, members in baseline.items():
         _draft_group(model, cfg, members)
+    _cached_commits(rows)
     _shifted_stops(rows)
+
+
+def _cached_commits(rows: list[Row]) -> None:
+    """kv_reuse: a row whose block's last verify left every position cached has no commit to run (blocks.py
+    `commit_block` makes no forward): its block ends now, as batch 1's does, after one shared read of what those
+    rows still have on the device (a residual draw; batch 1 reads it there too, alone)."""
+    done = [r for r in rows if r.finish_reason is None and r.state.phase == "commit"
+            and r.state.ctx.cached >= r.state.blk.length]  # (commit_request would be None)
+    pending = [r for r in done if r.state.ctx.reads.pending]
+    if pending:
+        shared_read(pending, [{} for _ in pending])
+    for r in done:
+        _end_block(r, None)
 
 
 def _shifted_stops(rows: list[Row]) -> None:
@@ -336,9 +360,10 @@ def _open_block(r: Row, start: int, index: int, length: Optional[int] = None, wh
     _next_window(st)
 
 
-def _end_block(r: Row, logits: torch.Tensor) -> None:
-    """After the commit forward (`logits`: its last row's): decoder.py's stop rule, a right-shifted row's AR seed of
-    the next block, the progress check and the next block (or the end)."""
+def _end_block(r: Row, logits: Optional[torch.Tensor]) -> None:
+    """After the commit forward (`logits`: its last row's; None when kv_reuse had cached the whole block): decoder.py's
+    stop rule, a right-shifted row's AR seed of the next block, the progress check and the next block (or the
+    end)."""
     st: BlockState = r.state
     blk = st.blk
     assert blk is not None

@@ -34,7 +34,8 @@ from .transfers import Bulk, HostReads, fetch_many
 from .acceptance import acceptance_each, acceptance_rows
 from .kv import remember_verified
 from ..models.masks import verify_2l_query
-from .verify_branch import acceptance_test, tested_picks, trimmed_verify_request, verify_2l_rows
+from .verify_branch import (acceptance_test, causal_verify_request, tested_picks, trimmed_verify_request,
+                            verify_2l_inputs, verify_2l_rows)
 
 
 def shared_drafts(model: Any, cfg: DecodeConfig, rows: list[Row],
@@ -106,13 +107,20 @@ def verify_requests(rows: list[Row]) -> list[ForwardRequest]:
     return out  # type: ignore[return-value]
 
 
-def trimmed_request(row: Row) -> ForwardRequest:
-    """A trimmed verifier's forward (`trim_verify`, either family), built for its row alone with batch 1's own
-    function (verify_branch.py `trimmed_verify_request`)."""
+def lone_verify_request(row: Row) -> ForwardRequest:
+    """A verifier forward built for its row alone, with batch 1's own functions (verify_branch.py): a trimmed
+    verifier's (`trim_verify`, either family) or one over a block with cached positions (`kv_reuse`: the row's
+    ctx.cached leading positions are not queried, and its rows stay in the cache until the test settles them)."""
     st = row.state
-    plan = st.step_plan
-    return trimmed_verify_request(st.ctx, st.ids, st.positions, st.draft.tokens, plan.span_len, st.verifier[2],
-                                  plan.masks[0])
+    ctx, plan, draft = st.ctx, st.step_plan, st.draft
+    if ctx.cfg.trim_verify:
+        return trimmed_verify_request(ctx, st.ids, st.positions, draft.tokens, plan.span_len, st.verifier[2],
+                                      plan.masks[0])
+    if ctx.aligned:
+        return ForwardRequest(ctx.cache, *verify_2l_inputs(ctx, st.ids, st.positions, draft.mask_idx, draft.tokens,
+                                                           plan.span_len))
+    return causal_verify_request(ctx, st.ids, st.positions, draft.mask_idx, draft.tokens, plan.span_len,
+                                 st.verifier[2])
 
 
 def tested(rows: list[Row], logits: list[torch.Tensor]) -> tuple[list[dict[str, Any]], list[Bulk]]:

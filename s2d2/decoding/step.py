@@ -26,6 +26,7 @@ from typing import Any, Optional
 import torch
 
 from ..config import DecodeConfig
+from ..models.base import ForwardRequest
 from ..models.masks import draft_query
 from ..trace import Commit, PolicyDecision, PolicyInputs, StepRecord, Verification
 from .context import Draft, StepContext
@@ -267,16 +268,24 @@ def draft_forward(ctx: StepContext, block: int, step: int, block_ids: torch.Tens
     Only the uncached positions [ctx.cached, B) are queried. Right-shifted models read the logit at i-1 for i
     (block position 0 is never masked). With kv_reuse, causal decoded-prefix rows stay in the cache (kv.py).
     """
+    request = draft_request(ctx, block_ids, positions, first_mask, mask_idx)
+    logits = ctx.rec.forward("draft", block, step, *request)
+    ctx.cached += request.keep
+    return logits
+
+
+def draft_request(ctx: StepContext, block_ids: torch.Tensor, positions: torch.Tensor, first_mask: int,
+                  mask_idx: torch.Tensor) -> ForwardRequest:
+    """`draft_forward`'s forward: the uncached positions [ctx.cached, B), reading the masks' rows (one to the left
+    when right-shifted); its `keep` leading rows (kv_reuse: the causal decoded prefix) join the cache, so the caller
+    adds `keep` to ctx.cached after it ran (also the batch-first engine's, lockstep_block.py)."""
     k = ctx.cached
     prefix = max(0, first_mask - k)  # decoded rows before the first mask among the queried ones
     n = int(block_ids.shape[0]) - k
     attention = draft_query(n, prefix, block_ids.device) if ctx.cfg.draft_ver else "full"
-    keep = kept_prefix_rows(ctx, prefix)
     rows = mask_idx - (k + (0 if ctx.aligned else 1))
-    logits = ctx.rec.forward("draft", block, step, ctx.cache, block_ids[k:], positions[k:], attention, keep=keep,
-                             rows=rows)
-    ctx.cached += keep
-    return logits
+    return ForwardRequest(ctx.cache, block_ids[k:], positions[k:], attention, kept_prefix_rows(ctx, prefix), None,
+                          rows)
 
 
 def fallback_picks(cfg: DecodeConfig, probs: torch.Tensor, drafts: torch.Tensor, p: torch.Tensor,

@@ -9,6 +9,7 @@ written on the device and read with the next transfer.
 """
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -56,19 +57,29 @@ def verify_probs(ctx: StepContext, block: int, step: int, start: int, block_ids:
     if ctx.cfg.trim_verify:
         assert masks is not None
         return _trimmed_verify(ctx, block, step, start, block_ids, positions, drafts, span_len, window_end, masks)
-    k, B = ctx.cached, int(block_ids.shape[0])
-    at = mask_idx - k  # the masks' rows among the queried positions [k, B)
+    B = int(block_ids.shape[0])
     if ctx.aligned:
         logits = ctx.rec.forward("verify_2l", block, step, ctx.cache,
                                  *verify_2l_inputs(ctx, block_ids, positions, mask_idx, drafts, span_len))
         kind, end = "2l", B
     else:  # causal pass from the first uncached position to the window end; the logit at j-1 predicts j
         end = window_end - start
-        filled = causal_verify_rows(block_ids[k:end], [at], [drafts])
-        logits = ctx.rec.forward("verify_causal", block, step, ctx.cache, filled, positions[k:end], "causal",
-                                 keep=end - k if ctx.cfg.kv_reuse else 0, rows=at[:span_len] - 1)
+        logits = ctx.rec.forward("verify_causal", block, step,
+                                 *causal_verify_request(ctx, block_ids, positions, mask_idx, drafts, span_len, end))
         kind = "causal"
     return verifier_probs(ctx, logits, end), kind
+
+
+def causal_verify_request(ctx: StepContext, block_ids: torch.Tensor, positions: torch.Tensor, mask_idx: torch.Tensor,
+                          drafts: torch.Tensor, span_len: int, end: int) -> ForwardRequest:
+    """The causal verifier's forward (right-shifted models) over block positions [ctx.cached, end) with the drafts
+    in their masks, reading the span's rows one to the left; kv_reuse keeps its rows in the cache until
+    `settle_verified_rows`. Also the batch-first engine's for a row with cached positions (lockstep_verify.py)."""
+    k = ctx.cached
+    at = mask_idx - k  # the masks' rows among the queried positions
+    filled = causal_verify_rows(block_ids[k:end], [at], [drafts])
+    return ForwardRequest(ctx.cache, filled, positions[k:end], "causal", end - k if ctx.cfg.kv_reuse else 0, None,
+                          at[:span_len] - 1)
 
 
 def verify_2l_inputs(ctx: StepContext, block_ids: torch.Tensor, positions: torch.Tensor, mask_idx: torch.Tensor,
@@ -220,16 +231,25 @@ def tested_picks(ctx: StepContext, start: int, draft: Draft, masks: list[int], s
         write_picks(ctx.x, start, draft.mask_idx, sp, new_tokens, draft.run)
     if ctx.seen_end is not None:
         same = pending is not None and bool(token == draft.tokens[first])  # kv_reuse only: a rare extra read
-        settle_verified_rows(ctx, first_changed(masks, sp.picks, same, ctx.seen_end))
+        settle_verified_rows(ctx, first_changed(masks, sp.picks, same, first_left(ctx.masks, masks, ctx.seen_end)))
     text = ctx.rec.text(resampled) if resampled is not None and ctx.rec.detailed else ""
     verification = Verification(tested.kind, cfg.acceptance, verify_rows(ctx, got, masks, start, tokens), first,
                                 first if first < s else None, None, False, resampled, text)
     return sp, verification, pending
 
 
+def first_left(block_masks: list[int], masks: list[int], end: int) -> int:
+    """The block's first mask after the window's masks `masks` (both block-relative, ascending), or `end`: a
+    position the verifier read as MASK that a later window decodes, so its row is not final. Only the 2L verifier
+    of a sub-block window reads past the window (it reads the whole block)."""
+    i = bisect_right(block_masks, masks[-1])
+    return block_masks[i] if i < len(block_masks) and block_masks[i] < end else end
+
+
 def first_changed(masks: list[int], picks: list[Pick], resampled_same: bool, end: int) -> int:
     """The first block position whose token now differs from what the verifier read (its input there was the
-    draft): the first mask not decoded with its draft, or `end` if there is none before it."""
+    draft): the first mask not decoded with its draft, or `end` if there is none before it (`end`: where the
+    verifier's read ends, or the first mask a later window decodes, `first_left`)."""
     same: set[Any] = {i for i, how in picks if how != "resampled" or resampled_same}
     i = 0
     while i in same:

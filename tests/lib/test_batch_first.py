@@ -90,7 +90,7 @@ def test_auto_picks_batch_first_for_the_configs_it_covers_and_threads_for_the_re
     model = model64("aligned")
     ar = s2d2.DecodeConfig(method="ar", gen_length=8)
     s2d2_cfg = s2d2.DecodeConfig(method="s2d2", gen_length=8, block_length=4)
-    reuse = s2d2.DecodeConfig(method="s2d2", gen_length=8, block_length=4, kv_reuse=True, cache_ver=True,
+    fused = s2d2.DecodeConfig(method="s2d2", gen_length=8, block_length=4, fused_commit=True, cache_ver=True,
                               draft_ver=True)
     runs: list[str] = []
     real = thread_engine.Scheduler.run
@@ -99,7 +99,7 @@ def test_auto_picks_batch_first_for_the_configs_it_covers_and_threads_for_the_re
     s2d2.generate_batch(model, [[1, 2], [3]], ar, batch_size=2)
     s2d2.generate_batch(model, [[1, 2], [3]], [ar, s2d2_cfg], batch_size=2)
     assert runs == []
-    s2d2.generate_batch(model, [[1, 2], [3]], [ar, reuse], batch_size=2)
+    s2d2.generate_batch(model, [[1, 2], [3]], [ar, fused], batch_size=2)
     s2d2.generate_batch(model, [[1, 2], [3]], ar, batch_size=2, engine="threads")
     assert runs == ["threads", "threads"]
 
@@ -108,8 +108,8 @@ def test_engine_refusals_are_one_readable_message():
     model = model64("aligned")
     with pytest.raises(ValueError, match="engine: one of auto, threads, batch-first"):
         s2d2.generate_batch(model, [[1, 2]], s2d2.DecodeConfig(method="ar", gen_length=4), engine="fast")
-    with pytest.raises(ValueError, match="engine: 'batch-first' does not decode kv_reuse"):
-        s2d2.generate_batch(model, [[1, 2]], s2d2.DecodeConfig(gen_length=4, kv_reuse=True, cache_ver=True,
+    with pytest.raises(ValueError, match="engine: 'batch-first' does not decode fused_commit"):
+        s2d2.generate_batch(model, [[1, 2]], s2d2.DecodeConfig(gen_length=4, fused_commit=True, cache_ver=True,
                                                                draft_ver=True), engine="batch-first")
 
 

@@ -62,6 +62,10 @@ VERIFYING = {
     "always sampled": dict(method="s2d2", policy="always", temperature=1.0, acceptance="sampled", block_length=8),
     "ucb sampled, kv reuse": dict(method="s2d2", policy="contextual_bandit_ucb", temperature=1.0, cache_ver=True,
                                   draft_ver=True, block_length=8),
+    # KV reuse for real: blocks whose last verify cached them whole end without a commit forward, after a shared
+    # read of their rows' residual draws (lockstep_block.py `_cached_commits`)
+    "always sampled, kv reuse": dict(method="s2d2", policy="always", temperature=1.0, kv_reuse=True, cache_ver=True,
+                                     draft_ver=True, block_length=8),
     "editing loop": dict(loop="editing", block_length=4, temperature=1.0),
 }
 

@@ -24,6 +24,9 @@ OPTIONS = {
     "reuse+fused": dict(kv_reuse=True, fused_commit=True),
     "adaptive": dict(adaptive_block=True, adaptive_min_block=2, adaptive_max_block=16),
     "all": dict(kv_reuse=True, fused_commit=True, adaptive_block=True, adaptive_min_block=4, adaptive_max_block=16),
+    # sub-block windows: the 2L verifier reads the whole block, so the masks of later windows it read as MASK are
+    # never kept in the cache (verify_branch.py `first_left`; keeping them once crashed the next window's draft)
+    "reuse+fused+sub-blocks": dict(kv_reuse=True, fused_commit=True, sub_block_length=2),
 }
 
 
@@ -235,6 +238,39 @@ def test_adaptive_rule_grows_shrinks_keeps_and_aligns():
     assert rule.decide(BlockFeedback(8, [8], [8]), 24).length == 8  # 16 would not start at a multiple of 16
     assert rule.decide(BlockFeedback(32, [32], [32]), 64).length == 32  # clamped to the largest size
     assert rule.decide(BlockFeedback(4, [0], [4]), 8).length == 4  # clamped to the smallest size
+
+
+@pytest.mark.parametrize("policy", [dict(policy="always"), dict(policy="score_threshold", temperature=1.0),
+                                    dict(policy="mask_span_length", trim_verify=True),
+                                    dict(policy="score_hysteresis", sub_block_length=4, temperature=0.8)],
+                         ids=["always", "sampled", "trimmed", "sub-blocks"])
+@pytest.mark.parametrize("family", ["aligned", "shifted"])
+def test_kv_reuse_decodes_batch_first_as_alone(family, policy, monkeypatch):
+    """KV reuse on the batch-first step (issue 37): a draft queries only its block's uncached positions and keeps its
+    decoded prefix, a verifier keeps its rows until the test settles them, a commit stores only the uncached tail,
+    and a block cached whole ends with no commit forward. In float64, with fewer slots than prompts, each sequence's
+    trace, tokens and NFE are its lone decode's; nothing runs on threads."""
+    from s2d2.decoding import batch as thread_engine
+    from tests.support.batch_cases import model64
+    from tests.support.trace_compare import trace_mismatch
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the thread engine ran")
+
+    monkeypatch.setattr(thread_engine.Scheduler, "run", refuse)
+    model = model64(family)
+    cfg = DecodeConfig(method="s2d2", cache_ver=True, draft_ver=True, block_length=8, gen_length=40, kv_reuse=True,
+                       **policy)
+    prompts = [PROMPTS[0], PROMPTS[1], list(range(40, 72)), [7, 8, 9], PROMPTS[0]]
+    batch = s2d2.generate_batch(model, prompts, cfg, list(range(5)), batch_size=3, engine="batch-first")
+    cached = 0
+    for i, (got, prompt) in enumerate(zip(batch, prompts)):
+        want = s2d2.generate(model, prompt, cfg, seed=i)
+        assert got.token_ids == want.token_ids and got.metrics["nfe"] == want.metrics["nfe"], f"sequence {i}"
+        assert trace_mismatch(got.trace, want.trace) is None, f"sequence {i}: {trace_mismatch(got.trace, want.trace)}"
+        cached += sum(f.cache_len > b.start for f in got.trace.forwards if f.kind == "draft"
+                      for b in got.trace.blocks if b.index == f.block)
+    assert cached > 0  # some draft read kept rows of its own block from the cache
 
 
 @pytest.mark.parametrize("policy", [dict(policy="always"), dict(policy="score_threshold", temperature=1.0),
