@@ -121,9 +121,9 @@ def _engine(engine: str, cfgs: list[DecodeConfig], model: Any) -> bool:
         raise ValueError(f"engine: one of {', '.join(ENGINES)}, got {str(engine)[:40]!r}")
     covered = all(covers(c, model) for c in cfgs)
     if engine == "batch-first" and not covered:
-        raise ValueError("engine: 'batch-first' does not decode fused_commit, kv_reuse without S2D2, nor the "
-                         "editing or pipeline loops (s2d2/decoding/lockstep.py); use engine='auto' or 'threads' for "
-                         "this batch")
+        raise ValueError("engine: 'batch-first' does not decode kv_reuse or fused_commit with method 'diffusion', "
+                         "fused_commit on a right-shifted model, nor the editing or pipeline loops "
+                         "(s2d2/decoding/lockstep.py); use engine='auto' or 'threads' for this batch")
     return engine != "threads" and covered
 
 

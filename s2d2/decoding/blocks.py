@@ -58,24 +58,38 @@ def carry_tail(ctx: StepContext, blk: BlockRecord) -> Optional[StepRecord]:
     Returns the AR-seed step of a right-shifted model (None for position-aligned ones). `ctx.masks` must already
     hold the block's masks.
     """
+    request = fused_request(ctx, blk)
+    ctx.tail = None
+    logits = ctx.rec.forward("commit+draft", blk.index, 0, *request)
+    return carry_logits(ctx, blk, logits, request)
+
+
+def fused_request(ctx: StepContext, blk: BlockRecord) -> ForwardRequest:
+    """`carry_tail`'s forward: [the previous block's uncached tail | this block], the tail stored as a commit would
+    store it and the block drafted (its decoded prefix kept too with kv_reuse); every row returned. Also the
+    batch-first engine's (lockstep_block.py)."""
     assert ctx.tail is not None
     t0, t1 = ctx.tail
-    ctx.tail = None
     t, start, B = t1 - t0, blk.start, blk.length
-    block_ids = ctx.x[start : start + B]
     first_mask = ctx.masks[0] if ctx.masks else B
     prefix = first_mask if ctx.cfg.draft_ver else 0
-    keep = kept_prefix_rows(ctx, prefix)
     mask = fused_draft_query(t, B, ctx.cfg.cache_ver, prefix, ctx.x.device)
-    ids = torch.cat([ctx.x[t0:t1], block_ids])
-    logits = ctx.rec.forward("commit+draft", blk.index, 0, ctx.cache, ids,
-                             ctx.index[t0 : start + B], mask, keep=t + keep)
-    ctx.cached = keep
+    ids = torch.cat([ctx.x[t0:t1], ctx.x[start : start + B]])
+    return ForwardRequest(ctx.cache, ids, ctx.index[t0 : start + B], mask, t + kept_prefix_rows(ctx, prefix))
+
+
+def carry_logits(ctx: StepContext, blk: BlockRecord, logits: torch.Tensor,
+                 request: ForwardRequest) -> Optional[StepRecord]:
+    """After the fused forward (`request`, `fused_request`'s): the block's kept prefix counts as cached, its draft
+    logits wait in ctx.carried for the block's first draft step; a right-shifted model's tail logit seeds the
+    block (its AR-seed step, else None)."""
+    t = int(request.input_ids.shape[0]) - blk.length
+    ctx.cached = request.keep - t
     ctx.carried = (logits, -t if ctx.aligned else 1 - t)  # block position i is drafted by row t + i (- 1)
     if ctx.aligned:
         return None
     ctx.masks = [m for m in ctx.masks if m != 0]
-    return ar_seed(ctx, logits[t - 1 : t], start, blk.index)
+    return ar_seed(ctx, logits[t - 1 : t], blk.start, blk.index)
 
 
 def ar_seed(ctx: StepContext, logits: torch.Tensor, position: int, block: int) -> StepRecord:

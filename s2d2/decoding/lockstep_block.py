@@ -3,7 +3,8 @@
 
 Each live row is in one phase per step, and each phase is one forward: the prefill (the prompt's full blocks), a draft
 step of its current window, an S2D2 step's verifier (2L, lockstep_verify.py; causal on a right-shifted model,
-lockstep_shifted.py), or the block's commit. The engine (lockstep.py) runs all rows' forwards together, whatever their
+lockstep_shifted.py), the block's commit, or (fused commits) a block's first draft storing the last block's tail.
+Between steps a row's blocks open, move from window to window and end as block_state.py says. The engine (lockstep.py) runs all rows' forwards together, whatever their
 phases; then the draft rows' distributions and draws are taken over all of them at once (rows of one config share
 `token_distribution` and, greedy, one max; sampled, each row draws from its own generator); the baseline rows' values
 are read in one read, an S2D2 row is routed by its own policy (step.py `route`) and, if it verifies, its verifier joins
@@ -21,12 +22,15 @@ any estimator, acceptance mode, remasking rule and extras, with or without sub-b
 verifier (`trim_verify`: its forward is built per row, lockstep_verify.py `lone_verify_request`), with or without
 adaptive block sizes (`adaptive_block`: each row keeps its own rule, adaptive_blocks.py), with or without KV
 reuse (`kv_reuse`: batch 1's requests over the uncached positions, step.py `draft_request`, verify_branch.py,
-blocks.py `commit_request`; a block cached whole ends with no commit forward, `_cached_commits`). Not yet: fused
-commits (`fused_commit`, the commit carried into the next block's first draft); those decode on the thread engine.
+blocks.py `commit_request`; a block cached whole ends with no commit forward, block_state.py `commitless_ends`) and
+with or without fused commits on position-aligned models (`fused_commit`: blocks.py `fused_request`, the block's
+first draft drafting from that forward, block_state.py `carry_fused`). Not yet: fused commits on a right-shifted
+model (the tail's last logit seeds the block, and its stop rule must read that seed before the block's first draft
+step, which then shares the fused forward: a read between a forward and its own draft step, which this step does
+not have); they decode on the thread engine, as the diffusion baselines with KV reuse or fused commits do.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, Optional
 
 import torch
@@ -34,78 +38,38 @@ import torch
 from ..config import DecodeConfig
 from ..models.base import ForwardRequest
 from ..models.masks import block_causal_mask, draft_query
-from ..trace import BlockRecord, StepRecord
-from ..policies import AdaptiveBlock, make_policy
-from .adaptive_blocks import decoded_layout, next_block_length
-from .blocks import block_masks, block_windows, commit_request, stopped_in
-from .context import Draft, StepContext
+from ..trace import BlockRecord
+from .block_state import BlockState, cancel, carry_fused, commitless_ends, end_block, open_block, result, start, stepped
+from .blocks import commit_request, fused_request
 from .detail_rows import draft_detail
 from .draft_plans import plan_drafts
-from .layout import BlockPlan, block_plan
+from .draft_reads import draft_bulk
 from .lockstep_rows import Asked, Row, read_rows
-from .lockstep_shifted import causal_verify_requests, seeded_commit, seeded_prefill, stopped_before
-from .result import Kept, LoopResult, number_steps
-from .route_summary import summary_parts
-from .sampling import entropy
+from .lockstep_shifted import causal_verify_requests, seeded_prefill, stopped_before
 from .lockstep_verify import (drafted, lone_verify_request, routed, shared_drafts, shared_read, tested, verified,
                               verify_requests)
+from .route_summary import summary_parts
+from .sampling import entropy
 from .selection import skip_inputs, skip_picks
+from .step import Routed, always_verifies, draft_request, step_record
 from .token_writes import TokenWrites
-from .draft_reads import draft_bulk
 from .transfers import Bulk
-from .step import Routed, StepPlan, always_verifies, draft_request, step_record, window_has_mask
+
+__all__ = ["covers", "start", "requests", "advance", "cancel", "result"]  # the loop's interface (lockstep.py)
 
 RULES = ("low_confidence_static", "low_confidence_dynamic", "sequential")
 
 
 def covers(cfg: DecodeConfig, model: Any) -> bool:
     """Whether a config runs this loop's covered part (module docstring) on this model."""
-    if cfg.loop != "block" or cfg.fused_commit or (cfg.kv_reuse and cfg.method != "s2d2"):
+    if cfg.loop != "block" or ((cfg.kv_reuse or cfg.fused_commit) and cfg.method != "s2d2"):
+        return False
+    if cfg.fused_commit and model.spec.alignment != "aligned":  # (its AR seed would need a read before the draft)
         return False
     if cfg.method == "s2d2":
         return True
     return (cfg.method == "diffusion" and cfg.sub_block_length is None and cfg.remasking in RULES
             and not cfg.always_check_high_conf)
-
-
-@dataclass
-class BlockState:
-    """A row's block-loop state: batch 1 keeps it in `block_loop`'s locals and its StepContext."""
-
-    ctx: StepContext
-    plan: BlockPlan
-    kept: Kept
-    schedule: list[int]
-    phase: str = "prefill"  # "prefill", "draft", "verify" or "commit": what the row's next forward is
-    blk: Optional[BlockRecord] = None
-    step: int = 0
-    windows: list[tuple[int, int]] = field(default_factory=list)  # the block's windows still to decode, in order
-    step_plan: Optional[StepPlan] = None  # the step under way (from its draft request to its record)
-    read_rows: Optional[torch.Tensor] = None  # ... the rows its draft reads (the masks', one left when shifted)
-    rule: Optional[AdaptiveBlock] = None  # adaptive_block: the row's own rule for its next block's length
-    first_step: int = 0  # the index of the current block's first step in the row's steps
-    draft_keep: int = 0  # kv_reuse: the rows the draft under way keeps in the cache
-    verifier: Optional[tuple[str, str, int]] = None  # a verifying row's `verify_kind`, from its routing on
-    draft: Optional[Draft] = None  # a verifying row's draft, waiting for its verify forward
-    routed: Optional[Routed] = None  # ... and what its route read and decided
-    waiting: Any = None  # between a step's device work and its shared read: (skip inputs, verifies) or a Tested
-    ids: Optional[torch.Tensor] = None  # the current block's ids and positions: views of the sequence, taken once
-    positions: Optional[torch.Tensor] = None  # per block (a view sees every write; its requests reuse them)
-
-
-def start(model: Any, row: Row) -> None:
-    """Lay out the row's sequence and open its first block (after the prefill, when the prompt fills a block)."""
-    cfg, P = row.prep.cfg, row.prompt_len
-    plan = block_plan(cfg, P, model.spec.alignment == "shifted")
-    x = torch.full((plan.total,), model.spec.mask_id, dtype=torch.long, device=model.device)
-    x[:P] = torch.tensor(row.prep.ids, dtype=torch.long, device=model.device)
-    policy = make_policy(cfg) if cfg.method == "s2d2" else None
-    ctx = StepContext(model, cfg, row.rec, row.generator, x, row.cache, policy, P)
-    schedule = cfg.transfer_schedule() if not cfg.adaptive_block else [1]  # (decoder.py `_decode_block`'s)
-    row.state = BlockState(ctx, plan, Kept(row.rec, x, row.blocks, row.steps), schedule,
-                           rule=AdaptiveBlock(cfg) if cfg.adaptive_block else None)
-    if plan.first_start == 0:  # nothing to prefill
-        _open_block(row, 0, 0)
 
 
 def requests(model: Any, rows: list[Row]) -> list[Asked]:
@@ -132,8 +96,11 @@ def _request(row: Row) -> Asked:
         return Asked("prefill", -1, -1, ForwardRequest(ctx.cache, ctx.x[:n], ctx.index[:n], attention, n, 1))
     blk = st.blk
     assert blk is not None
+    if st.phase == "fused":  # fused_commit: the previous block's tail stored by this block's first draft forward
+        st.fused = fused_request(ctx, blk)
+        return Asked("commit+draft", blk.index, 0, st.fused)
     if st.phase == "commit":
-        if ctx.cached:  # kv_reuse: only the uncached tail (never empty here: `_cached_commits`)
+        if ctx.cached:  # kv_reuse: only the uncached tail (never empty here: block_state.py `commitless_ends`)
             return Asked("commit", blk.index, -1, commit_request(ctx, blk))
         return Asked("commit", blk.index, -1, ForwardRequest(ctx.cache, st.ids, st.positions,
                                                              "causal" if cfg.cache_ver else "full", blk.length, 1))
@@ -161,6 +128,7 @@ def advance(model: Any, rows: list[Row], logits: list[torch.Tensor]) -> None:
     baseline: dict[DecodeConfig, list[tuple[Row, torch.Tensor]]] = {}
     s2d2_drafts: dict[DecodeConfig, list[tuple[Row, torch.Tensor]]] = {}
     phases = [r.state.phase for r in rows]
+    logits = carry_fused(rows, phases, logits)
     verifying = [j for j, phase in enumerate(phases) if phase == "verify"]
     readers += [(rows[j], "verify") for j in verifying]  # the shared read's first readers (`tested`'s bulk)
     own, bulk = tested([rows[j] for j in verifying], [logits[j] for j in verifying])
@@ -179,36 +147,23 @@ def advance(model: Any, rows: list[Row], logits: list[torch.Tensor]) -> None:
     writes = TokenWrites()  # the S2D2 rows' host-known tokens, written together (token_writes.py)
     for (r, phase), g in zip(readers, got):
         if phase == "verify":
-            _stepped(r, verified(r, g, writes))
+            stepped(r, verified(r, g, writes))
         elif phase == "draft":
             record = routed(r, g, writes)
             if record is not None:
-                _stepped(r, record)
+                stepped(r, record)
     writes.flush()
     for r, phase, lg in zip(rows, phases, logits):  # the phase whose forward this step ran
         if phase == "prefill":
             seeded_prefill(r, lg)
             r.state.kept.mark()
-            _open_block(r, r.state.plan.first_start, r.state.plan.first_start // r.prep.cfg.block_length)
+            open_block(r, r.state.plan.first_start, r.state.plan.first_start // r.prep.cfg.block_length)
         elif phase == "commit":
-            _end_block(r, lg)
+            end_block(r, lg)
     for cfg, members in baseline.items():
         _draft_group(model, cfg, members)
-    _cached_commits(rows)
+    commitless_ends(rows)
     _shifted_stops(rows)
-
-
-def _cached_commits(rows: list[Row]) -> None:
-    """kv_reuse: a row whose block's last verify left every position cached has no commit to run (blocks.py
-    `commit_block` makes no forward): its block ends now, as batch 1's does, after one shared read of what those
-    rows still have on the device (a residual draw; batch 1 reads it there too, alone)."""
-    done = [r for r in rows if r.finish_reason is None and r.state.phase == "commit"
-            and r.state.ctx.cached >= r.state.blk.length]  # (commit_request would be None)
-    pending = [r for r in done if r.state.ctx.reads.pending]
-    if pending:
-        shared_read(pending, [{} for _ in pending])
-    for r in done:
-        _end_block(r, None)
 
 
 def _shifted_stops(rows: list[Row]) -> None:
@@ -326,73 +281,6 @@ def _draft_step(r: Row, got: dict[str, Any], skip: dict[str, torch.Tensor], writ
     picks = skip_picks(ctx.cfg, got, len(plan.masks), plan.min_k, skip)
     record = step_record(ctx, plan, Routed(got, skip, None, None, None, False), picks, None, None)
     writes.add(st.ids, plan.start, record.commits)
-    _stepped(r, record)
+    stepped(r, record)
 
 
-def _stepped(r: Row, record: StepRecord) -> None:
-    """A step is recorded: the next one, in this window, the next window with a mask, or the block's commit."""
-    st: BlockState = r.state
-    r.steps.append(record)
-    st.step += 1
-    st.step_plan = None
-    _next_window(st)
-
-
-def _next_window(st: BlockState) -> None:
-    """Drop the windows without a mask (block_loop's `while any(...)` per window); none left: commit."""
-    start = st.blk.start if st.blk is not None else 0
-    while st.windows and not window_has_mask(st.ctx.masks, st.windows[0][0] - start, st.windows[0][1] - start):
-        st.windows.pop(0)
-    st.phase = "draft" if st.windows else "commit"
-
-
-def _open_block(r: Row, start: int, index: int, length: Optional[int] = None, why: str = "") -> None:
-    """decoder.py's block start (`length`: an adaptive block's, else cfg's): its record, its masks; then its draft
-    steps (or, with no mask, its commit)."""
-    st: BlockState = r.state
-    ctx, length = st.ctx, length or r.prep.cfg.block_length
-    blk = BlockRecord(index, start, length, max(0, min(r.prompt_len - start, length)), why)
-    r.blocks.append(blk)
-    ctx.block_length, ctx.cached = blk.length, 0
-    ctx.masks = block_masks(ctx, blk)
-    st.blk, st.step, st.windows, st.first_step = blk, 0, block_windows(ctx.cfg, blk), len(r.steps)
-    st.ids, st.positions = ctx.x[start : start + length], ctx.index[start : start + length]
-    _next_window(st)
-
-
-def _end_block(r: Row, logits: Optional[torch.Tensor]) -> None:
-    """After the commit forward (`logits`: its last row's; None when kv_reuse had cached the whole block): decoder.py's
-    stop rule, a right-shifted row's AR seed of the next block, the progress check and the next block (or the
-    end)."""
-    st: BlockState = r.state
-    blk = st.blk
-    assert blk is not None
-    end = blk.start + blk.length
-    st.ctx.cached = 0
-    finish = "stop_token" if stopped_in(st.ctx, r.prompt_len, end) is not None else None
-    if finish is None:
-        seeded_commit(r, logits, end, blk.index + 1)
-        finish = r.check(number_steps(r.steps))
-    if finish is not None:
-        r.finish(finish, number_steps(r.steps))
-        return
-    st.kept.mark()
-    if end < st.plan.end:
-        length, why = next_block_length(st.rule, r.prep.cfg, blk, r.steps[st.first_step :], end)
-        _open_block(r, end, blk.index + 1, length, why)
-    else:
-        r.finish("length", number_steps(r.steps))
-
-
-def cancel(row: Row) -> None:
-    """The row's own forward raised StopDecoding: back to its last complete block, as block_loop's rollback."""
-    blocks, steps = row.state.kept.restore(row.state.ctx.mask_id)
-    row.blocks, row.finish_reason, row.steps = blocks, "cancelled", steps
-
-
-def result(model: Any, row: Row) -> LoopResult:
-    """The row's LoopResult as block_loop returns it."""
-    assert row.finish_reason is not None
-    row.state.ctx.reads.flush()
-    return LoopResult(decoded_layout(row.state.ctx.x, row.prep.cfg, row.blocks), row.blocks, row.steps,
-                      row.finish_reason)

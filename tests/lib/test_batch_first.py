@@ -33,11 +33,12 @@ def test_the_engine_covers_golden_cases_of_both_families():
 
 
 def test_the_engine_covers_the_s2d2_golden_cases_of_position_aligned_models():
-    """Every routing policy, every acceptance mode, extras and the SDAR presets: batch-first."""
+    """Every routing policy, every acceptance mode, extras, the SDAR presets and the options beyond the paper (KV
+    reuse, fused commits, adaptive blocks): batch-first."""
     names = {c[0] for c in COVERED}
     assert names >= {"always", "always-sampled-S2", "threshold", "hysteresis", "ucb", "ucb-masks", "no-resample",
                      "no-resample-eb-S2", "extras", "extras-skip", "greedy-exact", "topk-topp-margin", "tiny-sdar-a",
-                     "tiny-sdar-b", "tiny-sdar-b-sampled"}
+                     "tiny-sdar-b", "tiny-sdar-b-sampled", "reuse-fused", "reuse-greedy-exact", "adaptive"}
 
 
 def test_the_engine_covers_the_block_loop_golden_cases_of_right_shifted_models():
@@ -90,7 +91,7 @@ def test_auto_picks_batch_first_for_the_configs_it_covers_and_threads_for_the_re
     model = model64("aligned")
     ar = s2d2.DecodeConfig(method="ar", gen_length=8)
     s2d2_cfg = s2d2.DecodeConfig(method="s2d2", gen_length=8, block_length=4)
-    fused = s2d2.DecodeConfig(method="s2d2", gen_length=8, block_length=4, fused_commit=True, cache_ver=True,
+    fused = s2d2.DecodeConfig(method="diffusion", gen_length=8, block_length=4, fused_commit=True, cache_ver=True,
                               draft_ver=True)
     runs: list[str] = []
     real = thread_engine.Scheduler.run
@@ -108,9 +109,9 @@ def test_engine_refusals_are_one_readable_message():
     model = model64("aligned")
     with pytest.raises(ValueError, match="engine: one of auto, threads, batch-first"):
         s2d2.generate_batch(model, [[1, 2]], s2d2.DecodeConfig(method="ar", gen_length=4), engine="fast")
-    with pytest.raises(ValueError, match="engine: 'batch-first' does not decode fused_commit"):
-        s2d2.generate_batch(model, [[1, 2]], s2d2.DecodeConfig(gen_length=4, fused_commit=True, cache_ver=True,
-                                                               draft_ver=True), engine="batch-first")
+    with pytest.raises(ValueError, match="engine: 'batch-first' does not decode kv_reuse or fused_commit with"):
+        s2d2.generate_batch(model, [[1, 2]], s2d2.DecodeConfig(method="diffusion", gen_length=4, fused_commit=True,
+                                                               cache_ver=True, draft_ver=True), engine="batch-first")
 
 
 def test_a_step_is_one_forward_carrying_every_live_sequence():

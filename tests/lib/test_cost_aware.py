@@ -11,16 +11,12 @@ import s2d2
 from tests.support.tiny_models import tiny_qwen2, tiny_qwen3
 from tests.support.golden_cases import stable
 from s2d2 import DecodeConfig, Trace
-from s2d2.decoding import batch as thread_engine
 from s2d2.models.costs import CostModel, calibration_shapes, theil_sen
 from s2d2.policies import make_policy, redecide, uses_costs
 from s2d2.policies.cost_aware import CostAware
 from s2d2.trace import CostTable, ForwardCost, PolicyInputs, StepCosts
-from s2d2.trace.records import FORWARD_KINDS
 from s2d2.whatif import what_if
 from tests.support.tiny_models import sharpen
-from tests.support.batch_cases import model64
-from tests.support.trace_compare import trace_mismatch
 
 PROMPT = list(range(5, 15))
 COST = dict(method="s2d2", policy="cost_aware", block_length=8, gen_length=24, cache_ver=True, draft_ver=True)
@@ -268,31 +264,3 @@ def test_compare_rounds_route_a_cost_aware_lane_alike(aligned, monkeypatch):
     lane = [t for t in seen if t.header.config.get("policy") == "cost_aware"]
     assert len(lane) == 3 and all(t.header.costs == lane[0].header.costs for t in lane)
     assert len({tuple(t.replay()) for t in lane}) == 1  # the warm-up's table: the same decode every round
-
-
-@pytest.mark.parametrize("family", ["aligned", "shifted"])
-def test_the_batch_first_engine_routes_in_seconds_as_alone(family, monkeypatch):
-    """Cost-aware routing on the batch-first step (issue 37): with the batch's frozen table (a made-up one whose
-    verify is dear, so the routing has decisions to make), each sequence's trace, tokens and NFE are its lone
-    decode's with that table, both routes are taken, and nothing runs on the thread engine."""
-    def refuse(*args, **kwargs):
-        raise AssertionError("the thread engine ran")
-
-    monkeypatch.setattr(thread_engine.Scheduler, "run", refuse)
-    costs = CostTable("measured", 0, [ForwardCost(k, 0.0022 if k.startswith("verify") else 0.002, 1e-4, 10)
-                                      for k in FORWARD_KINDS])
-    model = model64(family)
-    cfgs = [DecodeConfig(**COST, **kw) for kw in (dict(temperature=1.0, cost_skip_value="all"),
-                                                  dict(sub_block_length=4, cost_skip_value="all"),
-                                                  dict(trim_verify=True, cost_threshold=-0.5))]
-    prompts = [PROMPT, [3, 1, 4, 1, 5, 9, 2, 6], list(range(40, 72)), [7, 8, 9], PROMPT]
-    batch = s2d2.generate_batch(model, prompts, [cfgs[i % 3] for i in range(5)], list(range(5)), batch_size=3,
-                                costs=costs, engine="batch-first")
-    routes = set()
-    for i, got in enumerate(batch):
-        want = s2d2.generate(model, prompts[i], cfgs[i % 3], seed=i, costs=costs)
-        assert got.token_ids == want.token_ids and got.metrics["nfe"] == want.metrics["nfe"], f"sequence {i}"
-        assert trace_mismatch(got.trace, want.trace) is None, f"sequence {i}: {trace_mismatch(got.trace, want.trace)}"
-        assert got.trace.header.costs == costs
-        routes |= {s.decision.verify for s in got.trace.steps if s.decision is not None}
-    assert routes == {True, False}

@@ -240,68 +240,6 @@ def test_adaptive_rule_grows_shrinks_keeps_and_aligns():
     assert rule.decide(BlockFeedback(4, [0], [4]), 8).length == 4  # clamped to the smallest size
 
 
-@pytest.mark.parametrize("policy", [dict(policy="always"), dict(policy="score_threshold", temperature=1.0),
-                                    dict(policy="mask_span_length", trim_verify=True),
-                                    dict(policy="score_hysteresis", sub_block_length=4, temperature=0.8)],
-                         ids=["always", "sampled", "trimmed", "sub-blocks"])
-@pytest.mark.parametrize("family", ["aligned", "shifted"])
-def test_kv_reuse_decodes_batch_first_as_alone(family, policy, monkeypatch):
-    """KV reuse on the batch-first step (issue 37): a draft queries only its block's uncached positions and keeps its
-    decoded prefix, a verifier keeps its rows until the test settles them, a commit stores only the uncached tail,
-    and a block cached whole ends with no commit forward. In float64, with fewer slots than prompts, each sequence's
-    trace, tokens and NFE are its lone decode's; nothing runs on threads."""
-    from s2d2.decoding import batch as thread_engine
-    from tests.support.batch_cases import model64
-    from tests.support.trace_compare import trace_mismatch
-
-    def refuse(*args, **kwargs):
-        raise AssertionError("the thread engine ran")
-
-    monkeypatch.setattr(thread_engine.Scheduler, "run", refuse)
-    model = model64(family)
-    cfg = DecodeConfig(method="s2d2", cache_ver=True, draft_ver=True, block_length=8, gen_length=40, kv_reuse=True,
-                       **policy)
-    prompts = [PROMPTS[0], PROMPTS[1], list(range(40, 72)), [7, 8, 9], PROMPTS[0]]
-    batch = s2d2.generate_batch(model, prompts, cfg, list(range(5)), batch_size=3, engine="batch-first")
-    cached = 0
-    for i, (got, prompt) in enumerate(zip(batch, prompts)):
-        want = s2d2.generate(model, prompt, cfg, seed=i)
-        assert got.token_ids == want.token_ids and got.metrics["nfe"] == want.metrics["nfe"], f"sequence {i}"
-        assert trace_mismatch(got.trace, want.trace) is None, f"sequence {i}: {trace_mismatch(got.trace, want.trace)}"
-        cached += sum(f.cache_len > b.start for f in got.trace.forwards if f.kind == "draft"
-                      for b in got.trace.blocks if b.index == f.block)
-    assert cached > 0  # some draft read kept rows of its own block from the cache
-
-
-@pytest.mark.parametrize("policy", [dict(policy="always"), dict(policy="score_threshold", temperature=1.0),
-                                    dict(policy="mask_span_length", trim_verify=True)], ids=["always", "sampled",
-                                                                                             "trimmed"])
-@pytest.mark.parametrize("family", ["aligned", "shifted"])
-def test_adaptive_blocks_decode_batch_first_as_alone(family, policy, monkeypatch):
-    """The batch-first step (issue 37) gives each row its own rule: in float64, with fewer slots than prompts,
-    each sequence's block lengths, trace, tokens and NFE are its lone decode's; nothing runs on threads."""
-    from s2d2.decoding import batch as thread_engine
-    from tests.support.batch_cases import model64
-    from tests.support.trace_compare import trace_mismatch
-
-    def refuse(*args, **kwargs):
-        raise AssertionError("the thread engine ran")
-
-    monkeypatch.setattr(thread_engine.Scheduler, "run", refuse)
-    model = model64(family)
-    cfg = DecodeConfig(method="s2d2", cache_ver=True, draft_ver=True, block_length=8, gen_length=40,
-                       **OPTIONS["adaptive"], **policy)
-    prompts = [PROMPTS[0], PROMPTS[1], list(range(40, 72)), [7, 8, 9], PROMPTS[0]]
-    batch = s2d2.generate_batch(model, prompts, cfg, list(range(5)), batch_size=3, engine="batch-first")
-    lengths = set()
-    for i, (got, prompt) in enumerate(zip(batch, prompts)):
-        want = s2d2.generate(model, prompt, cfg, seed=i)
-        assert got.token_ids == want.token_ids and got.metrics["nfe"] == want.metrics["nfe"], f"sequence {i}"
-        assert trace_mismatch(got.trace, want.trace) is None, f"sequence {i}: {trace_mismatch(got.trace, want.trace)}"
-        lengths |= {b.length for b in got.trace.blocks}
-    assert len(lengths) > 1  # the rule changed some block's length
-
-
 @pytest.mark.parametrize("changes, field", [
     (dict(adaptive_block=True), "adaptive_block"),  # needs cache_ver
     (dict(adaptive_block=True, cache_ver=True, adaptive_min_block=3), "adaptive_min_block"),

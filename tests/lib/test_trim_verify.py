@@ -1,6 +1,5 @@
 """`trim_verify` (issue 21, beyond the paper): the verifier queries only the rows its span reads. Same tokens and
-decisions as the full verifier (float64: the read logits agree to rounding), fewer query tokens; on the batch-first
-engine (issue 37) each sequence's trace is its lone decode's."""
+decisions as the full verifier (float64: the read logits agree to rounding), fewer query tokens."""
 from __future__ import annotations
 
 import pytest
@@ -8,9 +7,6 @@ import torch
 
 import s2d2
 from components.views import attention_mask
-from s2d2.decoding import batch as thread_engine
-from tests.support.batch_cases import model64
-from tests.support.trace_compare import trace_mismatch
 from tests.support.tiny_models import tiny_qwen2, tiny_qwen3
 from s2d2 import DecodeConfig
 from s2d2.models import masks
@@ -101,25 +97,3 @@ def test_mask_viewer_draws_the_trimmed_verifier(models):
     last = step.span[0] + step.span[1] - 1  # the span's last position: its MASK copy sees the drafts before it
     note = attention_mask.mask_figure(trace, step.index + 1, "verify", selected=last, copy_only=True).layout.title.text
     assert f"the MASK copy of position {last}" in note and f"drafts {rows[0]}–{last - 1}" in note
-
-
-@pytest.mark.parametrize("name", ["always-sampled", "threshold", "sub-blocks"])
-@pytest.mark.parametrize("family", ["aligned", "shifted"])
-def test_the_batch_first_engine_decodes_the_trimmed_verifier_as_alone(family, name, monkeypatch):
-    """Trimmed and full verifiers in one batch (float64, fewer slots than prompts): their verify rows share a
-    step's forward, and each sequence equals its lone decode, trace, tokens and NFE; nothing runs on threads."""
-    def refuse(*args, **kwargs):
-        raise AssertionError("the thread engine ran")
-
-    monkeypatch.setattr(thread_engine.Scheduler, "run", refuse)
-    model = model64(family)
-    cfgs = [DecodeConfig(method="s2d2", block_length=8, gen_length=24, trim_verify=trim, **CONFIGS[name])
-            for trim in (True, False, True, True, False)]
-    prompts = [PROMPTS[0], PROMPTS[1], PROMPTS[1], [7, 8, 9], PROMPTS[2]]
-    batch = s2d2.generate_batch(model, prompts, cfgs, [0, 1, 2, 3, 4], batch_size=3, engine="batch-first")
-    for i, (got, prompt, cfg) in enumerate(zip(batch, prompts, cfgs)):
-        want = s2d2.generate(model, prompt, cfg, seed=i)
-        assert got.token_ids == want.token_ids and got.metrics["nfe"] == want.metrics["nfe"], f"sequence {i}"
-        assert trace_mismatch(got.trace, want.trace) is None, f"sequence {i}: {trace_mismatch(got.trace, want.trace)}"
-    trimmed = [f for r, c in zip(batch, cfgs) if c.trim_verify for f in r.trace.forwards if f.kind.startswith("verify")]
-    assert trimmed and any(f.query_tokens < 2 * 8 if family == "aligned" else f.query_tokens < 8 for f in trimmed)

@@ -38,12 +38,13 @@ def batch_prompts(model_name: str, key: str) -> list[Any]:
 
 
 def assert_batch_equals_single(model: Any, prompts: list[Any], cfgs: Any, seeds: list[int], batch_size: int,
-                               detailed: bool = True, tol: tuple[float, float] = FLOAT64) -> list[Any]:
-    batch = s2d2.generate_batch(model, prompts, cfgs, seeds, batch_size=batch_size, detailed=detailed)
+                               detailed: bool = True, tol: tuple[float, float] = FLOAT64,
+                               costs: Any = None) -> list[Any]:
+    batch = s2d2.generate_batch(model, prompts, cfgs, seeds, batch_size=batch_size, detailed=detailed, costs=costs)
     assert len(batch) == len(prompts)
     for i, (got, prompt, seed) in enumerate(zip(batch, prompts, seeds)):
         cfg = cfgs[i] if isinstance(cfgs, list) else cfgs
-        want = s2d2.generate(model, prompt, cfg, seed=seed, detailed=detailed)
+        want = s2d2.generate(model, prompt, cfg, seed=seed, detailed=detailed, costs=costs)
         assert got.token_ids == want.token_ids, f"sequence {i}"
         assert got.metrics["nfe"] == want.metrics["nfe"]
         diff = trace_mismatch(got.trace, want.trace, tol=tol)
