@@ -20,7 +20,7 @@ from .context import Draft, StepContext
 from .draft_plans import plan_drafts
 from .layout import BlockPlan, block_plan
 from .lockstep_rows import Row
-from .lockstep_shifted import seeded_commit
+from .lockstep_shifted import seeded_commit, stopped_before
 from .lockstep_verify import shared_read
 from .result import Kept, LoopResult, number_steps
 from .step import Routed, StepPlan, window_has_mask
@@ -71,21 +71,30 @@ def carry_fused(rows: list[Row], phases: list[str], logits: list[torch.Tensor]) 
     """fused_commit: after a row's commit+draft forward (blocks.py `carry_logits`), its block's first draft step
     drafts from that forward's logits (step.py `draft_step` with ctx.carried), planned now as batch 1 plans it after
     `carry_tail`: such a row joins this step's draft rows (its phase becomes "draft" in `phases`, its logits the
-    draft's rows); a block with no mask left goes to its end (`commitless_ends`)."""
+    draft's rows); a block with no mask left goes to its end (`commitless_ends`). On a right-shifted model the
+    forward's tail logit first seeds the block, and the stop rule runs before the draft step, after one shared read
+    of those rows' seeds (batch 1 reads its seed there, alone)."""
     fused = [j for j, phase in enumerate(phases) if phase == "fused"]
     if not fused:
         return logits
     logits = list(logits)
-    drafting = []
     for j in fused:
         st: BlockState = rows[j].state
-        carry_logits(st.ctx, st.blk, logits[j], st.fused)  # (position-aligned only: no AR seed)
+        seed = carry_logits(st.ctx, st.blk, logits[j], st.fused)
+        if seed is not None:  # right-shifted: the AR seed's step
+            rows[j].steps.append(seed)
         st.ctx.tail, st.fused = None, None
         next_window(st)
-        if st.phase == "draft":
-            drafting.append(j)
-        else:
-            st.ctx.carried = None  # a fused forward whose block needed no draft step
+    due = [rows[j] for j in fused if not rows[j].state.ctx.aligned and rows[j].state.phase == "draft"]
+    pending = [r for r in due if r.state.ctx.reads.pending]
+    if pending:
+        shared_read(pending, [{} for _ in pending])
+    for r in due:
+        stopped_before(r)
+    drafting = [j for j in fused if rows[j].finish_reason is None and rows[j].state.phase == "draft"]
+    for j in fused:
+        if j not in drafting:
+            rows[j].state.ctx.carried = None  # a fused forward whose block needed no draft step (or stopped)
     plan_drafts([rows[j] for j in drafting])  # (plan_step counts the fused forward as the step's first)
     for j in drafting:
         ctx = rows[j].state.ctx
@@ -149,8 +158,8 @@ def open_block(r: Row, start: int, index: int, length: Optional[int] = None, why
 
 
 def end_block(r: Row, logits: Optional[torch.Tensor]) -> None:
-    """After the commit forward (`logits`: its last row's; None when kv_reuse had cached the whole block): decoder.py's
-    stop rule, a right-shifted row's AR seed of the next block, the progress check and the next block (or the
+    """After the commit forward (`logits`: its last row's; None with no commit forward: a fused commit, or kv_reuse
+    that cached the whole block): decoder.py's stop rule, a right-shifted row's AR seed of the next block, the progress check and the next block (or the
     end)."""
     st: BlockState = r.state
     blk = st.blk
@@ -162,7 +171,8 @@ def end_block(r: Row, logits: Optional[torch.Tensor]) -> None:
     st.ctx.cached = 0
     finish = "stop_token" if stopped else None
     if finish is None:
-        seeded_commit(r, logits, end, blk.index + 1)
+        if logits is not None:  # (a fused commit's seed comes from the next block's first forward)
+            seeded_commit(r, logits, end, blk.index + 1)
         finish = r.check(number_steps(r.steps))
     if finish is not None:
         r.finish(finish, number_steps(r.steps))

@@ -8,9 +8,9 @@ one distribution, one draw, one read and the records for all of them (the loop's
 lockstep_block.py, each with `start`, `requests`, `advance`, `cancel` and `result`).
 
 What it covers (`covers`): honest AR (lockstep_ar.py) and the block loop on both families (lockstep_block.py: the
-diffusion baselines with static, dynamic and sequential remasking, any sampling, either cache mode; S2D2 with every
-routing policy, with or without sub-blocks, the trimmed verifier, adaptive blocks, KV reuse and (position-aligned) fused
-commits, its verifier in lockstep_verify.py; a right-shifted model's AR seeds, stop rule and causal verifier in
+diffusion baselines with static, dynamic and sequential remasking, any sampling, either cache mode, KV reuse and fused
+commits; S2D2 with every routing policy, with or without sub-blocks, the trimmed verifier, adaptive blocks, KV reuse and
+fused commits, its verifier in lockstep_verify.py; a right-shifted model's AR seeds, stop rule and causal verifier in
 lockstep_shifted.py). Each live row makes one forward per step whatever its phase (AR token, prefill, draft, 2L or
 causal verify, commit), and all of them go to the shared forwards together, grouped at the least modelled cost (batch.py
 `cheapest_groups` at the model's `fixed_tokens_for`): on an accelerator, where a forward is bound by reading the
@@ -19,9 +19,8 @@ share a forward only when the saved fixed cost pays for the padding. The step's 
 where a rule is tensor work (the routing summary, route_summary.py; the acceptance test, acceptance.py
 `acceptance_rows`, once per span length; the 2L verify rows' ids, verify_branch.py `verify_2l_rows`); what stays per row
 is host bookkeeping (plans, records, a policy's decision and update, which keep per-row Python state) and each row's own
-random draws. Every other config (fused commits on a right-shifted model, the diffusion baselines with KV reuse or fused
-commits, the LLaDA2 editing loop, the D2F pipeline) keeps the thread engine, which `generate_batch` picks for any batch
-holding a config this engine does not cover.
+random draws. Every other loop (the LLaDA2 editing loop, the D2F pipeline) keeps the thread engine, which
+`generate_batch` picks for any batch holding a config this engine does not cover.
 
 Same invariants as the thread engine: in float64 each sequence's trace is its `generate` trace apart from wall
 times (a row's rules are its batch-1 loop's own functions, applied row-wise); a sequence's NFE counts the forwards

@@ -17,17 +17,16 @@ apart from wall times.
 
 Covered (`covers`), on both families: method "diffusion" without sub-blocks and with the remasking rules
 `low_confidence_static`, `low_confidence_dynamic` and `sequential` (no high-confidence extras: a baseline has
-none); method "s2d2" with any routing policy (`cost_aware` reads the cost table frozen for the batch, batched.py),
+none), with or without KV reuse and fused commits; method "s2d2" with any routing policy (`cost_aware` reads the cost table frozen for the batch, batched.py),
 any estimator, acceptance mode, remasking rule and extras, with or without sub-blocks, with or without the trimmed
 verifier (`trim_verify`: its forward is built per row, lockstep_verify.py `lone_verify_request`), with or without
 adaptive block sizes (`adaptive_block`: each row keeps its own rule, adaptive_blocks.py), with or without KV
 reuse (`kv_reuse`: batch 1's requests over the uncached positions, step.py `draft_request`, verify_branch.py,
 blocks.py `commit_request`; a block cached whole ends with no commit forward, block_state.py `commitless_ends`) and
-with or without fused commits on position-aligned models (`fused_commit`: blocks.py `fused_request`, the block's
-first draft drafting from that forward, block_state.py `carry_fused`). Not yet: fused commits on a right-shifted
-model (the tail's last logit seeds the block, and its stop rule must read that seed before the block's first draft
-step, which then shares the fused forward: a read between a forward and its own draft step, which this step does
-not have); they decode on the thread engine, as the diffusion baselines with KV reuse or fused commits do.
+with or without fused commits (`fused_commit`: blocks.py `fused_request`, the block's first draft drafting from that
+forward, block_state.py `carry_fused`; right-shifted, the forward's tail logit seeds the block and the stop rule
+reads that seed first). So the whole block loop runs here; the editing and pipeline loops keep the thread
+engine (lockstep.py).
 """
 from __future__ import annotations
 
@@ -62,9 +61,7 @@ RULES = ("low_confidence_static", "low_confidence_dynamic", "sequential")
 
 def covers(cfg: DecodeConfig, model: Any) -> bool:
     """Whether a config runs this loop's covered part (module docstring) on this model."""
-    if cfg.loop != "block" or ((cfg.kv_reuse or cfg.fused_commit) and cfg.method != "s2d2"):
-        return False
-    if cfg.fused_commit and model.spec.alignment != "aligned":  # (its AR seed would need a read before the draft)
+    if cfg.loop != "block":
         return False
     if cfg.method == "s2d2":
         return True

@@ -25,6 +25,7 @@ from components.run.workers import record_stream
 from components.serve.gpu_slot import STOPPED_QUEUED
 from s2d2.config import preset
 from s2d2.decoding.live_batch import BatchClosed, LiveBatch, Withdrawn
+from s2d2.decoding.lockstep import covers
 from tests.support.trace_compare import trace_mismatch
 
 CFG = preset("sdar-config-a").replace(gen_length=32)
@@ -421,10 +422,11 @@ def test_waiting_for_companions():
 
 def test_a_covered_preset_runs_on_the_batch_step_and_another_in_a_thread():
     """The app's shared Run on the batch-first step (issue 37): a covered preset's progress comes from the batch's
-    own thread (a row of its step), a preset beyond the engine (KV reuse) from a sequence thread of its own; both
-    decode in one batch with their lone traces."""
+    own thread (a row of its step), a config beyond the engine (a diffusion baseline with sub-blocks) from a sequence
+    thread of its own; both decode in one batch with their lone traces."""
     threads: dict[str, set[str]] = {"row": set(), "job": set()}
-    reuse = preset("sdar-config-b+reuse").replace(gen_length=32, block_length=CFG.block_length)
+    beyond = preset("dynamic-baseline").replace(gen_length=32, block_length=CFG.block_length, sub_block_length=4)
+    assert not covers(beyond, model64())
 
     class Where(Visitor):
         def __init__(self, kind: str, *args: Any, **kwargs: Any) -> None:
@@ -437,10 +439,10 @@ def test_a_covered_preset_runs_on_the_batch_step_and_another_in_a_thread():
             super().on_block(steps, together, queued)
 
     a = Where("row", EXAMPLE_PROMPTS[0], 1)
-    b = Where("job", EXAMPLE_PROMPTS[1], 2, cfg=reuse)
+    b = Where("job", EXAMPLE_PROMPTS[1], 2, cfg=beyond)
     in_one_batch(a, b)
     assert threads["row"] == {f"s2d2-batch-{NAME}"}
     assert threads["job"] and all(n.startswith("s2d2-seq") for n in threads["job"])
     assert a.together == 1 and b.together == 1
     assert trace_mismatch(a.result.trace, lone(EXAMPLE_PROMPTS[0], 1).trace) is None
-    assert trace_mismatch(b.result.trace, s2d2.generate(model64(), EXAMPLE_PROMPTS[1], reuse, seed=2).trace) is None
+    assert trace_mismatch(b.result.trace, s2d2.generate(model64(), EXAMPLE_PROMPTS[1], beyond, seed=2).trace) is None

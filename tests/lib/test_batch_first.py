@@ -42,11 +42,11 @@ def test_the_engine_covers_the_s2d2_golden_cases_of_position_aligned_models():
 
 
 def test_the_engine_covers_the_block_loop_golden_cases_of_right_shifted_models():
-    """Fast-dLLM v2's loop (AR seeds, the mid-block stop rule, the causal verifier, sub-blocks): batch-first; only
-    the options beyond the paper that change the cache keep the thread engine."""
+    """Fast-dLLM v2's loop (AR seeds, the mid-block stop rule, the causal verifier, sub-blocks) and the options
+    beyond the paper (KV reuse, fused commits): every right-shifted golden case runs batch-first."""
     shifted = {c[0] for c in CASES if c[1] == "shifted"}
-    assert {c[0] for c in COVERED} & shifted == {"s-diff", "s-always", "s-hysteresis-sub", "s-ucb-extras", "s-ar"}
-    assert shifted - {c[0] for c in COVERED} == {"s-reuse-fused"}
+    assert {c[0] for c in COVERED} & shifted == {"s-diff", "s-always", "s-hysteresis-sub", "s-ucb-extras", "s-ar",
+                                                 "s-reuse-fused"} == shifted
 
 
 def _no_threads(monkeypatch) -> None:
@@ -91,8 +91,7 @@ def test_auto_picks_batch_first_for_the_configs_it_covers_and_threads_for_the_re
     model = model64("aligned")
     ar = s2d2.DecodeConfig(method="ar", gen_length=8)
     s2d2_cfg = s2d2.DecodeConfig(method="s2d2", gen_length=8, block_length=4)
-    fused = s2d2.DecodeConfig(method="diffusion", gen_length=8, block_length=4, fused_commit=True, cache_ver=True,
-                              draft_ver=True)
+    pipeline = s2d2.preset("d2f", gen_length=8, block_length=4)
     runs: list[str] = []
     real = thread_engine.Scheduler.run
     monkeypatch.setattr(thread_engine.Scheduler, "run", lambda self, *a, **k: runs.append("threads") or
@@ -100,7 +99,7 @@ def test_auto_picks_batch_first_for_the_configs_it_covers_and_threads_for_the_re
     s2d2.generate_batch(model, [[1, 2], [3]], ar, batch_size=2)
     s2d2.generate_batch(model, [[1, 2], [3]], [ar, s2d2_cfg], batch_size=2)
     assert runs == []
-    s2d2.generate_batch(model, [[1, 2], [3]], [ar, fused], batch_size=2)
+    s2d2.generate_batch(model, [[1, 2], [3]], [ar, pipeline], batch_size=2)
     s2d2.generate_batch(model, [[1, 2], [3]], ar, batch_size=2, engine="threads")
     assert runs == ["threads", "threads"]
 
@@ -109,9 +108,8 @@ def test_engine_refusals_are_one_readable_message():
     model = model64("aligned")
     with pytest.raises(ValueError, match="engine: one of auto, threads, batch-first"):
         s2d2.generate_batch(model, [[1, 2]], s2d2.DecodeConfig(method="ar", gen_length=4), engine="fast")
-    with pytest.raises(ValueError, match="engine: 'batch-first' does not decode kv_reuse or fused_commit with"):
-        s2d2.generate_batch(model, [[1, 2]], s2d2.DecodeConfig(method="diffusion", gen_length=4, fused_commit=True,
-                                                               cache_ver=True, draft_ver=True), engine="batch-first")
+    with pytest.raises(ValueError, match="engine: 'batch-first' does not decode the editing or pipeline loops"):
+        s2d2.generate_batch(model, [[1, 2]], s2d2.preset("d2f", gen_length=4, block_length=4), engine="batch-first")
 
 
 def test_a_step_is_one_forward_carrying_every_live_sequence():
@@ -244,7 +242,9 @@ class WithStops:
 @pytest.mark.parametrize("cfg", [
     s2d2.DecodeConfig(method="diffusion", gen_length=24, block_length=4),
     s2d2.preset("fastdllm-config-a", gen_length=24, block_length=8, sub_block_length=4),
-], ids=["diffusion", "s2d2-sub-blocks"])
+    s2d2.DecodeConfig(method="s2d2", gen_length=24, block_length=4, policy="always", temperature=1.0, kv_reuse=True,
+                      fused_commit=True, cache_ver=True, draft_ver=True),
+], ids=["diffusion", "s2d2-sub-blocks", "s2d2-fused-reuse"])
 def test_right_shifted_sequences_seed_their_blocks_and_stop_where_generate_does(cfg, monkeypatch):
     """The right-shifted family's own rules in the batch-first loop: every block after the first opened by the
     previous forward's last logit (an AR seed), and a stop id ending a sequence before its next step or before its

@@ -1,5 +1,6 @@
-"""S2D2's options on the batch-first step (issue 37, s2d2/decoding/lockstep_block.py, block_state.py): the trimmed
-verifier, cost-aware routing, adaptive block sizes, KV reuse and (position-aligned) fused commits.
+"""The options beyond the paper on the batch-first step (issue 37, s2d2/decoding/lockstep_block.py, block_state.py):
+S2D2's trimmed verifier, cost-aware routing and adaptive block sizes, and KV reuse and fused commits (S2D2 and the
+diffusion baselines).
 
 Each runs in float64 inside a batch with fewer slots than prompts (finished sequences are replaced from the queue),
 with `engine="batch-first"` named and the thread engine refusing to run, so a silent fall-back cannot pass; each
@@ -21,6 +22,7 @@ from s2d2.trace import CostTable, ForwardCost
 from s2d2.trace.records import FORWARD_KINDS
 from tests.support.batch_cases import assert_batch_equals_single, batch_prompts, model64
 from tests.support.golden_cases import bundled_available
+from tests.support.scripted_model import STOP, PositionScripted
 from tests.support.trace_compare import trace_mismatch
 
 PROMPTS = [list(range(5, 15)), [3, 1, 4, 1, 5, 9, 2, 6], list(range(40, 72)), [7, 8, 9], list(range(5, 15)),
@@ -113,14 +115,24 @@ def test_kv_reuse(family, policy):
     dict(policy="score_hysteresis", sub_block_length=4, temperature=0.8, kv_reuse=True),
     dict(policy="mask_span_length", kv_reuse=True, **ADAPTIVE)],
                          ids=["fused", "sampled-reuse", "greedy-trimmed-reuse", "sub-blocks-reuse", "adaptive-reuse"])
-def test_fused_commits_on_position_aligned_models(options):
+@pytest.mark.parametrize("family", ["aligned", "shifted"])
+def test_fused_commits(family, options):
     """A block's first forward stores the last block's tail and drafts the block, whose first draft step drafts from
-    it; the last block is never committed. A right-shifted model keeps the thread engine."""
-    cfg = DecodeConfig(**CACHED, fused_commit=True, **options)
-    assert not covers(cfg, model64("shifted"))
-    batch = batch_equals_alone("aligned", cfg)
+    it (right-shifted: after the tail's last logit seeds the block); the last block is never committed."""
+    batch = batch_equals_alone(family, DecodeConfig(**CACHED, fused_commit=True, **options))
     kinds = [r.metrics["nfe_by_kind"] for r in batch]
     assert any("commit+draft" in k for k in kinds) and not any("commit" in k for k in kinds)
+
+
+@pytest.mark.parametrize("options", [dict(kv_reuse=True), dict(fused_commit=True),
+                                     dict(kv_reuse=True, fused_commit=True, remasking="sequential", temperature=1.0),
+                                     dict(kv_reuse=True, remasking="low_confidence_static")],
+                         ids=["reuse", "fused", "both-sampled", "reuse-static"])
+@pytest.mark.parametrize("family", ["aligned", "shifted"])
+def test_the_diffusion_baselines_with_kv_reuse_and_fused_commits(family, options):
+    batch = batch_equals_alone(family, DecodeConfig(**{**CACHED, "method": "diffusion"}, **options))
+    kinds = [r.metrics["nfe_by_kind"] for r in batch]
+    assert any("commit+draft" in k for k in kinds) == bool(options.get("fused_commit"))
 
 
 @pytest.mark.parametrize("preset", ["sdar-config-b+trim", "sdar-config-b+adaptive", "sdar-config-b+all",
@@ -133,3 +145,24 @@ def test_every_beyond_the_paper_preset_on_the_bundled_model(preset):
     table = CostTable.nominal()  # (cost-aware: the same frozen table alone and in the batch)
     assert_batch_equals_single(model64("bundled"), batch_prompts("bundled", "q"), cfg, [0, 1, 2, 3, 4], batch_size=3,
                                detailed=False, costs=table)
+
+
+def test_a_fused_seed_that_is_a_stop_id_ends_a_right_shifted_sequence_before_its_draft():
+    """Right-shifted fused commits: a block's first forward seeds it from the tail's last logit, and the stop rule
+    reads that seed before the block's first draft step (one shared read): a stop id there ends the sequence with
+    the seed as its last step and the fused forward as its last forward, as alone."""
+    model = PositionScripted("shifted", {12: STOP})
+    cfg = DecodeConfig(method="s2d2", policy="always", block_length=4, gen_length=24, kv_reuse=True,
+                       fused_commit=True, cache_ver=True, draft_ver=True)
+    prompts = [[1, 2, 3, 4, 5, 6], [1, 2, 3], list(range(1, 11)), [1], list(range(1, 14))]
+    batch = s2d2.generate_batch(model, prompts, cfg, list(range(5)), batch_size=3, engine="batch-first")
+    stopped = 0
+    for i, (got, prompt) in enumerate(zip(batch, prompts)):
+        want = s2d2.generate(model, prompt, cfg, seed=i)
+        assert got.token_ids == want.token_ids and got.metrics["nfe"] == want.metrics["nfe"], f"sequence {i}"
+        assert trace_mismatch(got.trace, want.trace) is None, f"sequence {i}: {trace_mismatch(got.trace, want.trace)}"
+        if got.trace.footer.finish_reason == "stop_token":
+            assert [c.how for c in got.trace.steps[-1].commits] == ["ar_seed"]
+            assert got.trace.forwards[-1].kind == "commit+draft"
+            stopped += 1
+    assert stopped == 4  # the prompts whose output reaches position 12

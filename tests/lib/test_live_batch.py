@@ -97,10 +97,10 @@ def test_covered_decodes_are_rows_of_one_step_on_the_batchs_thread():
 
 
 def test_an_uncovered_decode_is_a_thread_job_sharing_its_keys_forwards():
-    """sdar-config-b (a row) and sdar-config-b with KV reuse (beyond the engine: a thread job) under one key share
-    forwards, each its lone trace."""
+    """sdar-config-b (a row) and a diffusion baseline with sub-blocks (beyond the engine: a thread job) under one key
+    share forwards, each its lone trace."""
     row_cfg = preset("sdar-config-b").replace(gen_length=32)
-    job_cfg = preset("sdar-config-b+reuse").replace(gen_length=32)
+    job_cfg = preset("dynamic-baseline").replace(gen_length=32, sub_block_length=4)
     assert covers(row_cfg, model64()) and not covers(job_cfg, model64())
     batch = LiveBatch(model64(), max_batch=2, wait_s=60.0, name="live-mixed")
     seen = [Seen(), Seen()]
