@@ -105,8 +105,8 @@ def _request(row: Row) -> Asked:
 
 
 def _draft_request(row: Row, st: BlockState, blk: BlockRecord) -> ForwardRequest:
-    """run_step's draft forward (step.py `draft_forward` with nothing cached), from its plan (draft_plans.py
-    `plan_drafts`)."""
+    """run_step's draft forward, from its plan (draft_plans.py `plan_drafts`): with nothing cached, step.py
+    `draft_forward`'s arguments over the whole block reading the plan's rows; with kv_reuse, `draft_request` itself."""
     plan = st.step_plan
     if st.ctx.cfg.kv_reuse:  # cached positions are not queried, the decoded prefix is kept: batch 1's request
         request = draft_request(st.ctx, st.ids, st.positions, plan.masks[0], plan.mask_idx)
