@@ -136,7 +136,7 @@ def host_part(batch: int, n: int, gen: int, rounds: int, out: list[dict[str, Any
           f"{rounds} rounds after a warm-up round (threads, batch-first, threads, ...), each engine's decodes "
           f"repeated in a round to >= {min_cpu:g} s CPU"
           + (f", a forward's fixed cost {fixed_tokens} query tokens" if fixed_tokens else ""))
-    print(f"{'family':<8} {'arm':<20} {'seq-fwd':>8} {'seq/fwd thr':>11} {'seq/fwd bf':>10} {'threads us':>10} "
+    print(f"{'family':<8} {'arm':<30} {'seq-fwd':>8} {'seq/fwd thr':>11} {'seq/fwd bf':>10} {'threads us':>10} "
           f"{'batch-first us':>14} {'x median':>8} {'x min-max':>11} {'x best':>6} {'same':>9} {'reps':>6}")
     for alignment, preset in HOST_ARMS:
         model, cfg = StandInModel(alignment), s2d2.preset(preset, gen_length=gen)
@@ -145,7 +145,7 @@ def host_part(batch: int, n: int, gen: int, rounds: int, out: list[dict[str, Any
         med, seq_forwards = s["cpu_us_median"], first["threads"]["seq_forwards"] // times["threads"]
         bf = first.get("batch-first")
         bf_sharing = f"{bf['sharing']:.1f}" if bf else "-"
-        line = (f"{alignment:<8} {preset:<20} {seq_forwards:>8} "
+        line = (f"{alignment:<8} {preset:<30} {seq_forwards:>8} "
                 f"{first['threads']['sharing']:>11.1f} {bf_sharing:>10} {med['threads']:>10.1f} ")
         if bf:
             line += (f"{med['batch-first']:>14.1f} {s['x_median']:>8.2f} {s['x_min']:>5.2f}-{s['x_max']:<5.2f} "
