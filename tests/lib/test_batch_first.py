@@ -20,7 +20,7 @@ import s2d2
 from s2d2.decoding import batch as thread_engine
 from s2d2.decoding.lockstep import covers
 from s2d2.decoding.result import StopDecoding
-from tests.support.batch_cases import assert_batch_equals_single, batch_prompts, model64
+from tests.support.batch_cases import StopsOne, assert_batch_equals_single, batch_prompts, model64
 from tests.support.golden_cases import CASES, PROMPTS, bundled_available, config_for
 from tests.support.tiny_models import tiny_qwen2, tiny_qwen3
 from tests.support.trace_compare import trace_mismatch
@@ -154,36 +154,6 @@ def test_a_failed_shared_forward_is_retried_alone_and_kept_in_the_ledger():
     ledger = results[0].batch.summary()
     assert ledger["failed_forwards"] > 0
     assert ledger["sequence_forwards"] == sum(r.metrics["nfe"] for r in results)
-
-
-class StopsOne:
-    """Raises StopDecoding from the `n`-th forward on of the sequence whose prompt starts with `marker` (its cache
-    length tells its forwards apart), alone or in a batch."""
-
-    def __init__(self, model: Any, marker: int, n: int) -> None:
-        self._model, self.marker, self.n = model, marker, n
-        self.seen: dict[int, int] = {}
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._model, name)
-
-    def _count(self, req: Any) -> None:
-        cache_key = id(req[0])
-        if int(req[1][0]) == self.marker and int(req[0].get_seq_length()) == 0 and cache_key not in self.seen:
-            self.seen[cache_key] = 0
-        if cache_key in self.seen:
-            self.seen[cache_key] += 1
-            if self.seen[cache_key] >= self.n:  # a retry alone after a failed shared forward stops too
-                raise StopDecoding()
-
-    def forward(self, *req: Any) -> torch.Tensor:
-        self._count(req)
-        return self._model.forward(*req)
-
-    def forward_batch(self, requests: list[Any]) -> list[torch.Tensor]:
-        for req in requests:
-            self._count(req)
-        return self._model.forward_batch(requests)
 
 
 def test_a_sequences_own_stop_ends_it_alone_as_generate_does():

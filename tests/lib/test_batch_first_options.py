@@ -20,7 +20,7 @@ from s2d2.decoding import batch as thread_engine
 from s2d2.decoding.lockstep import covers
 from s2d2.trace import CostTable, ForwardCost
 from s2d2.trace.records import FORWARD_KINDS
-from tests.support.batch_cases import assert_batch_equals_single, batch_prompts, model64
+from tests.support.batch_cases import StopsOne, assert_batch_equals_single, batch_prompts, model64
 from tests.support.golden_cases import bundled_available
 from tests.support.scripted_model import STOP, PositionScripted
 from tests.support.trace_compare import trace_mismatch
@@ -166,3 +166,21 @@ def test_a_fused_seed_that_is_a_stop_id_ends_a_right_shifted_sequence_before_its
             assert got.trace.forwards[-1].kind == "commit+draft"
             stopped += 1
     assert stopped == 4  # the prompts whose output reaches position 12
+
+
+@pytest.mark.parametrize("family", ["aligned", "shifted"])
+def test_a_stop_at_a_fused_forward_rolls_back_as_alone(family):
+    """A sequence's own StopDecoding raised by its first commit+draft forward (KV reuse and fused commits) ends it
+    "cancelled" at its last complete block, as alone; the others decode on untouched."""
+    base = model64(family)
+    prompts = [[5, 6, 7], [3, 1, 4, 1, 5, 9, 2, 6], [8, 9]]
+    cfg = DecodeConfig(method="s2d2", policy="always", gen_length=16, block_length=4, temperature=1.0, kv_reuse=True,
+                       fused_commit=True, cache_ver=True, draft_ver=True)
+    kinds = [f.kind for f in s2d2.generate(base, prompts[0], cfg, seed=0).trace.forwards]
+    n = kinds.index("commit+draft") + 1
+    got = s2d2.generate_batch(StopsOne(base, 5, n), prompts, cfg, [0, 1, 2], batch_size=3, engine="batch-first")
+    want = s2d2.generate(StopsOne(base, 5, n), prompts[0], cfg, seed=0)
+    assert got[0].trace.footer.finish_reason == "cancelled" == want.trace.footer.finish_reason
+    assert got[0].token_ids == want.token_ids and trace_mismatch(got[0].trace, want.trace) is None
+    for i in (1, 2):
+        assert got[i].token_ids == s2d2.generate(base, prompts[i], cfg, seed=i).token_ids

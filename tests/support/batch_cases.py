@@ -1,6 +1,7 @@
 """Batch-vs-alone helpers shared by the batch tests (tests/lib/test_batch_decode.py, test_batch_first.py): the
 golden cases' models in float64, a batch of prompts around a case's prompt, and the check that every sequence of a
-`generate_batch` equals its own `generate` (tokens, NFE, and the trace apart from wall times)."""
+`generate_batch` equals its own `generate` (tokens, NFE, and the trace apart from wall times); a model wrapper that
+stops one sequence (`StopsOne`, the app's Stop as a model raises it)."""
 from __future__ import annotations
 
 from functools import lru_cache
@@ -9,6 +10,7 @@ from typing import Any
 import torch
 
 import s2d2
+from s2d2.decoding.result import StopDecoding
 from tests.support.golden_cases import PROMPTS, golden_model
 from tests.support.trace_compare import FLOAT64, trace_mismatch
 
@@ -50,3 +52,33 @@ def assert_batch_equals_single(model: Any, prompts: list[Any], cfgs: Any, seeds:
         diff = trace_mismatch(got.trace, want.trace, tol=tol)
         assert diff is None, f"sequence {i}: {diff}"
     return batch
+
+
+class StopsOne:
+    """Raises StopDecoding from the `n`-th forward on of the sequence whose prompt starts with `marker` (its cache
+    length tells its forwards apart), alone or in a batch."""
+
+    def __init__(self, model: Any, marker: int, n: int) -> None:
+        self._model, self.marker, self.n = model, marker, n
+        self.seen: dict[int, int] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._model, name)
+
+    def _count(self, req: Any) -> None:
+        cache_key = id(req[0])
+        if int(req[1][0]) == self.marker and int(req[0].get_seq_length()) == 0 and cache_key not in self.seen:
+            self.seen[cache_key] = 0
+        if cache_key in self.seen:
+            self.seen[cache_key] += 1
+            if self.seen[cache_key] >= self.n:  # a retry alone after a failed shared forward stops too
+                raise StopDecoding()
+
+    def forward(self, *req: Any) -> torch.Tensor:
+        self._count(req)
+        return self._model.forward(*req)
+
+    def forward_batch(self, requests: list[Any]) -> list[torch.Tensor]:
+        for req in requests:
+            self._count(req)
+        return self._model.forward_batch(requests)
