@@ -21,7 +21,7 @@ from .draft_plans import plan_drafts
 from .layout import BlockPlan, block_plan
 from .lockstep_rows import Row
 from .lockstep_shifted import seeded_commit, stopped_before
-from .lockstep_verify import shared_read
+from .lockstep_verify import read_pending
 from .result import Kept, LoopResult, number_steps
 from .step import Routed, StepPlan, window_has_mask
 
@@ -86,9 +86,7 @@ def carry_fused(rows: list[Row], phases: list[str], logits: list[torch.Tensor]) 
         st.ctx.tail, st.fused = None, None
         next_window(st)
     due = [rows[j] for j in fused if not rows[j].state.ctx.aligned and rows[j].state.phase == "draft"]
-    pending = [r for r in due if r.state.ctx.reads.pending]
-    if pending:
-        shared_read(pending, [{} for _ in pending])
+    read_pending(due)
     for r in due:
         stopped_before(r)
     drafting = [j for j in fused if rows[j].finish_reason is None and rows[j].state.phase == "draft"]
@@ -110,9 +108,7 @@ def commitless_ends(rows: list[Row]) -> None:
     stored by the next block's first draft forward, `carry_fused`) and with kv_reuse when the block's last verify left
     every position cached (blocks.py `commit_request` is None)."""
     done = [r for r in rows if r.finish_reason is None and _commitless(r.state)]
-    pending = [r for r in done if r.state.ctx.reads.pending]
-    if pending:
-        shared_read(pending, [{} for _ in pending])
+    read_pending(done)
     while done:  # (a block opened here may end at once: it has no mask)
         for r in done:
             end_block(r, None)
@@ -158,9 +154,9 @@ def open_block(r: Row, start: int, index: int, length: Optional[int] = None, why
 
 
 def end_block(r: Row, logits: Optional[torch.Tensor]) -> None:
-    """After the commit forward (`logits`: its last row's; None with no commit forward: a fused commit, or kv_reuse
-    that cached the whole block): decoder.py's stop rule, a right-shifted row's AR seed of the next block, the progress check and the next block (or the
-    end)."""
+    """After the commit forward (`logits`: its last row's; None with no commit forward: a fused commit, or kv_reuse that
+    cached the whole block): decoder.py's stop rule, a right-shifted row's AR seed of the next block, the progress
+    check and the next block (or the end)."""
     st: BlockState = r.state
     blk = st.blk
     assert blk is not None

@@ -45,8 +45,8 @@ from .draft_plans import plan_drafts
 from .draft_reads import draft_bulk
 from .lockstep_rows import Asked, Row, read_rows
 from .lockstep_shifted import causal_verify_requests, seeded_prefill, stopped_before
-from .lockstep_verify import (drafted, lone_verify_request, routed, shared_drafts, shared_read, tested, verified,
-                              verify_requests)
+from .lockstep_verify import (drafted, lone_verify_request, read_pending, routed, shared_drafts, shared_read, tested,
+                              verified, verify_requests)
 from .route_summary import summary_parts
 from .sampling import entropy
 from .selection import skip_inputs, skip_picks
@@ -168,9 +168,7 @@ def _shifted_stops(rows: list[Row]) -> None:
     (lockstep_shifted.py `stopped_before`, batch 1's check at the same point), after one shared read of what those
     rows still have on the device (an AR seed, a residual draw): batch 1 reads it there too, alone."""
     due = [r for r in rows if r.finish_reason is None and not r.state.ctx.aligned and r.state.phase != "verify"]
-    pending = [r for r in due if r.state.ctx.reads.pending]
-    if pending:
-        shared_read(pending, [{} for _ in pending])
+    read_pending(due)
     for r in due:
         stopped_before(r)
 

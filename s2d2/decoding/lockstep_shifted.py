@@ -24,7 +24,7 @@ from ..models.base import ForwardRequest
 from .blocks import ar_seed, stop_reached, stopped_in
 from .lockstep_rows import Row
 from .result import number_steps
-from .verify_branch import causal_verify_rows, verifier_extent
+from .verify_branch import causal_verify_rows
 
 
 def seeded_prefill(row: Row, logits: torch.Tensor) -> None:
@@ -64,9 +64,9 @@ def stopped_before(row: Row) -> None:
 
 def causal_verify_requests(rows: list[Row]) -> list[ForwardRequest]:
     """Right-shifted rows' verifier forwards (verify_branch.py `verify_probs`, causal, nothing cached): each the
-    block up to its window's end (`verify_kind`'s end, kept as the row's `verifier`) with the drafts in its masks,
-    reading the span's rows one to the left (the draft's read rows, draft_plans.py). The ids of all rows of one
-    block length and end are built at once (verify_branch.py `causal_verify_rows`)."""
+    block up to its window's end (lockstep_verify.py `verify_kind`'s end, kept as the row's `verifier`) with the
+    drafts in its masks, reading the span's rows one to the left (the draft's read rows, draft_plans.py). The ids of
+    all rows of one block length and end are built at once (verify_branch.py `causal_verify_rows`)."""
     out: list[Optional[ForwardRequest]] = [None] * len(rows)
     by_end: dict[tuple[int, int], list[int]] = {}
     for j, r in enumerate(rows):
@@ -82,13 +82,3 @@ def causal_verify_requests(rows: list[Row]) -> list[ForwardRequest]:
             out[j] = ForwardRequest(st.ctx.cache, row_ids, row_pos, "causal", 0, None,
                                     reads if int(reads.shape[0]) == span else reads[:span])
     return out  # type: ignore[return-value]
-
-
-def verify_kind(row: Row) -> tuple[str, str, int]:
-    """(forward kind, verification kind, block-relative end the verifier read) of a row's verifier
-    (verify_branch.py `verifier_extent`: the 2L verifier reads the block, the causal one up to the window's end, a
-    trimmed one up to its span's end)."""
-    st = row.state
-    plan = st.step_plan
-    end = verifier_extent(st.ctx, plan.masks, plan.span_len, plan.window[1] - plan.start)[0]
-    return ("verify_2l", "2l", end) if st.ctx.aligned else ("verify_causal", "causal", end)

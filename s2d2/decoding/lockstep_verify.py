@@ -26,7 +26,6 @@ from ..models.base import ForwardRequest
 from ..trace import StepRecord
 from .context import Draft
 from .lockstep_rows import Row
-from .lockstep_shifted import verify_kind
 from .sampling import draw_with_probs, token_distribution
 from .step import route_inputs, routed_from, skip_step, step_record
 from .token_writes import TokenWrites
@@ -35,7 +34,7 @@ from .acceptance import acceptance_each, acceptance_rows
 from .kv import remember_verified
 from ..models.masks import verify_2l_query
 from .verify_branch import (acceptance_test, causal_verify_request, tested_picks, trimmed_verify_request,
-                            verify_2l_inputs, verify_2l_rows)
+                            verifier_extent, verify_2l_inputs, verify_2l_rows)
 
 
 def shared_drafts(model: Any, cfg: DecodeConfig, rows: list[Row],
@@ -183,6 +182,24 @@ def shared_read(rows: list[Row], wanted: list[dict[str, Any]], bulk: Sequence[Bu
         ledger.reads += 1
         ledger.sequence_reads += busy
     return got
+
+
+def read_pending(rows: list[Row]) -> None:
+    """One shared read of what the rows still hold on the device (an AR seed, a residual draw), for those that
+    hold anything: where batch 1 reads each alone before a stop rule or a block's end."""
+    pending = [r for r in rows if r.state.ctx.reads.pending]
+    if pending:
+        shared_read(pending, [{} for _ in pending])
+
+
+def verify_kind(row: Row) -> tuple[str, str, int]:
+    """(forward kind, verification kind, block-relative end the verifier read) of a row's verifier
+    (verify_branch.py `verifier_extent`: the 2L verifier reads the block, the causal one up to the window's end, a
+    trimmed one up to its span's end)."""
+    st = row.state
+    plan = st.step_plan
+    end = verifier_extent(st.ctx, plan.masks, plan.span_len, plan.window[1] - plan.start)[0]
+    return ("verify_2l", "2l", end) if st.ctx.aligned else ("verify_causal", "causal", end)
 
 
 def _head(t: torch.Tensor, n: int) -> torch.Tensor:
