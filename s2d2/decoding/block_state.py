@@ -90,9 +90,8 @@ def carry_fused(rows: list[Row], phases: list[str], logits: list[torch.Tensor]) 
     for r in due:
         stopped_before(r)
     drafting = [j for j in fused if rows[j].finish_reason is None and rows[j].state.phase == "draft"]
-    for j in fused:
-        if j not in drafting:
-            rows[j].state.ctx.carried = None  # a fused forward whose block needed no draft step (or stopped)
+    for j in set(fused) - set(drafting):
+        rows[j].state.ctx.carried = None  # a fused forward whose block needed no draft step (or stopped)
     plan_drafts([rows[j] for j in drafting])  # (plan_step counts the fused forward as the step's first)
     for j in drafting:
         ctx = rows[j].state.ctx

@@ -73,7 +73,7 @@ def requests(model: Any, rows: list[Row]) -> list[Asked]:
     """Each row's one forward of this step, by its phase (blocks.py's and step.py's shapes exactly); the 2L
     verify rows' built together (lockstep_verify.py `verify_requests`)."""
     verifying = [j for j, r in enumerate(rows) if r.state.phase == "verify"]
-    lone = [j for j in verifying if rows[j].prep.cfg.trim_verify or rows[j].prep.cfg.kv_reuse]
+    lone = {j for j in verifying if rows[j].prep.cfg.trim_verify or rows[j].prep.cfg.kv_reuse}  # (a set: O(1) tests)
     two_l = [j for j in verifying if rows[j].state.ctx.aligned and j not in lone]
     causal = [j for j in verifying if not rows[j].state.ctx.aligned and j not in lone]
     built = dict(zip(two_l, verify_requests([rows[j] for j in two_l])))  # the 2L rows' ids built together
