@@ -121,7 +121,7 @@ def _engine(engine: str, cfgs: list[DecodeConfig], model: Any) -> bool:
         raise ValueError(f"engine: one of {', '.join(ENGINES)}, got {str(engine)[:40]!r}")
     covered = all(covers(c, model) for c in cfgs)
     if engine == "batch-first" and not covered:
-        raise ValueError("engine: 'batch-first' does not decode the editing or pipeline loops "
+        raise ValueError("engine: 'batch-first' does not decode the D2F pipeline loop "
                          "(s2d2/decoding/lockstep.py); use engine='auto' or 'threads' for this batch")
     return engine != "threads" and covered
 

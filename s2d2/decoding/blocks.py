@@ -29,10 +29,15 @@ def prefill(ctx: StepContext, n: int, want_logits: bool) -> Optional[torch.Tenso
     """Store the prompt's full blocks: block-causal, or causal with cache_ver. Returns the last logit if asked."""
     if n == 0:
         return None
-    attention = "causal" if ctx.cfg.cache_ver else block_causal_mask(n, ctx.cfg.block_length, 0, ctx.x.device)
-    logits = ctx.rec.forward("prefill", -1, -1, ctx.cache, ctx.x[:n], ctx.index[:n],
-                             attention, keep=n, last=1)
+    logits = ctx.rec.forward("prefill", -1, -1, *prefill_request(ctx, n))
     return logits if want_logits else None
+
+
+def prefill_request(ctx: StepContext, n: int) -> ForwardRequest:
+    """`prefill`'s forward over the prompt's first n positions (n > 0), all kept, returning the last logit. Also
+    the batch-first engine's (lockstep_block.py, lockstep_editing.py)."""
+    attention = "causal" if ctx.cfg.cache_ver else block_causal_mask(n, ctx.cfg.block_length, 0, ctx.x.device)
+    return ForwardRequest(ctx.cache, ctx.x[:n], ctx.index[:n], attention, n, 1)
 
 
 def commit_block(ctx: StepContext, blk: BlockRecord) -> Optional[torch.Tensor]:

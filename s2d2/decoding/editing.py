@@ -32,14 +32,15 @@ it s = −∞, which turns a hysteresis policy OFF); with `max_post_steps = 0`, 
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 import torch
 
 from ..config import DecodeConfig
 from ..policies import make_policy
-from ..trace import BlockRecord, Commit, Edit, StepRecord
-from .blocks import commit_block, prefill
+from ..trace import BlockRecord, Commit, Edit, PolicyDecision, PolicyInputs, StepRecord, Verification
+from .blocks import block_masks, commit_block, prefill
 from .context import StepContext
 from .draws import Source
 from .layout import block_plan
@@ -83,14 +84,15 @@ def editing_loop(model: Any, cfg: DecodeConfig, prompt: torch.Tensor, rec: Recor
 def _decode_blocks(ctx: StepContext, first: int, end: int, blocks: list[BlockRecord], steps: list[StepRecord],
                    check: Callable[[list[StepRecord]], Optional[str]], kept: Kept) -> str:
     """Block after block until the plan's end or a stop; `kept` follows the last complete block."""
-    cfg, x, B, P = ctx.cfg, ctx.x, ctx.cfg.block_length, ctx.prompt_len
-    stops = torch.tensor(ctx.model.spec.stop_ids or [-1], device=x.device)
-    schedule = cfg.transfer_schedule()
+    B, P = ctx.cfg.block_length, ctx.prompt_len
+    stops = stop_ids(ctx)
+    schedule = ctx.cfg.transfer_schedule()
     for start in range(first, end, B):
         blk = BlockRecord(start // B, start, B, max(0, min(P - start, B)))
         blocks.append(blk)
+        ctx.masks = block_masks(ctx, blk)
         _decode_block(ctx, blk, steps, schedule)
-        if bool(torch.isin(x[P : start + B], stops).any()):  # EOS early stop: the block is final, skip its commit
+        if eos_in(ctx, blk, stops):  # EOS early stop: the block is final, skip its commit
             return "stop_token"
         if start + B < end:  # nothing reads the last block's KV
             commit_block(ctx, blk)
@@ -102,71 +104,162 @@ def _decode_blocks(ctx: StepContext, first: int, end: int, blocks: list[BlockRec
 
 
 def _decode_block(ctx: StepContext, blk: BlockRecord, steps: list[StepRecord], schedule: list[int]) -> None:
-    """Steps until the block ends: after a step that started with no masks and edited nothing, or after
-    max_post_steps mask-free steps."""
-    x, span = ctx.x, slice(blk.start, blk.start + blk.length)
+    """Steps until the block ends (`step_due`, `block_ended`)."""
     step, post = 0, 0
-    while True:
-        had_masks = bool((x[span] == ctx.mask_id).any())
-        if not had_masks:
-            post += 1
-            if post > ctx.cfg.max_post_steps:
-                return
-        record = editing_step(ctx, blk.index, blk.start, step, schedule[min(step, len(schedule) - 1)])
+    while (due := step_due(ctx, post)) is not None:
+        had_masks, post = due
+        record = editing_step(ctx, blk.index, blk.start, step, k_s_at(schedule, step))
         steps.append(record)
         step += 1
-        if not had_masks and not record.edits:
+        if block_ended(had_masks, record):
             return
+
+
+def stop_ids(ctx: StepContext) -> torch.Tensor:
+    """The model's stop ids as a device tensor (one that matches no token when it has none)."""
+    return torch.tensor(ctx.model.spec.stop_ids or [-1], device=ctx.x.device)
+
+
+def eos_in(ctx: StepContext, blk: BlockRecord, stops: torch.Tensor) -> bool:
+    """Whether a stop id appeared in the generated text up to the block's end (the EOS early stop, before the
+    commit)."""
+    return bool(torch.isin(ctx.x[ctx.prompt_len : blk.start + ctx.cfg.block_length], stops).any())
+
+
+def step_due(ctx: StepContext, post: int) -> Optional[tuple[bool, int]]:
+    """Before a step of the block: (whether the block has a mask, the mask-free steps so far, this one counted), or
+    None when the block ends here (it has had max_post_steps mask-free steps). The host knows the block's masks
+    (ctx.masks: `block_masks` when it opens, less each step's fills; an edit only rewrites a decoded token and no
+    draw is ever the mask id), so no read."""
+    had_masks = bool(ctx.masks)
+    if not had_masks:
+        post += 1
+        if post > ctx.cfg.max_post_steps:
+            return None
+    return had_masks, post
+
+
+def block_ended(had_masks: bool, record: StepRecord) -> bool:
+    """After a step: the block ends after a step that started with no mask and edited nothing."""
+    return not had_masks and not record.edits
+
+
+def k_s_at(schedule: list[int], step: int) -> int:
+    """The step's k_s from the block's transfer schedule (its last entry repeats)."""
+    return schedule[min(step, len(schedule) - 1)]
+
+
+@dataclass
+class EditStep:
+    """One editing step between its parts: its host facts before the draft forward (`plan_edit_step`), then what
+    the draft and the routing gave (`route_edit_step`). The batch-first editing loop keeps one per row between
+    its forwards (lockstep_editing.py)."""
+
+    block: int
+    start: int
+    step: int
+    k_s: int
+    first_forward: int
+    block_ids: torch.Tensor  # the block before the step (a copy: the step writes the sequence)
+    positions: torch.Tensor
+    is_mask: torch.Tensor
+    mask_idx: torch.Tensor
+    masks: list[int]  # block-relative, ascending
+    prompt_tail: int
+    probs: Optional[torch.Tensor] = None  # the draft of every block position: distribution, tokens, p
+    drafts: Optional[torch.Tensor] = None
+    p: Optional[torch.Tensor] = None
+    edit_idx: Optional[torch.Tensor] = None
+    edited: Optional[torch.Tensor] = None  # the block with this step's edits applied (what a verifier reads)
+    m_probs: Optional[torch.Tensor] = None  # ... the draft at the masks only
+    m_drafts: Optional[torch.Tensor] = None
+    m_p: Optional[torch.Tensor] = None
+    span_len: int = 0
+    inputs: Optional[PolicyInputs] = None
+    decision: Optional[PolicyDecision] = None
+
+    @property
+    def verifies(self) -> bool:
+        return self.decision is not None and self.decision.verify
 
 
 def editing_step(ctx: StepContext, block: int, start: int, step: int, k_s: int) -> StepRecord:
     """One LLaDA2.x step of the block at `start`: draft, edits, route/verify the first span, fallback, apply."""
-    cfg, x, B, rec = ctx.cfg, ctx.x, ctx.B, ctx.rec
-    first_forward = rec.last_index + 1
+    es = plan_edit_step(ctx, block, start, step, k_s)
+    # 1. draft every position (edits read the decoded ones); 2. edits and the route
+    probs, drafts, p = draft_step(ctx, block, step, es.block_ids, es.positions,
+                                  torch.arange(ctx.B, device=ctx.x.device), first_mask(ctx, es))
+    route_edit_step(ctx, es, probs, drafts, p)
+    # 3. mask filling: verify on the edited block (rule V2), then the fallback (`finish_edit_step`)
+    verification, chosen = None, []
+    if es.verifies:
+        verification, chosen = verify_span(ctx, block, step, start, es.edited, es.positions, es.mask_idx, es.masks,
+                                           es.m_probs, es.m_drafts, es.m_p, es.span_len, start + ctx.B)
+    return finish_edit_step(ctx, es, verification, chosen)
+
+
+def plan_edit_step(ctx: StepContext, block: int, start: int, step: int, k_s: int) -> EditStep:
+    """The step's host facts before its draft forward: the block's masks (the host's list, `step_due`) and where
+    the prompt ends."""
+    B, x = ctx.B, ctx.x
+    first_forward = ctx.rec.last_index + 1
     block_ids = x[start : start + B].clone()
     positions = torch.arange(start, start + B, device=x.device)
-    is_mask = block_ids == ctx.mask_id
-    mask_idx = is_mask.nonzero().squeeze(-1)
-    masks = mask_idx.tolist()
-    prompt_tail = max(0, min(B, ctx.prompt_len - start))
-    # 1. draft every position (edits read the decoded ones); 2. edits
-    probs, drafts, p = draft_step(ctx, block, step, block_ids, positions, torch.arange(B, device=x.device),
-                                  masks[0] if masks else B)
-    edit_idx = edit_positions(is_mask, prompt_tail, block_ids, drafts, p, cfg.editing_threshold)
-    edited = block_ids.clone()
-    edited[edit_idx] = drafts[edit_idx]
-    # 3. mask filling: route, verify on the edited block (rule V2), fallback
-    m_probs, m_drafts, m_p = probs[mask_idx], drafts[mask_idx], p[mask_idx]
-    chosen: list[tuple[int, int, str]] = []
-    inputs = decision = verification = reward = None
-    fallback_k, span_len = 0, first_mask_span(masks) if masks else 0
+    masks = list(ctx.masks)
+    mask_idx = torch.tensor(masks, dtype=torch.long, device=x.device)
+    return EditStep(block, start, step, k_s, first_forward, block_ids, positions, block_ids == ctx.mask_id, mask_idx,
+                    masks, max(0, min(B, ctx.prompt_len - start)))
+
+
+def first_mask(ctx: StepContext, es: EditStep) -> int:
+    """The block's first mask (B when it has none): where the draft's decoded prefix ends."""
+    return es.masks[0] if es.masks else ctx.B
+
+
+def route_edit_step(ctx: StepContext, es: EditStep, probs: torch.Tensor, drafts: torch.Tensor,
+                    p: torch.Tensor) -> None:
+    """After the draft: the edits, and the policy's route of the first mask span (one read: policy_inputs)."""
+    es.probs, es.drafts, es.p = probs, drafts, p
+    es.edit_idx = edit_positions(es.is_mask, es.prompt_tail, es.block_ids, drafts, p, ctx.cfg.editing_threshold)
+    es.edited = es.block_ids.clone()
+    es.edited[es.edit_idx] = drafts[es.edit_idx]
+    es.m_probs, es.m_drafts, es.m_p = probs[es.mask_idx], drafts[es.mask_idx], p[es.mask_idx]
+    masks = es.masks
+    es.span_len = first_mask_span(masks) if masks else 0
+    if masks and ctx.policy is not None:
+        es.inputs = policy_inputs(ctx, es.m_probs, es.m_p, es.span_len, len(masks), ctx.B, es.prompt_tail, masks,
+                                  min(es.k_s, len(masks)))
+        es.decision = ctx.policy.decide(es.inputs)
+
+
+def finish_edit_step(ctx: StepContext, es: EditStep, verification: Optional[Verification],
+                     chosen: list[tuple[int, int, str]]) -> StepRecord:
+    """After the route (and the verifier, which decoded `chosen`): the fallback, the policy's reward, the edits and
+    fills written at once, and the step's record."""
+    cfg, x, rec, masks, start = ctx.cfg, ctx.x, ctx.rec, es.masks, es.start
+    fallback_k, reward = 0, None
     if masks:
-        if ctx.policy is not None:
-            inputs = policy_inputs(ctx, m_probs, m_p, span_len, len(masks), B, prompt_tail, masks,
-                                   min(k_s, len(masks)))
-            decision = ctx.policy.decide(inputs)
-        if decision is not None and decision.verify:
-            verification, chosen = verify_span(ctx, block, step, start, edited, positions, mask_idx, masks,
-                                               m_probs, m_drafts, m_p, span_len, start + B)
-        fallback_k = max(0, min(k_s, len(masks)) - len(chosen))
+        fallback_k = max(0, min(es.k_s, len(masks)) - len(chosen))
         if fallback_k > 0:
-            chosen += fallback_picks(cfg, m_probs, m_drafts, m_p, chosen, fallback_k,
-                                     topup=verification is not None)
-        if decision is not None:
-            reward = ctx.policy.update(decision, len(chosen))
+            chosen = chosen + fallback_picks(cfg, es.m_probs, es.m_drafts, es.m_p, chosen, fallback_k,
+                                             topup=verification is not None)
+        if es.decision is not None:
+            reward = ctx.policy.update(es.decision, len(chosen))
     # 4. apply edits and fills together
-    edits = _edit_records(ctx, start, block_ids, drafts, p, edit_idx)
-    x[start + edit_idx] = drafts[edit_idx]
+    edits = _edit_records(ctx, start, es.block_ids, es.drafts, es.p, es.edit_idx)
+    x[start + es.edit_idx] = es.drafts[es.edit_idx]
     if chosen:
         cand = torch.tensor([c[0] for c in chosen], dtype=torch.long, device=x.device)
-        x[start + mask_idx[cand]] = torch.tensor([c[1] for c in chosen], dtype=torch.long, device=x.device)
+        x[start + es.mask_idx[cand]] = torch.tensor([c[1] for c in chosen], dtype=torch.long, device=x.device)
     text = rec.text if rec.detailed else (lambda t: "")
     commits = [Commit(start + masks[i], t, text(t), how) for i, t, how in chosen]
+    filled = {masks[i] for i, _, _ in chosen}
+    ctx.masks = [m for m in ctx.masks if m not in filled]
     return StepRecord(
-        index=-1, block=block, step=step, window=[start, start + B],
-        forwards=list(range(first_forward, rec.last_index + 1)), masks_before=[start + m for m in masks],
-        drafts=draft_records(ctx, m_probs, m_drafts, m_p, masks, start),
-        span=[start + masks[0] if masks else start, span_len], policy_inputs=inputs, decision=decision,
+        index=-1, block=es.block, step=es.step, window=[start, start + ctx.B],
+        forwards=list(range(es.first_forward, rec.last_index + 1)), masks_before=[start + m for m in masks],
+        drafts=draft_records(ctx, es.m_probs, es.m_drafts, es.m_p, masks, start),
+        span=[start + masks[0] if masks else start, es.span_len], policy_inputs=es.inputs, decision=es.decision,
         verification=verification, fallback_k=fallback_k, commits=commits, reward=reward, edits=edits,
     )
 

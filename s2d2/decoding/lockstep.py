@@ -4,23 +4,26 @@ Why: the thread engine (batch.py) runs each sequence's batch-1 loop on its own t
 so a batch step costs the sum of every sequence's Python plus two thread hand-offs per forward and per read: the
 host's work per step grows with the batch, and on a GPU it, not the forwards, sets the pace (issue 37). Here a step
 is one pass over the live rows (lockstep_rows.Row): build every row's request, run them as padded forwards, then
-one distribution, one draw, one read and the records for all of them (the loop's module: lockstep_ar.py or
-lockstep_block.py, each with `start`, `requests`, `advance`, `cancel` and `result`).
+one distribution, one draw, one read and the records for all of them (the loop's module: lockstep_ar.py,
+lockstep_block.py or lockstep_editing.py, each with `start`, `requests`, `advance`, `cancel` and `result`).
 
 What it covers (`covers`): honest AR (lockstep_ar.py) and the block loop on both families (lockstep_block.py: the
 diffusion baselines with static, dynamic and sequential remasking, any sampling, either cache mode, KV reuse and fused
 commits; S2D2 with every routing policy, with or without sub-blocks, the trimmed verifier, adaptive blocks, KV reuse and
 fused commits, its verifier in lockstep_verify.py; a right-shifted model's AR seeds, stop rule and causal verifier in
-lockstep_shifted.py). Each live row makes one forward per step whatever its phase (AR token, prefill, draft, 2L or
-causal verify, commit), and all of them go to the shared forwards together, grouped at the least modelled cost (batch.py
-`cheapest_groups` at the model's `fixed_tokens_for`): on an accelerator, where a forward is bound by reading the
-weights, one forward carries every live row; on the CPU, where each query token is real work, drafts and 2L verifies
-share a forward only when the saved fixed cost pays for the padding. The step's rules run over all its rows at once
+lockstep_shifted.py) and the LLaDA2 editing loop on position-aligned models (lockstep_editing.py: the diffusion
+decoders and S2D2, edits and post-steps included). Each live row makes one forward per step whatever its phase (AR
+token, prefill, draft, 2L or causal verify, commit), and all of them go to the shared forwards together, grouped
+at the least modelled cost (batch.py `cheapest_groups` at the model's `fixed_tokens_for`): on an accelerator,
+where a forward is bound by reading the weights, one forward carries every live row; on the CPU, where each query
+token is real work, drafts and 2L verifies share a forward only when the saved fixed cost pays for the padding. The step's rules run over all its rows at once
 where a rule is tensor work (the routing summary, route_summary.py; the acceptance test, acceptance.py
 `acceptance_rows`, once per span length; the 2L verify rows' ids, verify_branch.py `verify_2l_rows`); what stays per row
 is host bookkeeping (plans, records, a policy's decision and update, which keep per-row Python state) and each row's own
-random draws. Every other loop (the LLaDA2 editing loop, the D2F pipeline) keeps the thread engine, which
-`generate_batch` picks for any batch holding a config this engine does not cover.
+random draws. The LLaDA2 editing loop (lockstep_editing.py) shares its steps' forwards and draft distributions and
+runs the rest of each step per row, reading where batch 1 reads. The D2F pipeline keeps the thread engine (several
+blocks in flight per sequence, each with its own phase), which `generate_batch` picks for any batch holding a
+config this engine does not cover.
 
 Same invariants as the thread engine: in float64 each sequence's trace is its `generate` trace apart from wall
 times (a row's rules are its batch-1 loop's own functions, applied row-wise); a sequence's NFE counts the forwards
@@ -45,7 +48,7 @@ import torch
 from ..config import DecodeConfig
 from ..models.base import ForwardRequest
 from ..trace import StepRecord
-from . import lockstep_ar, lockstep_block
+from . import lockstep_ar, lockstep_block, lockstep_editing
 from .batch import cheapest_groups, error_text, fixed_tokens_for, restore_cache
 from .batch_ledger import BatchForward, BatchLedger
 from .draws import make_generator
@@ -67,12 +70,14 @@ class Job(NamedTuple):
 
 def covers(cfg: DecodeConfig, model: Any) -> bool:
     """Whether the batch-first engine decodes this config on this model (else the thread engine does)."""
-    return lockstep_ar.covers(cfg) or lockstep_block.covers(cfg, model)
+    return lockstep_ar.covers(cfg) or lockstep_editing.covers(cfg, model) or lockstep_block.covers(cfg, model)
 
 
 def loop_for(cfg: DecodeConfig, model: Any) -> Any:
     """The module of the loop a config runs (its `start`, `requests`, `advance`, `cancel`, `result`)."""
-    return lockstep_ar if lockstep_ar.covers(cfg) else lockstep_block
+    if lockstep_ar.covers(cfg):
+        return lockstep_ar
+    return lockstep_editing if lockstep_editing.covers(cfg, model) else lockstep_block
 
 
 class Lockstep:

@@ -25,8 +25,8 @@ reuse (`kv_reuse`: batch 1's requests over the uncached positions, step.py `draf
 blocks.py `commit_request`; a block cached whole ends with no commit forward, block_state.py `commitless_ends`) and
 with or without fused commits (`fused_commit`: blocks.py `fused_request`, the block's first draft drafting from that
 forward, block_state.py `carry_fused`; right-shifted, the forward's tail logit seeds the block and the stop rule
-reads that seed first). So the whole block loop runs here; the editing and pipeline loops keep the thread
-engine (lockstep.py).
+reads that seed first). So the whole block loop runs here; the editing loop runs in lockstep_editing.py, and the
+D2F pipeline keeps the thread engine (lockstep.py).
 """
 from __future__ import annotations
 
@@ -36,10 +36,10 @@ import torch
 
 from ..config import DecodeConfig
 from ..models.base import ForwardRequest
-from ..models.masks import block_causal_mask, draft_query
+from ..models.masks import draft_query
 from ..trace import BlockRecord
 from .block_state import BlockState, cancel, carry_fused, commitless_ends, end_block, open_block, result, start, stepped
-from .blocks import commit_request, fused_request
+from .blocks import commit_request, fused_request, prefill_request
 from .detail_rows import draft_detail
 from .draft_plans import plan_drafts
 from .draft_reads import draft_bulk
@@ -88,9 +88,7 @@ def _request(row: Row) -> Asked:
     st: BlockState = row.state
     ctx, cfg = st.ctx, st.ctx.cfg
     if st.phase == "prefill":
-        n = st.plan.first_start
-        attention = "causal" if cfg.cache_ver else block_causal_mask(n, cfg.block_length, 0, ctx.x.device)
-        return Asked("prefill", -1, -1, ForwardRequest(ctx.cache, ctx.x[:n], ctx.index[:n], attention, n, 1))
+        return Asked("prefill", -1, -1, prefill_request(ctx, st.plan.first_start))
     blk = st.blk
     assert blk is not None
     if st.phase == "fused":  # fused_commit: the previous block's tail stored by this block's first draft forward

@@ -48,26 +48,35 @@ def verifier_extent(ctx: StepContext, masks: list[int], span_len: int, window_en
 def verify_probs(ctx: StepContext, block: int, step: int, start: int, block_ids: torch.Tensor,
                  positions: torch.Tensor, mask_idx: torch.Tensor, drafts: torch.Tensor, span_len: int,
                  window_end: int, masks: Optional[list[int]] = None) -> tuple[torch.Tensor, str]:
-    """Run the verifier on the draft-filled block and return q over the span positions.
+    """Run the verifier on the draft-filled block and return q over the span positions, and the verification's
+    kind (`verifier_request`'s forward, then `verifier_probs`)."""
+    request, kind, end = verifier_request(ctx, block_ids, positions, mask_idx, drafts, span_len, window_end - start,
+                                          masks)
+    logits = ctx.rec.forward("verify_" + kind, block, step, *request)
+    return verifier_probs(ctx, logits, end), kind
+
+
+def verifier_request(ctx: StepContext, block_ids: torch.Tensor, positions: torch.Tensor, mask_idx: torch.Tensor,
+                     drafts: torch.Tensor, span_len: int, window_end: int,
+                     masks: Optional[list[int]] = None) -> tuple[ForwardRequest, str, int]:
+    """The verifier's forward over the draft-filled block, its kind ("2l" on position-aligned models, "causal" on
+    right-shifted ones) and the block-relative end it reads (`window_end` block-relative too).
 
     The queried rows start at ctx.cached (0 unless kv_reuse keeps part of the block in the cache). With kv_reuse
     the verifier's causal rows stay in the cache until `settle_verified_rows` trims them to the accepted prefix.
-    `masks` (the step's block-relative mask positions) is needed with `trim_verify`.
-    """
+    `masks` (the step's block-relative mask positions) is needed with `trim_verify` (beyond the paper: the
+    verifier over the rows its span reads only, `verifier_extent`). Also the batch-first editing loop's
+    (lockstep_editing.py)."""
+    kind = "2l" if ctx.aligned else "causal"
     if ctx.cfg.trim_verify:
         assert masks is not None
-        return _trimmed_verify(ctx, block, step, start, block_ids, positions, drafts, span_len, window_end, masks)
-    B = int(block_ids.shape[0])
+        end, _ = verifier_extent(ctx, masks, span_len, window_end)
+        return trimmed_verify_request(ctx, block_ids, positions, drafts, span_len, end, masks[0]), kind, end
     if ctx.aligned:
-        logits = ctx.rec.forward("verify_2l", block, step, ctx.cache,
-                                 *verify_2l_inputs(ctx, block_ids, positions, mask_idx, drafts, span_len))
-        kind, end = "2l", B
-    else:  # causal pass from the first uncached position to the window end; the logit at j-1 predicts j
-        end = window_end - start
-        logits = ctx.rec.forward("verify_causal", block, step,
-                                 *causal_verify_request(ctx, block_ids, positions, mask_idx, drafts, span_len, end))
-        kind = "causal"
-    return verifier_probs(ctx, logits, end), kind
+        return (ForwardRequest(ctx.cache, *verify_2l_inputs(ctx, block_ids, positions, mask_idx, drafts, span_len)),
+                kind, int(block_ids.shape[0]))
+    # causal pass from the first uncached position to the window end; the logit at j-1 predicts j
+    return causal_verify_request(ctx, block_ids, positions, mask_idx, drafts, span_len, window_end), kind, window_end
 
 
 def causal_verify_request(ctx: StepContext, block_ids: torch.Tensor, positions: torch.Tensor, mask_idx: torch.Tensor,
@@ -125,17 +134,6 @@ def verifier_probs(ctx: StepContext, logits: torch.Tensor, end: int) -> torch.Te
     """q over the span from the verifier's logits; the verifier read the block's [0, end) (kv.remember_verified)."""
     remember_verified(ctx, end)
     return token_distribution(logits, ctx.cfg, ctx.mask_id, owned=True)
-
-
-def _trimmed_verify(ctx: StepContext, block: int, step: int, start: int, block_ids: torch.Tensor,
-                    positions: torch.Tensor, drafts: torch.Tensor, span_len: int, window_end: int,
-                    masks: list[int]) -> tuple[torch.Tensor, str]:
-    """`trim_verify` (beyond the paper): the verifier over the rows its span reads only (`verifier_extent`)."""
-    end, _ = verifier_extent(ctx, masks, span_len, window_end - start)
-    request = trimmed_verify_request(ctx, block_ids, positions, drafts, span_len, end, masks[0])
-    kind = "2l" if ctx.aligned else "causal"
-    logits = ctx.rec.forward("verify_" + kind, block, step, *request)
-    return verifier_probs(ctx, logits, end), kind
 
 
 def trimmed_verify_request(ctx: StepContext, block_ids: torch.Tensor, positions: torch.Tensor, drafts: torch.Tensor,
@@ -264,9 +262,18 @@ def verify_span(ctx: StepContext, block: int, step: int, start: int, block_ids: 
     """Verifier forward + acceptance test over the span, read back: the record and the (index, token, how) it
     decodes (accepted, resampled, ratio extras). For loops that keep their picks on the host (the editing loop,
     which passes its block with this step's edits applied); the block loop uses `verify_step`."""
-    cfg = ctx.cfg
     q_probs, kind = verify_probs(ctx, block, step, start, block_ids, positions, mask_idx, drafts, span_len,
                                  window_end, masks)
+    return span_outcome(ctx, kind, start, masks, probs, drafts, p, q_probs, span_len)
+
+
+def span_outcome(ctx: StepContext, kind: str, start: int, masks: list[int], probs: torch.Tensor,
+                 drafts: torch.Tensor, p: torch.Tensor, q_probs: torch.Tensor,
+                 span_len: int) -> tuple[Verification, list[tuple[int, int, str]]]:
+    """`verify_span` after its verifier (`q_probs` over the span): the acceptance test and the residual draw (from
+    the sequence's generator), read back as the record and the (index, token, how) picks. Also the batch-first
+    editing loop's (lockstep_editing.py)."""
+    cfg = ctx.cfg
     out = accept_span(cfg.acceptance, drafts[:span_len], p[:span_len], probs[:span_len], q_probs, cfg.ratio_gamma,
                       cfg.allow_resample, ctx.generator)
     tokens = drafts[:span_len].tolist()

@@ -108,7 +108,7 @@ def test_engine_refusals_are_one_readable_message():
     model = model64("aligned")
     with pytest.raises(ValueError, match="engine: one of auto, threads, batch-first"):
         s2d2.generate_batch(model, [[1, 2]], s2d2.DecodeConfig(method="ar", gen_length=4), engine="fast")
-    with pytest.raises(ValueError, match="engine: 'batch-first' does not decode the editing or pipeline loops"):
+    with pytest.raises(ValueError, match="engine: 'batch-first' does not decode the D2F pipeline loop"):
         s2d2.generate_batch(model, [[1, 2]], s2d2.preset("d2f", gen_length=4, block_length=4), engine="batch-first")
 
 

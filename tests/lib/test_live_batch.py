@@ -114,12 +114,12 @@ def test_an_uncovered_decode_is_a_thread_job_sharing_its_keys_forwards():
         assert trace_mismatch(got.trace, s2d2.generate(model64(), PROMPTS[i], cfg, seed=i + 1).trace) is None
 
 
-@pytest.mark.parametrize("name", ["sdar-config-a", "lossless"])  # lossless: KV reuse and fused commits
-def test_a_rows_stop_time_limit_and_error_are_its_own(name):
+@pytest.mark.parametrize("name", ["sdar-config-a", "lossless", "llada2-conservative"])  # lossless: KV reuse,
+def test_a_rows_stop_time_limit_and_error_are_its_own(name):  # fused commits; llada2-*: the editing loop
     """Four rows in one step: one stopped by its flag after its first block ends "cancelled", one at its time
     limit, one whose progress hook raises gets that error; each as its lone decode would, and the fourth decodes
     on untouched."""
-    cfg = preset(name).replace(gen_length=32)
+    cfg = preset(name).replace(gen_length=32, **({"block_length": 4} if name.startswith("llada2") else {}))
     batch = LiveBatch(model64(), max_batch=4, wait_s=60.0)
     seen = [Seen(), Seen(), Seen(raises=True), Seen()]
     stop = lambda: seen[0].blocks >= 1  # noqa: E731

@@ -1,0 +1,217 @@
+"""The LLaDA2 editing loop (editing.py) as one step over every live sequence of a batch: the batch-first form of
+`editing_loop`, for the diffusion decoders and S2D2 on it.
+
+Each live row is in one phase per step, and each phase is one forward: the prefill (the prompt's full blocks), a
+step's draft of its whole block, that step's 2L verifier (S2D2, when the row's policy verifies; on the block with
+the step's edits applied), or the block's commit. The engine (lockstep.py) runs all rows' forwards together,
+whatever their phases; then the draft rows of one config share one `token_distribution` and, greedy, one max
+(lockstep_verify.py `shared_drafts`; sampled, each row draws from its own generator), and each row runs the rest of
+its step with batch 1's own functions: editing.py's `plan_edit_step`, `route_edit_step` (the edits and the route),
+`finish_edit_step` (the fallback, the writes, the record), `step_due`, `block_ended` and `eos_in`; verify_branch.py's
+`verifier_request`, `verifier_probs` and `span_outcome`; blocks.py's `prefill_request` and `commit_request`. The
+order of phases is `editing_loop`'s (prefill; per block the steps until `block_ended` or `step_due` says so; the EOS
+early stop; the commit but after the last block; the progress check), and so are the order of each row's random
+draws (draft, acceptance test, residual) and its reads. So in float64 each sequence's trace is its `generate` trace
+apart from wall times.
+
+What stays per row is more than in the block loop (lockstep_block.py): an editing step reads its block's masks, the
+policy's inputs, the acceptance test and the fallback's picks on its own, as batch 1 does; the loop is short (a
+block of 32 drafted whole each step) and its reads are where its rules branch. Covered (`covers`): every editing
+config on a position-aligned model (the loop refuses right-shifted ones).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import torch
+
+from ..config import DecodeConfig
+from ..models.base import ForwardRequest
+from ..policies import make_policy
+from ..trace import BlockRecord
+from .block_state import cancel
+from .blocks import block_masks, commit_request, prefill_request
+from .context import StepContext
+from .editing import (EditStep, block_ended, eos_in, finish_edit_step, first_mask, k_s_at, plan_edit_step,
+                      route_edit_step, step_due, stop_ids)
+from .layout import BlockPlan, block_plan
+from .lockstep_rows import Asked, Row
+from .lockstep_verify import shared_drafts
+from .result import Kept, LoopResult, number_steps
+from .step import draft_request
+from .verify_branch import span_outcome, verifier_probs, verifier_request
+
+__all__ = ["covers", "start", "requests", "advance", "cancel", "result"]  # the loop's interface (lockstep.py)
+
+
+@dataclass
+class EditState:
+    """A row's editing-loop state: what batch 1 keeps in `editing_loop`'s locals and its StepContext."""
+
+    ctx: StepContext
+    plan: BlockPlan
+    kept: Kept
+    schedule: list[int]
+    stops: torch.Tensor
+    phase: str = "prefill"  # "prefill", "draft", "verify" or "commit": what the row's next forward is
+    blk: Optional[BlockRecord] = None
+    step: int = 0
+    post: int = 0  # mask-free steps of the block so far
+    had_masks: bool = False  # whether the block had a mask when the step under way began
+    edit: Optional[EditStep] = None  # the step under way
+    verifier: Optional[tuple[ForwardRequest, str, int]] = None  # its verifier (`verifier_request`), when it verifies
+
+
+def covers(cfg: DecodeConfig, model: Any) -> bool:
+    """Whether a config runs this loop on this model: the editing loop, on a position-aligned model."""
+    return cfg.loop == "editing" and model.spec.alignment == "aligned"
+
+
+def start(model: Any, row: Row) -> None:
+    """Lay out the row's sequence (editing_loop's setup); with no prompt block to prefill, open its first block."""
+    cfg, P = row.prep.cfg, row.prompt_len
+    plan = block_plan(cfg, P, False)
+    x = torch.full((plan.total,), model.spec.mask_id, dtype=torch.long, device=model.device)
+    x[:P] = torch.tensor(row.prep.ids, dtype=torch.long, device=model.device)
+    policy = make_policy(cfg) if cfg.method == "s2d2" else None
+    ctx = StepContext(model, cfg, row.rec, row.generator, x, row.cache, policy, P)
+    row.state = EditState(ctx, plan, Kept(row.rec, x, row.blocks, row.steps), cfg.transfer_schedule(), stop_ids(ctx))
+    if plan.first_start == 0:  # nothing to prefill
+        _open_block(row, 0)
+
+
+def requests(model: Any, rows: list[Row]) -> list[Asked]:
+    """Each row's one forward of this step, by its phase (editing.py's and blocks.py's shapes exactly)."""
+    return [_request(r.state) for r in rows]
+
+
+def _request(st: EditState) -> Asked:
+    ctx, es = st.ctx, st.edit
+    if st.phase == "prefill":
+        return Asked("prefill", -1, -1, prefill_request(ctx, st.plan.first_start))
+    if st.phase == "commit":
+        return Asked("commit", st.blk.index, -1, commit_request(ctx, st.blk))
+    if st.phase == "verify":
+        request, kind, _ = st.verifier
+        return Asked("verify_" + kind, es.block, es.step, request)
+    # draft_step's forward (every block position drafted: edits read the decoded ones); nothing is cached
+    return Asked("draft", es.block, es.step, draft_request(ctx, es.block_ids, es.positions, first_mask(ctx, es),
+                                                           torch.arange(ctx.B, device=ctx.x.device)))
+
+
+def advance(model: Any, rows: list[Row], logits: list[torch.Tensor]) -> None:
+    """After the step's forwards: the draft rows' distributions and draws (one per config), then each row's step
+    or block end, in batch 1's order."""
+    phases = [r.state.phase for r in rows]
+    by_cfg: dict[DecodeConfig, list[int]] = {}
+    for j, phase in enumerate(phases):
+        if phase == "draft":
+            by_cfg.setdefault(rows[j].prep.cfg, []).append(j)
+    for cfg, members in by_cfg.items():
+        group = [rows[j] for j in members]
+        sizes = [int(logits[j].shape[0]) for j in members]
+        probs, tokens, p = shared_drafts(model, cfg, group, [logits[j] for j in members])
+        for r, *drawn in zip(group, probs.split(sizes), tokens.split(sizes), p.split(sizes)):
+            _drafted(r, *drawn)
+    for r, phase, lg in zip(rows, phases, logits):
+        if phase == "prefill":
+            r.state.kept.mark()
+            _open_block(r, r.state.plan.first_start)
+        elif phase == "verify":
+            _verified(r, lg)
+        elif phase == "commit":
+            r.state.ctx.cached = 0  # (commit_block's)
+            _checked(r)
+
+
+def _drafted(r: Row, probs: torch.Tensor, drafts: torch.Tensor, p: torch.Tensor) -> None:
+    """After the draft: the edits and the route; a verifying step waits for its verifier forward (the row's next),
+    any other ends now."""
+    st = r.state
+    ctx, es = st.ctx, st.edit
+    route_edit_step(ctx, es, probs, drafts, p)
+    if es.verifies:  # (verify_span's verifier, on the block with this step's edits applied)
+        st.verifier = verifier_request(ctx, es.edited, es.positions, es.mask_idx, es.m_drafts, es.span_len, ctx.B,
+                                       es.masks)
+        st.phase = "verify"
+        return
+    _stepped(r, finish_edit_step(ctx, es, None, []))
+
+
+def _verified(r: Row, logits: torch.Tensor) -> None:
+    """After the verifier: q over the span, the acceptance test (the row's generator) and the step's end."""
+    st = r.state
+    ctx, es = st.ctx, st.edit
+    _, kind, end = st.verifier
+    st.verifier = None
+    q_probs = verifier_probs(ctx, logits, end)
+    verification, chosen = span_outcome(ctx, kind, es.start, es.masks, es.m_probs, es.m_drafts, es.m_p, q_probs,
+                                        es.span_len)
+    _stepped(r, finish_edit_step(ctx, es, verification, chosen))
+
+
+def _stepped(r: Row, record: Any) -> None:
+    """A step is recorded: the block's next step, or its end."""
+    st = r.state
+    r.steps.append(record)
+    st.step += 1
+    st.edit = None
+    if block_ended(st.had_masks, record):
+        _end_block(r)
+    else:
+        _next_step(r)
+
+
+def _open_block(r: Row, start: int) -> None:
+    """editing_loop's next block at `start` (past the plan's end: the run ends, "length")."""
+    st = r.state
+    if start >= st.plan.end:
+        r.finish("length", number_steps(r.steps))
+        return
+    B = r.prep.cfg.block_length
+    st.blk = BlockRecord(start // B, start, B, max(0, min(r.prompt_len - start, B)))
+    r.blocks.append(st.blk)
+    st.ctx.masks = block_masks(st.ctx, st.blk)
+    st.step, st.post = 0, 0
+    _next_step(r)
+
+
+def _next_step(r: Row) -> None:
+    """Plan the block's next step (its draft is the row's next forward), or end the block (`step_due`)."""
+    st = r.state
+    due = step_due(st.ctx, st.post)
+    if due is None:
+        _end_block(r)
+        return
+    st.had_masks, st.post = due
+    st.edit = plan_edit_step(st.ctx, st.blk.index, st.blk.start, st.step, k_s_at(st.schedule, st.step))
+    st.phase = "draft"
+
+
+def _end_block(r: Row) -> None:
+    """The EOS early stop, then the commit (the row's next forward) or, after the last block, the progress check."""
+    st = r.state
+    if eos_in(st.ctx, st.blk, st.stops):
+        r.finish("stop_token", number_steps(r.steps))
+    elif st.blk.start + st.blk.length < st.plan.end:  # nothing reads the last block's KV
+        st.phase = "commit"
+    else:
+        _checked(r)
+
+
+def _checked(r: Row) -> None:
+    """After a block's commit (or the last block): the progress check, then the next block."""
+    st = r.state
+    reason = r.check(number_steps(r.steps))
+    if reason is not None:
+        r.finish(reason, number_steps(r.steps))
+        return
+    st.kept.mark()
+    _open_block(r, st.blk.start + st.blk.length)
+
+
+def result(model: Any, row: Row) -> LoopResult:
+    """The row's LoopResult as editing_loop returns it (the whole layout)."""
+    assert row.finish_reason is not None
+    return LoopResult(row.state.ctx.x, row.blocks, row.steps, row.finish_reason)
