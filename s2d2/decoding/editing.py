@@ -47,6 +47,7 @@ from .layout import block_plan
 from .forwards import Recorder
 from .result import Kept, LoopResult, StopDecoding, number_steps
 from .step import draft_records, draft_step, fallback_picks, first_mask_span, policy_inputs, verify_span
+from .token_writes import TokenWrites
 
 
 def edit_positions(is_mask: torch.Tensor, prompt_tail: int, current: torch.Tensor, drafts: torch.Tensor,
@@ -162,15 +163,13 @@ class EditStep:
     first_forward: int
     block_ids: torch.Tensor  # the block before the step (a copy: the step writes the sequence)
     positions: torch.Tensor
-    is_mask: torch.Tensor
     mask_idx: torch.Tensor
     masks: list[int]  # block-relative, ascending
     prompt_tail: int
     probs: Optional[torch.Tensor] = None  # the draft of every block position: distribution, tokens, p
     drafts: Optional[torch.Tensor] = None
     p: Optional[torch.Tensor] = None
-    edit_idx: Optional[torch.Tensor] = None
-    edited: Optional[torch.Tensor] = None  # the block with this step's edits applied (what a verifier reads)
+    edit_idx: Optional[torch.Tensor] = None  # the positions this step edits (None: editing is off)
     m_probs: Optional[torch.Tensor] = None  # ... the draft at the masks only
     m_drafts: Optional[torch.Tensor] = None
     m_p: Optional[torch.Tensor] = None
@@ -182,18 +181,26 @@ class EditStep:
     def verifies(self) -> bool:
         return self.decision is not None and self.decision.verify
 
+    def edited(self) -> torch.Tensor:
+        """The block with this step's edits applied (what its verifier reads)."""
+        if self.edit_idx is None:
+            return self.block_ids
+        edited = self.block_ids.clone()
+        edited[self.edit_idx] = self.drafts[self.edit_idx]
+        return edited
+
 
 def editing_step(ctx: StepContext, block: int, start: int, step: int, k_s: int) -> StepRecord:
     """One LLaDA2.x step of the block at `start`: draft, edits, route/verify the first span, fallback, apply."""
     es = plan_edit_step(ctx, block, start, step, k_s)
-    # 1. draft every position (edits read the decoded ones); 2. edits and the route
-    probs, drafts, p = draft_step(ctx, block, step, es.block_ids, es.positions,
-                                  torch.arange(ctx.B, device=ctx.x.device), first_mask(ctx, es))
+    # 1. draft (every position when edits are on: they read the decoded ones); 2. edits and the route
+    probs, drafts, p = draft_step(ctx, block, step, es.block_ids, es.positions, draft_rows(ctx, es),
+                                  first_mask(ctx, es))
     route_edit_step(ctx, es, probs, drafts, p)
     # 3. mask filling: verify on the edited block (rule V2), then the fallback (`finish_edit_step`)
     verification, chosen = None, []
     if es.verifies:
-        verification, chosen = verify_span(ctx, block, step, start, es.edited, es.positions, es.mask_idx, es.masks,
+        verification, chosen = verify_span(ctx, block, step, start, es.edited(), es.positions, es.mask_idx, es.masks,
                                            es.m_probs, es.m_drafts, es.m_p, es.span_len, start + ctx.B)
     return finish_edit_step(ctx, es, verification, chosen)
 
@@ -204,11 +211,10 @@ def plan_edit_step(ctx: StepContext, block: int, start: int, step: int, k_s: int
     B, x = ctx.B, ctx.x
     first_forward = ctx.rec.last_index + 1
     block_ids = x[start : start + B].clone()
-    positions = torch.arange(start, start + B, device=x.device)
     masks = list(ctx.masks)
     mask_idx = torch.tensor(masks, dtype=torch.long, device=x.device)
-    return EditStep(block, start, step, k_s, first_forward, block_ids, positions, block_ids == ctx.mask_id, mask_idx,
-                    masks, max(0, min(B, ctx.prompt_len - start)))
+    return EditStep(block, start, step, k_s, first_forward, block_ids, ctx.index[start : start + B], mask_idx, masks,
+                    max(0, min(B, ctx.prompt_len - start)))
 
 
 def first_mask(ctx: StepContext, es: EditStep) -> int:
@@ -216,14 +222,32 @@ def first_mask(ctx: StepContext, es: EditStep) -> int:
     return es.masks[0] if es.masks else ctx.B
 
 
-def route_edit_step(ctx: StepContext, es: EditStep, probs: torch.Tensor, drafts: torch.Tensor,
-                    p: torch.Tensor) -> None:
-    """After the draft: the edits, and the policy's route of the first mask span (one read: policy_inputs)."""
+def masks_only(ctx: StepContext, es: EditStep) -> bool:
+    """Whether the step's draft reads its masks' rows alone: greedy with editing off, nothing reads a decoded
+    position's draft (a step with no mask left still drafts its whole block, as a post step's forward does). A
+    sampled draft keeps drawing every position, so a seed's draws stay what they were. The page's decoder reads the
+    same rows (s2d2_web/decoding/editing.js)."""
+    return ctx.cfg.editing_threshold is None and bool(es.masks) and not ctx.cfg.do_sample
+
+
+def draft_rows(ctx: StepContext, es: EditStep) -> torch.Tensor:
+    """The block positions the step's draft reads (`masks_only`: its masks; else every position)."""
+    return es.mask_idx if masks_only(ctx, es) else ctx.index[: ctx.B]
+
+
+def route_edit_step(ctx: StepContext, es: EditStep, probs: torch.Tensor, drafts: torch.Tensor, p: torch.Tensor,
+                    masked: Optional[tuple[torch.Tensor, ...]] = None) -> None:
+    """After the draft: the edits, and the policy's route of the first mask span (one read: policy_inputs).
+    `masked`: the draft at the masks (distribution, tokens, p) when the caller took it with other rows' (the
+    batch-first editing loop)."""
     es.probs, es.drafts, es.p = probs, drafts, p
-    es.edit_idx = edit_positions(es.is_mask, es.prompt_tail, es.block_ids, drafts, p, ctx.cfg.editing_threshold)
-    es.edited = es.block_ids.clone()
-    es.edited[es.edit_idx] = drafts[es.edit_idx]
-    es.m_probs, es.m_drafts, es.m_p = probs[es.mask_idx], drafts[es.mask_idx], p[es.mask_idx]
+    threshold = ctx.cfg.editing_threshold
+    if threshold is not None:
+        es.edit_idx = edit_positions(es.block_ids == ctx.mask_id, es.prompt_tail, es.block_ids, drafts, p, threshold)
+    if masked is None:
+        masked = (probs, drafts, p) if masks_only(ctx, es) else (probs[es.mask_idx], drafts[es.mask_idx],
+                                                                 p[es.mask_idx])
+    es.m_probs, es.m_drafts, es.m_p = masked
     masks = es.masks
     es.span_len = first_mask_span(masks) if masks else 0
     if masks and ctx.policy is not None:
@@ -232,27 +256,37 @@ def route_edit_step(ctx: StepContext, es: EditStep, probs: torch.Tensor, drafts:
         es.decision = ctx.policy.decide(es.inputs)
 
 
+def fallback_due(es: EditStep, chosen: list[tuple[int, int, str]]) -> int:
+    """How many masks the remasking rule picks after the verifier decoded `chosen` (0: none, or no mask left)."""
+    return max(0, min(es.k_s, len(es.masks)) - len(chosen)) if es.masks else 0
+
+
 def finish_edit_step(ctx: StepContext, es: EditStep, verification: Optional[Verification],
-                     chosen: list[tuple[int, int, str]]) -> StepRecord:
+                     chosen: list[tuple[int, int, str]], fallback: Optional[list[tuple[int, int, str]]] = None,
+                     writes: Optional[TokenWrites] = None) -> StepRecord:
     """After the route (and the verifier, which decoded `chosen`): the fallback, the policy's reward, the edits and
-    fills written at once, and the step's record."""
+    fills written at once, and the step's record. `fallback`: the rule's picks when the caller took them with other
+    rows' (`fallback_from`, the batch-first editing loop); `writes`: the fills join them (the caller flushes them
+    with other rows', before anything reads the sequence), the edits are written here."""
     cfg, x, rec, masks, start = ctx.cfg, ctx.x, ctx.rec, es.masks, es.start
-    fallback_k, reward = 0, None
+    fallback_k, reward = fallback_due(es, chosen), None
     if masks:
-        fallback_k = max(0, min(es.k_s, len(masks)) - len(chosen))
         if fallback_k > 0:
-            chosen = chosen + fallback_picks(cfg, es.m_probs, es.m_drafts, es.m_p, chosen, fallback_k,
-                                             topup=verification is not None)
+            chosen = chosen + (fallback if fallback is not None else fallback_picks(
+                cfg, es.m_probs, es.m_drafts, es.m_p, chosen, fallback_k, topup=verification is not None))
         if es.decision is not None:
             reward = ctx.policy.update(es.decision, len(chosen))
     # 4. apply edits and fills together
-    edits = _edit_records(ctx, start, es.block_ids, es.drafts, es.p, es.edit_idx)
-    x[start + es.edit_idx] = es.drafts[es.edit_idx]
-    if chosen:
-        cand = torch.tensor([c[0] for c in chosen], dtype=torch.long, device=x.device)
-        x[start + es.mask_idx[cand]] = torch.tensor([c[1] for c in chosen], dtype=torch.long, device=x.device)
+    edits = [] if es.edit_idx is None else _edit_records(ctx, start, es.block_ids, es.drafts, es.p, es.edit_idx)
+    if edits:
+        x[start + es.edit_idx] = es.drafts[es.edit_idx]
     text = rec.text if rec.detailed else (lambda t: "")
     commits = [Commit(start + masks[i], t, text(t), how) for i, t, how in chosen]
+    if commits and writes is not None:
+        writes.add(x[start : start + ctx.B], start, commits)
+    elif commits:  # (positions from the host's list: mask_idx[i] is masks[i])
+        x[torch.tensor([c.position for c in commits], dtype=torch.long, device=x.device)] = torch.tensor(
+            [c.token for c in commits], dtype=torch.long, device=x.device)
     filled = {masks[i] for i, _, _ in chosen}
     ctx.masks = [m for m in ctx.masks if m not in filled]
     return StepRecord(

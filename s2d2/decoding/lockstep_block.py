@@ -43,7 +43,7 @@ from .blocks import commit_request, fused_request, prefill_request
 from .detail_rows import draft_detail
 from .draft_plans import plan_drafts
 from .draft_reads import draft_bulk
-from .lockstep_rows import Asked, Row, read_rows
+from .lockstep_rows import Asked, Row, padded_runs, read_rows
 from .lockstep_shifted import causal_verify_requests, seeded_prefill, stopped_before
 from .lockstep_verify import (drafted, lone_verify_request, read_pending, routed, shared_drafts, shared_read, tested,
                               verified, verify_requests)
@@ -197,7 +197,7 @@ def _draft_group(model: Any, cfg: DecodeConfig, members: list[tuple[Row, torch.T
     """The draft steps of rows sharing one config: one distribution and draw, one read, then each row's step."""
     sizes = [int(lg.shape[0]) for _, lg in members]
     probs, tokens, p_all = shared_drafts(model, cfg, [r for r, _ in members], [lg for _, lg in members])
-    padded = _padded(p_all, sizes)  # the remasking rule over every row at once (remasking.rule_inputs' batch form)
+    padded = padded_runs(p_all, sizes)  # the remasking rule over every row at once (remasking.rule_inputs' batch form)
     rule = skip_inputs(cfg, padded, lambda: entropy(probs))
     detail = draft_detail(members[0][0].state.ctx, probs, p_all)
     got = _split(read_rows(model, {"drafts": tokens, **rule, **detail}, 1)[0], sizes, int(padded.shape[1]))
@@ -217,7 +217,7 @@ def _shared_skips(cfg: DecodeConfig, probs: torch.Tensor, p: torch.Tensor, sizes
     its own: the pads sort last and never count (remasking.py `rule_inputs`)."""
     if cfg.remasking not in RULES or cfg.always_check_high_conf:
         return [None] * len(sizes), {}
-    rule = skip_inputs(cfg, _padded(p, sizes), lambda: entropy(probs))  # (these rules never read the entropy)
+    rule = skip_inputs(cfg, padded_runs(p, sizes), lambda: entropy(probs))  # (these rules never read the entropy)
     rows = {name: _row_views(t) for name, t in rule.items()}
     return [{name: v[j] for name, v in rows.items()} for j in range(len(sizes))], rule
 
@@ -228,17 +228,6 @@ def _row_views(t: torch.Tensor) -> tuple[torch.Tensor, ...]:
     step keeps a whole order with its pick count (selection.py `StepPicks.fallback_n`), so its first picks are
     its own order's; only a device write makes the cut, and a batch-first row writes from its commits."""
     return t.unbind(0)
-
-
-def _padded(values: torch.Tensor, sizes: list[int]) -> torch.Tensor:
-    """[R, max size] with row j holding the j-th run of `values` (runs of `sizes`), padded with -1."""
-    device = values.device
-    rows = torch.repeat_interleave(torch.arange(len(sizes), device=device), torch.tensor(sizes, device=device))
-    starts = torch.tensor([0] + sizes[:-1], device=device).cumsum(0)
-    cols = torch.arange(values.shape[0], device=device) - starts[rows]
-    out = torch.full((len(sizes), max(sizes)), -1.0, dtype=values.dtype, device=device)
-    out[rows, cols] = values
-    return out
 
 
 def _split(flat: dict[str, list[Any]], sizes: list[int], width: int) -> list[dict[str, Any]]:

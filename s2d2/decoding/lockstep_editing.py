@@ -29,20 +29,24 @@ import torch
 from ..config import DecodeConfig
 from ..models.base import ForwardRequest
 from ..policies import make_policy
-from ..trace import BlockRecord
+from ..trace import BlockRecord, StepRecord
 from .block_state import cancel
 from .blocks import block_masks, commit_request, prefill_request
 from .context import StepContext
-from .editing import (EditStep, block_ended, eos_in, finish_edit_step, first_mask, k_s_at, plan_edit_step,
-                      route_edit_step, step_due, stop_ids)
+from .editing import (EditStep, block_ended, draft_rows, eos_in, fallback_due, finish_edit_step, first_mask, k_s_at,
+                      masks_only, plan_edit_step, route_edit_step, step_due, stop_ids)
 from .layout import BlockPlan, block_plan
-from .lockstep_rows import Asked, Row
+from .lockstep_rows import Asked, Row, padded_runs, read_rows
 from .lockstep_verify import shared_drafts
 from .result import Kept, LoopResult, number_steps
-from .step import draft_request
+from .remasking import rule_inputs
+from .step import draft_request, fallback_from
+from .token_writes import TokenWrites
 from .verify_branch import span_outcome, verifier_probs, verifier_request
 
 __all__ = ["covers", "start", "requests", "advance", "cancel", "result"]  # the loop's interface (lockstep.py)
+
+BATCH_RULES = ("low_confidence_static", "low_confidence_dynamic", "sequential")  # rule_inputs' batch form
 
 
 @dataclass
@@ -95,52 +99,99 @@ def _request(st: EditState) -> Asked:
     if st.phase == "verify":
         request, kind, _ = st.verifier
         return Asked("verify_" + kind, es.block, es.step, request)
-    # draft_step's forward (every block position drafted: edits read the decoded ones); nothing is cached
+    # draft_step's forward (its rows: editing.py `draft_rows`); nothing is cached
     return Asked("draft", es.block, es.step, draft_request(ctx, es.block_ids, es.positions, first_mask(ctx, es),
-                                                           torch.arange(ctx.B, device=ctx.x.device)))
+                                                           draft_rows(ctx, es)))
 
 
 def advance(model: Any, rows: list[Row], logits: list[torch.Tensor]) -> None:
-    """After the step's forwards: the draft rows' distributions and draws (one per config), then each row's step
-    or block end, in batch 1's order."""
+    """After the step's forwards: the draft rows of each config routed after one shared distribution and draw, the
+    steps that end now (the non-verifying drafts' fallbacks over all of them at once, the verified ones) recorded
+    with their fills written together, then each row's next step or block end, in batch 1's order."""
     phases = [r.state.phase for r in rows]
     by_cfg: dict[DecodeConfig, list[int]] = {}
     for j, phase in enumerate(phases):
         if phase == "draft":
             by_cfg.setdefault(rows[j].prep.cfg, []).append(j)
+    writes = TokenWrites()  # every step's fills, written before any row plans its next step (which reads them)
+    ended: list[tuple[Row, StepRecord]] = []
     for cfg, members in by_cfg.items():
-        group = [rows[j] for j in members]
-        sizes = [int(logits[j].shape[0]) for j in members]
-        probs, tokens, p = shared_drafts(model, cfg, group, [logits[j] for j in members])
-        for r, *drawn in zip(group, probs.split(sizes), tokens.split(sizes), p.split(sizes)):
-            _drafted(r, *drawn)
-    for r, phase, lg in zip(rows, phases, logits):
+        skipping = _routed(model, cfg, [rows[j] for j in members], [logits[j] for j in members])
+        ended += _skipped(model, cfg, skipping, writes)
+    ended += [(r, _verified(r, lg, writes)) for r, phase, lg in zip(rows, phases, logits) if phase == "verify"]
+    writes.flush()
+    for r, record in ended:
+        _stepped(r, record)
+    for r, phase in zip(rows, phases):
         if phase == "prefill":
             r.state.kept.mark()
             _open_block(r, r.state.plan.first_start)
-        elif phase == "verify":
-            _verified(r, lg)
         elif phase == "commit":
             r.state.ctx.cached = 0  # (commit_block's)
             _checked(r)
 
 
-def _drafted(r: Row, probs: torch.Tensor, drafts: torch.Tensor, p: torch.Tensor) -> None:
-    """After the draft: the edits and the route; a verifying step waits for its verifier forward (the row's next),
-    any other ends now."""
-    st = r.state
-    ctx, es = st.ctx, st.edit
-    route_edit_step(ctx, es, probs, drafts, p)
-    if es.verifies:  # (verify_span's verifier, on the block with this step's edits applied)
-        st.verifier = verifier_request(ctx, es.edited, es.positions, es.mask_idx, es.m_drafts, es.span_len, ctx.B,
-                                       es.masks)
-        st.phase = "verify"
-        return
-    _stepped(r, finish_edit_step(ctx, es, None, []))
+def _routed(model: Any, cfg: DecodeConfig, group: list[Row], logits: list[torch.Tensor]) -> list[Row]:
+    """The draft rows of one config after their forward: one distribution and draw, the drafts at every row's
+    masks taken at once, then each row's edits and route (editing.py `route_edit_step`); a verifying row's
+    verifier becomes its next forward. Returns the rows whose step ends now (no verifier)."""
+    sizes = [int(lg.shape[0]) for lg in logits]
+    probs, tokens, p = shared_drafts(model, cfg, group, logits)
+    steps = [r.state.edit for r in group]
+    counts = [len(es.masks) for es in steps]
+    only = [masks_only(r.state.ctx, es) for r, es in zip(group, steps)]
+    if all(only):  # every draft read its masks alone: the drafts at the masks are the draft
+        masked = zip(*(t.split(sizes) for t in (probs, tokens, p)))
+    else:  # each row's masks among its read rows, taken for all rows at once
+        local = [r.state.ctx.index[:n] if o else es.mask_idx for r, es, n, o in zip(group, steps, counts, only)]
+        starts = torch.tensor([0] + sizes[:-1], device=probs.device).cumsum(0)
+        at = torch.cat(local) + torch.repeat_interleave(starts, torch.tensor(counts, device=probs.device))
+        masked = zip(*(t.index_select(0, at).split(counts) for t in (probs, tokens, p)))
+    skipping = []
+    for r, es, m, *drawn in zip(group, steps, masked, probs.split(sizes), tokens.split(sizes), p.split(sizes)):
+        st = r.state
+        route_edit_step(st.ctx, es, *drawn, masked=m)
+        if es.verifies:  # (verify_span's verifier, on the block with this step's edits applied)
+            st.verifier = verifier_request(st.ctx, es.edited(), es.positions, es.mask_idx, es.m_drafts, es.span_len,
+                                           st.ctx.B, es.masks)
+            st.phase = "verify"
+        else:
+            skipping.append(r)
+    return skipping
 
 
-def _verified(r: Row, logits: torch.Tensor) -> None:
-    """After the verifier: q over the span, the acceptance test (the row's generator) and the step's end."""
+def _skipped(model: Any, cfg: DecodeConfig, rows: list[Row], writes: TokenWrites) -> list[tuple[Row, StepRecord]]:
+    """The steps of one config that end without a verifier: the remasking rule over all their masks at once (one
+    read; `fallback_from` per row, batch 1's host half), then each step's record (editing.py `finish_edit_step`).
+    A rule without a batch form (entropy-bounded) runs per row, as batch 1's `fallback_picks`."""
+    due = [fallback_due(r.state.edit, []) for r in rows]
+    batched = [(r, k) for r, k in zip(rows, due) if k > 0] if cfg.remasking in BATCH_RULES else []
+    picks = dict(zip((id(r) for r, _ in batched), _shared_fallbacks(model, cfg, batched)))
+    return [(r, finish_edit_step(r.state.ctx, r.state.edit, None, [], picks.get(id(r)), writes)) for r in rows]
+
+
+def _shared_fallbacks(model: Any, cfg: DecodeConfig, rows: list[tuple[Row, int]]) -> list[list[tuple[int, int, str]]]:
+    """Each row's fallback picks (k of its masks, none decoded yet this step): `rule_inputs` once over the rows'
+    masks padded (its batch form), one read with their drafts, then batch 1's `fallback_from` per row."""
+    if not rows:
+        return []
+    steps = [r.state.edit for r, _ in rows]
+    counts = [len(es.masks) for es in steps]
+    padded = padded_runs(torch.cat([es.m_p for es in steps]), counts)
+    rule = rule_inputs(cfg.remasking, padded, lambda: torch.empty(0), cfg.confidence_threshold, cfg.eb_gamma)
+    drafts = padded_runs(torch.cat([es.m_drafts for es in steps]), counts)
+    got = read_rows(model, {"drafts": drafts, **rule}, len(rows))
+    out = []
+    for (_, k), n, g in zip(rows, counts, got):
+        inputs = {"order": g["order"][:n]} if "order" in g else {}
+        if "above" in g:
+            inputs["above"] = g["above"][0]
+        out.append(fallback_from(cfg, inputs, n, [], k, False, g["drafts"][:n]))
+    return out
+
+
+def _verified(r: Row, logits: torch.Tensor, writes: TokenWrites) -> StepRecord:
+    """After the verifier: q over the span, the acceptance test (the row's generator) and the step's record."""
     st = r.state
     ctx, es = st.ctx, st.edit
     _, kind, end = st.verifier
@@ -148,10 +199,10 @@ def _verified(r: Row, logits: torch.Tensor) -> None:
     q_probs = verifier_probs(ctx, logits, end)
     verification, chosen = span_outcome(ctx, kind, es.start, es.masks, es.m_probs, es.m_drafts, es.m_p, q_probs,
                                         es.span_len)
-    _stepped(r, finish_edit_step(ctx, es, verification, chosen))
+    return finish_edit_step(ctx, es, verification, chosen, writes=writes)
 
 
-def _stepped(r: Row, record: Any) -> None:
+def _stepped(r: Row, record: StepRecord) -> None:
     """A step is recorded: the block's next step, or its end."""
     st = r.state
     r.steps.append(record)

@@ -94,3 +94,16 @@ def read_rows(model: Any, parts: Mapping[str, Optional[torch.Tensor]], n: int,
         for j in range(n):
             out[j][name] = flat[j * width : (j + 1) * width]
     return out
+
+
+def padded_runs(values: torch.Tensor, sizes: list[int]) -> torch.Tensor:
+    """[R, max size] with row j holding the j-th run of `values` (runs of `sizes`, one after another), padded with
+    -1: a remasking rule's batch form over many rows' masks (remasking.py `rule_inputs`: a pad sorts after every
+    probability and never counts above τ)."""
+    device = values.device
+    rows = torch.repeat_interleave(torch.arange(len(sizes), device=device), torch.tensor(sizes, device=device))
+    starts = torch.tensor([0] + sizes[:-1], device=device).cumsum(0)
+    cols = torch.arange(values.shape[0], device=device) - starts[rows]
+    out = torch.full((len(sizes), max(sizes)), -1, dtype=values.dtype, device=device)
+    out[rows, cols] = values
+    return out

@@ -41,7 +41,8 @@ from .verify_branch import verify_probs, verify_span, verify_step
 
 __all__ = [
     "run_step", "first_mask_span", "draft_step", "draft_forward", "policy_inputs",
-    "policy_summary", "fallback_picks", "draft_records", "verification_record", "verify_probs", "verify_span",
+    "policy_summary", "fallback_picks", "fallback_from", "draft_records", "verification_record", "verify_probs",
+    "verify_span",
 ]
 
 
@@ -293,12 +294,22 @@ def fallback_picks(cfg: DecodeConfig, probs: torch.Tensor, drafts: torch.Tensor,
     """The remasking rule over the masks not yet chosen this step (a whole baseline step when none are), read back
     as (index, token, how) (for loops that keep their picks on the host)."""
     taken = {c[0] for c in chosen}
-    rest = torch.ones(p.shape[0], dtype=torch.bool, device=p.device)
-    rest[list(taken)] = False
+    rest = None  # every mask competes (rule_inputs gives what an all-true `rest` would, in fewer operations)
+    if taken:
+        rest = torch.ones(p.shape[0], dtype=torch.bool, device=p.device)
+        rest[list(taken)] = False
     device = rule_inputs(cfg.remasking, p, lambda: entropy(probs), cfg.confidence_threshold, cfg.eb_gamma, rest)
     got = {name: (t.tolist() if t.dim() else int(t)) for name, t in device.items()}
-    picks, how = choose(cfg.remasking, k, [i for i in range(p.shape[0]) if i not in taken], got, topup)
-    tokens = drafts.tolist()
+    return fallback_from(cfg, got, int(p.shape[0]), chosen, k, topup, drafts.tolist())
+
+
+def fallback_from(cfg: DecodeConfig, got: dict[str, Any], n: int, chosen: list[tuple[int, int, str]], k: int,
+                  topup: bool, tokens: list[int]) -> list[tuple[int, int, str]]:
+    """`fallback_picks`'s host half: the rule's picks among the n masks not in `chosen`, from its inputs read back
+    (`got`), with the masks' drafts `tokens`. Also the batch-first editing loop's, after one read of many rows'
+    rule inputs (lockstep_editing.py)."""
+    taken = {c[0] for c in chosen}
+    picks, how = choose(cfg.remasking, k, [i for i in range(n) if i not in taken], got, topup)
     return [(i, tokens[i], how) for i in picks]
 
 

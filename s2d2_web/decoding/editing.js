@@ -12,7 +12,7 @@ import { startDecode } from "./context.js";
 import { numberSteps, transferSchedule } from "./decoder.js";
 import { draftRows } from "./detail_rows.js";
 import { range } from "./forwards.js";
-import { drawWithProbs, entropy, tokenDistribution } from "./sampling.js";
+import { doSample, drawWithProbs, entropy, tokenDistribution } from "./sampling.js";
 import { fallbackPicks } from "./selection.js";
 import { draftForward, firstMaskSpan, policyInputs } from "./step.js";
 import { verifySpan } from "./verify_branch.js";
@@ -71,13 +71,16 @@ async function editingStep(ctx, block, start, step, kS) {
   const masks = range(0, B).filter((i) => blockIds[i] === ctx.maskId);
   const n = masks.length;
   const promptTail = Math.max(0, Math.min(B, ctx.promptLen - start));
-  const logits = await draftForward(ctx, block, step, start, range(0, B), n ? masks[0] : B);
+  // greedy with editing off, the draft reads the masks' rows alone (editing.py masks_only)
+  const masksOnly = cfg.editing_threshold === null && n > 0 && !doSample(cfg);
+  const logits = await draftForward(ctx, block, step, start, masksOnly ? masks : range(0, B), n ? masks[0] : B);
   const probs = tokenDistribution(logits, cfg, ctx.maskId);
   const [drafts, p] = drawWithProbs(probs, cfg, ctx.stream);
   const editIdx = editPositions(blockIds, ctx.maskId, promptTail, drafts, p, cfg.editing_threshold);
   const edited = Int32Array.from(blockIds);
   for (const i of editIdx) edited[i] = drafts[i];
-  const [mProbs, mDrafts, mP] = [masks.map((m) => probs[m]), masks.map((m) => drafts[m]), masks.map((m) => p[m])];
+  const [mProbs, mDrafts, mP] = masksOnly ? [probs, drafts, p]
+    : [masks.map((m) => probs[m]), masks.map((m) => drafts[m]), masks.map((m) => p[m])];
   const spanLen = n ? firstMaskSpan(masks) : 0;
   let chosen = [];
   let [inputs, decision, verification, reward, fallbackK] = [null, null, null, null, 0];

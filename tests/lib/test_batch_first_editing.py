@@ -18,6 +18,7 @@ from s2d2.decoding import lockstep_editing, lockstep_verify
 from s2d2.decoding.lockstep import covers, loop_for
 from tests.support.batch_cases import StopsOne, assert_batch_equals_single, batch_prompts, model64
 from tests.support.golden_cases import PROMPTS, bundled_available
+from tests.support.tiny_models import tiny_qwen3
 from tests.support.trace_compare import trace_mismatch
 
 EDIT_S2D2 = s2d2.DecodeConfig(loop="editing", method="s2d2", policy="always", block_length=4, gen_length=16,
@@ -56,6 +57,21 @@ def test_editing_rows_share_the_step_with_block_loop_and_ar_rows(monkeypatch):
             EDIT_S2D2.replace(policy="score_threshold", score_threshold=1.0, temperature=0.0)]
     prompts = [PROMPTS["a"], PROMPTS["b"], [7, 8, 9], PROMPTS["c"], PROMPTS["a"]]
     assert_batch_equals_single(model64("aligned"), prompts, cfgs, [3, 1, 4, 1, 5], batch_size=3)
+
+
+@pytest.mark.parametrize("rule", ["low_confidence_static", "low_confidence_dynamic", "sequential", "entropy_bounded"])
+def test_every_remasking_rule_with_edits_and_post_steps_decodes_batch_first_as_alone(rule, monkeypatch):
+    """The fallback's rule over all non-verifying rows at once (its batch form; entropy-bounded per row), with
+    edits and mask-free post steps, greedy and sampled rows, S2D2 and baseline rows of the same rule."""
+    _no_threads(monkeypatch)
+    # an unsharpened random model: its sampled drafts differ from decoded tokens, each with p > 0 (τ_edit 0)
+    base = EDIT_S2D2.replace(remasking=rule, max_post_steps=2, editing_threshold=0.0, eb_gamma=0.5)
+    cfgs = [base.replace(method="diffusion"), base.replace(policy="score_threshold", score_threshold=2.0),
+            base.replace(method="diffusion", temperature=0.0), base, base.replace(method="diffusion")]
+    prompts = [PROMPTS["a"], PROMPTS["b"], [7, 8, 9], PROMPTS["c"], PROMPTS["a"]]
+    results = assert_batch_equals_single(tiny_qwen3(seed=2), prompts, cfgs, [0, 1, 2, 3, 4], batch_size=4)
+    steps = [s for r in results for s in r.trace.steps]
+    assert any(s.edits for s in steps) and any(not s.masks_before for s in steps)  # edits and post steps ran
 
 
 @pytest.mark.parametrize("kind", ["draft", "verify_2l", "commit"])
