@@ -20,17 +20,25 @@ def draft_bulk(first: int, sizes: list[int], tokens: torch.Tensor, summary: Summ
     starts = [0]
     for n in sizes[:-1]:
         starts.append(starts[-1] + n)
-    out = [Bulk("drafts", tokens, members, [(a, a + n) for a, n in zip(starts, sizes)]),
-           Bulk("n_hi", summary.n_hi, members, [(k, None) for k in range(len(sizes))])]
-    names = summary.buckets[0][1].keys() if summary.buckets else ()
-    for name in names:
-        for rows, parts in summary.buckets:
-            out.append(_per_row(name, parts[name], [first + j for j in rows]))
+    out = [Bulk("drafts", tokens, members, [(a, a + n) for a, n in zip(starts, sizes)]), *summary_bulk(first, summary)]
     width = max(sizes)
     for name, t in rule.items():  # "order": [R, width] cut to each row's masks; "above": [R]
         cuts = [(k * width, k * width + n) for k, n in enumerate(sizes)] if t.dim() == 2 else \
             [(k, None) for k in range(len(sizes))]
         out.append(Bulk(name, t, members, cuts))
+    return out
+
+
+def summary_bulk(first: int, summary: SummaryParts) -> list[Bulk]:
+    """The routing summary of many rows (route_summary.py `summary_parts`) as parts read once for all of them
+    (transfers.py `Bulk`): N_hi, then each of the summary's parts, row j of the summary being reader `first + j` of
+    the shared read. Also the batch-first editing loop's (lockstep_editing.py)."""
+    out = [Bulk("n_hi", summary.n_hi, range(first, first + int(summary.n_hi.shape[0])),
+                [(k, None) for k in range(int(summary.n_hi.shape[0]))])]
+    names = summary.buckets[0][1].keys() if summary.buckets else ()
+    for name in names:
+        for rows, parts in summary.buckets:
+            out.append(_per_row(name, parts[name], [first + j for j in rows]))
     return out
 
 

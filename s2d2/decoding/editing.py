@@ -46,7 +46,8 @@ from .draws import Source
 from .layout import block_plan
 from .forwards import Recorder
 from .result import Kept, LoopResult, StopDecoding, number_steps
-from .step import draft_records, draft_step, fallback_picks, first_mask_span, policy_inputs, verify_span
+from .step import (draft_records, draft_step, fallback_picks, first_mask_span, policy_inputs_from, policy_summary,
+                   verify_span)
 from .token_writes import TokenWrites
 
 
@@ -235,11 +236,17 @@ def draft_rows(ctx: StepContext, es: EditStep) -> torch.Tensor:
     return es.mask_idx if masks_only(ctx, es) else ctx.index[: ctx.B]
 
 
-def route_edit_step(ctx: StepContext, es: EditStep, probs: torch.Tensor, drafts: torch.Tensor, p: torch.Tensor,
-                    masked: Optional[tuple[torch.Tensor, ...]] = None) -> None:
-    """After the draft: the edits, and the policy's route of the first mask span (one read: policy_inputs).
-    `masked`: the draft at the masks (distribution, tokens, p) when the caller took it with other rows' (the
-    batch-first editing loop)."""
+def route_edit_step(ctx: StepContext, es: EditStep, probs: torch.Tensor, drafts: torch.Tensor, p: torch.Tensor) -> None:
+    """After the draft: the edits, and the policy's route of the first mask span (one read: policy_inputs)."""
+    take_draft(ctx, es, probs, drafts, p)
+    if routes(ctx, es):
+        decide_route(ctx, es, ctx.reads.fetch(policy_summary(ctx, es.m_probs, es.m_p, es.span_len)))
+
+
+def take_draft(ctx: StepContext, es: EditStep, probs: torch.Tensor, drafts: torch.Tensor, p: torch.Tensor,
+               masked: Optional[tuple[torch.Tensor, ...]] = None) -> None:
+    """The step's draft, its edits (device work) and the draft at its masks (`masked`: when the caller took it
+    with other rows', the batch-first editing loop)."""
     es.probs, es.drafts, es.p = probs, drafts, p
     threshold = ctx.cfg.editing_threshold
     if threshold is not None:
@@ -248,12 +255,21 @@ def route_edit_step(ctx: StepContext, es: EditStep, probs: torch.Tensor, drafts:
         masked = (probs, drafts, p) if masks_only(ctx, es) else (probs[es.mask_idx], drafts[es.mask_idx],
                                                                  p[es.mask_idx])
     es.m_probs, es.m_drafts, es.m_p = masked
+    es.span_len = first_mask_span(es.masks) if es.masks else 0
+
+
+def routes(ctx: StepContext, es: EditStep) -> bool:
+    """Whether the step consults its policy (an S2D2 step with a mask left)."""
+    return bool(es.masks) and ctx.policy is not None
+
+
+def decide_route(ctx: StepContext, es: EditStep, got: dict[str, Any]) -> None:
+    """The policy's inputs and decision from the routing summary read back (`got`: step.py `policy_summary`'s,
+    or the batch-first editing loop's shared read of many rows' summaries)."""
     masks = es.masks
-    es.span_len = first_mask_span(masks) if masks else 0
-    if masks and ctx.policy is not None:
-        es.inputs = policy_inputs(ctx, es.m_probs, es.m_p, es.span_len, len(masks), ctx.B, es.prompt_tail, masks,
-                                  min(es.k_s, len(masks)))
-        es.decision = ctx.policy.decide(es.inputs)
+    es.inputs = policy_inputs_from(ctx, got, es.span_len, len(masks), ctx.B, es.prompt_tail, masks,
+                                   min(es.k_s, len(masks)))
+    es.decision = ctx.policy.decide(es.inputs)
 
 
 def fallback_due(es: EditStep, chosen: list[tuple[int, int, str]]) -> int:

@@ -33,13 +33,15 @@ from ..trace import BlockRecord, StepRecord
 from .block_state import cancel
 from .blocks import block_masks, commit_request, prefill_request
 from .context import StepContext
-from .editing import (EditStep, block_ended, draft_rows, eos_in, fallback_due, finish_edit_step, first_mask, k_s_at,
-                      masks_only, plan_edit_step, route_edit_step, step_due, stop_ids)
+from .draft_reads import summary_bulk
+from .editing import (EditStep, block_ended, decide_route, draft_rows, eos_in, fallback_due, finish_edit_step,
+                      first_mask, k_s_at, masks_only, plan_edit_step, routes, step_due, stop_ids, take_draft)
 from .layout import BlockPlan, block_plan
 from .lockstep_rows import Asked, Row, padded_runs, read_rows
-from .lockstep_verify import shared_drafts
+from .lockstep_verify import shared_drafts, shared_read
 from .result import Kept, LoopResult, number_steps
 from .remasking import rule_inputs
+from .route_summary import summary_parts
 from .step import draft_request, fallback_from
 from .token_writes import TokenWrites
 from .verify_branch import span_outcome, verifier_probs, verifier_request
@@ -147,10 +149,14 @@ def _routed(model: Any, cfg: DecodeConfig, group: list[Row], logits: list[torch.
         starts = torch.tensor([0] + sizes[:-1], device=probs.device).cumsum(0)
         at = torch.cat(local) + torch.repeat_interleave(starts, torch.tensor(counts, device=probs.device))
         masked = zip(*(t.index_select(0, at).split(counts) for t in (probs, tokens, p)))
-    skipping = []
     for r, es, m, *drawn in zip(group, steps, masked, probs.split(sizes), tokens.split(sizes), p.split(sizes)):
+        take_draft(r.state.ctx, es, *drawn, masked=m)
+    routing = [r for r, es in zip(group, steps) if routes(r.state.ctx, es)]
+    for r, got in zip(routing, _shared_summaries(cfg, routing)):
+        decide_route(r.state.ctx, r.state.edit, got)
+    skipping = []
+    for r, es in zip(group, steps):
         st = r.state
-        route_edit_step(st.ctx, es, *drawn, masked=m)
         if es.verifies:  # (verify_span's verifier, on the block with this step's edits applied)
             st.verifier = verifier_request(st.ctx, es.edited(), es.positions, es.mask_idx, es.m_drafts, es.span_len,
                                            st.ctx.B, es.masks)
@@ -158,6 +164,18 @@ def _routed(model: Any, cfg: DecodeConfig, group: list[Row], logits: list[torch.
         else:
             skipping.append(r)
     return skipping
+
+
+def _shared_summaries(cfg: DecodeConfig, rows: list[Row]) -> list[dict[str, Any]]:
+    """The routing summary of every routing row of one config (step.py `policy_summary`'s values, row by row:
+    route_summary.py `summary_parts`), read in one shared read, each row counting its own fetch as alone."""
+    if not rows:
+        return []
+    steps = [r.state.edit for r in rows]
+    parts = summary_parts(cfg, torch.cat([es.m_probs for es in steps]), torch.cat([es.m_p for es in steps]),
+                          [len(es.masks) for es in steps], [es.span_len for es in steps],
+                          any(r.state.ctx.rec.costs is not None for r in rows))
+    return shared_read(rows, [{} for _ in rows], summary_bulk(0, parts))
 
 
 def _skipped(model: Any, cfg: DecodeConfig, rows: list[Row], writes: TokenWrites) -> list[tuple[Row, StepRecord]]:

@@ -40,8 +40,8 @@ from .selection import StepPicks, fallback_k, skip_inputs, skip_picks, write_pic
 from .verify_branch import verify_probs, verify_span, verify_step
 
 __all__ = [
-    "run_step", "first_mask_span", "draft_step", "draft_forward", "policy_inputs",
-    "policy_summary", "fallback_picks", "fallback_from", "draft_records", "verification_record", "verify_probs",
+    "run_step", "first_mask_span", "draft_step", "draft_forward", "policy_inputs", "policy_summary",
+    "policy_inputs_from", "fallback_picks", "fallback_from", "draft_records", "verification_record", "verify_probs",
     "verify_span",
 ]
 
@@ -343,6 +343,13 @@ def policy_inputs(ctx: StepContext, probs: torch.Tensor, p: torch.Tensor, span_l
     """Estimator outputs for the span plus the counts a policy reads, in one host transfer (with the step's costs
     when the run routes in seconds: pass `masks`, block-relative, and k_s)."""
     got = ctx.reads.fetch(policy_summary(ctx, probs, p, span_len))
+    return policy_inputs_from(ctx, got, span_len, n_masks, window_len, prompt_in_window, masks, min_k)
+
+
+def policy_inputs_from(ctx: StepContext, got: dict[str, Any], span_len: int, n_masks: int, window_len: int,
+                       prompt_in_window: int, masks: Optional[list[int]] = None, min_k: int = 1) -> PolicyInputs:
+    """`policy_inputs`' host half, from the summary read back (`got`). Also the batch-first editing loop's, after
+    one read of many rows' summaries (lockstep_editing.py)."""
     inputs = inputs_from_summary(got, span_len, n_masks, window_len, prompt_in_window)
     if ctx.rec.costs is not None and masks is not None:  # this loop picks after routing: count what a skip takes
         inputs.costs = step_costs(ctx, masks, span_len, window_len, skip_token_count(ctx.cfg, inputs.n_hi, min_k),

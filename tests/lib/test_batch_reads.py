@@ -83,9 +83,12 @@ def test_batched_reads_give_each_sequence_its_batch_one_trace_in_far_fewer_trans
                                 engine)
     summary = got["summary"]
     if engine == "batch-first" and cfg.loop == "editing":
-        # the batch-first editing loop reads per row, where batch 1 reads (lockstep_editing.py): each sequence
-        # still counts its own fetches as alone, and none of them goes through a shared read
-        assert got["in_batch"] == got["alone"] > 0 and summary["reads"] == summary["sequence_reads"] == 0, summary
+        # the batch-first editing loop (lockstep_editing.py) reads its S2D2 rows' routing summaries in one shared
+        # read per step; a detailed trace's draft and verifier rows are read per row, where batch 1 reads them.
+        # Each sequence still counts its own fetches as alone.
+        assert got["in_batch"] == got["alone"] >= summary["sequence_reads"] > 0, summary
+        assert summary["reads"] <= summary["forwards"] and summary["failed_reads"] == 0, summary
+        assert detailed or got["in_batch"] == summary["sequence_reads"], summary
         return
     # each sequence counted its own fetches exactly as alone, and the ledger served every one of them
     assert got["in_batch"] == got["alone"] == summary["sequence_reads"] > 0
