@@ -16,13 +16,14 @@ decoders and S2D2, edits and post-steps included). Each live row makes one forwa
 token, prefill, draft, 2L or causal verify, commit), and all of them go to the shared forwards together, grouped
 at the least modelled cost (batch.py `cheapest_groups` at the model's `fixed_tokens_for`): on an accelerator,
 where a forward is bound by reading the weights, one forward carries every live row; on the CPU, where each query
-token is real work, drafts and 2L verifies share a forward only when the saved fixed cost pays for the padding. The step's rules run over all its rows at once
-where a rule is tensor work (the routing summary, route_summary.py; the acceptance test, acceptance.py
-`acceptance_rows`, once per span length; the 2L verify rows' ids, verify_branch.py `verify_2l_rows`); what stays per row
-is host bookkeeping (plans, records, a policy's decision and update, which keep per-row Python state) and each row's own
-random draws. The LLaDA2 editing loop (lockstep_editing.py) shares its steps' forwards and draft distributions and
-runs the rest of each step per row, reading where batch 1 reads. The D2F pipeline keeps the thread engine (several
-blocks in flight per sequence, each with its own phase), which `generate_batch` picks for any batch holding a
+token is real work, drafts and 2L verifies share a forward only when the saved fixed cost pays for the padding.
+The step's rules run over all its rows at once where a rule is tensor work (the routing summary, route_summary.py;
+the acceptance test, acceptance.py `acceptance_rows`, once per span length; the 2L verify rows' ids,
+verify_branch.py `verify_2l_rows`); what stays per row is host bookkeeping (plans, records, a policy's decision and
+update, which keep per-row Python state) and each row's own random draws. The LLaDA2 editing loop
+(lockstep_editing.py) shares its steps' forwards, draft distributions, routing summaries, remasking rule and writes,
+and runs the rest of each step per row. The D2F pipeline keeps the thread engine (several blocks in flight per
+sequence, each with its own phase), which `generate_batch` picks for any batch holding a
 config this engine does not cover.
 
 Same invariants as the thread engine: in float64 each sequence's trace is its `generate` trace apart from wall

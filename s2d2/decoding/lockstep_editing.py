@@ -2,21 +2,23 @@
 `editing_loop`, for the diffusion decoders and S2D2 on it.
 
 Each live row is in one phase per step, and each phase is one forward: the prefill (the prompt's full blocks), a
-step's draft of its whole block, that step's 2L verifier (S2D2, when the row's policy verifies; on the block with
-the step's edits applied), or the block's commit. The engine (lockstep.py) runs all rows' forwards together,
-whatever their phases; then the draft rows of one config share one `token_distribution` and, greedy, one max
-(lockstep_verify.py `shared_drafts`; sampled, each row draws from its own generator), and each row runs the rest of
-its step with batch 1's own functions: editing.py's `plan_edit_step`, `route_edit_step` (the edits and the route),
-`finish_edit_step` (the fallback, the writes, the record), `step_due`, `block_ended` and `eos_in`; verify_branch.py's
-`verifier_request`, `verifier_probs` and `span_outcome`; blocks.py's `prefill_request` and `commit_request`. The
-order of phases is `editing_loop`'s (prefill; per block the steps until `block_ended` or `step_due` says so; the EOS
-early stop; the commit but after the last block; the progress check), and so are the order of each row's random
-draws (draft, acceptance test, residual) and its reads. So in float64 each sequence's trace is its `generate` trace
-apart from wall times.
+step's draft of its block (editing.py `draft_rows`), that step's 2L verifier (S2D2, when the row's policy verifies;
+on the block with the step's edits applied), or the block's commit. The engine (lockstep.py) runs all rows'
+forwards together, whatever their phases. Then, for the draft rows of one config at once: one `token_distribution`
+and, greedy, one max (lockstep_verify.py `shared_drafts`; sampled, each row draws from its own generator), the
+drafts at every row's masks, the S2D2 rows' routing summaries in one shared read (route_summary.py
+`summary_parts`), and for the steps that end without a verifier the remasking rule over all their masks in one
+read (remasking.py `rule_inputs`' batch form); every step's fills are written together (token_writes.py) before
+any row plans its next step. The rest is batch 1's own code per row: editing.py's `plan_edit_step`, `take_draft`
+(the edits), `decide_route`, `finish_edit_step`, `step_due`, `block_ended` and `eos_in`; step.py's `fallback_from`;
+verify_branch.py's `verifier_request`, `verifier_probs` and `span_outcome`; blocks.py's `prefill_request` and
+`commit_request`. The order of phases is `editing_loop`'s (prefill; per block the steps until `block_ended` or
+`step_due` says so; the EOS early stop; the commit but after the last block; the progress check), and so is the
+order of each row's random draws (draft, acceptance test, residual). So in float64 each sequence's trace is its
+`generate` trace apart from wall times.
 
-What stays per row is more than in the block loop (lockstep_block.py): an editing step reads its block's masks, the
-policy's inputs, the acceptance test and the fallback's picks on its own, as batch 1 does; the loop is short (a
-block of 32 drafted whole each step) and its reads are where its rules branch. Covered (`covers`): every editing
+Still per row: the edits (their positions and records read where batch 1 reads them), a verifying step's
+acceptance test and residual, and a detailed trace's draft and verifier rows. Covered (`covers`): every editing
 config on a position-aligned model (the loop refuses right-shifted ones).
 """
 from __future__ import annotations

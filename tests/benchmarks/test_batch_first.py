@@ -56,8 +56,9 @@ def test_a_real_run_interleaves_the_engines_and_reports_the_ratio_of_the_rounds_
     printed = capsys.readouterr().out.splitlines()
     assert [(r["alignment"], r["arm"]) for r in rows] == batch_first.HOST_ARMS
     # per arm with both engines: a warm-up round and 3 timed ones, each threads then batch-first
-    covered = [r for r in rows if "ratios" in r]  # every arm, the right-shifted one and the options included
-    assert len(covered) == len(rows) == 6 and len(calls) == 6 * 2 * 4
+    covered = [r for r in rows if "ratios" in r]  # every arm: the right-shifted one, the options, the editing loop
+    n = len(batch_first.HOST_ARMS)
+    assert len(covered) == len(rows) == n == 8 and len(calls) == n * 2 * 4
     assert calls[:8] == ["threads", "batch-first"] * 4
     for r in covered:
         us = r["cpu_us"]
