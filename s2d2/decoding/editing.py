@@ -236,7 +236,8 @@ def draft_rows(ctx: StepContext, es: EditStep) -> torch.Tensor:
     return es.mask_idx if masks_only(ctx, es) else ctx.index[: ctx.B]
 
 
-def route_edit_step(ctx: StepContext, es: EditStep, probs: torch.Tensor, drafts: torch.Tensor, p: torch.Tensor) -> None:
+def route_edit_step(ctx: StepContext, es: EditStep, probs: torch.Tensor, drafts: torch.Tensor,
+                    p: torch.Tensor) -> None:
     """After the draft: the edits, and the policy's route of the first mask span (one read: policy_inputs)."""
     take_draft(ctx, es, probs, drafts, p)
     if routes(ctx, es):

@@ -4,30 +4,29 @@
 Each live row is in one phase per step, and each phase is one forward: the prefill (the prompt's full blocks), a draft
 step of its current window, an S2D2 step's verifier (2L, lockstep_verify.py; causal on a right-shifted model,
 lockstep_shifted.py), the block's commit, or (fused commits) a block's first draft storing the last block's tail.
-Between steps a row's blocks open, move from window to window and end as block_state.py says. The engine (lockstep.py) runs all rows' forwards together, whatever their
-phases; then the draft rows' distributions and draws are taken over all of them at once (rows of one config share
-`token_distribution` and, greedy, one max; sampled, each row draws from its own generator); the baseline rows' values
-are read in one read, an S2D2 row is routed by its own policy (step.py `route`) and, if it verifies, its verifier joins
-the next step's forward. What a step decodes and records is batch 1's own code, applied to each row's own `StepContext`:
-step.py's `plan_step`, `skip_step`, `step_record`, verify_branch.py's `verify_2l_inputs` and `verify_outcome`,
-`block_masks`, `block_windows`, `stopped_in`, `block_plan`; the order of phases is `block_loop`'s (prefill, per window
-the steps until it has no mask, the commit, the stop rule and the progress check; on a right-shifted model also the AR
-seeds and the mid-block stop rule, lockstep_shifted.py). So in float64 each sequence's trace is its `generate` trace
-apart from wall times.
+Between steps a row's blocks open, move from window to window and end as block_state.py says. The engine (lockstep.py)
+runs all rows' forwards together, whatever their phases; then the draft rows' distributions and draws are taken over all
+of them at once (rows of one config share `token_distribution` and, greedy, one max; sampled, each row draws from its
+own generator); the baseline rows' values are read in one read, an S2D2 row is routed by its own policy (step.py
+`route`) and, if it verifies, its verifier joins the next step's forward. What a step decodes and records is batch 1's
+own code, applied to each row's own `StepContext`: step.py's `plan_step`, `skip_step`, `step_record`, verify_branch.py's
+`verify_2l_inputs` and `verify_outcome`, `block_masks`, `block_windows`, `stopped_in`, `block_plan`; the order of phases
+is `block_loop`'s (prefill, per window the steps until it has no mask, the commit, the stop rule and the progress check;
+on a right-shifted model also the AR seeds and the mid-block stop rule, lockstep_shifted.py). So in float64 each
+sequence's trace is its `generate` trace apart from wall times.
 
 Covered (`covers`), on both families: method "diffusion" without sub-blocks and with the remasking rules
-`low_confidence_static`, `low_confidence_dynamic` and `sequential` (no high-confidence extras: a baseline has
-none), with or without KV reuse and fused commits; method "s2d2" with any routing policy (`cost_aware` reads the cost table frozen for the batch, batched.py),
-any estimator, acceptance mode, remasking rule and extras, with or without sub-blocks, with or without the trimmed
-verifier (`trim_verify`: its forward is built per row, lockstep_verify.py `lone_verify_request`), with or without
-adaptive block sizes (`adaptive_block`: each row keeps its own rule, adaptive_blocks.py), with or without KV
-reuse (`kv_reuse`: batch 1's requests over the uncached positions, step.py `draft_request`, verify_branch.py,
-blocks.py `commit_request`; a block cached whole ends with no commit forward, block_state.py `commitless_ends`) and
-with or without fused commits (`fused_commit`: blocks.py `fused_request`, the block's first draft drafting from that
-forward, block_state.py `carry_fused`; right-shifted, the forward's tail logit seeds the block and the stop rule
-reads that seed first). So the whole block loop runs here; the editing loop runs in lockstep_editing.py, and the
-D2F pipeline keeps the thread engine (lockstep.py).
-"""
+`low_confidence_static`, `low_confidence_dynamic` and `sequential` (no high-confidence extras: a baseline has none),
+with or without KV reuse and fused commits; method "s2d2" with any routing policy (`cost_aware` reads the cost table
+frozen for the batch, batched.py), any estimator, acceptance mode, remasking rule and extras, with or without
+sub-blocks, with or without the trimmed verifier (`trim_verify`: its forward is built per row, lockstep_verify.py
+`lone_verify_request`), with or without adaptive block sizes (`adaptive_block`: each row keeps its own rule,
+adaptive_blocks.py), with or without KV reuse (`kv_reuse`: batch 1's requests over the uncached positions, step.py
+`draft_request`, verify_branch.py, blocks.py `commit_request`; a block cached whole ends with no commit forward,
+block_state.py `commitless_ends`) and with or without fused commits (`fused_commit`: blocks.py `fused_request`, the
+block's first draft drafting from that forward, block_state.py `carry_fused`; right-shifted, the forward's tail logit
+seeds the block and the stop rule reads that seed first). So the whole block loop runs here; the editing loop runs in
+lockstep_editing.py, and the D2F pipeline keeps the thread engine (lockstep.py)."""
 from __future__ import annotations
 
 from typing import Any, Optional

@@ -137,8 +137,9 @@ def advance(model: Any, rows: list[Row], logits: list[torch.Tensor]) -> None:
 
 def _routed(model: Any, cfg: DecodeConfig, group: list[Row], logits: list[torch.Tensor]) -> list[Row]:
     """The draft rows of one config after their forward: one distribution and draw, the drafts at every row's
-    masks taken at once, then each row's edits and route (editing.py `route_edit_step`); a verifying row's
-    verifier becomes its next forward. Returns the rows whose step ends now (no verifier)."""
+    masks taken at once, each row's edits (editing.py `take_draft`), the routing rows' summaries in one shared read
+    and each one's decision (`decide_route`); a verifying row's verifier becomes its next forward. Returns the rows
+    whose step ends now (no verifier)."""
     sizes = [int(lg.shape[0]) for lg in logits]
     probs, tokens, p = shared_drafts(model, cfg, group, logits)
     steps = [r.state.edit for r in group]
