@@ -86,13 +86,12 @@ def editing_loop(model: Any, cfg: DecodeConfig, prompt: torch.Tensor, rec: Recor
 def _decode_blocks(ctx: StepContext, first: int, end: int, blocks: list[BlockRecord], steps: list[StepRecord],
                    check: Callable[[list[StepRecord]], Optional[str]], kept: Kept) -> str:
     """Block after block until the plan's end or a stop; `kept` follows the last complete block."""
-    B, P = ctx.cfg.block_length, ctx.prompt_len
+    B = ctx.cfg.block_length
     stops = stop_ids(ctx)
     schedule = ctx.cfg.transfer_schedule()
     for start in range(first, end, B):
-        blk = BlockRecord(start // B, start, B, max(0, min(P - start, B)))
+        blk = open_block(ctx, start)
         blocks.append(blk)
-        ctx.masks = block_masks(ctx, blk)
         _decode_block(ctx, blk, steps, schedule)
         if eos_in(ctx, blk, stops):  # EOS early stop: the block is final, skip its commit
             return "stop_token"
@@ -115,6 +114,14 @@ def _decode_block(ctx: StepContext, blk: BlockRecord, steps: list[StepRecord], s
         step += 1
         if block_ended(had_masks, record):
             return
+
+
+def open_block(ctx: StepContext, start: int) -> BlockRecord:
+    """The block at `start`: its record, and its masks as the host's list (`step_due`)."""
+    B = ctx.cfg.block_length
+    blk = BlockRecord(start // B, start, B, max(0, min(ctx.prompt_len - start, B)))
+    ctx.masks = block_masks(ctx, blk)
+    return blk
 
 
 def stop_ids(ctx: StepContext) -> torch.Tensor:
@@ -167,7 +174,7 @@ class EditStep:
     mask_idx: torch.Tensor
     masks: list[int]  # block-relative, ascending
     prompt_tail: int
-    probs: Optional[torch.Tensor] = None  # the draft of every block position: distribution, tokens, p
+    probs: Optional[torch.Tensor] = None  # the draft of its read rows (`draft_rows`): distribution, tokens, p
     drafts: Optional[torch.Tensor] = None
     p: Optional[torch.Tensor] = None
     edit_idx: Optional[torch.Tensor] = None  # the positions this step edits (None: editing is off)

@@ -33,11 +33,12 @@ from ..models.base import ForwardRequest
 from ..policies import make_policy
 from ..trace import BlockRecord, StepRecord
 from .block_state import cancel
-from .blocks import block_masks, commit_request, prefill_request
+from .blocks import commit_request, prefill_request
 from .context import StepContext
 from .draft_reads import summary_bulk
 from .editing import (EditStep, block_ended, decide_route, draft_rows, eos_in, fallback_due, finish_edit_step,
-                      first_mask, k_s_at, masks_only, plan_edit_step, routes, step_due, stop_ids, take_draft)
+                      first_mask, k_s_at, masks_only, open_block, plan_edit_step, routes, step_due, stop_ids,
+                      take_draft)
 from .layout import BlockPlan, block_plan
 from .lockstep_rows import Asked, Row, padded_runs, read_rows
 from .lockstep_verify import shared_drafts, shared_read
@@ -241,10 +242,8 @@ def _open_block(r: Row, start: int) -> None:
     if start >= st.plan.end:
         r.finish("length", number_steps(r.steps))
         return
-    B = r.prep.cfg.block_length
-    st.blk = BlockRecord(start // B, start, B, max(0, min(r.prompt_len - start, B)))
+    st.blk = open_block(st.ctx, start)
     r.blocks.append(st.blk)
-    st.ctx.masks = block_masks(st.ctx, st.blk)
     st.step, st.post = 0, 0
     _next_step(r)
 

@@ -246,13 +246,16 @@ def test_a_diffusion_sequences_own_stop_rolls_back_to_its_last_block_as_generate
 
 @pytest.mark.parametrize("cfg", [s2d2.DecodeConfig(method="ar", gen_length=12),
                                  s2d2.DecodeConfig(method="diffusion", gen_length=12, block_length=4),
-                                 s2d2.preset("sdar-config-a", gen_length=12)],
-                         ids=["ar", "diffusion", "s2d2"])
+                                 s2d2.preset("sdar-config-a", gen_length=12),
+                                 s2d2.DecodeConfig(loop="editing", method="diffusion", gen_length=12, block_length=4,
+                                                   remasking="low_confidence_dynamic", confidence_threshold=0.7)],
+                         ids=["ar", "diffusion", "s2d2", "editing"])
 def test_the_shared_work_of_a_step_does_not_grow_with_the_batch(cfg, monkeypatch):
     """The distribution, the greedy draw, the remasking rule and the read run once per step for the whole batch:
     a batch of 6 copies of a prompt makes as many calls of each as a batch of 2 (S2D2: the drafts' distribution
-    and the one read of every row's routing inputs and acceptance tests)."""
-    from s2d2.decoding import lockstep_ar, lockstep_block, lockstep_verify
+    and the one read of every row's routing inputs and acceptance tests; the editing loop: the drafts'
+    distribution and its fallback rule's one read)."""
+    from s2d2.decoding import lockstep_ar, lockstep_block, lockstep_editing, lockstep_verify
 
     calls: dict[str, int] = {}
 
@@ -268,7 +271,9 @@ def test_the_shared_work_of_a_step_does_not_grow_with_the_batch(cfg, monkeypatch
     spied = {"ar": [(lockstep_ar, "token_distribution"), (lockstep_ar, "read_rows")],
              "diffusion": [(lockstep_verify, "token_distribution"), (lockstep_block, "read_rows"),
                            (lockstep_block, "skip_inputs")],
-             "s2d2": [(lockstep_verify, "token_distribution"), (lockstep_verify, "fetch_many")]}[cfg.method]
+             "s2d2": [(lockstep_verify, "token_distribution"), (lockstep_verify, "fetch_many")],
+             "editing": [(lockstep_verify, "token_distribution"), (lockstep_editing, "rule_inputs"),
+                         (lockstep_editing, "read_rows")]}["editing" if cfg.loop == "editing" else cfg.method]
     names = [name for _, name in spied]
     for module, name in spied:
         counted(module, name)

@@ -3,8 +3,8 @@ still its batch-1 trace.
 
 The golden editing cases (both bundled LLaDA2 presets among them) run batch-first in tests/lib/test_batch_first.py;
 here: every LLaDA2 preset on the bundled model, editing rows beside block-loop and AR rows in one batch, a
-sequence's own StopDecoding at each kind of forward (it rolls back to its last block, alone), and the step's shared
-draft work, which does not grow with the batch.
+sequence's own StopDecoding at each kind of forward (it rolls back to its last block, alone). The step's shared work
+does not grow with the batch: tests/lib/test_batch_first.py.
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 
 import s2d2
 from s2d2.decoding import batch as thread_engine
-from s2d2.decoding import lockstep_editing, lockstep_verify
+from s2d2.decoding import lockstep_editing
 from s2d2.decoding.lockstep import covers, loop_for
 from tests.support.batch_cases import StopsOne, assert_batch_equals_single, batch_prompts, model64
 from tests.support.golden_cases import PROMPTS, bundled_available
@@ -90,19 +90,3 @@ def test_an_editing_sequences_own_stop_rolls_back_as_generate_does(kind):
     assert trace_mismatch(got[0].trace, want.trace) is None
     for i in (1, 2):
         assert got[i].token_ids == s2d2.generate(base, prompts[i], EDIT_S2D2, seed=i).token_ids
-
-
-def test_the_shared_draft_work_of_an_editing_step_does_not_grow_with_the_batch(monkeypatch):
-    """The drafts' distribution runs once per step for all draft rows of a config: a batch of 6 copies of a prompt
-    makes as many calls as a batch of 2."""
-    calls = []
-    real = lockstep_verify.token_distribution
-    monkeypatch.setattr(lockstep_verify, "token_distribution", lambda *a, **k: calls.append(1) or real(*a, **k))
-    cfg = EDIT_S2D2.replace(method="diffusion", temperature=0.0)
-    per_size = []
-    for n in (2, 6):
-        calls.clear()
-        s2d2.generate_batch(model64("aligned"), [PROMPTS["a"]] * n, cfg, [0] * n, batch_size=n, detailed=False,
-                            engine="batch-first")
-        per_size.append(len(calls))
-    assert per_size[0] == per_size[1] >= 4
