@@ -35,7 +35,7 @@ from .api import GenerateResult, Prepared, finish_result, prepare, run_prepared
 from .config import DecodeConfig
 from .decoding.batch import Scheduler
 from .decoding.decoder import make_check
-from .decoding.lockstep import Job, Lockstep, covers
+from .decoding.lockstep import Job, Lockstep, refusal
 from .decoding.layout import block_lengths
 from .policies import uses_costs
 from .trace import CostTable, StepRecord
@@ -119,10 +119,11 @@ def _engine(engine: str, cfgs: list[DecodeConfig], model: Any) -> bool:
     """Whether the batch-first engine decodes this batch (a refusal names the first config it cannot)."""
     if engine not in ENGINES:
         raise ValueError(f"engine: one of {', '.join(ENGINES)}, got {str(engine)[:40]!r}")
-    covered = all(covers(c, model) for c in cfgs)
-    if engine == "batch-first" and not covered:
-        raise ValueError("engine: 'batch-first' does not decode the D2F pipeline loop "
-                         "(s2d2/decoding/lockstep.py); use engine='auto' or 'threads' for this batch")
+    why = next((r for r in (refusal(c, model) for c in cfgs) if r is not None), None)
+    if engine == "batch-first" and why is not None:
+        raise ValueError(f"engine: 'batch-first' does not decode {why}; use engine='auto' or 'threads' for this "
+                         "batch")
+    covered = why is None
     return engine != "threads" and covered
 
 

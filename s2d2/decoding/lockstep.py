@@ -49,7 +49,7 @@ import torch
 from ..config import DecodeConfig
 from ..models.base import ForwardRequest
 from ..trace import StepRecord
-from . import lockstep_ar, lockstep_block, lockstep_editing
+from . import lockstep_ar, lockstep_block, lockstep_editing, lockstep_pipeline
 from .batch import cheapest_groups, error_text, fixed_tokens_for, restore_cache
 from .batch_ledger import BatchForward, BatchLedger
 from .draws import make_generator
@@ -71,13 +71,26 @@ class Job(NamedTuple):
 
 def covers(cfg: DecodeConfig, model: Any) -> bool:
     """Whether the batch-first engine decodes this config on this model (else the thread engine does)."""
-    return lockstep_ar.covers(cfg) or lockstep_editing.covers(cfg, model) or lockstep_block.covers(cfg, model)
+    return (lockstep_ar.covers(cfg) or lockstep_editing.covers(cfg, model) or lockstep_pipeline.covers(cfg)
+            or lockstep_block.covers(cfg, model))
+
+
+def refusal(cfg: DecodeConfig, model: Any) -> Optional[str]:
+    """What the batch-first engine does not decode about `cfg` on `model`, in words (None: it decodes it)."""
+    if covers(cfg, model):
+        return None
+    if cfg.loop == "editing":
+        return "the LLaDA2 editing loop on a right-shifted model"
+    return ("a diffusion baseline with sub-blocks, entropy-bounded remasking or always_check_high_conf "
+            "(the block loop's rules it has no batch form of)")
 
 
 def loop_for(cfg: DecodeConfig, model: Any) -> Any:
     """The module of the loop a config runs (its `start`, `requests`, `advance`, `cancel`, `result`)."""
     if lockstep_ar.covers(cfg):
         return lockstep_ar
+    if lockstep_pipeline.covers(cfg):
+        return lockstep_pipeline
     return lockstep_editing if lockstep_editing.covers(cfg, model) else lockstep_block
 
 

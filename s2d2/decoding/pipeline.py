@@ -77,16 +77,11 @@ def pipeline_loop(model: Any, cfg: DecodeConfig, prompt: torch.Tensor, rec: Reco
     n_blocks = (plan.end - P) // cfg.block_length
     try:
         while True:
-            events: list[BlockEvent] = []
-            _add_block(ctx, st, blocks, n_blocks, events)
-            _mark_complete(st, cfg.decoded_token_threshold, events)
-            if not any(b.state == "active" for b in st.blocks):
+            events = begin_step(ctx, st, blocks, n_blocks)
+            if events is None:
                 break
             record = pipeline_step(ctx, st, events)
-            finished = _finish_blocks(st, record.events)
-            steps.append(record)
-            st.step += 1
-            reason = check(number_steps(steps)) if finished else None
+            reason = end_step(st, steps, record, check)
             if reason is not None:
                 ctx.reads.flush()
                 return LoopResult(x, blocks, number_steps(steps), reason)
@@ -94,17 +89,44 @@ def pipeline_loop(model: Any, cfg: DecodeConfig, prompt: torch.Tensor, rec: Reco
         ctx.reads.flush()
         return LoopResult(x, blocks, number_steps(steps), "length")
     except StopDecoding:
+        ctx.reads.flush()  # the kept steps' deferred values (a resampled token's record): every step is kept
         blocks, steps = kept.restore(mask_id)
         return LoopResult(x, blocks, steps, "cancelled")
 
 
-def _add_block(ctx: StepContext, st: PipeState, blocks: list[BlockRecord], n_blocks: int,
-               events: list[BlockEvent]) -> None:
-    """Append a block of masks when the last block (the prompt at first) is block_add_threshold decoded."""
+def begin_step(ctx: StepContext, st: PipeState, blocks: list[BlockRecord], n_blocks: int) -> Optional[list[BlockEvent]]:
+    """A step's lifecycle before its forward (steps 1-2): a block joins, blocks become complete. Returns the step's
+    events so far, or None when no block is in flight (the run is over). Shared by batch 1 and the batch-first
+    engine (lockstep_pipeline.py)."""
+    events: list[BlockEvent] = []
+    add_block(ctx, st, blocks, n_blocks, events)
+    mark_complete(st, ctx.cfg.decoded_token_threshold, events)
+    return events if any(b.state == "active" for b in st.blocks) else None
+
+
+def end_step(st: PipeState, steps: list[StepRecord], record: StepRecord,
+             check: Callable[[list[StepRecord]], Optional[str]]) -> Optional[str]:
+    """After a step (step 5): its record kept, blocks finished; the progress check's reason to stop, run after a
+    step that finished a block, else None."""
+    finished = finish_blocks(st, record.events)
+    steps.append(record)
+    st.step += 1
+    return check(number_steps(steps)) if finished else None
+
+
+def wants_block(ctx: StepContext, st: PipeState, n_blocks: int) -> bool:
+    """Whether a block may join now (blocks left, no stop id decoded, the last one far enough); before it does, a
+    resampled token still on the device is read (`add_block`), since it may be a stop id."""
     if len(st.blocks) >= n_blocks or st.eos:
-        return
+        return False
     progress = st.blocks[-1].decoded_ratio if st.blocks else 1.0
-    if progress < ctx.cfg.block_add_threshold:
+    return progress >= ctx.cfg.block_add_threshold
+
+
+def add_block(ctx: StepContext, st: PipeState, blocks: list[BlockRecord], n_blocks: int,
+              events: list[BlockEvent]) -> None:
+    """Append a block of masks when the last block (the prompt at first) is block_add_threshold decoded."""
+    if not wants_block(ctx, st, n_blocks):
         return
     if ctx.reads.pending:  # a resampled token still on the device may be a stop id: read it before deciding
         ctx.reads.flush()
@@ -118,7 +140,7 @@ def _add_block(ctx: StepContext, st: PipeState, blocks: list[BlockRecord], n_blo
     events.append(BlockEvent(index, "added"))
 
 
-def _mark_complete(st: PipeState, threshold: float, events: list[BlockEvent]) -> None:
+def mark_complete(st: PipeState, threshold: float, events: list[BlockEvent]) -> None:
     """A block whose predecessor (the prompt for the first) is `threshold` decoded counts as complete, for good."""
     previous = 1.0
     for b in st.blocks:
@@ -128,7 +150,7 @@ def _mark_complete(st: PipeState, threshold: float, events: list[BlockEvent]) ->
         previous = b.decoded_ratio
 
 
-def _finish_blocks(st: PipeState, events: list[BlockEvent]) -> bool:
+def finish_blocks(st: PipeState, events: list[BlockEvent]) -> bool:
     """End of a step: blocks with no mask left are finished; a finished block is cached by the next forward once no
     earlier block is in flight. True when a block finished at this step."""
     finished = False

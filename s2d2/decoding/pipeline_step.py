@@ -10,12 +10,14 @@ stop id that decides whether a block joins).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any, Optional
 
 import torch
 
+from ..models.base import ForwardRequest
 from ..models.masks import segments_query
-from ..trace import BlockEvent, Commit, InFlight, StepRecord
+from ..trace import BlockEvent, Commit, InFlight, PolicyDecision, PolicyInputs, StepRecord
 from .context import StepContext
 from .pipeline_rules import confidence_scores, d2f_rule, reference_rule
 from .pipeline_state import PipeBlock, PipeState
@@ -25,33 +27,103 @@ from .sampling import draw_with_probs, token_distribution
 from .step import first_mask_span, inputs_from_summary, policy_summary
 
 
+@dataclass
+class PipeStep:
+    """A pipeline step under way, from its plan to its record: host facts first (`plan_pipe_step`), then what its
+    forward, draw and first read give (`drafted`, `route_reads`, `routed`). Batch 1 (`pipeline_step`) and the
+    batch-first engine (lockstep_pipeline.py) run a step through these same parts."""
+
+    events: list[BlockEvent]
+    active: list[PipeBlock]
+    first_forward: int  # the step's first forward's index in the run's trace
+    lo: int
+    hi: int
+    end: int
+    masks: list[int]  # every mask in flight, ascending (absolute)
+    kind: str  # the forward's kind: "prefill+draft", "commit+draft" or "draft"
+    request: ForwardRequest
+    rows_abs: torch.Tensor  # the masks' device positions
+    span_len: int = 0
+    probs: Optional[torch.Tensor] = None
+    drafts: Optional[torch.Tensor] = None
+    p: Optional[torch.Tensor] = None
+    chosen: Optional[torch.Tensor] = None
+    top1: Optional[torch.Tensor] = None
+    got: dict[str, Any] = field(default_factory=dict)
+    inputs: Optional[PolicyInputs] = None
+    decision: Optional[PolicyDecision] = None
+
+    @property
+    def first(self) -> PipeBlock:
+        return self.active[0]
+
+
 def pipeline_step(ctx: StepContext, st: PipeState, events: list[BlockEvent]) -> StepRecord:
+    """One step, batch 1: plan, forward, draft, read, route, (verify,) record."""
+    ps = plan_pipe_step(ctx, st, events)
+    logits = ctx.rec.forward(ps.kind, ps.first.index, st.step - ps.first.added_step, *ps.request)
+    logits = drafted(ctx, st, ps, logits)
+    probs = token_distribution(logits, ctx.cfg, ctx.mask_id, owned=True)  # a fresh tensor (last_logit is a copy)
+    drafts, p = draw_with_probs(probs, ctx.cfg, ctx.generator)  # one draw over every mask in flight, block order
+    routed(ctx, ps, ctx.reads.fetch(route_reads(ctx, ps, probs, drafts, p)))
+    verified = None
+    if ps.decision is not None and ps.decision.verify:
+        verified = verify_span(ctx, st, ps.first, ps.hi, ps.masks, ps.span_len, probs, drafts, p, ps.got["drafts"])
+    return finish_pipe_step(ctx, st, ps, verified)
+
+
+def plan_pipe_step(ctx: StepContext, st: PipeState, events: list[BlockEvent]) -> PipeStep:
+    """A step's host facts and its forward (over [blocks to cache | every block in flight]), before it runs."""
     active = [b for b in st.blocks if b.state == "active"]
-    first = active[0]
-    first_forward = ctx.rec.last_index + 1
     lo, hi, end = _cache_forward_bounds(ctx, st)
     masks = [m for b in active for m in b.masks]
-    probs, drafts, p, rows_abs = _forward_and_draft(ctx, st, active, lo, hi, end, masks, events)
-    chosen, top1_used = _block_rules(ctx, active, probs, p)
-    span_len = first_mask_span(masks)
-    summary = policy_summary(ctx, probs, p, span_len) if ctx.policy is not None else {}
-    got = ctx.reads.fetch({"drafts": drafts, "chosen": chosen, "top1": top1_used, **summary,
-                           **draft_detail(ctx, probs, p)})
-    inputs = decision = verified = None
+    kind, request, rows_abs = _forward_request(ctx, st, active, lo, hi, end, len(masks))
+    return PipeStep(events, active, ctx.rec.last_index + 1, lo, hi, end, masks, kind, request, rows_abs)
+
+
+def drafted(ctx: StepContext, st: PipeState, ps: PipeStep, logits: torch.Tensor) -> torch.Tensor:
+    """After the step's forward: the logits at the masks in flight (a right-shifted model's taken one row early,
+    the first from the last cached logit), and the blocks it cached marked so."""
+    if not ctx.aligned:
+        if ps.hi > ps.lo:
+            st.last_logit, logits = logits[-1].clone(), logits[:-1]
+        if ps.masks[0] == ps.lo:
+            logits = torch.cat([st.last_logit[None], logits[1:]])
+    _cached(st, ps.hi, ps.events)
+    return logits
+
+
+def route_reads(ctx: StepContext, ps: PipeStep, probs: torch.Tensor, drafts: torch.Tensor,
+                p: torch.Tensor) -> dict[str, Optional[torch.Tensor]]:
+    """The step's device work after its draw (every block's rule; with a policy, the routing summary of the first
+    span) and what its one read takes."""
+    ps.probs, ps.drafts, ps.p = probs, drafts, p
+    ps.chosen, ps.top1 = _block_rules(ctx, ps.active, probs, p)
+    ps.span_len = first_mask_span(ps.masks)
+    summary = policy_summary(ctx, probs, p, ps.span_len) if ctx.policy is not None else {}
+    return {"drafts": drafts, "chosen": ps.chosen, "top1": ps.top1, **summary, **draft_detail(ctx, probs, p)}
+
+
+def routed(ctx: StepContext, ps: PipeStep, got: dict[str, Any]) -> None:
+    """After the read: the policy's inputs and decision (S2D2)."""
+    ps.got = got
     if ctx.policy is not None:
-        inputs = inputs_from_summary(got, span_len, len(masks), end - hi, 0)
-        decision = ctx.policy.decide(inputs)
-    if decision is not None and decision.verify:
-        verified = verify_span(ctx, st, first, hi, masks, span_len, probs, drafts, p, got["drafts"])
-    commits, decoded, fallbacks = _apply(ctx, st, active, masks, rows_abs, drafts, got, chosen, verified)
-    reward = ctx.policy.update(decision, sum(decoded.values())) if ctx.policy is not None else None
+        ps.inputs = inputs_from_summary(got, ps.span_len, len(ps.masks), ps.end - ps.hi, 0)
+        ps.decision = ctx.policy.decide(ps.inputs)
+
+
+def finish_pipe_step(ctx: StepContext, st: PipeState, ps: PipeStep, verified: Optional[Verified]) -> StepRecord:
+    """The step's writes (the verified prefix, then each block's rule) and its record."""
+    active, masks, got = ps.active, ps.masks, ps.got
+    commits, decoded, fallbacks = _apply(ctx, st, active, masks, ps.rows_abs, ps.drafts, got, ps.chosen, verified)
+    reward = ctx.policy.update(ps.decision, sum(decoded.values())) if ctx.policy is not None else None
     in_flight = [InFlight(b.index, b.complete, len(b.masks) + decoded[b.index], decoded[b.index]) for b in active]
     return StepRecord(
-        index=-1, block=first.index, step=st.step - first.added_step, window=[hi, end],
-        forwards=list(range(first_forward, ctx.rec.last_index + 1)), masks_before=masks,
-        drafts=draft_rows(ctx, got, got["drafts"], masks, 0), span=[masks[0], span_len], policy_inputs=inputs,
-        decision=decision, verification=verified.record if verified else None, fallback_k=fallbacks,
-        commits=commits, reward=reward, in_flight=in_flight, events=events,
+        index=-1, block=ps.first.index, step=st.step - ps.first.added_step, window=[ps.hi, ps.end],
+        forwards=list(range(ps.first_forward, ctx.rec.last_index + 1)), masks_before=masks,
+        drafts=draft_rows(ctx, got, got["drafts"], masks, 0), span=[masks[0], ps.span_len], policy_inputs=ps.inputs,
+        decision=ps.decision, verification=verified.record if verified else None, fallback_k=fallbacks,
+        commits=commits, reward=reward, in_flight=in_flight, events=ps.events,
     )
 
 
@@ -68,12 +140,11 @@ def _cache_forward_bounds(ctx: StepContext, st: PipeState) -> tuple[int, int, in
     return lo, hi, last.start + last.length
 
 
-def _forward_and_draft(ctx: StepContext, st: PipeState, active: list[PipeBlock], lo: int, hi: int, end: int,
-                       masks: list[int], events: list[BlockEvent],
-                       ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The step's forward: KV of [lo, hi) kept, the masks of [hi, end) drafted. Returns (probs, drafts, p, the
-    masks' device positions)."""
-    B, n = ctx.cfg.block_length, len(masks)
+def _forward_request(ctx: StepContext, st: PipeState, active: list[PipeBlock], lo: int, hi: int, end: int,
+                     n: int) -> tuple[str, ForwardRequest, torch.Tensor]:
+    """The step's forward (KV of [lo, hi) kept, the n masks of [hi, end) drafted): its kind, its request and the
+    masks' device positions (`drafted` takes its logits)."""
+    B = ctx.cfg.block_length
     waiting = [b for b in st.blocks if b.state == "to_cache"]
     segments = ((hi - lo,) if st.prompt_pending else (B,) * len(waiting)) + (B,) * len(active)
     kind = "prefill+draft" if st.prompt_pending else "commit+draft" if hi > lo else "draft"
@@ -86,17 +157,9 @@ def _forward_and_draft(ctx: StepContext, st: PipeState, active: list[PipeBlock],
         rows = rows.clamp_min(0)  # the first mask sits at lo only without caching: its logit is st.last_logit
         if hi > lo:  # and the last cached row's logit predicts the first position in flight from now on
             rows = torch.cat([rows, ctx.index[hi - 1 - lo : hi - lo]])
-    logits = ctx.rec.forward(kind, active[0].index, st.step - active[0].added_step, ctx.cache, ctx.x[lo:end],
-                             ctx.index[lo:end], segments_query(segments, ctx.x.device), keep=hi - lo, rows=rows)
-    if shifted:
-        if hi > lo:
-            st.last_logit, logits = logits[-1].clone(), logits[:-1]
-        if masks[0] == lo:
-            logits = torch.cat([st.last_logit[None], logits[1:]])
-    _cached(st, hi, events)
-    probs = token_distribution(logits, ctx.cfg, ctx.mask_id, owned=True)  # a fresh tensor (last_logit is a copy)
-    drafts, p = draw_with_probs(probs, ctx.cfg, ctx.generator)  # one draw over every mask in flight, block order
-    return probs, drafts, p, rows_abs
+    request = ForwardRequest(ctx.cache, ctx.x[lo:end], ctx.index[lo:end], segments_query(segments, ctx.x.device),
+                             hi - lo, None, rows)
+    return kind, request, rows_abs
 
 
 def _cached(st: PipeState, hi: int, events: list[BlockEvent]) -> None:

@@ -16,11 +16,12 @@ rule decides it (a rejected draft is never committed, docs/algorithm.md, 'Where 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Optional
 
 import torch
 
 from ..config import DecodeConfig
+from ..models.base import ForwardRequest
 from ..models.masks import verify_2l_query
 from ..trace import Commit, Verification
 from .context import StepContext
@@ -38,16 +39,36 @@ class Verified:
 
 def verify_span(ctx: StepContext, st: PipeState, first: PipeBlock, hi: int, masks: list[int], span_len: int,
                 probs: torch.Tensor, drafts: torch.Tensor, p: torch.Tensor, tokens: list[int]) -> Verified:
-    cfg, s = ctx.cfg, span_len
-    q_probs, kind = _verifier(ctx, st, first, hi, masks[0], s, drafts)
+    """Batch 1's verify branch: the verifier forward, the test, one read, the outcome (the batch-first engine,
+    lockstep_pipeline.py, runs the same parts with the forward and the read shared)."""
+    kind, request, how, at = verifier_request(ctx, st, hi, masks[0], span_len, drafts)
+    logits = ctx.rec.forward(kind, first.index, st.step - first.added_step, *request)
+    q_probs = verifier_q(ctx, st, logits, at)
+    acc, wanted = verify_reads(ctx, drafts, p, q_probs, span_len)
+    return verify_outcome(ctx, st, how, masks, span_len, probs, drafts, q_probs, acc, tokens, ctx.reads.fetch(wanted))
+
+
+def verify_reads(ctx: StepContext, drafts: torch.Tensor, p: torch.Tensor, q_probs: torch.Tensor,
+                 s: int) -> tuple[Acceptance, dict[str, Optional[torch.Tensor]]]:
+    """The acceptance test over the span (the decode's own random draws), with D2F's draft-confidence gate, and what
+    the outcome reads."""
+    cfg = ctx.cfg
     acc = acceptance(cfg.acceptance, drafts[:s], p[:s], q_probs, cfg.ratio_gamma, ctx.generator,
                      with_argmax=ctx.rec.detailed)
     if cfg.draft_confidence_threshold is not None:
         acc.accepted = acc.accepted & (p[:s] > cfg.draft_confidence_threshold)
     greedy = cfg.acceptance == "greedy_exact"
-    got = ctx.reads.fetch({"accepted": acc.accepted, "argmax_q": acc.argmax_q if greedy else None,
-                           "q_draft": acc.q_draft if cfg.verify_confidence_threshold is not None else None,
-                           **verify_detail(ctx, acc, p, q_probs)})
+    return acc, {"accepted": acc.accepted, "argmax_q": acc.argmax_q if greedy else None,
+                 "q_draft": acc.q_draft if cfg.verify_confidence_threshold is not None else None,
+                 **verify_detail(ctx, acc, p, q_probs)}
+
+
+def verify_outcome(ctx: StepContext, st: PipeState, kind: str, masks: list[int], s: int, probs: torch.Tensor,
+                   drafts: torch.Tensor, q_probs: torch.Tensor, acc: Acceptance, tokens: list[int],
+                   got: dict[str, Any]) -> Verified:
+    """After the read: the accepted prefix written, the residual drawn where due, the commits and the record."""
+    cfg = ctx.cfg
+    greedy = cfg.acceptance == "greedy_exact"
     accepted = got["accepted"]
     k = next((i for i, a in enumerate(accepted) if not a), s)
     start = masks[0]
@@ -92,24 +113,32 @@ def _settle(ctx: StepContext, st: PipeState, record: Verification, commit: Commi
         st.eos = True
 
 
-def _verifier(ctx: StepContext, st: PipeState, first: PipeBlock, hi: int, span_start: int, s: int,
-              drafts: torch.Tensor) -> tuple[torch.Tensor, str]:
-    """q over the span: the verifier forward on [hi, span end) with the span filled by its drafts."""
+def verifier_request(ctx: StepContext, st: PipeState, hi: int, span_start: int, s: int,
+                     drafts: torch.Tensor) -> tuple[str, ForwardRequest, str, int]:
+    """The verifier forward on [hi, span end) with the span filled by its drafts: (forward kind, request,
+    verification kind, where the span starts in it)."""
     end = span_start + s
     L, at = end - hi, span_start - hi
     filled = ctx.x[hi:end].clone()
     filled[at:] = drafts[:s]
-    step = st.step - first.added_step
     if ctx.aligned:  # 2L: [x~ | MASK x L] at duplicated positions; row L + i is one AR query at i
         ids = torch.cat([filled, torch.full_like(filled, ctx.mask_id)])
-        logits = ctx.rec.forward("verify_2l", first.index, step, ctx.cache, ids, ctx.index[hi:end].repeat(2),
-                                 verify_2l_query(L, ids.device), keep=0,
-                                 rows=torch.arange(L + at, 2 * L, device=ids.device))  # 2L may exceed the run
-        return token_distribution(logits, ctx.cfg, ctx.mask_id, owned=True), "2l"
+        rows = torch.arange(L + at, 2 * L, device=ids.device)  # 2L may exceed the run
+        return "verify_2l", ForwardRequest(ctx.cache, ids, ctx.index[hi:end].repeat(2),
+                                           verify_2l_query(L, ids.device), 0, None, rows), "2l", at
     # causal pass: the logit at j - 1 predicts j; the one before hi is the last cached logit
     rows = ctx.index[max(at - 1, 0) : L - 1]
-    logits = ctx.rec.forward("verify_causal", first.index, step, ctx.cache, filled, ctx.index[hi:end], "causal",
-                             keep=0, rows=rows)
-    if at == 0:
-        logits = torch.cat([st.last_logit[None], logits])  # type: ignore[index]
-    return token_distribution(logits, ctx.cfg, ctx.mask_id, owned=True), "causal"
+    return "verify_causal", ForwardRequest(ctx.cache, filled, ctx.index[hi:end], "causal", 0, None, rows), "causal", at
+
+
+def verifier_q(ctx: StepContext, st: PipeState, logits: torch.Tensor, at: int) -> torch.Tensor:
+    """q over the span from the verifier's logits."""
+    return token_distribution(verifier_logits(ctx, st, logits, at), ctx.cfg, ctx.mask_id, owned=True)
+
+
+def verifier_logits(ctx: StepContext, st: PipeState, logits: torch.Tensor, at: int) -> torch.Tensor:
+    """The verifier's logits over the span (a right-shifted span at the cache end takes its first from the last
+    cached logit): a fresh tensor either way, which `token_distribution` may overwrite."""
+    if not ctx.aligned and at == 0:
+        return torch.cat([st.last_logit[None], logits])  # type: ignore[index]
+    return logits

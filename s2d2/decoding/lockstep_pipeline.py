@@ -1,0 +1,215 @@
+"""The D2F pipeline (pipeline.py) as one step over every live sequence of a batch: the batch-first form of
+`pipeline_loop`, for D2F and S2D2 on it, on both families.
+
+A pipeline step keeps several blocks in flight, but it is still one forward over [blocks to cache | every block
+in flight], plus, when its policy verifies, one verifier forward. So a row is in one of two phases per step, each
+one forward: "step" (pipeline_step.py `plan_pipe_step`'s forward) or "verify" (pipeline_verify_branch.py
+`verifier_request`'s). The engine (lockstep.py) runs every row's forward together, whatever its phase and whatever
+loop the rows beside it run. Then, for the step rows of one config at once, one `token_distribution` and, greedy,
+one max (lockstep_verify.py `shared_drafts`; sampled, each row draws from its own generator); for the verify rows of
+one config, one `token_distribution` of their verifiers' q; and for every row,
+step or verify, ONE shared read (lockstep_verify.py `shared_read`: each row reads what its batch-1 fetch reads, and
+counts its own transfer, as alone). A resampled token a row must read before a block may join (pipeline.py
+`add_block`), and what rows still hold on the device when they end, are read in one shared read too.
+
+The rest is batch 1's own code per row: pipeline.py's `begin_step` and `end_step` (the blocks' lifecycle, the
+progress check), pipeline_step.py's `drafted`, `route_reads`, `routed` and `finish_pipe_step`, and
+pipeline_verify_branch.py's `verifier_q`, `verify_reads` and `verify_outcome`. The order of each row's random draws
+is its batch-1 order (draft, acceptance test, residual), so in float64 each sequence's trace is its `generate` trace
+apart from wall times.
+
+Still per row: the blocks' rules and the routing summary (a row's blocks differ in number and state), the
+acceptance test and residual, and the writes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import torch
+
+from ..config import DecodeConfig
+from ..models.base import ForwardRequest
+from ..policies import make_policy
+from ..trace import StepRecord
+from . import block_state
+from .context import StepContext
+from .layout import block_plan
+from .lockstep_rows import Asked, Row
+from .lockstep_verify import read_pending, shared_drafts, shared_read
+from .pipeline import begin_step, end_step, wants_block
+from .pipeline_state import PipeState
+from .pipeline_step import PipeStep, drafted, finish_pipe_step, plan_pipe_step, route_reads, routed
+from .pipeline_verify_branch import Verified, verifier_logits, verifier_request, verify_outcome, verify_reads
+from .sampling import token_distribution
+from .result import Kept, LoopResult, number_steps
+
+__all__ = ["covers", "start", "requests", "advance", "cancel", "result"]  # the loop's interface (lockstep.py)
+
+
+@dataclass
+class PipeRow:
+    """A row's pipeline state: what batch 1 keeps in `pipeline_loop`'s locals."""
+
+    ctx: StepContext
+    pipe: PipeState
+    kept: Kept
+    n_blocks: int
+    phase: str = "step"  # "step" or "verify": what the row's next forward is
+    step: Optional[PipeStep] = None  # the step under way
+    verifier: Optional[tuple[str, ForwardRequest, str, int]] = None  # its verifier (`verifier_request`)
+    tested: Any = None  # between the verifier forward and the read: (q, Acceptance)
+
+
+def covers(cfg: DecodeConfig) -> bool:
+    """Whether a config runs this loop: the D2F pipeline, on either family."""
+    return cfg.loop == "pipeline"
+
+
+def start(model: Any, row: Row) -> None:
+    """Lay out the row's sequence (pipeline_loop's setup) and plan its first step."""
+    cfg, P = row.prep.cfg, row.prompt_len
+    plan = block_plan(cfg, P, model.spec.alignment == "shifted")
+    x = torch.full((plan.total,), model.spec.mask_id, dtype=torch.long, device=model.device)
+    x[:P] = torch.tensor(row.prep.ids, dtype=torch.long, device=model.device)
+    policy = make_policy(cfg) if cfg.method == "s2d2" else None
+    ctx = StepContext(model, cfg, row.rec, row.generator, x, row.cache, policy, P)
+    row.state = PipeRow(ctx, PipeState(), Kept(row.rec, x, row.blocks, row.steps), (plan.end - P) // cfg.block_length)
+    _begin([row])
+
+
+def requests(model: Any, rows: list[Row]) -> list[Asked]:
+    """Each row's one forward of this step: its step's forward, or its verifier."""
+    out = []
+    for r in rows:
+        st: PipeRow = r.state
+        ps = st.step
+        step = st.pipe.step - ps.first.added_step
+        if st.phase == "verify":
+            kind, request, _, _ = st.verifier
+            out.append(Asked(kind, ps.first.index, step, request))
+        else:
+            out.append(Asked(ps.kind, ps.first.index, step, ps.request))
+    return out
+
+
+def advance(model: Any, rows: list[Row], logits: list[torch.Tensor]) -> None:
+    """After the step's forwards: the step rows of each config drafted from one distribution and draw, the verify
+    rows tested, every row's read in one shared read; then each row routes (a verifying row's verifier is its next
+    forward) or ends its step, and the rows whose step ended begin their next one."""
+    phases = [r.state.phase for r in rows]
+    by_cfg: dict[DecodeConfig, list[int]] = {}
+    adjusted: dict[int, torch.Tensor] = {}
+    for j, (r, phase) in enumerate(zip(rows, phases)):
+        if phase == "step":
+            st: PipeRow = r.state
+            adjusted[j] = drafted(st.ctx, st.pipe, st.step, logits[j])
+            by_cfg.setdefault(r.prep.cfg, []).append(j)
+    readers: list[Row] = []
+    wanted: list[dict[str, Any]] = []
+    for cfg, members in by_cfg.items():
+        group = [rows[j] for j in members]
+        sizes = [int(adjusted[j].shape[0]) for j in members]
+        probs, tokens, p = shared_drafts(model, cfg, group, [adjusted[j] for j in members])
+        for r, *drawn in zip(group, probs.split(sizes), tokens.split(sizes), p.split(sizes)):
+            readers.append(r)
+            wanted.append(route_reads(r.state.ctx, r.state.step, *drawn))
+    verifying: dict[DecodeConfig, list[int]] = {}
+    for j, phase in enumerate(phases):
+        if phase == "verify":
+            verifying.setdefault(rows[j].prep.cfg, []).append(j)
+    for cfg, members in verifying.items():
+        group = [rows[j] for j in members]
+        spans = [verifier_logits(r.state.ctx, r.state.pipe, logits[j], r.state.verifier[3])
+                 for r, j in zip(group, members)]
+        q_all = token_distribution(torch.cat(spans), cfg, model.spec.mask_id, owned=True)  # one for all of them
+        for r, q in zip(group, q_all.split([int(t.shape[0]) for t in spans])):
+            readers.append(r)
+            wanted.append(_tested(r, q))
+    ended = []
+    for r, got in zip(readers, shared_read(readers, wanted)):
+        record = _after_read(r, got)
+        if record is not None:
+            ended.append((r, record))
+    _next_steps(ended)
+
+
+def _tested(r: Row, q: torch.Tensor) -> dict[str, Any]:
+    """A verify row after its verifier forward, given q over its span: the acceptance test; what its read takes."""
+    st: PipeRow = r.state
+    ps = st.step
+    acc, wanted = verify_reads(st.ctx, ps.drafts, ps.p, q, ps.span_len)
+    st.tested = (q, acc)
+    return wanted
+
+
+def _after_read(r: Row, got: dict[str, Any]) -> Optional[StepRecord]:
+    """A row after the shared read: a step row routes (a verify makes the verifier its next forward: None), else
+    the step ends with its record."""
+    st: PipeRow = r.state
+    ctx, ps = st.ctx, st.step
+    verified: Optional[Verified] = None
+    if st.phase == "step":
+        routed(ctx, ps, got)
+        if ps.decision is not None and ps.decision.verify:
+            st.verifier = verifier_request(ctx, st.pipe, ps.hi, ps.masks[0], ps.span_len, ps.drafts)
+            st.phase = "verify"
+            return None
+    else:
+        (q, acc), how = st.tested, st.verifier[2]
+        verified = verify_outcome(ctx, st.pipe, how, ps.masks, ps.span_len, ps.probs, ps.drafts, q, acc,
+                                  ps.got["drafts"], got)
+        st.tested = st.verifier = None
+    return finish_pipe_step(ctx, st.pipe, ps, verified)
+
+
+def _next_steps(ended: list[tuple[Row, StepRecord]]) -> None:
+    """Rows whose step ended: the step kept (`end_step`, the progress check), then the next step begun."""
+    going, stopping = [], []
+    for r, record in ended:
+        st: PipeRow = r.state
+        reason = end_step(st.pipe, r.steps, record, r.check)
+        if reason is None:
+            st.kept.mark()
+            going.append(r)
+        else:
+            stopping.append((r, reason))
+    _finish(stopping)
+    _begin(going)
+
+
+def _begin(rows: list[Row]) -> None:
+    """Each row's next step (pipeline.py `begin_step`, after one shared read of the resampled tokens that decide
+    whether a block joins), or its end ("length") when no block is in flight."""
+    st_of = [r.state for r in rows]
+    read_pending([r for r, st in zip(rows, st_of) if wants_block(st.ctx, st.pipe, st.n_blocks)])
+    over = []
+    for r, st in zip(rows, st_of):
+        events = begin_step(st.ctx, st.pipe, r.blocks, st.n_blocks)
+        if events is None:
+            over.append((r, "length"))
+            continue
+        st.step, st.phase = plan_pipe_step(st.ctx, st.pipe, events), "step"
+    _finish(over)
+
+
+def _finish(rows: list[tuple[Row, str]]) -> None:
+    """End rows (their reason), after one shared read of what they still hold on the device (batch 1 flushes its
+    reads before it returns)."""
+    read_pending([r for r, _ in rows])
+    for r, reason in rows:
+        r.state.step = None
+        r.finish(reason, number_steps(r.steps))
+
+
+def cancel(row: Row) -> None:
+    """The row's own forward raised StopDecoding: back to its last complete step (every step is one), as
+    pipeline_loop's rollback, with the kept steps' deferred values read first (a resampled token's record)."""
+    row.state.ctx.reads.flush()
+    block_state.cancel(row)
+
+
+def result(model: Any, row: Row) -> LoopResult:
+    """The row's LoopResult as pipeline_loop returns it."""
+    assert row.finish_reason is not None
+    return LoopResult(row.state.ctx.x, row.blocks, row.steps, row.finish_reason)
