@@ -49,7 +49,8 @@ MAX_REPEATS = 20  # decodes of one engine per round at most (`--min-cpu`)
 HOST_ARMS = [("aligned", "ar"), ("aligned", "dynamic-baseline"), ("aligned", "sdar-config-b"),
              ("aligned", "fastdllm-config-a"), ("shifted", "fastdllm-config-a"),
              ("aligned", "sdar-config-b+reuse+fused+trim"),  # (the options beyond the paper: KV reuse, fused commits)
-             ("aligned", "llada2-dynamic"), ("aligned", "llada2-quality")]  # the LLaDA2 editing loop
+             ("aligned", "llada2-dynamic"), ("aligned", "llada2-quality"),  # the LLaDA2 editing loop
+             ("aligned", "d2f"), ("aligned", "d2f-s2d2"), ("shifted", "d2f-s2d2")]  # the D2F pipeline
 MODEL_ARMS = {
     "tiny": ["ar", "dynamic-baseline", "sdar-config-a", "sdar-config-b", "fastdllm-config-a", "fastdllm-config-b",
              "fastdllm-config-c"],

@@ -5,7 +5,8 @@ so a batch step costs the sum of every sequence's Python plus two thread hand-of
 host's work per step grows with the batch, and on a GPU it, not the forwards, sets the pace (issue 37). Here a step
 is one pass over the live rows (lockstep_rows.Row): build every row's request, run them as padded forwards, then
 one distribution, one draw, one read and the records for all of them (the loop's module: lockstep_ar.py,
-lockstep_block.py or lockstep_editing.py, each with `start`, `requests`, `advance`, `cancel` and `result`).
+lockstep_block.py, lockstep_editing.py or lockstep_pipeline.py, each with `start`, `requests`, `advance`, `cancel`
+and `result`).
 
 What it covers (`covers`): honest AR (lockstep_ar.py) and the block loop on both families (lockstep_block.py: the
 diffusion baselines with static, dynamic and sequential remasking, any sampling, either cache mode, KV reuse and fused
@@ -22,9 +23,12 @@ the acceptance test, acceptance.py `acceptance_rows`, once per span length; the 
 verify_branch.py `verify_2l_rows`); what stays per row is host bookkeeping (plans, records, a policy's decision and
 update, which keep per-row Python state) and each row's own random draws. The LLaDA2 editing loop
 (lockstep_editing.py) shares its steps' forwards, draft distributions, routing summaries, remasking rule and writes,
-and runs the rest of each step per row. The D2F pipeline keeps the thread engine (several blocks in flight per
-sequence, each with its own phase), which `generate_batch` picks for any batch holding a
-config this engine does not cover.
+and runs the rest of each step per row. The D2F pipeline (lockstep_pipeline.py, both families) is a row in one of
+two phases per step, its step's forward over every block in flight or its verifier; its rows of one config share
+the drafts' and the verifiers' distributions, and every row's read is one shared read. What the engine does not
+cover (`refusal`: a diffusion baseline with sub-blocks, entropy-bounded remasking or always_check_high_conf; the
+editing loop on a right-shifted model, which that loop refuses anyway) runs on the thread engine, which
+`generate_batch` picks for any batch holding such a config.
 
 Same invariants as the thread engine: in float64 each sequence's trace is its `generate` trace apart from wall
 times (a row's rules are its batch-1 loop's own functions, applied row-wise); a sequence's NFE counts the forwards

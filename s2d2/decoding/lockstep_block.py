@@ -26,7 +26,7 @@ adaptive_blocks.py), with or without KV reuse (`kv_reuse`: batch 1's requests ov
 block_state.py `commitless_ends`) and with or without fused commits (`fused_commit`: blocks.py `fused_request`, the
 block's first draft drafting from that forward, block_state.py `carry_fused`; right-shifted, the forward's tail logit
 seeds the block and the stop rule reads that seed first). So the whole block loop runs here; the editing loop runs in
-lockstep_editing.py, and the D2F pipeline keeps the thread engine (lockstep.py)."""
+lockstep_editing.py, and the D2F pipeline in lockstep_pipeline.py."""
 from __future__ import annotations
 
 from typing import Any, Optional

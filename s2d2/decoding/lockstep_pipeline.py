@@ -39,9 +39,10 @@ from .lockstep_rows import Asked, Row
 from .lockstep_verify import read_pending, shared_drafts, shared_read
 from .pipeline import begin_step, end_step, wants_block
 from .pipeline_state import PipeState
-from .pipeline_step import PipeStep, drafted, finish_pipe_step, plan_pipe_step, route_reads, routed
+from .pipeline_step import PipeStep, drafted, finish_pipe_step, in_flight_masks, plan_pipe_step, route_reads, routed
 from .pipeline_verify_branch import Verified, verifier_logits, verifier_request, verify_outcome, verify_reads
 from .sampling import token_distribution
+from .token_writes import TokenWrites
 from .result import Kept, LoopResult, number_steps
 
 __all__ = ["covers", "start", "requests", "advance", "cancel", "result"]  # the loop's interface (lockstep.py)
@@ -127,10 +128,12 @@ def advance(model: Any, rows: list[Row], logits: list[torch.Tensor]) -> None:
             readers.append(r)
             wanted.append(_tested(r, q))
     ended = []
+    writes = TokenWrites()  # the rules' picks of every row, written together before any row plans its next step
     for r, got in zip(readers, shared_read(readers, wanted)):
-        record = _after_read(r, got)
+        record = _after_read(r, got, writes)
         if record is not None:
             ended.append((r, record))
+    writes.flush()
     _next_steps(ended)
 
 
@@ -143,7 +146,7 @@ def _tested(r: Row, q: torch.Tensor) -> dict[str, Any]:
     return wanted
 
 
-def _after_read(r: Row, got: dict[str, Any]) -> Optional[StepRecord]:
+def _after_read(r: Row, got: dict[str, Any], writes: TokenWrites) -> Optional[StepRecord]:
     """A row after the shared read: a step row routes (a verify makes the verifier its next forward: None), else
     the step ends with its record."""
     st: PipeRow = r.state
@@ -160,7 +163,7 @@ def _after_read(r: Row, got: dict[str, Any]) -> Optional[StepRecord]:
         verified = verify_outcome(ctx, st.pipe, how, ps.masks, ps.span_len, ps.probs, ps.drafts, q, acc,
                                   ps.got["drafts"], got)
         st.tested = st.verifier = None
-    return finish_pipe_step(ctx, st.pipe, ps, verified)
+    return finish_pipe_step(ctx, st.pipe, ps, verified, writes)
 
 
 def _next_steps(ended: list[tuple[Row, StepRecord]]) -> None:
@@ -183,14 +186,27 @@ def _begin(rows: list[Row]) -> None:
     whether a block joins), or its end ("length") when no block is in flight."""
     st_of = [r.state for r in rows]
     read_pending([r for r, st in zip(rows, st_of) if wants_block(st.ctx, st.pipe, st.n_blocks)])
-    over = []
+    over, going = [], []
     for r, st in zip(rows, st_of):
         events = begin_step(st.ctx, st.pipe, r.blocks, st.n_blocks)
         if events is None:
             over.append((r, "length"))
-            continue
-        st.step, st.phase = plan_pipe_step(st.ctx, st.pipe, events), "step"
+        else:
+            going.append((r, events))
+    for (r, events), rows_abs in zip(going, _located([r for r, _ in going])):
+        st = r.state
+        st.step, st.phase = plan_pipe_step(st.ctx, st.pipe, events, rows_abs), "step"
     _finish(over)
+
+
+def _located(rows: list[Row]) -> list[torch.Tensor]:
+    """Each row's in-flight masks as device positions, from the host's lists by one upload for all rows (batch 1
+    finds the same positions by a sort on the device)."""
+    if not rows:
+        return []
+    masks = [in_flight_masks(r.state.pipe) for r in rows]
+    flat = torch.tensor([m for row in masks for m in row], dtype=torch.long, device=rows[0].state.ctx.x.device)
+    return list(flat.split([len(row) for row in masks]))
 
 
 def _finish(rows: list[tuple[Row, str]]) -> None:

@@ -32,8 +32,11 @@ def confidence_scores(kind: str, probs: torch.Tensor, p: torch.Tensor) -> torch.
 
 
 def top1(scores: torch.Tensor) -> torch.Tensor:
-    """[n] bool: the best-scoring mask (torch.topk's pick, as the reference takes it)."""
-    return torch.zeros_like(scores, dtype=torch.bool).index_fill_(0, torch.topk(scores, 1).indices, True)
+    """[n] bool: the best-scoring mask, the first of equal bests (`argmax`'s documented choice). The reference takes
+    `torch.topk(scores, 1)`, which leaves ties to the kernel: on the CPU it picks another of equal bests depending
+    on the length (of 8 equal scores, the 7th), so the page's decoder (s2d2_web/decoding/pipeline_rules.js, the
+    first of equal bests) could not match it; the same values otherwise."""
+    return torch.zeros_like(scores, dtype=torch.bool).index_fill_(0, scores.argmax().view(1), True)
 
 
 def d2f_rule(p: torch.Tensor, scores: torch.Tensor, threshold: float,

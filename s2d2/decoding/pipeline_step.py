@@ -11,6 +11,7 @@ stop id that decides whether a block joins).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import compress
 from typing import Any, Optional
 
 import torch
@@ -25,6 +26,7 @@ from .pipeline_verify_branch import Verified, verify_span
 from .detail_rows import draft_detail, draft_rows
 from .sampling import draw_with_probs, token_distribution
 from .step import first_mask_span, inputs_from_summary, policy_summary
+from .token_writes import TokenWrites
 
 
 @dataclass
@@ -72,13 +74,21 @@ def pipeline_step(ctx: StepContext, st: PipeState, events: list[BlockEvent]) -> 
     return finish_pipe_step(ctx, st, ps, verified)
 
 
-def plan_pipe_step(ctx: StepContext, st: PipeState, events: list[BlockEvent]) -> PipeStep:
-    """A step's host facts and its forward (over [blocks to cache | every block in flight]), before it runs."""
+def plan_pipe_step(ctx: StepContext, st: PipeState, events: list[BlockEvent],
+                   rows_abs: Optional[torch.Tensor] = None) -> PipeStep:
+    """A step's host facts and its forward (over [blocks to cache | every block in flight]), before it runs.
+    `rows_abs`: the masks' device positions (`in_flight_masks` uploaded), where the caller located them for many
+    rows at once; else a sort of the in-flight region finds them on the device."""
     active = [b for b in st.blocks if b.state == "active"]
     lo, hi, end = _cache_forward_bounds(ctx, st)
-    masks = [m for b in active for m in b.masks]
-    kind, request, rows_abs = _forward_request(ctx, st, active, lo, hi, end, len(masks))
+    masks = in_flight_masks(st)
+    kind, request, rows_abs = _forward_request(ctx, st, active, lo, hi, end, len(masks), rows_abs)
     return PipeStep(events, active, ctx.rec.last_index + 1, lo, hi, end, masks, kind, request, rows_abs)
+
+
+def in_flight_masks(st: PipeState) -> list[int]:
+    """Every mask of the blocks in flight, ascending (absolute positions, the host's lists)."""
+    return [m for b in st.blocks if b.state == "active" for m in b.masks]
 
 
 def drafted(ctx: StepContext, st: PipeState, ps: PipeStep, logits: torch.Tensor) -> torch.Tensor:
@@ -112,10 +122,12 @@ def routed(ctx: StepContext, ps: PipeStep, got: dict[str, Any]) -> None:
         ps.decision = ctx.policy.decide(ps.inputs)
 
 
-def finish_pipe_step(ctx: StepContext, st: PipeState, ps: PipeStep, verified: Optional[Verified]) -> StepRecord:
-    """The step's writes (the verified prefix, then each block's rule) and its record."""
+def finish_pipe_step(ctx: StepContext, st: PipeState, ps: PipeStep, verified: Optional[Verified],
+                     writes: Optional[TokenWrites] = None) -> StepRecord:
+    """The step's writes (the verified prefix, then each block's rule) and its record. `writes`: the rules' picks
+    join it (host-known tokens; the caller flushes it with other rows') instead of being written here."""
     active, masks, got = ps.active, ps.masks, ps.got
-    commits, decoded, fallbacks = _apply(ctx, st, active, masks, ps.rows_abs, ps.drafts, got, ps.chosen, verified)
+    commits, decoded, fallbacks = _apply(ctx, st, ps, verified, writes)
     reward = ctx.policy.update(ps.decision, sum(decoded.values())) if ctx.policy is not None else None
     in_flight = [InFlight(b.index, b.complete, len(b.masks) + decoded[b.index], decoded[b.index]) for b in active]
     return StepRecord(
@@ -141,16 +153,17 @@ def _cache_forward_bounds(ctx: StepContext, st: PipeState) -> tuple[int, int, in
 
 
 def _forward_request(ctx: StepContext, st: PipeState, active: list[PipeBlock], lo: int, hi: int, end: int,
-                     n: int) -> tuple[str, ForwardRequest, torch.Tensor]:
+                     n: int, rows_abs: Optional[torch.Tensor]) -> tuple[str, ForwardRequest, torch.Tensor]:
     """The step's forward (KV of [lo, hi) kept, the n masks of [hi, end) drafted): its kind, its request and the
     masks' device positions (`drafted` takes its logits)."""
     B = ctx.cfg.block_length
     waiting = [b for b in st.blocks if b.state == "to_cache"]
     segments = ((hi - lo,) if st.prompt_pending else (B,) * len(waiting)) + (B,) * len(active)
     kind = "prefill+draft" if st.prompt_pending else "commit+draft" if hi > lo else "draft"
-    region = end - hi
-    key = torch.where(ctx.x[hi:end] == ctx.mask_id, ctx.index[:region], ctx.index[:region] + region)
-    rows_abs = key.sort().values[:n] + hi  # the masks' positions, ascending, without reading the sequence
+    if rows_abs is None:  # the masks' positions, ascending, without reading the sequence or uploading an index
+        region = end - hi
+        key = torch.where(ctx.x[hi:end] == ctx.mask_id, ctx.index[:region], ctx.index[:region] + region)
+        rows_abs = key.sort().values[:n] + hi
     shifted = not ctx.aligned
     rows = rows_abs - lo - (1 if shifted else 0)
     if shifted:
@@ -194,33 +207,40 @@ def _block_rules(ctx: StepContext, active: list[PipeBlock], probs: torch.Tensor,
     return torch.cat(chosen), torch.stack(top1)
 
 
-def _apply(ctx: StepContext, st: PipeState, active: list[PipeBlock], masks: list[int], rows_abs: torch.Tensor,
-           drafts: torch.Tensor, got: dict[str, Any], chosen: torch.Tensor,
-           verified: Optional[Verified]) -> tuple[list[Commit], dict[int, int], int]:
+def _apply(ctx: StepContext, st: PipeState, ps: PipeStep, verified: Optional[Verified],
+           writes: Optional[TokenWrites]) -> tuple[list[Commit], dict[int, int], int]:
     """Write the step's decodes: the verified prefix (already written by pipeline_verify), then every block the
-    verifier decoded nothing in by its rule. Returns (commits in that order, decoded per block, top-1 picks)."""
+    verifier decoded nothing in by its rule (on the device, or into `writes`). Returns (commits in that order,
+    decoded per block, top-1 picks)."""
+    active, masks, chosen = ps.active, ps.masks, ps.chosen
     text = ctx.rec.text if ctx.rec.detailed else (lambda t: "")
-    tokens, flags = got["drafts"], got["chosen"]
+    tokens, flags = ps.got["drafts"], ps.got["chosen"]
     commits = list(verified.commits) if verified is not None else []
     by_verify = {c.position for c in commits}
+    ruled: list[Commit] = []
     keep, fallbacks, at = [], 0, 0
-    for b, used_top1 in zip(active, got["top1"]):
+    for b, used_top1 in zip(active, ps.got["top1"]):
         n = len(b.masks)
-        rule = not any(m in by_verify for m in b.masks)  # the verifier decoded nothing here: the block's rule runs
-        keep.append(chosen[at : at + n] if rule else torch.zeros(n, dtype=torch.bool, device=chosen.device))
+        rule = not by_verify or by_verify.isdisjoint(b.masks)  # the verifier decoded nothing here: its rule runs
+        if writes is None:
+            keep.append(chosen[at : at + n] if rule else torch.zeros(n, dtype=torch.bool, device=chosen.device))
         if rule:
             how = "fallback" if used_top1 else "threshold"
-            picked = [i for i in range(at, at + n) if flags[i]]
+            picked = list(compress(range(at, at + n), flags[at : at + n]))
             fallbacks += int(bool(used_top1)) if picked else 0
-            commits += [Commit(masks[i], tokens[i], text(tokens[i]), how) for i in picked]
+            ruled += [Commit(masks[i], tokens[i], text(tokens[i]), how) for i in picked]
         at += n
-    if keep:
+    commits += ruled
+    if writes is not None:
+        writes.add(ctx.x[ps.hi : ps.end], ps.hi, ruled)
+    elif keep:
         write = torch.cat(keep)
-        ctx.x[rows_abs] = torch.where(write, drafts, ctx.x[rows_abs])
+        ctx.x[ps.rows_abs] = torch.where(write, ps.drafts, ctx.x[ps.rows_abs])
     done = {c.position for c in commits}
-    decoded = {b.index: sum(m in done for m in b.masks) for b in active}
+    decoded = {}
     for b in active:
-        b.masks = [m for m in b.masks if m not in done]
+        left = [m for m in b.masks if m not in done] if done else b.masks
+        decoded[b.index], b.masks = len(b.masks) - len(left), left
     if any(c.token in ctx.stop_set for c in commits):
         st.eos = True
     return commits, decoded, fallbacks

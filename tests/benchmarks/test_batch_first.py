@@ -11,7 +11,7 @@ import pytest
 from benchmarks import batch_first
 from benchmarks.percentiles import pct
 
-SMALL = ["--part", "host", "--batch", "4", "--n", "4", "--gen-length", "8", "--rounds", "3", "--min-cpu", "0"]
+SMALL = ["--part", "host", "--batch", "4", "--n", "4", "--gen-length", "32", "--rounds", "3", "--min-cpu", "0"]
 
 
 def fake_round(threads_cpu: float, first_cpu: float, seq_forwards: int = 100) -> dict[str, dict[str, Any]]:
@@ -56,9 +56,9 @@ def test_a_real_run_interleaves_the_engines_and_reports_the_ratio_of_the_rounds_
     printed = capsys.readouterr().out.splitlines()
     assert [(r["alignment"], r["arm"]) for r in rows] == batch_first.HOST_ARMS
     # per arm with both engines: a warm-up round and 3 timed ones, each threads then batch-first
-    covered = [r for r in rows if "ratios" in r]  # every arm: the right-shifted one, the options, the editing loop
+    covered = [r for r in rows if "ratios" in r]  # every arm: right-shifted, the options, editing, the D2F pipeline
     n = len(batch_first.HOST_ARMS)
-    assert len(covered) == len(rows) == n == 8 and len(calls) == n * 2 * 4
+    assert len(covered) == len(rows) == n == 11 and len(calls) == n * 2 * 4
     assert calls[:8] == ["threads", "batch-first"] * 4
     for r in covered:
         us = r["cpu_us"]

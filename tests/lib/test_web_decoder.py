@@ -145,6 +145,16 @@ def test_the_bandits_bins_and_the_pipelines_mask_equal_pythons():
     assert got == [segments_pattern(tuple(s)).int().reshape(-1).tolist() for s in segments]
 
 
+def test_a_complete_blocks_top1_is_the_first_of_equal_bests_in_both_decoders():
+    """pipeline_rules.js top1 against its Python twin, ties included: torch.topk, which the reference uses, picks
+    another of 8 equal scores on some CPU kernels (so a tie could decode differently on the server and in the page)."""
+    from s2d2.decoding.pipeline_rules import top1
+    rows = [[0.5] * 8, [0.5] * 3, [0.1, 0.7, 0.7, 0.2], [0.3], [0.2, 0.9, 0.1, 0.9, 0.9] * 7, [-2.0, -1.0, -1.0]]
+    got = run_module("decoding/pipeline_rules.js", "output = input.map((r) => m.top1(r));", rows)
+    assert got == [top1(torch.tensor(r, dtype=torch.float64)).tolist() for r in rows]
+    assert got[0].index(True) == 0 and got[4].index(True) == 1
+
+
 def test_the_trace_comparison_sees_a_changed_token_decision_or_float():
     base = {"steps": [{"commits": [{"token": 5}], "decision": {"verify": True, "reason": "s = 1.00"}, "p": 0.5}],
             "forwards": [{"wall_s": 0.1}]}
