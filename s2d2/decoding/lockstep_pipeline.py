@@ -41,7 +41,11 @@ from .pipeline import begin_step, end_step, wants_block
 from .pipeline_state import PipeState
 from .pipeline_step import PipeStep, drafted, finish_pipe_step, in_flight_masks, plan_pipe_step, route_reads, routed
 from .pipeline_verify_branch import Verified, verifier_logits, verifier_request, verify_outcome, verify_reads
+from .route_summary import summary_parts
+from .draft_reads import summary_bulk
 from .sampling import token_distribution
+from .step import first_mask_span
+from .transfers import Bulk
 from .token_writes import TokenWrites
 from .result import Kept, LoopResult, number_steps
 
@@ -99,42 +103,68 @@ def advance(model: Any, rows: list[Row], logits: list[torch.Tensor]) -> None:
     rows tested, every row's read in one shared read; then each row routes (a verifying row's verifier is its next
     forward) or ends its step, and the rows whose step ended begin their next one."""
     phases = [r.state.phase for r in rows]
-    by_cfg: dict[DecodeConfig, list[int]] = {}
-    adjusted: dict[int, torch.Tensor] = {}
-    for j, (r, phase) in enumerate(zip(rows, phases)):
-        if phase == "step":
-            st: PipeRow = r.state
-            adjusted[j] = drafted(st.ctx, st.pipe, st.step, logits[j])
-            by_cfg.setdefault(r.prep.cfg, []).append(j)
     readers: list[Row] = []
     wanted: list[dict[str, Any]] = []
-    for cfg, members in by_cfg.items():
-        group = [rows[j] for j in members]
-        sizes = [int(adjusted[j].shape[0]) for j in members]
-        probs, tokens, p = shared_drafts(model, cfg, group, [adjusted[j] for j in members])
-        for r, *drawn in zip(group, probs.split(sizes), tokens.split(sizes), p.split(sizes)):
-            readers.append(r)
-            wanted.append(route_reads(r.state.ctx, r.state.step, *drawn))
-    verifying: dict[DecodeConfig, list[int]] = {}
-    for j, phase in enumerate(phases):
-        if phase == "verify":
-            verifying.setdefault(rows[j].prep.cfg, []).append(j)
-    for cfg, members in verifying.items():
-        group = [rows[j] for j in members]
-        spans = [verifier_logits(r.state.ctx, r.state.pipe, logits[j], r.state.verifier[3])
-                 for r, j in zip(group, members)]
-        q_all = token_distribution(torch.cat(spans), cfg, model.spec.mask_id, owned=True)  # one for all of them
-        for r, q in zip(group, q_all.split([int(t.shape[0]) for t in spans])):
-            readers.append(r)
-            wanted.append(_tested(r, q))
+    bulk: list[Bulk] = []
+    for cfg, members in _by_cfg(rows, phases, "step").items():
+        bulk += _drafted(model, cfg, [rows[j] for j in members], [logits[j] for j in members], readers, wanted)
+    for cfg, members in _by_cfg(rows, phases, "verify").items():
+        _verifying(model, cfg, [rows[j] for j in members], [logits[j] for j in members], readers, wanted)
     ended = []
     writes = TokenWrites()  # the rules' picks of every row, written together before any row plans its next step
-    for r, got in zip(readers, shared_read(readers, wanted)):
+    for r, got in zip(readers, shared_read(readers, wanted, bulk)):
         record = _after_read(r, got, writes)
         if record is not None:
             ended.append((r, record))
     writes.flush()
     _next_steps(ended)
+
+
+def _by_cfg(rows: list[Row], phases: list[str], phase: str) -> dict[DecodeConfig, list[int]]:
+    """The rows in `phase` (their indices), by config."""
+    out: dict[DecodeConfig, list[int]] = {}
+    for j, (r, ph) in enumerate(zip(rows, phases)):
+        if ph == phase:
+            out.setdefault(r.prep.cfg, []).append(j)
+    return out
+
+
+def _drafted(model: Any, cfg: DecodeConfig, group: list[Row], logits: list[torch.Tensor], readers: list[Row],
+             wanted: list[dict[str, Any]]) -> list[Bulk]:
+    """The step rows of one config after their forward: one distribution and draw over all their masks, the S2D2
+    rows' routing summaries taken together (route_summary.py `summary_parts`); their drafts and summaries are
+    parts read once for all of them (returned), each row's own reads appended to `wanted`."""
+    spans = [drafted(r.state.ctx, r.state.pipe, r.state.step, lg) for r, lg in zip(group, logits)]
+    sizes = [int(t.shape[0]) for t in spans]
+    probs, tokens, p = shared_drafts(model, cfg, group, spans)
+    first, bulk = len(readers), []
+    members = range(first, first + len(group))
+    starts = [0]
+    for n in sizes[:-1]:
+        starts.append(starts[-1] + n)
+    bulk.append(Bulk("drafts", tokens, members, [(a, a + n) for a, n in zip(starts, sizes)]))
+    routes = group[0].state.ctx.policy is not None  # one config: every row has a policy or none does
+    if routes:
+        span_lens = [first_mask_span(r.state.step.masks) for r in group]
+        bulk += summary_bulk(first, summary_parts(cfg, probs, p, sizes, span_lens,
+                                                  group[0].state.ctx.rec.costs is not None))
+    served = {b.name for b in bulk}
+    for r, *drawn in zip(group, probs.split(sizes), tokens.split(sizes), p.split(sizes)):
+        readers.append(r)
+        own = route_reads(r.state.ctx, r.state.step, *drawn, summary={} if routes else None)
+        wanted.append({name: t for name, t in own.items() if name not in served})
+    return bulk
+
+
+def _verifying(model: Any, cfg: DecodeConfig, group: list[Row], logits: list[torch.Tensor], readers: list[Row],
+               wanted: list[dict[str, Any]]) -> None:
+    """The verify rows of one config after their verifier forward: one distribution of every row's q, then each
+    row's acceptance test (its own generator); their reads appended to `wanted`."""
+    spans = [verifier_logits(r.state.ctx, r.state.pipe, lg, r.state.verifier[3]) for r, lg in zip(group, logits)]
+    q_all = token_distribution(torch.cat(spans), cfg, model.spec.mask_id, owned=True)
+    for r, q in zip(group, q_all.split([int(t.shape[0]) for t in spans])):
+        readers.append(r)
+        wanted.append(_tested(r, q))
 
 
 def _tested(r: Row, q: torch.Tensor) -> dict[str, Any]:

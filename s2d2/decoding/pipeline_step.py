@@ -103,14 +103,15 @@ def drafted(ctx: StepContext, st: PipeState, ps: PipeStep, logits: torch.Tensor)
     return logits
 
 
-def route_reads(ctx: StepContext, ps: PipeStep, probs: torch.Tensor, drafts: torch.Tensor,
-                p: torch.Tensor) -> dict[str, Optional[torch.Tensor]]:
+def route_reads(ctx: StepContext, ps: PipeStep, probs: torch.Tensor, drafts: torch.Tensor, p: torch.Tensor,
+                summary: Optional[dict[str, torch.Tensor]] = None) -> dict[str, Optional[torch.Tensor]]:
     """The step's device work after its draw (every block's rule; with a policy, the routing summary of the first
-    span) and what its one read takes."""
+    span, unless the caller took it with other rows': `summary`) and what its one read takes."""
     ps.probs, ps.drafts, ps.p = probs, drafts, p
     ps.chosen, ps.top1 = _block_rules(ctx, ps.active, probs, p)
     ps.span_len = first_mask_span(ps.masks)
-    summary = policy_summary(ctx, probs, p, ps.span_len) if ctx.policy is not None else {}
+    if summary is None:
+        summary = policy_summary(ctx, probs, p, ps.span_len) if ctx.policy is not None else {}
     return {"drafts": drafts, "chosen": ps.chosen, "top1": ps.top1, **summary, **draft_detail(ctx, probs, p)}
 
 

@@ -114,13 +114,13 @@ def test_an_uncovered_decode_is_a_thread_job_sharing_its_keys_forwards():
         assert trace_mismatch(got.trace, s2d2.generate(model64(), PROMPTS[i], cfg, seed=i + 1).trace) is None
 
 
-@pytest.mark.parametrize("name", ["sdar-config-a", "lossless", "llada2-conservative"])  # lossless: KV reuse,
-def test_a_rows_stop_time_limit_and_error_are_its_own(name):  # fused commits; llada2-*: the editing loop
+@pytest.mark.parametrize("name", ["sdar-config-a", "lossless", "llada2-conservative", "d2f-s2d2"])  # lossless: KV
+def test_a_rows_stop_time_limit_and_error_are_its_own(name):  # reuse, fused commits; llada2-*: editing; d2f: pipeline
     """Four rows in one step: one stopped by its flag after its first block ends "cancelled", one at its time
     limit, one whose progress hook raises gets that error; each as its lone decode would, and the fourth decodes
     on untouched."""
-    cfg = preset(name).replace(gen_length=32, **({"block_length": 4} if name.startswith("llada2") else {}))
-    batch = LiveBatch(model64(), max_batch=4, wait_s=60.0)
+    cfg = preset(name).replace(gen_length=32, **({"block_length": 4} if name.startswith(("llada2", "d2f")) else {}))
+    batch = LiveBatch(model64(), max_batch=4, wait_s=60.0, name="live-own")
     seen = [Seen(), Seen(), Seen(raises=True), Seen()]
     stop = lambda: seen[0].blocks >= 1  # noqa: E731
     jobs = [decode(PROMPTS[0], cfg, 1, seen[0], stopped=stop), decode(PROMPTS[1], cfg, 2, seen[1], max_seconds=0),
@@ -131,7 +131,9 @@ def test_a_rows_stop_time_limit_and_error_are_its_own(name):  # fused commits; l
         tickets[2].outcome(WAIT)
     assert batch.served == 4 and batch.live() == 0
     batch.close()
-    assert stopped.trace.footer.finish_reason == "cancelled" and len(stopped.trace.blocks) == 1
+    assert set().union(*(s.threads for s in seen)) == {"live-own"}  # every decode a row of the batch's step
+    assert stopped.trace.footer.finish_reason == "cancelled"
+    assert len(stopped.trace.blocks) == 1 or cfg.loop == "pipeline"  # (D2F: several blocks in flight)
     alone = s2d2.generate(model64(), PROMPTS[0], cfg, seed=1, should_stop=lambda: True)
     assert trace_mismatch(stopped.trace, alone.trace) is None
     assert timed.trace.footer.finish_reason == "time_limit"
