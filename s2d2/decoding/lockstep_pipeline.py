@@ -39,7 +39,9 @@ from .lockstep_rows import Asked, Row
 from .lockstep_verify import read_pending, shared_drafts, shared_read
 from .pipeline import begin_step, end_step, wants_block
 from .pipeline_state import PipeState
-from .pipeline_step import PipeStep, drafted, finish_pipe_step, in_flight_masks, plan_pipe_step, route_reads, routed
+from .pipeline_rules import block_rules, confidence_scores
+from .pipeline_step import (PipeStep, drafted, finish_pipe_step, in_flight_masks, plan_pipe_step, route_reads, routed,
+                            uses_reference)
 from .pipeline_verify_branch import Verified, verifier_logits, verifier_request, verify_outcome, verify_reads
 from .route_summary import summary_parts
 from .draft_reads import summary_bulk
@@ -79,7 +81,9 @@ def start(model: Any, row: Row) -> None:
     x[:P] = torch.tensor(row.prep.ids, dtype=torch.long, device=model.device)
     policy = make_policy(cfg) if cfg.method == "s2d2" else None
     ctx = StepContext(model, cfg, row.rec, row.generator, x, row.cache, policy, P)
-    row.state = PipeRow(ctx, PipeState(), Kept(row.rec, x, row.blocks, row.steps), (plan.end - P) // cfg.block_length)
+    n_blocks = (plan.end - P) // cfg.block_length
+    pipe = PipeState(done=torch.zeros(n_blocks, dtype=torch.bool, device=model.device))
+    row.state = PipeRow(ctx, pipe, Kept(row.rec, x, row.blocks, row.steps), n_blocks)
     _begin([row])
 
 
@@ -149,11 +153,32 @@ def _drafted(model: Any, cfg: DecodeConfig, group: list[Row], logits: list[torch
         bulk += summary_bulk(first, summary_parts(cfg, probs, p, sizes, span_lens,
                                                   group[0].state.ctx.rec.costs is not None))
     served = {b.name for b in bulk}
-    for r, *drawn in zip(group, probs.split(sizes), tokens.split(sizes), p.split(sizes)):
+    rules = _shared_rules(cfg, [r.state.step for r in group], probs, p, sizes)
+    for r, rule, *drawn in zip(group, rules, probs.split(sizes), tokens.split(sizes), p.split(sizes)):
         readers.append(r)
-        own = route_reads(r.state.ctx, r.state.step, *drawn, summary={} if routes else None)
+        own = route_reads(r.state.ctx, r.state.step, *drawn, summary={} if routes else None, rules=rule)
         wanted.append({name: t for name, t in own.items() if name not in served})
     return bulk
+
+
+def _shared_rules(cfg: DecodeConfig, steps: list[PipeStep], probs: torch.Tensor, p: torch.Tensor,
+                  sizes: list[int]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Every block's rule of the step rows of one config in one call (pipeline_rules.py `block_rules`, batch 1's
+    rule over one row's blocks): each row's blocks numbered after the rows' before it; returns each row's (chosen,
+    took its top-1), as its own call gives them."""
+    B, device = cfg.block_length, p.device
+    nbs = [len(ps.active) for ps in steps]
+    bases, at = [], 0
+    for ps, nb in zip(steps, nbs):  # position - base = (block number in the call) * B + column
+        bases.append(ps.first.start - at * B)
+        at += nb
+    base = torch.repeat_interleave(torch.tensor(bases, device=device), torch.tensor(sizes, device=device),
+                                   output_size=int(p.shape[0]))
+    rel = torch.cat([ps.rows_abs for ps in steps]) - base
+    block_of = torch.div(rel, B, rounding_mode="floor")
+    chosen, took = block_rules(p, confidence_scores(cfg.confidence_score, probs, p), block_of, rel - block_of * B,
+                               torch.cat([ps.done for ps in steps]), B, cfg.confidence_threshold, uses_reference(cfg))
+    return list(zip(chosen.split(sizes), took.split(nbs)))
 
 
 def _verifying(model: Any, cfg: DecodeConfig, group: list[Row], logits: list[torch.Tensor], readers: list[Row],

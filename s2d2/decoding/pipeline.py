@@ -70,7 +70,7 @@ def pipeline_loop(model: Any, cfg: DecodeConfig, prompt: torch.Tensor, rec: Reco
     x[:P] = prompt
     policy = make_policy(cfg) if cfg.method == "s2d2" else None
     ctx = StepContext(model, cfg, rec, generator, x, model.new_cache(), policy, P)
-    st = PipeState()
+    st = PipeState(done=torch.zeros((plan.end - P) // cfg.block_length, dtype=torch.bool, device=x.device))
     steps: list[StepRecord] = []
     blocks: list[BlockRecord] = []
     kept = Kept(rec, x, blocks, steps)
@@ -146,6 +146,8 @@ def mark_complete(st: PipeState, threshold: float, events: list[BlockEvent]) -> 
     for b in st.blocks:
         if not b.complete and previous >= threshold:
             b.complete = True
+            if st.done is not None:
+                st.done[b.index - 1].fill_(True)  # (a scalar fill: no upload)
             events.append(BlockEvent(b.index, "complete"))
         previous = b.decoded_ratio
 

@@ -31,29 +31,36 @@ def confidence_scores(kind: str, probs: torch.Tensor, p: torch.Tensor) -> torch.
     raise ValueError(f"confidence_score: unknown value {kind!r}")
 
 
-def top1(scores: torch.Tensor) -> torch.Tensor:
-    """[n] bool: the best-scoring mask, the first of equal bests (`argmax`'s documented choice). The reference takes
-    `torch.topk(scores, 1)`, which leaves ties to the kernel: on the CPU it picks another of equal bests depending
-    on the length (of 8 equal scores, the 7th), so the page's decoder (s2d2_web/decoding/pipeline_rules.js, the
-    first of equal bests) could not match it; the same values otherwise."""
-    return torch.zeros_like(scores, dtype=torch.bool).index_fill_(0, scores.argmax().view(1), True)
+def block_rules(p: torch.Tensor, scores: torch.Tensor, block_of: torch.Tensor, col: torch.Tensor, done: torch.Tensor,
+                width: int, threshold: float, reference: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """What many blocks decode at a step, at once: (chosen [n] bool, per mask; took its top-1 [blocks] bool).
 
+    `p` and `scores` [n] are the masks' draft probabilities and scores; mask i sits in block `block_of[i]` at column
+    `col[i]` (its place in its block, < `width`), a block's masks in ascending columns; `done` [blocks] bool is each
+    block's complete flag (a block may have no mask). The D2F rule, or with `reference` the reference's fallback
+    (module docstring). Batch 1 runs it on one sequence's blocks in flight, the batch-first engine
+    (lockstep_pipeline.py) on every sequence's of one config: every op is elementwise or over a block's own row,
+    so a block's picks do not depend on the blocks beside it, and nothing here reads or uploads host data.
 
-def d2f_rule(p: torch.Tensor, scores: torch.Tensor, threshold: float,
-             complete: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    """(chosen [n] bool, used the top-1 [] bool) of one block by the D2F rule."""
-    above = p > threshold
-    if not complete:
-        return above, torch.zeros((), dtype=torch.bool, device=p.device)
-    none = ~above.any()
-    return torch.where(none, top1(scores), above), none
-
-
-def reference_rule(scores: torch.Tensor, threshold: float, complete: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    """(chosen, used the top-1) of one block by the reference S2D2-on-D2F fallback."""
-    if not complete:
-        nothing = torch.zeros_like(scores, dtype=torch.bool)
-        return nothing, torch.zeros((), dtype=torch.bool, device=scores.device)
-    high = scores >= threshold
-    none = ~high.any()
-    return torch.where(none, top1(scores), high), none
+    A block's masks sit in a row of width `width`, the rest padded: p with -1 (never above a threshold in [0, 1]),
+    scores with -inf (never the best of a block that has a mask). A complete block's top-1 is the first of equal
+    best scores (`argmax`'s documented choice). The reference takes `torch.topk(scores, 1)`, which leaves ties to
+    the kernel (on the CPU, of 8 equal scores it picks the 7th), so the page's decoder (s2d2_web/decoding/
+    pipeline_rules.js, the first of equal bests) could not match it; the values are the same otherwise.
+    """
+    blocks = int(done.shape[0])
+    ranked = torch.full((blocks, width), -torch.inf, dtype=scores.dtype, device=scores.device)
+    ranked[block_of, col] = scores
+    if reference:
+        high = ranked >= threshold
+    else:
+        padded = torch.full((blocks, width), -1.0, dtype=p.dtype, device=p.device)
+        padded[block_of, col] = p
+        high = padded > threshold
+    has = torch.zeros(blocks, dtype=torch.bool, device=p.device).index_fill_(0, block_of, True)
+    none = ~high.any(-1) & done & has  # a complete block with a mask and none above: its top-1 instead
+    best = torch.zeros_like(high).scatter_(1, ranked.argmax(-1, keepdim=True), True)
+    chosen = torch.where(none[:, None], best, high)
+    if reference:  # an incomplete block takes nothing
+        chosen &= done[:, None]
+    return chosen[block_of, col], none

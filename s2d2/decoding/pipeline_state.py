@@ -35,3 +35,5 @@ class PipeState:
     last_logit: Optional[torch.Tensor] = None  # right-shifted: the logit at cache_end - 1 (predicts cache_end)
     eos: bool = False  # a stop id was decoded: no more blocks join
     step: int = 0
+    done: Optional[torch.Tensor] = None  # [blocks] bool on the device: block i + 1's complete flag, set as it is set
+    # (the blocks' rules read it there: pipeline_rules.py `block_rules`)

@@ -16,11 +16,12 @@ from typing import Any, Optional
 
 import torch
 
+from ..config import DecodeConfig
 from ..models.base import ForwardRequest
 from ..models.masks import segments_query
 from ..trace import BlockEvent, Commit, InFlight, PolicyDecision, PolicyInputs, StepRecord
 from .context import StepContext
-from .pipeline_rules import confidence_scores, d2f_rule, reference_rule
+from .pipeline_rules import block_rules, confidence_scores
 from .pipeline_state import PipeBlock, PipeState
 from .pipeline_verify_branch import Verified, verify_span
 from .detail_rows import draft_detail, draft_rows
@@ -45,6 +46,7 @@ class PipeStep:
     kind: str  # the forward's kind: "prefill+draft", "commit+draft" or "draft"
     request: ForwardRequest
     rows_abs: torch.Tensor  # the masks' device positions
+    done: torch.Tensor  # [blocks in flight] bool: their complete flags (a view of the run's, PipeState.done)
     span_len: int = 0
     probs: Optional[torch.Tensor] = None
     drafts: Optional[torch.Tensor] = None
@@ -83,7 +85,8 @@ def plan_pipe_step(ctx: StepContext, st: PipeState, events: list[BlockEvent],
     lo, hi, end = _cache_forward_bounds(ctx, st)
     masks = in_flight_masks(st)
     kind, request, rows_abs = _forward_request(ctx, st, active, lo, hi, end, len(masks), rows_abs)
-    return PipeStep(events, active, ctx.rec.last_index + 1, lo, hi, end, masks, kind, request, rows_abs)
+    done = st.done[active[0].index - 1 : active[-1].index]  # (a view: no upload)
+    return PipeStep(events, active, ctx.rec.last_index + 1, lo, hi, end, masks, kind, request, rows_abs, done)
 
 
 def in_flight_masks(st: PipeState) -> list[int]:
@@ -104,11 +107,12 @@ def drafted(ctx: StepContext, st: PipeState, ps: PipeStep, logits: torch.Tensor)
 
 
 def route_reads(ctx: StepContext, ps: PipeStep, probs: torch.Tensor, drafts: torch.Tensor, p: torch.Tensor,
-                summary: Optional[dict[str, torch.Tensor]] = None) -> dict[str, Optional[torch.Tensor]]:
+                summary: Optional[dict[str, torch.Tensor]] = None,
+                rules: Optional[tuple[torch.Tensor, torch.Tensor]] = None) -> dict[str, Optional[torch.Tensor]]:
     """The step's device work after its draw (every block's rule; with a policy, the routing summary of the first
-    span, unless the caller took it with other rows': `summary`) and what its one read takes."""
+    span; either taken by the caller with other rows': `rules`, `summary`) and what its one read takes."""
     ps.probs, ps.drafts, ps.p = probs, drafts, p
-    ps.chosen, ps.top1 = _block_rules(ctx, ps.active, probs, p)
+    ps.chosen, ps.top1 = rules if rules is not None else _block_rules(ctx, ps, probs, p)
     ps.span_len = first_mask_span(ps.masks)
     if summary is None:
         summary = policy_summary(ctx, probs, p, ps.span_len) if ctx.policy is not None else {}
@@ -166,7 +170,7 @@ def _forward_request(ctx: StepContext, st: PipeState, active: list[PipeBlock], l
         key = torch.where(ctx.x[hi:end] == ctx.mask_id, ctx.index[:region], ctx.index[:region] + region)
         rows_abs = key.sort().values[:n] + hi
     shifted = not ctx.aligned
-    rows = rows_abs - lo - (1 if shifted else 0)
+    rows = rows_abs - (lo + 1 if shifted else lo)
     if shifted:
         rows = rows.clamp_min(0)  # the first mask sits at lo only without caching: its logit is st.last_logit
         if hi > lo:  # and the last cached row's logit predicts the first position in flight from now on
@@ -184,28 +188,19 @@ def _cached(st: PipeState, hi: int, events: list[BlockEvent]) -> None:
     st.prompt_pending, st.cache_end = False, hi
 
 
-def _block_rules(ctx: StepContext, active: list[PipeBlock], probs: torch.Tensor,
+def _block_rules(ctx: StepContext, ps: PipeStep, probs: torch.Tensor,
                  p: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Every block's rule on the device: ([n] bool, the masks it decodes; [blocks] bool, it took its top-1)."""
-    cfg = ctx.cfg
-    scores = confidence_scores(cfg.confidence_score, probs, p)
-    reference = cfg.method == "s2d2" and cfg.pipeline_fallback == "reference"
-    chosen, top1 = [], []
-    at = 0
-    for b in active:
-        n = len(b.masks)
-        if n == 0:
-            top1.append(torch.zeros((), dtype=torch.bool, device=p.device))
-            continue
-        sl = slice(at, at + n)
-        if reference:
-            c, t = reference_rule(scores[sl], cfg.confidence_threshold, b.complete)
-        else:
-            c, t = d2f_rule(p[sl], scores[sl], cfg.confidence_threshold, b.complete)
-        chosen.append(c)
-        top1.append(t)
-        at += n
-    return torch.cat(chosen), torch.stack(top1)
+    cfg, B = ctx.cfg, ctx.cfg.block_length
+    rel = ps.rows_abs - ps.first.start  # the blocks in flight are consecutive, each B long
+    block_of = torch.div(rel, B, rounding_mode="floor")
+    return block_rules(p, confidence_scores(cfg.confidence_score, probs, p), block_of, rel - block_of * B,
+                       ps.done, B, cfg.confidence_threshold, uses_reference(cfg))
+
+
+def uses_reference(cfg: DecodeConfig) -> bool:
+    """Whether the blocks run the reference's fallback rule (S2D2 with `pipeline_fallback="reference"`)."""
+    return cfg.method == "s2d2" and cfg.pipeline_fallback == "reference"
 
 
 def _apply(ctx: StepContext, st: PipeState, ps: PipeStep, verified: Optional[Verified],

@@ -347,3 +347,42 @@ def test_min_span_length_and_ratio_gamma(models):
     for s in verified:  # r = min(1, (q / p) ** gamma)
         for r in s.verification.positions:
             assert r.ratio == pytest.approx(min(1.0, (r.q / max(r.p, 1e-12)) ** 0.5), rel=1e-5)
+
+
+def _one_block(p: list[float], scores: list[float], threshold: float, complete: bool, reference: bool):
+    """A block's rule written out plainly (module docstring of pipeline_rules.py): (chosen, took its top-1)."""
+    high = [s >= threshold for s in scores] if reference else [v > threshold for v in p]
+    if not complete:
+        return ([False] * len(p) if reference else high), False
+    if any(high) or not p:
+        return high, False
+    best = max(range(len(scores)), key=lambda i: (scores[i], -i))  # the first of equal bests
+    return [i == best for i in range(len(p))], True
+
+
+@pytest.mark.parametrize("reference", [False, True])
+def test_the_blocks_rule_runs_over_many_blocks_as_over_each_alone(reference):
+    """`block_rules` over blocks of different fill (empty ones too), complete or not, ties included, against each
+    block's rule written out (so a block's picks do not depend on the blocks beside it)."""
+    from s2d2.decoding.pipeline_rules import block_rules
+    g = torch.Generator().manual_seed(3)
+    width, threshold = 6, 0.6
+    blocks = []
+    for k in range(40):
+        n = int(torch.randint(0, width + 1, (1,), generator=g))
+        cols = sorted(torch.randperm(width, generator=g)[:n].tolist())
+        p = torch.rand(len(cols), generator=g, dtype=torch.float64)
+        if k % 5 == 0:  # ties, and nothing above the threshold
+            p = torch.full((len(cols),), 0.25, dtype=torch.float64)
+        blocks.append((cols, p.tolist(), (1 - p).tolist() if reference else p.tolist(), bool(k % 3)))
+    block_of = torch.tensor([j for j, (cols, *_) in enumerate(blocks) for _ in cols], dtype=torch.long)
+    col = torch.tensor([c for cols, *_ in blocks for c in cols], dtype=torch.long)
+    p = torch.tensor([v for _, ps, _, _ in blocks for v in ps], dtype=torch.float64)
+    scores = torch.tensor([v for _, _, ss, _ in blocks for v in ss], dtype=torch.float64)
+    done = torch.tensor([c for *_, c in blocks])
+    threshold_used = 0.5 if reference else threshold
+    chosen, took = block_rules(p, scores, block_of, col, done, width, threshold_used, reference)
+    want = [_one_block(ps, ss, threshold_used, c, reference) for _, ps, ss, c in blocks]
+    assert chosen.tolist() == [v for w, _ in want for v in w]
+    assert took.tolist() == [t for _, t in want]
+    assert any(t for _, t in want) and any(any(w) for w, t in want if not t)  # both kinds of pick happened

@@ -146,12 +146,21 @@ def test_the_bandits_bins_and_the_pipelines_mask_equal_pythons():
 
 
 def test_a_complete_blocks_top1_is_the_first_of_equal_bests_in_both_decoders():
-    """pipeline_rules.js top1 against its Python twin, ties included: torch.topk, which the reference uses, picks
-    another of 8 equal scores on some CPU kernels (so a tie could decode differently on the server and in the page)."""
-    from s2d2.decoding.pipeline_rules import top1
+    """pipeline_rules.js top1 against its Python twin (`block_rules` on a complete block with no mask above the
+    threshold), ties included: torch.topk, which the reference uses, picks another of 8 equal scores on some CPU
+    kernels (so a tie could decode differently on the server and in the page)."""
+    from s2d2.decoding.pipeline_rules import block_rules
     rows = [[0.5] * 8, [0.5] * 3, [0.1, 0.7, 0.7, 0.2], [0.3], [0.2, 0.9, 0.1, 0.9, 0.9] * 7, [-2.0, -1.0, -1.0]]
     got = run_module("decoding/pipeline_rules.js", "output = input.map((r) => m.top1(r));", rows)
-    assert got == [top1(torch.tensor(r, dtype=torch.float64)).tolist() for r in rows]
+
+    def python_top1(row: list[float]) -> list[bool]:
+        scores, n = torch.tensor(row, dtype=torch.float64), len(row)
+        chosen, took = block_rules(torch.zeros(n, dtype=torch.float64), scores, torch.zeros(n, dtype=torch.long),
+                                   torch.arange(n), torch.ones(1, dtype=torch.bool), n, 0.5, False)
+        assert took.tolist() == [True]
+        return chosen.tolist()
+
+    assert got == [python_top1(r) for r in rows]
     assert got[0].index(True) == 0 and got[4].index(True) == 1
 
 
