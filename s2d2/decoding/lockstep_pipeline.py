@@ -5,21 +5,26 @@ A pipeline step keeps several blocks in flight, but it is still one forward over
 in flight], plus, when its policy verifies, one verifier forward. So a row is in one of two phases per step, each
 one forward: "step" (pipeline_step.py `plan_pipe_step`'s forward) or "verify" (pipeline_verify_branch.py
 `verifier_request`'s). The engine (lockstep.py) runs every row's forward together, whatever its phase and whatever
-loop the rows beside it run. Then, for the step rows of one config at once, one `token_distribution` and, greedy,
-one max (lockstep_verify.py `shared_drafts`; sampled, each row draws from its own generator); for the verify rows of
-one config, one `token_distribution` of their verifiers' q; and for every row,
-step or verify, ONE shared read (lockstep_verify.py `shared_read`: each row reads what its batch-1 fetch reads, and
-counts its own transfer, as alone). A resampled token a row must read before a block may join (pipeline.py
-`add_block`), and what rows still hold on the device when they end, are read in one shared read too.
+loop the rows beside it run. Then, for the step rows of one config at once: one `token_distribution` and, greedy,
+one max (lockstep_verify.py `shared_drafts`; sampled, each row draws from its own generator); every block's rule
+in one call (pipeline_rules.py `block_rules`, which batch 1 runs over its own blocks; each row's complete flags are
+read from the device, `PipeState.done`); the S2D2 rows' routing summaries (route_summary.py `summary_parts`); the
+masks of the next step located by one upload. For the verify rows of one config, one `token_distribution` of their
+verifiers' q. For every row, step or verify, ONE shared read (lockstep_verify.py `shared_read`: the drafts and
+summaries as parts over all rows, transfers.py `Bulk`; each row reads what its batch-1 fetch reads and counts its
+own transfer, as alone), and the rules' picks written together (token_writes.py). A resampled token a row must read
+before a block may join (pipeline.py `add_block`), and what rows still hold on the device when they end, are read
+in one shared read too.
 
 The rest is batch 1's own code per row: pipeline.py's `begin_step` and `end_step` (the blocks' lifecycle, the
 progress check), pipeline_step.py's `drafted`, `route_reads`, `routed` and `finish_pipe_step`, and
-pipeline_verify_branch.py's `verifier_q`, `verify_reads` and `verify_outcome`. The order of each row's random draws
-is its batch-1 order (draft, acceptance test, residual), so in float64 each sequence's trace is its `generate` trace
-apart from wall times.
+pipeline_verify_branch.py's `verifier_logits`, `verify_reads` and `verify_outcome`. The order of each row's random
+draws is its batch-1 order (draft, acceptance test, residual), so in float64 each sequence's trace is its `generate`
+trace apart from wall times.
 
-Still per row: the blocks' rules and the routing summary (a row's blocks differ in number and state), the
-acceptance test and residual, and the writes.
+Still per row: the policy's decision, the acceptance test and residual (the row's generator), and the records; on a
+GPU the verify rows' acceptance outcome is read in the shared read, but a residual still on the device is a row's
+own deferred value, as in batch 1.
 """
 from __future__ import annotations
 

@@ -39,6 +39,8 @@ Deviations from the reference (phymhan/S2D2 `D2F/generation_utils.py`), per docs
   and the "causal" verifier sees the very drafts it is testing. Here every forward has the mask the reference
   builds (D2F block-causal; causal for the verifier).
 * `cache_ver` / `draft_ver` are refused: the reference asserts them equal and never reads them.
+* A complete block's top-1 is the first of its equal best scores (pipeline_rules.py `block_rules`): the reference's
+  `torch.topk(scores, 1)` leaves ties to the kernel, which picks another of equal scores by length and device.
 
 A StopDecoding raised by the model's forward (the app's Stop) rolls the run back to its last complete step; `check`
 runs after every step that finished a block ("cancelled", "time_limit").
