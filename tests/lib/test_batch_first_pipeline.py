@@ -142,3 +142,21 @@ def test_the_shared_work_of_a_pipeline_step_does_not_grow_with_the_batch(models,
         per_size.append(dict(calls))
     assert per_size[0] == per_size[1] and per_size[0]["drafts"] >= 4 and per_size[0]["reads"] >= 4
     assert (per_size[0].get("verifiers", 0) >= 2) == (preset != "d2f")
+
+
+@pytest.mark.parametrize("fam", ["llada", "dream"])
+def test_a_stop_right_after_a_residual_draw_keeps_the_drawn_token_in_the_trace(models, fam):
+    """A Stop at the forward after a step whose residual token was still on the device: the kept step's record
+    holds that token (its batch-1 loop used to return before reading it, leaving -1 in the trace; seen at the 7th
+    and 11th forward of these decodes). Alone and in a batch."""
+    cfg = cfg_of("d2f-s2d2", policy="always", temperature=1.0, acceptance="sampled")
+    cancelled = 0
+    for n in range(2, 14):
+        alone = s2d2.generate(StopsOne(models[fam], 5, n), [5, 6, 7], cfg, seed=0)
+        batch = s2d2.generate_batch(StopsOne(models[fam], 5, n), [[5, 6, 7], [4, 8]], cfg, [0, 1], batch_size=2)
+        for trace in (alone.trace, batch[0].trace):
+            assert all(c.token >= 0 for s in trace.steps for c in s.commits), n
+            assert all(s.verification.resampled is not None for s in trace.steps
+                       if any(c.how == "resampled" for c in s.commits)), n
+        cancelled += alone.trace.footer.finish_reason == "cancelled"
+    assert cancelled >= 6
