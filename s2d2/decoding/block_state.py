@@ -12,13 +12,13 @@ from typing import Any, Optional
 import torch
 
 from ..models.base import ForwardRequest
-from ..policies import AdaptiveBlock, make_policy
+from ..policies import AdaptiveBlock
 from ..trace import BlockRecord, StepRecord
 from .adaptive_blocks import decoded_layout, next_block_length
 from .blocks import block_masks, block_windows, carry_logits, stopped_in
-from .context import Draft, StepContext
+from .context import Draft, StepContext, lay_out
 from .draft_plans import plan_drafts
-from .layout import BlockPlan, block_plan
+from .layout import BlockPlan
 from .lockstep_rows import Row
 from .lockstep_shifted import seeded_commit, stopped_before
 from .lockstep_verify import read_pending
@@ -54,12 +54,9 @@ class BlockState:
 
 def start(model: Any, row: Row) -> None:
     """Lay out the row's sequence and open its first block (after the prefill, when the prompt fills a block)."""
-    cfg, P = row.prep.cfg, row.prompt_len
-    plan = block_plan(cfg, P, model.spec.alignment == "shifted")
-    x = torch.full((plan.total,), model.spec.mask_id, dtype=torch.long, device=model.device)
-    x[:P] = torch.tensor(row.prep.ids, dtype=torch.long, device=model.device)
-    policy = make_policy(cfg) if cfg.method == "s2d2" else None
-    ctx = StepContext(model, cfg, row.rec, row.generator, x, row.cache, policy, P)
+    cfg = row.prep.cfg
+    plan, ctx = lay_out(model, cfg, row.prompt_ids(model), row.rec, row.generator, row.cache)
+    x = ctx.x
     schedule = cfg.transfer_schedule() if not cfg.adaptive_block else [1]  # (decoder.py `_decode_block`'s)
     row.state = BlockState(ctx, plan, Kept(row.rec, x, row.blocks, row.steps), schedule,
                            rule=AdaptiveBlock(cfg) if cfg.adaptive_block else None)

@@ -9,12 +9,14 @@ from typing import Any, Optional
 import torch
 
 from ..config import DecodeConfig
+from ..policies import make_policy
 from .draws import Source
 from .forwards import Recorder
+from .layout import BlockPlan, block_plan
 from .sampling import entropy
 from .transfers import HostReads
 
-__all__ = ["StepContext", "Draft"]
+__all__ = ["StepContext", "Draft", "lay_out"]
 
 
 @dataclass
@@ -50,6 +52,18 @@ class StepContext:
     @property
     def B(self) -> int:
         return self.block_length or self.cfg.block_length
+
+
+def lay_out(model: Any, cfg: DecodeConfig, prompt: torch.Tensor, rec: Recorder, generator: Source,
+            cache: Any) -> tuple[BlockPlan, StepContext]:
+    """Every loop's start, in both engines: the sequence as the prompt then masks to the plan's end, the policy
+    (S2D2 only) and the context the loop's steps share. The plan refuses what its loop cannot decode."""
+    P = int(prompt.shape[0])
+    plan = block_plan(cfg, P, model.spec.alignment == "shifted")
+    x = torch.full((plan.total,), model.spec.mask_id, dtype=torch.long, device=prompt.device)
+    x[:P] = prompt
+    policy = make_policy(cfg) if cfg.method == "s2d2" else None
+    return plan, StepContext(model, cfg, rec, generator, x, cache, policy, P)
 
 
 @dataclass

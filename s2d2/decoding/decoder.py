@@ -29,14 +29,14 @@ from typing import Any, Callable, Optional
 import torch
 
 from ..config import DecodeConfig
-from ..policies import AdaptiveBlock, make_policy
+from ..policies import AdaptiveBlock
 from ..trace import BlockRecord, StepRecord
 from .adaptive_blocks import decoded_layout, next_block_length
 from .blocks import (ar_seed, block_masks, block_windows, carry_tail, commit_block, prefill, stop_reached,
                      stopped_in)
-from .context import StepContext
+from .context import StepContext, lay_out
 from .draws import Source
-from .layout import BlockPlan, block_plan
+from .layout import BlockPlan
 from .forwards import Recorder
 from .result import Kept, LoopResult, StopDecoding, number_steps
 from .step import run_step, window_has_mask
@@ -45,12 +45,8 @@ from .step import run_step, window_has_mask
 @torch.inference_mode()  # no autograd bookkeeping on any op of the loop
 def block_loop(model: Any, cfg: DecodeConfig, prompt: torch.Tensor, rec: Recorder, generator: Source,
                check: Callable[[list[StepRecord]], Optional[str]]) -> LoopResult:
-    P, mask_id, shifted = int(prompt.shape[0]), model.spec.mask_id, model.spec.alignment == "shifted"
-    plan = block_plan(cfg, P, shifted)
-    x = torch.full((plan.total,), mask_id, dtype=torch.long, device=prompt.device)
-    x[:P] = prompt
-    policy = make_policy(cfg) if cfg.method == "s2d2" else None
-    ctx = StepContext(model, cfg, rec, generator, x, model.new_cache(), policy, P)
+    plan, ctx = lay_out(model, cfg, prompt, rec, generator, model.new_cache())
+    x, mask_id = ctx.x, ctx.mask_id
     rule = AdaptiveBlock(cfg) if cfg.adaptive_block else None
     steps: list[StepRecord] = []
     blocks: list[BlockRecord] = []

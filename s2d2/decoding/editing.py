@@ -38,12 +38,10 @@ from typing import Any, Callable, Optional
 import torch
 
 from ..config import DecodeConfig
-from ..policies import make_policy
 from ..trace import BlockRecord, Commit, Edit, PolicyDecision, PolicyInputs, StepRecord, Verification
 from .blocks import block_masks, commit_block, prefill
-from .context import StepContext
+from .context import StepContext, lay_out
 from .draws import Source
-from .layout import block_plan
 from .forwards import Recorder
 from .result import Kept, LoopResult, StopDecoding, number_steps
 from .step import (draft_records, draft_step, fallback_picks, first_mask_span, policy_inputs_from, policy_summary,
@@ -64,12 +62,8 @@ def edit_positions(is_mask: torch.Tensor, prompt_tail: int, current: torch.Tenso
 
 def editing_loop(model: Any, cfg: DecodeConfig, prompt: torch.Tensor, rec: Recorder, generator: Source,
                  check: Callable[[list[StepRecord]], Optional[str]]) -> LoopResult:
-    P, mask_id = int(prompt.shape[0]), model.spec.mask_id
-    plan = block_plan(cfg, P, model.spec.alignment == "shifted")  # refuses a right-shifted model
-    x = torch.full((plan.total,), mask_id, dtype=torch.long, device=prompt.device)
-    x[:P] = prompt
-    policy = make_policy(cfg) if cfg.method == "s2d2" else None
-    ctx = StepContext(model, cfg, rec, generator, x, model.new_cache(), policy, P)
+    plan, ctx = lay_out(model, cfg, prompt, rec, generator, model.new_cache())  # refuses a right-shifted model
+    x, mask_id = ctx.x, ctx.mask_id
     steps: list[StepRecord] = []
     blocks: list[BlockRecord] = []
     kept = Kept(rec, x, blocks, steps)

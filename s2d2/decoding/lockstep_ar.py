@@ -54,7 +54,7 @@ def requests(model: Any, rows: list[Row]) -> list[Asked]:
     at = iter(reqs)
     for r in rows:
         if r.at == r.prompt_len:
-            prompt = torch.tensor(r.prep.ids, dtype=torch.long, device=model.device)
+            prompt = r.prompt_ids(model)
             mask = torch.full((1,), mask_id, dtype=torch.long, device=model.device)
             ids_p = torch.cat([prompt, mask]) if aligned else prompt
             out.append(Asked("prefill", r.at, 0, ForwardRequest(

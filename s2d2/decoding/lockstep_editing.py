@@ -30,16 +30,15 @@ import torch
 
 from ..config import DecodeConfig
 from ..models.base import ForwardRequest
-from ..policies import make_policy
 from ..trace import BlockRecord, StepRecord
 from .block_state import cancel
 from .blocks import commit_request, prefill_request
-from .context import StepContext
+from .context import StepContext, lay_out
 from .draft_reads import summary_bulk
 from .editing import (EditStep, block_ended, decide_route, draft_rows, eos_in, fallback_due, finish_edit_step,
                       first_mask, k_s_at, masks_only, open_block, plan_edit_step, routes, step_due, stop_ids,
                       take_draft)
-from .layout import BlockPlan, block_plan
+from .layout import BlockPlan
 from .lockstep_rows import Asked, Row, padded_runs, read_rows
 from .lockstep_verify import shared_drafts, shared_read
 from .result import Kept, LoopResult, number_steps
@@ -79,12 +78,9 @@ def covers(cfg: DecodeConfig, model: Any) -> bool:
 
 def start(model: Any, row: Row) -> None:
     """Lay out the row's sequence (editing_loop's setup); with no prompt block to prefill, open its first block."""
-    cfg, P = row.prep.cfg, row.prompt_len
-    plan = block_plan(cfg, P, False)
-    x = torch.full((plan.total,), model.spec.mask_id, dtype=torch.long, device=model.device)
-    x[:P] = torch.tensor(row.prep.ids, dtype=torch.long, device=model.device)
-    policy = make_policy(cfg) if cfg.method == "s2d2" else None
-    ctx = StepContext(model, cfg, row.rec, row.generator, x, row.cache, policy, P)
+    cfg = row.prep.cfg
+    plan, ctx = lay_out(model, cfg, row.prompt_ids(model), row.rec, row.generator, row.cache)
+    x = ctx.x
     row.state = EditState(ctx, plan, Kept(row.rec, x, row.blocks, row.steps), cfg.transfer_schedule(), stop_ids(ctx))
     if plan.first_start == 0:  # nothing to prefill
         _open_block(row, 0)

@@ -35,11 +35,9 @@ import torch
 
 from ..config import DecodeConfig
 from ..models.base import ForwardRequest
-from ..policies import make_policy
 from ..trace import StepRecord
 from . import block_state
-from .context import StepContext
-from .layout import block_plan
+from .context import StepContext, lay_out
 from .lockstep_rows import Asked, Row
 from .lockstep_verify import read_pending, shared_drafts, shared_read
 from .pipeline import begin_step, end_step, wants_block
@@ -80,13 +78,10 @@ def covers(cfg: DecodeConfig) -> bool:
 
 def start(model: Any, row: Row) -> None:
     """Lay out the row's sequence (pipeline_loop's setup) and plan its first step."""
-    cfg, P = row.prep.cfg, row.prompt_len
-    plan = block_plan(cfg, P, model.spec.alignment == "shifted")
-    x = torch.full((plan.total,), model.spec.mask_id, dtype=torch.long, device=model.device)
-    x[:P] = torch.tensor(row.prep.ids, dtype=torch.long, device=model.device)
-    policy = make_policy(cfg) if cfg.method == "s2d2" else None
-    ctx = StepContext(model, cfg, row.rec, row.generator, x, row.cache, policy, P)
-    n_blocks = (plan.end - P) // cfg.block_length
+    cfg = row.prep.cfg
+    plan, ctx = lay_out(model, cfg, row.prompt_ids(model), row.rec, row.generator, row.cache)
+    x = ctx.x
+    n_blocks = (plan.end - ctx.prompt_len) // cfg.block_length
     pipe = PipeState(done=torch.zeros(n_blocks, dtype=torch.bool, device=model.device))
     row.state = PipeRow(ctx, pipe, Kept(row.rec, x, row.blocks, row.steps), n_blocks)
     _begin([row])

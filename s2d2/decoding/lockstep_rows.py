@@ -49,6 +49,10 @@ class Row:
     def __post_init__(self) -> None:
         self.prompt_len = len(self.prep.ids)
 
+    def prompt_ids(self, model: Any) -> torch.Tensor:
+        """The prompt's ids on the model's device (one upload, at the row's start)."""
+        return torch.tensor(self.prep.ids, dtype=torch.long, device=model.device)
+
     def finish(self, reason: str, steps: list[StepRecord]) -> None:
         """End this row's decode with `reason` (its loop's finish_reason) and its final step list."""
         self.finish_reason, self.steps = reason, steps

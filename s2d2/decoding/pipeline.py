@@ -52,11 +52,9 @@ from typing import Any, Callable, Optional
 import torch
 
 from ..config import DecodeConfig
-from ..policies import make_policy
 from ..trace import BlockEvent, BlockRecord, StepRecord
-from .context import StepContext
+from .context import StepContext, lay_out
 from .draws import Source
-from .layout import block_plan
 from .pipeline_state import PipeBlock, PipeState
 from .pipeline_step import pipeline_step
 from .forwards import Recorder
@@ -66,12 +64,8 @@ from .result import Kept, LoopResult, StopDecoding, number_steps
 @torch.inference_mode()  # no autograd bookkeeping on any op of the loop
 def pipeline_loop(model: Any, cfg: DecodeConfig, prompt: torch.Tensor, rec: Recorder, generator: Source,
                   check: Callable[[list[StepRecord]], Optional[str]]) -> LoopResult:
-    P, mask_id = int(prompt.shape[0]), model.spec.mask_id
-    plan = block_plan(cfg, P, model.spec.alignment == "shifted")
-    x = torch.full((plan.total,), mask_id, dtype=torch.long, device=prompt.device)
-    x[:P] = prompt
-    policy = make_policy(cfg) if cfg.method == "s2d2" else None
-    ctx = StepContext(model, cfg, rec, generator, x, model.new_cache(), policy, P)
+    plan, ctx = lay_out(model, cfg, prompt, rec, generator, model.new_cache())
+    P, x, mask_id = ctx.prompt_len, ctx.x, ctx.mask_id
     st = PipeState(done=torch.zeros((plan.end - P) // cfg.block_length, dtype=torch.bool, device=x.device))
     steps: list[StepRecord] = []
     blocks: list[BlockRecord] = []
@@ -148,8 +142,7 @@ def mark_complete(st: PipeState, threshold: float, events: list[BlockEvent]) -> 
     for b in st.blocks:
         if not b.complete and previous >= threshold:
             b.complete = True
-            if st.done is not None:
-                st.done[b.index - 1].fill_(True)  # (a scalar fill: no upload)
+            st.done[b.index - 1].fill_(True)  # (a scalar fill: no upload)
             events.append(BlockEvent(b.index, "complete"))
         previous = b.decoded_ratio
 

@@ -29,11 +29,11 @@ class PipeBlock:
 
 @dataclass
 class PipeState:
+    done: torch.Tensor  # [blocks] bool on the device: block i + 1's complete flag, set as it is set
+    # (the blocks' rules read it there: pipeline_rules.py `block_rules`)
     blocks: list[PipeBlock] = field(default_factory=list)
     cache_end: int = 0  # positions [0, cache_end) are in the KV cache
     prompt_pending: bool = True  # the first forward caches the prompt
     last_logit: Optional[torch.Tensor] = None  # right-shifted: the logit at cache_end - 1 (predicts cache_end)
     eos: bool = False  # a stop id was decoded: no more blocks join
     step: int = 0
-    done: Optional[torch.Tensor] = None  # [blocks] bool on the device: block i + 1's complete flag, set as it is set
-    # (the blocks' rules read it there: pipeline_rules.py `block_rules`)
