@@ -61,6 +61,9 @@ class StopsOne:
     def __init__(self, model: Any, marker: int, n: int) -> None:
         self._model, self.marker, self.n = model, marker, n
         self.seen: dict[int, int] = {}
+        # the marked caches, kept alive: a freed cache's id could be reused by a later sequence's cache, which
+        # would then be stopped too (a batch with fewer slots than sequences starts one where another ended)
+        self.held: list[Any] = []
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._model, name)
@@ -69,6 +72,7 @@ class StopsOne:
         cache_key = id(req[0])
         if int(req[1][0]) == self.marker and int(req[0].get_seq_length()) == 0 and cache_key not in self.seen:
             self.seen[cache_key] = 0
+            self.held.append(req[0])
         if cache_key in self.seen:
             self.seen[cache_key] += 1
             if self.seen[cache_key] >= self.n:  # a retry alone after a failed shared forward stops too
