@@ -122,7 +122,18 @@ _TAKES_ROWS: "weakref.WeakKeyDictionary[Any, bool]" = weakref.WeakKeyDictionary(
 
 
 def top_k(probs: torch.Tensor) -> dict[str, torch.Tensor]:
-    """The TOP_K most likely tokens of each row of a distribution, on the device (`Recorder.candidate_rows` reads
-    them)."""
-    values, ids = probs.topk(min(TOP_K, probs.shape[-1]), dim=-1)
-    return {"top_ids": ids, "top_probs": values}
+    """The TOP_K most likely tokens of each row of a distribution, largest first and equal probabilities in token-id
+    order, on the device (`Recorder.candidate_rows` reads them). The page decoder takes the same order
+    (s2d2_web/decoding/sampling.js `topK`). `torch.topk` alone leaves ties to the kernel, and ties are common here:
+    top_p or top_k leave most of a row exactly 0, so a row's last candidates were zeros picked by the CPU's kernel.
+    So: the k-th largest value, every token above it and the lowest ids equal to it, then those k by value (a
+    stable sort keeps the ids' order among equals). No host sync."""
+    k = min(TOP_K, probs.shape[-1])
+    kth = probs.topk(k, dim=-1).values[..., -1:]
+    above, tied = probs > kth, probs == kth
+    take = above | (tied & (tied.cumsum(-1) <= k - above.sum(-1, keepdim=True)))
+    index = torch.arange(probs.shape[-1], device=probs.device)
+    ids = torch.where(take, index, index + probs.shape[-1]).topk(k, dim=-1, largest=False).values  # (distinct keys)
+    values = probs.gather(-1, ids)
+    order = values.sort(dim=-1, descending=True, stable=True).indices
+    return {"top_ids": ids.gather(-1, order), "top_probs": values.gather(-1, order)}

@@ -164,6 +164,21 @@ def test_a_complete_blocks_top1_is_the_first_of_equal_bests_in_both_decoders():
     assert got[0].index(True) == 0 and got[4].index(True) == 1
 
 
+def test_the_recorded_candidates_take_equal_probabilities_in_token_order_in_both_decoders():
+    """sampling.js topK against its Python twin (forwards.py `top_k`), ties included: with top_p or top_k most of a
+    row is exactly 0, and torch.topk alone picked among those zeros by kernel (a random-config replay found the
+    server and the page listing different zero-probability candidates)."""
+    from s2d2.decoding.forwards import top_k
+    rows = [[0.5, 0, 0, 0.5, 0, 0, 0], [0.1, 0.2, 0.2, 0.2, 0.1, 0.1, 0.1], [0.0] * 9 + [1.0], [0.25] * 12,
+            [0.3, 0.7], [0.0] * 40 + [0.6, 0.4]]
+    got = run_module("decoding/sampling.js", "output = input.map((r) => m.topK(r));", rows)
+    for row, js in zip(rows, got):
+        py = top_k(torch.tensor(row, dtype=torch.float64))
+        assert [c["token"] for c in js] == py["top_ids"].tolist(), row
+        assert [c["prob"] for c in js] == py["top_probs"].tolist(), row
+    assert [c["token"] for c in got[0]] == [0, 3, 1, 2, 4] and [c["token"] for c in got[3]] == [0, 1, 2, 3, 4]
+
+
 def test_the_trace_comparison_sees_a_changed_token_decision_or_float():
     base = {"steps": [{"commits": [{"token": 5}], "decision": {"verify": True, "reason": "s = 1.00"}, "p": 0.5}],
             "forwards": [{"wall_s": 0.1}]}
