@@ -15,6 +15,7 @@ Node runs both (tests skip, saying why, without node; the ONNX one also without 
 from __future__ import annotations
 
 import json
+import random
 import subprocess
 from collections import Counter
 from typing import Any
@@ -25,6 +26,7 @@ import torch
 import s2d2
 from s2d2.trace import Trace
 from tests.support.node_runner import ROOT, WEB, node, run_module
+from tests.support.random_configs import BLOCK, EDITING, PIPELINE, random_config
 from tests.support.router_margins import RouterMargins, selection_margin
 from tests.support.web_decoder import record_decode, replay_decode, trace_differences
 
@@ -95,6 +97,40 @@ def test_the_page_decoder_makes_every_decision_of_generate_given_the_same_logits
         assert "error" not in got, got.get("error")
         assert trace_differences(want, got, tol=REPLAY_TOL) == [], f"{model} {name}, prompt {i}"
         Trace.from_dict(got)  # the server reads it as it reads an upload: schema, bounds, cross-field rules
+
+
+RANDOM_REPLAYS = 12
+PAGE_LOOPS = {"tiny": [BLOCK, PIPELINE], "tiny-llada2": [EDITING, PIPELINE]}
+
+
+def _random_page_case(rng: random.Random) -> tuple[str, s2d2.DecodeConfig]:
+    """A bundled model and a random config of its loops (tests/support/random_configs.py) on the counter stream
+    the page draws from, mostly sampled; cost-aware routing (server only) drawn again."""
+    for _ in range(50):
+        model = rng.choice(list(PAGE_LOOPS))
+        cfg = random_config(rng, rng.choice(PAGE_LOOPS[model]))
+        if cfg is not None and cfg.policy != "cost_aware":
+            sampled = cfg.acceptance != "greedy_exact" and rng.random() < .6  # (the counter stream's draws, mostly)
+            changes = dict(temperature=rng.choice([0.7, 1.0]), top_p=rng.choice([1.0, 0.9]),
+                           top_k=rng.choice([0, 5])) if sampled else {}
+            try:
+                return model, cfg.replace(rng="counter", **changes).validate()
+            except ValueError:
+                continue
+    raise AssertionError("no page config in 50 draws")
+
+
+@pytest.mark.parametrize("number", range(RANDOM_REPLAYS))
+def test_random_configs_replay_in_the_page_as_on_the_server(models, tmp_path, number):
+    """Beyond the grid's presets, seeded random configs (policies, estimators, acceptance, sampling with top_k and
+    top_p, the options, block sizes): the page decoder replaying generate's logits makes every decision and records
+    every value generate does (this found the recorded candidates' order among equal probabilities)."""
+    rng = random.Random(f"web-{number}")
+    model, cfg = _random_page_case(rng)
+    want = record_decode(models[model], rng.choice(GRID[model][1]), cfg, rng.randrange(100), tmp_path)
+    got = replay_decode(tmp_path, want)
+    assert "error" not in got, got.get("error")
+    assert trace_differences(want, got, tol=REPLAY_TOL) == [], f"{model} {cfg}"
 
 
 def test_the_grid_exercises_rejections_residual_draws_skips_the_remasking_rule_and_edits(models):
