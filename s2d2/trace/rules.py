@@ -23,6 +23,7 @@ class TraceParts(Protocol):
     forwards: list[ForwardRecord]
     steps: list[StepRecord]
     footer: Optional[Footer]
+    detailed: bool
 
 
 # -- cross-field rules: after the type checks, before any viewer touches the trace -------------------------------
@@ -109,7 +110,7 @@ def check_trace(t: TraceParts, lim: Limits) -> None:
         _fail("trace.header.costs.kinds", "each forward kind at most once")
     vocab = t.header.model.vocab_size
     for i, s in enumerate(t.steps):
-        _check_step(i, s, lay, len(t.forwards), vocab)
+        _check_step(i, s, lay, len(t.forwards), vocab, t.detailed)
     if lay.pipeline:
         _check_lifecycle(t)
     if t.footer is not None:
@@ -195,7 +196,9 @@ def _check_forward(i: int, f: ForwardRecord, lay: Layout, n: int) -> None:
               f"the run (total_length {lay.total}, {n} forwards)")
 
 
-def _check_step(i: int, s: StepRecord, lay: Layout, n_forwards: int, vocab: int) -> None:
+def _check_step(i: int, s: StepRecord, lay: Layout, n_forwards: int, vocab: int, detailed: bool = True) -> None:
+    """One step's fields against its region of the sequence; `detailed` False: a lean trace, whose verifications
+    record no rows (so the accepted prefix is bounded by the region, not indexed into the rows)."""
     path = f"trace.steps[{i}]"
     lo, hi = _step_region(path, s, lay)
     if s.index != i:
@@ -234,9 +237,11 @@ def _check_step(i: int, s: StepRecord, lay: Layout, n_forwards: int, vocab: int)
         _fail(f"{path}.policy_inputs.costs", f"draft_queries, skip_tokens, min_tokens and sure_prefix are at most "
               f"B = {lay.block}, verify_queries at most 2B")
     v = s.verification
-    if v is not None and (v.accepted_len > len(rows) or (v.first_reject is not None and v.first_reject >= len(rows))):
+    n = len(rows) if detailed else width
+    if v is not None and (v.accepted_len > n or (v.first_reject is not None and v.first_reject >= n)):
+        what = f"the {n} verified positions" if detailed else f"the {n} positions of the step's region"
         _fail(f"{path}.verification", f"accepted_len {v.accepted_len} and first_reject {v.first_reject} must index "
-              f"the {len(rows)} verified positions")
+              f"{what}")
 
 
 def _step_region(path: str, s: StepRecord, lay: Layout) -> tuple[int, int]:

@@ -216,3 +216,29 @@ def test_a_sweep_file_with_huge_speeds_is_one_message_not_a_plot_overflow(tmp_pa
     status = _sweep(tmp_path, dict(good, cells=big))
     views = sw.sweep_views(tmp_path / "results.json", "upload")
     assert not status.startswith("⚠") and views[1] is not None and views[2] is not None
+
+
+def test_lean_traces_load_as_written_and_their_accepted_prefix_stays_bounded(tmp_path):
+    """A lean trace (`detailed=False`: verifications record no rows) of any loop loads back equal to itself: its
+    accepted prefix is bounded by the step's region, not indexed into the rows it never recorded (every lean
+    trace with a rejection was refused, found by a round trip of random configs), and a prefix past the region
+    is still refused by name."""
+    import random
+
+    import s2d2
+    from tests.support.random_configs import VOCAB, case_models, random_case
+
+    models, verified = case_models(tmp_path), 0
+    for family in VOCAB:
+        for number in range(3):
+            case = random_case(random.Random(f"lean-{family}-{number}"), family, VOCAB[family])
+            for prompt, cfg, seed in zip(case.prompts, case.cfgs, case.seeds):
+                trace = s2d2.generate(models[family], prompt, cfg, seed=seed, detailed=False).trace
+                assert Trace.from_json(trace.to_json()).to_dict() == trace.to_dict(), (family, cfg)
+                if any(s.verification is not None for s in trace.steps):
+                    verified, last = verified + 1, trace
+    assert verified > 10
+    data = last.to_dict()
+    step = next(s for s in data["steps"] if s.get("verification"))
+    step["verification"]["accepted_len"] = 10_000
+    assert "accepted_len 10000 and first_reject" in refused(json.dumps(data).encode())
