@@ -1,4 +1,5 @@
-"""What one step of the block loop reads and mutates (`StepContext`), and a step's draft on the device (`Draft`).
+"""What one step of the block loop reads and mutates (`StepContext`, laid out for a new sequence by `lay_out`), and
+a step's draft on the device (`Draft`).
 
 Shared by step.py, verifier.py, kv.py, records.py and blocks.py, which is why it lives on its own."""
 from __future__ import annotations
