@@ -63,14 +63,20 @@ def tooltip(idx: TraceIndex, step: int, pos: int, full: bool = True) -> str:
         lines.append(f"draft '{visible_text(d.text)}' p={fmt_prob(d.p)} entropy={fmt(d.entropy)} "
                      f"margin={fmt(d.margin)}")
         if d.top:
-            lines.append("top p: " + ", ".join(f"'{visible_text(c.text, 16)}' {c.prob:.2f}" for c in d.top[:5]))
+            lines.append("top p: " + _candidates(d.top))
     if row is not None:
         verdict = _verdict(shown_step.verification, row)
         lines.append(f"verify: q={fmt_prob(row.q)} r={fmt_prob(row.ratio)} u={fmt(row.u)} -> {verdict}")
         lines.append(f"argmax q '{visible_text(row.argmax_q_text)}' {row.argmax_q_prob:.2f}")
         if row.top_q:
-            lines.append("top q: " + ", ".join(f"'{visible_text(c.text, 16)}' {c.prob:.2f}" for c in row.top_q[:5]))
+            lines.append("top q: " + _candidates(row.top_q))
     return "\n".join(lines)
+
+
+def _candidates(cands: list[Any]) -> str:
+    """The recorded candidates a reader learns from: those of the first five with a probability above 0 (a token the
+    draw could never pick, cut by top-k or top-p or the mask token itself, is recorded with exactly 0)."""
+    return ", ".join(f"'{visible_text(c.text, 16)}' {c.prob:.2f}" for c in cands[:5] if c.prob > 0)
 
 
 def _verdict(v: Any, row: Any) -> str:

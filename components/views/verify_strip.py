@@ -36,7 +36,8 @@ def strip_rows(step: StepRecord) -> list[dict[str, Any]]:
 
 
 def _top(cands: list[tuple[str, float]]) -> str:
-    return html.escape(", ".join(f"'{visible_text(t, 16)}' {p:.3f}" for t, p in cands[:8]), quote=True)
+    """A candidate list's tooltip: those above probability 0 (a token cut by top-k or top-p is recorded with 0)."""
+    return html.escape(", ".join(f"'{visible_text(t, 16)}' {p:.3f}" for t, p in cands[:8] if p > 0), quote=True)
 
 
 def _bar(ratio: float, u: float | None) -> str:

@@ -322,3 +322,27 @@ def test_metrics_table_values():
     assert rows["verify rate"] == "1.000" and rows["forwards: verify_2l"] == "1"
     local = step_views.basic_metrics(tf.mixed())
     assert local["nfe"] == 15 and local["mean_acceptance_length"] == 2.0 and local["draft_acceptance_rate"] == 0.4
+
+
+def test_candidates_cut_by_top_k_are_not_listed_as_top_candidates():
+    """With top_k = 2 every recorded row has three candidates of probability exactly 0 (tokens the draw could never
+    pick); the position's details and the strip's tooltips list only the two it could."""
+    import html
+
+    import s2d2
+    from components.views import token_detail
+    from tests.support.batch_cases import model64
+
+    t = s2d2.generate(model64("aligned"), [5, 9, 17, 33], preset("sdar-config-b", temperature=1.0, top_k=2,
+                                                                  gen_length=8), seed=0).trace
+    step = next(i for i, s in enumerate(t.steps) if s.verification is not None)
+    d, row = t.steps[step].drafts[0], t.steps[step].verification.positions[0]
+    assert [c.prob == 0 for c in d.top] == [False, False, True, True, True]
+    text = token_detail.tooltip(trace_index.index_of(t), step + 1, d.position)  # (scrubber value: after the step)
+    listed = next(line for line in text.splitlines() if line.startswith("top p: "))
+    assert listed.count("'") == 4 and " 0.00" not in listed  # two candidates, neither a zero
+    strip = verify_strip.render_strip(t, step + 1)
+    zero = next(c for c in d.top if c.prob == 0)
+    shown = [html.escape(f"'{c.text}' {c.prob:.3f}", quote=True) for c in (d.top[0], zero)]  # (as the tooltip)
+    assert shown[0] in strip and shown[1] not in strip
+    assert sum(c.prob == 0 for c in row.top_q) >= 1
