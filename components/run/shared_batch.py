@@ -2,16 +2,16 @@
 
 `shared_generate(name)` is a drop-in for `generate_within_limits` in `record_stream`: the visitor's prompt is checked
 and prepared in the visitor's own thread, then its decode is submitted to the model's one `LiveBatch` (a `Decode`:
-prompt, seed, progress check, stop flag), which runs it beside every other visitor's: a preset the batch-first
-engine covers as one row of the batch's step (its own generator, masks, policy state and trace; the step's rules
-are the lone loop's, run over every row at once), any other in a thread of its own (the lone loop, only the
-forwards shared). So the trace, the seed's output and every decision are those of a lone Run up to the shared
-forwards' float round-off. What the visitor had stays per visitor: its on_block progress (now with how many others
-it decodes with, or its place in the queue), its Stop and a closed stream (its own flag, checked before each of its
-forwards: it leaves within one batch step, keeping its trace to the last complete block; still waiting for a place
-in the batch, it is withdrawn from the queue within POLL_S and its Run ends "stopped before it started", nothing
-run and nobody else's place or decode touched), its time limit (from when it starts decoding), its errors (its own
-ticket; the batch goes on).
+prompt, seed, progress check, stop flag), which runs it beside every other visitor's: every config the batch-first
+engine covers (all that a visitor can set) as one row of the batch's step (its own generator, masks, policy state and
+trace; the step's rules are the lone loop's, run over every row at once), any other in a thread of its own (the lone
+loop, only the forwards shared). So the trace, the seed's output and every decision are those of a lone Run up to the
+shared forwards' float round-off. What the visitor had stays per visitor: its on_block progress (now with how many
+others it decodes with, or its place in the queue), its Stop and a closed stream (its own flag, checked before each of
+its forwards: it leaves within one batch step, keeping its trace to the last complete block; still waiting for a place
+in the batch, it is withdrawn from the queue within POLL_S and its Run ends "stopped before it started", nothing run and
+nobody else's place or decode touched), its time limit (from when it starts decoding), its errors (its own ticket; the
+batch goes on).
 
 What shares: Runs on the same loaded model with the same block loop and block length (`share_key`); a static
 backend's storage is grown to S2D2_BATCH_MAX slots when the model's batch starts, a slot per Run. What decodes

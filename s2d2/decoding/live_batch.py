@@ -9,9 +9,8 @@ decode must not end the others'. `LiveBatch` is a long-lived thread that steps t
 * `submit(job, key)` from any thread queues a decode. A `Decode` (live_jobs.py: a prepared prompt, seed, progress
   check and stop flag) whose config the batch-first engine covers (`lockstep.covers`) becomes one row of the
   step: every such row advances by one forward per step, all on this thread, its rules run over all rows at once.
-  A `Decode` the engine does not cover (lockstep.py `refusal`: a diffusion baseline with sub-blocks, entropy-bounded
-  remasking or always_check_high_conf; the editing loop on a right-shifted model, which it refuses) and a plain
-  callable
+  A `Decode` the engine does not cover (lockstep.py `refusal`: only the editing loop on a right-shifted model, which
+  that loop refuses) and a plain callable
   (`job(loop_model) -> result`, as `Scheduler.run` takes them) run as thread jobs: the batch-1 loop in a thread of
   its own under batch.py's strict hand-off. Both kinds share forwards within a key (live_step.py). A decode joins
   at the next step (never waiting for a block boundary of the others) and leaves when it ends: finished, stopped

@@ -25,10 +25,9 @@ update, which keep per-row Python state) and each row's own random draws. The LL
 (lockstep_editing.py) shares its steps' forwards, draft distributions, routing summaries, remasking rule and writes,
 and runs the rest of each step per row. The D2F pipeline (lockstep_pipeline.py, both families) is a row in one of
 two phases per step, its step's forward over every block in flight or its verifier; its rows of one config share
-the drafts' and the verifiers' distributions, and every row's read is one shared read. What the engine does not
-cover (`refusal`: a diffusion baseline with sub-blocks, entropy-bounded remasking or always_check_high_conf; the
-editing loop on a right-shifted model, which that loop refuses anyway) runs on the thread engine, which
-`generate_batch` picks for any batch holding such a config.
+the drafts' and the verifiers' distributions, and every row's read is one shared read. The engine covers every
+config `generate` decodes; what it does not (`refusal`: the editing loop on a right-shifted model, which that loop
+refuses anyway) would run on the thread engine, which `generate_batch` picks for any batch holding such a config.
 
 Same invariants as the thread engine: in float64 each sequence's trace is its `generate` trace apart from wall
 times (a row's rules are its batch-1 loop's own functions, applied row-wise); a sequence's NFE counts the forwards
@@ -85,8 +84,7 @@ def refusal(cfg: DecodeConfig, model: Any) -> Optional[str]:
         return None
     if cfg.loop == "editing":
         return "the LLaDA2 editing loop on a right-shifted model"
-    return ("a diffusion baseline with sub-blocks, entropy-bounded remasking or always_check_high_conf "
-            "(the block loop's rules it has no batch form of)")
+    return f"the {cfg.loop} loop with method {cfg.method!r}"  # (no config `validate` accepts gets here)
 
 
 def loop_for(cfg: DecodeConfig, model: Any) -> Any:

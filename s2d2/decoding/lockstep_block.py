@@ -15,9 +15,10 @@ is `block_loop`'s (prefill, per window the steps until it has no mask, the commi
 on a right-shifted model also the AR seeds and the mid-block stop rule, lockstep_shifted.py). So in float64 each
 sequence's trace is its `generate` trace apart from wall times.
 
-Covered (`covers`), on both families: method "diffusion" without sub-blocks and with the remasking rules
-`low_confidence_static`, `low_confidence_dynamic` and `sequential` (no high-confidence extras: a baseline has none),
-with or without KV reuse and fused commits; method "s2d2" with any routing policy (`cost_aware` reads the cost table
+Covered (`covers`), on both families: method "diffusion" with any remasking rule, with or without sub-blocks,
+high-confidence extras (`always_check_high_conf`), KV reuse and fused commits (the static, dynamic and sequential rules
+run once over all of a config's draft rows; entropy-bounded and the extras, which have no batch form, run per row
+inside the same read: `_rules`); method "s2d2" with any routing policy (`cost_aware` reads the cost table
 frozen for the batch, batched.py), any estimator, acceptance mode, remasking rule and extras, with or without
 sub-blocks, with or without the trimmed verifier (`trim_verify`: its forward is built per row, lockstep_verify.py
 `lone_verify_request`), with or without adaptive block sizes (`adaptive_block`: each row keeps its own rule,
@@ -60,12 +61,7 @@ RULES = ("low_confidence_static", "low_confidence_dynamic", "sequential")
 
 def covers(cfg: DecodeConfig, model: Any) -> bool:
     """Whether a config runs this loop's covered part (module docstring) on this model."""
-    if cfg.loop != "block":
-        return False
-    if cfg.method == "s2d2":
-        return True
-    return (cfg.method == "diffusion" and cfg.sub_block_length is None and cfg.remasking in RULES
-            and not cfg.always_check_high_conf)
+    return cfg.loop == "block" and cfg.method in ("s2d2", "diffusion")
 
 
 def requests(model: Any, rows: list[Row]) -> list[Asked]:
@@ -196,15 +192,30 @@ def _draft_group(model: Any, cfg: DecodeConfig, members: list[tuple[Row, torch.T
     """The draft steps of rows sharing one config: one distribution and draw, one read, then each row's step."""
     sizes = [int(lg.shape[0]) for _, lg in members]
     probs, tokens, p_all = shared_drafts(model, cfg, [r for r, _ in members], [lg for _, lg in members])
-    padded = padded_runs(p_all, sizes)  # the remasking rule over every row at once (remasking.rule_inputs' batch form)
-    rule = skip_inputs(cfg, padded, lambda: entropy(probs))
+    rule, own, width = _rules(cfg, probs, p_all, sizes)
     detail = draft_detail(members[0][0].state.ctx, probs, p_all)
-    got = _split(read_rows(model, {"drafts": tokens, **rule, **detail}, 1)[0], sizes, int(padded.shape[1]))
-    views = {k: _row_views(v) for k, v in rule.items() if v.dim() == 2}  # each row's order, one call
+    got = _split(read_rows(model, {"drafts": tokens, **rule, **detail}, 1)[0], sizes, width)
     writes = TokenWrites()
-    for j, ((r, _), g) in enumerate(zip(members, got)):
-        _draft_step(r, g, {k: v[j] for k, v in views.items()}, writes)
+    for (r, _), g, inputs in zip(members, got, own):
+        _draft_step(r, g, inputs, writes)
     writes.flush()
+
+
+def _rules(cfg: DecodeConfig, probs: torch.Tensor, p: torch.Tensor, sizes: list[int]
+           ) -> tuple[dict[str, torch.Tensor], list[dict[str, torch.Tensor]], Optional[int]]:
+    """The baseline draft rows' remasking rule: the tensors to read (over all rows), each row's own `skip_inputs`
+    (what its picks index) and the padded width of "order" (None: the rows' orders one after another).
+    The static, dynamic and sequential rules run once over the padded rows (remasking.rule_inputs' batch form);
+    entropy-bounded and the high-confidence extras have no batch form, so each row runs batch 1's `skip_inputs` on
+    its own masks (its entropies from its own distributions, as its Draft gives them), still read in one read."""
+    if cfg.remasking in RULES and not cfg.always_check_high_conf:
+        padded = padded_runs(p, sizes)
+        rule = skip_inputs(cfg, padded, lambda: entropy(probs))
+        views = {k: _row_views(v) for k, v in rule.items() if v.dim() == 2}  # each row's order, one call
+        return rule, [{k: v[j] for k, v in views.items()} for j in range(len(sizes))], int(padded.shape[1])
+    own = [skip_inputs(cfg, p_row, lambda q=q: entropy(q)) for p_row, q in zip(p.split(sizes), probs.split(sizes))]
+    return {name: (torch.stack if t.dim() == 0 else torch.cat)([o[name] for o in own])
+            for name, t in own[0].items()}, own, None
 
 
 def _shared_skips(cfg: DecodeConfig, probs: torch.Tensor, p: torch.Tensor, sizes: list[int]
@@ -229,19 +240,19 @@ def _row_views(t: torch.Tensor) -> tuple[torch.Tensor, ...]:
     return t.unbind(0)
 
 
-def _split(flat: dict[str, list[Any]], sizes: list[int], width: int) -> list[dict[str, Any]]:
+def _split(flat: dict[str, list[Any]], sizes: list[int], width: Optional[int]) -> list[dict[str, Any]]:
     """The one read's flat values back into each row's `got`, as its own fetch gives it: the rule's padded rows
-    ([R, width]: "order") cut to the row's masks, its counts ([R]: "above") as the row's int, `d_stats` ([3, n]
-    over all rows' masks) as the row's own [3, n_row] flattened, and every other part (values per mask) sliced by
-    the rows' mask counts."""
+    ([R, width]: "order"; `width` None: the rows' orders one after another, sliced as values per mask) cut to the
+    row's masks, its counts ([R]: "above", "eb_below") as the row's int, `d_stats` ([3, n] over all rows' masks) as
+    the row's own [3, n_row] flattened, and every other part (values per mask) sliced by the rows' mask counts."""
     out: list[dict[str, Any]] = [{} for _ in sizes]
     total = sum(sizes)
     for name, values in flat.items():
         at = 0
         for j, n in enumerate(sizes):
-            if name == "order":
+            if name == "order" and width is not None:
                 out[j][name] = values[j * width : j * width + n]
-            elif name == "above":
+            elif name in ("above", "eb_below"):
                 out[j][name] = values[j]
             elif name == "d_stats":
                 out[j][name] = [v for k in range(3) for v in values[k * total + at : k * total + at + n]]

@@ -24,6 +24,7 @@ from components.run.knobs import EXAMPLE_PROMPTS
 from components.run.workers import record_stream
 from components.serve.gpu_slot import STOPPED_QUEUED
 from s2d2.config import preset
+from s2d2.decoding import live_batch
 from s2d2.decoding.live_batch import BatchClosed, LiveBatch, Withdrawn
 from s2d2.decoding.lockstep import covers
 from tests.support.trace_compare import trace_mismatch
@@ -420,13 +421,15 @@ def test_waiting_for_companions():
     lone_batch.close()
 
 
-def test_a_covered_preset_runs_on_the_batch_step_and_another_in_a_thread():
+def test_a_covered_preset_runs_on_the_batch_step_and_another_in_a_thread(monkeypatch):
     """The app's shared Run on the batch-first step (issue 37): a covered preset's progress comes from the batch's
-    own thread (a row of its step), a config beyond the engine (a diffusion baseline with sub-blocks) from a sequence
-    thread of its own; both decode in one batch with their lone traces."""
+    own thread (a row of its step), a config beyond the engine from a sequence thread of its own; both decode in one
+    batch with their lone traces. The engine covers every config a visitor can set, so the test makes it refuse one
+    (a diffusion baseline with sub-blocks, which it once refused)."""
     threads: dict[str, set[str]] = {"row": set(), "job": set()}
     beyond = preset("dynamic-baseline").replace(gen_length=32, block_length=CFG.block_length, sub_block_length=4)
-    assert not covers(beyond, model64())
+    assert covers(beyond, model64())
+    monkeypatch.setattr(live_batch, "covers", lambda cfg, model: cfg != beyond and covers(cfg, model))
 
     class Where(Visitor):
         def __init__(self, kind: str, *args: Any, **kwargs: Any) -> None:

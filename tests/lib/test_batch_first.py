@@ -87,7 +87,7 @@ def test_sampled_draws_are_each_sequences_own_seed(family, rng, monkeypatch):
     assert batch[0].token_ids != batch[2].token_ids  # the same prompt under another seed really drew otherwise
 
 
-def test_auto_picks_batch_first_for_the_configs_it_covers_and_threads_for_the_rest(monkeypatch):
+def test_auto_picks_batch_first_for_every_config_that_decodes_and_threads_only_when_asked(monkeypatch):
     model = model64("aligned")
     ar = s2d2.DecodeConfig(method="ar", gen_length=8)
     s2d2_cfg = s2d2.DecodeConfig(method="s2d2", gen_length=8, block_length=4)
@@ -100,19 +100,16 @@ def test_auto_picks_batch_first_for_the_configs_it_covers_and_threads_for_the_re
     s2d2.generate_batch(model, [[1, 2], [3]], ar, batch_size=2)
     s2d2.generate_batch(model, [[1, 2], [3]], [ar, s2d2_cfg], batch_size=2)
     s2d2.generate_batch(model, [[1, 2], [3]], [ar, pipeline], batch_size=2)
-    assert runs == []
     s2d2.generate_batch(model, [[1, 2], [3]], [ar, sub_blocks], batch_size=2)
+    assert runs == []
     s2d2.generate_batch(model, [[1, 2], [3]], ar, batch_size=2, engine="threads")
-    assert runs == ["threads", "threads"]
+    assert runs == ["threads"]
 
 
 def test_engine_refusals_are_one_readable_message():
     model = model64("aligned")
     with pytest.raises(ValueError, match="engine: one of auto, threads, batch-first"):
         s2d2.generate_batch(model, [[1, 2]], s2d2.DecodeConfig(method="ar", gen_length=4), engine="fast")
-    with pytest.raises(ValueError, match="engine: 'batch-first' does not decode a diffusion baseline with sub-blocks"):
-        s2d2.generate_batch(model, [[1, 2]], s2d2.DecodeConfig(method="diffusion", gen_length=4, block_length=4,
-                                                               sub_block_length=2), engine="batch-first")
     with pytest.raises(ValueError, match="does not decode the LLaDA2 editing loop on a right-shifted model"):
         s2d2.generate_batch(model64("shifted"), [[1, 2]], s2d2.preset("llada2-dynamic", gen_length=4),
                             engine="batch-first")
