@@ -2,6 +2,7 @@
 
     python -m benchmarks.batch_first                         # both parts
     python -m benchmarks.batch_first --part host --batch 128 --n 128
+    python -m benchmarks.batch_first --part host --arms dynamic-baseline dynamic-baseline+extras
     python -m benchmarks.batch_first --part models --n 32 --gen-length 64
 
 Part `host`: `generate_batch` on a stand-in model whose forward returns fixed logits at (almost) no cost
@@ -50,12 +51,25 @@ HOST_ARMS = [("aligned", "ar"), ("aligned", "dynamic-baseline"), ("aligned", "sd
              ("aligned", "fastdllm-config-a"), ("shifted", "fastdllm-config-a"),
              ("aligned", "sdar-config-b+reuse+fused+trim"),  # (the options beyond the paper: KV reuse, fused commits)
              ("aligned", "llada2-dynamic"), ("aligned", "llada2-quality"),  # the LLaDA2 editing loop
-             ("aligned", "d2f"), ("aligned", "d2f-s2d2"), ("shifted", "d2f-s2d2")]  # the D2F pipeline
+             ("aligned", "d2f"), ("aligned", "d2f-s2d2"), ("shifted", "d2f-s2d2"),  # the D2F pipeline
+             # the baselines' rules without a batch form, and sub-blocks (`VARIANTS`)
+             ("shifted", "dynamic-baseline+sub-blocks"), ("aligned", "dynamic-baseline+entropy-bounded"),
+             ("aligned", "dynamic-baseline+extras")]
+# arms that are a preset with changes: (preset, changes)
+VARIANTS = {"dynamic-baseline+sub-blocks": ("dynamic-baseline", {"sub_block_length": 2}),
+            "dynamic-baseline+entropy-bounded": ("dynamic-baseline", {"remasking": "entropy_bounded"}),
+            "dynamic-baseline+extras": ("dynamic-baseline", {"always_check_high_conf": True})}
 MODEL_ARMS = {
     "tiny": ["ar", "dynamic-baseline", "sdar-config-a", "sdar-config-b", "fastdllm-config-a", "fastdllm-config-b",
              "fastdllm-config-c"],
     "tiny-llada2": ["ar", "llada2-dynamic"],
 }
+
+
+def arm_config(arm: str, gen: int) -> Any:
+    """The config of a host arm: a preset by name, or a preset with changes (`VARIANTS`)."""
+    preset, changes = VARIANTS.get(arm, (arm, {}))
+    return s2d2.preset(preset, gen_length=gen, **changes)
 
 
 def engines(cfg: Any, model: Any) -> list[str]:
@@ -129,7 +143,7 @@ def summarize(rounds: list[dict[str, dict[str, Any]]]) -> dict[str, Any]:
 
 
 def host_part(batch: int, n: int, gen: int, rounds: int, out: list[dict[str, Any]], min_cpu: float = 0.0,
-              fixed_tokens: int | None = None) -> None:
+              fixed_tokens: int | None = None, arms: list[str] | None = None) -> None:
     """Per arm, `rounds` interleaved rounds of both engines (host_rounds), printed as one line: each engine's
     median CPU µs per sequence-forward, its sequences per forward, and the thread engine's time over the
     batch-first engine's (median of the rounds' ratios, then their min-max)."""
@@ -138,16 +152,16 @@ def host_part(batch: int, n: int, gen: int, rounds: int, out: list[dict[str, Any
           f"{rounds} rounds after a warm-up round (threads, batch-first, threads, ...), each engine's decodes "
           f"repeated in a round to >= {min_cpu:g} s CPU"
           + (f", a forward's fixed cost {fixed_tokens} query tokens" if fixed_tokens else ""))
-    print(f"{'family':<8} {'arm':<30} {'seq-fwd':>8} {'seq/fwd thr':>11} {'seq/fwd bf':>10} {'threads us':>10} "
+    print(f"{'family':<8} {'arm':<33} {'seq-fwd':>8} {'seq/fwd thr':>11} {'seq/fwd bf':>10} {'threads us':>10} "
           f"{'batch-first us':>14} {'x median':>8} {'x min-max':>11} {'x best':>6} {'same':>9} {'reps':>6}")
-    for alignment, preset in HOST_ARMS:
-        model, cfg = StandInModel(alignment), s2d2.preset(preset, gen_length=gen)
+    for alignment, preset in [a for a in HOST_ARMS if arms is None or a[1] in arms]:
+        model, cfg = StandInModel(alignment), arm_config(preset, gen)
         got, times = host_rounds(model, stand_in_prompts(n), cfg, batch, rounds, min_cpu, fixed_tokens)
         s, first = summarize(got), got[0]
         med, seq_forwards = s["cpu_us_median"], first["threads"]["seq_forwards"] // times["threads"]
         bf = first.get("batch-first")
         bf_sharing = f"{bf['sharing']:.1f}" if bf else "-"
-        line = (f"{alignment:<8} {preset:<30} {seq_forwards:>8} "
+        line = (f"{alignment:<8} {preset:<33} {seq_forwards:>8} "
                 f"{first['threads']['sharing']:>11.1f} {bf_sharing:>10} {med['threads']:>10.1f} ")
         if bf:
             line += (f"{med['batch-first']:>14.1f} {s['x_median']:>8.2f} {s['x_min']:>5.2f}-{s['x_max']:<5.2f} "
@@ -211,12 +225,17 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--fixed-tokens", type=int, default=None,
                     help="host part: a forward's fixed cost in query tokens for the grouping (default: the CPU's; "
                          "4096 groups as on an accelerator)")
+    ap.add_argument("--arms", nargs="+", default=None, metavar="ARM",
+                    help="host part: only these arms (by name, as printed; default: all)")
     ap.add_argument("--out", default=None, help="also write the rows to this JSON file")
     args = ap.parse_args(argv)
+    unknown = sorted(set(args.arms or ()) - {arm for _, arm in HOST_ARMS})
+    if unknown:
+        ap.error(f"--arms: unknown {', '.join(unknown)}; one of {', '.join(sorted({a for _, a in HOST_ARMS}))}")
     rows: list[dict[str, Any]] = []
     if args.part in ("host", "both"):
         host_part(args.batch or 128, args.n or 256, args.gen_length, args.rounds, rows, args.min_cpu,
-                  args.fixed_tokens)
+                  args.fixed_tokens, args.arms)
     if args.part in ("models", "both"):
         models_part(args.batch or 32, args.n or 32, args.gen_length, rows)
     if args.out:

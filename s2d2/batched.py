@@ -66,9 +66,9 @@ def generate_batch(
     `chat` is one value or one per prompt; `max_seconds` bounds each sequence's own decode, as `generate`'s does;
     `on_result(i, result)` is called as each sequence finishes (result.batch is set once the batch ends);
     `on_block` / `should_stop`, one per prompt (or None), are `generate`'s hooks of that prompt's decode.
-    `engine`: "auto" (the batch-first engine when it covers every prompt's config, else the thread engine),
-    "threads" or "batch-first" (refused for a config it does not cover); both give each sequence its batch-1
-    answer."""
+    `engine`: "auto" (the batch-first engine when it covers every prompt's config, which is every config that
+    decodes, else the thread engine), "threads" or "batch-first" (refused for a config it does not cover); both
+    give each sequence its batch-1 answer."""
     prompts = list(prompts)
     if not prompts:
         raise ValueError("prompts: empty; pass at least one prompt")

@@ -56,9 +56,9 @@ def test_a_real_run_interleaves_the_engines_and_reports_the_ratio_of_the_rounds_
     printed = capsys.readouterr().out.splitlines()
     assert [(r["alignment"], r["arm"]) for r in rows] == batch_first.HOST_ARMS
     # per arm with both engines: a warm-up round and 3 timed ones, each threads then batch-first
-    covered = [r for r in rows if "ratios" in r]  # every arm: right-shifted, the options, editing, the D2F pipeline
-    n = len(batch_first.HOST_ARMS)
-    assert len(covered) == len(rows) == n == 11 and len(calls) == n * 2 * 4
+    covered = [r for r in rows if "ratios" in r]  # every arm: right-shifted, the options, editing, the D2F pipeline,
+    n = len(batch_first.HOST_ARMS)  # the baselines' per-row rules and sub-blocks
+    assert len(covered) == len(rows) == n == 14 and len(calls) == n * 2 * 4
     assert calls[:8] == ["threads", "batch-first"] * 4
     for r in covered:
         us = r["cpu_us"]
@@ -95,3 +95,14 @@ def test_a_short_engine_repeats_its_decodes_to_the_cpu_asked_and_its_figure_stay
     s = batch_first.summarize(got)
     assert s["cpu_us_median"] == pytest.approx({"threads": 2000.0, "batch-first": 400.0}, rel=1e-12)
     assert s["ratios"] == pytest.approx([5.0, 5.0], rel=1e-12)
+
+
+def test_arms_picks_the_host_arms_by_name_and_refuses_an_unknown_one(tmp_path, capsys):
+    out = tmp_path / "rows.json"
+    batch_first.main(SMALL + ["--rounds", "1", "--arms", "dynamic-baseline+extras", "ar", "--out", str(out)])
+    rows = json.loads(out.read_text())
+    assert [r["arm"] for r in rows] == ["ar", "dynamic-baseline+extras"]  # in the table's order
+    assert all(r["same"] == 4 for r in rows)
+    with pytest.raises(SystemExit):
+        batch_first.main(SMALL + ["--arms", "sdar-config-z"])
+    assert "--arms: unknown sdar-config-z" in capsys.readouterr().err
