@@ -38,6 +38,7 @@ from ..models.base import ForwardRequest
 from ..trace import StepRecord
 from . import block_state
 from .context import StepContext, lay_out
+from .acceptance import acceptance_each, acceptance_rows
 from .lockstep_rows import Asked, Row
 from .lockstep_verify import read_pending, shared_drafts, shared_read
 from .pipeline import begin_step, end_step, wants_block
@@ -45,7 +46,7 @@ from .pipeline_state import PipeState
 from .pipeline_rules import block_rules, confidence_scores
 from .pipeline_step import (PipeStep, drafted, finish_pipe_step, in_flight_masks, plan_pipe_step, route_reads, routed,
                             uses_reference)
-from .pipeline_verify_branch import Verified, verifier_logits, verifier_request, verify_outcome, verify_reads
+from .pipeline_verify_branch import Verified, gated, tested_reads, verifier_logits, verifier_request, verify_outcome
 from .route_summary import summary_parts
 from .draft_reads import summary_bulk
 from .sampling import token_distribution
@@ -183,22 +184,30 @@ def _shared_rules(cfg: DecodeConfig, steps: list[PipeStep], probs: torch.Tensor,
 
 def _verifying(model: Any, cfg: DecodeConfig, group: list[Row], logits: list[torch.Tensor], readers: list[Row],
                wanted: list[dict[str, Any]]) -> None:
-    """The verify rows of one config after their verifier forward: one distribution of every row's q, then each
-    row's acceptance test (its own generator); their reads appended to `wanted`."""
+    """The verify rows of one config after their verifier forward: one distribution of every row's q, then the
+    acceptance test over all rows of one span length at once (acceptance.py `acceptance_rows`, each row's uniforms
+    from its own generator, as the block loop's `tested`), gated as batch 1's `verify_reads`; their reads appended
+    to `wanted`, in the rows' order."""
     spans = [verifier_logits(r.state.ctx, r.state.pipe, lg, r.state.verifier[3]) for r, lg in zip(group, logits)]
     q_all = token_distribution(torch.cat(spans), cfg, model.spec.mask_id, owned=True)
-    for r, q in zip(group, q_all.split([int(t.shape[0]) for t in spans])):
-        readers.append(r)
-        wanted.append(_tested(r, q))
-
-
-def _tested(r: Row, q: torch.Tensor) -> dict[str, Any]:
-    """A verify row after its verifier forward, given q over its span: the acceptance test; what its read takes."""
-    st: PipeRow = r.state
-    ps = st.step
-    acc, wanted = verify_reads(st.ctx, ps.drafts, ps.p, q, ps.span_len)
-    st.tested = (q, acc)
-    return wanted
+    qs = q_all.split([int(t.shape[0]) for t in spans])
+    by_span: dict[int, list[int]] = {}
+    for j, r in enumerate(group):
+        by_span.setdefault(r.state.step.span_len, []).append(j)
+    own: list[dict[str, Any]] = [{} for _ in group]
+    for s, members in by_span.items():
+        steps = [group[j].state.step for j in members]
+        p = torch.stack([ps.p[:s] for ps in steps])
+        acc = gated(cfg, acceptance_rows(cfg.acceptance, torch.stack([ps.drafts[:s] for ps in steps]), p,
+                                         torch.stack([qs[j] for j in members]), cfg.ratio_gamma,
+                                         [group[j].state.ctx.generator for j in members],
+                                         with_argmax=group[members[0]].state.ctx.rec.detailed), p)
+        for j, ps, acc_row in zip(members, steps, acceptance_each(acc)):
+            st: PipeRow = group[j].state
+            st.tested = (qs[j], acc_row)
+            own[j] = tested_reads(st.ctx, acc_row, ps.p, qs[j])
+    readers += group
+    wanted += own
 
 
 def _after_read(r: Row, got: dict[str, Any], writes: TokenWrites) -> Optional[StepRecord]:

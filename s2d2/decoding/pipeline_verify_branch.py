@@ -53,14 +53,28 @@ def verify_reads(ctx: StepContext, drafts: torch.Tensor, p: torch.Tensor, q_prob
     """The acceptance test over the span (the decode's own random draws), with D2F's draft-confidence gate, and what
     the outcome reads."""
     cfg = ctx.cfg
-    acc = acceptance(cfg.acceptance, drafts[:s], p[:s], q_probs, cfg.ratio_gamma, ctx.generator,
-                     with_argmax=ctx.rec.detailed)
+    acc = gated(cfg, acceptance(cfg.acceptance, drafts[:s], p[:s], q_probs, cfg.ratio_gamma, ctx.generator,
+                                with_argmax=ctx.rec.detailed), p[:s])
+    return acc, tested_reads(ctx, acc, p, q_probs)
+
+
+def gated(cfg: DecodeConfig, acc: Acceptance, p_span: torch.Tensor) -> Acceptance:
+    """D2F's draft-confidence gate on the test (`p_span`: the span's draft probabilities, [s] or [R, s] as `acc`'s
+    fields): a draft at or below the threshold is never accepted. Returns `acc`, gated in place."""
     if cfg.draft_confidence_threshold is not None:
-        acc.accepted = acc.accepted & (p[:s] > cfg.draft_confidence_threshold)
+        acc.accepted = acc.accepted & (p_span > cfg.draft_confidence_threshold)
+    return acc
+
+
+def tested_reads(ctx: StepContext, acc: Acceptance, p: torch.Tensor,
+                 q_probs: torch.Tensor) -> dict[str, Optional[torch.Tensor]]:
+    """What the outcome reads of a (gated) test: the per-position results, the verifier's picks in greedy_exact,
+    q of each draft when the verify-confidence gate asks, and the record's rows."""
+    cfg = ctx.cfg
     greedy = cfg.acceptance == "greedy_exact"
-    return acc, {"accepted": acc.accepted, "argmax_q": acc.argmax_q if greedy else None,
-                 "q_draft": acc.q_draft if cfg.verify_confidence_threshold is not None else None,
-                 **verify_detail(ctx, acc, p, q_probs)}
+    return {"accepted": acc.accepted, "argmax_q": acc.argmax_q if greedy else None,
+            "q_draft": acc.q_draft if cfg.verify_confidence_threshold is not None else None,
+            **verify_detail(ctx, acc, p, q_probs)}
 
 
 def verify_outcome(ctx: StepContext, st: PipeState, kind: str, masks: list[int], s: int, probs: torch.Tensor,
