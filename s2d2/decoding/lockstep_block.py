@@ -205,14 +205,12 @@ def _rules(cfg: DecodeConfig, probs: torch.Tensor, p: torch.Tensor, sizes: list[
            ) -> tuple[dict[str, torch.Tensor], list[dict[str, torch.Tensor]], Optional[int]]:
     """The baseline draft rows' remasking rule: the tensors to read (over all rows), each row's own `skip_inputs`
     (what its picks index) and the padded width of "order" (None: the rows' orders one after another).
-    The static, dynamic and sequential rules run once over the padded rows (remasking.rule_inputs' batch form);
+    The static, dynamic and sequential rules run once over the padded rows (`_shared_skips`, as the S2D2 rows');
     entropy-bounded and the high-confidence extras have no batch form, so each row runs batch 1's `skip_inputs` on
     its own masks (its entropies from its own distributions, as its Draft gives them), still read in one read."""
-    if cfg.remasking in RULES and not cfg.always_check_high_conf:
-        padded = padded_runs(p, sizes)
-        rule = skip_inputs(cfg, padded, lambda: entropy(probs))
-        views = {k: _row_views(v) for k, v in rule.items() if v.dim() == 2}  # each row's order, one call
-        return rule, [{k: v[j] for k, v in views.items()} for j in range(len(sizes))], int(padded.shape[1])
+    shared, rule = _shared_skips(cfg, probs, p, sizes)
+    if shared[0] is not None:
+        return rule, shared, max(sizes)  # (padded_runs' width)
     own = [skip_inputs(cfg, p_row, lambda q=q: entropy(q)) for p_row, q in zip(p.split(sizes), probs.split(sizes))]
     return {name: (torch.stack if t.dim() == 0 else torch.cat)([o[name] for o in own])
             for name, t in own[0].items()}, own, None
@@ -220,8 +218,8 @@ def _rules(cfg: DecodeConfig, probs: torch.Tensor, p: torch.Tensor, sizes: list[
 
 def _shared_skips(cfg: DecodeConfig, probs: torch.Tensor, p: torch.Tensor, sizes: list[int]
                   ) -> tuple[list[Optional[dict[str, torch.Tensor]]], dict[str, torch.Tensor]]:
-    """Each S2D2 draft row's `skip_inputs` (what a skip would decode), the remasking rule run once over the padded
-    rows as the baselines' is (`_draft_group`), and the rule's padded tensors (read once for all rows:
+    """Each draft row's `skip_inputs` (what a skip would decode; for a baseline row, its step's picks), the
+    remasking rule run once over the padded rows, and the rule's padded tensors (read once for all rows:
     `draft_bulk`); None for every row, and no tensors, where the rule has no batch form (high-confidence extras,
     entropy-bounded: each row then runs its own). A row's order is its whole padded row (`_row_views`), its count
     its own: the pads sort last and never count (remasking.py `rule_inputs`)."""

@@ -196,7 +196,7 @@ def _check_forward(i: int, f: ForwardRecord, lay: Layout, n: int) -> None:
               f"the run (total_length {lay.total}, {n} forwards)")
 
 
-def _check_step(i: int, s: StepRecord, lay: Layout, n_forwards: int, vocab: int, detailed: bool = True) -> None:
+def _check_step(i: int, s: StepRecord, lay: Layout, n_forwards: int, vocab: int, detailed: bool) -> None:
     """One step's fields against its region of the sequence; `detailed` False: a lean trace, whose verifications
     record no rows (so the accepted prefix is bounded by the region, not indexed into the rows)."""
     path = f"trace.steps[{i}]"

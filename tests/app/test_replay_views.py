@@ -1,8 +1,8 @@
 """Unit tests of the app's pure views (canvas, strip, figures, mask viewer, replay) on synthetic traces."""
 from __future__ import annotations
 
+import html
 import json
-from pathlib import Path
 
 import pytest
 
@@ -16,9 +16,12 @@ from components.views import figures
 from components.views import attention_mask
 from components.views import step_views
 from components.views import verify_strip
+from components.views import token_detail
 from components.views import trace_index
+import s2d2
 from s2d2.config import preset  # noqa: E402
 from s2d2.trace import PolicyDecision, Trace  # noqa: E402
+from tests.support.batch_cases import model64
 
 
 def _no_bdata(fig) -> bool:
@@ -327,12 +330,6 @@ def test_metrics_table_values():
 def test_candidates_cut_by_top_k_are_not_listed_as_top_candidates():
     """With top_k = 2 every recorded row has three candidates of probability exactly 0 (tokens the draw could never
     pick); the position's details and the strip's tooltips list only the two it could."""
-    import html
-
-    import s2d2
-    from components.views import token_detail
-    from tests.support.batch_cases import model64
-
     t = s2d2.generate(model64("aligned"), [5, 9, 17, 33], preset("sdar-config-b", temperature=1.0, top_k=2,
                                                                   gen_length=8), seed=0).trace
     step = next(i for i, s in enumerate(t.steps) if s.verification is not None)
