@@ -39,6 +39,9 @@ def run(argv, capsys):
     (["train-tiny", "--seed", "-1", "--out", "{tmp}/t"], "error: --seed: must be a whole number in [0, 2147483647]"),
     (["train-tiny", "--out", "{tmp}/afile/t"], "error: --out: cannot write into '{tmp}/afile/t'"),
     (["train-tiny", "--blocks", "4,x", "--out", "{tmp}/t"], "error: --blocks: expected comma-separated block sizes"),
+    # the default dtype is leaving the flag out; its choices never list a None a user cannot type
+    (["generate", "--prompt", "hi", "--dtype", "None"],
+     "error: python -m s2d2 generate: argument --dtype: invalid choice: 'None' (choose from "),
 ])
 def test_cli_arguments_are_checked_first(capsys, tmp_path, argv, message):
     (tmp_path / "afile").write_text("a file, not a folder")
@@ -63,3 +66,16 @@ def test_train_tiny_without_its_requirements_is_one_line_after_the_arguments(cap
     code, err = run(["train-tiny", "--steps", "2", "--out", str(tmp_path / "t")], capsys)
     assert code == 2 and err == "error: train-tiny needs rdata: pip install -r requirements-train.txt\n", err
     assert not (tmp_path / "t").exists()
+
+
+def test_generate_help_names_what_the_defaults_do(capsys):
+    """`--dtype` lists only names a user can type (its default is leaving it out), and both it and `--device` say
+    what leaving them out picks."""
+    code = None
+    try:
+        main(["generate", "--help"])
+    except SystemExit as exc:
+        code = exc.code
+    out = " ".join(capsys.readouterr().out.split())
+    assert code == 0 and "{float32,bfloat16,float16,float64}" in out and "None" not in out
+    assert "default: bfloat16 on CUDA, float32 elsewhere" in out and "default: cuda if there is one, else cpu" in out
