@@ -46,7 +46,7 @@ def load(name: str):
     return s2d2.load_model(name), False
 
 
-def main() -> None:
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="tiny")
     ap.add_argument("--preset", default="sdar-config-b", help="the S2D2 arm (default: always verify, B=16)")
@@ -54,22 +54,18 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--backends", default="dynamic,static", help="comma-separated: dynamic, static")
     ap.add_argument("--threads", type=int, default=int(os.environ.get("S2D2_THREADS", "2")))
-    args = ap.parse_args()
-    torch.set_num_threads(args.threads)
-    base, random_weights = load(args.model)
-    models = {b: HFModel(base.model, base.tokenizer, base.spec, backend=b) for b in args.backends.split(",")}
-    prompts = [[5 + i for i in range(12)], [40 + i for i in range(20)]] if random_weights else task_prompts()
-    arms = {
-        "ar": (s2d2.preset("ar", gen_length=args.gen_length), False),
-        "dynamic_baseline": (s2d2.preset("dynamic-baseline", gen_length=args.gen_length), False),
-        "s2d2": (s2d2.preset(args.preset, gen_length=args.gen_length), False),
-        "s2d2_traced": (s2d2.preset(args.preset, gen_length=args.gen_length), True),
-    }
+    return ap
+
+
+def measure(models: dict[str, HFModel], arms: dict[str, tuple], prompts: list,
+            repeats: int) -> tuple[dict, dict, dict]:
+    """(metrics of every timed run, CPU clock, host reads per step), each by (arm, backend): the timed runs
+    interleaved, then one untimed run per arm that counts the reads."""
     for model in models.values():
         s2d2.generate(model, prompts[0], arms["ar"][0])  # warm-up
     runs: dict[tuple[str, str], list[dict]] = {(a, b): [] for a in arms for b in models}
     cpu = {key: CpuClock() for key in runs}
-    for _ in range(args.repeats):
+    for _ in range(repeats):
         for prompt in prompts:
             for name, (cfg, detailed) in arms.items():
                 for backend, model in models.items():
@@ -83,6 +79,22 @@ def main() -> None:
             with HostSyncCounter(model) as counter:
                 res = s2d2.generate(model, prompts[0], cfg, seed=0, detailed=detailed)
             reads[(name, backend)] = counter.reads / max(1, len(res.trace.steps))
+    return runs, cpu, reads
+
+
+def main() -> None:
+    args = _parser().parse_args()
+    torch.set_num_threads(args.threads)
+    base, random_weights = load(args.model)
+    models = {b: HFModel(base.model, base.tokenizer, base.spec, backend=b) for b in args.backends.split(",")}
+    prompts = [[5 + i for i in range(12)], [40 + i for i in range(20)]] if random_weights else task_prompts()
+    arms = {
+        "ar": (s2d2.preset("ar", gen_length=args.gen_length), False),
+        "dynamic_baseline": (s2d2.preset("dynamic-baseline", gen_length=args.gen_length), False),
+        "s2d2": (s2d2.preset(args.preset, gen_length=args.gen_length), False),
+        "s2d2_traced": (s2d2.preset(args.preset, gen_length=args.gen_length), True),
+    }
+    runs, cpu, reads = measure(models, arms, prompts, args.repeats)
 
     def total(key: tuple[str, str], field: str) -> float:
         return sum(m[field] for m in runs[key])

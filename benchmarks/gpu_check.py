@@ -37,8 +37,6 @@ T0 = time.perf_counter()  # the budget counts from here: imports included
 
 import argparse  # noqa: E402
 import statistics  # noqa: E402
-import sys  # noqa: E402
-from pathlib import Path  # noqa: E402
 from typing import Any, Callable  # noqa: E402
 
 
@@ -48,6 +46,7 @@ import s2d2  # noqa: E402
 from s2d2.host_syncs import HostSyncCounter  # noqa: E402
 from s2d2.models import masks  # noqa: E402
 
+from benchmarks.device_timing import Budget, SyncedForwards, kernel_ms, row, sync  # noqa: E402
 from benchmarks.gpu_batch import batch_rows  # noqa: E402
 
 SDAR_MASK = 151669
@@ -62,30 +61,6 @@ KINDS = [("ar, 1 query", 1), ("ar, 2 queries", 2), ("draft B=4", 4), ("draft B=1
          ("verify_2l B=16", 32)]
 ARMS = [("AR", "ar"), ("dynamic baseline", "dynamic-baseline"), ("S2D2 sdar-config-b", "sdar-config-b"),
         ("S2D2 reuse+fused+trim", "sdar-config-b+reuse+fused+trim"), ("S2D2 cost-aware", "sdar-config-b+cost-aware")]
-
-
-class Budget:
-    def __init__(self, seconds: float, t0: float) -> None:
-        self.seconds, self.t0 = seconds, t0
-
-    def left(self) -> float:
-        return self.seconds - (time.perf_counter() - self.t0)
-
-    def allows(self, label: str, need: float) -> bool:
-        """True if `need` seconds fit; otherwise print that `label` is skipped."""
-        if need <= self.left():
-            return True
-        row(label, f"skipped: needs ~{need:.0f} s, {max(0.0, self.left()):.0f} s of the budget left")
-        return False
-
-
-def row(label: str, text: str) -> None:
-    print(f"{label:<44} {text}", flush=True)
-
-
-def sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def build(shape: dict, dtype: torch.dtype, device: str) -> Any:
@@ -143,22 +118,6 @@ def forward_call(model: Any, cache: Any, label: str, rows: int) -> Callable[[], 
     return lambda: model.forward(cache, ids, two_pos, mask, keep=0, last=half)
 
 
-def kernel_ms(call: Callable[[], None], device: torch.device, n: int = 5) -> float | None:
-    """GPU kernel time per call from torch.profiler (sum of kernels' self device time), or None off CUDA."""
-    if device.type != "cuda":
-        return None
-    from torch.profiler import ProfilerActivity, profile
-
-    sync(device)
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(n):
-            call()
-        sync(device)
-    total = sum(getattr(e, "self_device_time_total", 0) or getattr(e, "self_cuda_time_total", 0)
-                for e in prof.key_averages())
-    return total / n / 1000.0
-
-
 def time_forwards(models: dict[str, Any], cache_len: int, reps: int, budget: Budget,
                   kinds: list[tuple[str, int]] = KINDS) -> dict[tuple[str, str], float]:
     """The per-forward table; returns median wall seconds by (kind, backend)."""
@@ -195,25 +154,6 @@ def time_forwards(models: dict[str, Any], cache_len: int, reps: int, budget: Bud
             print(f"{label:<22} {backend:<15} {walls[(label, backend)] * 1000:12.2f} (n={n:2d}) {kern_text:>10}",
                   flush=True)
     return walls
-
-
-class SyncedForwards:
-    """An HFModel whose forwards sync the device on both sides and add up the seconds spent inside."""
-
-    def __init__(self, model: Any) -> None:
-        self._model, self.seconds = model, 0.0
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._model, name)
-
-    def forward(self, cache: Any, ids: torch.Tensor, positions: torch.Tensor, attention: Any, keep: int,
-                last: int | None = None, rows: torch.Tensor | None = None) -> torch.Tensor:
-        sync(self._model.device)
-        t0 = time.perf_counter()
-        out = self._model.forward(cache, ids, positions, attention, keep, last, rows)
-        sync(self._model.device)
-        self.seconds += time.perf_counter() - t0
-        return out
 
 
 def decode_rows(tag: str, models: dict[str, Any], prompt: Any, gen_length: int, budget: Budget,

@@ -21,6 +21,7 @@ import random
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -83,12 +84,28 @@ def upload(raw: bytes, folder: Path, name: str) -> tuple[float, float, int, bool
     return seconds, cpu, payload(views) if accepted else len(str(out["load_status"])), accepted
 
 
-def main(argv: list[str] | None = None) -> int:
+def uploads_to_try(corpus: list[tuple[str, bytes]], bases: list[dict], rng: random.Random, cases: int,
+                   budget_s: float) -> Iterator[tuple[str, bytes]]:
+    """(name, raw bytes) of the crafted files, then of up to `cases` fuzz cases while `budget_s` lasts (it counts
+    from the first file)."""
+    t_end = time.monotonic() + budget_s
+    yield from corpus
+    for k in range(cases):
+        if time.monotonic() > t_end:
+            return
+        yield f"fuzz-{k}", uf.dumps(uf.random_case(rng, rng.choice(bases), rng.randint(1, 3)))
+
+
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", type=int, default=300, help="random mutations of the shipped traces")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--budget-s", type=float, default=300.0, help="stop the fuzz part after this many seconds")
-    args = ap.parse_args(argv)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
     bases = [json.loads(p.read_text()) for p in uf.SHIPPED]
     rng = random.Random(args.seed)
     worst = uf.worst_trace(limits().max_upload_bytes).to_json().encode()
@@ -105,15 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         sizes: list[tuple[int, str]] = []
         growth: list[tuple[float, str]] = []
         counts = {"accepted": 0, "refused": 0}
-        t_end = time.monotonic() + args.budget_s
-        for i in range(len(corpus) + args.cases):
-            if i < len(corpus):
-                name, raw = corpus[i]
-            elif time.monotonic() > t_end:
-                break
-            else:
-                name, raw = f"fuzz-{i - len(corpus)}", uf.dumps(uf.random_case(rng, rng.choice(bases),
-                                                                               rng.randint(1, 3)))
+        for i, (name, raw) in enumerate(uploads_to_try(corpus, bases, rng, args.cases, args.budget_s)):
             before = rss_mb()
             seconds, cpu, size, accepted = upload(raw, folder, name)
             after = rss_mb()

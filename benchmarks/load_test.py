@@ -36,8 +36,6 @@ students use light pages (plain HTTP, benchmarks/light_client.py) unless `--clie
 from __future__ import annotations
 
 import argparse
-import os
-import subprocess
 import sys
 import threading
 import time
@@ -94,38 +92,8 @@ def session(url: str, args: argparse.Namespace, deadline: float, visitor: int = 
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sessions", type=int, default=16)
-    ap.add_argument("--steps", type=int, default=10, help="/step calls per session")
-    ap.add_argument("--gen", type=int, default=32, help="tokens per run")
-    ap.add_argument("--model", default="tiny")
-    ap.add_argument("--budget-s", type=float, default=600.0)
-    ap.add_argument("--attack", action="store_true", help="honest visitor beside each attacker (issue 19)")
-    ap.add_argument("--phase-s", type=float, default=60.0, help="--attack: seconds per phase")
-    ap.add_argument("--threads", type=int, default=8, help="--attack: attacker threads")
-    ap.add_argument("--phases", default="", help="--attack: comma-separated attackers to run (default: all)")
-    ap.add_argument("--classroom", action="store_true", help="a class presses Run, sharing off then on (issue 25)")
-    ap.add_argument("--visitors", type=int, default=30, help="--classroom: visitors")
-    ap.add_argument("--spread-s", type=float, default=10.0, help="--classroom: seconds over which they press Run")
-    ap.add_argument("--lone-reps", type=int, default=5, help="--classroom: lone runs per mode")
-    ap.add_argument("--batch-max", type=int, default=16, help="--classroom: S2D2_BATCH_MAX with sharing on")
-    add_one_address_options(ap)
-    args = ap.parse_args(argv)
-    if args.classroom and args.one_address:
-        from benchmarks.one_address import run_one_address, validated
-
-        if (problem := validated(args)) is not None:
-            ap.error(problem)
-        return run_one_address(args)
-    if args.classroom:
-        from benchmarks.classroom import run_classroom
-
-        return run_classroom(args)
-    if args.attack:
-        from benchmarks.attack_run import run_attacks
-
-        return run_attacks(args)
+def run_sessions(args: argparse.Namespace) -> int:
+    """The default mode: --sessions visitors at once, each its own address; latencies, refusals, errors, RSS."""
     port = free_port()
     t_start = time.time()
     proc = start_server(port, {"S2D2_TRUSTED_PROXY_HOPS": "1"})
@@ -166,6 +134,41 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         stop_server(proc)
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sessions", type=int, default=16)
+    ap.add_argument("--steps", type=int, default=10, help="/step calls per session")
+    ap.add_argument("--gen", type=int, default=32, help="tokens per run")
+    ap.add_argument("--model", default="tiny")
+    ap.add_argument("--budget-s", type=float, default=600.0)
+    ap.add_argument("--attack", action="store_true", help="honest visitor beside each attacker (issue 19)")
+    ap.add_argument("--phase-s", type=float, default=60.0, help="--attack: seconds per phase")
+    ap.add_argument("--threads", type=int, default=8, help="--attack: attacker threads")
+    ap.add_argument("--phases", default="", help="--attack: comma-separated attackers to run (default: all)")
+    ap.add_argument("--classroom", action="store_true", help="a class presses Run, sharing off then on (issue 25)")
+    ap.add_argument("--visitors", type=int, default=30, help="--classroom: visitors")
+    ap.add_argument("--spread-s", type=float, default=10.0, help="--classroom: seconds over which they press Run")
+    ap.add_argument("--lone-reps", type=int, default=5, help="--classroom: lone runs per mode")
+    ap.add_argument("--batch-max", type=int, default=16, help="--classroom: S2D2_BATCH_MAX with sharing on")
+    add_one_address_options(ap)
+    args = ap.parse_args(argv)
+    if args.classroom and args.one_address:
+        from benchmarks.one_address import run_one_address, validated
+
+        if (problem := validated(args)) is not None:
+            ap.error(problem)
+        return run_one_address(args)
+    if args.classroom:
+        from benchmarks.classroom import run_classroom
+
+        return run_classroom(args)
+    if args.attack:
+        from benchmarks.attack_run import run_attacks
+
+        return run_attacks(args)
+    return run_sessions(args)
 
 
 if __name__ == "__main__":

@@ -28,6 +28,26 @@ def payload(value: object) -> int:
     return len(value.encode("utf-8")) if isinstance(value, str) else len(json.dumps(value))
 
 
+def view_times(trace: Trace, n: int) -> dict[str, list[float]]:
+    """Seconds to build each step view on its own, on about 20 of the `n` + 1 steps: a list per name of
+    STEP_VIEWS (empty for a view not timed here)."""
+    from components.views import canvas
+    from components.views import figures
+    from components.views import attention_mask
+    from components.views import step_views
+    from components.views import verify_strip
+
+    times: dict[str, list[float]] = {k: [] for k in STEP_VIEWS}
+    fns = {"canvas": canvas.render_canvas, "strip": verify_strip.render_strip, "routing": figures.routing_figure,
+           "mask": attention_mask.mask_figure, "summary": step_views.step_summary, "legend": canvas.legend_html}
+    for step in range(0, n + 1, max(1, n // 20)):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            fn(trace, step)
+            times[name].append(time.perf_counter() - start)
+    return times
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trace", type=Path, help="a trace JSON file (default: synthetic 512 tokens)")
@@ -51,7 +71,6 @@ def main(argv: list[str] | None = None) -> int:
     print(f"trace: {generated} generated tokens, {n} steps, {len(trace.forwards)} forwards, "
           f"{len(text) / 1e3:.0f} kB JSON; parse+validate {parse_s * 1e3:.0f} ms, index {index_s * 1e3:.1f} ms")
     names = tuple(STEP_VIEWS)
-    times: dict[str, list[float]] = {k: [] for k in names}
     sizes: dict[str, list[int]] = {k: [] for k in names}
     totals: list[float] = []
     for step in range(0, n + 1, args.every):
@@ -60,20 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         totals.append(time.perf_counter() - start)
         for name in names:
             sizes[name].append(payload(outputs[name]))
-    # per-view timing on a sample of steps
-    from components.views import canvas
-    from components.views import figures
-    from components.views import attention_mask
-    from components.views import step_views
-    from components.views import verify_strip
-
-    fns = {"canvas": canvas.render_canvas, "strip": verify_strip.render_strip, "routing": figures.routing_figure,
-           "mask": attention_mask.mask_figure, "summary": step_views.step_summary, "legend": canvas.legend_html}
-    for step in range(0, n + 1, max(1, n // 20)):
-        for name, fn in fns.items():
-            start = time.perf_counter()
-            fn(trace, step)
-            times[name].append(time.perf_counter() - start)
+    times = view_times(trace, n)
     print(f"render_step (all {len(names)} outputs), {len(totals)} steps: mean {statistics.mean(totals) * 1e3:.0f} ms, "
           f"p95 {pct(totals, 0.95) * 1e3:.0f} ms, max {max(totals) * 1e3:.0f} ms")
     per_step = sum(statistics.mean(v) for v in sizes.values())

@@ -116,7 +116,7 @@ def setting(name: str, gen_length: int) -> tuple[Any, Any]:
     return paper.replace(**extra), paper
 
 
-def main() -> None:
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--settings", default="sdar-config-a,sdar-config-b,sdar-config-b+reuse+fused")
     ap.add_argument("--prompts", type=int, default=3, help="held-out questions (decodes per setting: x repeats)")
@@ -124,7 +124,11 @@ def main() -> None:
     ap.add_argument("--gen-length", type=int, default=96)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=int(os.environ.get("S2D2_THREADS", "2")))
-    args = ap.parse_args()
+    return ap
+
+
+def main() -> None:
+    args = _parser().parse_args()
     root = os.environ.get(ENV)
     if not root:
         print(f"vs_reference: skipped (set {ENV} to a local checkout of github.com/phymhan/S2D2 to compare)")
