@@ -17,7 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 from benchmarks.percentiles import pct
-from components.views.step_views import STEP_VIEWS, metrics_table, render_step, render_timelines
+from components.views.step_views import STEP_VIEWS, StepOptions, metrics_table, render_step, render_timelines
 from components.views.trace_index import build_index
 from s2d2.trace import Trace  # noqa: E402
 
@@ -30,20 +30,13 @@ def payload(value: object) -> int:
 
 def view_times(trace: Trace, n: int) -> dict[str, list[float]]:
     """Seconds to build each step view on its own, on about 20 of the `n` + 1 steps: a list per name of
-    STEP_VIEWS (empty for a view not timed here)."""
-    from components.views import canvas
-    from components.views import figures
-    from components.views import attention_mask
-    from components.views import step_views
-    from components.views import verify_strip
-
+    STEP_VIEWS, each built as the Replay tab builds it (the registry's own call, default options)."""
+    options = StepOptions()
     times: dict[str, list[float]] = {k: [] for k in STEP_VIEWS}
-    fns = {"canvas": canvas.render_canvas, "strip": verify_strip.render_strip, "routing": figures.routing_figure,
-           "mask": attention_mask.mask_figure, "summary": step_views.step_summary, "legend": canvas.legend_html}
     for step in range(0, n + 1, max(1, n // 20)):
-        for name, fn in fns.items():
+        for name, view in STEP_VIEWS.items():
             start = time.perf_counter()
-            fn(trace, step)
+            view(trace, step, options)
             times[name].append(time.perf_counter() - start)
     return times
 
@@ -86,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"payload per step: {per_step / 1e3:.0f} kB total")
     for name in names:
         ms, kb = statistics.mean(times[name]) * 1e3, statistics.mean(sizes[name]) / 1e3
-        print(f"  {name:8s} {ms:7.1f} ms   {kb:7.1f} kB "
+        print(f"  {name:10s} {ms:7.1f} ms   {kb:7.1f} kB "
               f"(max {max(sizes[name]) / 1e3:.1f} kB)")
     start = time.perf_counter()
     figs = render_timelines(trace)
