@@ -298,8 +298,7 @@ def finish_edit_step(ctx: StepContext, es: EditStep, verification: Optional[Veri
     edits = [] if es.edit_idx is None else _edit_records(ctx, start, es.block_ids, es.drafts, es.p, es.edit_idx)
     if edits:
         x[start + es.edit_idx] = es.drafts[es.edit_idx]
-    text = rec.text if rec.detailed else (lambda t: "")
-    commits = [Commit(start + masks[i], t, text(t), how) for i, t, how in chosen]
+    commits = rec.with_texts([Commit(start + masks[i], t, "", how) for i, t, how in chosen])
     if commits and writes is not None:
         writes.add(x[start : start + ctx.B], start, commits)
     elif commits:  # (positions from the host's list: mask_idx[i] is masks[i])

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from ..models.base import Attention
-from ..trace import Candidate, CostTable, ForwardRecord
+from ..trace import Candidate, Commit, CostTable, ForwardRecord
 from .transfers import HostReads
 
 TOP_K = 5
@@ -78,6 +78,16 @@ class Recorder:
 
     def texts(self, tokens: list[int]) -> list[str]:
         return [self.text(t) for t in tokens]
+
+    def with_texts(self, commits: list[Commit]) -> list[Commit]:
+        """`commits` (made with empty texts) with each token's text filled in, in a detailed trace only: a lean
+        trace keeps no texts, so it makes no call per token (a commit still on the device, token -1, gets its text
+        when it is read)."""
+        if self.detailed:
+            for c in commits:
+                if c.token >= 0:
+                    c.text = self.text(c.token)
+        return commits
 
     def candidates(self, probs: torch.Tensor) -> list[list[Candidate]]:
         """Top-k summaries of each row of a distribution (one host transfer)."""

@@ -209,7 +209,6 @@ def _apply(ctx: StepContext, st: PipeState, ps: PipeStep, verified: Optional[Ver
     verifier decoded nothing in by its rule (on the device, or into `writes`). Returns (commits in that order,
     decoded per block, top-1 picks)."""
     active, masks, chosen = ps.active, ps.masks, ps.chosen
-    text = ctx.rec.text if ctx.rec.detailed else (lambda t: "")
     tokens, flags = ps.got["drafts"], ps.got["chosen"]
     commits = list(verified.commits) if verified is not None else []
     by_verify = {c.position for c in commits}
@@ -224,9 +223,9 @@ def _apply(ctx: StepContext, st: PipeState, ps: PipeStep, verified: Optional[Ver
             how = "fallback" if used_top1 else "threshold"
             picked = list(compress(range(at, at + n), flags[at : at + n]))
             fallbacks += int(bool(used_top1)) if picked else 0
-            ruled += [Commit(masks[i], tokens[i], text(tokens[i]), how) for i in picked]
+            ruled += [Commit(masks[i], tokens[i], "", how) for i in picked]
         at += n
-    commits += ruled
+    commits += ctx.rec.with_texts(ruled)
     if writes is not None:
         writes.add(ctx.x[ps.hi : ps.end], ps.hi, ruled)
     elif keep:
@@ -237,6 +236,6 @@ def _apply(ctx: StepContext, st: PipeState, ps: PipeStep, verified: Optional[Ver
     for b in active:
         left = [m for m in b.masks if m not in done] if done else b.masks
         decoded[b.index], b.masks = len(b.masks) - len(left), left
-    if any(c.token in ctx.stop_set for c in commits):
+    if ctx.stop_set and not ctx.stop_set.isdisjoint([c.token for c in commits]):  # (a list: no call per token)
         st.eos = True
     return commits, decoded, fallbacks

@@ -28,7 +28,7 @@ from .context import StepContext
 from .pipeline_state import PipeBlock, PipeState
 from .detail_rows import fill_residual, verify_detail, verify_rows
 from .sampling import token_distribution
-from .acceptance import Acceptance, acceptance, residual_token
+from .acceptance import Acceptance, acceptance, first_rejected, residual_token
 
 
 @dataclass
@@ -84,12 +84,11 @@ def verify_outcome(ctx: StepContext, st: PipeState, kind: str, masks: list[int],
     cfg = ctx.cfg
     greedy = cfg.acceptance == "greedy_exact"
     accepted = got["accepted"]
-    k = next((i for i, a in enumerate(accepted) if not a), s)
+    k = first_rejected(accepted)  # (the test covers the span: all s pass, or the first failure)
     start = masks[0]
     if k:
         ctx.x[start : start + k] = drafts[:k]  # the span is consecutive: a slice, no index upload
-    text = ctx.rec.text if ctx.rec.detailed else (lambda t: "")
-    commits = [Commit(start + i, tokens[i], text(tokens[i]), "accepted") for i in range(k)]
+    commits = ctx.rec.with_texts([Commit(start + i, tokens[i], "", "accepted") for i in range(k)])
     record = Verification(kind, cfg.acceptance, verify_rows(ctx, got, masks[:s], 0, tokens), k,
                           k if k < s else None, None, False, None)
     if k < s and _resample(cfg, got, k):
@@ -138,7 +137,8 @@ def verifier_request(ctx: StepContext, st: PipeState, hi: int, span_start: int, 
     if ctx.aligned:  # 2L: [x~ | MASK x L] at duplicated positions; row L + i is one AR query at i
         ids = torch.cat([filled, torch.full_like(filled, ctx.mask_id)])
         rows = torch.arange(L + at, 2 * L, device=ids.device)  # 2L may exceed the run
-        return "verify_2l", ForwardRequest(ctx.cache, ids, ctx.index[hi:end].repeat(2),
+        pos = ctx.index[hi:end]  # (both copies by one cat: a CPU `repeat` costs several times more)
+        return "verify_2l", ForwardRequest(ctx.cache, ids, torch.cat([pos, pos]),
                                            verify_2l_query(L, ids.device), 0, None, rows), "2l", at
     # causal pass: the logit at j - 1 predicts j; the one before hi is the last cached logit
     rows = ctx.index[max(at - 1, 0) : L - 1]

@@ -17,7 +17,7 @@ from torch import Tensor
 
 from ..config import DecodeConfig
 from .remasking import choose, rule_inputs
-from .acceptance import Acceptance
+from .acceptance import Acceptance, first_rejected
 
 Pick = tuple[int, str]  # (index in the step's mask list, how)
 
@@ -87,7 +87,7 @@ def verify_picks(cfg: DecodeConfig, got: dict[str, Any], n: int, min_k: int,
                  inputs: dict[str, Tensor]) -> tuple[StepPicks, int]:
     """The picks of a verify step and its accepted length (= the first rejected index, or the span length)."""
     accepted = got["accepted"]
-    first = next((i for i, a in enumerate(accepted) if not a), len(accepted))
+    first = first_rejected(accepted)
     sp = StepPicks([(i, "accepted") for i in range(first)])
     if first < len(accepted) and cfg.allow_resample:
         sp.picks.append((first, "resampled"))

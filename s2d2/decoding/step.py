@@ -223,11 +223,8 @@ def commit_records(ctx: StepContext, start: int, masks: list[int], picks: list[t
     # a resampled token still on the device is -1 until `_settle_residual` fills it in (never a stop id)
     res = -1 if verification is None or verification.resampled is None else verification.resampled
     # one comprehension: this runs for every row of every step, a record per decoded token
-    commits = [Commit(start + masks[i], tokens[i] if how != "resampled" else res, "", how) for i, how in picks]
-    if rec.detailed:
-        for c in commits:
-            if c.token >= 0:
-                c.text = rec.text(c.token)
+    commits = rec.with_texts([Commit(start + masks[i], tokens[i] if how != "resampled" else res, "", how)
+                              for i, how in picks])
     if stops and (res in stops or not stops.isdisjoint(tokens)):  # (drafts hold no stop id: nothing to scan)
         ctx.stop_hits += [c.position for c in commits if c.token in stops]
     done = {masks[i] for i, _ in picks}

@@ -1,7 +1,6 @@
 """Decoder invariants (docs/algorithm.md, 'Invariants') on tiny random models (float64)."""
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import pytest
@@ -110,6 +109,16 @@ def test_perfect_drafter_costs_three_forwards_per_block(mode):
     for step in res.trace.steps:
         assert all(r.ratio == pytest.approx(1.0) for r in step.verification.positions)
         assert step.verification.accepted_len == step.span[1] == 4
+
+
+@pytest.mark.parametrize("accepted, first", [([], 0), ([True] * 5, 5), ([False], 0), ([True, True, False, True], 2),
+                                             ([1, 1, 0, 0], 2), ([True, False, False], 1)])
+def test_first_rejected_is_the_accepted_prefix(accepted, first):
+    """Both loops' accepted prefix (selection.py `verify_picks`, the pipeline's `verify_outcome`): the first failed
+    test in the read-back results, or all of them; what the prefix writes and records depends on it."""
+    from s2d2.decoding.acceptance import first_rejected
+
+    assert first_rejected(accepted) == first == next((i for i, a in enumerate(accepted) if not a), len(accepted))
 
 
 # -- 4. speculative law (Monte Carlo on the acceptance test) ------------------------------------------------------
