@@ -11,6 +11,7 @@ import sys
 from typing import Any, NoReturn
 
 from .overrides import parse_overrides
+from .cli_args import add_dtype
 from .cli_checks import writable_file
 from .config import DecodeConfig, preset, presets
 from .limits import check_lengths, check_prompt_chars, check_prompt_tokens, check_seed
@@ -75,8 +76,7 @@ def _add_generate(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="in [0, 2**31 - 1]")
     p.add_argument("--trace", help="write the trace JSON to this file")
     p.add_argument("--device", default=None, help="cpu, cuda, cuda:1, mps, ... (default: cuda if there is one, else cpu)")
-    p.add_argument("--dtype", default=None, choices=["float32", "bfloat16", "float16", "float64"],
-                   help="the weights' dtype (default: bfloat16 on CUDA, float32 elsewhere)")
+    add_dtype(p)
     p.add_argument("--no-chat", action="store_true", help="do not apply the chat template")
 
 

@@ -24,6 +24,7 @@ from typing import Any, Callable, Optional
 
 from .. import __version__
 from .. import cli_checks as checks
+from ..cli_args import add_dtype
 from .agreement import add_equals_ar, format_equals_ar, lossless_line
 from .distributed import DistEnv, broadcast, dist_env, rank_device, start, stop, wait_for_all
 from .sweep_time import batch1_reference, decode_seconds, read_reference
@@ -174,7 +175,7 @@ def add_bench_args(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--gen-length", type=int, default=None, help="tokens per answer (default: the task's)")
     p.add_argument("--seed", type=int, default=0, help="problem i decodes with seed + i, in every cell")
     p.add_argument("--device", default=None, help="default: GPU LOCAL_RANK when CUDA is available, else CPU")
-    p.add_argument("--dtype", default=None, choices=[None, "float32", "bfloat16", "float16", "float64"])
+    add_dtype(p)
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads per process")
     p.add_argument("--batch-size", default="auto",
                    help="sequences decoded at once, sharing forwards (s2d2.generate_batch; the dynamic backend): "

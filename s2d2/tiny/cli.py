@@ -8,6 +8,7 @@ import argparse
 from typing import Any
 
 from .. import cli_checks as c
+from ..cli_args import add_dtype
 from .options import add_train_tiny_args, check_options, options_from_args
 
 TRAIN_REQUIREMENTS = ("rdata",)  # requirements-train.txt beyond the base install
@@ -39,7 +40,7 @@ def add_eval_task_args(parser: argparse.ArgumentParser) -> argparse.ArgumentPars
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--gen-length", type=int, default=128)
     parser.add_argument("--device", default=None)
-    parser.add_argument("--dtype", default=None, choices=[None, "float32", "bfloat16", "float16", "float64"])
+    add_dtype(parser)
     parser.add_argument("--out", default=None, help="write the result (with outputs) to this JSON file")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     parser.add_argument("--batch-size", type=int, default=1,
