@@ -34,6 +34,7 @@ from typing import Any
 import torch  # noqa: E402
 
 import s2d2  # noqa: E402
+from benchmarks.model_dtype import load_model  # noqa: E402
 from s2d2.tasks.arithmetic import heldout  # noqa: E402
 
 ARMS = {
@@ -85,7 +86,7 @@ def arm_rows(model: Any, prompts: list[str], preset: str, batches: list[int], ge
         yield r
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=64, help="held-out problems per run (default 64)")
     ap.add_argument("--gen-length", type=int, default=64)
@@ -98,7 +99,7 @@ def main() -> None:
                     help="a random Qwen3 of this geometry instead of the bundled models (throughput only)")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16", "float64"])
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     batches = [int(b) for b in args.batch_sizes.split(",")]
     dtype = getattr(torch, args.dtype)
     table: list[dict[str, Any]] = []
@@ -113,7 +114,7 @@ def main() -> None:
                 model = random_model(name, args.device, dtype)
                 prompts: list[Any] = random_prompts(args.n, model.spec.vocab_size, model.spec.mask_id)
             else:
-                model = s2d2.load_model(name, backend="dynamic", device=args.device, dtype=dtype)
+                model = load_model(name, dtype, backend="dynamic", device=args.device)
                 prompts = [p.question for p in heldout(args.n)]
             for preset in (args.arms.split(",") if args.arms else ARMS.get(name, ARMS["tiny"])):
                 for r in arm_rows(model, prompts, preset, batches, args.gen_length):
