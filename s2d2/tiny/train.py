@@ -35,11 +35,10 @@ from . import objectives as obj
 from .data import DocStream, austen_split
 from .export import export_llada2, export_model
 from .model import build_model
-from .options import STAGES, TrainOptions, options_from_argv
+from .options import DEFAULT_LLADA2_INIT, STAGES, TrainOptions, init_folder, options_from_argv
 from .tokenizer import special_ids, train_tokenizer
 
-__all__ = ["train_tiny", "TrainOptions", "export_model", "export_llada2"]
-DEFAULT_LLADA2_INIT = Path(__file__).resolve().parents[2] / "assets" / "tiny"
+__all__ = ["train_tiny", "TrainOptions", "export_model", "export_llada2", "DEFAULT_LLADA2_INIT"]
 
 
 # ----------------------------------------------------------------------------------------------- data
@@ -52,6 +51,8 @@ def _tokenizer_and_data(o: TrainOptions):
     if o.stage == "llada2" and not (tok_dir / "tokenizer.json").exists():  # reuse the upcycled model's tokenizer
         load_tokenizer(_llada2_init(o)).save_pretrained(str(tok_dir))
     if not (tok_dir / "tokenizer.json").exists() or not cache.exists():
+        print(f"[train-tiny] preparing the tokenizer and data cache in {out} from the novels in {o.data_dir} "
+              "(once per --out, about a minute) ...", flush=True)
         train_docs, val_docs = austen_split(o.data_dir)
     if not (tok_dir / "tokenizer.json").exists():
         sample = [ar_task.training_text(p) for p in ar_task.train_examples(o.seed + 1_000_003, 20_000)]
@@ -108,7 +109,7 @@ def _make_optimizer(model, o: TrainOptions):
 
 
 def _llada2_init(o: TrainOptions) -> Path:
-    return Path(o.init) if o.init else DEFAULT_LLADA2_INIT
+    return init_folder(o) or DEFAULT_LLADA2_INIT
 
 
 def _save_model(model, folder: Path) -> None:
@@ -264,7 +265,7 @@ def _start_run(o: TrainOptions, tok, stage_dir: Path) -> TrainRun:
         run.resume()
         print(f"[train-tiny] resumed {o.stage} at step {run.step} ({run.tokens} tokens, {run.elapsed / 60:.1f} min)")
     elif o.stage == "sdar":
-        init = Path(o.init) if o.init else Path(o.out) / "ar" / "latest"
+        init = init_folder(o)
         _load_weights(model, init)
         print(f"[train-tiny] stage 2 initialised from {init}")
     return run
