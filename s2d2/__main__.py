@@ -40,19 +40,32 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return _dispatch(args)
-    except ImportError as exc:  # an optional extra a check did not foresee: still one line
+    except ImportError as exc:  # an optional extra a check did not foresee: still one line, naming its own file
         print(f"error: {args.command} needs the optional module {exc.name or exc}: pip install -r "
-              "requirements-train.txt", file=sys.stderr)
+              f"{REQUIREMENTS.get(args.command, 'requirements.txt')}", file=sys.stderr)
         return 2
     except RecursionError:
         print("error: a value is nested too deeply to read", file=sys.stderr)
         return 2
     except (ValueError, OSError, KeyError, OverflowError) as exc:
-        print(f"error: {' '.join(str(exc).split())[:500]}", file=sys.stderr)
+        print(f"error: {bounded(' '.join(str(exc).split()))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+
+
+# each optional command's extras (the other commands need only requirements.txt)
+REQUIREMENTS = {"train-tiny": "requirements-train.txt", "lm-eval": "requirements-eval.txt",
+                "export-web": "requirements-web.txt"}
+MESSAGE_CHARS = 2000  # an error line's bound: every list of allowed names fits; a hostile value does not
+
+
+def bounded(text: str) -> str:
+    """An error message on one line, cut at MESSAGE_CHARS with a visible mark (never silently)."""
+    if len(text) <= MESSAGE_CHARS:
+        return text
+    return f"{text[:MESSAGE_CHARS]} … ({len(text) - MESSAGE_CHARS} more characters cut)"
 
 
 def _add_optional(sub: Any, name: str, module: str, adder: str, help_text: str) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 from .config_cache import FrozenCache
 from .config_types import check_type
 from .limits import value_text
+from .suggest import did_you_mean
 from .policies import (POLICIES, REGISTRY, SCORE_TYPES, UCB_ENTROPY_SCOPES, AdaptiveBlock, all_knobs, pipeline,
                        self_correction, speedups)
 from .policies.knob import check_choice as _choice
@@ -164,7 +165,8 @@ class DecodeConfig(FrozenCache):
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
-            raise ValueError(f"config: unknown option(s) {unknown}; known options: {sorted(known)}")
+            hint = did_you_mean(unknown[0], known) if len(unknown) == 1 else ""
+            raise ValueError(f"config: unknown option(s) {unknown}{hint}; known options: {sorted(known)}")
         return cls(**data).validate()
 
     def validate(self) -> "DecodeConfig":
@@ -379,6 +381,7 @@ def presets() -> dict[str, str]:
 def preset(name: str, **overrides: Any) -> DecodeConfig:
     """A named paper configuration, optionally with overrides (validated)."""
     if name not in _PRESETS:
-        raise ValueError(f"preset: unknown preset {value_text(name)}; allowed: {', '.join(_PRESETS)}")
+        raise ValueError(f"preset: unknown preset {value_text(name)}{did_you_mean(name, _PRESETS)}; allowed: "
+                         f"{', '.join(_PRESETS)}")
     settings = {**_PRESETS[name][0], **overrides}
     return DecodeConfig.from_dict(settings)

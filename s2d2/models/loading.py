@@ -13,6 +13,8 @@ from typing import Any, Iterable
 
 import torch
 
+from ..limits import value_text
+from ..suggest import did_you_mean
 from . import dream, llada, llada2
 from .adapters import AdapterError, apply_adapter, is_adapter_folder
 from .base import ALIGNMENTS, ModelSpec
@@ -149,6 +151,7 @@ def load_model(
         except AdapterError as e:
             raise ModelLoadError(str(e)) from e
     model.to(device)
+    experts_for_dtype(model, dtype)
     tokenizer = load_tokenizer(folder)
     hf = from_transformers(
         model,
@@ -164,6 +167,18 @@ def load_model(
     hf.spec.revision = revision
     hf.spec.extra.update(family=facts["family"], folder=str(folder), unexpected_keys=sorted(unexpected), **extra)
     return hf
+
+
+def experts_for_dtype(model: Any, dtype: torch.dtype) -> None:
+    """A MoE's experts (LLaDA2's) on transformers' eager path in float64: the grouped-matmul kernel it picks by
+    default refuses float64 ("Expected mat_a to be Float32, BFloat16 or Float16 matrix, got Double"), so a float64
+    load would fail at its first forward. Other dtypes and dense models keep their kernels."""
+    if dtype == torch.float64 and hasattr(model, "set_experts_implementation") and _has_experts(model.config):
+        model.set_experts_implementation("eager")
+
+
+def _has_experts(config: Any) -> bool:
+    return any(getattr(config, name, None) for name in ("num_experts", "n_routed_experts", "num_local_experts"))
 
 
 def family_facts(config: dict[str, Any], entry: ModelEntry | None) -> dict[str, Any]:
@@ -263,9 +278,12 @@ def resolve_checkpoint(id_or_path: str | os.PathLike[str]) -> tuple[Path, ModelE
         return snapshot, entry, snapshot.name
     if text.startswith((".", "/", "~")) or os.sep in text:
         raise ModelLoadError(f"no checkpoint folder at {text!r}")
-    raise ModelLoadError(
-        f"unknown model {text!r}: pass a local checkpoint folder, a Hub id (owner/name), or one of "
-        f"{', '.join(known_models())}"
+    names = known_models()
+    bundled = [n for n in names if (e := lookup(n)) is not None and e.path is not None]
+    raise ModelLoadError(  # the bundled models first: they run offline, and a long list may be cut
+        f"unknown model {value_text(text)}{did_you_mean(text, names)}: pass a local checkpoint folder, a Hub id "
+        f"(owner/name), or a known name: bundled {', '.join(bundled)}; on the Hub "
+        f"{', '.join(n for n in names if n not in bundled)}"
     )
 
 

@@ -39,6 +39,14 @@ def run(argv, capsys):
     (["train-tiny", "--seed", "-1", "--out", "{tmp}/t"], "error: --seed: must be a whole number in [0, 2147483647]"),
     (["train-tiny", "--out", "{tmp}/afile/t"], "error: --out: cannot write into '{tmp}/afile/t'"),
     (["train-tiny", "--blocks", "4,x", "--out", "{tmp}/t"], "error: --blocks: expected comma-separated block sizes"),
+    # a mistyped name: the close one is said first, so a long list of every allowed name never loses it
+    (["generate", "--prompt", "hi", "--set", "gen_lenght=64"],
+     "error: --preset/--set: config: unknown option(s) ['gen_lenght'] (did you mean 'gen_length'?); known options:"),
+    (["generate", "--prompt", "hi", "--preset", "sdar-config-c"],
+     "error: --preset/--set: preset: unknown preset 'sdar-config-c' (did you mean 'sdar-config-b'?); allowed: ar,"),
+    (["generate", "--prompt", "hi", "--model", "tinyy"],
+     "error: unknown model 'tinyy' (did you mean 'tiny'?): pass a local checkpoint folder, a Hub id (owner/name), or "
+     "a known name: bundled tiny, tiny-llada2; on the Hub JetLM/SDAR-1.7B-Chat,"),
     # the default dtype is leaving the flag out; its choices never list a None a user cannot type
     (["generate", "--prompt", "hi", "--dtype", "None"],
      "error: python -m s2d2 generate: argument --dtype: invalid choice: 'None' (choose from "),
@@ -81,3 +89,37 @@ def test_dtype_help_names_what_leaving_it_out_picks(capsys, command):
     assert code == 0 and "--dtype {float32,bfloat16,float16,float64}" in out and "None" not in out
     assert "default: bfloat16 on CUDA, float32 elsewhere" in out
     assert command != "generate" or "default: cuda if there is one, else cpu" in out
+
+
+def test_a_long_error_is_whole_up_to_its_bound_and_a_cut_says_so(capsys):
+    """Every allowed name of a list fits an error line (the last preset is there); past the bound (a hostile
+    value) the line is cut with a visible mark, never silently."""
+    import dataclasses
+
+    from s2d2.__main__ import MESSAGE_CHARS, bounded
+    from s2d2.config import DecodeConfig, presets
+
+    code, err = run(["generate", "--prompt", "hi", "--preset", "nope"], capsys)
+    assert code == 2 and err.rstrip().endswith(list(presets())[-1]) and "cut" not in err
+    code, err = run(["generate", "--prompt", "hi", "--set", "x=1"], capsys)
+    last = max(f.name for f in dataclasses.fields(DecodeConfig))
+    assert code == 2 and err.rstrip().endswith(f"'{last}']") and "did you mean" not in err
+    long = "x" * (MESSAGE_CHARS + 10)
+    assert bounded(long) == "x" * MESSAGE_CHARS + " … (10 more characters cut)" and bounded("short") == "short"
+
+
+@pytest.mark.parametrize("command, file", [("export-web", "requirements-web.txt"), ("lm-eval", "requirements-eval.txt"),
+                                           ("train-tiny", "requirements-train.txt"), ("bench", "requirements.txt")])
+def test_an_unforeseen_missing_module_names_its_commands_requirements(capsys, monkeypatch, command, file):
+    """An ImportError no upfront check caught (a module installed but broken) is one line naming the file that
+    installs that command's extras, not another command's."""
+    import s2d2.__main__ as cli
+
+    def broken(args):
+        raise ImportError("broken", name="onnxruntime")
+
+    monkeypatch.setattr(cli, "_dispatch", broken)
+    argv = {"export-web": ["export-web", "--model", "tiny"], "lm-eval": ["lm-eval", "--tasks", "x"],
+            "train-tiny": ["train-tiny"], "bench": ["bench"]}[command]
+    code, err = run(argv, capsys)
+    assert (code, err) == (2, f"error: {command} needs the optional module onnxruntime: pip install -r {file}\n")
