@@ -34,7 +34,6 @@ from typing import Any
 import torch  # noqa: E402
 
 import s2d2  # noqa: E402
-from benchmarks.model_dtype import load_model  # noqa: E402
 from s2d2.tasks.arithmetic import heldout  # noqa: E402
 
 ARMS = {
@@ -114,7 +113,7 @@ def main(argv: list[str] | None = None) -> None:
                 model = random_model(name, args.device, dtype)
                 prompts: list[Any] = random_prompts(args.n, model.spec.vocab_size, model.spec.mask_id)
             else:
-                model = load_model(name, dtype, backend="dynamic", device=args.device)
+                model = s2d2.load_model(name, dtype=dtype, backend="dynamic", device=args.device)
                 prompts = [p.question for p in heldout(args.n)]
             for preset in (args.arms.split(",") if args.arms else ARMS.get(name, ARMS["tiny"])):
                 for r in arm_rows(model, prompts, preset, batches, args.gen_length):

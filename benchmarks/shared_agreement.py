@@ -111,12 +111,11 @@ def main(argv: Optional[list[str]] = None) -> int:
 
     import s2d2
     from benchmarks.classroom import questions
-    from benchmarks.model_dtype import load_model
     from components.run.knobs import DEFAULT_PRESET
     from s2d2.config import preset
 
     torch.set_num_threads(1)
-    model = load_model(args.model, getattr(torch, args.dtype), backend="dynamic")
+    model = s2d2.load_model(args.model, dtype=getattr(torch, args.dtype), backend="dynamic")
     cfg = preset(DEFAULT_PRESET).replace(gen_length=args.gen_length)
     prompts = questions(args.visitors)
     shared = shared_runs(model, f"{args.model}-{args.dtype}-agreement", prompts, cfg)

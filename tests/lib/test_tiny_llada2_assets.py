@@ -76,3 +76,15 @@ def test_solves_held_out_problems_and_edits(model):
     results = [s2d2.generate(model, p.question, cfg, seed=i, detailed=False) for i, p in enumerate(probs)]
     assert sum(score(r.text, p) for r, p in zip(results, probs)) >= 6
     assert sum(r.metrics["edits"] for r in results) > 0
+
+
+def test_loads_and_decodes_in_float64(model):
+    """A float64 load decodes (its MoE's experts on the eager path: the default grouped-matmul kernel refuses
+    float64 at the first forward), and gives the float32 load's answer on an easy problem."""
+    import s2d2
+
+    model64 = s2d2.load_model("tiny-llada2", device="cpu", dtype=torch.float64)
+    prompt, cfg = "Tom has 12 apples and eats 3. How many are left?", s2d2.preset("llada2-dynamic", gen_length=32)
+    got = s2d2.generate(model64, prompt, cfg, seed=0)
+    assert got.metrics["nfe"] > 0 and got.text.strip()
+    assert got.text == s2d2.generate(model, prompt, cfg, seed=0).text

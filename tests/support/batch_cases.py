@@ -17,14 +17,12 @@ from tests.support.trace_compare import FLOAT64, trace_mismatch
 
 @lru_cache(maxsize=None)
 def model64(name: str) -> Any:
-    """The golden cases' models in float64 (the bundled ones loaded so; LLaDA2's MoE on the eager experts path,
-    since the grouped-matmul kernel refuses float64)."""
+    """The golden cases' models in float64 (the bundled ones loaded so: `load_model` puts LLaDA2's MoE on the
+    eager experts path, since the grouped-matmul kernel refuses float64)."""
     if name == "bundled":
         return s2d2.load_model("tiny", dtype=torch.float64, backend="dynamic")
     if name == "llada2":
-        model = s2d2.load_model("tiny-llada2", dtype=torch.float64, backend="dynamic")
-        model.model.set_experts_implementation("eager")
-        return model
+        return s2d2.load_model("tiny-llada2", dtype=torch.float64, backend="dynamic")
     return golden_model(name)  # the sharpened tiny random models, float64 already
 
 
