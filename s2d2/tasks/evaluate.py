@@ -19,13 +19,14 @@ def evaluate(model: Any, cfg: Any, problems: Sequence[A.Problem], seed: int = 0,
              keep_texts: bool = True, batch_size: int = 1) -> dict[str, Any]:
     """Accuracy (strict `#### N`) and speed of `cfg` on the arithmetic problems; problem i decodes with seed + i
     (with `batch_size` > 1, `batch_size` at a time through s2d2.generate_batch: the same answers). With `progress`,
-    a bar on stderr counts finished problems to n/n, then a line if any answer hit the length limit."""
+    a bar on stderr counts finished problems to n/n; `hit_length_limit` counts the answers the length limit cut
+    off (`length_note` says so in words)."""
     tally = _Tally()
     prompts = [A.messages_for(p)[0]["content"] for p in problems]
     with _progress(len(prompts), progress) as bar:
         for p, r in zip(problems, _decodes(model, cfg, prompts, [None] * len(prompts), seed, bar, batch_size)):
             tally.add(r, A.score(r.text, p))
-    return _noted(tally.summary(keep_texts), cfg, progress)
+    return tally.summary(keep_texts)
 
 
 def _decodes(model: Any, cfg: Any, prompts: list[Any], chats: list[Any], seed: int, bar: Any,
@@ -66,7 +67,7 @@ def evaluate_task(model: Any, cfg: Any, task: Any, seed: int = 0, progress: bool
             else:
                 ok = task.score(r.text, item)
             tally.add(r, ok)
-    out = {"task": task.name, "scorer": task.scorer, **_noted(tally.summary(keep_texts), cfg, progress)}
+    out = {"task": task.name, "scorer": task.scorer, **tally.summary(keep_texts)}
     if task.scorer in CODE_SCORERS:
         out["pass@1"] = out["accuracy"]
         out["failures"] = failures
@@ -88,15 +89,6 @@ def length_note(res: dict[str, Any], gen_length: Any) -> str | None:
         return None
     return f"{hit} of {res['n']} answers hit the length limit (gen_length {gen_length}): raise --gen-length"
 
-
-def _noted(res: dict[str, Any], cfg: Any, progress: bool) -> dict[str, Any]:
-    """`res`, after printing its length note to stderr (with `progress`, the CLI's mode, where the bar is)."""
-    note = length_note(res, getattr(cfg, "gen_length", "?"))
-    if progress and note:
-        import sys
-
-        print(note, file=sys.stderr, flush=True)
-    return res
 
 
 class _Tally:

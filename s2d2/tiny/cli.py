@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from .. import cli_checks as c
@@ -73,7 +74,7 @@ def run_eval_task(args: argparse.Namespace) -> int:
     from ..overrides import parse_overrides
     from ..models.loading import load_model
     from ..tasks import arithmetic as A
-    from ..tasks.evaluate import evaluate
+    from ..tasks.evaluate import evaluate, length_note
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -97,6 +98,9 @@ def run_eval_task(args: argparse.Namespace) -> int:
         res = evaluate_task(model, cfg, task, seed=args.seed, progress=True, batch_size=batch)
     summary = {k: v for k, v in res.items() if k != "texts"}
     print(json.dumps({"model": str(args.model), "preset": args.preset, "overrides": overrides, **summary}, indent=1))
+    note = length_note(res, cfg.gen_length)
+    if note:  # after the result, where a reader's eye ends (printed before it, the JSON would scroll it away)
+        print(note, file=sys.stderr)
     if args.out:
         with open(args.out, "w", encoding="utf-8") as fh:
             json.dump({"model": str(args.model), "preset": args.preset, "config": cfg.to_dict(), **res}, fh, indent=1)
