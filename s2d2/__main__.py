@@ -83,7 +83,7 @@ def _add_optional(sub: Any, name: str, module: str, adder: str, help_text: str) 
 def _add_generate(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default="tiny", help="registry name, Hub id or local folder (default: tiny)")
     p.add_argument("--prompt", required=True, help="prompt text (goes through the chat template)")
-    p.add_argument("--preset", default="sdar-config-a", help=f"one of: {', '.join(presets())}")
+    p.add_argument("--preset", default="sdar-config-a", help=f"one of: {', '.join(presets())} (default: sdar-config-a)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a DecodeConfig option, e.g. --set gen_length=64 (repeatable)")
     p.add_argument("--seed", type=int, default=0, help="in [0, 2**31 - 1]")
@@ -121,7 +121,10 @@ def check_generate_args(args: argparse.Namespace) -> DecodeConfig:
         cfg: DecodeConfig = preset(args.preset, **parse_overrides(args.set))
         check_lengths(cfg.gen_length, cfg.block_length)
     except ValueError as exc:
-        raise ValueError(f"--{'prompt' if str(exc).startswith('prompt') else 'preset/--set'}: {exc}") from None
+        text = str(exc)
+        if text.startswith("prompt: "):  # (the limit's own name for it: said once, as the flag)
+            raise ValueError(f"--prompt: {text[len('prompt: '):]}") from None
+        raise ValueError(f"--preset/--set: {text}") from None
     writable_file(args.trace, "--trace")
     if args.device is not None:
         import torch

@@ -34,13 +34,15 @@ def add_eval_task_args(parser: argparse.ArgumentParser) -> argparse.ArgumentPars
                         help="gsm8k | exact | arithmetic | humaneval | mbpp (default: the task's; see bench)")
     parser.add_argument("--allow-code-eval", action="store_true",
                         help="run model-written code in the sandbox (humaneval / mbpp; or S2D2_ALLOW_CODE_EVAL=1)")
-    parser.add_argument("--preset", default="ar", help="a preset name (python -m s2d2 presets)")
+    parser.add_argument("--preset", default="ar",
+                        help="a preset name (python -m s2d2 presets; default: ar, plain autoregressive decoding)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="override a DecodeConfig option, e.g. --set confidence_threshold=0.9 (repeatable)")
-    parser.add_argument("--n", type=int, default=100, help="held-out problems (the first n of the fixed set)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--gen-length", type=int, default=128)
-    parser.add_argument("--device", default=None)
+    parser.add_argument("--n", type=int, default=100,
+                        help="held-out problems (the first n of the fixed set; default: 100)")
+    parser.add_argument("--seed", type=int, default=0, help="problem i decodes with seed + i (default: 0)")
+    parser.add_argument("--gen-length", type=int, default=128, help="tokens per answer at most (default: 128)")
+    parser.add_argument("--device", default=None, help="cpu, cuda, ... (default: cuda if there is one, else cpu)")
     add_dtype(parser)
     parser.add_argument("--out", default=None, help="write the result (with outputs) to this JSON file")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")

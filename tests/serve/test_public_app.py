@@ -258,7 +258,7 @@ def test_exports_share_one_bounded_folder(monkeypatch, tmp_path):
     (["--trace", "."], "error: --trace: cannot write a file at '.'"),
     (["--trace", "/no/such/folder/t.json"], "error: --trace: cannot write a file at '/no/such/folder/t.json'"),
     (["--set", "gen_length=600"], "error: --preset/--set: gen_length: at most 512 tokens (S2D2_MAX_GEN_TOKENS)"),
-    (["--prompt", "x" * 2001], "error: --prompt: prompt: 2001 characters; at most 2000 (S2D2_MAX_PROMPT_CHARS)"),
+    (["--prompt", "x" * 2001], "error: --prompt: 2001 characters; at most 2000 (S2D2_MAX_PROMPT_CHARS)"),
     (["--device", "warp-drive"], "error: --device: 'warp-drive' is not a device"),
 ])
 def test_cli_bad_arguments_are_one_line_and_exit_2(capsys, args, message):
