@@ -286,13 +286,20 @@ def _say(env: DistEnv) -> Callable[[str], None]:
     return (lambda msg: print(msg, file=sys.stderr)) if env.is_main else (lambda msg: None)
 
 
+NAME_CHARS = 60  # a cell's name in the table at most (a longer one is cut with a visible "…")
+
+
 def format_table(cells: list[dict[str, Any]]) -> str:
-    cols = [("name", 26), ("accuracy [95% CI]", 22), ("nfe_per_token", 13), ("wall_per_token", 14),
+    """The sweep's table: one row per cell, every name whole up to NAME_CHARS; wall time per token in seconds."""
+    width = min(NAME_CHARS, max([len("name")] + [len(c["name"]) for c in cells]))
+    cols = [("name", width), ("accuracy [95% CI]", 22), ("nfe_per_token", 13), ("wall_s_per_token", 16),
             ("speedup_nfe_vs_ar", 17), ("speedup_wall_vs_ar", 18), ("output = AR", 11)]
+    numbers = ["nfe_per_token", "wall_per_token", "speedup_nfe_vs_ar", "speedup_wall_vs_ar"]  # (cols[2:-1]'s keys)
     lines = ["  ".join(f"{k:>{w}}" if i else f"{k:<{w}}" for i, (k, w) in enumerate(cols))]
     for c in cells:
-        vals = [c["name"][:26], format_accuracy(c)]
-        vals += [("-" if c[k] is None else f"{c[k]:.4g}") for k, _ in cols[2:-1]] + [format_equals_ar(c)]
+        name = c["name"] if len(c["name"]) <= width else c["name"][: width - 1] + "…"
+        vals = [name, format_accuracy(c)]
+        vals += [("-" if c[k] is None else f"{c[k]:.4g}") for k in numbers] + [format_equals_ar(c)]
         lines.append("  ".join(f"{v:>{w}}" if i else f"{v:<{w}}" for i, (v, (_, w)) in enumerate(zip(vals, cols))))
     line = lossless_line(cells)
     return "\n".join(lines + ([line] if line else []))

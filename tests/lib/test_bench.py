@@ -256,3 +256,18 @@ def test_pareto_page_cli_writes_both_plots_and_refuses_a_bad_file(tmp_path, caps
     (tmp_path / "bad.json").write_text('{"cells": 3}')
     assert main([str(tmp_path / "bad.json"), str(tmp_path / "x.html")]) == 2
     assert "error:" in capsys.readouterr().err and not (tmp_path / "x.html").exists()
+
+
+def test_the_table_keeps_every_name_whole_and_says_the_unit():
+    """A cell's name is whole up to NAME_CHARS (a longer one is cut with a visible "…"), and wall time per token is
+    headed as seconds."""
+    from s2d2.sweeps.bench import NAME_CHARS, format_table
+
+    def cell(name):
+        return {"name": name, "n": 2, "correct": 1, "accuracy": 0.5, "accuracy_ci": [0.1, 0.9], "nfe_per_token": 0.5,
+                "wall_per_token": 0.0042, "speedup_nfe_vs_ar": 2.0, "speedup_wall_vs_ar": None, "equals_ar": None}
+
+    long = "s2d2-hysteresis-b4+reuse+fused+trim"
+    lines = format_table([cell(long), cell("x" * (NAME_CHARS + 5))]).splitlines()
+    assert "wall_s_per_token" in lines[0] and lines[1].startswith(long + " ")
+    assert lines[2].startswith("x" * (NAME_CHARS - 1) + "… ")
