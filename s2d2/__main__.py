@@ -95,8 +95,9 @@ def _add_generate(p: argparse.ArgumentParser) -> None:
 
 def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "presets":
+        width = max(map(len, presets()))  # (every description starts in one column, the longest name's)
         for name, line in presets().items():
-            print(f"{name:20s} {line}")
+            print(f"{name:{width}s}  {line}")
         return 0
     if args.command == "models":
         from .models.registry import known_models

@@ -331,8 +331,8 @@ _PRESETS.update({
     ),
     "llada2-conservative": (
         dict(**_LLADA2_S2D2, confidence_threshold=0.95, editing_threshold=0.9, score_threshold=-5.0),
-        "Paper's Conservative setting: K_hat - 4 >= -4 > -5, so it ALWAYS verifies (the README calls it "
-        "selective); tau_mask 0.95, edits at p > 0.9.",
+        "Paper's Conservative setting: K_hat - 4 >= -4 > -5, so it ALWAYS verifies (the reference repository's "
+        "README calls it selective); tau_mask 0.95, edits at p > 0.9.",
     ),
     "llada2-conservative-noedit": (
         dict(**_LLADA2_S2D2, confidence_threshold=0.95, score_threshold=-5.0),

@@ -74,6 +74,11 @@ def test_presets_lists_every_preset():
     assert proc.returncode == 0
     for name in ("ar", "dynamic-baseline", "sdar-config-a", "fastdllm-config-c"):
         assert name in proc.stdout
+    from s2d2.config import presets
+
+    lines = proc.stdout.splitlines()  # one row each, every description starting in one column
+    starts = {len(ln) - len(ln[len(name):].lstrip()) for ln, name in zip(lines, presets())}
+    assert len(lines) == len(presets()) and len(starts) == 1
 
 
 def test_eval_task_on_the_bundled_model():
