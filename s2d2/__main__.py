@@ -160,22 +160,28 @@ def _generate(args: argparse.Namespace) -> int:
 
 
 def format_metrics(m: dict[str, Any]) -> str:
+    """The run's numbers, one per line, each with what it counts in words (a newcomer reads them without the
+    paper; metrics.py has the exact definitions)."""
     rows = [
-        ("NFE (forwards)", m["nfe"]),
-        ("  by kind", ", ".join(f"{k} {v}" for k, v in m["nfe_by_kind"].items())),
-        ("query tokens", m["query_tokens"]),
-        ("generated tokens", m["generated_tokens"]),
-        ("tokens per forward", m["tokens_per_forward"]),
-        ("steps per block", m["steps_per_block"]),
-        ("verify rate", m["verify_rate"]),
-        ("mean acceptance length (vLLM)", m["mean_acceptance_length"]),
-        ("draft acceptance rate", m["draft_acceptance_rate"]),
-        ("edits (self-correction)", m.get("edits", 0)),
-        ("wall seconds", m["wall_seconds"]),
-        ("finish reason", m["finish_reason"]),
+        ("NFE (forwards)", m["nfe"], "calls of the model (forward passes)"),
+        ("  by kind", ", ".join(f"{k} {v}" for k, v in m["nfe_by_kind"].items()),
+         "prefill: the prompt; draft: guess a block; verify_*: check the guesses; commit: store a block"),
+        ("query tokens", m["query_tokens"], "positions the forwards computed, all together"),
+        ("generated tokens", m["generated_tokens"], "the answer's length, up to its stop token"),
+        ("tokens per forward", m["tokens_per_forward"], "generated tokens / NFE (one-at-a-time decoding: 1)"),
+        ("steps per block", m["steps_per_block"], "denoising steps per block, on average"),
+        ("verify rate", m["verify_rate"], "share of steps the routing policy sent to the verifier"),
+        ("mean acceptance length (vLLM)", m["mean_acceptance_length"],
+         "1 + drafts kept per verify (past the stop token too)"),
+        ("draft acceptance rate", m["draft_acceptance_rate"], "share of checked drafts the verifier kept"),
+        ("edits (self-correction)", m.get("edits", 0), "decoded tokens the model replaced later (LLaDA2.1)"),
+        ("wall seconds", m["wall_seconds"], "the whole decode on this machine"),
+        ("finish reason", m["finish_reason"], "stop_token: the answer ended; length: gen_length ran out"),
     ]
     width = max(len(r[0]) for r in rows)
-    return "\n".join(f"{k:<{width}}  {_fmt(v)}" for k, v in rows)
+    values = [_fmt(v) for _, v, _ in rows]
+    vwidth = min(12, max(len(v) for v in values))  # (the kinds' list is long: its gloss goes after it)
+    return "\n".join(f"{k:<{width}}  {v:<{vwidth}}  {gloss}" for (k, _, gloss), v in zip(rows, values))
 
 
 def _fmt(v: Any) -> str:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -42,6 +43,10 @@ def test_generate_prints_text_metrics_and_writes_a_trace(folder, tmp_path):
                    "--set", "gen_length=16", "--no-chat", "--trace", str(out))
     assert proc.returncode == 0, proc.stderr
     assert "NFE (forwards)" in proc.stdout and "mean acceptance length" in proc.stdout
+    table = proc.stdout[proc.stdout.index("NFE (forwards)"):].split("\n\ntrace written")[0].splitlines()
+    fields = [re.split(r"\s{2,}", line.strip()) for line in table]  # label, value, what it counts in words
+    assert len(table) == 12 and all(len(f) == 3 and f[2] for f in fields), table
+    assert "calls of the model (forward passes)" in table[0]
     from s2d2 import Trace
 
     trace = Trace.from_json(out.read_text())
