@@ -34,6 +34,7 @@ from . import llada2 as tiny_llada2
 from . import objectives as obj
 from .data import DocStream, austen_split
 from .export import export_llada2, export_model
+from .log_line import log_line
 from .model import build_model
 from .options import DEFAULT_LLADA2_INIT, STAGES, TrainOptions, init_folder, options_from_argv
 from .tokenizer import special_ids, train_tokenizer
@@ -382,7 +383,7 @@ def train_tiny(options: TrainOptions | dict | list[str] | None = None) -> Path:
         log_f.write(json.dumps(final) + "\n")
     if bar is not None:
         bar.close()
-    print(f"[train-tiny] done {json.dumps(final)}", flush=True)
+    print(f"[train-tiny] done: {log_line(final)}", flush=True)
     _export(run, tok)
     return stage_dir
 
@@ -391,4 +392,5 @@ def _log(log_f, rec: dict) -> None:
     log_f.write(json.dumps(rec) + "\n")
     log_f.flush()
     if any(k.startswith("val") or k.startswith("arith") for k in rec):
-        print(f"[train-tiny] {json.dumps(rec)}", flush=True)
+        print(f"[train-tiny] {log_line(rec)}", flush=True)
+
