@@ -68,6 +68,9 @@ def run_grid(model: Any, task: Task, cells: list[Cell], out: Path, *, seed: int 
         plan = plan_items(keys, n, read_all_rows(out))
         counter = RowCounter(out)  # counts rows from here on: exactly this plan's items, whoever writes them
     plan = broadcast(plan, env)
+    if progress and env.is_main and total - len(plan):  # a resumed sweep says what it found, and what is left
+        print(f"{total - len(plan)} of {total} runs already in {out}: "
+              f"{'nothing to decode' if not plan else f'{len(plan)} to decode'}", file=sys.stderr)
     bar = _progress(total, total - len(plan), progress and env.is_main)
 
     def tick() -> None:

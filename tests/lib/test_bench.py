@@ -41,7 +41,7 @@ def _science(cells):
     return [{k: v for k, v in c.items() if k not in timing} for c in cells]
 
 
-def test_tiny_grid_runs_resumes_and_writes_a_stable_schema(model, tmp_path):
+def test_tiny_grid_runs_resumes_and_writes_a_stable_schema(model, tmp_path, capsys):
     task = load_task("arithmetic", 3)
     cells = quick_grid()[:3]  # ar, dynamic τ 0.9, dynamic τ 0.7
     cells.append(load_grid("quick")[3])  # sdar-config-a
@@ -61,6 +61,8 @@ def test_tiny_grid_runs_resumes_and_writes_a_stable_schema(model, tmp_path):
     gen2, calls2 = _counting()
     again = run_grid(model, task, cells, tmp_path, gen_length=8, generate=gen2, progress=False)
     assert calls2 == [] and again == rows
+    run_grid(model, task, cells, tmp_path, gen_length=8, generate=gen2, progress=True)  # and says so
+    assert f"12 of 12 runs already in {tmp_path}: nothing to decode" in capsys.readouterr().err
     # an interrupted write (last line torn) recomputes only that problem
     path = rank_file(tmp_path, 0)
     lines = path.read_text().splitlines()
