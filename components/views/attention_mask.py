@@ -7,7 +7,7 @@ cache_len (with kv_reuse a draft or verify starts inside its block; a fused comm
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 import plotly.graph_objects as go
 
@@ -184,6 +184,16 @@ def _layout_note(trace: Trace, f: ForwardRecord, rec: Optional[StepRecord], pipe
     return ""
 
 
+def mask_heatmap(**props: Any) -> go.Heatmap:
+    """The mask's heatmap trace, built without Plotly's per-cell validation (`_validate=False`, Plotly's own switch).
+
+    Why: Plotly checks a list-of-lists `z` value by value and copies it, ~0.2 s for a 128 x 130 mask, and a frame
+    bundle (frame_bundle.py) draws one mask per step when a trace opens: an uploaded trace with long blocks spent
+    its whole build budget here. Every value is ours (0/1 ints, strings we format), and the figure's JSON is the
+    same byte for byte (tests/app/test_attention_mask.py binds it)."""
+    return go.Heatmap(**props, _validate=False)
+
+
 TITLE_LINE_PX = 18  # one 13 px title line with Plotly's line spacing
 
 
@@ -226,9 +236,9 @@ def mask_figure(trace: Trace, step: int, which: str = "auto", selected: Optional
     ylab = [f"{i}: {t}" for i, t in enumerate(labels)][::-1]
     first = 1 if cache_len > 0 else 0  # query column j is numbered j, like query row j
     xlab = [t if i < first else f"{i - first}: {t}" for i, t in enumerate(cols)]
-    fig.add_trace(go.Heatmap(z=z[::-1], x=xlab, y=ylab, zmin=0, zmax=1, showscale=False, xgap=1, ygap=1,
-                             colorscale=[[0, "#f8fafc"], [1, "#4f46e5"]],
-                             hovertemplate="query %{y}<br>key %{x}<br>attend %{z}<extra></extra>"))
+    fig.add_trace(mask_heatmap(z=z[::-1], x=xlab, y=ylab, zmin=0, zmax=1, showscale=False, xgap=1, ygap=1,
+                               colorscale=[[0, "#f8fafc"], [1, "#4f46e5"]],
+                               hovertemplate="query %{y}<br>key %{x}<br>attend %{z}<extra></extra>"))
     title = f"Attention mask of forward #{f.index} ({f.kind})<br>cache {f.cache_len}, {f.query_tokens} queries"
     if folded:
         title += f" (last {MAX_QUERIES} shown)"

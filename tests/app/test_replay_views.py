@@ -301,6 +301,18 @@ def test_canvas_before_commit_and_colour_switch():
     assert "current block (outlined)" in legend and "autoregressive" not in legend  # only the states this trace uses
 
 
+@pytest.mark.parametrize("which", ["auto", "draft", "verify", "commit"])
+def test_the_unvalidated_mask_heatmap_is_what_plotly_validates(which):
+    """attention_mask.mask_heatmap skips Plotly's per-cell checks: the figure's JSON must be exactly what the same
+    figure gives when Plotly validates every value (a Plotly that changed what `_validate=False` keeps fails here)."""
+    import plotly.graph_objects as go
+
+    for trace in (tf.mixed(), tf.large(48)):
+        for step in range(len(trace.steps) + 1):
+            fig = attention_mask.mask_figure(trace, step, which)
+            assert json.loads(fig.to_json()) == json.loads(go.Figure(fig.to_dict()).to_json()) and _no_bdata(fig)
+
+
 def test_mask_viewer_outlines_the_selected_position():
     t = tf.mixed()
     f = attention_mask.pick_forward(t, 1)
