@@ -10,7 +10,10 @@ file goes through `components.replay.handlers.upload_trace`, exactly what the Up
 every view. Reported: accepted/refused counts, upload time (p50, p95, max and its case), payload of the views, and
 upload CPU time (this thread's, so a machine shared with other jobs shows in wall time only), the process RSS
 before, after, at its peak and its largest growth during one upload, plus the RSS after the worst
-trace is uploaded 40 more times (as 40 sessions would: the parse cache is bounded by size, so this levels off). Targets (issue 8): every upload < 1 s and < 20 MB RSS growth on the 2-core dev machine.
+trace is uploaded 40 more times (as 40 sessions would: the parse cache is bounded by size, so this levels off).
+Targets (issue 8): every upload < 1 s and < 20 MB RSS growth on the 2-core dev machine, apart from the frame
+bundle (components/replay/frame_bundle.py), which an accepted upload also builds and which has its own bound,
+BUILD_CPU_S of CPU (plus the frame in progress): its CPU time is reported apart and checked against that bound.
 """
 from __future__ import annotations
 
@@ -22,6 +25,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from typing import Any
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -30,6 +34,7 @@ from benchmarks.percentiles import pct
 from fixtures import upload_fuzz as uf
 
 from components.replay import handlers
+from components.replay.frame_bundle import BUILD_CPU_S
 from s2d2.limits import limits  # noqa: E402
 
 
@@ -71,13 +76,34 @@ def payload(outputs: list) -> int:
     return sum(uf._size(o, pio) for o in outputs if o is not None and not isinstance(o, dict))
 
 
+FRAME_SLACK_S = 1.0  # the bundle checks its budget between frames: the last one may run past it (a frame: ~50-400 ms)
+BUNDLE = {"cpu": 0.0, "wall": 0.0}  # what the current upload spent in its frame bundle (`count_bundles`)
+
+
+def count_bundles() -> None:
+    """Make the upload handler's frame bundle count its time into BUNDLE (it has its own bound, BUILD_CPU_S)."""
+    build = handlers.bundle_for
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        t0, c0 = time.perf_counter(), time.thread_time()
+        try:
+            return build(*args, **kwargs)
+        finally:
+            BUNDLE["cpu"] += time.thread_time() - c0
+            BUNDLE["wall"] += time.perf_counter() - t0
+
+    handlers.bundle_for = counted
+
+
 def upload(raw: bytes, folder: Path, name: str) -> tuple[float, float, int, bool]:
-    """(wall seconds, CPU seconds of this thread, payload bytes, accepted) of one upload through the handler."""
+    """(wall seconds, CPU seconds of this thread, payload bytes, accepted) of one upload through the handler, its
+    frame bundle's time left out (BUNDLE holds it after the call, when `count_bundles` ran)."""
     path = folder / f"{name}.json"
     path.write_bytes(raw)
+    BUNDLE.update(cpu=0.0, wall=0.0)
     t0, c0 = time.perf_counter(), time.thread_time()
     out = handlers.upload_trace(str(path))
-    seconds, cpu = time.perf_counter() - t0, time.thread_time() - c0
+    seconds, cpu = time.perf_counter() - t0 - BUNDLE["wall"], time.thread_time() - c0 - BUNDLE["cpu"]
     path.unlink()
     accepted = out["load_status"] == "Loaded the uploaded trace."
     views = [v for k, v in out.items() if k not in ("state", "load_status")]
@@ -110,6 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     rng = random.Random(args.seed)
     worst = uf.worst_trace(limits().max_upload_bytes).to_json().encode()
     corpus = list(issue_rows(json.loads(uf.SHIPPED[2].read_text())).items()) + [("worst-accepted", worst)]
+    count_bundles()
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         upload(uf.SHIPPED[0].read_bytes(), folder, "warm-up")  # imports, plotly templates, pydantic adapters
@@ -119,6 +146,7 @@ def main(argv: list[str] | None = None) -> int:
               f"fuzz cases", flush=True)
         times: list[tuple[float, str]] = []
         cpus: list[tuple[float, str]] = []
+        bundles: list[tuple[float, str]] = []
         sizes: list[tuple[int, str]] = []
         growth: list[tuple[float, str]] = []
         counts = {"accepted": 0, "refused": 0}
@@ -131,10 +159,11 @@ def main(argv: list[str] | None = None) -> int:
             counts["accepted" if accepted else "refused"] += 1
             times.append((seconds, name))
             cpus.append((cpu, name))
+            bundles.append((BUNDLE["cpu"], name))
             sizes.append((size, name))
             if i < len(corpus):
                 print(f"  {name:22s} {'accepted' if accepted else 'refused ':8s} {seconds * 1e3:6.0f} ms "
-                      f"({cpu * 1e3:4.0f} ms CPU)  "
+                      f"({cpu * 1e3:4.0f} ms CPU, + bundle {BUNDLE['cpu'] * 1e3:4.0f} ms)  "
                       f"payload {size / 1e3:7.0f} kB  RSS {before:.0f} -> {after:.0f} MB", flush=True)
         gc.collect()
         end_rss = rss_mb()
@@ -157,10 +186,22 @@ def main(argv: list[str] | None = None) -> int:
             upload(worst, folder, f"worst-{k}")
         gc.collect()
         print(f"worst trace uploaded 40 more times: RSS {repeat_start:.0f} -> {rss_mb():.0f} MB", flush=True)
-        ok = slowest[0] < 1.0 and grew[0] < 20
-        print(f"targets (every upload < 1 s wall and < 20 MB RSS growth): {'met' if ok else 'NOT met'}"
-              + ("" if ok else f" (CPU max {busiest[0] * 1e3:.0f} ms: wall includes waiting for a shared CPU)"))
+        print(verdict(slowest, busiest, grew, max(bundles)))
     return 0
+
+
+def verdict(slowest: tuple[float, str], busiest: tuple[float, str], grew: tuple[float, str],
+            heaviest: tuple[float, str]) -> str:
+    """The bundle's line and the targets' line: each missed target named with its figure."""
+    missed = [what for what, bad in (
+        (f"an upload took {slowest[0] * 1e3:.0f} ms wall (CPU max {busiest[0] * 1e3:.0f} ms: wall includes "
+         "waiting for a shared CPU)", slowest[0] >= 1.0),
+        (f"RSS grew {grew[0]:.0f} MB during one upload (its bundle's frames included)", grew[0] >= 20),
+        (f"a bundle took {heaviest[0] * 1e3:.0f} ms CPU", heaviest[0] >= BUILD_CPU_S + FRAME_SLACK_S)) if bad]
+    return (f"frame bundle CPU: max {heaviest[0] * 1e3:.0f} ms ({heaviest[1]}); its bound BUILD_CPU_S "
+            f"{BUILD_CPU_S * 1e3:.0f} ms, plus the frame in progress\n"
+            "targets (every upload < 1 s wall, its bundle aside; the bundle within its bound; < 20 MB RSS growth): "
+            + ("met" if not missed else "NOT met: " + "; ".join(missed)))
 
 
 if __name__ == "__main__":
