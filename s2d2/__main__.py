@@ -88,7 +88,8 @@ def _add_generate(p: argparse.ArgumentParser) -> None:
                    help="override a DecodeConfig option, e.g. --set gen_length=64 (repeatable)")
     p.add_argument("--seed", type=int, default=0, help="in [0, 2**31 - 1]")
     p.add_argument("--trace", help="write the trace JSON to this file")
-    p.add_argument("--device", default=None, help="cpu, cuda, cuda:1, mps, ... (default: cuda if there is one, else cpu)")
+    p.add_argument("--device", default=None,
+                   help="cpu, cuda, cuda:1, mps, ... (default: cuda if there is one, else cpu)")
     add_dtype(p)
     p.add_argument("--no-chat", action="store_true", help="do not apply the chat template")
 

@@ -190,7 +190,7 @@ def mask_heatmap(**props: Any) -> go.Heatmap:
     Why: Plotly checks a list-of-lists `z` value by value and copies it, ~0.2 s for a 128 x 130 mask, and a frame
     bundle (frame_bundle.py) draws one mask per step when a trace opens: an uploaded trace with long blocks spent
     its whole build budget here. Every value is ours (0/1 ints, strings we format), and the figure's JSON is the
-    same byte for byte (tests/app/test_attention_mask.py binds it)."""
+    same byte for byte (tests/app/test_replay_views.py binds it)."""
     return go.Heatmap(**props, _validate=False)
 
 

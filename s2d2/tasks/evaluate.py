@@ -90,7 +90,6 @@ def length_note(res: dict[str, Any], gen_length: Any) -> str | None:
     return f"{hit} of {res['n']} answers hit the length limit (gen_length {gen_length}): raise --gen-length"
 
 
-
 class _Tally:
     """Correct answers, forwards, tokens, drafts and acceptance summed over a run of problems."""
 

@@ -36,10 +36,10 @@ from .data import DocStream, austen_split
 from .export import export_llada2, export_model
 from .log_line import log_line
 from .model import build_model
-from .options import DEFAULT_LLADA2_INIT, STAGES, TrainOptions, init_folder, options_from_argv
+from .options import STAGES, TrainOptions, init_folder, options_from_argv
 from .tokenizer import special_ids, train_tokenizer
 
-__all__ = ["train_tiny", "TrainOptions", "export_model", "export_llada2", "DEFAULT_LLADA2_INIT"]
+__all__ = ["train_tiny", "TrainOptions", "export_model", "export_llada2"]
 
 
 # ----------------------------------------------------------------------------------------------- data
@@ -50,7 +50,7 @@ def _tokenizer_and_data(o: TrainOptions):
     cache = out / "data.npz"
     train_docs = val_docs = None
     if o.stage == "llada2" and not (tok_dir / "tokenizer.json").exists():  # reuse the upcycled model's tokenizer
-        load_tokenizer(_llada2_init(o)).save_pretrained(str(tok_dir))
+        load_tokenizer(init_folder(o)).save_pretrained(str(tok_dir))
     if not (tok_dir / "tokenizer.json").exists() or not cache.exists():
         print(f"[train-tiny] preparing the tokenizer and data cache in {out} from the novels in {o.data_dir} "
               "(once per --out, about a minute) ...", flush=True)
@@ -107,10 +107,6 @@ def _make_optimizer(model, o: TrainOptions):
         {"params": decay, "weight_decay": o.weight_decay},
         {"params": no_decay, "weight_decay": 0.0},
     ], lr=o.lr, betas=(0.9, 0.95), eps=1e-8)
-
-
-def _llada2_init(o: TrainOptions) -> Path:
-    return init_folder(o) or DEFAULT_LLADA2_INIT
 
 
 def _save_model(model, folder: Path) -> None:
@@ -183,7 +179,7 @@ def _build(o: TrainOptions, tok, eot: int, resume: bool):
     """The model to train: a fresh Qwen3 (stage ar), Qwen3 to be initialised (sdar), or the upcycled MoE."""
     if o.stage != "llada2":
         return build_model(o.size, len(tok), seed=o.seed, eos_id=eot)
-    init = _llada2_init(o)
+    init = init_folder(o)
     model = tiny_llada2.build_from_qwen3(init, seed=o.seed, rope_fraction=o.rope_fraction)
     if not resume:
         print(f"[train-tiny] llada2 upcycled from {init}")
@@ -393,4 +389,3 @@ def _log(log_f, rec: dict) -> None:
     log_f.flush()
     if any(k.startswith("val") or k.startswith("arith") for k in rec):
         print(f"[train-tiny] {log_line(rec)}", flush=True)
-
