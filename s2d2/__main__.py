@@ -7,12 +7,13 @@ block length, seed) before any model loads.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any, NoReturn
 
 from .overrides import parse_overrides
 from .cli_args import add_dtype
-from .cli_checks import writable_file
+from .cli_checks import writable_file, written_line
 from .config import DecodeConfig, preset, presets
 from .limits import check_lengths, check_prompt_chars, check_prompt_tokens, check_seed
 
@@ -154,9 +155,10 @@ def _generate(args: argparse.Namespace) -> int:
     print()
     print(format_metrics(result.metrics))
     if args.trace:
+        existed = os.path.exists(args.trace)
         with open(args.trace, "w", encoding="utf-8") as fh:
             fh.write(result.trace.to_json())
-        print(f"\ntrace written to {args.trace}")
+        print("\n" + written_line("trace", args.trace, existed))
     return 0
 
 

@@ -56,6 +56,12 @@ def writable_file(path: Optional[str], name: str) -> None:
                          "folder)")
 
 
+def written_line(what: str, path: str, existed: bool) -> str:
+    """The line a command prints after writing a file the user named: where it went, and that it replaced a file
+    if one was there (an overwrite is said, never silent)."""
+    return f"{what} written to {path}" + (" (it replaced the file that was there)" if existed else "")
+
+
 def writable_folder(path: Optional[str], name: str) -> None:
     """A folder the command writes into, created if missing: it is not a file, and its nearest existing ancestor
     is a writable folder."""

@@ -25,6 +25,7 @@ from typing import Any, Callable, Optional
 from .. import __version__
 from .. import cli_checks as checks
 from ..cli_args import add_dtype
+from ..cli_batch import add_batch_size, batch_size_for, torch_device_type
 from .agreement import add_equals_ar, format_equals_ar, lossless_line
 from .distributed import DistEnv, broadcast, dist_env, rank_device, start, stop, wait_for_all
 from .sweep_time import batch1_reference, decode_seconds, read_reference
@@ -180,10 +181,7 @@ def add_bench_args(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--device", default=None, help="default: GPU LOCAL_RANK when CUDA is available, else CPU")
     add_dtype(p)
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads per process")
-    p.add_argument("--batch-size", default="auto",
-                   help="sequences decoded at once, sharing forwards (s2d2.generate_batch; the dynamic backend): "
-                        f"an integer in [1, {MAX_BATCH}], or auto ({AUTO_BATCH['cuda']} on CUDA, "
-                        f"{AUTO_BATCH['cpu']} elsewhere). Rows equal batch 1's up to float round-off")
+    add_batch_size(p, "auto")
     p.add_argument("--batch1-reference", default=None, metavar="RESULTS_JSON",
                    help="an earlier batch-1 results file of the same grid: its seconds per decode are set beside "
                         "this sweep's in the metadata")
@@ -191,22 +189,6 @@ def add_bench_args(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--allow-code-eval", action="store_true",
                    help="run model-written code in the sandbox (humaneval / mbpp scorers; or S2D2_ALLOW_CODE_EVAL=1)")
     return p
-
-
-MAX_BATCH = 256
-AUTO_BATCH = {"cuda": 32, "cpu": 16}
-
-
-def batch_size_for(value: Any, device_type: str) -> int:
-    """The --batch-size value as an integer (auto: by the device type)."""
-    if value is None or value == "auto":
-        return AUTO_BATCH["cuda" if device_type == "cuda" else "cpu"]
-    try:
-        n = int(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"--batch-size: an integer in [1, {MAX_BATCH}] or auto, got {value!r}") from None
-    checks.whole(n, "--batch-size", 1, MAX_BATCH)
-    return n
 
 
 MAX_GRID_CELLS = 1000  # cells of one sweep (the default grid has 50)
@@ -273,15 +255,6 @@ def run_bench(args: argparse.Namespace) -> int:
     print(format_table(results))
     print("\nwritten: " + ", ".join(str(p) for p in paths.values()))
     return 0
-
-
-def torch_device_type(device: Any) -> str:
-    """"cuda", "cpu", ... of a --device value (None: CUDA when available)."""
-    import torch
-
-    if device is None:
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    return torch.device(device).type
 
 
 def _say(env: DistEnv) -> Callable[[str], None]:

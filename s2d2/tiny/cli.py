@@ -5,11 +5,13 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any
 
 from .. import cli_checks as c
 from ..cli_args import add_dtype
+from ..cli_batch import add_batch_size, batch_size_for, torch_device_type
 from .options import add_train_tiny_args, check_options, options_from_args
 
 TRAIN_REQUIREMENTS = ("rdata",)  # requirements-train.txt beyond the base install
@@ -46,8 +48,7 @@ def add_eval_task_args(parser: argparse.ArgumentParser) -> argparse.ArgumentPars
     add_dtype(parser)
     parser.add_argument("--out", default=None, help="write the result (with outputs) to this JSON file")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
-    parser.add_argument("--batch-size", type=int, default=1,
-                        help="problems decoded at once (s2d2.generate_batch, the dynamic backend; the same answers)")
+    add_batch_size(parser, "1")
     return parser
 
 
@@ -62,7 +63,7 @@ def check_eval_args(args: argparse.Namespace) -> Any:
     c.whole(args.gen_length, "--gen-length", 1, 8192)
     if args.threads is not None:
         c.whole(args.threads, "--threads", 1, 1024)
-    c.whole(getattr(args, "batch_size", 1), "--batch-size", 1, 256)
+    batch_size_for(getattr(args, "batch_size", 1), "cpu")  # (auto is checked, not resolved: no device yet)
     c.writable_file(args.out, "--out")
     return preset(args.preset, **{"gen_length": args.gen_length, **parse_overrides(args.set)})
 
@@ -90,7 +91,9 @@ def run_eval_task(args: argparse.Namespace) -> int:
             allow_code_eval()
         task = load_task(args.task, args.n, args.scorer)
     dtype = getattr(torch, args.dtype) if args.dtype else None
-    batch = getattr(args, "batch_size", 1)
+    batch = batch_size_for(getattr(args, "batch_size", 1), torch_device_type(args.device))
+    if getattr(args, "batch_size", 1) == "auto":  # (say what auto chose: the run's speed depends on it)
+        print(f"--batch-size auto: {batch} problems at once at most", file=sys.stderr)
     model = load_model(args.model, device=args.device, dtype=dtype, backend="dynamic" if batch > 1 else "auto")
     if task is None:
         res = evaluate(model, cfg, A.heldout(args.n), seed=args.seed, progress=True, batch_size=batch)
@@ -104,8 +107,10 @@ def run_eval_task(args: argparse.Namespace) -> int:
     if note:  # after the result, where a reader's eye ends (printed before it, the JSON would scroll it away)
         print(note, file=sys.stderr)
     if args.out:
+        existed = os.path.exists(args.out)
         with open(args.out, "w", encoding="utf-8") as fh:
             json.dump({"model": str(args.model), "preset": args.preset, "config": cfg.to_dict(), **res}, fh, indent=1)
+        print(c.written_line("result", args.out, existed), file=sys.stderr)  # (stdout is the JSON alone)
     return 0
 
 
