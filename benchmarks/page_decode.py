@@ -2,7 +2,7 @@
 
     python -m benchmarks.page_decode [--presets sdar-config-b,ar] [--repeat 3]
 
-For each preset it decodes the default prompt with `tiny` three ways: `s2d2.generate` on torch (float32, CPU, one
+For each preset it decodes the default prompt with `tiny` two ways: `s2d2.generate` on torch (float32, CPU, one
 thread), and s2d2_web/worker.js in headless Chromium on onnxruntime-web's WASM build (one thread). The page's
 numbers: the worker's session start (model fetch, unpack and session creation: the time from posting the request to
 the decode's start), its decode time (the trace's own wall_s) and the median forward latency per kind (each forward's
