@@ -14,6 +14,7 @@ import plotly.graph_objects as go
 from s2d2.trace import ForwardRecord, StepRecord, Trace
 
 from components.views.canvas import visible_text
+from components.views.ledger import KIND_WORDS
 from components.escape import html_text
 from components.views.pipeline_blocks import is_pipeline
 from components.views.trace_index import clamp_step, index_of
@@ -239,7 +240,8 @@ def mask_figure(trace: Trace, step: int, which: str = "auto", selected: Optional
     fig.add_trace(mask_heatmap(z=z[::-1], x=xlab, y=ylab, zmin=0, zmax=1, showscale=False, xgap=1, ygap=1,
                                colorscale=[[0, "#f8fafc"], [1, "#4f46e5"]],
                                hovertemplate="query %{y}<br>key %{x}<br>attend %{z}<extra></extra>"))
-    title = f"Attention mask of forward #{f.index} ({f.kind})<br>cache {f.cache_len}, {f.query_tokens} queries"
+    title = (f"Attention mask of forward #{f.index} ({KIND_WORDS.get(f.kind, f.kind)})<br>cache {f.cache_len}, "
+             f"{f.query_tokens} queries")
     if folded:
         title += f" (last {MAX_QUERIES} shown)"
     rows_at = row_positions(f, folded, span)

@@ -164,7 +164,8 @@ def render_canvas(trace: Trace, step: int, show_future: bool = False, color_by: 
         parts = [p.replace(f'data-pos="{at}"', f'data-pos="{at}" data-watch="1"', 1) for p in parts]
     hidden = len(ids) - end
     if hidden > 0:
-        never = "never decoded (the run had ended)" if show_future else "in later blocks"
+        ended = show_future or (trace.footer is not None and step >= len(trace.steps))  # (its last step: no more)
+        never = "never decoded (the run had ended)" if ended else "in later blocks"
         parts.append(f' <span class="more">… {plural(hidden, "position")} {never}</span>')
     return (f'<div class="s2d2-canvas" role="group" aria-label="token canvas"{focus_attr(focus)}>{"".join(parts)}'
             '</div>')

@@ -67,35 +67,37 @@ def exactness(s2d2: Trace, ar: Trace) -> Exactness:
 
 
 def load_result(path: Path = RESULT) -> Optional[dict[str, Any]]:
-    """The benchmark summary {n, identical, ar_nfe, s2d2_nfe, command, block_length}, or None when the file is
-    missing, too big or not what benchmarks/exactness.py writes."""
+    """The benchmark summary {n, identical, ar_nfe, s2d2_nfe, block_length, gen_length, kv_reuse, fused_commit},
+    or None when the file is missing, too big or not what benchmarks/exactness.py writes."""
     try:
         if path.stat().st_size > MAX_RESULT_BYTES:
             return None
         data = json.loads(path.read_text(encoding="utf-8"))
         meta = data["meta"]
         out = {k: data[k] for k in ("n", "identical", "ar_nfe", "s2d2_nfe")}
-        out.update(command=str(meta["command"])[:200], block_length=meta["block_length"],
+        out.update(block_length=meta["block_length"], gen_length=meta["gen_length"],
                    kv_reuse=bool(meta.get("kv_reuse")), fused_commit=bool(meta.get("fused_commit")))
     except (OSError, ValueError, KeyError, TypeError):
         return None
     ints = all(isinstance(out[k], int) and not isinstance(out[k], bool) and 0 <= out[k] < 10 ** 9
-               for k in ("n", "identical", "ar_nfe", "s2d2_nfe", "block_length"))
+               for k in ("n", "identical", "ar_nfe", "s2d2_nfe", "block_length", "gen_length"))
     if not ints or out["identical"] > out["n"] or out["n"] == 0 or out["s2d2_nfe"] == 0:
         return None
     return out
 
 
 def result_line(result: Optional[dict[str, Any]]) -> str:
-    """One sentence quoting the benchmark with its command (Markdown)."""
+    """One sentence quoting the benchmark, its settings in words (Markdown; how to rerun it is in the docs, not on
+    the page: a student never sees a command or a repository path)."""
     if result is None:
         return ""
     options = " + ".join(n for n, on in (("KV reuse", result["kv_reuse"]), ("fused commits", result["fused_commit"]))
                          if on)
     setting = f"B = {result['block_length']}" + (f" + {options}" if options else "")
-    return (f"Measured on {result['n']} held-out questions ({setting}): **{result['identical']}/{result['n']} "
-            f"identical to AR**, with {result['ar_nfe'] / result['s2d2_nfe']:.2f}× fewer forwards "
-            f"({result['ar_nfe']} vs {result['s2d2_nfe']}) — `{result['command']}`.")
+    return (f"Measured on {result['n']} held-out questions with the bundled tiny model ({setting}, answers of up to "
+            f"{result['gen_length']} tokens): **{result['identical']}/{result['n']} identical to AR**, with "
+            f"{result['ar_nfe'] / result['s2d2_nfe']:.2f}× fewer forwards ({result['ar_nfe']} vs "
+            f"{result['s2d2_nfe']}).")
 
 
 def _tokens(trace: Trace, other: list[int], name: str) -> str:

@@ -69,6 +69,11 @@ def _outcome(r: dict[str, Any]) -> str:
     return f'<span class="after" title="after the first rejection: discarded">– after ✗ ({test})</span>'
 
 
+# the acceptance test of each mode (docs/algorithm.md, "Acceptance modes"), in words a reader without the paper follows
+MODE_WORDS = {"paper": "a draft passes when its draw u < r", "sampled": "a draft passes when its draw u < r",
+              "greedy_exact": "a draft passes if it is the verifier's first choice"}  # (r: the table's row)
+
+
 def summary_line(step: StepRecord) -> str:
     v = step.verification
     if v is None:
@@ -76,7 +81,7 @@ def summary_line(step: StepRecord) -> str:
         hows = sorted({c.how for c in step.commits})
         return f"No verification at this step ({reason}); committed {len(step.commits)} by {', '.join(hows) or '–'}."
     n = len(v.positions) or step.span[1]
-    text = f"{v.kind.upper()} verifier, mode {v.mode}: accepted {v.accepted_len} of {n} verified"
+    text = f"{v.kind.upper()} verifier, {MODE_WORDS.get(v.mode, v.mode)}: accepted {v.accepted_len} of {n} verified"
     if v.first_reject is None:
         return text + " — the whole span passed (no bonus token)."
     text += f"; first rejection at span index {v.first_reject}"
@@ -117,7 +122,7 @@ def _head(rec: StepRecord, reveal: str) -> str:
     if reveal == "q":
         return (f"One verifier forward gives q, the verifier's probability of each of the "
                 f"{plural(n, 'draft')} (next to p, the drafter's).")
-    text = f"{v.kind.upper()} verifier, mode {v.mode}: accepted {v.accepted_len} of {n} verified"
+    text = f"{v.kind.upper()} verifier, {MODE_WORDS.get(v.mode, v.mode)}: accepted {v.accepted_len} of {n} verified"
     if v.first_reject is None:
         return text + " — the whole span passed."
     return text + f"; first rejection at span index {v.first_reject}; the drafts after it are discarded."

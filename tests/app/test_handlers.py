@@ -465,6 +465,10 @@ def test_first_screen_pair_and_headline():
     ours, theirs = (arithmetic.extract_answer(t.footer.output_text) for t in (trace, baseline))
     assert ours == gold != theirs
     assert f"answered **{theirs} ✗**" in story_.text and f"→ **{ours} ✓**" in story_.text
+    taus = [t.header.config["confidence_threshold"] for t in (trace, baseline)]
+    if taus[0] != taus[1]:  # the pair's other difference is said beside "same question and seed"
+        assert f"same question and seed; a draft commits unchecked at p > {taus[1]:g} alone, p > {taus[0]:g} in " \
+            "S2D2)" in story_.text
     rec = trace.steps[story_.step - 1]
     v = rec.verification
     assert v.first_reject is not None and f"at step {story_.step} and resampled `{v.resampled_text}`" in story_.text

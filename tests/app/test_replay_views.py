@@ -355,3 +355,15 @@ def test_candidates_cut_by_top_k_are_not_listed_as_top_candidates():
     shown = [html.escape(f"'{c.text}' {c.prob:.3f}", quote=True) for c in (d.top[0], zero)]  # (as the tooltip)
     assert shown[0] in strip and shown[1] not in strip
     assert sum(c.prob == 0 for c in row.top_q) >= 1
+
+
+def test_a_finished_runs_last_step_says_its_tail_was_never_decoded():
+    """The opening example ended on a stop token: at its last step the positions after that block are "never
+    decoded", not "in later blocks" (a newcomer at "Step N of N" would wait for blocks that never come)."""
+    from components.files.examples import first_example
+
+    _, t = first_example()
+    assert t is not None and t.footer.finish_reason == "stop_token"
+    last = canvas.render_canvas(t, len(t.steps))
+    assert "never decoded (the run had ended)" in last and "in later blocks" not in last
+    assert "in later blocks" in canvas.render_canvas(t, 1)  # mid-run, later blocks do come

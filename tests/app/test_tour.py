@@ -212,7 +212,8 @@ def test_exactness_from_the_shipped_lossless_pair(material, tmp_path):
     result = exactness.load_result()
     assert result is not None and result["identical"] <= result["n"]
     line = exactness.result_line(result)
-    assert f"{result['identical']}/{result['n']}" in line and "python benchmarks/exactness.py" in line
+    assert f"{result['identical']}/{result['n']}" in line and f"up to {result['gen_length']} tokens" in line
+    assert "python" not in line and "/" not in line.replace(f"{result['identical']}/{result['n']}", "")  # no path
     assert f"{result['ar_nfe'] / result['s2d2_nfe']:.2f}× fewer" in line
     raw = json.loads(exactness.RESULT.read_text())
     for bad in ({**raw, "identical": raw["n"] + 1}, {**raw, "n": "40"}, {**raw, "s2d2_nfe": 0}, {"n": 1}):
