@@ -16,6 +16,7 @@ from s2d2.trace import FORWARD_KINDS, ForwardRecord, Trace
 
 from components.views.describe import decision_line
 from components.views.figures import KIND_COLOURS
+from components.views.plural import plural
 from components.views.trace_index import index_of
 
 LETTER = {"prefill": "P", "draft": "D", "verify_2l": "V", "verify_causal": "V", "commit": "C", "ar": "A",
@@ -150,7 +151,25 @@ def ledger_html(traces: dict[str, Trace], focus: Optional[str] = None) -> str:
     lines = step_costs(traces[focus]) if focus in traces else []
     costs = "".join(f"<li>{html.escape(line)}</li>" for line in lines)
     routed = f'<p>{html.escape(focus or "")}, step by step:</p><ul class="lg-steps">{costs}</ul>' if costs else ""
-    return f'<div class="s2d2-ledger">{strips_html(traces)}{totals_html(ledgers)}{routed}</div>'
+    return f'<div class="s2d2-ledger">{strips_html(traces)}{totals_html(ledgers)}{prefill_note(traces)}{routed}</div>'
+
+
+def prefill_note(traces: dict[str, Trace]) -> str:
+    """Where the prompt's tokens went, when the prefill read fewer than the prompt holds (it stores the prompt's whole
+    blocks; the rest shares the first block with the answer's first tokens and is read by that block's forwards):
+    the table's "prefill ... 16" beside a 30-token prompt would otherwise look like a miscount. One line per
+    distinct case, "" when every prefill read the whole prompt."""
+    lines = []
+    for t in traces.values():
+        prompt = len(t.header.prompt_ids)
+        read = sum(f.query_tokens for f in t.forwards if f.kind == "prefill")
+        rest = ("the last one shares the first block with the answer and is read by its forwards"
+                if prompt - read == 1 else
+                f"the other {prompt - read} share the first block with the answer and are read by its forwards")
+        line = f"The prompt has {plural(prompt, 'token')}: the prefill stores the {read} that fill whole blocks; {rest}."
+        if 0 < read < prompt and line not in lines:
+            lines.append(line)
+    return "".join(f'<p class="lg-key">{html.escape(line)}</p>' for line in lines)
 
 
 LEDGER_CSS = """

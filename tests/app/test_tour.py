@@ -121,6 +121,11 @@ def test_cost_ledger_counts_every_forward(material):
     rec = next(s for s in routed if s.verification and s.verification.resampled is not None)
     assert (f"Step {rec.index + 1} (answer block 2)" in page and
             f"committed {len(rec.commits)} tokens ({rec.verification.accepted_len} accepted + 1 resampled)" in page)
+    prompt, read = len(t.header.prompt_ids), sum(f.query_tokens for f in t.forwards if f.kind == "prefill")
+    assert read < prompt  # the prefill stores whole blocks; where the other prompt tokens went is said once
+    assert page.count(f"The prompt has {prompt} tokens: the prefill stores the {read} that fill whole blocks; "
+                      f"the other {prompt - read} share the first block") == 1
+    assert ledger.prefill_note({"AR": material.ar}) == ""  # AR's prefill reads the whole prompt
 
 
 # -- item 5: lockstep replay ---------------------------------------------------------------------------------------
@@ -274,7 +279,7 @@ def test_stops_reveal_in_order_and_pictures_change_in_place(material):
     assert "committed" not in strip["reject"] and "↻ 3" in strip["resample"] and "discarded" in strip["resample"]
     at = tour_stops.rejected_position(tour_stops.focus_step(material.trace))
     for key in ("verify", "reject", "resample"):  # the column the text names is outlined and marked for scrolling
-        assert f'data-watch="1"' in views[keys.index(key)]["tour_strip"]["value"]
+        assert 'data-watch="1"' in views[keys.index(key)]["tour_strip"]["value"]
         assert f"pos {at}" in views[keys.index(key)]["tour_strip"]["value"]
     assert views[keys.index("resample")]["tour_residual"]["visible"]
     assert views[0]["tour_back"]["interactive"] is False and views[-1]["tour_next"]["interactive"] is False
