@@ -211,15 +211,26 @@ def _what_to_try(trace: Trace) -> str:
     lo, hi = tau_range(trace)
     hints = []  # thresholds printed so that the claim holds at the printed value (2 decimals, rounded outwards)
     if verified:
-        hints.append(f"raise it to {math.ceil(min(verified) * 100) / 100:.2f} or above and a verify step turns into "
-                     "a skip")
+        low = min(verified)
+        above = math.ceil(low * 100) / 100
+        above = above if above > low else above + 0.01  # (verify iff s ≥ τ: τ must pass s itself)
+        hints.append(f"raise it to {above:.2f} or above (the lowest score that verified is "
+                     f"{_exact(low)}) and a verify step turns into a skip")
     if skipped:
-        hints.append(f"lower it to {math.floor(max(skipped) * 100) / 100:.2f} or below and a skip turns into a "
-                     "verify")
+        high = max(skipped)
+        below = math.floor(high * 100) / 100
+        hints.append(f"lower it to {below:.2f} or below (the highest score that skipped is "
+                     f"{_exact(high)}) and a skip turns into a verify")
     how = "; ".join(hints) or "move it"
     span = f"{lo:g} to {hi:g}".replace("-", "−")
     return (f"*What to try:* the **τ_score** slider below ({span}) re-decides the recorded steps: {how}. "
             "The re-decision is exact up to the first step that flips; after it the run would differ.")
+
+
+def _exact(score: float) -> str:
+    """A score beside a threshold on the 0.01 grid, to 4 decimals: 0.9997 must not print as 1.00, which a reader
+    would try as τ_score and see nothing flip."""
+    return f"{score:.4f}".replace("-", "−")
 
 
 def verify_row(trace: Trace, step: int, at: int) -> Optional[int]:

@@ -326,3 +326,8 @@ def test_route_hints_hold_at_the_printed_thresholds(material):
     assert what_if(t, score_threshold=up).first_flip is not None
     assert what_if(t, score_threshold=down).first_flip is not None
     assert what_if(t, score_threshold=tau_control.recorded_tau(t)).first_flip is None
+    # each hint names the score it moves past to 4 decimals (0.9997, not a "1.00" a reader would try and see no flip)
+    low = min(s.decision.score for s in t.steps if s.decision is not None and s.decision.verify)
+    high = max(s.decision.score for s in t.steps if s.decision is not None and not s.decision.verify)
+    assert f"(the lowest score that verified is {low:.4f})" in stop.text
+    assert f"(the highest score that skipped is {high:.4f})" in stop.text
