@@ -24,6 +24,7 @@ class LaneBoard:
     steps: int = 0
     elapsed: float = 0.0
     round: int = 0
+    titles: dict[str, str] = field(default_factory=dict)  # lane key -> what the page calls it (lane_names.py)
 
     def update(self, event: dict[str, Any]) -> None:
         """Take one lane_rounds event; events of other kinds (done, error, stopped) change nothing here."""
@@ -41,7 +42,7 @@ class LaneBoard:
 
     def _line(self, lane: str) -> str:
         runs = self.done.get(lane, 0)
-        name = f"**{md_text(lane, 60)}**"
+        name = f"**{md_text(self.titles.get(lane, lane), 120)}**"
         if lane == self.running:
             return (f"- {name}: decoding run {runs + 1} of up to {self.rounds}, {self.steps} "
                     f"step{'s' if self.steps != 1 else ''} so far ({self.elapsed:.1f} s)")

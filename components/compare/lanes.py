@@ -22,6 +22,7 @@ from s2d2.trace import Trace
 from components.views.canvas import render_canvas
 from components.compare.lane_metrics import metrics_table, wall_note
 from components.compare.lane_progress import LaneBoard
+from components.compare.lane_names import OFF, lane_detail, lane_titles, title_short
 from components.views.figures import KIND_COLOURS
 from components.run.lane_rounds import TIMED_ROUNDS, lane_rounds
 from components.serve.input_numbers import as_float
@@ -33,13 +34,16 @@ from components.serve.state_budget import STORE
 from components.files.traces import parsed, remember_parsed, trace_json
 from components.views.plural import plural
 
-OFF = "(off)"
 MAX_LANES = 4
 DEFAULT_LANES = ["ar", "dynamic-baseline", "sdar-config-a", OFF]
 COMPARE_CSS = """
 .s2d2-lanes{display:grid;grid-template-columns:repeat(auto-fit,minmax(min(260px,100%),1fr));gap:12px}
 .s2d2-lane{border:1px solid #e5e7eb;border-radius:6px;padding:6px}
 .s2d2-lane h4{margin:0 0 4px 0}
+.s2d2-lane .s2d2-lane-id{color:#6b7280;font-size:.85em;margin:-2px 0 4px 0}
+[id^=cmp-lane-] input[role=combobox]{padding-right:26px;text-overflow:ellipsis}
+.cmp-lane-about{font-size:.85em;color:#4b5563;margin-top:-4px}
+.cmp-lane-about p{margin:0}
 .s2d2-whatif-wrap{max-height:420px;overflow:auto}
 .s2d2-whatif td,.s2d2-whatif th{padding:2px 6px;border-bottom:1px solid #eee;font-size:.9em}
 .s2d2-whatif tr.flip td{background:#fee2e2;font-weight:600}
@@ -108,7 +112,7 @@ def run_compare_steps(prompt: str, model_name: str, seed: Any, gen_length: Any, 
         seed = check_seed(seed)
         configs = lane_configs(list(lane_values[:MAX_LANES]), list(lane_values[MAX_LANES:]), gen_length,
                                stream_defaults(model_name))  # the page's stream on its models, as Run draws
-        board = LaneBoard(list(configs), 1 + TIMED_ROUNDS)
+        board = LaneBoard(list(configs), 1 + TIMED_ROUNDS, titles=lane_titles(configs))
         yield board.markdown(), None
         decoded = yield from _with_board(decode_lanes_steps(model_name, prompt, configs, seed, load, generate), board)
         traces, walls = decoded
@@ -251,6 +255,15 @@ def comparison_of(state: Any, traces: dict[str, Trace]) -> Comparison:
     return compare_traces(traces, walls if isinstance(walls, dict) and walls else None)
 
 
+def titled(state: Any, traces: dict[str, Trace]) -> tuple[dict[str, Trace], Any, dict[str, str]]:
+    """The lanes under the names the page prints (lane_names.py): (traces by title, the state with its walls by
+    title, {title: key}). Everything a comparison's views say about a lane then says its title."""
+    titles = lane_titles(traces)
+    walls = state.get("walls") if isinstance(state, dict) else None
+    shown = {"walls": {titles.get(k, k): w for k, w in walls.items()}} if isinstance(walls, dict) else {}
+    return {titles[k]: t for k, t in traces.items()}, shown, {v: k for k, v in titles.items()}
+
+
 def answer_blocks(comp: Comparison) -> dict[int, int]:
     """Reader's block number (0 = the prompt prefill, 1 = the first aligned block holding answer tokens) -> index
     into comp.blocks."""
@@ -269,16 +282,20 @@ def block_label(comp: Comparison, number: int) -> str:
             f"{plural(comp.grid, 'position')} per block)")
 
 
-def block_html(comp: Comparison, traces: dict[str, Trace], number: int) -> str:
-    """One column per lane: what it spent in answer block `number` and its canvas after its last step there."""
+def block_html(comp: Comparison, traces: dict[str, Trace], number: int, keys: Optional[dict[str, str]] = None
+               ) -> str:
+    """One column per lane: what it spent in answer block `number` and its canvas after its last step there; under
+    each title, the lane's preset (`keys`: {title: lane key}) in small type."""
     block = comp.blocks[answer_blocks(comp)[number]]
     cols = []
     for name, trace in traces.items():
+        detail = lane_detail((keys or {}).get(name, ""))
+        detail = f'<div class="s2d2-lane-id">{html.escape(detail)}</div>' if detail else ""
         lb = block.lanes[name]
         kinds = ", ".join(f"{k} {v}" for k, v in lb.nfe_by_kind.items()) or "none"
         info = (f"{plural(lb.nfe, 'forward')} ({kinds}) · {plural(len(lb.steps), 'step')} · "
                 f"{plural(len(lb.commits), 'token')} committed")
-        cols.append(f'<div class="s2d2-lane"><h4>{html.escape(name)}</h4><div>{html.escape(info)}</div>'
+        cols.append(f'<div class="s2d2-lane"><h4>{html.escape(name)}</h4>{detail}<div>{html.escape(info)}</div>'
                     f'{render_canvas(trace, lb.last_step)}</div>')
     note = ("Lanes are aligned by block position (steps inside a block are not equivalent across methods). "
             f"Showing {block_label(comp, number)}.")
@@ -289,6 +306,7 @@ def lanes_figure(comp: Comparison, traces: dict[str, Trace], number: int, axis: 
     """Every forward of every lane on one shared axis (forwards so far, or cumulative forward wall time of the
     lane's median run), by kind."""
     sel = comp.blocks[answer_blocks(comp)[number]].index
+    short = title_short  # "Lane 3" on the axis (the titles head the lanes above; the hover says the whole title)
     pts: dict[str, dict[str, list[Any]]] = {}
     for name, trace in traces.items():
         wall = 0.0
@@ -296,7 +314,7 @@ def lanes_figure(comp: Comparison, traces: dict[str, Trace], number: int, axis: 
             wall += f.wall_s
             p = pts.setdefault(f.kind, {"x": [], "y": [], "size": [], "text": []})
             p["x"].append(f.nfe_after if axis == "nfe" else round(wall, 6))
-            p["y"].append(name)
+            p["y"].append(short(name))
             p["size"].append(13 if blk == sel else 6)
             p["text"].append(f"{name}: {f.kind}, step {f.step}, {f.query_tokens} query tokens")
     if axis == "nfe":
@@ -317,7 +335,7 @@ def lanes_figure(comp: Comparison, traces: dict[str, Trace], number: int, axis: 
     for kind, p in pts.items():
         fig.add_trace(go.Scatter(x=p["x"], y=p["y"], mode="markers", name=kind, text=p["text"], hoverinfo="text",
                                  marker=dict(color=KIND_COLOURS.get(kind, "#444"), size=p["size"], symbol="square")))
-    fig.update_yaxes(categoryorder="array", categoryarray=list(traces)[::-1])
+    fig.update_yaxes(categoryorder="array", categoryarray=[short(n) for n in traces][::-1])
     return fig
 
 
@@ -371,14 +389,15 @@ def compare_views(state: Any, number: Any = 1) -> dict[str, Any]:
     traces = traces_of(state)
     if not traces:
         return {"cmp_lanes_html": f"<p>{NO_RUN}</p>"}
-    comp = comparison_of(state, traces)
+    traces, shown, keys = titled(state, traces)
+    comp = comparison_of(shown, traces)
     numbers = answer_blocks(comp)
     try:
         k = int(round(float(number)))
     except (TypeError, ValueError, OverflowError):
         return {}
     k = max(min(numbers), min(k, max(numbers)))
-    return {"cmp_lanes_html": block_html(comp, traces, k), "cmp_nfe": lanes_figure(comp, traces, k, "nfe"),
+    return {"cmp_lanes_html": block_html(comp, traces, k, keys), "cmp_nfe": lanes_figure(comp, traces, k, "nfe"),
             "cmp_wall": lanes_figure(comp, traces, k, "wall"), "cmp_metrics": metrics_table(comp),
             "cmp_diff": diff_markdown(comp, traces)}
 

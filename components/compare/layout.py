@@ -12,13 +12,14 @@ from typing import Any, Iterator, Optional
 import gradio as gr
 
 from components.serve import gpu_slot as guard
-from components.compare.lanes import (DEFAULT_LANES, GEN_MAX, GEN_MIN, MAX_LANES, NO_RUN, OFF, VIEW_OUT, block_range,
+from components.compare.lanes import (DEFAULT_LANES, GEN_MAX, GEN_MIN, MAX_LANES, NO_RUN, VIEW_OUT, block_range,
                                       compare_views, run_compare_steps)
-from components.views.describe import preset_choices
+from components.compare.lane_names import compare_choices, lane_about
 from components.run.knobs import EXAMPLE_PROMPTS
 from components.ui import PRIVATE, ClampedSlider, Ctx, FreeSlider, keyed, within_js
 from s2d2.limits import limits
-from components.compare.whatif_panel import KNOB_OUT, WHATIF_KNOBS, knob_updates, knob_values, rerun_whatif, s2d2_lanes, whatif_view
+from components.compare.whatif_panel import (KNOB_OUT, WHATIF_KNOBS, knob_info, knob_updates, knob_values,
+                                             rerun_whatif, s2d2_choices, s2d2_lanes, whatif_view)
 
 
 def after_run(state: Any) -> dict[str, Any]:
@@ -33,7 +34,8 @@ def after_run(state: Any) -> dict[str, Any]:
             "cmp_block": gr.Slider(minimum=lo, maximum=max(hi, lo + 1), value=min(1, hi), step=1,
                                    label=f"Answer block ({lo}–{hi}{', 0 = prompt prefill' if lo == 0 else ''}) "
                                          "— drives every lane"),
-            **views, "cmp_metrics": metrics_frame(views["cmp_metrics"]), "wi_lane": gr.Dropdown(lanes, value=lane),
+            **views, "cmp_metrics": metrics_frame(views["cmp_metrics"]),
+            "wi_lane": gr.Dropdown(s2d2_choices(state), value=lane),
             **knob_updates(state, lane), **(whatif_view(state, lane, *knob_values(state, lane)) if lane else {})}
 
 
@@ -48,7 +50,7 @@ def metrics_frame(table: Any) -> Any:
 def build_compare_tab(ctx: Optional[Ctx] = None, model_name: str = "tiny") -> Ctx:
     """Lay out and wire the Compare tab (its state is its own: a comparison is not the Replay tab's trace)."""
     ctx = ctx if ctx is not None else Ctx()
-    names = [(OFF, OFF)] + preset_choices()  # plain words first, the paper's name second
+    names = compare_choices()  # what tells lanes apart first, the preset's id last (lane_names.py)
     ctx["cmp_state"] = gr.State(None)
     with gr.Row():
         ctx["cmp_prompt"] = gr.Textbox(EXAMPLE_PROMPTS[0], label="Prompt (all lanes)", lines=2, scale=3,
@@ -56,12 +58,15 @@ def build_compare_tab(ctx: Optional[Ctx] = None, model_name: str = "tiny") -> Ct
 
         ctx["cmp_seed"] = gr.Number(0, label="Seed (all lanes)", scale=1, elem_id="cmp-seed")
         ctx["cmp_gen"] = FreeSlider(GEN_MIN, GEN_MAX, value=48, step=8, label="Generation length", scale=1)
-    lanes = []
-    for pair in (DEFAULT_LANES[:2], DEFAULT_LANES[2:]):  # two a row: a preset's name fits beside its arrow
+    lanes, abouts = [], []
+    for pair in (DEFAULT_LANES[:2], DEFAULT_LANES[2:]):  # two a row on a desktop, one a row on a phone
         with gr.Row(elem_classes="cmp-lane-row"):
             for v in pair:
                 n = len(lanes) + 1
-                lanes.append(gr.Dropdown(names, value=v, label=f"Lane {n}", min_width=260, elem_id=f"cmp-lane-{n}"))
+                with gr.Column(min_width=260):
+                    lanes.append(gr.Dropdown(names, value=v, label=f"Lane {n}", elem_id=f"cmp-lane-{n}"))
+                    abouts.append(gr.Markdown(lane_about(v), elem_id=f"cmp-lane-{n}-about",
+                                              elem_classes="cmp-lane-about"))
     with gr.Accordion("Custom settings per lane (KEY=VALUE, e.g. acceptance=greedy_exact policy=always)", open=False):
         with gr.Row():
             extra = [gr.Textbox("", label=f"Lane {i + 1} overrides", lines=1) for i in range(MAX_LANES)]
@@ -88,7 +93,7 @@ def build_compare_tab(ctx: Optional[Ctx] = None, model_name: str = "tiny") -> Ct
             with gr.Row():
                 for (name, label, lo, hi, step, _), value in zip(WHATIF_KNOBS, knob_values(None, None)):
                     ctx[f"wi_{name}"] = ClampedSlider(lo, hi, value=value, step=step, label=label, visible=False,
-                                                      elem_id=f"wi-{name}")
+                                                      info=knob_info(name), elem_id=f"wi-{name}")
             ctx["wi_summary"] = gr.Markdown("", elem_id="wi-summary")
             ctx["wi_table"] = gr.HTML("", elem_id="wi-table")
             ctx["wi_rerun"] = gr.Button("↻ Re-run from the start with these thresholds", elem_id="wi-rerun")
@@ -96,6 +101,8 @@ def build_compare_tab(ctx: Optional[Ctx] = None, model_name: str = "tiny") -> Ct
             ctx["wi_metrics"] = gr.Dataframe([], label="Recorded vs re-run", interactive=False, visible=False)
             ctx["wi_side"] = gr.HTML("")
     _wire(ctx, model_name, lanes, extra)
+    for lane, about in zip(lanes, abouts):  # the whole description under the box, whatever the box's width shows
+        lane.change(lane_about, lane, about, **PRIVATE)
     return ctx
 
 

@@ -6,6 +6,7 @@ tested directly. Only the knobs of the chosen lane's policy (and estimator) are 
 from __future__ import annotations
 
 import html
+import math
 from typing import Any, Callable, Optional
 
 from s2d2.compare import compare_traces, token_diff
@@ -16,17 +17,38 @@ from s2d2.whatif import knob_specs, what_if
 from components.views.canvas import render_canvas
 from components.compare.lanes import decode_lanes, divergence_text, traces_of
 from components.compare.lane_metrics import metrics_table
+from components.compare.lane_names import lane_title, lane_titles
 from components.run.workers import RunStopped
 from components.views.trace_index import show_value
 
+# The words a knob goes by here when the registry's short label is not a symbol the page defines (the Metrics tab's
+# symbol list: τ_score, penalty c, K̂, ...), with the line under its slider that says what it does.
+PLAIN_KNOBS = {"negexp_beta": ("entropy weight β", "how fast K̂ falls for drafts the model is unsure of: a larger "
+                                                   "β expects fewer drafts to pass (recomputed from the drafts)")}
 # (field, label, lo, hi, step, policies it applies to), read from the policy registry (s2d2.whatif.knob_specs)
-WHATIF_KNOBS = [(k.field, k.short_label, *k.slider, k.step, users) for k, users in knob_specs()]
+WHATIF_KNOBS = [(k.field, PLAIN_KNOBS.get(k.field, (k.short_label,))[0], *k.slider, k.step, users)
+                for k, users in knob_specs()]
+# Knobs a step's score is compared with (the rest weigh the score or its inputs): a printed score must be true
+# against these
+THRESHOLDS = ("score_threshold", "hysteresis_on", "hysteresis_off", "cost_threshold")
 _INT_KNOBS = {k.field for k, _ in knob_specs() if k.kind == "int"}
 
 # -- what-if views -------------------------------------------------------------------------------------------------
 
 def s2d2_lanes(state: Any) -> list[str]:
     return [n for n, t in (state or {}).get("lanes", {}).items() if t["header"]["config"].get("method") == "s2d2"]
+
+
+def s2d2_choices(state: Any) -> list[tuple[str, str]]:
+    """The what-if's lane choices: (the lane's title, its key)."""
+    lanes = (state or {}).get("lanes", {})
+    return [(lane_title(n, lanes[n]["header"]["config"]), n) for n in s2d2_lanes(state)]
+
+
+def knob_info(name: str) -> Optional[str]:
+    """The line under a knob's slider, for a knob whose label is not a symbol the page defines."""
+    plain = PLAIN_KNOBS.get(name)
+    return plain[1] if plain else None
 
 
 def knob_values(state: Any, lane: Optional[str]) -> list[Any]:
@@ -89,15 +111,46 @@ def whatif_view(state: Any, lane: Optional[str], *values: Any) -> dict[str, str]
         w = what_if(trace, **knob_changes(trace, list(values)))
     except ValueError as exc:
         return {"wi_summary": f"⚠ {exc}", "wi_table": ""}
-    used = ", ".join(f"{k} = {v:g}" for k, v in w.changes.items()) or "none (this policy has no threshold here)"
+    labels = {name: label for name, label, *_ in WHATIF_KNOBS}
+    used = ", ".join(f"{labels.get(k, k)} = {_num(v)}" for k, v in w.changes.items())
+    used = f"Thresholds used: {used}." if used else "This lane's policy has no threshold to move."
     first = trace.blocks[0].index if trace.blocks else 0
-    return {"wi_summary": f"{w.summary}\n\nKnobs applied to `{w.policy}`: {used}.", "wi_table": whatif_table(w, first)}
+    return {"wi_summary": f"{w.summary}\n\n{used}", "wi_table": whatif_table(w, first, trace.header.config)}
 
 
-def whatif_table(w: Any, first_block: int = 0) -> str:
+def score_text(value: Any, refs: list[float], digits: int = 3, most: int = 6) -> str:
+    """A score as the table prints it, true as printed: with `digits` decimals, or more (up to `most`) when fewer
+    would print it equal to a threshold in `refs` it differs from, or print a non-zero score as zero; never "-0.000"
+    (a zero prints unsigned, a minus sign is "−"). A score still ambiguous at `most` decimals prints in full."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+        return show_value(value)
+    value = float(value) + 0.0  # −0.0 -> 0.0
+    refs = [float(r) for r in refs if isinstance(r, (int, float)) and math.isfinite(r)]
+    for d in range(digits, most + 1):
+        text = f"{value:.{d}f}"
+        hidden = float(text) == 0.0 and value != 0.0
+        if not hidden and all(text != f"{r:.{d}f}" or value == r for r in refs):
+            break
+    else:
+        text = f"{value:.1e}" if abs(value) < 10 ** -most else repr(value)
+    if float(text) == 0.0 and value == 0.0:
+        text = text.lstrip("-")
+    return text.replace("-", "−")
+
+
+def _thresholds(cfg: dict[str, Any]) -> list[float]:
+    """The thresholds a step's score is compared with under this config (those of its policy)."""
+    return [cfg[name] for name, _, _, _, _, policies in WHATIF_KNOBS
+            if name in THRESHOLDS and cfg.get("policy") in policies and cfg.get(name) is not None]
+
+
+def whatif_table(w: Any, first_block: int = 0, recorded: Optional[dict[str, Any]] = None) -> str:
     """One row per routed step; blocks numbered as a reader counts them (1 = the first answer block). A trace of the
-    editing loop (LLaDA2.x) adds the edits each step made, and its edit-only steps (no masks left, not routed)."""
+    editing loop (LLaDA2.x) adds the edits each step made, and its edit-only steps (no masks left, not routed).
+    Scores print true against their thresholds (score_text): the recorded one against `recorded` (the trace's
+    config; the what-if's own when not given), the new one against the what-if's."""
     editing = w.config.get("loop") == "editing"
+    old_refs, new_refs = _thresholds(recorded if recorded is not None else w.config), _thresholds(w.config)
     rows = []
     for s in w.steps:
         if s.old_verify is None and not (editing and s.edits):
@@ -108,8 +161,9 @@ def whatif_table(w: Any, first_block: int = 0) -> str:
             mark = (mark + " · " if mark else "") + "trajectory unknown: re-run"
         edits = f"<td>{s.edits or ''}</td>" if editing else ""
         rows.append(f'<tr class="{cls}"><td>{s.index + 1}</td><td>{s.block - first_block + 1}</td>'
-                    f"<td>{_route(s.old_verify)}</td><td>{show_value(s.old_score)}</td><td>{_route(s.new_verify)}</td>"
-                    f"<td>{show_value(s.new_score)}</td>{edits}<td>{html.escape(mark)}</td></tr>")
+                    f"<td>{_route(s.old_verify)}</td><td>{score_text(s.old_score, old_refs)}</td>"
+                    f"<td>{_route(s.new_verify)}</td><td>{score_text(s.new_score, new_refs)}</td>{edits}"
+                    f"<td>{html.escape(mark)}</td></tr>")
     edit_head = "<th>edits</th>" if editing else ""
     head = (f"<tr><th>step</th><th>block</th><th>recorded</th><th>score</th><th>new</th><th>new score</th>{edit_head}"
             "<th></th></tr>")
@@ -138,11 +192,11 @@ def rerun_whatif(state: Any, lane: Optional[str], *values: Any, load: Optional[C
     pair = {"recorded": old, "re-run": new}
     ar = next((n for n, t in traces.items() if t.header.config.get("method") == "ar"), None)
     # The comparison's AR lane joins the table, so speedups and "output equals AR" are about the lanes on screen.
-    comp = compare_traces({**pair, ar: traces[ar]} if ar else pair)
+    comp = compare_traces({**pair, lane_titles(traces)[ar]: traces[ar]} if ar else pair)
     cols = "".join(f'<div class="s2d2-lane"><h4>{n}</h4>{render_canvas(t, len(t.steps), show_future=True)}</div>'
                    for n, t in pair.items())
     same = comp.lane("re-run").output_ids == comp.lane("recorded").output_ids
-    lines = [f"Re-ran {lane} with {changes_words(old, w.changes)}. What-if predicted: {w.summary}",
+    lines = [f"Re-ran {lane_titles(traces)[lane]} with {changes_words(old, w.changes)}. What-if predicted: {w.summary}",
              "Outputs: identical token for token." if same else
              f"Outputs differ from output token {token_diff('re-run', old, new).first_index}.",
              "Wall time is left out: the re-run was not timed together with the recorded lane (forwards are exact)."]

@@ -2,8 +2,11 @@
 from __future__ import annotations
 
 import json
+from html import escape
 
 import pytest
+
+from components.escape import md_text
 
 from tests.support.lanes import PROMPT, tiny_with_tokenizer
 from components.compare import lanes as cc
@@ -34,10 +37,17 @@ def test_run_compare_state_and_views(state):
     views = cc.compare_views(state, 1)
     assert list(views) == cc.VIEW_OUT
     html, nfe_fig, wall_fig, table, diff = (views[k] for k in cc.VIEW_OUT)
-    assert table["headers"] == ["metric", *state["lanes"]]
+    titles = ["Lane 1 · One token per forward (autoregressive)",
+              "Lane 2 · Diffusion alone (commit drafts with p > 0.85), block 4",
+              "Lane 3 · Verify when it pays (K̂ ≥ 1), block 4",
+              "Lane 4 · Always verify, block 4, greedy-exact acceptance (custom settings)"]
+    assert table["headers"] == ["metric", *titles]  # the page's words, never "1·ar" (newcomer walk, item 3)
     rows = table["data"]
-    for name in state["lanes"]:
-        assert name in html
+    for title, name in zip(titles, ["ar", "dynamic-baseline", "sdar-config-a", "sdar-config-b"]):
+        assert f"<h4>{escape(title)}</h4>" in html and f">preset {name}" in html  # the preset: a detail under it
+    assert "·ar" not in html + diff and "·sdar" not in html + diff
+    assert [t.y[0] for t in nfe_fig.data if t.y] and {y for t in nfe_fig.data for y in t.y} <= {
+        "Lane 1", "Lane 2", "Lane 3", "Lane 4"}  # the axis names lanes as the titles do
     assert "answer block 1 (positions" in html and "s2d2-canvas" in html
     traces = cc.traces_of(state)  # the lanes' traces live in the state store; the state keeps their headers
     assert list(traces) == list(state["lanes"]) and set(state["lanes"]["1·ar"]) == {"header"}
@@ -110,7 +120,11 @@ def test_whatif_view_marks_flips_and_greys_the_rest(state):
     out = wv.whatif_view(state, lanes[0], *values)
     summary, table = out["wi_summary"], out["wi_table"]
     assert summary.startswith("No decision flips") and "unknown" not in table
-    assert "Knobs applied to `score_threshold`: score_threshold = 0, penalty_coef = 1, negexp_beta = 1" in summary
+    assert "Thresholds used: τ_score = 0, penalty c = 1, entropy weight β = 1." in summary  # the page's symbols
+    assert "score_threshold" not in summary and "negexp" not in summary
+    assert wv.s2d2_choices(state) == [("Lane 3 · Verify when it pays (K̂ ≥ 1), block 4", lanes[0]),
+                                      ("Lane 4 · Always verify, block 4, greedy-exact acceptance (custom settings)",
+                                       lanes[1])]
     changed = list(values)
     changed[0] = -5.0  # τ_score: every span verifies now
     summary, table = wv.whatif_view(state, lanes[0], *changed).values()
@@ -131,9 +145,10 @@ def test_rerun_shows_old_and_new_side_by_side(state, model):
     out = wv.rerun_whatif(state, lane, *values, load=lambda n: model, generate=s2d2.generate)
     status, table, side = out["wi_status"], out["wi_metrics"].value, out["wi_side"]
     assert out["wi_metrics"].visible is True  # the table appears only once there is a re-run to show
-    assert "Re-ran 3·sdar-config-a with τ_score = −5 (recorded: " in status and "{" not in status  # issue 28 row 7
+    said = "Re-ran Lane 3 · Verify when it pays (K̂ ≥ 1), block 4 with τ_score = −5 (recorded: "
+    assert said in status and "{" not in status  # issue 28 row 7; the lane by its title (newcomer walk, item 3)
     # the comparison's AR lane is in the table: "output equals AR" is about lanes on screen (issue 17 row 7)
-    assert table["headers"] == ["metric", "recorded", "re-run", "1·ar"]
+    assert table["headers"] == ["metric", "recorded", "re-run", "Lane 1 · One token per forward (autoregressive)"]
     rows = {r[0]: r[1:] for r in table["data"]}
     assert rows["forwards (NFE: model calls)"][0] == str(len(cc.traces_of(state)[lane].forwards))
     assert rows["verify rate"][1] == "100 %"
@@ -340,10 +355,11 @@ def test_compare_says_each_lanes_progress_while_the_lanes_run(model):
     steps = list(cc.run_compare_steps(PROMPT, "tiny", 0, 8, *lanes, load=lambda name: model, generate=s2d2.generate))
     texts = [t for t, st in steps[:-1]]
     assert all(st is None for _, st in steps[:-1]) and steps[-1][1] is not None
-    assert texts[0].startswith("Running the warm-up round") and "- **1·ar**: waiting" in texts[0]
-    assert f"- **1·ar**: 1 of up to {1 + TIMED_ROUNDS} runs done" in texts[1] and "2·dynamic" in texts[1]
+    ar = md_text("Lane 1 · One token per forward (autoregressive)")
+    assert texts[0].startswith("Running the warm-up round") and f"- **{ar}**: waiting" in texts[0]
+    assert f"- **{ar}**: 1 of up to {1 + TIMED_ROUNDS} runs done" in texts[1] and "Lane 2 · Diffusion" in texts[1]
     assert any(f"Running timed round {TIMED_ROUNDS} of up to {TIMED_ROUNDS}" in t for t in texts)
-    assert f"runs done" in texts[-1] and steps[-1][0].startswith("Ran 2 lanes")
+    assert "runs done" in texts[-1] and steps[-1][0].startswith("Ran 2 lanes")
     board = LaneBoard(["a", "b"], 3)
     board.update({"kind": "progress", "lane": "b", "round": 1, "steps": 4, "elapsed": 1.25})
     assert "- **b**: decoding run 1 of up to 3, 4 steps so far (1.2 s)" in board.markdown()

@@ -42,6 +42,25 @@ PHONE_BOXES = """() => {
 }"""
 
 
+# One lane box on the phone, measured in the page: where its arrow starts, where the text box's content ends, how wide
+# its leading words are (up to the first " · ": the block size that tells lanes apart) in the box's own font, and
+# whether the line under it wraps whole
+LANE_BOX = """n => {
+  const box = document.querySelector(`#cmp-lane-${n} input`);
+  const arrow = document.querySelector(`#cmp-lane-${n} .icon-wrap`);
+  const about = document.querySelector(`#cmp-lane-${n}-about`);
+  const cs = getComputedStyle(box), r = box.getBoundingClientRect();
+  const ink = document.createElement('canvas').getContext('2d');
+  ink.font = `${cs.fontWeight} ${cs.fontSize} ${cs.fontFamily}`;
+  const lead = box.value.split(' · ')[0];
+  return {value: box.value, textEnd: r.right - parseFloat(cs.paddingRight),
+          arrowStart: arrow.getBoundingClientRect().left,
+          room: r.width - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight), lead: ink.measureText(lead).width,
+          about: about.innerText, aboutWhole: about.scrollWidth <= about.clientWidth + 1,
+          aboutRight: about.getBoundingClientRect().right};
+}"""
+
+
 def _results_file(directory: Path) -> Path:
     from s2d2.sweeps.grid import COLUMNS, add_speedups
 
@@ -159,12 +178,12 @@ def test_four_lanes_fit_at_1366_and_say_their_progress(browser, url):
     box = pg.locator("#cmp-lane-4 input")
     box.click()
     box.fill("sdar-config-b")
-    pg.get_by_role("option", name="Always verify, block 16 · sdar-config-b", exact=True).click()
+    pg.get_by_role("option", name="Block 16 · Always verify · sdar-config-b", exact=True).click()
     for n in range(1, 5):  # the whole name fits before the arrow
         fits = pg.locator(f"#cmp-lane-{n} input").evaluate("e => e.scrollWidth <= e.clientWidth + 1")
         assert fits, pg.locator(f"#cmp-lane-{n} input").input_value()
     pg.get_by_role("button", name="▶ Run all lanes").click()
-    pg.wait_for_function("document.querySelector('#cmp-status').innerText.includes('4·sdar-config-b')",
+    pg.wait_for_function("document.querySelector('#cmp-status').innerText.includes('Lane 4 · Always verify')",
                          timeout=WAIT_MS)
     pg.wait_for_selector("#cmp-lanes .s2d2-lane", timeout=WAIT_MS)
     assert pg.locator("#cmp-lanes .s2d2-lane").count() == 4
@@ -172,10 +191,10 @@ def test_four_lanes_fit_at_1366_and_say_their_progress(browser, url):
     pg.locator("#cmp-metrics").scroll_into_view_if_needed()
     frame = pg.locator("#cmp-metrics").bounding_box()
     last = pg.locator("#cmp-metrics thead th").last
-    pg.wait_for_function("document.querySelector('#cmp-metrics thead').innerText.includes('4·sdar-config-b')",
+    pg.wait_for_function("document.querySelector('#cmp-metrics thead').innerText.includes('Lane 4 · Always')",
                          timeout=WAIT_MS)
     cell = last.bounding_box()
-    assert "4·sdar-config-b" in last.inner_text()
+    assert "Lane 4 · Always verify, block 16" in last.inner_text()
     assert cell["x"] + cell["width"] <= frame["x"] + frame["width"] + 1, (cell, frame)
     assert not errors, errors
 
@@ -197,5 +216,33 @@ def test_a_long_compare_prompt_is_refused_whole_in_one_line(browser, url):
     pg.wait_for_function("document.querySelector('#cmp-status').innerText.includes('longer than 2,000')",
                          timeout=WAIT_MS)
     assert "Nothing was cut" in pg.locator("#cmp-status").inner_text() and len(box.input_value()) == 20_000
+    assert not errors, errors
+    pg.close()
+
+
+def test_phone_lane_boxes_tell_the_lanes_apart(browser, url):
+    """Newcomer walk, Compare item 1: at 390×844 on a touch phone each lane box ends its text before the arrow (no
+    overlap), shows its leading words (the block size) whole, and the line under it gives the whole description
+    with the preset's id, wrapped inside the page; choosing another preset rewrites that line."""
+    pg = browser.new_page(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
+    errors: list[str] = []
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    pg.goto(url)
+    pg.locator("#cmp-lane-4-about").wait_for(timeout=WAIT_MS)
+    for n, words in ((1, "One token per forward (autoregressive) · preset ar"),
+                     (2, "Diffusion alone (commit drafts with p > 0.85), block 4 · preset dynamic-baseline"),
+                     (3, "Verify when it pays (K̂ ≥ 1), block 4 · preset sdar-config-a")):
+        m = pg.evaluate(LANE_BOX, n)
+        assert m["textEnd"] <= m["arrowStart"] + 0.5, m  # the arrow never sits on the text
+        assert m["lead"] <= m["room"], m  # "Block 4", "One token per forward (autoregressive)": whole in the box
+        assert " ".join(m["about"].split()) == words and m["aboutWhole"] and m["aboutRight"] <= 390, m
+    box = pg.locator("#cmp-lane-4 input")
+    box.click()
+    box.fill("sdar-config-b")
+    pg.get_by_role("option", name="Block 16 · Always verify · sdar-config-b", exact=True).click()
+    pg.wait_for_function("document.querySelector('#cmp-lane-4-about').innerText.includes('preset sdar-config-b')",
+                         timeout=WAIT_MS)
+    m = pg.evaluate(LANE_BOX, 4)
+    assert m["value"].startswith("Block 16 · ") and m["lead"] <= m["room"] and m["textEnd"] <= m["arrowStart"] + 0.5
     assert not errors, errors
     pg.close()
