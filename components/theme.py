@@ -11,9 +11,10 @@ from components.tour.layout import TOUR_CSS
 from components.views.canvas import CANVAS_CSS
 from components.views.ledger import LEDGER_CSS
 from components.views.residual import RESIDUAL_CSS
+from components.views.swipe_hint import SWIPE_CSS
 from components.views.verify_strip import STRIP_CSS
 
-CSS = CANVAS_CSS + STRIP_CSS + COMPARE_CSS + RESIDUAL_CSS + LEDGER_CSS + TOUR_CSS + """
+CSS = CANVAS_CSS + STRIP_CSS + COMPARE_CSS + RESIDUAL_CSS + LEDGER_CSS + SWIPE_CSS + TOUR_CSS + """
 .s2d2-detail{font-size:0.92em;color:#1e293b;border-left:3px solid #4f46e5;padding:4px 8px;min-height:2.5em}
 .s2d2-detail [data-pinned]{display:block;white-space:pre-line;font-family:ui-monospace,monospace;font-size:0.92em;
   color:#334155}

@@ -17,6 +17,7 @@ from s2d2.trace import Trace
 
 from components.views.canvas import visible_text
 from components.views.ledger import strips_html
+from components.views.plural import plural
 from s2d2.compare import first_difference
 
 RESULT = Path(__file__).resolve().parents[2] / "assets" / "results" / "exactness.json"
@@ -95,7 +96,7 @@ def result_line(result: Optional[dict[str, Any]]) -> str:
                          if on)
     setting = f"B = {result['block_length']}" + (f" + {options}" if options else "")
     return (f"Measured on {result['n']} held-out questions with the bundled tiny model ({setting}, answers of up to "
-            f"{result['gen_length']} tokens): **{result['identical']}/{result['n']} identical to AR**, with "
+            f"{plural(result['gen_length'], 'token')}): **{result['identical']}/{result['n']} identical to AR**, with "
             f"{result['ar_nfe'] / result['s2d2_nfe']:.2f}× fewer forwards ({result['ar_nfe']} vs "
             f"{result['s2d2_nfe']}).")
 

@@ -17,6 +17,7 @@ from s2d2.trace import FORWARD_KINDS, ForwardRecord, Trace
 from components.views.describe import decision_line
 from components.views.figures import KIND_COLOURS
 from components.views.plural import plural
+from components.views.swipe_hint import swipe_hint
 from components.views.trace_index import index_of
 
 LETTER = {"prefill": "P", "draft": "D", "verify_2l": "V", "verify_causal": "V", "commit": "C", "ar": "A",
@@ -118,7 +119,7 @@ def strips_html(traces: dict[str, Trace]) -> str:
     key = "".join(f'<span class="lg-box" style="width:14px;background:{KIND_COLOURS[k]}">{LETTER[k]}</span> '
                   f"{html.escape(KIND_WORDS[k])} " for k in FORWARD_KINDS
                   if any(f.kind == k for t in traces.values() for f in t.forwards))
-    return (f'<div class="lg-strips"><table><tr><th></th>{head}</tr>{"".join(rows)}</table></div>'
+    return (f'{swipe_hint()}<div class="lg-strips"><table><tr><th></th>{head}</tr>{"".join(rows)}</table></div>'
             f'<p class="lg-key">{key}· box width = query tokens; the number under a block = its forwards</p>')
 
 

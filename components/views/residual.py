@@ -19,6 +19,7 @@ from typing import Optional
 from s2d2.trace import StepRecord, Trace
 
 from components.views.canvas import visible_text
+from components.views.swipe_hint import swipe_hint
 from components.views.trace_index import clamp_step, fmt, fmt_prob, index_of
 
 MAX_BARS = 8
@@ -162,7 +163,7 @@ def residual_rows(data: ResidualData) -> str:
                     f'<td>{_bar(b.q, None, "q", q_floor, data.q_kept)}</td><td>{res}</td></tr>')
     head = ('<tr><th scope="col">token</th><th scope="col">p: drafter</th><th scope="col">q: verifier</th>'
             '<th scope="col">(q − p)+ / Z</th></tr>')
-    return f'<div class="rs-tbl"><table>{head}{"".join(rows)}</table></div>'
+    return f'{swipe_hint()}<div class="rs-tbl"><table>{head}{"".join(rows)}</table></div>'
 
 
 def test_line(data: ResidualData) -> str:

@@ -367,3 +367,19 @@ def test_a_finished_runs_last_step_says_its_tail_was_never_decoded():
     last = canvas.render_canvas(t, len(t.steps))
     assert "never decoded (the run had ended)" in last and "in later blocks" not in last
     assert "in later blocks" in canvas.render_canvas(t, 1)  # mid-run, later blocks do come
+
+
+def test_tables_wider_than_a_phone_say_they_scroll_sideways():
+    """The residual draw's table and the ledger's forward boxes carry the line a narrow screen shows (and the app's
+    CSS shows it below NARROW_PX only)."""
+    from components.files.examples import first_example, list_examples, load_pair
+    from components.theme import CSS
+    from components.views import ledger, residual
+    from components.views.swipe_hint import NARROW_PX, SWIPE_CSS, swipe_hint
+
+    label, t = first_example()
+    _, base = load_pair(list_examples()[label])
+    shown = [residual.residual_html(t, s) for s in range(len(t.steps) + 1)]
+    assert any(swipe_hint() in h for h in shown if h) and all(swipe_hint() in h for h in shown if h)
+    assert swipe_hint() in ledger.strips_html({"S2D2": t, "Diffusion alone": base})
+    assert SWIPE_CSS in CSS and f"@media (max-width:{NARROW_PX}px){{.s2d2-swipe{{display:block}}}}" in SWIPE_CSS
