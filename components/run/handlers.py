@@ -31,6 +31,10 @@ KNOB_OUT = [f"knob_{name}" for name in KNOB_NAMES]
 NOTES_OUT = [*KNOB_OUT, "advanced"]
 FIELD_ERROR = "field-error"  # the class of a knob whose value Record refused (components/theme.py colours its line)
 MAX_LATE_PROGRESS = 3  # progress events tolerated after Stop before the run is abandoned without a trace
+# A kept run's status ends with IN_REPLAY only in the update that opens Replay (final_views, with the tab switch);
+# the run's own last update, which reaches the page before that one (seconds before, on a busy server), says TO_REPLAY.
+IN_REPLAY = "The Replay tab now shows this run."
+TO_REPLAY = "Opening it in the Replay tab…"
 
 
 def knob_visibility(method: str, policy: str, remasking: str, loop: str = "block") -> dict[str, Any]:
@@ -110,7 +114,16 @@ def last(out: dict[str, Any]) -> dict[str, Any]:
     final = {k: out[k] for k in ("run_status", "output") if k in out}
     if "state" in out or "live" in out:
         final["strip"] = "trace" if "state" in out else "empty"
-    return {**out, "run_final": final}
+    return before_replay({**out, "run_final": final})
+
+
+def before_replay(out: dict[str, Any]) -> dict[str, Any]:
+    """A run's last update as it is streamed: its status says Replay is opening (TO_REPLAY), never yet that Replay
+    shows the run; its record for final_views keeps IN_REPLAY, written with the tab switch, when it is true."""
+    status = out.get("run_status")
+    if isinstance(status, str) and IN_REPLAY in status:
+        return {**out, "run_status": status.replace(IN_REPLAY, TO_REPLAY)}
+    return out
 
 
 def final_views(state: Any, ok: Any, final: Any) -> dict[str, Any]:
@@ -208,10 +221,10 @@ def _finished(event: dict[str, Any]) -> dict[str, Any]:
         return {"run_status": f"■ Stopped before the first block was complete ({size}): nothing to replay.",
                 "live": render_live([]), "run_ok": False}
     if reason == "cancelled":
-        status = f"■ Stopped — partial trace kept ({size}). The Replay tab shows it."
+        status = f"■ Stopped — partial trace kept ({size}). {IN_REPLAY}"
     elif reason == "time_limit":
-        status = f"■ Stopped at the time limit — partial trace kept ({size}). The Replay tab shows it."
+        status = f"■ Stopped at the time limit — partial trace kept ({size}). {IN_REPLAY}"
     else:
-        status = f"✓ Done in {event['elapsed']:.1f} s: {size}{rounding_note(trace)}. The Replay tab now shows this run."
+        status = f"✓ Done in {event['elapsed']:.1f} s: {size}{rounding_note(trace)}. {IN_REPLAY}"
     return {"run_status": status, "live": live_strip(trace),
             "output": event.get("text", ""), "state": make_state(trace, "run"), "run_ok": True}

@@ -1,5 +1,6 @@
 """The Run tab's layout: prompt, model, a preset in plain words, the knobs that matter (the rest under
-"Advanced"), Record / Stop, live output. Layout only; app.py wires the events."""
+"Advanced"), Record / Stop, live output. Layout only; app.py wires the events, except the line under the preset
+that follows every knob (components/run/preset_drift.py wires its own, once the knobs are built)."""
 from __future__ import annotations
 
 from typing import Any
@@ -13,6 +14,7 @@ from components.views.prompt_scope import TRAINED_ON
 from components.run.knobs import (DEFAULT_PRESET, EXAMPLE_PROMPTS, KNOBS, MAX_PROMPT_CHARS, Knob, knob_info,
                                   preset_values)
 from components.run.page_decode import offered
+from components.run import preset_drift
 from components.run.random_stream import stream_line
 from components.serve.model_pool import DEFAULT_MODEL, model_choices
 from components.ui import Ctx, FreeSlider
@@ -65,6 +67,7 @@ def build_run_tab(ctx: Ctx) -> None:
             ctx["preset"] = gr.Dropdown(preset_choices(), value=DEFAULT_PRESET, label="Preset (sets every knob)",
                                         elem_id="preset")
             ctx["preset_note"] = gr.Markdown(preset_note(DEFAULT_PRESET), elem_id="preset-note")
+            ctx["preset_drift"] = gr.Markdown("", elem_id="preset-drift")  # what was changed from the preset
             with gr.Row():
                 ctx["run"] = gr.Button("▶ Record a run", variant="primary", elem_id="run")
                 ctx["stop"] = gr.Button("■ Stop", variant="stop", elem_id="stop")
@@ -98,3 +101,4 @@ def build_run_tab(ctx: Ctx) -> None:
     ctx["page_trace"] = gr.File(visible="hidden", elem_id="page-trace")  # the trace the page uploads
     ctx["run_ok"] = gr.State(False)
     ctx["run_final"] = gr.State(None)  # the run's final views, written again when Replay opens (handlers.final_views)
+    preset_drift.wire(ctx)

@@ -27,6 +27,7 @@ from s2d2.trace import Trace
 from components.escape import md_text
 from components.files.traces import TraceError, make_state, parse_upload
 from components.run.config_check import check_prompt, config_from_inputs
+from components.run.handlers import IN_REPLAY, before_replay
 from components.run.random_stream import app_config
 from components.serve import browser_files
 from components.serve.model_pool import check_model, get_model
@@ -39,13 +40,15 @@ SERVER_POLICIES = ("cost_aware",)  # routes by this machine's own timings
 ON_SERVER = "Decoded on the server: {why}."
 
 
-# Browser code of the Run's events. Before Run: the prompt capped as ui.within_js does, and what the page lacks to
-# decode (its 4th input). The hand-off: the page decodes the plan and sends the trace text instead. Stop: the page's
-# decode stops too.
+# Browser code of the Run's events. Before Run: the prompt capped as ui.within_js does, the status saying at once that
+# the run is on its way (components/run/js/status_line.js: a queued Run otherwise showed the last status for
+# seconds), and what the page lacks to decode (its 4th input). The hand-off: the page decodes the plan and sends the
+# trace text instead. Stop: the page's decode stops too.
 def before_run_js(cap: int) -> str:
     """The Run's browser code before it is sent (see above)."""
     return f"""async (...args) => {{
   if (typeof args[0] === 'string' && args[0].length > {cap}) args[0] = args[0].slice(0, {cap + 1});
+  try {{ (await import({module_url(RUN_JS, 'status_line.js')})).recordPressed(document); }} catch (e) {{}}
   try {{ args[3] = (await import({module_url(RUN_JS, 'page_run.js')})).pageAbility(); }}
   catch (e) {{ args[3] = 'the page could not load its decoder'; }}
   return args;
@@ -230,12 +233,11 @@ def finished(trace: Trace) -> dict[str, Any]:
         return {"run_status": status, "live": render_live([]), "output": "", "run_ok": False,
                 "run_final": {"run_status": status, "output": "", "strip": "empty"}}
     if reason == "cancelled":
-        status = f"■ Stopped in your browser — partial trace kept ({size}). The Replay tab shows it."
+        status = f"■ Stopped in your browser — partial trace kept ({size}). {IN_REPLAY}"
     else:
         wall = footer.wall_s if footer else 0.0
-        status = (f"✓ Done in your browser in {wall:.1f} s: {size}. The server checked the trace; the Replay "
-                  "tab now shows this run.")
+        status = f"✓ Done in your browser in {wall:.1f} s: {size}. The server checked the trace. {IN_REPLAY}"
     output = footer.output_text if footer else ""
     final = {"run_status": status, "output": output, "strip": "trace"}
-    return {"run_status": status, "live": live, "output": output, "state": make_state(trace, "run"),
-            "run_ok": True, "run_final": final}
+    return before_replay({"run_status": status, "live": live, "output": output, "state": make_state(trace, "run"),
+                          "run_ok": True, "run_final": final})

@@ -52,8 +52,11 @@ def test_the_event_that_opens_replay_carries_the_runs_final_views_again():
     done = outs[-1]
     assert done["run_status"].startswith("✓ Done in ") and done["output"]
     again = run_handlers.final_views(done["state"], done["run_ok"], done["run_final"])
-    assert again == {"run_status": done["run_status"], "output": done["output"], "live": done["live"]}
-    assert len(str(done["run_final"])) < len(done["run_status"]) + len(done["output"]) + 100  # the strip is not stored
+    # the same status, except that Replay now shows the run (said only with the tab switch, which it rides with)
+    shown = done["run_status"].replace(run_handlers.TO_REPLAY, run_handlers.IN_REPLAY)
+    assert done["run_status"].endswith(run_handlers.TO_REPLAY) and shown.endswith(run_handlers.IN_REPLAY)
+    assert again == {"run_status": shown, "output": done["output"], "live": done["live"]}
+    assert len(str(done["run_final"])) < len(shown) + len(done["output"]) + 100  # the strip is not stored
     refused = list(run_handlers.run(knobs.EXAMPLE_PROMPTS[0], "tiny", *_knobs(seed=-1)))[-1]
     assert run_handlers.final_views(None, False, refused["run_final"]) == {
         "run_status": refused["run_status"], "output": "", "live": render_live([])}

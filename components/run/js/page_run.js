@@ -1,8 +1,9 @@
 /**
  * Decode in my browser, the page's half (the server's: components/run/page_decode.py). Given the server's plan, a
  * Web Worker (s2d2_web/worker.js) loads the model and decodes, off the main thread; every committed block is drawn
- * into the Run's live output (live_tokens.js, the same HTML as the server's), and a line over the Run's status says
- * how far it is. The finished trace's JSON text is what `decodeInPage` resolves to: the Run's hand-off event sends
+ * into the Run's live output (live_tokens.js, the same HTML as the server's), and the Run's status says how far it
+ * is (status_line.js: the page's line stands in for the server's, never beside it, until the server's verdict). The
+ * finished trace's JSON text is what `decodeInPage` resolves to: the Run's hand-off event sends
  * it to the server, which checks it as an upload before Replay opens it. `stop` is the Run's Stop.
  *
  * The hand-off (`handOff`): the trace is uploaded as a file through Gradio's upload route (the front door's upload
@@ -13,26 +14,9 @@
  * or {"page_stopped": true} when Stop came before the model was loaded, and no file; ['', null] for a server Run.
  */
 import { liveInner } from './live_tokens.js';
+import { say, untilServer } from './status_line.js';
 
 let current = null; // the Run decoding in this page: {worker, loaded, stop()}
-
-/** The line the page writes over the Run's status while it decodes (its own element: Gradio's stay untouched). */
-function progress(doc, text) {
-  const root = doc.querySelector('#run-status');
-  if (!root) return;
-  let out = root.querySelector('.s2d2-page-progress');
-  if (text === null) {
-    if (out) out.remove();
-    return;
-  }
-  if (!out) {
-    out = doc.createElement('p');
-    out.className = 's2d2-page-progress';
-    out.setAttribute('aria-live', 'polite');
-    root.prepend(out);
-  }
-  out.textContent = text;
-}
 
 /** Draw the committed rows into the live output's canvas (its children only: Gradio owns the canvas element). */
 function drawRows(doc, rows, live) {
@@ -83,26 +67,28 @@ export function decodeInPage(planText, doc = document) {
     const finish = (text) => {
       worker.terminate();
       if (current === run) current = null;
-      progress(doc, null);
+      untilServer(doc, text.startsWith('{"page_') ? 'Ending this run…'
+        : 'Decoded in your browser; the server is checking the trace before Replay opens it…');
       resolve(text);
     };
     run.stop = () => {
       if (run.loaded) {
-        progress(doc, 'Stopping at the end of this block…');
+        say(doc, 'Stopping at the end of this block…');
         worker.postMessage({ type: 'stop' });
       } else {
         finish(JSON.stringify({ page_stopped: true }));
       }
     };
     current = run;
-    progress(doc, 'Loading the model into this page…');
+    say(doc, 'Loading the model into this page (the first Run downloads about 9 MB; later ones reuse it)… '
+      + 'Stop ends it.');
     worker.onmessage = ({ data }) => {
       if (data.type === 'loaded') {
         run.loaded = true;
-        progress(doc, `Model loaded in ${data.session_s.toFixed(1)} s; decoding in your browser…`);
+        say(doc, `Model loaded in ${data.session_s.toFixed(1)} s; decoding in your browser…`);
       } else if (data.type === 'block') {
         drawRows(doc, data.rows, plan.live);
-        progress(doc, `Decoding in your browser… ${count(data.steps, 'step')}, ${count(data.rows.length, 'token')} ` +
+        say(doc, `Decoding in your browser… ${count(data.steps, 'step')}, ${count(data.rows.length, 'token')} ` +
           `committed (${seconds()} s). Stop keeps the partial trace.`);
       } else if (data.type === 'done') {
         finish(JSON.stringify(data.trace));

@@ -1,0 +1,95 @@
+/**
+ * One status at a time in the Run's status box (#run-status). The server writes the Run's status there (a Gradio
+ * Markdown); the page writes a line of its own only while it knows more than the server has said: Record pressed and
+ * the run not started yet (`untilServer`, from the Run's click), the page loading the model and decoding (`say`,
+ * page_run.js), the page's trace on its way to the server (`untilServer`). While the page's line is up, Gradio's
+ * text is hidden (never removed or rewritten: Gradio owns it), so the box never shows two statuses at once.
+ *
+ * Invariants: at most one page line; Gradio's text is hidden exactly while it is there. A line put up `untilServer`
+ * goes as soon as the server writes a status other than the one it covered, or, with `ended`, when that says the
+ * event is over (a refusal may repeat, word for word, the status already there). Browser test:
+ * tests/browser/test_run_status_line.py.
+ */
+
+const LINE = 's2d2-page-progress';
+const OWNED = 'data-page-line';
+const RULE = `#run-status[${OWNED}] [data-testid="markdown-wrapper"] { display: none; }`;
+
+let watcher = null; // the MutationObserver of the line put up `untilServer`, if any
+
+/** Gradio's own status text (what the server wrote last). */
+export function serverText(root) {
+  const wrapper = root.querySelector('[data-testid="markdown-wrapper"]');
+  return wrapper ? wrapper.textContent.trim() : '';
+}
+
+function unwatch() {
+  if (watcher) watcher.disconnect();
+  watcher = null;
+}
+
+/** The page's line in the status box (Gradio's text hidden under it); null when there is no status box. */
+export function say(doc, text) {
+  const root = doc.querySelector('#run-status');
+  if (!root) return null;
+  unwatch();
+  if (!doc.getElementById('s2d2-status-line-rule')) {
+    const style = doc.createElement('style');
+    style.id = 's2d2-status-line-rule';
+    style.textContent = RULE;
+    doc.head.append(style);
+  }
+  let out = root.querySelector(`.${LINE}`);
+  if (!out) {
+    out = doc.createElement('p');
+    out.className = LINE;
+    out.setAttribute('aria-live', 'polite');
+    root.prepend(out);
+  }
+  out.textContent = text;
+  root.setAttribute(OWNED, '');
+  return root;
+}
+
+/** The page's line gone, Gradio's status shown again. */
+export function clear(doc) {
+  unwatch();
+  const root = doc.querySelector('#run-status');
+  if (!root) return;
+  const out = root.querySelector(`.${LINE}`);
+  if (out) out.remove();
+  root.removeAttribute(OWNED);
+}
+
+/** The page's line until the server writes a new status (or `ended()` says the event is over): see the module. */
+export function untilServer(doc, text, ended = null) {
+  const root = say(doc, text);
+  if (!root) return;
+  const before = serverText(root);
+  const check = () => {
+    if (serverText(root) !== before || (ended && ended())) clear(doc);
+  };
+  watcher = new MutationObserver(check);
+  watcher.observe(doc.body, { subtree: true, childList: true, characterData: true, attributes: true,
+    attributeFilter: ['class'] });
+}
+
+/** A test of Record's event being over or streaming, from Gradio's tracker on the line under the button (#run-wait,
+ * where app.py points the Run's progress): it streams ('generating'), or it was pending and is hidden again. */
+export function recordEnded(doc) {
+  let pending = false;
+  return () => {
+    const tracker = doc.querySelector('#run-wait [data-testid="status-tracker"]');
+    if (!tracker) return false;
+    if (tracker.classList.contains('generating')) return true;
+    if (!tracker.classList.contains('hide')) pending = true;
+    return pending && tracker.classList.contains('hide');
+  };
+}
+
+export const WAITING = 'Record pressed: waiting for the server to start this run…';
+
+/** Record's click: say at once that the run is on its way, until the server says more. */
+export function recordPressed(doc = document) {
+  untilServer(doc, WAITING, recordEnded(doc));
+}
