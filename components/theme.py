@@ -6,7 +6,7 @@ import gradio as gr
 
 from s2d2.limits import limits
 
-from components.compare.lanes import COMPARE_CSS
+from components.compare.styles import COMPARE_CSS
 from components.tour.layout import TOUR_CSS
 from components.views.canvas import CANVAS_CSS
 from components.views.ledger import LEDGER_CSS

@@ -12,25 +12,9 @@ from typing import Any, Mapping, Optional
 from s2d2.config import DecodeConfig, preset, presets
 
 from components.views.describe import plain_title
+from components.views.lane_keys import split_key
 
 OFF = "(off)"
-CUSTOM = "*"  # the key's mark of a lane with custom settings (lanes.lane_configs)
-
-
-def split_key(key: str) -> tuple[str, str, bool]:
-    """"3·sdar-config-a*" -> ("3", "sdar-config-a", True); a name of another shape -> ("", name, False)."""
-    number, dot, rest = str(key).partition("·")
-    if not dot or not number.isdigit():
-        return "", str(key), False
-    return number, rest.removesuffix(CUSTOM), rest.endswith(CUSTOM)
-
-
-def lane_short(key: str) -> str:
-    """"Lane 3": the lane's name where there is room for no more (a plot's axis)."""
-    number, name, _ = split_key(key)
-    return f"Lane {number}" if number else name
-
-
 def title_short(title: str) -> str:
     """A title's "Lane 3" (a name not titled by lane_title stays whole)."""
     head, dot, _ = title.partition(" · ")

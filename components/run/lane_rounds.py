@@ -13,6 +13,8 @@ from typing import Any, Callable, Iterator
 
 from s2d2.timing import median_index
 
+from components.views.lane_keys import lane_short
+
 TIMED_ROUNDS = 2  # timed runs per lane after the warm-up: the fewest that give a spread (its noise)
 
 # run(name, config, max_seconds) -> the lane's event stream (components/run_panel.record_stream)
@@ -55,8 +57,8 @@ def _one_lane(name: str, config: dict[str, Any], run: RunLane, left: float, rnd:
     """Stream one lane's progress; return its "done" event, or the "error" / "stopped" event that ends the job."""
     for event in run(name, config, left):
         if event["kind"] == "done" and event["trace"]["footer"]["finish_reason"] == "cancelled":
-            kept = ", ".join(lanes[:lanes.index(name)]) if rnd == 0 else ", ".join(lanes)
-            return {"kind": "stopped", "message": f"Stopped during lane {name} (lanes finished before: "
+            kept = ", ".join(map(_lane, lanes[:lanes.index(name)] if rnd == 0 else lanes))
+            return {"kind": "stopped", "message": f"Stopped during {_lane(name)} (lanes finished before: "
                                                   f"{kept or 'none'})."}
         if event["kind"] == "done":
             return event
@@ -64,6 +66,12 @@ def _one_lane(name: str, config: dict[str, Any], run: RunLane, left: float, rnd:
             return {"kind": "error", "message": f"{name}: {event['message']}"}
         yield {**event, "lane": name, "round": rnd}
     return {"kind": "error", "message": f"{name}: the decode ended without a trace"}
+
+
+def _lane(key: str) -> str:
+    """A lane as the page names it ("Lane 3", its column's heading; lane_names.py), not by its key."""
+    short = lane_short(key)
+    return short if short.startswith("Lane ") else f"lane {short}"
 
 
 def _done(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:

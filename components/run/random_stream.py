@@ -18,6 +18,7 @@ from typing import Any
 
 from s2d2.config import DecodeConfig
 
+from components.views.lane_keys import lane_short
 from components.serve.browser_files import exported_models
 
 COUNTER = "counter"
@@ -63,4 +64,5 @@ def streams_line(configs: dict[str, DecodeConfig]) -> str:
     used = {c.rng for c in configs.values()}
     if len(used) == 1:
         return f"Random draws came from {words[used.pop()]}."
-    return "Random draws came from " + "; ".join(f"{words[c.rng]} in lane {n}" for n, c in configs.items()) + "."
+    return "Random draws came from " + "; ".join(f"{words[c.rng]} in {lane_short(n)}" for n, c in configs.items()) \
+        + "."

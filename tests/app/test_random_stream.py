@@ -54,8 +54,8 @@ def test_compare_lanes_draw_from_the_models_stream_and_a_lanes_own_setting_wins(
     configs = lanes.lane_configs(["sdar-config-a", "ar"], ["", "rng=torch"], 16, {"rng": "counter"})
     assert [c.rng for c in configs.values()] == ["counter", "torch"]
     assert streams_line(configs) == ("Random draws came from the shared counter stream (the draws a Run of this "
-                                           "model makes on the server and in your browser alike) in lane "
-                                           "1·sdar-config-a; torch's random generator in lane 2·ar*.")
+                                           "model makes on the server and in your browser alike) in Lane 1; "
+                                           "torch's random generator in Lane 2.")
     one = lanes.lane_configs(["sdar-config-a", "ar"], ["", ""], 16, {"rng": "counter"})
     assert streams_line(one).startswith("Random draws came from the shared counter stream")
     assert [c.rng for c in lanes.lane_configs(["sdar-config-a", "ar"], ["", ""], 16).values()] == ["torch", "torch"]

@@ -79,7 +79,7 @@ def _results_file(directory: Path) -> Path:
 def url(tmp_path_factory):
     import gradio as gr
 
-    from components.compare import lanes as cc
+    from components.compare.styles import COMPARE_CSS
     from components.compare import layout as ct
     from components.serve import model_pool
     from components.sweep import panel as sw
@@ -98,7 +98,7 @@ def url(tmp_path_factory):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    demo.launch(prevent_thread_lock=True, server_port=port, quiet=True, css=CANVAS_CSS + cc.COMPARE_CSS,
+    demo.launch(prevent_thread_lock=True, server_port=port, quiet=True, css=CANVAS_CSS + COMPARE_CSS,
                 js=KEYS_JS)  # the app's page code: the length line under a prompt box
     yield f"http://127.0.0.1:{port}/"
     demo.close()

@@ -283,7 +283,7 @@ def test_compare_is_one_job_and_stops_within_a_forward(served):
         client.predict("hi", RANDOM_MODEL, *knob_values(gen_length=8), api_name="/run")
     gpu_slot.JOBS.stop_session(client.session_hash)  # what the Stop button does
     status = job.result(timeout=120)  # eight lanes of 256 tokens would take far longer: it ended in lane 1
-    assert status.startswith("■ Stopped during lane 1·dynamic-baseline*"), status
+    assert status.startswith("■ Stopped during Lane 1 (lanes finished before: none)"), status
     refused = client.predict("x" * 2001, 0, 8, *lanes, api_name="/compare")
     assert refused.startswith("⚠ The prompt is longer than 2,000 characters")
     client.close()
