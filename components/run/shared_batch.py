@@ -39,7 +39,7 @@ from s2d2.decoding.live_jobs import Decode
 from s2d2.limits import check_prompt_tokens
 from s2d2.policies import uses_costs
 
-from components.run.workers import ALONE, RunStopped, generate_within_limits
+from components.run.workers import RunStopped, generate_within_limits
 from components.serve.gpu_slot import STOPPED_QUEUED
 from components.serve.model_pool import loaded_models
 from components.serve.settings import env_int

@@ -5,7 +5,7 @@ problem of that kind gets a meaningful answer (other text gets Austen-like prose
 held-out set, which no training stream contains. Pure: no gradio, no model."""
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 from s2d2.tasks.arithmetic import heldout, solve
 
