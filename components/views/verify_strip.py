@@ -69,7 +69,7 @@ def _outcome(r: dict[str, Any]) -> str:
     return f'<span class="after" title="after the first rejection: discarded">– after ✗ ({test})</span>'
 
 
-# the acceptance test of each mode (docs/algorithm.md, "Acceptance modes"), in words a reader without the paper follows
+# each mode's acceptance test (docs/algorithm.md, "Acceptance modes and AR-exactness") in a newcomer's words
 MODE_WORDS = {"paper": "a draft passes when its draw u < r", "sampled": "a draft passes when its draw u < r",
               "greedy_exact": "a draft passes if it is the verifier's first choice"}  # (r: the table's row)
 

@@ -299,7 +299,7 @@ def test_fused_forward_is_shown_and_indexed(models):
     assert set(idx.commit_forward.values()) == {f.index for f in fused}
     step = next(s for s in trace.steps if s.forwards[0] == fused[0].index)
     fig = attention_mask.mask_figure(trace, step.index + 1, "draft")
-    assert "commit+draft" in fig.layout.title.text and "4 tail rows" in fig.layout.title.text
+    assert "(commit + next draft (fused))" in fig.layout.title.text and "4 tail rows" in fig.layout.title.text
     assert math.isclose(sum(map(sum, fig.data[0].z)), sum(map(sum, attention_mask.query_mask(
         "commit+draft", 8, 4, True, tail=4))) + 8)  # + the cache band column
 
