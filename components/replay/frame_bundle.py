@@ -16,10 +16,15 @@ Play tick, with no server event. The format follows the HTML replay export (comp
 Invariants: views are rendered with the pin cleared (selected None), under the given colouring and mask forward;
 a pinned token's views, and any step past `last`, are drawn by the server (the page asks for them). Bounded before
 and during the work (bundle_frames, BUILD_CPU_S) and in bytes (MAX_BUNDLE_BYTES); a longer trace's later steps are
-drawn by the server as the visitor reaches them. Bundles are cached per (content, colouring, forward).
+drawn by the server as the visitor reaches them. Bundles are cached per (content, colouring, forward), the content
+named by `text_key`. Memory (every upload builds one; issue 8's target is < 20 MB RSS growth per upload): a frame's
+figures are dropped once serialised and collected at once (gc), masks are told apart by a digest and hold their
+equal rows and strings once (shared_values.py), and neither the trace nor the bundle is serialised again whole.
 """
 from __future__ import annotations
 
+import gc
+import hashlib
 import json
 import threading
 import time
@@ -28,7 +33,9 @@ from typing import Any, Optional
 
 from s2d2.trace import Trace
 
-from components.files.html_replay import CANVAS_CUT, STRIP_CUT, content_key, frame_bound, runs
+from components.files.html_replay import CANVAS_CUT, STRIP_CUT, frame_bound, runs
+from components.files.traces import trace_json
+from components.replay.shared_values import Sharer
 from components.views.attention_mask import WHICH
 from components.views.canvas import COLOR_BY
 from components.views.step_views import STEP_VIEWS, StepOptions
@@ -43,6 +50,7 @@ BUILD_CPU_S = 3.0
 CACHE_ENTRIES = 16
 CACHE_BYTES = 64 * 1024 * 1024
 VERSION = 1
+KEY_SLICE = 1 << 18  # characters hashed at a time: a 4 MB trace is never copied whole to bytes
 SLACK = 64  # bytes for the keys and separators of the bundle's outer object
 HTML_VIEWS = (("canvas", CANVAS_CUT), ("strip", STRIP_CUT), ("detail", None), ("residual", None))
 TEXT_VIEWS = ("step_words", "summary")
@@ -60,14 +68,18 @@ def _size(value: Any) -> int:
 
 
 class _Table:
-    """Fragments, masks and frames gathered so far, with their JSON size (an upper bound of the bundle's)."""
+    """Fragments, masks and frames gathered so far, with their JSON size (an upper bound of the bundle's).
+
+    Masks are told apart by a digest of their sorted JSON (their texts as keys held ~2.5 MB until the end of the
+    heaviest upload's build) and stored with their equal rows and strings shared (shared_values.py)."""
 
     def __init__(self) -> None:
         self.pieces: dict[str, int] = {}
-        self.masks: dict[str, int] = {}
+        self.masks: dict[bytes, int] = {}
         self.mask_list: list[dict[str, Any]] = []
         self.frames: list[list[Any]] = []
         self.size = 0
+        self.sharer = Sharer()
 
     def ids(self, text: str, cut: Any) -> list[int]:
         out = []
@@ -79,11 +91,12 @@ class _Table:
         return runs(out)
 
     def mask(self, data: dict[str, Any]) -> int:
-        key = json.dumps(data, sort_keys=True, separators=(",", ":"))
+        text = json.dumps(data, sort_keys=True, separators=(",", ":")).encode("utf-8")
+        key = hashlib.blake2b(text, digest_size=20).digest()
         if key not in self.masks:
             self.masks[key] = len(self.mask_list)
-            self.mask_list.append(data)
-            self.size += len(key.encode("utf-8")) + 1
+            self.mask_list.append(self.sharer.share(data))
+            self.size += len(text) + 1
         return self.masks[key]
 
     def mark(self) -> tuple[int, int, int]:
@@ -110,6 +123,21 @@ def _frame(trace: Trace, step: int, options: StepOptions, table: _Table) -> tupl
     return row, template
 
 
+def text_key(trace: Trace) -> str:
+    """The SHA-256 of the trace's JSON text as the app keeps it (components.files.traces.trace_json: an upload's
+    own validated file, or `to_json` once per trace object), hashed in slices.
+
+    Why not html_replay.content_key, the digest of a fresh `to_json`: on the heaviest upload that encoding held
+    ~13 MB at once, the largest part of the upload's RSS growth. The text is already in memory (the session state
+    was made from it), and for the shipped examples, runs and any file the app wrote it *is* `to_json`, so the key
+    is content_key's value there; only an upload formatted otherwise gets a digest of its own bytes (the same
+    file still shares one bundle)."""
+    text, digest = trace_json(trace), hashlib.sha256()
+    for at in range(0, len(text), KEY_SLICE):
+        digest.update(text[at:at + KEY_SLICE].encode("utf-8", "surrogatepass"))
+    return digest.hexdigest()
+
+
 def bundle_frames(trace: Trace) -> int:
     """How many frames (steps 0 .. k) a bundle may hold for `trace`, from its shape, before any work."""
     positions = max(1, int(trace.header.total_length))
@@ -119,6 +147,12 @@ def bundle_frames(trace: Trace) -> int:
 def build_bundle(trace: Trace, color_by: str = "state", mask_which: str = "auto",
                  max_bytes: int = MAX_BUNDLE_BYTES) -> dict[str, Any]:
     """The bundle of `trace` under these view switches (format in the module docstring); steps 0..`last`."""
+    return _build(trace, text_key(trace), color_by, mask_which, max_bytes)[0]
+
+
+def _build(trace: Trace, digest: str, color_by: str, mask_which: str, max_bytes: int) -> tuple[dict[str, Any], int]:
+    """(the bundle, an upper bound of its JSON bytes): the cache weighs a bundle by the build's own count, as
+    serialising a 2 MB bundle again only to weigh it cost ~12 MB of transient memory on the upload's path."""
     options = StepOptions(mask_which=mask_which, color_by=color_by)
     n = len(trace.steps)
     routing, template = figure_json(STEP_VIEWS["routing"](trace, 0, options))
@@ -136,13 +170,18 @@ def build_bundle(trace: Trace, color_by: str = "state", mask_which: str = "auto"
             break
         mark = table.mark()
         row, template = _frame(trace, step, options, table)
+        # A view's Plotly figure is a reference cycle (its traces point back to it): dropped, it waits for the
+        # cycle collector, and the app's large heap makes the full collections rare, so the frames' figures piled
+        # up (~0.1 MB each). Collecting the young generations frees them, for ~2 ms a frame (a frame: 50-400 ms).
+        gc.collect(1)
         if table.frames and table.size + _size(row) + 1 > max_bytes:
             table.rollback(mark)
             break
         table.add(row)
-    return {"v": VERSION, "key": f"{content_key(trace)[:16]}/{color_by}/{mask_which}", "total": n,
-            "last": len(table.frames) - 1, "pieces": list(table.pieces), "frames": table.frames,
-            "masks": table.mask_list, "template": template, "routing": routing, "marker": marker}
+    bundle = {"v": VERSION, "key": f"{digest[:16]}/{color_by}/{mask_which}", "total": n,
+              "last": len(table.frames) - 1, "pieces": list(table.pieces), "frames": table.frames,
+              "masks": table.mask_list, "template": template, "routing": routing, "marker": marker}
+    return bundle, table.size
 
 
 _CACHE: "OrderedDict[tuple[str, str, str], tuple[dict[str, Any], int]]" = OrderedDict()
@@ -156,16 +195,17 @@ def bundle_for(trace: Optional[Trace], color_by: str = "state", mask_which: str 
         return None
     color_by = color_by if color_by in COLOR_BY else COLOR_BY[0]
     mask_which = mask_which if mask_which in WHICH else "auto"
-    key = (content_key(trace), color_by, mask_which)
+    digest = text_key(trace)
+    key = (digest, color_by, mask_which)
     with _LOCK:
         hit = _CACHE.get(key)
         if hit is not None:
             _CACHE.move_to_end(key)
             return hit[0]
-    bundle = build_bundle(trace, color_by, mask_which)
+    bundle, size = _build(trace, digest, color_by, mask_which, MAX_BUNDLE_BYTES)
     with _LOCK:
-        _CACHE[key] = (bundle, _size(bundle))
-        while len(_CACHE) > CACHE_ENTRIES or sum(size for _, size in _CACHE.values()) > CACHE_BYTES:
+        _CACHE[key] = (bundle, size)
+        while len(_CACHE) > CACHE_ENTRIES or sum(weight for _, weight in _CACHE.values()) > CACHE_BYTES:
             _CACHE.popitem(last=False)
     return bundle
 
