@@ -142,7 +142,8 @@ def wire(ctx: Ctx, o: Opening, tour: Optional[TourHandles]) -> None:
     # On change, not input: Gradio's dropdown sends input twice for one pick (on the pick, then on the blur that
     # follows it) and again on any blur, so a second setting of every knob, landing late on a busy server, undid a
     # knob typed since (and a look at the list undid every knob). Select would miss a pick made with the keyboard.
-    c["preset"].change(k(r.apply_preset), [c["preset"], c["knob_seed"]], out([*r.KNOB_OUT, "preset_note"]), **PRIVATE)
+    c["preset"].change(k(r.apply_preset), [c["preset"], c["knob_seed"]], out([*r.KNOB_OUT, *r.PRESET_OUT]),
+                       **PRIVATE)
     rules = out(["knob_method", "knob_policy", "knob_remasking", "knob_loop"])
     for rule in rules:
         rule.input(k(r.knob_visibility), rules, out(r.KNOB_OUT), **PRIVATE)
@@ -157,7 +158,7 @@ def wire(ctx: Ctx, o: Opening, tour: Optional[TourHandles]) -> None:
     c["prompt_examples"].dataset.click(k(lambda: {"prompt_scope": ""}), None, out(["prompt_scope"]),
                                        show_progress="hidden", **PRIVATE)
     c["model"].input(k(r.model_changed), [c["model"], c["knob_loop"], c["knob_seed"]],
-                     out(["preset", *r.KNOB_OUT, "preset_note"]), **PRIVATE)
+                     out(["preset", *r.KNOB_OUT, *r.PRESET_OUT]), **PRIVATE)
     wire_run(ctx)
     if tour is not None:  # "Show in Replay": the example and step of the stop on screen
         tour.show.click(k(lambda at, step: h.open_tour_step(*target(tour.stops, at, step))

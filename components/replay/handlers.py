@@ -23,7 +23,7 @@ from components.views.residual import residual_html
 from components.escape import md_text
 from components.views.step_views import STEP_VIEWS, StepOptions, metrics_table, render_step, render_timelines, trace_title
 from components.views.prompt_scope import scope_note
-from components.views.story import pair_story, question_of, single_story
+from components.views.story import pair_note, pair_story, question_of, single_story
 from components.views.token_detail import DETAIL_HINT, detail_html
 from components.views.trace_index import clamp_step
 from components.files.traces import TraceError, describe_error, export_path, make_state, parse_upload, trace_from_state
@@ -111,7 +111,8 @@ def open_example(name: Optional[str], run: str = RUNS["s2d2"], step: Optional[in
     return {"state": make_state(trace, example.label, pinned=True),
             "load_status": f"Loaded example **{example.label}**{which}.",
             "headline": story.text, "example": example_pick(example.label),
-            "toggle": gr.Radio(visible=partner is not None, value=RUNS["baseline" if baseline else "s2d2"]),
+            "toggle": gr.Radio(visible=partner is not None, value=RUNS["baseline" if baseline else "s2d2"],
+                               info=pair_note(main, partner) if partner is not None else None),
             **trace_views(trace, at, selected)}
 
 

@@ -78,7 +78,8 @@ def build_replay_tab(ctx: Ctx, example_label: Optional[str], first: dict[str, An
     with gr.Accordion("This step in numbers (K̂, τ, forwards)", open=False, elem_id="step-numbers"):
         ctx["summary"] = gr.Textbox(first.get("summary", NO_TRACE), label="This step", interactive=False,
                                     elem_id="summary", lines=2)
-    _run_pick(ctx, example_label, bool(first) and bool(first["toggle"].visible))
+    _run_pick(ctx, example_label, bool(first) and bool(first["toggle"].visible),
+              getattr(first["toggle"], "info", None) if first else None)
     with gr.Row(elem_id="canvas-options"):
         ctx["color_by"] = gr.Radio(COLOR_CHOICES, value=COLOR_BY[0], label="Colour tokens by", scale=3,
                                    elem_id="color-by")
@@ -109,10 +110,10 @@ def _scrubber(ctx: Ctx, slider: Any) -> None:
     ctx["server_step"] = gr.Number(-1, visible=False, elem_id="server-step")
 
 
-def _run_pick(ctx: Ctx, example_label: Optional[str], has_pair: bool) -> None:
+def _run_pick(ctx: Ctx, example_label: Optional[str], has_pair: bool, info: Optional[str]) -> None:
     with gr.Row(elem_id="trace-row", equal_height=True):
         ctx["toggle"] = gr.Radio(list(RUNS.values()), value=RUNS["s2d2"], visible=has_pair, label="Replay which run",
-                                 elem_id="run-toggle", scale=4, min_width=300)
+                                 info=info, elem_id="run-toggle", scale=4, min_width=300)
         ctx["example"] = gr.Dropdown(list(list_examples(examples_dir())), label="Example", scale=3,
                                      value=example_label, elem_id="example", min_width=300)
 

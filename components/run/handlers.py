@@ -42,6 +42,9 @@ def knob_visibility(method: str, policy: str, remasking: str, loop: str = "block
     return {f"knob_{k}": gr.update(visible=shown(k, method, policy, remasking, loop)) for k in KNOB_NAMES}
 
 
+PRESET_OUT = ["preset_note", "preset_drift"]  # what a preset's knobs change besides the knobs
+
+
 def apply_preset(name: str, seed: Any = 0) -> dict[str, Any]:
     """Every knob set from a preset (the seed kept), the knobs that matter shown."""
     from components.views.describe import preset_note
@@ -56,7 +59,7 @@ def apply_preset(name: str, seed: Any = 0) -> dict[str, Any]:
         del values["seed"]
     shown_now = knob_visibility(values["method"], values["policy"], values["remasking"], values["loop"])
     return {**{f"knob_{k}": gr.update(value=v, visible=shown_now[f"knob_{k}"]["visible"]) for k, v in values.items()},
-            "preset_note": preset_note(name)}
+            "preset_note": preset_note(name), "preset_drift": ""}  # (every knob is the preset's again)
 
 
 def model_changed(model_name: str, loop: str, seed: Any = 0) -> dict[str, Any]:

@@ -64,8 +64,10 @@ def drift_line(preset_name: Any, *knobs: Any) -> dict[str, Any]:
 
 
 def wire(ctx: Ctx) -> None:
-    """Write the line again whenever the preset or a knob changes (one event for all, only its last trigger run:
-    a preset sets every knob at once)."""
+    """Write the line again when the visitor edits a knob (input, not change: a preset or a model sets every knob at
+    once, and twenty change events queued for one pick took the session past its queued-events cap, a refusal
+    the visitor saw; applying a preset clears the line itself, handlers.apply_preset). One event for all knobs,
+    only its last trigger run."""
     knobs = [ctx[f"knob_{name}"] for name in KNOB_NAMES]
-    gr.on([ctx["preset"].change, *(k.change for k in knobs)], keyed(drift_line, ctx), [ctx["preset"], *knobs],
-          [ctx["preset_drift"]], trigger_mode="always_last", show_progress="hidden", **PRIVATE)
+    gr.on([k.input for k in knobs], keyed(drift_line, ctx), [ctx["preset"], *knobs], [ctx["preset_drift"]],
+          trigger_mode="always_last", show_progress="hidden", **PRIVATE)

@@ -68,8 +68,7 @@ def pair_story(s2d2: Trace, baseline: Trace) -> Story:
     alone = "D2F alone" if baseline.header.config.get("loop") == "pipeline" else "Diffusion alone"
     base = f"{alone} (B = {md_text(block, 10)}) answered **{_answer(baseline, gold)}**"
     ours = f"**{_answer(s2d2, gold)}**"
-    cost = (f" ({plural(len(s2d2.forwards), 'forward')} vs {len(baseline.forwards)}, same question and seed"
-            f"{threshold_note(s2d2, baseline)})")
+    cost = f" ({plural(len(s2d2.forwards), 'forward')} vs {len(baseline.forwards)}, same question and seed)"
     a = s2d2.footer.output_ids if s2d2.footer else []
     b = baseline.footer.output_ids if baseline.footer else []
     i = first_difference(a, b)
@@ -88,13 +87,14 @@ def pair_story(s2d2: Trace, baseline: Trace) -> Story:
                  f"resampled {_code(v.resampled_text)} → {ours}{cost}.", step.index + 1, base_step)
 
 
-def threshold_note(s2d2: Trace, baseline: Trace) -> str:
-    """The pair's one other difference a reader would credit to the verifier, said where the pair is compared: the
-    confidence threshold each run commits a draft at without a check ("" when they share it)."""
+def pair_note(s2d2: Trace, baseline: Trace) -> str:
+    """What the run toggle says the two runs share, and the one other difference a reader would credit to the
+    verifier: the confidence a draft needs to commit without a check (said only when the runs differ in it)."""
     ours, theirs = (t.header.config.get("confidence_threshold") for t in (s2d2, baseline))
+    same = "Same question, seed and block length B."
     if not isinstance(ours, (int, float)) or not isinstance(theirs, (int, float)) or ours == theirs:
-        return ""
-    return f"; a draft commits unchecked at p > {theirs:g} alone, p > {ours:g} in S2D2"
+        return same
+    return f"{same} A draft commits unchecked at p > {theirs:g} in the diffusion run, p > {ours:g} in S2D2's."
 
 
 def single_story(trace: Trace) -> Story:

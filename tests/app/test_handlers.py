@@ -244,8 +244,10 @@ def test_handlers_upload_and_run_messages(tmp_path):
     msgs = list(run_handlers.run("", "tiny", *knobs.preset_values("sdar-config-a")))
     assert len(msgs) == 1 and msgs[0]["run_status"].startswith("⚠ Type a prompt") and msgs[0]["run_ok"] is False
     preset_out = run_handlers.apply_preset("ar", 3)
-    assert set(preset_out) == {*run_handlers.KNOB_OUT, "preset_note"} and preset_out["knob_seed"]["value"] == 3
+    assert set(preset_out) == {*run_handlers.KNOB_OUT, *run_handlers.PRESET_OUT}
+    assert preset_out["knob_seed"]["value"] == 3
     assert preset_out["knob_block_length"]["visible"] is False and "`ar`" in preset_out["preset_note"]
+    assert preset_out["preset_drift"] == ""  # a preset applied: no knob differs from it
 
 
 def _fake_record(session: str, stop_after: int):
@@ -465,10 +467,6 @@ def test_first_screen_pair_and_headline():
     ours, theirs = (arithmetic.extract_answer(t.footer.output_text) for t in (trace, baseline))
     assert ours == gold != theirs
     assert f"answered **{theirs} ✗**" in story_.text and f"→ **{ours} ✓**" in story_.text
-    taus = [t.header.config["confidence_threshold"] for t in (trace, baseline)]
-    if taus[0] != taus[1]:  # the pair's other difference is said beside "same question and seed"
-        assert f"same question and seed; a draft commits unchecked at p > {taus[1]:g} alone, p > {taus[0]:g} in " \
-            "S2D2)" in story_.text
     rec = trace.steps[story_.step - 1]
     v = rec.verification
     assert v.first_reject is not None and f"at step {story_.step} and resampled `{v.resampled_text}`" in story_.text
@@ -477,6 +475,11 @@ def test_first_screen_pair_and_headline():
     assert base_commit.text == v.positions[v.first_reject].draft_text  # the baseline committed the rejected draft
     out = handlers.open_example(pair.label)
     assert out["headline"] == story_.text and out["slider"].value == story_.step and out["toggle"].visible
+    taus = [t.header.config["confidence_threshold"] for t in (trace, baseline)]
+    assert out["toggle"].info.startswith("Same question, seed and block length B.")
+    if taus[0] != taus[1]:  # the pair's other difference is said where the reader switches runs
+        assert (f"A draft commits unchecked at p > {taus[1]:g} in the diffusion run, p > {taus[0]:g} in S2D2's."
+                in out["toggle"].info)
     assert "st-resampled new" in out["canvas"] and 'class="first-reject"' in out["strip"]
     base = handlers.open_example(pair.label, handlers.RUNS["baseline"])
     assert base["slider"].value == story_.baseline_step and base["headline"] == story_.text
