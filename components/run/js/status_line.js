@@ -7,7 +7,7 @@
  *
  * Invariants: at most one page line; Gradio's text is hidden exactly while it is there. A line put up `untilServer`
  * goes as soon as the server writes a status other than the one it covered, or, with `ended`, when that says the
- * event is over (a refusal may repeat, word for word, the status already there). Browser test:
+ * event was refused or failed (a toast, and no status written). Browser test:
  * tests/browser/test_run_status_line.py.
  */
 
@@ -74,17 +74,12 @@ export function untilServer(doc, text, ended = null) {
     attributeFilter: ['class'] });
 }
 
-/** A test of Record's event being over or streaming, from Gradio's tracker on the line under the button (#run-wait,
- * where app.py points the Run's progress): it streams ('generating'), or it was pending and is hidden again. */
+/** A test of Record's event having been refused or having failed: a toast that was not there when Record was pressed
+ * (Gradio shows an event's error as a toast and writes no status). Not the event streaming: its first status can be
+ * painted a frame after the tracker says so, and clearing the line then showed the stale status in between. */
 export function recordEnded(doc) {
-  let pending = false;
-  return () => {
-    const tracker = doc.querySelector('#run-wait [data-testid="status-tracker"]');
-    if (!tracker) return false;
-    if (tracker.classList.contains('generating')) return true;
-    if (!tracker.classList.contains('hide')) pending = true;
-    return pending && tracker.classList.contains('hide');
-  };
+  const before = new Set(doc.querySelectorAll('.toast-body'));
+  return () => [...doc.querySelectorAll('.toast-body')].some((toast) => !before.has(toast));
 }
 
 export const WAITING = 'Record pressed: waiting for the server to start this run…';
