@@ -149,6 +149,17 @@ def open_app(browser: Any, url: str, viewport: dict, *, wait_for: str = "#canvas
 def show_numbers(pg: Any) -> None:
     """Open Replay's "This step in numbers" (closed on the first screen: words first), so that its summary box,
     which tests read to know which step is on screen, is laid out."""
-    if not pg.locator("#summary textarea").is_visible():  # not laid out yet, or laid out inside the closed box
-        pg.locator("#step-numbers .label-wrap").click()
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    label = pg.locator("#step-numbers .label-wrap")
+    for _ in range(5):  # a click landing before the page's scripts took the box (a loaded machine) opens nothing
+        if pg.locator("#summary textarea").is_visible():  # (hidden: not laid out yet, or inside the closed box)
+            return
+        if "open" not in (label.get_attribute("class") or "").split():  # (Gradio marks an open box's label)
+            label.click()
+        try:
+            pg.wait_for_selector("#summary textarea", timeout=WAIT_MS // 5)
+            return
+        except PlaywrightTimeout:
+            continue
     pg.wait_for_selector("#summary textarea", timeout=WAIT_MS)
