@@ -11,7 +11,7 @@ import pytest
 
 from components.run.run_choice import STARTING
 from tests.support.app_server import served  # noqa: F401  (the fixture)
-from tests.support.browser_env import DESKTOP, PHONE, WAIT_MS, open_app, require_browser
+from tests.support.browser_env import DESKTOP, PHONE, WAIT_MS, open_app, record_ended, require_browser
 from tests.support.page_run_page import require_page_decoding
 
 require_browser()
@@ -100,4 +100,33 @@ def test_the_line_under_the_preset_says_what_was_changed_from_it(browser, served
     block.press("Tab")
     pg.wait_for_function("document.querySelector('#preset-drift').innerText.trim() === ''", timeout=WAIT_MS)
     assert not errors, errors
+    pg.close()
+
+
+def test_a_refused_record_says_why_in_the_status_and_the_next_run_replaces_it(browser, served, monkeypatch):  # noqa: F811
+    """Record's "waiting for the server" line stays only while the run may still start. A Record the server refuses at
+    the door (here: the session already holds a decode; a visitor meets it pressing Record right after Stop) gets its
+    reason in the status box, where the visitor looks (Gradio writes it under the prompt box, which may be scrolled
+    away), one line at a time; a second refusal says it again; the next accepted run's statuses replace it."""
+    from components.serve import gpu_slot
+
+    pg, errors = open_app(browser, served[1], DESKTOP)
+    pg.get_by_role("tab", name="Run", exact=True).click()
+    pg.locator("#in-page input[type=checkbox]").uncheck()
+    monkeypatch.setattr(gpu_slot.JOBS, "admit", lambda *a, **k: gpu_slot.BUSY)
+    pg.evaluate(RECORD)
+    said = f"() => document.querySelector('#run-status').innerText.trim().startsWith({'⚠ ' + gpu_slot.BUSY[:40]!r})"
+    for _ in range(2):
+        pg.locator("#run").click()
+        pg.wait_for_function(said, timeout=WAIT_MS)
+        record_ended(pg)
+        seen = [t for t, _ in pg.evaluate("window.s2d2Seen") if t]
+        assert seen[-2].startswith("Record pressed: waiting") and seen[-1].startswith("⚠ You already have a run"), seen
+        pg.evaluate("window.s2d2Seen = window.s2d2Seen.slice(-1)")  # (what shows now, then the next press's)
+    monkeypatch.undo()
+    pg.locator("#run").click()
+    pg.wait_for_function(REPLAY_OPEN, timeout=WAIT_MS)
+    seen = [tuple(s) for s in pg.evaluate("window.s2d2Seen") if s[0]]
+    _one_status_each_time(seen)
+    assert not any(t.startswith("⚠") for t, _ in seen[1:]), seen  # the refusal went at the next press
     pg.close()

@@ -14,7 +14,7 @@
  * or {"page_stopped": true} when Stop came before the model was loaded, and no file; ['', null] for a server Run.
  */
 import { liveInner } from './live_tokens.js';
-import { say, untilServer } from './status_line.js';
+import { recordEnded, say, untilServer } from './status_line.js';
 
 let current = null; // the Run decoding in this page: {worker, loaded, stop()}
 
@@ -67,8 +67,9 @@ export function decodeInPage(planText, doc = document) {
     const finish = (text) => {
       worker.terminate();
       if (current === run) current = null;
+      // until the server's verdict, or a toast: a hand-off event that failed writes no status
       untilServer(doc, text.startsWith('{"page_') ? 'Ending this run…'
-        : 'Decoded in your browser; the server is checking the trace before Replay opens it…');
+        : 'Decoded in your browser; the server is checking the trace before Replay opens it…', recordEnded(doc));
       resolve(text);
     };
     run.stop = () => {

@@ -7,8 +7,8 @@
  *
  * Invariants: at most one page line; Gradio's text is hidden exactly while it is there. A line put up `untilServer`
  * goes as soon as the server writes a status other than the one it covered, or, with `ended`, when that says the
- * event was refused or failed (a toast, and no status written). Browser test:
- * tests/browser/test_run_status_line.py.
+ * event ended without writing one (failed; or refused at the door, whose reason then takes the line: `recordEnded`).
+ * Browser test: tests/browser/test_run_status_line.py.
  */
 
 const LINE = 's2d2-page-progress';
@@ -61,25 +61,42 @@ export function clear(doc) {
   root.removeAttribute(OWNED);
 }
 
-/** The page's line until the server writes a new status (or `ended()` says the event is over): see the module. */
+/** The page's line until the server writes a new status, or `ended()` says the event is over (see the module): a
+ * string from `ended` is the reason it ended, shown in the line's place until the server writes. */
 export function untilServer(doc, text, ended = null) {
   const root = say(doc, text);
   if (!root) return;
   const before = serverText(root);
   const check = () => {
-    if (serverText(root) !== before || (ended && ended())) clear(doc);
+    if (serverText(root) !== before) {
+      clear(doc);
+      return;
+    }
+    const why = ended ? ended() : false;
+    if (typeof why === 'string') untilServer(doc, why);
+    else if (why) clear(doc);
   };
   watcher = new MutationObserver(check);
   watcher.observe(doc.body, { subtree: true, childList: true, characterData: true, attributes: true,
     attributeFilter: ['class'] });
 }
 
-/** A test of Record's event having been refused or having failed: a toast that was not there when Record was pressed
- * (Gradio shows an event's error as a toast and writes no status). Not the event streaming: its first status can be
- * painted a frame after the tracker says so, and clearing the line then showed the stale status in between. */
+const REFUSAL = 'div.validation-error'; // Gradio's line under an event's first input when its validator refuses it
+
+/** A test of Record's event having ended without writing a status. Refused at the door (the server's validator: this
+ * page already has a run, or its stopped runs are still leaving the queue): Gradio writes the reason under the prompt
+ * box, which may be off the screen, so the test returns it ("⚠ …") for the status line. Failed: a toast (true).
+ * Either is told by an element that was not there when Record was pressed (Gradio removes the last refusal's line at
+ * the next press and writes a new one). Not the event streaming: its first status can be painted a frame after the
+ * tracker says so, and clearing the line then showed the stale status in between. */
 export function recordEnded(doc) {
-  const before = new Set(doc.querySelectorAll('.toast-body'));
-  return () => [...doc.querySelectorAll('.toast-body')].some((toast) => !before.has(toast));
+  const toasts = new Set(doc.querySelectorAll('.toast-body'));
+  const refusals = new Set(doc.querySelectorAll(REFUSAL));
+  return () => {
+    const refusal = [...doc.querySelectorAll(REFUSAL)].find((e) => !refusals.has(e) && e.textContent.trim());
+    if (refusal) return `⚠ ${refusal.textContent.trim()}`;
+    return [...doc.querySelectorAll('.toast-body')].some((toast) => !toasts.has(toast));
+  };
 }
 
 export const WAITING = 'Record pressed: waiting for the server to start this run…';
