@@ -256,7 +256,8 @@ def build_demo() -> gr.Blocks:
             gr.LoginButton("Sign in with Hugging Face: your own share of the server, even behind a school network",
                            elem_id="sign-in", size="sm")
         ctx["state"] = gr.State(o.first.get("state"))
-        with gr.Tabs(selected="replay") as ctx.c["tabs"]:
+        # every tab's name in sight on a phone (a second row), never behind Gradio's "⋯" menu (newcomer walk)
+        with gr.Tabs(selected="replay", overflow_behavior="wrap", elem_id="tabs") as ctx.c["tabs"]:
             for label, tab_id, build in TABS:
                 with gr.Tab(label, id=tab_id):
                     built[tab_id] = build(ctx, o)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from s2d2.limits import limits
 from s2d2.tasks.arithmetic import heldout, solve
 
 BUNDLED = ("tiny", "tiny-llada2", "tiny-shift")  # the registry names of the models shipped with the app (assets/)
@@ -32,8 +33,12 @@ def is_bundled(model_name: Any) -> bool:
 
 def scope_note(prompt: Any, model_name: Any, real_models: tuple[str, ...] = ()) -> str:
     """One line for a prompt the bundled model was not trained for ("" when it fits, or for another model); with
-    `real_models` (allowed checkpoints on a machine with a GPU) it points to them for open-ended prompts."""
-    if not is_bundled(model_name) or not isinstance(prompt, str) or not prompt.strip() or fits(prompt):
+    `real_models` (allowed checkpoints on a machine with a GPU) it points to them for open-ended prompts. A prompt
+    longer than a run takes gets none: the line under the box already says it must be shortened first, and a second
+    warning about its content would be one line too many (newcomer walk: a pasted 50,000 characters got three)."""
+    if not is_bundled(model_name) or not isinstance(prompt, str) or not prompt.strip():
+        return ""
+    if len(prompt) > limits().max_prompt_chars or fits(prompt):
         return ""
     line = (f"⚠ **{model_name.strip()}** only knows two things: short arithmetic word problems (\"Anna has 23 "
             "stickers. She buys 5 more. How many stickers does Anna have now?\") and Jane Austen's novels. This "

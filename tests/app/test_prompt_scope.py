@@ -39,3 +39,13 @@ def test_the_offered_prompts_fit_and_real_checkpoints_are_offered_only_with_a_gp
     assert real == ("JetLM/SDAR-1.7B-Chat", "Efficient-Large-Model/Fast_dLLM_v2_1.5B") and not set(real) & set(BUNDLED)
     note = scope_note("Write a haiku", "tiny", real)
     assert "or a real checkpoint in Model (JetLM/SDAR-1.7B-Chat, Efficient-Large-Model/Fast_dLLM_v2_1.5B)" in note
+
+
+def test_a_prompt_too_long_to_run_gets_only_the_length_line():
+    """The box's own line says it must be shortened (config_check.py); a content warning beside it is noise."""
+    from s2d2.limits import limits
+
+    top = limits().max_prompt_chars
+    text = ("Write a haiku about the sea. " * top)[:top]
+    assert scope_note(text, "tiny").startswith("⚠ **tiny**")  # at the limit: it can run, so its content is judged
+    assert scope_note(text + "x", "tiny") == "" and scope_note("x" * 50_000, "tiny") == ""

@@ -89,7 +89,15 @@ def test_the_first_screen_speaks_words_first_with_the_key_beside_the_canvas(brow
         legend = pg.locator("#legend").bounding_box()
         assert legend["y"] < pg.locator("#canvas").bounding_box()["y"]  # just above the canvas
         assert "✓" in pg.locator("#legend").inner_text()
+        # the body's font is the one the theme serves (components/theme.py), loaded: never Montserrat Alternates
+        assert pg.evaluate("getComputedStyle(document.querySelector('#intro')).fontFamily").startswith('"IBM Plex Sans"')
+        assert pg.evaluate("""document.fonts.ready.then(() => [...document.fonts].some(
+            f => f.family.replace(/["']/g, '') === 'IBM Plex Sans' && f.status === 'loaded'))""")
         assert _in_view(pg, ".tour-pointer") and "Learn" in pg.locator(".tour-pointer").inner_text()
+        for label, _, _ in served[0].TABS:  # every tab named on the first screen, none behind a "⋯" menu (phone:
+            # two rows of tabs)
+            assert pg.get_by_role("tab", name=label, exact=True).is_visible(), label
+        assert pg.locator("#tabs .overflow-menu").count() == 0 or not pg.locator("#tabs .overflow-menu").is_visible()
         # what the models know, on the first screen (issue 38 row 1)
         assert _in_view(pg, "#intro .knows") and "Jane Austen" in pg.locator("#intro .knows").inner_text()
         if SHIPPED_PAIR:
