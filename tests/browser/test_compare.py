@@ -16,7 +16,7 @@ from tests.support.lanes import PROMPT, tiny_with_tokenizer
 
 MODEL = "test-browser-compare"
 
-from tests.support.browser_env import WAIT_MS, painted, require_browser
+from tests.support.browser_env import WAIT_MS, painted, pick_option, require_browser
 
 sync_api = require_browser()
 pytestmark = pytest.mark.browser  # drives Chromium: left out by -m "not browser"
@@ -175,10 +175,7 @@ def test_four_lanes_fit_at_1366_and_say_their_progress(browser, url):
     pg.on("pageerror", lambda e: errors.append(str(e)))
     pg.goto(url)
     pg.locator("#cmp-empty").wait_for(timeout=WAIT_MS)
-    box = pg.locator("#cmp-lane-4 input")
-    box.click()
-    box.fill("sdar-config-b")
-    pg.get_by_role("option", name="Block 16 · Always verify · sdar-config-b", exact=True).click()
+    pick_option(pg, "#cmp-lane-4", "sdar-config-b", "Block 16 · Always verify · sdar-config-b")
     for n in range(1, 5):  # the whole name fits before the arrow
         fits = pg.locator(f"#cmp-lane-{n} input").evaluate("e => e.scrollWidth <= e.clientWidth + 1")
         assert fits, pg.locator(f"#cmp-lane-{n} input").input_value()
@@ -236,10 +233,7 @@ def test_phone_lane_boxes_tell_the_lanes_apart(browser, url):
         assert m["textEnd"] <= m["arrowStart"] + 0.5, m  # the arrow never sits on the text
         assert m["lead"] <= m["room"], m  # "Block 4", "One token per forward (autoregressive)": whole in the box
         assert " ".join(m["about"].split()) == words and m["aboutWhole"] and m["aboutRight"] <= 390, m
-    box = pg.locator("#cmp-lane-4 input")
-    box.click()
-    box.fill("sdar-config-b")
-    pg.get_by_role("option", name="Block 16 · Always verify · sdar-config-b", exact=True).click()
+    pick_option(pg, "#cmp-lane-4", "sdar-config-b", "Block 16 · Always verify · sdar-config-b")
     pg.wait_for_function("document.querySelector('#cmp-lane-4-about').innerText.includes('preset sdar-config-b')",
                          timeout=WAIT_MS)
     m = pg.evaluate(LANE_BOX, 4)

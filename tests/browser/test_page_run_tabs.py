@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 from tests.support.app_server import served  # noqa: F401  (the fixture)
-from tests.support.browser_env import DESKTOP, PHONE, WAIT_MS, open_app, require_browser
+from tests.support.browser_env import DESKTOP, PHONE, WAIT_MS, open_app, pick_option, require_browser
 from tests.support.page_run_page import Uploads, require_page_decoding, title
 
 sync_api = require_browser()
@@ -24,10 +24,7 @@ def _sampled_settings(pg) -> None:
 
     pg.get_by_role("tab", name="Run", exact=True).click()
     pg.locator("#prompt textarea").fill(EXAMPLE_PROMPTS[2])
-    preset = pg.locator("#preset input")
-    preset.click()
-    preset.fill("sdar-config-b")
-    pg.get_by_role("option", name="Always verify, block 16 · sdar-config-b", exact=True).click()
+    pick_option(pg, "#preset", "sdar-config-b", "Always verify, block 16 · sdar-config-b")
     pg.wait_for_function("document.querySelector('#knob-block_length input[type=number]').value === '16'",
                          timeout=WAIT_MS)
     pg.locator("#advanced").get_by_text("Advanced").click()

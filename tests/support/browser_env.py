@@ -124,6 +124,15 @@ def typed(pg: Any, field: Any, text: str) -> None:
     raise AssertionError(f"the field dropped what was typed twice: it shows {field.input_value()!r}, not {text!r}")
 
 
+def pick_option(pg: Any, field: str, typed_text: str, option: str) -> None:
+    """Choose `option` in the dropdown `field` (a selector of its box) as a visitor does: open it, type to narrow the
+    list, click the option by its whole name."""
+    box = pg.locator(f"{field} input")
+    box.click()
+    box.fill(typed_text)
+    pg.get_by_role("option", name=option, exact=True).click()
+
+
 def record_ended(pg: Any) -> None:
     """Wait until Record's event has ended, not only written its status: its refusal line shows while the event is
     still finishing (the status box's timer still runs above it), and Gradio drops a click on a button whose event
