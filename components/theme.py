@@ -47,12 +47,14 @@ CSS = CANVAS_CSS + STRIP_CSS + COMPARE_CSS + RESIDUAL_CSS + LEDGER_CSS + SWIPE_C
   #intro p{font-size:.9em;line-height:1.35;margin:0}
   #scrubber button{padding-left:6px;padding-right:6px}
   #tabs [role=tab]{height:28px;padding-top:2px;padding-bottom:2px}
+  #tabs .tab-wrapper{margin-bottom:8px}
+  #tabs .tabitem>.column{gap:12px}
 }
 """
 # The body font: IBM Plex Sans, which Gradio ships (no request leaves the page). Not the Soft theme's own "Montserrat":
 # Gradio's file of that name is Montserrat *Alternates*, whose Z has a bar (the normaliser Z printed "Ƶ", "Ƶoe" in
 # the example prompts) and which has no Greek, so τ, β and γ came from a fallback font beside it.
-BODY_FONT = gr.themes.LocalFont("IBM Plex Sans", weights=(400, 600, 700))
+BODY_FONT = gr.themes.LocalFont("IBM Plex Sans", weights=(400, 700))  # (its SemiBold file is a 99-glyph subset)
 THEME = gr.themes.Soft(primary_hue="indigo", secondary_hue="green",
                        font=(BODY_FONT, "ui-sans-serif", "system-ui", "sans-serif"))
 # ← / → scrub the replay unless the focus is in a text field.

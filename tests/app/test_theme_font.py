@@ -16,7 +16,7 @@ def test_the_body_font_is_served_by_gradio_in_every_weight():
     assert BODY_FONT.name == "IBM Plex Sans"
     css = BODY_FONT.stylesheet()["css"]
     files = re.findall(r"url\('(static/fonts/[^']+)'\)", css)
-    assert len(files) == len(BODY_FONT.weights) == 3
+    assert len(files) == len(BODY_FONT.weights) == 2
     missing = [f for f in files if not (STATIC.parent / f).exists()]
     assert not missing, missing
 
