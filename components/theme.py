@@ -55,8 +55,10 @@ CSS = CANVAS_CSS + STRIP_CSS + COMPARE_CSS + RESIDUAL_CSS + LEDGER_CSS + SWIPE_C
 # Gradio's file of that name is Montserrat *Alternates*, whose Z has a bar (the normaliser Z printed "Ƶ", "Ƶoe" in
 # the example prompts) and which has no Greek, so τ, β and γ came from a fallback font beside it.
 BODY_FONT = gr.themes.LocalFont("IBM Plex Sans", weights=(400, 700))  # (its SemiBold file is a 99-glyph subset)
+MONO_FONT = gr.themes.LocalFont("IBM Plex Mono", weights=(400, 700))  # (the Soft theme's 600: a 75-glyph subset)
 THEME = gr.themes.Soft(primary_hue="indigo", secondary_hue="green",
-                       font=(BODY_FONT, "ui-sans-serif", "system-ui", "sans-serif"))
+                       font=(BODY_FONT, "ui-sans-serif", "system-ui", "sans-serif"),
+                       font_mono=(MONO_FONT, "ui-monospace", "Consolas", "monospace"))
 # ← / → scrub the replay unless the focus is in a text field.
 # A number typed into a slider's box outside its range (or between the whole steps of a whole-number knob) is set,
 # in the box, to the value the app will use, and a line under it says what was typed and why it changed: the server
