@@ -130,3 +130,24 @@ def test_a_refused_record_says_why_in_the_status_and_the_next_run_replaces_it(br
     _one_status_each_time(seen)
     assert not any(t.startswith("⚠") for t, _ in seen[1:]), seen  # the refusal went at the next press
     pg.close()
+
+
+def test_the_same_refusal_twice_is_said_twice_never_left_waiting(browser, served):  # noqa: F811
+    """A second Record refused for the same reason (an empty prompt) writes the very status that was there: the waiting
+    line goes when the event ends, not only when the text changes (newcomer walk: it stayed for good)."""
+    pg, errors = open_app(browser, served[1], DESKTOP)
+    pg.get_by_role("tab", name="Run", exact=True).click()
+    pg.locator("#in-page input[type=checkbox]").uncheck()
+    pg.locator("#prompt textarea").fill("")
+    pg.evaluate(RECORD)
+    refused = ("() => { const s = document.querySelector('#run-status'); return !s.querySelector('.s2d2-page-progress')"
+               " && s.innerText.includes('Type a prompt first'); }")
+    for _ in range(2):
+        pg.locator("#run").click()
+        pg.wait_for_function(refused, timeout=WAIT_MS)
+        record_ended(pg)
+    seen = [t for t, _ in pg.evaluate("window.s2d2Seen") if t]
+    waits = [i for i, t in enumerate(seen) if t.startswith("Record pressed: waiting")]
+    assert len(waits) == 2 and seen[-1].startswith("⚠ Type a prompt first"), seen  # both presses said, both ended
+    assert not errors, errors
+    pg.close()

@@ -69,7 +69,7 @@ export function decodeInPage(planText, doc = document) {
       if (current === run) current = null;
       // until the server's verdict, or a toast: a hand-off event that failed writes no status
       untilServer(doc, text.startsWith('{"page_') ? 'Ending this run…'
-        : 'Decoded in your browser; the server is checking the trace before Replay opens it…', recordEnded(doc));
+        : 'Decoded in your browser; the server is checking the trace before Replay opens it…', recordEnded);
       resolve(text);
     };
     run.stop = () => {

@@ -6,7 +6,7 @@
  * text is hidden (never removed or rewritten: Gradio owns it), so the box never shows two statuses at once.
  *
  * Invariants: at most one page line; Gradio's text is hidden exactly while it is there. A line put up `untilServer`
- * goes as soon as the server writes a status other than the one it covered, or, with `ended`, when that says the
+ * goes as soon as the server writes a status other than the one it covered, or, with a test, when that says the
  * event ended without writing one (failed; or refused at the door, whose reason then takes the line: `recordEnded`).
  * Browser test: tests/browser/test_run_status_line.py.
  */
@@ -61,12 +61,14 @@ export function clear(doc) {
   root.removeAttribute(OWNED);
 }
 
-/** The page's line until the server writes a new status, or `ended()` says the event is over (see the module): a
- * string from `ended` is the reason it ended, shown in the line's place until the server writes. */
-export function untilServer(doc, text, ended = null) {
+/** The page's line until the server writes a new status, or the test `endedTest(doc)` makes (at once: it sees the page
+ * as it is now) says the event is over (see the module): a string from it is the reason the event ended, shown in the
+ * line's place until the server writes. */
+export function untilServer(doc, text, endedTest = null) {
   const root = say(doc, text);
   if (!root) return;
   const before = serverText(root);
+  const ended = endedTest ? endedTest(doc) : null;
   const check = () => {
     if (serverText(root) !== before) {
       clear(doc);
@@ -83,19 +85,26 @@ export function untilServer(doc, text, ended = null) {
 
 const REFUSAL = 'div.validation-error'; // Gradio's line under an event's first input when its validator refuses it
 
-/** A test of Record's event having ended without writing a status. Refused at the door (the server's validator: this
- * page already has a run, or its stopped runs are still leaving the queue): Gradio writes the reason under the prompt
- * box, which may be off the screen, so the test returns it ("⚠ …") for the status line. Failed: a toast (true).
+/** A test of Record's event having ended without writing a new status. Refused at the door (the server's validator:
+ * this page already has a run, or its stopped runs are still leaving the queue): Gradio writes the reason under the
+ * prompt box, which may be off the screen, so the test returns it ("⚠ …") for the status line. Failed: a toast (true).
  * Either is told by an element that was not there when Record was pressed (Gradio removes the last refusal's line at
- * the next press and writes a new one). Not the event streaming: its first status can be painted a frame after the
- * tracker says so, and clearing the line then showed the stale status in between. */
+ * the next press and writes a new one). Or the event ran and ended having written the very status it covered (the
+ * same refusal twice: "Type a prompt first"): the status box's tracker seen with its timer, then without (true). Not the
+ * event streaming: its first status can be painted a frame after the tracker says so, and clearing the line then
+ * showed the stale status in between. */
 export function recordEnded(doc) {
   const toasts = new Set(doc.querySelectorAll('.toast-body'));
   const refusals = new Set(doc.querySelectorAll(REFUSAL));
+  let ran = false;
   return () => {
     const refusal = [...doc.querySelectorAll(REFUSAL)].find((e) => !refusals.has(e) && e.textContent.trim());
     if (refusal) return `⚠ ${refusal.textContent.trim()}`;
-    return [...doc.querySelectorAll('.toast-body')].some((toast) => !toasts.has(toast));
+    if ([...doc.querySelectorAll('.toast-body')].some((toast) => !toasts.has(toast))) return true;
+    const tracker = doc.querySelector('#run-status [data-testid="status-tracker"]');
+    const running = !!tracker && tracker.textContent.trim() !== ''; // (its timer: "queue: 1/1", "processing | 0.2s")
+    ran = ran || running;
+    return ran && !running;
   };
 }
 
@@ -103,5 +112,5 @@ export const WAITING = 'Record pressed: waiting for the server to start this run
 
 /** Record's click: say at once that the run is on its way, until the server says more. */
 export function recordPressed(doc = document) {
-  untilServer(doc, WAITING, recordEnded(doc));
+  untilServer(doc, WAITING, recordEnded);
 }
