@@ -7,6 +7,7 @@ from typing import Any, Optional
 from s2d2.trace import StepRecord, Trace
 
 from components.views.canvas import visible_text
+from components.views.describe import decision_line
 from components.views.focus import focus_attr
 from components.views.trace_index import clamp_step, fmt, fmt_prob, index_of
 from components.views.plural import plural
@@ -77,7 +78,8 @@ MODE_WORDS = {"paper": "a draft passes when its draw u < r", "sampled": "a draft
 def summary_line(step: StepRecord) -> str:
     v = step.verification
     if v is None:
-        reason = step.decision.reason if step.decision else "this method never verifies"
+        # reprinted with the digits that decide it: the recorded reason rounds ("-0.00 < τ 0.00" for -0.0001 < 0)
+        reason = decision_line(step.decision) if step.decision else "this method never verifies"
         hows = sorted({c.how for c in step.commits})
         return f"No verification at this step ({reason}); committed {len(step.commits)} by {', '.join(hows) or '–'}."
     n = len(v.positions) or step.span[1]

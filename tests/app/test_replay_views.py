@@ -247,6 +247,13 @@ def test_numbers_on_screen_are_true_as_printed():
     assert describe.decision_line(d) == "s = K̂ − c = 1.999 − 0 = 1.999 < τ_score 2.000 → skip"
     hostile = PolicyDecision("score_threshold", False, 1.9987, "recorded reason", {**d.details, "penalty_coef": ""})
     assert describe.decision_line(hostile) == "recorded reason"  # an upload's free-form details: never a crash
+    # the skipped step's line in "This step in numbers" reprints it the same way, never "-0.00 < τ 0.00"
+    step = next(s for s in t.steps if s.verification is None)
+    step.decision = PolicyDecision("score_threshold", False, -0.0001, "s = K̂ − c = 1.00 − 1 = -0.00 < τ 0.00 → skip",
+                                   {**d.details, "k_hat": 0.9999, "score": -0.0001, "penalty_coef": 1.0,
+                                    "score_threshold": 0.0})
+    line = verify_strip.summary_line(step)
+    assert line.startswith("No verification at this step (s = K̂ − c = 0.9999 − 1 = −0.0001 < τ_score 0.0000 → skip)")
     # integer ticks on the routing panel's step axis
     fig = figures.routing_figure(t, 1)
     assert fig.layout.xaxis.dtick == 1 and fig.layout.xaxis.tickformat == "d"
