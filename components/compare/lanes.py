@@ -23,7 +23,7 @@ from components.views.canvas import render_canvas
 from components.compare.lane_metrics import metrics_table, wall_note
 from components.compare.lane_progress import LaneBoard
 from components.compare.lane_names import OFF, lane_detail, lane_titles, title_short
-from components.views.figures import KIND_COLOURS
+from components.views.figures import KIND_COLOURS, KIND_WORDS
 from components.run.lane_rounds import TIMED_ROUNDS, lane_rounds
 from components.serve.input_numbers import as_float
 from components.run.config_check import check_config, check_prompt
@@ -320,7 +320,8 @@ def lanes_figure(comp: Comparison, traces: dict[str, Trace], number: int, axis: 
                                  y=1, yref="container", yanchor="top", pad=dict(t=12, l=10)),
                       xaxis_title=xtitle, legend=dict(orientation="h", x=0, y=1.02, yanchor="bottom"))
     for kind, p in pts.items():
-        fig.add_trace(go.Scatter(x=p["x"], y=p["y"], mode="markers", name=kind, text=p["text"], hoverinfo="text",
+        fig.add_trace(go.Scatter(x=p["x"], y=p["y"], mode="markers", name=KIND_WORDS.get(kind, kind), text=p["text"],
+                                 hoverinfo="text",
                                  marker=dict(color=KIND_COLOURS.get(kind, "#444"), size=p["size"], symbol="square")))
     fig.update_yaxes(categoryorder="array", categoryarray=[short(n) for n in traces][::-1])
     return fig

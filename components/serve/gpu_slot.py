@@ -32,8 +32,9 @@ import gradio as gr
 from components.serve.identity import LOCAL, request_key
 from components.serve.settings import env_int
 
-BUSY = ("You already have a run in progress (or waiting in the queue) on this page: wait for it to finish, or "
-        "press Stop, then try again. One run per page at a time keeps the server fair.")
+BUSY = ("You already have a run in progress (or waiting in the queue) on this page, on the Run or the Compare tab: "
+        "wait for it to finish, or press that tab's Stop, then try again. One run per page at a time keeps the server "
+        "fair.")
 LEAVING = ("The runs you stopped are still leaving the queue (they do no work): try again when one has left. "
            "One run per page at a time keeps the server fair.")
 STOPPED_QUEUED = "■ Stopped before it started: nothing ran."

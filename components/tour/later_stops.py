@@ -10,7 +10,8 @@ from s2d2.trace import Trace
 
 from components.views.calibration import calibration, calibration_text
 from components.views.exactness import exactness, result_line
-from components.views.ledger import KIND_WORDS, block_forwards, lane_ledger
+from components.views.figures import KIND_WORDS
+from components.views.ledger import block_forwards, lane_ledger
 from components.views.lockstep import how_each_decides, moments, parting, same_things
 from components.tour.pipeline_stop import pipeline_stop
 from components.tour.stops import Pic, Stop, TourMaterial, code, first_step

@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 from s2d2.trace import ForwardRecord, StepRecord, Trace
 
 from components.views.canvas import visible_text
-from components.views.ledger import KIND_WORDS
+from components.views.figures import KIND_WORDS
 from components.escape import html_text
 from components.views.pipeline_blocks import is_pipeline
 from components.views.trace_index import clamp_step, index_of
@@ -178,7 +178,7 @@ def _layout_note(trace: Trace, f: ForwardRecord, rec: Optional[StepRecord], pipe
     if f.kind == "verify_2l":
         return " — 2L: drafts | MASK copies" + (" of the span only (trim_verify)" if span is not None else "")
     if f.kind == "draft" and prefix:
-        return f" — draft_ver: first {plural(prefix, 'row')} causal"
+        return f" — the first {plural(prefix, 'row')} (decoded already) read causally"
     if f.kind == "commit+draft":
         how = "causal" if cfg.get("cache_ver") else "block-bidirectional"
         return f" — fused: {tail} tail rows committed ({how}) | {f.input_len - tail} draft rows"

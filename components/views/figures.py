@@ -32,6 +32,10 @@ KIND_COLOURS = {
     "prefill": "#94a3b8", "draft": "#60a5fa", "verify_2l": "#f97316", "verify_causal": "#fb923c",
     "commit": "#475569", "ar": "#9333ea", "commit+draft": "#0ea5e9", "prefill+draft": "#64748b",
 }
+KIND_WORDS = {"prefill": "prefill (the prompt)", "draft": "draft", "verify_2l": "verify (2L)",
+              "verify_causal": "verify (causal)", "commit": "commit (cache the block)", "ar": "autoregressive step",
+              "commit+draft": "commit + next draft (fused)",
+              "prefill+draft": "prefill + first draft (the D2F pipeline)"}  # (legends and titles: never the kind ids)
 MAX_BLOCK_LINES = 64  # block boundary rules on the routing panel up to this many blocks
 MAX_HOVER = 150  # steps up to which routing markers carry the policy's reason as hover text
 _LAYOUT = dict(template="plotly_white", margin=dict(l=50, r=20, t=40, b=40), height=320)
@@ -113,7 +117,7 @@ def nfe_by_block(trace: Trace) -> go.Figure:
                       barmode="stack", **_LAYOUT)
     for kind in FORWARD_KINDS:
         if kind != "prefill" and any(counts[kind]):
-            fig.add_trace(go.Bar(x=labels, y=counts[kind], name=kind, marker_color=KIND_COLOURS[kind]))
+            fig.add_trace(go.Bar(x=labels, y=counts[kind], name=KIND_WORDS[kind], marker_color=KIND_COLOURS[kind]))
     totals = [sum(counts[k][i] for k in FORWARD_KINDS) for i in range(len(blocks))]
     tpf = [round(t / n, 3) if n else 0.0 for t, n in zip(tokens, totals)]
     fig.add_trace(go.Scatter(x=labels, y=tpf, name="tokens / forward", mode="lines+markers",

@@ -15,17 +15,13 @@ from s2d2.compare import PREFILL_BLOCK, compare_traces, forward_blocks
 from s2d2.trace import FORWARD_KINDS, ForwardRecord, Trace
 
 from components.views.describe import decision_line
-from components.views.figures import KIND_COLOURS
+from components.views.figures import KIND_COLOURS, KIND_WORDS
 from components.views.plural import plural
 from components.views.swipe_hint import swipe_hint
 from components.views.trace_index import index_of
 
 LETTER = {"prefill": "P", "draft": "D", "verify_2l": "V", "verify_causal": "V", "commit": "C", "ar": "A",
           "commit+draft": "CD", "prefill+draft": "PD"}
-KIND_WORDS = {"prefill": "prefill (the prompt)", "draft": "draft", "verify_2l": "verify (2L)",
-              "verify_causal": "verify (causal)", "commit": "commit (cache the block)", "ar": "autoregressive step",
-              "commit+draft": "commit + next draft (fused)",
-              "prefill+draft": "prefill + first draft (the D2F pipeline)"}
 MAX_BOXES = 400  # forwards drawn as boxes per run; a longer run shows its totals only
 
 

@@ -132,7 +132,7 @@ def test_nfe_by_block_counts_and_tpf():
     t = tf.all_accepted()
     fig = figures.nfe_by_block(t)
     bars = {tr.name: list(tr.y) for tr in fig.data if tr.type == "bar"}
-    assert bars == {"draft": [1], "verify_2l": [1], "commit": [1]}
+    assert bars == {"draft": [1], "verify (2L)": [1], "commit (cache the block)": [1]}  # in words, not kind ids
     tpf = next(tr for tr in fig.data if tr.type == "scatter")
     assert list(tpf.y) == [pytest.approx(4 / 3, abs=1e-3)]
     assert "prefill: 1" in fig.layout.title.text
@@ -212,7 +212,7 @@ def test_mask_figure_picks_forwards():
     assert list(z[-1]) == [1, 1, 0, 0, 0, 0, 0, 0, 0]  # row 0 (drawn last-to-first): cache + itself
     assert "2L" in fig.layout.title.text and _no_bdata(fig)
     draft = attention_mask.mask_figure(t, 1, "draft")  # sdar-config-a has draft_ver: prompt tail rows are causal
-    assert "draft_ver: first 2 rows causal" in draft.layout.title.text
+    assert "the first 2 rows (decoded already) read causally" in draft.layout.title.text
     assert "No verify forward" in attention_mask.mask_figure(t, 2, "verify").layout.title.text
 
 
