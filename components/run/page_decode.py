@@ -236,7 +236,10 @@ def finished(trace: Trace) -> dict[str, Any]:
         status = f"■ Stopped in your browser — partial trace kept ({size}). {IN_REPLAY}"
     else:
         wall = footer.wall_s if footer else 0.0
-        status = f"✓ Done in your browser in {wall:.1f} s: {size}. The server checked the trace. {IN_REPLAY}"
+        # the decode's own time: the page's running clock also counted the queue and loading the model (walk: "Done
+        # in 10.1 s" beside a clock at 48 s read as a contradiction)
+        status = (f"✓ Done in your browser: decoding took {wall:.1f} s ({size}; loading the model is not counted). "
+                  f"The server checked the trace. {IN_REPLAY}")
     output = footer.output_text if footer else ""
     final = {"run_status": status, "output": output, "strip": "trace"}
     return before_replay({"run_status": status, "live": live, "output": output, "state": make_state(trace, "run"),

@@ -42,7 +42,8 @@ def one_line_refusal(out: dict, starts: str) -> None:
 def test_a_page_trace_becomes_the_sessions_trace(tmp_path):
     out = page_decode.receive("", page_trace(tmp_path))
     assert out["run_ok"] is True and out["state"]["name"] == "run"
-    assert out["run_status"].startswith("✓ Done in your browser in ")
+    assert out["run_status"].startswith("✓ Done in your browser: decoding took ")
+    assert "loading the model is not counted" in out["run_status"]
 
 
 @pytest.mark.skipif(not EXAMPLE.exists(), reason="the shipped example traces are missing")
