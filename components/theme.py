@@ -65,16 +65,16 @@ THEME = gr.themes.Soft(primary_hue="indigo", secondary_hue="green",
 # clamps the same way (components/ui.py ClampedSlider), so the box never shows a value the run does not use.
 # A value above the largest is caught as it is typed (more digits only raise it): a knob whose own page code snaps
 # its value at once (Replay's Step, components/replay/layout.step_js) would otherwise be back in range, with no line
-# saying why, before Enter's change event. Below the smallest and between steps wait for the change (typing "10"
-# passes through "1").
+# saying why, before Enter's change event; the digits typed after that extend the number the line names. Below the
+# smallest and between steps wait for the change (typing "10" passes through "1"); so does an empty box, which
+# Gradio sets to the smallest value.
 KEYS_JS = """
 () => {
   const sliderOf = (box) => {
     if (!(box instanceof HTMLInputElement) || box.type !== 'number') return null;
     const head = box.closest('.head'), wrap = head && head.parentElement;  // the slider's own box and bar only
     const range = wrap && wrap.querySelector(':scope > .slider_input_container input[type=range]');
-    if (!range || box.value === '' || !isFinite(Number(box.value))) return null;
-    return {wrap, range};
+    return range ? {wrap, range} : null;
   };
   const say = (box, wrap, typed, used, why) => {
     let note = wrap.querySelector('.clamp-note');
@@ -86,15 +86,32 @@ KEYS_JS = """
   };
   document.addEventListener('input', (e) => {
     const box = e.target, found = sliderOf(box);
-    if (!found) return;
-    const typed = Number(box.value), hi = Number(found.range.max);
-    if (typed > hi && typed > 0) say(box, found.wrap, typed, hi, `above the largest value, ${hi}`);
+    if (!found || box.value === '' || !isFinite(Number(box.value))) return;
+    const hi = Number(found.range.max);
+    // Digits typed after the box was set to its largest value extend what was typed, not the value shown: 9999
+    // reaches the box as 99 (set to 64), then "649"; the line names 9999.
+    const shown = box.dataset.shown, more = shown !== undefined && box.value.startsWith(shown)
+      && box.value.length > shown.length;
+    const typed = more ? box.dataset.typed + box.value.slice(shown.length) : box.value;
+    if (Number(typed) > hi && Number(typed) > 0) {
+      say(box, found.wrap, Number(typed), hi, `above the largest value, ${hi}`);
+      Object.assign(box.dataset, {typed, shown: box.value});
+    } else {
+      delete box.dataset.typed; delete box.dataset.shown;
+    }
   }, true);
   document.addEventListener('change', (e) => {
     const box = e.target, found = sliderOf(box);
     if (!found) return;
+    delete box.dataset.typed; delete box.dataset.shown;  // the typing is over: the next keys start a new value
     const {wrap, range} = found;
-    const typed = Number(box.value), lo = Number(range.min), hi = Number(range.max), step = Number(range.step);
+    const lo = Number(range.min), hi = Number(range.max), step = Number(range.step);
+    if (box.value === '' || !isFinite(Number(box.value))) {  // Gradio sets an empty box to the smallest value
+      say(box, wrap, 'An empty box', lo, 'not a number');
+      box.dispatchEvent(new Event('input', {bubbles: true}));
+      return;
+    }
+    const typed = Number(box.value);
     let used = Math.min(hi, Math.max(lo, typed));
     const whole = step >= 1 && Number.isInteger(step) && Number.isInteger(lo);
     if (whole) used = Math.min(hi, lo + Math.floor((used - lo) / step + 0.5) * step);

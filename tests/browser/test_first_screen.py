@@ -208,6 +208,41 @@ def test_every_slider_box_shows_the_value_used_and_says_why(browser, served, tab
         pg.close()
 
 
+def test_a_slider_box_names_the_number_typed_key_by_key_and_says_when_it_was_left_empty(browser, served):  # noqa: F811
+    """9999 typed key by key into Block length: the box is set to the largest value as the second 9 arrives, and
+    the line names 9999 (it named "649": the keys after the clamp were appended to the value shown). A box left
+    empty (or holding what is not a number) is set to the smallest value by Gradio; a line says so, and a line
+    left from an earlier value goes."""
+    pg, errors = _open(browser, served[1], "desktop")
+    try:
+        pg.get_by_role("tab", name="Run", exact=True).click()
+        knob = pg.locator("#knob-block_length")
+        box, bar = knob.locator("input[type=number]"), knob.locator("input[type=range]")
+        note = knob.locator(".clamp-note")
+        box.wait_for(timeout=WAIT_MS)
+        lo, hi = (float(bar.get_attribute(k)) for k in ("min", "max"))
+        box.click()
+        box.press("Control+a")
+        box.press("Backspace")
+        box.press_sequentially("9999")
+        box.press("Tab")
+        note.wait_for(state="visible", timeout=WAIT_MS)
+        assert note.inner_text() == f"9999 is above the largest value, {hi:g}: set to {hi:g}, the value used."
+        assert float(box.input_value()) == hi
+        box.click()
+        box.press("Control+a")
+        box.press("Backspace")
+        box.press("Tab")
+        pg.wait_for_function("n => n.textContent.startsWith('An empty box')", arg=note.element_handle(),
+                             timeout=WAIT_MS)
+        assert note.inner_text() == f"An empty box is not a number: set to {lo:g}, the value used."
+        pg.wait_for_function("([b, r, lo]) => Number(b.value) === lo && Number(r.value) === lo",
+                             arg=[box.element_handle(), bar.element_handle(), lo], timeout=WAIT_MS)
+        assert not errors, errors
+    finally:
+        pg.close()
+
+
 def test_the_learn_tau_box_drives_the_plot_with_the_value_it_shows(browser, served):  # noqa: F811
     """τ_score typed as 100 on the Route stop: the box shows the largest value, and the note under the plot reads
     the same value (the one the re-decided plot uses)."""
