@@ -55,7 +55,7 @@ class BlockState:
 def start(model: Any, row: Row) -> None:
     """Lay out the row's sequence and open its first block (after the prefill, when the prompt fills a block)."""
     cfg = row.prep.cfg
-    plan, ctx = lay_out(model, cfg, row.prompt_ids(model), row.rec, row.generator, row.cache)
+    plan, ctx = lay_out(model, cfg, row.prep.ids, row.rec, row.generator, row.cache)
     x = ctx.x
     schedule = cfg.transfer_schedule() if not cfg.adaptive_block else [1]  # (decoder.py `_decode_block`'s)
     row.state = BlockState(ctx, plan, Kept(row.rec, x, row.blocks, row.steps), schedule,

@@ -4,8 +4,9 @@ a step's draft on the device (`Draft`).
 Shared by step.py, verifier.py, kv.py, records.py and blocks.py, which is why it lives on its own."""
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Optional, Sequence, Union
 
 import torch
 
@@ -44,7 +45,7 @@ class StepContext:
 
     def __post_init__(self) -> None:
         self.stop_set = frozenset(self.model.spec.stop_ids)
-        self.index = torch.arange(self.x.shape[0], device=self.x.device)  # index[a:b] is arange(a, b), as a view
+        self.index = position_index(int(self.x.shape[0]), self.x.device)  # index[a:b] is arange(a, b), as a view
         self.reads: HostReads = self.rec.reads  # the recorder's (kept here: every row of every step reads through it)
         # the model's facts, read at every step of every row: plain attributes, not properties
         self.mask_id: int = self.model.spec.mask_id
@@ -55,16 +56,43 @@ class StepContext:
         return self.block_length or self.cfg.block_length
 
 
-def lay_out(model: Any, cfg: DecodeConfig, prompt: torch.Tensor, rec: Recorder, generator: Source,
-            cache: Any) -> tuple[BlockPlan, StepContext]:
+def lay_out(model: Any, cfg: DecodeConfig, prompt: Union[torch.Tensor, Sequence[int]], rec: Recorder,
+            generator: Source, cache: Any) -> tuple[BlockPlan, StepContext]:
     """Every loop's start, in both engines: the sequence as the prompt then masks to the plan's end, the policy
-    (S2D2 only) and the context the loop's steps share. The plan refuses what its loop cannot decode."""
-    P = int(prompt.shape[0])
+    (S2D2 only) and the context the loop's steps share. The plan refuses what its loop cannot decode. `prompt`:
+    its ids on the model's device, or as host ints (a batch's rows: laid out without a tensor of their own)."""
+    P = len(prompt)
     plan = block_plan(cfg, P, model.spec.alignment == "shifted")
-    x = torch.full((plan.total,), model.spec.mask_id, dtype=torch.long, device=prompt.device)
-    x[:P] = prompt
+    x = sequence_ids(prompt, plan.total, model.spec.mask_id, model.device)
     policy = make_policy(cfg) if cfg.method == "s2d2" else None
     return plan, StepContext(model, cfg, rec, generator, x, cache, policy, P)
+
+
+def sequence_ids(prompt: Union[torch.Tensor, Sequence[int]], total: int, mask_id: int,
+                 device: torch.device) -> torch.Tensor:
+    """[total] long ids: the prompt, then the mask id. From host ints on the CPU one tensor over one host buffer
+    (a batch starts a row per sequence, and each torch call costs microseconds: three calls become one)."""
+    if isinstance(prompt, torch.Tensor):
+        x = torch.full((total,), mask_id, dtype=torch.long, device=prompt.device)
+        x[: prompt.shape[0]] = prompt
+        return x
+    ids = array("q", prompt)
+    ids.extend(array("q", (mask_id,)) * (total - len(ids)))
+    x = torch.frombuffer(ids, dtype=torch.long)  # (the tensor keeps the buffer alive; nothing else holds it)
+    return x if device.type == "cpu" else x.to(device)
+
+
+_INDEX: dict[torch.device, torch.Tensor] = {}  # per device, one arange that every sequence's index views
+
+
+def position_index(n: int, device: torch.device) -> torch.Tensor:
+    """arange(n) on `device`: a view of one shared arange (grown when a longer one is asked), so a sequence's
+    start makes no tensor of its own. Nothing writes through it: the decoder only slices and reads it."""
+    have = _INDEX.get(device)
+    if have is None or have.shape[0] < n:
+        with torch.inference_mode(False):  # an ordinary tensor: views of it are used in and out of inference mode
+            have = _INDEX[device] = torch.arange(max(n, 4096), device=device)
+    return have[:n]
 
 
 @dataclass

@@ -79,7 +79,7 @@ def covers(cfg: DecodeConfig, model: Any) -> bool:
 def start(model: Any, row: Row) -> None:
     """Lay out the row's sequence (editing_loop's setup); with no prompt block to prefill, open its first block."""
     cfg = row.prep.cfg
-    plan, ctx = lay_out(model, cfg, row.prompt_ids(model), row.rec, row.generator, row.cache)
+    plan, ctx = lay_out(model, cfg, row.prep.ids, row.rec, row.generator, row.cache)
     x = ctx.x
     row.state = EditState(ctx, plan, Kept(row.rec, x, row.blocks, row.steps), cfg.transfer_schedule(), stop_ids(ctx))
     if plan.first_start == 0:  # nothing to prefill

@@ -80,7 +80,7 @@ def covers(cfg: DecodeConfig) -> bool:
 def start(model: Any, row: Row) -> None:
     """Lay out the row's sequence (pipeline_loop's setup) and plan its first step."""
     cfg = row.prep.cfg
-    plan, ctx = lay_out(model, cfg, row.prompt_ids(model), row.rec, row.generator, row.cache)
+    plan, ctx = lay_out(model, cfg, row.prep.ids, row.rec, row.generator, row.cache)
     x = ctx.x
     n_blocks = (plan.end - ctx.prompt_len) // cfg.block_length
     pipe = PipeState(done=torch.zeros(n_blocks, dtype=torch.bool, device=model.device))

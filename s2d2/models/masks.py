@@ -97,25 +97,32 @@ def _shared(kind: str, args: tuple[int, ...], device: str) -> torch.Tensor:
         return build(*args, device=device)
 
 
+@lru_cache(maxsize=1024)
+def _query(kind: str, args: tuple[int, ...], device: torch.device | str) -> QueryMask:
+    """The shared QueryMask of a pattern (frozen, so one object serves every forward of its shape: a batch step
+    asks for one per row, and `str(device)` plus a new object per row was host time per row)."""
+    return QueryMask(_shared(kind, args, str(device)))
+
+
 def draft_query(block: int, causal_prefix: int, device: torch.device | str) -> QueryMask:
-    return QueryMask(_shared("draft", (block, causal_prefix), str(device)))
+    return _query("draft", (block, causal_prefix), device)
 
 
 def verify_2l_query(length: int, device: torch.device | str) -> QueryMask:
-    return QueryMask(_shared("2l", (length,), str(device)))
+    return _query("2l", (length,), device)
 
 
 def verify_2l_span_query(first: int, span: int, device: torch.device | str) -> QueryMask:
-    return QueryMask(_shared("2l-span", (first, span), str(device)))
+    return _query("2l-span", (first, span), device)
 
 
 def segments_query(segments: tuple[int, ...], device: torch.device | str) -> QueryMask:
-    return QueryMask(_shared("segments", tuple(int(n) for n in segments), str(device)))
+    return _query("segments", tuple(int(n) for n in segments), device)
 
 
 def fused_draft_query(tail: int, block: int, causal_tail: bool, causal_prefix: int,
                       device: torch.device | str) -> QueryMask:
-    return QueryMask(_shared("fused", (tail, block, int(causal_tail), causal_prefix), str(device)))
+    return _query("fused", (tail, block, int(causal_tail), causal_prefix), device)
 
 
 # -- full masks [q, cache_len + q] -------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ carries no score).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from typing import Any, ClassVar, Optional
 
@@ -38,6 +39,15 @@ class NoSettings:
     """Settings of a policy without knobs."""
 
 
+def _read_settings(cls: type, cfg: Any) -> Any:
+    return cls.Settings(**{f.name: getattr(cfg, f.name) for f in dataclasses.fields(cls.Settings)})
+
+
+@functools.lru_cache(maxsize=256)
+def _settings(cls: type, cfg: Any) -> Any:
+    return _read_settings(cls, cfg)
+
+
 class Policy:
     """Base: stateless, never learns. Subclasses override `decide` (and `reset` / `learn` if stateful)."""
 
@@ -56,8 +66,13 @@ class Policy:
 
     @classmethod
     def settings_from(cls, cfg: Any) -> Any:
-        """The policy's settings object, read from a DecodeConfig (or anything with the same attributes)."""
-        return cls.Settings(**{f.name: getattr(cfg, f.name) for f in dataclasses.fields(cls.Settings)})
+        """The policy's settings object, read from a DecodeConfig (or anything with the same attributes). Kept per
+        (policy, config) where the config hashes (a frozen DecodeConfig does; a batch makes a policy per sequence,
+        and the settings are frozen, so sequences of one config share them)."""
+        try:
+            return _settings(cls, cfg)
+        except TypeError:  # an unhashable stand-in for a config: read it each time
+            return _read_settings(cls, cfg)
 
     @classmethod
     def check(cls, cfg: Any) -> None:
