@@ -228,40 +228,44 @@ _S2D2 = dict(method="s2d2", estimator="soft_entropy_negexp", negexp_beta=1.0)
 _PRESETS: dict[str, tuple[dict[str, Any], str]] = {
     "ar": (
         dict(method="ar", block_length=1),
-        "Autoregressive, block size 1: one forward per token (commit fused with the next query).",
+        "One token per forward, left to right (autoregressive, block size 1).",
     ),
     "dynamic-baseline": (
         dict(method="diffusion", block_length=4, remasking="low_confidence_dynamic", confidence_threshold=0.85),
-        "SDAR dynamic threshold: unmask every mask with p > 0.85, else the single most confident; never verifies.",
+        "Diffusion alone: each step keeps every draft the model gives p > 0.85 (at least its most confident one); "
+        "never verifies.",
     ),
     "sdar-config-a": (
         dict(**_S2D2, block_length=4, remasking="low_confidence_dynamic", confidence_threshold=0.85,
              policy="score_threshold", score_threshold=0.0, score_type="difference_static", penalty_coef=1.0,
              cache_ver=True, draft_ver=True),
-        "Verify iff K_hat >= 1: a 1-token span practically never verifies; skipped steps use the 0.85 threshold.",
+        "Blocks of 4. Verifies when the drafts are expected to win at least one token (K̂ ≥ 1), so a lone masked "
+        "position practically never verifies; a skipped step keeps drafts with p > 0.85.",
     ),
     "sdar-config-b": (
         dict(**_S2D2, block_length=16, remasking="low_confidence_dynamic", confidence_threshold=0.85,
              policy="score_threshold", score_threshold=0.0, score_type="difference_static", penalty_coef=0.0,
              cache_ver=True, draft_ver=True),
-        "K_hat >= 0 always holds: always verify, strictly left to right, block 16.",
+        "Blocks of 16. Verifies at every step (its score K̂ − 0 is never negative): tokens are accepted strictly left "
+        "to right.",
     ),
     "fastdllm-config-a": (
         dict(**_S2D2, block_length=32, sub_block_length=4, remasking="low_confidence_dynamic",
              confidence_threshold=0.9, policy="score_hysteresis", hysteresis_on=1.0, hysteresis_off=-5.0,
              score_type="difference_dynamic", penalty_coef=1.0),
-        "s = K_hat - N_hi; turns ON at the first s > 1 and, since s > -5 always, never turns off.",
+        "Blocks of 32 in windows of 4. Verifying turns on once the expected accepted tokens beat the confident drafts "
+        "by more than 1 (s = K̂ − N_hi > 1) and, in windows of 4, never turns off.",
     ),
     "fastdllm-config-b": (
         dict(**_S2D2, block_length=32, sub_block_length=16, remasking="low_confidence_dynamic",
              confidence_threshold=0.9, policy="score_hysteresis", hysteresis_on=1.0, hysteresis_off=-5.0,
              score_type="difference_dynamic", penalty_coef=1.0),
-        "As config A with sub-block 16: turns OFF only with at least 6 high-confidence masks.",
+        "As Fast-dLLM config A in windows of 16: verifying turns off only when at least 6 drafts are confident.",
     ),
     "fastdllm-config-c": (
         dict(**_S2D2, block_length=32, sub_block_length=32, remasking="low_confidence_dynamic",
              confidence_threshold=0.9, policy="mask_span_length", min_span_length=8),
-        "Verify iff the first mask span has at least 8 positions.",
+        "Blocks of 32. Verifies when the first run of masked positions is at least 8 long.",
     ),
 }
 

@@ -116,6 +116,34 @@ INFO = {  # plain-words help under a knob, where the declaration's own is too te
 }
 
 
+CHOICE_WORDS = {  # a choice knob's values in words; the dropdown shows "words · id" (the id is what configs say)
+    "method": {"ar": "One token per forward", "diffusion": "Diffusion drafts alone",
+               "s2d2": "Draft, then maybe verify"},
+    "remasking": {"low_confidence_static": "The most confident, a fixed number per step",
+                  "low_confidence_dynamic": "Every draft above the threshold",
+                  "sequential": "Left to right", "entropy_bounded": "The surest, up to an uncertainty budget"},
+    "policy": {"mask_span_length": "When the run of masks is long enough", "score_threshold": "When the score reaches τ",
+               "score_hysteresis": "Switched on and off by the score", "contextual_bandit_ucb": "Learns when it pays",
+               "always": "Always verify", "never": "Never verify", "cost_aware": "When it saves time"},
+    "score_type": {"difference_static": "Expected tokens minus c",
+                   "difference_dynamic": "Expected tokens minus c per confident draft"},
+    "estimator": {"hard_margin_threshold": "Drafts with a clear lead", "hard_entropy_threshold": "Drafts with low "
+                  "uncertainty", "soft_confidence_power": "Confidence to a power",
+                  "soft_clipped_linear_margin": "The lead, clipped", "soft_entropy_negexp": "Falls with uncertainty",
+                  "soft_renyi_2_entropy": "Falls with collision entropy"},
+    "acceptance": {"paper": "The paper's test", "sampled": "Speculative sampling",
+                   "greedy_exact": "Exactly the model's greedy choice"},
+    "loop": {"block": "One block at a time", "editing": "Edits decoded tokens (LLaDA2.x)",
+             "pipeline": "Several blocks in flight (D2F)"},
+}
+
+
+def choice_labels(knob: Knob) -> list[tuple[str, str]]:
+    """A choice knob's dropdown entries: (words · id, id); an id without words shows alone."""
+    words = CHOICE_WORDS.get(knob.name, {})
+    return [(f"{words[c]} · {c}" if c in words else c, c) for c in knob.choices]
+
+
 def knob_info(knob: Knob) -> Optional[str]:
     """The help line under a knob (None: none), which a refused value replaces until the next Record."""
     return INFO.get(knob.name) or knob.info or None

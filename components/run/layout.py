@@ -11,8 +11,8 @@ from components.views.canvas import render_live
 from components.views.describe import preset_choices, preset_note
 from components.run.knob_scope import is_main, shown
 from components.views.prompt_scope import TRAINED_ON
-from components.run.knobs import (DEFAULT_PRESET, EXAMPLE_PROMPTS, KNOBS, MAX_PROMPT_CHARS, Knob, knob_info,
-                                  preset_values)
+from components.run.knobs import (DEFAULT_PRESET, EXAMPLE_PROMPTS, KNOBS, MAX_PROMPT_CHARS, Knob, choice_labels,
+                                  knob_info, preset_values)
 from components.run.page_decode import offered
 from components.run import preset_drift
 from components.run.random_stream import stream_line
@@ -29,7 +29,7 @@ def _knob_component(knob: Knob, value: Any, visible: bool) -> Any:
     info = knob_info(knob)
     common = dict(label=knob.label, visible=visible, elem_id=f"knob-{knob.name}")
     if knob.kind == "choice":
-        return gr.Dropdown(list(knob.choices), value=value, info=info, **common)
+        return gr.Dropdown(choice_labels(knob), value=value, info=info, **common)
     if knob.kind == "bool":
         return gr.Checkbox(value=value, info=info, **common)
     if knob.name == "seed":  # no minimum, no rounding: a negative or 2.5 seed gets the run's readable message
