@@ -155,7 +155,7 @@ def whole_run(m: TourMaterial) -> Stop:
     part = parting(lanes)
     rules = " · ".join(html.escape(r) for r in how_each_decides(lanes))
     text += (f"{m.story.text} Scrub both runs together below: same {same_things(lanes)}; {rules}. The slider moves "
-             f"both runs block by block ({len(moments(lanes)) - 1} moments)"
+             f"both runs block by block, from 0 (nothing written yet) to {len(moments(lanes)) - 1} (both finished)"
              + (f"; position {part}, where they part, is ringed once written." if part is not None else ".")
              + " The Compare tab runs any presets side by side.")
     return Stop("run", "Both runs, side by side", text, len(t.steps), (Pic("lockstep", at=part),), example=m.label)

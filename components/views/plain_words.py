@@ -69,6 +69,7 @@ def step_words(trace: Trace, step: int) -> str:
         done = (f"changed {len(rec.edits)} token{'' if len(rec.edits) == 1 else 's'} it now disagreed with"
                 if rec.edits else "found nothing to change")
         return head + f"no blanks were left; the model re-read the block and {done}."
+    edits = past_end(trace, rec.commits) + edits  # (before the edits: "them" are the step's tokens)
     hows = Counter(c.how for c in rec.commits)
     kept = len(rec.commits) - hows.get("resampled", 0)
     one = len(rec.drafts) == 1
@@ -85,6 +86,25 @@ def step_words(trace: Trace, step: int) -> str:
            else f"did not check {'it' if one else 'them'} (diffusion alone never checks)")
     which = ("it" if one else f"all {kept}") if kept == len(rec.drafts) else f"the {kept} it was surest of"
     return head + f"{guessed} and {why}; it kept {which}." + edits
+
+
+def past_end(trace: Trace, commits: list) -> str:
+    """A sentence on the step's tokens that lie past the end of the answer (the end mark and whatever follows it,
+    or past the length asked for): the block is decoded whole, so "it kept all 16" counts them, while the answer
+    leaves them out. Empty when there are none (or the run has no footer)."""
+    footer = trace.footer
+    if footer is None or not commits:
+        return ""
+    end = len(trace.header.prompt_ids) + (footer.stop_position if footer.stop_position is not None
+                                          else trace.header.gen_length)
+    n = sum(1 for c in commits if c.position >= end)
+    if n == 0:
+        return ""
+    if n == len(commits):
+        which = "It lies" if n == 1 else f"All {n} lie"
+    else:
+        which = f"{n} of them {'lies' if n == 1 else 'lie'}"
+    return f" {which} past the end of the answer, which leaves {'it' if n == 1 else 'them'} out."
 
 
 def evidence_words(trace: Trace, step: int) -> Optional[str]:

@@ -76,3 +76,19 @@ def test_the_opening_example_says_what_the_model_guessed_and_picked():
     guessed = visible_text(v.positions[v.first_reject].draft_text, 16)
     assert f"first guessed “{guessed}”" in words and f"picked “{visible_text(v.resampled_text, 16)}”" in words
     assert not formula_in(words)
+
+
+def test_a_step_says_how_many_of_its_tokens_lie_past_the_end_of_the_answer():
+    """A block is decoded whole, so "it kept all 4" counts tokens after the end mark too; the sentence says which
+    of them the answer leaves out (a newcomer read "kept all 16" where 10 followed <|im_end|>)."""
+    t = tf.all_accepted()  # prompt 4, one block of 4: positions 4-7
+    assert "past the end" not in step_words(t, 1)
+    t.footer.stop_position = 1  # the end mark at position 5: positions 5, 6 and 7 are left out
+    words = step_words(t, 1)
+    assert words.endswith("it kept all 4: every guess held up. 3 of them lie past the end of the answer, which "
+                          "leaves them out."), words
+    t.footer.stop_position = 0
+    assert step_words(t, 1).endswith("All 4 lie past the end of the answer, which leaves them out.")
+    t.footer.stop_position = 3
+    assert step_words(t, 1).endswith("1 of them lies past the end of the answer, which leaves it out.")
+    assert not formula_in(step_words(t, 1))
