@@ -7,6 +7,8 @@ Every status the page shows is recorded in the page as it changes (a MutationObs
 selected tab then; the test waits on the run's end, never on time."""
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from components.run.run_choice import STARTING
@@ -122,6 +124,8 @@ def test_a_refused_record_says_why_in_the_status_and_the_next_run_replaces_it(br
         record_ended(pg)
         seen = [t for t, _ in pg.evaluate("window.s2d2Seen") if t]
         assert seen[-2].startswith("Record pressed: waiting") and seen[-1].startswith("⚠ You already have a run"), seen
+        # it stays until the next press, also once the other run has ended: it says when it was true
+        assert re.search(r"\. \(Record pressed at \d\d:\d\d:\d\d\)$", seen[-1]), seen[-1]
         pg.evaluate("window.s2d2Seen = window.s2d2Seen.slice(-1)")  # (what shows now, then the next press's)
     monkeypatch.undo()
     pg.locator("#run").click()

@@ -87,7 +87,8 @@ const REFUSAL = 'div.validation-error'; // Gradio's line under an event's first 
 
 /** A test of Record's event having ended without writing a new status. Refused at the door (the server's validator:
  * this page already has a run, or its stopped runs are still leaving the queue): Gradio writes the reason under the
- * prompt box, which may be off the screen, so the test returns it ("⚠ …") for the status line. Failed: a toast (true).
+ * prompt box, which may be off the screen, so the test returns it ("⚠ … (Record pressed at 14:03:09)": the line stays
+ * until the next press, also after the other run has ended, so it says when it was true) for the status line. Failed: a toast (true).
  * Either is told by an element that was not there when Record was pressed (Gradio removes the last refusal's line at
  * the next press and writes a new one). Or the event ran and ended having written the very status it covered (the
  * same refusal twice: "Type a prompt first"): the status box's tracker seen with its timer, then without (true). Not the
@@ -96,10 +97,11 @@ const REFUSAL = 'div.validation-error'; // Gradio's line under an event's first 
 export function recordEnded(doc) {
   const toasts = new Set(doc.querySelectorAll('.toast-body'));
   const refusals = new Set(doc.querySelectorAll(REFUSAL));
+  const pressed = new Date().toTimeString().slice(0, 8); // the line stays until the next press: it says when it was true
   let ran = false;
   return () => {
     const refusal = [...doc.querySelectorAll(REFUSAL)].find((e) => !refusals.has(e) && e.textContent.trim());
-    if (refusal) return `⚠ ${refusal.textContent.trim()}`;
+    if (refusal) return `⚠ ${refusal.textContent.trim()} (Record pressed at ${pressed})`;
     if ([...doc.querySelectorAll('.toast-body')].some((toast) => !toasts.has(toast))) return true;
     const tracker = doc.querySelector('#run-status [data-testid="status-tracker"]');
     const running = !!tracker && tracker.textContent.trim() !== ''; // (its timer: "queue: 1/1", "processing | 0.2s")
