@@ -18,6 +18,7 @@ CSS = CANVAS_CSS + STRIP_CSS + COMPARE_CSS + RESIDUAL_CSS + LEDGER_CSS + SWIPE_C
 .s2d2-detail{font-size:0.92em;color:#1e293b;border-left:3px solid #4f46e5;padding:4px 8px;min-height:2.5em}
 .s2d2-detail [data-pinned]{display:block;white-space:pre-line;font-family:ui-monospace,monospace;font-size:0.92em;
   color:#334155}
+.s2d2-detail [data-pinned] .words{font-family:var(--font);white-space:normal;color:#1e293b;margin-bottom:2px}
 .s2d2-detail .evidence{display:block}
 .s2d2-detail .words{display:block;font-size:1.05em}
 .s2d2-detail details.numbers{margin-top:2px;color:#334155}

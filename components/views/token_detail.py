@@ -73,6 +73,56 @@ def tooltip(idx: TraceIndex, step: int, pos: int, full: bool = True) -> str:
     return "\n".join(lines)
 
 
+# what each way of being written means, in words (a pinned token's first line; the numbers follow it)
+HOW_WORDS = {
+    "accepted": "the model guessed it, then its check agreed",
+    "resampled": "the check rejected the first guess here, {draft}, and drew this token in its place",
+    "threshold": "the model was sure enough of its guess ({sure}) to write it without a check",
+    "fallback": "it was the model's surest guess of the step, written unchecked so that the step writes at least one",
+    "hiconf_extra": "a very confident guess, written beside the checked ones without a check",
+    "ratio_extra": "a guess the check rated likely enough to keep beside the accepted ones",
+    "ar": "the model wrote it one token after another, like an ordinary language model",
+    "ar_seed": "the model wrote it one forward ahead, as its block's first token",
+}
+
+
+def pinned_words(idx: TraceIndex, step: int, pos: int) -> str:
+    """A pinned position in one plain sentence, before its numbers: what stands there at this step and how it got
+    there ("“3” was written at step 2: the check rejected the first guess here, “2”, and resampled this token in its
+    place.")."""
+    trace = idx.trace
+    state, _ = position_state(idx, step, pos)
+    if state == "prompt":
+        tokens = trace.header.prompt_tokens
+        text = visible_text(tokens[pos], 16) if pos < len(tokens) else ""
+        return f"“{text}” is part of the prompt: the model reads it and never changes it." if text else \
+            "Part of the prompt: the model reads it and never changes it."
+    end = " It lies past the end of the answer, which leaves it out." if idx.after_end(step, pos) else ""
+    hit = idx.commit_of.get(pos)
+    if hit is None or hit[0] >= step:
+        current = idx.step_record(step)
+        d = idx.draft(current, pos) if current is not None else None
+        if state == "discarded" and d is not None:
+            return (f"The model guessed “{visible_text(d.text, 16)}” here at this step, then threw the guess away: it "
+                    "was checked after an earlier guess that the check rejected.")
+        if state == "drafted" and d is not None:
+            return (f"The model guessed “{visible_text(d.text, 16)}” here at this step but left the position blank for "
+                    "a later step to decide.") + end
+        return "Still blank at this step: the model has not written this position yet." + end
+    s_idx, commit = hit
+    d = idx.draft(trace.steps[s_idx], pos)
+    sure = f"{d.p * 100:.0f} % sure" if d is not None and d.p is not None else "sure"
+    draft = f"“{visible_text(d.text, 16)}”" if d is not None else "its draft"
+    how = HOW_WORDS.get(commit.how, "").format(draft=draft, sure=sure)
+    text = f"“{visible_text(commit.text, 16)}” was written at step {s_idx + 1}" + (f": {how}." if how else ".")
+    edits = idx.edits_before(pos, step)
+    if edits:
+        last = edits[-1][1]
+        text += (f" At step {edits[-1][0] + 1} the model changed it to “{visible_text(last.new_text, 16)}” "
+                 "(it corrected itself).")
+    return text + end
+
+
 def _candidates(cands: list[Any]) -> str:
     """The recorded candidates a reader learns from: those of the first five with a probability above 0 (a token the
     draw could never pick, cut by top-k or top-p or the mask token itself, is recorded with exactly 0)."""
@@ -121,8 +171,10 @@ def detail_html(trace: Optional[Trace], step: int, selected: Optional[int] = Non
         return hint
     s = clamp_step(trace, step)
     if selected is not None and 0 <= selected < trace.header.total_length:
-        text = "◉ " + tooltip(index_of(trace), s, selected)
-        return f'<span data-pinned="{selected}">{html.escape(text)}</span>'
+        idx = index_of(trace)
+        text = "◉ " + tooltip(idx, s, selected)
+        words = html.escape(pinned_words(idx, s, selected))
+        return f'<span data-pinned="{selected}"><span class="words">{words}</span>{html.escape(text)}</span>'
     case = evidence(trace, s)
     if case is None:
         return hint

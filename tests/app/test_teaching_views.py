@@ -223,3 +223,23 @@ def test_probabilities_outside_zero_one_are_refused(tmp_path):
     data["steps"][0]["drafts"][0]["top"][0]["prob"] = -0.5
     with pytest.raises(traces_io.TraceError, match=r"prob"):
         traces_io.parse_text(json.dumps(data))
+
+
+def test_a_pinned_token_is_told_in_words_before_its_numbers():
+    """A newcomer who taps a token reads what stands there and how it got there in a sentence, then the numbers."""
+    t = tf.reject_at_zero()  # prompt 4; step 1 rejects its first guess at position 4 and resamples it
+    idx = index_of(t)
+    v = t.steps[0].verification
+    rejected = v.positions[v.first_reject]
+    assert token_detail.pinned_words(idx, 1, 4) == (
+        f"“{t.steps[0].commits[0].text}” was written at step 1: the check rejected the first guess here, "
+        f"“{rejected.draft_text}”, and drew this token in its place.")
+    assert token_detail.pinned_words(idx, 1, 5).endswith("then threw the guess away: it was checked after an "
+                                                         "earlier guess that the check rejected.")
+    assert token_detail.pinned_words(idx, 0, 4) == ("Still blank at this step: the model has not written this "
+                                                    "position yet.")
+    assert token_detail.pinned_words(idx, 2, 3).endswith("is part of the prompt: the model reads it and never "
+                                                        "changes it.")
+    box = token_detail.detail_html(t, 1, 4)
+    words = box.index('class="words"')
+    assert words < box.index("◉ position 4") and "resampled at first rejection" in box  # words, then the numbers
