@@ -38,6 +38,25 @@ const later = () => { setTimeout(centre, 60); setTimeout(centre, 400); };
 later();
 watch('value', later);
 """
+# A token tapped (or clicked) in the tour's canvas: its details in a box under the canvas. Its title holds them, but a
+# phone shows no title, so "tap a token to see it" did nothing there. The box goes with the canvas's next value.
+TAP_JS = """
+element.addEventListener('click', (e) => {
+  const tok = e.target.closest('[data-pos][title]');
+  if (!tok) return;
+  let box = element.querySelector('.tour-tap');
+  if (!box) {
+    box = document.createElement('div');
+    box.className = 's2d2-detail tour-tap';
+    box.setAttribute('aria-live', 'polite');
+    tok.closest('.prose, .html-container, div').append(box);
+  }
+  const pin = document.createElement('span');
+  pin.dataset.pinned = tok.dataset.pos;
+  pin.textContent = '◉ ' + tok.getAttribute('title');
+  box.replaceChildren(pin);
+});
+"""
 # Next / Back on a phone: bring the new stop's text back to the top of the screen.
 NAV_JS = """
 () => {
@@ -47,6 +66,7 @@ NAV_JS = """
 """
 TOUR_CSS = """
 #tour-pictures{gap:10px}
+.tour-tap{margin-top:6px}
 #tour-pictures .s2d2-lockstep p{margin:4px 0}
 .s2d2-exact .ex-row{margin:4px 0;line-height:2}
 """
@@ -98,7 +118,8 @@ def build_learn_tab(ctx: Ctx, material: Optional[TourMaterial]) -> Optional[Tour
     first = stop_views(material, stops, 0, tau0, first_moment(material))
     with gr.Column(elem_id="tour-pictures"):
         for kind in KINDS:
-            js = {"js_on_load": WATCH_JS} if kind in ("strip", "residual", "ledger") else {}
+            js = ({"js_on_load": WATCH_JS} if kind in ("strip", "residual", "ledger")
+                  else {"js_on_load": TAP_JS} if kind == "canvas" else {})
             ctx[VIEW[kind]] = _component(kind, first, **js)
     with gr.Row(elem_id="tour-nav"):
         ctx["tour_back"] = gr.Button("◀ Back", size="sm", interactive=False, elem_id="tour-back")

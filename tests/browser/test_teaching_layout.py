@@ -187,3 +187,23 @@ def test_the_verification_table_fits_or_says_it_scrolls(browser, served, size): 
         assert not errors, errors
     finally:
         pg.close()
+
+
+def test_a_token_tapped_in_the_tour_shows_its_details_on_a_phone(browser, served):  # noqa: F811
+    """Stop 1 says "tap a token to see it": on a phone (no hover titles) the tap puts the token's details in a box
+    under the canvas."""
+    pg, errors = _open(browser, served[1], "phone")
+    try:
+        pg.get_by_role("tab", name="Learn").click()
+        pg.locator("#tour .prose.tour-text:visible").wait_for(timeout=WAIT_MS)
+        tok = pg.locator("#tour-canvas [data-pos][title]").last
+        tok.wait_for(timeout=WAIT_MS)
+        pos = tok.get_attribute("data-pos")
+        tok.tap()
+        box = pg.locator("#tour-canvas .tour-tap")
+        box.wait_for(state="visible", timeout=WAIT_MS)
+        assert box.inner_text().startswith(f"◉ position {pos}"), box.inner_text()
+        assert box.bounding_box()["width"] <= 390, box.bounding_box()
+        assert not errors, errors
+    finally:
+        pg.close()
