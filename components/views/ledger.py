@@ -77,6 +77,7 @@ def block_forwards(traces: dict[str, Trace]) -> tuple[list[int], dict[str, dict[
 def step_costs(trace: Trace) -> list[str]:
     """One line per routed step: the decision, the forwards it spent and the tokens it committed."""
     idx = index_of(trace)
+    end = idx.answer_end
     lines = []
     for s in trace.steps:
         if s.decision is None:
@@ -87,7 +88,12 @@ def step_costs(trace: Trace) -> list[str]:
         got = f"{len(s.commits)} token{'s' if len(s.commits) != 1 else ''}"
         if v is not None:
             got += f" ({v.accepted_len} accepted" + (" + 1 resampled)" if v.resampled is not None else ")")
-        rate = f": {len(s.commits) / len(kinds):.2f} per forward" if kinds else ""
+        answer = sum(1 for c in s.commits if end is None or c.position < end)
+        if answer < len(s.commits):  # a block decoded whole: tokens past the answer's end pay for nothing
+            got += f", {answer} in the answer"
+            rate = f": {answer / len(kinds):.2f} answer tokens per forward" if kinds else ""
+        else:
+            rate = f": {len(s.commits) / len(kinds):.2f} per forward" if kinds else ""
         lines.append(f"Step {s.index + 1} (answer block {idx.answer_block(s.block)}): {decision_line(s.decision)} — "
                      f"{len(kinds)} forward{'s' if len(kinds) != 1 else ''} ({spent}) committed {got}{rate}.")
     return lines

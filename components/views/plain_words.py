@@ -92,11 +92,9 @@ def past_end(trace: Trace, commits: list) -> str:
     """A sentence on the step's tokens that lie past the end of the answer (the end mark and whatever follows it,
     or past the length asked for): the block is decoded whole, so "it kept all 16" counts them, while the answer
     leaves them out. Empty when there are none (or the run has no footer)."""
-    footer = trace.footer
-    if footer is None or not commits:
+    end = index_of(trace).answer_end
+    if end is None or not commits:
         return ""
-    end = len(trace.header.prompt_ids) + (footer.stop_position if footer.stop_position is not None
-                                          else trace.header.gen_length)
     n = sum(1 for c in commits if c.position >= end)
     if n == 0:
         return ""

@@ -53,6 +53,15 @@ class TraceIndex:
             return None
         return len(self.trace.header.prompt_ids) + footer.stop_position
 
+    @property
+    def answer_end(self) -> Optional[int]:
+        """The first absolute position the answer leaves out: its stop token, else the end of the length asked for
+        (a block is decoded whole, so a step may commit tokens past it); None without a footer."""
+        if self.trace.footer is None:
+            return None
+        end = self.end_position
+        return end if end is not None else len(self.trace.header.prompt_ids) + self.trace.header.gen_length
+
     def after_end(self, step: int, pos: int) -> bool:
         """True when `pos` lies after the stop token and that token is committed by scrubber value `step`."""
         end = self.end_position

@@ -390,3 +390,15 @@ def test_tables_wider_than_a_phone_say_they_scroll_sideways():
     assert any(swipe_hint() in h for h in shown if h) and all(swipe_hint() in h for h in shown if h)
     assert swipe_hint() in ledger.strips_html({"S2D2": t, "Diffusion alone": base})
     assert SWIPE_CSS in CSS and f"@media (max-width:{NARROW_PX}px){{.s2d2-swipe{{display:block}}}}" in SWIPE_CSS
+
+
+def test_a_steps_cost_line_counts_the_answer_tokens_where_some_lie_past_its_end():
+    """A verify step that accepted a whole block of 16 read "8.00 per forward" although 11 of the 16 followed the
+    end mark: where tokens lie past the answer's end, the line says how many are in the answer and rates those."""
+    from components.views.ledger import step_costs
+
+    t = tf.all_accepted()  # prompt 4, one verified block: 4 tokens, draft + verify
+    assert step_costs(t)[0].endswith("committed 4 tokens (4 accepted): 2.00 per forward.")
+    t.footer.stop_position = 1  # the end mark at position 5: one token in the answer
+    assert step_costs(t)[0].endswith("committed 4 tokens (4 accepted), 1 in the answer: 0.50 answer tokens per "
+                                     "forward.")
