@@ -1,4 +1,4 @@
-"""What Compare calls its lanes on the page: "Lane 3 · Verify when it pays (K̂ ≥ 1), block 4", the words the rest of
+"""What Compare calls its lanes on the page: "Lane 3 · Verify when it expects a gain (K̂ ≥ 1), block 4", the words the rest of
 the page uses (components/views/describe.py), with the preset id only as a secondary detail a researcher looks for.
 
 Invariants: a lane's key stays "N·preset" ("*" added when the lane has custom settings): the session state, the
@@ -22,7 +22,7 @@ def title_short(title: str) -> str:
 
 
 def lane_title(key: str, config: Optional[Mapping[str, Any] | DecodeConfig]) -> str:
-    """"Lane 3 · Verify when it pays (K̂ ≥ 1), block 4": what the lane's configuration does, custom settings
+    """"Lane 3 · Verify when it expects a gain (K̂ ≥ 1), block 4": what the lane's configuration does, custom settings
     included (the title describes the configuration that ran, and says when it is not the preset's own)."""
     number, name, custom = split_key(key)
     try:

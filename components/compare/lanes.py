@@ -22,6 +22,7 @@ from s2d2.trace import Trace
 from components.views.canvas import render_canvas
 from components.compare.lane_metrics import metrics_table, wall_note
 from components.compare.lane_progress import LaneBoard
+from components.compare.verdict import forwards_verdict
 from components.compare.lane_names import OFF, lane_detail, lane_titles, title_short
 from components.views.figures import KIND_COLOURS, KIND_WORDS
 from components.run.lane_rounds import TIMED_ROUNDS, lane_rounds
@@ -116,7 +117,8 @@ def run_compare_steps(prompt: str, model_name: str, seed: Any, gen_length: Any, 
     how = (f": a warm-up round, then {timed} timed round{'s' if timed > 1 else ''} (wall times are medians)" if timed
            else " (once each: no time for timed rounds, so no wall speedups)")
     ran = f"Ran {plural(len(traces), 'lane')} on the same prompt with seed {int(seed)}{how}."
-    yield f"{ran} {streams_line(configs)}", state
+    verdict = forwards_verdict(traces)
+    yield f"{ran} {streams_line(configs)}" + (f"\n\n{verdict}" if verdict else ""), state
 
 
 def _with_board(events: Iterator[dict[str, Any]], board: LaneBoard) -> Any:

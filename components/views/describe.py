@@ -16,7 +16,7 @@ def _g(x: Any) -> str:
 
 
 def routing_words(cfg: DecodeConfig) -> str:
-    """When an S2D2 configuration verifies, in plain words ("Verify when it pays (K̂ ≥ 1)")."""
+    """When an S2D2 configuration verifies, in plain words ("Verify when it expects a gain (K̂ ≥ 1)")."""
     policy = cfg.policy
     if policy == "always" or (policy == "mask_span_length" and cfg.min_span_length <= 1):
         return "Always verify"
@@ -27,13 +27,13 @@ def routing_words(cfg: DecodeConfig) -> str:
     if policy == "contextual_bandit_ucb":
         return "Learn when to verify (UCB bandit)"
     if policy == "cost_aware":
-        return "Verify when it pays in seconds (measured forward costs)"
+        return "Verify when it expects to save seconds (measured forward costs)"
     c = cfg.penalty_coef
     if policy == "score_threshold":
         if cfg.score_type == "difference_static":
             need = cfg.score_threshold + c
-            return "Always verify" if need <= 0 else f"Verify when it pays (K̂ ≥ {_g(need)})"
-        return f"Verify when it pays (K̂ − {_g(c)}·N_hi ≥ {_g(cfg.score_threshold)})"
+            return "Always verify" if need <= 0 else f"Verify when it expects a gain (K̂ ≥ {_g(need)})"
+        return f"Verify when it expects a gain (K̂ − {_g(c)}·N_hi ≥ {_g(cfg.score_threshold)})"
     if policy == "score_hysteresis":
         on = ">" if cfg.hysteresis_strict else "≥"
         return f"Verify in runs (on at s {on} {_g(cfg.hysteresis_on)}, off at s < {_g(cfg.hysteresis_off)})"
@@ -41,7 +41,7 @@ def routing_words(cfg: DecodeConfig) -> str:
 
 
 def plain_title(cfg: DecodeConfig | Mapping[str, Any]) -> str:
-    """One line a newcomer reads: "Verify when it pays (K̂ ≥ 1), block 4"."""
+    """One line a newcomer reads: "Verify when it expects a gain (K̂ ≥ 1), block 4"."""
     if not isinstance(cfg, DecodeConfig):
         cfg = DecodeConfig.from_dict(dict(cfg))
     if cfg.method == "ar":

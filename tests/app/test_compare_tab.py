@@ -39,7 +39,7 @@ def test_run_compare_state_and_views(state):
     html, nfe_fig, wall_fig, table, diff = (views[k] for k in cc.VIEW_OUT)
     titles = ["Lane 1 · One token per forward (autoregressive)",
               "Lane 2 · Diffusion alone (commit drafts with p > 0.85), block 4",
-              "Lane 3 · Verify when it pays (K̂ ≥ 1), block 4",
+              "Lane 3 · Verify when it expects a gain (K̂ ≥ 1), block 4",
               "Lane 4 · Always verify, block 4, greedy-exact acceptance (custom settings)"]
     assert table["headers"] == ["metric", *titles]  # the page's words, never "1·ar" (newcomer walk, item 3)
     rows = table["data"]
@@ -122,7 +122,7 @@ def test_whatif_view_marks_flips_and_greys_the_rest(state):
     assert summary.startswith("No decision flips") and "unknown" not in table
     assert "Thresholds used: τ_score = 0, penalty c = 1, entropy weight β = 1." in summary  # the page's symbols
     assert "score_threshold" not in summary and "negexp" not in summary
-    assert wv.s2d2_choices(state) == [("Lane 3 · Verify when it pays (K̂ ≥ 1), block 4", lanes[0]),
+    assert wv.s2d2_choices(state) == [("Lane 3 · Verify when it expects a gain (K̂ ≥ 1), block 4", lanes[0]),
                                       ("Lane 4 · Always verify, block 4, greedy-exact acceptance (custom settings)",
                                        lanes[1])]
     changed = list(values)
@@ -145,7 +145,7 @@ def test_rerun_shows_old_and_new_side_by_side(state, model):
     out = wv.rerun_whatif(state, lane, *values, load=lambda n: model, generate=s2d2.generate)
     status, table, side = out["wi_status"], out["wi_metrics"].value, out["wi_side"]
     assert out["wi_metrics"].visible is True  # the table appears only once there is a re-run to show
-    said = "Re-ran Lane 3 · Verify when it pays (K̂ ≥ 1), block 4 with τ_score = −5 (recorded: "
+    said = "Re-ran Lane 3 · Verify when it expects a gain (K̂ ≥ 1), block 4 with τ_score = −5 (recorded: "
     assert said in status and "{" not in status  # issue 28 row 7; the lane by its title (newcomer walk, item 3)
     # the comparison's AR lane is in the table: "output equals AR" is about lanes on screen (issue 17 row 7)
     assert table["headers"] == ["metric", "recorded", "re-run", "Lane 1 · One token per forward (autoregressive)"]

@@ -47,22 +47,22 @@ def test_whatif_knobs_use_the_pages_symbols():
 
 def test_lane_titles_say_what_the_lane_does_and_keep_the_preset_as_a_detail():
     cfg = preset("sdar-config-a").to_dict()
-    assert ln.lane_title("3·sdar-config-a", cfg) == "Lane 3 · Verify when it pays (K̂ ≥ 1), block 4"
+    assert ln.lane_title("3·sdar-config-a", cfg) == "Lane 3 · Verify when it expects a gain (K̂ ≥ 1), block 4"
     assert ln.lane_title("4·sdar-config-b*", preset("sdar-config-b").to_dict()).endswith("(custom settings)")
     assert ln.lane_detail("3·sdar-config-a") == "preset sdar-config-a"
     assert ln.lane_detail("4·sdar-config-b*") == "preset sdar-config-b, with custom settings"
-    assert ln.title_short("Lane 3 · Verify when it pays (K̂ ≥ 1), block 4") == "Lane 3"
+    assert ln.title_short("Lane 3 · Verify when it expects a gain (K̂ ≥ 1), block 4") == "Lane 3"
     assert ln.lane_title("recorded", None) == "recorded" and ln.lane_detail("recorded") == ""
 
 
 def test_lane_choices_put_what_tells_lanes_apart_first():
     """Issue: on a phone the box shows ~30 characters, so the block size leads and the preset id comes last."""
     choices = dict((value, label) for label, value in ln.compare_choices())
-    assert choices["sdar-config-a"] == "Block 4 · Verify when it pays (K̂ ≥ 1) · sdar-config-a"
+    assert choices["sdar-config-a"] == "Block 4 · Verify when it expects a gain (K̂ ≥ 1) · sdar-config-a"
     assert choices["dynamic-baseline"].startswith("Block 4 · Diffusion alone")
     assert choices["fastdllm-config-a"].startswith("Block 32, sub-block 4 · ")
     assert len(set(choices.values())) == len(choices) == len(presets()) + 1
     for name, label in choices.items():
         assert name == ln.OFF or label.endswith(f" · {name}")
-    assert ln.lane_about("sdar-config-a") == "Verify when it pays (K̂ ≥ 1), block 4 · preset `sdar-config-a`"
+    assert ln.lane_about("sdar-config-a") == "Verify when it expects a gain (K̂ ≥ 1), block 4 · preset `sdar-config-a`"
     assert ln.lane_about(ln.OFF).startswith("Off") and ln.lane_about("no such preset") == ""

@@ -228,7 +228,7 @@ def test_phone_lane_boxes_tell_the_lanes_apart(browser, url):
     pg.locator("#cmp-lane-4-about").wait_for(timeout=WAIT_MS)
     for n, words in ((1, "One token per forward (autoregressive) · preset ar"),
                      (2, "Diffusion alone (commit drafts with p > 0.85), block 4 · preset dynamic-baseline"),
-                     (3, "Verify when it pays (K̂ ≥ 1), block 4 · preset sdar-config-a")):
+                     (3, "Verify when it expects a gain (K̂ ≥ 1), block 4 · preset sdar-config-a")):
         m = pg.evaluate(LANE_BOX, n)
         assert m["textEnd"] <= m["arrowStart"] + 0.5, m  # the arrow never sits on the text
         assert m["lead"] <= m["room"], m  # "Block 4", "One token per forward (autoregressive)": whole in the box

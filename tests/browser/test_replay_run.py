@@ -305,7 +305,7 @@ def test_run_shows_few_knobs_and_stop_keeps_the_partial_trace(desktop):
     visible = settings.locator("[id^=knob-]:visible")
     assert 0 < visible.count() <= 8
     assert pg.locator("#advanced [id^=knob-]:visible").count() == 0  # Advanced is closed
-    assert pg.locator("#preset input").input_value().startswith("Verify when it pays")
+    assert pg.locator("#preset input").input_value().startswith("Verify when it expects a gain")
     box = pg.locator("#model input")
     box.fill(SLOW_MODEL)
     box.press("Enter")

@@ -242,7 +242,7 @@ def test_the_app_names_the_policy_and_its_guide():
     from s2d2.policies import figure_guides
 
     title = describe.plain_title(s2d2.preset("sdar-config-b+cost-aware"))
-    assert title.startswith("Verify when it pays in seconds") and "a trimmed verifier" in title
+    assert title.startswith("Verify when it expects to save seconds") and "a trimmed verifier" in title
     assert figure_guides({"policy": "cost_aware", "cost_threshold": 0.5}) == {"threshold": 0.5}
 
 
