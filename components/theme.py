@@ -28,6 +28,7 @@ CSS = CANVAS_CSS + STRIP_CSS + COMPARE_CSS + RESIDUAL_CSS + LEDGER_CSS + SWIPE_C
 .tour-pointer{font-weight:600}
 #summary textarea{font-weight:600}
 .clamp-note{font-size:.85em;color:#9a3412;margin-top:2px}
+.secondary-wrap input[role=combobox]{text-overflow:ellipsis;padding-right:26px}
 .field-error .info-text{color:#b91c1c;font-weight:600}
 #run-wait .s2d2-wait-words{position:relative;z-index:5;margin:0;font-weight:600;color:#1e293b}
 #run-wait:has(.s2d2-wait-words) [data-testid="status-tracker"]{visibility:hidden}

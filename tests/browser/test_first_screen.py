@@ -346,3 +346,22 @@ def test_the_page_follows_the_action(browser, served, size):  # noqa: F811
         assert not errors, errors
     finally:
         pg.close()
+
+
+def test_a_long_dropdown_choice_ends_in_an_ellipsis_clear_of_its_arrow_on_a_phone(browser, served):  # noqa: F811
+    """The preset's words are longer than a phone's box: they end in "…" before the arrow, not under it."""
+    pg, errors = _open(browser, served[1], "phone")
+    try:
+        pg.get_by_role("tab", name="Run", exact=True).click()
+        pg.locator("#preset input").wait_for(timeout=WAIT_MS)
+        got = pg.evaluate("""() => {
+          const box = document.querySelector('#preset input'), arrow = document.querySelector('#preset .icon-wrap');
+          const s = getComputedStyle(box), r = box.getBoundingClientRect(), a = arrow.getBoundingClientRect();
+          return {ellipsis: s.textOverflow, clipped: box.scrollWidth > box.clientWidth,
+                  textRight: r.right - parseFloat(s.paddingRight), arrowLeft: a.left};
+        }""")
+        assert got["clipped"] and got["ellipsis"] == "ellipsis", got
+        assert got["textRight"] <= got["arrowLeft"] + 1, got
+        assert not errors, errors
+    finally:
+        pg.close()
