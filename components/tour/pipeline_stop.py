@@ -36,6 +36,11 @@ def pipeline_material(m: TourMaterial, directory: Optional[Path]) -> None:
             return
 
 
+def _percent(value: object) -> str:
+    """A fraction of a block as the presets word it ("50 %"); "?" when the header lacks it."""
+    return f"{float(value) * 100:g} %" if isinstance(value, (int, float)) else "?"
+
+
 def pipeline_stop(m: TourMaterial) -> Optional[Stop]:
     """The first step with the most blocks in flight: the canvas outlining each block with its state, and every
     block's life over the run."""
@@ -50,13 +55,15 @@ def pipeline_stop(m: TourMaterial) -> Optional[Stop]:
     joined = lifecycles(t)[newest].added or 0
     names = ", ".join(str(r.block - first + 1) for r in rec.in_flight)
     complete = sum(r.complete for r in rec.in_flight)
-    text = (f"D2F decodes a **pipeline** of blocks: a block starts before the one before it is finished. At step {k}, "
+    text = (f"D2F (discrete diffusion forcing, a block-diffusion decoder of its own) decodes a **pipeline** of blocks: "
+            f"a block starts before the one before it is finished. At step {k}, "
             f"blocks {names} are in flight (each outlined below), all drafted by one forward. Block "
             f"{newest - first + 1} joined at step "
-            f"{joined + 1}, once the block before it was {fmt(cfg.get('block_add_threshold'), 2)} decoded. A block "
-            f"counts as **complete** once its predecessor is {fmt(cfg.get('decoded_token_threshold'), 2)} decoded "
-            f"({complete} of these {len(rec.in_flight)} are): it then decodes at least its most confident mask every "
-            f"step; before that only drafts with p > {fmt(cfg.get('confidence_threshold'), 2)} (outlined dashed). A "
+            f"{joined + 1}, once the block before it was {_percent(cfg.get('block_add_threshold'))} decoded (this "
+            f"run's setting). A block becomes **fully active** once its predecessor is "
+            f"{_percent(cfg.get('decoded_token_threshold'))} decoded ({complete} of these {len(rec.in_flight)} are): "
+            f"it then decodes at least its most confident mask every step; before that only drafts with p > "
+            f"{fmt(cfg.get('confidence_threshold'), 2)} (outlined dashed). A "
             "finished block waits until every earlier block is finished; the next forward then caches it, so there "
             f"is no separate commit. Step {k} decoded {plural(len(rec.commits), 'token')} across those blocks; "
             "the chart shows every block's life over the run.")

@@ -208,7 +208,7 @@ def legend_html(trace: Optional[Trace] = None, color_by: str = "state", only: Op
             f'<span class="tok st-{k}"><span class="g" aria-hidden="true">{html.escape(STATES[k][0])}</span>'
             f'{_two(_legend_label(k, trace), SHORT_LABELS.get(k, k))}</span>' for k in keys)
     pipeline = trace is not None and is_pipeline(trace)
-    outlined = "blocks in flight (outlined; dashed = not complete yet)" if pipeline else "current block (outlined)"
+    outlined = "blocks in flight (outlined; dashed = not fully active yet)" if pipeline else "current block (outlined)"
     extra = (f'<span class="tok blk-key">{_two(outlined, "blocks in flight" if pipeline else "current block")}</span>'
              + ('<span class="tok st-accepted after-end">after the end</span>' if only is None or "after-end" in only
                 else "")

@@ -17,9 +17,10 @@ import plotly.graph_objects as go
 from s2d2.trace import Trace
 from components.views.plural import plural
 
+ACTIVE = "fully active"  # the trace's "complete" event (D2F's word), in words that do not read as "finished"
 PHASES = (  # (name, colour, what it means)
     ("in flight", "#bfdbfe", "joined the pipeline: decodes only drafts above the threshold"),
-    ("complete", "#60a5fa", "its predecessor is far enough along: at least one token every step"),
+    (ACTIVE, "#60a5fa", "its predecessor is far enough along: at least one token every step"),
     ("finished", "#cbd5e1", "every mask decoded; waits until every earlier block is finished"),
     ("cached", "#475569", "its keys and values are in the cache"),
 )
@@ -50,13 +51,13 @@ def lifecycles(trace: Trace) -> dict[int, Lifecycle]:
 
 
 def status_at(life: Lifecycle, step: int) -> str:
-    """A block's state after `step` steps (the scrubber's value): "waiting to join", "in flight", "complete",
-    "finished" or "cached"."""
+    """A block's state after `step` steps (the scrubber's value): "waiting to join", "in flight", "fully active"
+    (the trace's "complete"), "finished" or "cached"."""
     done = [name for name in ("cached", "finished", "complete", "added")
             if getattr(life, name) is not None and getattr(life, name) < step]
     if not done:
         return "waiting to join"
-    return {"added": "in flight"}.get(done[0], done[0])
+    return {"added": "in flight", "complete": ACTIVE}.get(done[0], done[0])
 
 
 def in_flight_spans(trace: Trace, step: int) -> list[tuple[int, int, int]]:
@@ -68,7 +69,7 @@ def in_flight_spans(trace: Trace, step: int) -> list[tuple[int, int, int]]:
 
 
 def block_tag(trace: Trace, block: int, step: int, lives: Optional[dict[int, Lifecycle]] = None) -> str:
-    """The small label before a block on the canvas: "block 2 · joined at step 3 · complete"."""
+    """The small label before a block on the canvas: "block 2 · joined at step 3 · fully active"."""
     life = (lives or lifecycles(trace)).get(block, Lifecycle())
     number = block - (trace.blocks[0].index if trace.blocks else 1) + 1
     parts = [f"block {number}"]
@@ -97,7 +98,7 @@ def _phase_bars(trace: Trace, lives: dict[int, Lifecycle]) -> dict[str, tuple[li
         busy_end = f + 0.5 if f is not None else last
         spans = [("in flight", a - 0.5, (c - 0.5) if c is not None else busy_end)]
         if c is not None:
-            spans.append(("complete", c - 0.5, busy_end))
+            spans.append((ACTIVE, c - 0.5, busy_end))
         if f is not None:
             spans.append(("finished", f + 0.5, (k - 0.5) if k is not None else last))
         if k is not None:
@@ -143,7 +144,7 @@ def lifecycle_figure(trace: Trace, step: int) -> go.Figure:
                 ys.append(_label(trace, r.block))
                 sizes.append(min(ROW_PX - 12, 6 + 3 * r.decoded))  # a dot never spills into the next row
                 texts.append(f"step {s.index + 1}: {plural(r.decoded, 'token')} in {_label(trace, r.block)}"
-                             + ("" if r.complete else " (before it was complete)"))
+                             + ("" if r.complete else f" (before it was {ACTIVE})"))
     fig.add_trace(go.Scatter(x=xs, y=ys, mode="markers", name="tokens decoded", text=texts,
                              marker=dict(size=sizes, color="#f97316", line=dict(color="#7c2d12", width=1)),
                              hovertemplate="%{text}<extra></extra>"))

@@ -47,12 +47,12 @@ def test_lifecycle_states_and_chart(trace):
     lives = lifecycles(trace)
     assert set(lives) == {b.index for b in trace.blocks}
     first = lives[trace.blocks[0].index]
-    assert status_at(first, 0) == "waiting to join" and status_at(first, first.added + 1) in ("in flight", "complete", "finished")
+    assert status_at(first, 0) == "waiting to join" and status_at(first, first.added + 1) in ("in flight", "fully active", "finished")
     assert status_at(first, len(trace.steps)) == "cached"
     fig = lifecycle_figure(trace, 3)
     names = [d.name for d in fig.data]
-    assert names == ["in flight", "complete", "finished", "cached", "tokens decoded"]
-    assert sum(len(d.x) for d in fig.data if d.name == "complete") >= len(trace.blocks) - 1
+    assert names == ["in flight", "fully active", "finished", "cached", "tokens decoded"]
+    assert sum(len(d.x) for d in fig.data if d.name == "fully active") >= len(trace.blocks) - 1
     dots = next(d for d in fig.data if d.name == "tokens decoded")
     assert len(dots.x) == sum(1 for s in trace.steps for r in s.in_flight if r.decoded)
     assert "up to" in fig.layout.title.text
@@ -81,7 +81,7 @@ def test_the_mask_viewer_draws_the_d2f_mask(trace):
 def test_the_tour_has_a_pipeline_stop(trace):
     stops = tour_stops(trace)
     stop = next(s for s in stops if s.key == "pipeline")
-    assert stop.kinds == ("canvas", "lifecycle") and "in flight" in stop.text and "complete" in stop.text
+    assert stop.kinds == ("canvas", "lifecycle") and "in flight" in stop.text and "fully active" in stop.text
     assert [s.key for s in stops][-1] == "run"
 
 
