@@ -85,7 +85,7 @@ def summary_line(step: StepRecord) -> str:
     n = len(v.positions) or step.span[1]
     text = f"{v.kind.upper()} verifier, {MODE_WORDS.get(v.mode, v.mode)}: accepted {v.accepted_len} of {n} verified"
     if v.first_reject is None:
-        return text + " — the whole span passed (no bonus token)."
+        return text + " — the whole span passed (nothing is added past it: this verifier predicts no extra token)."
     text += f"; first rejection at span index {v.first_reject}"
     if v.resampled is not None:
         if v.fallback_to_q:
