@@ -34,7 +34,8 @@ it without a model. Paper: Han et al., *S2D2: Fast Decoding for Diffusion LLMs v
 
 def build_metrics_tab(ctx: Ctx, first: dict) -> None:
     """`first`: the opening trace's views (handlers.trace_views), so the tab is filled before any event."""
-    ctx["metrics"] = gr.Dataframe(first.get("metrics", []), headers=METRIC_HEADERS, label="Run metrics",
+    ctx["metrics"] = gr.Dataframe(first.get("metrics", []), headers=METRIC_HEADERS,
+                                  label="Metrics of the run the Replay tab shows (Compare has its own table)",
                                   interactive=False, wrap=True, elem_id="metrics",
                                   column_widths=["34%", "14%", "52%"])
     with gr.Row():
