@@ -55,14 +55,15 @@ def calibration_figure(trace: Trace) -> go.Figure:
                                       "predicted exactly · below it: the verifier accepted fewer</sup>",
                                  font=dict(size=13)),
                       xaxis=dict(title="predicted K̂ (before the verifier ran)", range=[-0.5, top + 1]),
-                      yaxis=dict(title="accepted K (what the verifier kept)", range=[-0.5, top + 1]),
+                      # (room above the top point for its "step N" label, which sits over it)
+                      yaxis=dict(title="accepted K (what the verifier kept)", range=[-0.5, top + 2]),
                       legend=dict(orientation="h", y=-0.25))
     fig.add_trace(go.Scatter(x=[0, top + 1], y=[0, top + 1], mode="lines", name="K = K̂",
                              line=dict(color="#94a3b8", dash="dash")))
     fig.add_trace(go.Scatter(x=c.k_hat, y=c.accepted, mode="markers+text", name="verify calls",
                              text=[f"step {s}" for s in c.step], textposition="top center",
                              customdata=c.span, hovertemplate="K̂ %{x:.2f}, K %{y}, span %{customdata}<extra></extra>",
-                             marker=dict(color="#7c3aed", size=11)))
+                             marker=dict(color="#7c3aed", size=11), cliponaxis=False))
     w = c.worst()
     if w is not None:
         fig.add_trace(go.Scatter(x=[c.k_hat[w]], y=[c.accepted[w]], mode="markers", name="largest miss",
