@@ -151,7 +151,7 @@ def whatif_table(w: Any, first_block: int = 0, recorded: Optional[dict[str, Any]
     config; the what-if's own when not given), the new one against the what-if's."""
     editing = w.config.get("loop") == "editing"
     old_refs, new_refs = _thresholds(recorded if recorded is not None else w.config), _thresholds(w.config)
-    rows = []
+    rows, marks = [], []
     for s in w.steps:
         if s.old_verify is None and not (editing and s.edits):
             continue
@@ -160,13 +160,15 @@ def whatif_table(w: Any, first_block: int = 0, recorded: Optional[dict[str, Any]
         if not s.exact:
             mark = (mark + " · " if mark else "") + "trajectory unknown: re-run"
         edits = f"<td>{s.edits or ''}</td>" if editing else ""
+        marks.append(mark)
         rows.append(f'<tr class="{cls}"><td>{s.index + 1}</td><td>{s.block - first_block + 1}</td>'
                     f"<td>{_route(s.old_verify)}</td><td>{score_text(s.old_score, old_refs)}</td>"
-                    f"<td>{_route(s.new_verify)}</td><td>{score_text(s.new_score, new_refs)}</td>{edits}"
-                    f"<td>{html.escape(mark)}</td></tr>")
+                    f"<td>{_route(s.new_verify)}</td><td>{score_text(s.new_score, new_refs)}</td>{edits}")
+    noted = any(marks)  # the note column only when a row has a note (an empty column read as a broken table)
+    rows = [row + (f"<td>{html.escape(mark)}</td>" if noted else "") + "</tr>" for row, mark in zip(rows, marks)]
     edit_head = "<th>edits</th>" if editing else ""
     head = (f"<tr><th>step</th><th>block</th><th>recorded</th><th>score</th><th>new</th><th>new score</th>{edit_head}"
-            "<th></th></tr>")
+            + ("<th>note</th>" if noted else "") + "</tr>")
     return f'<div class="s2d2-whatif-wrap"><table class="s2d2-whatif">{head}{"".join(rows)}</table></div>'
 
 

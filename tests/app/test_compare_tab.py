@@ -120,6 +120,7 @@ def test_whatif_view_marks_flips_and_greys_the_rest(state):
     out = wv.whatif_view(state, lanes[0], *values)
     summary, table = out["wi_summary"], out["wi_table"]
     assert summary.startswith("No decision flips") and "unknown" not in table
+    assert "<th>note</th>" not in table and "<td></td></tr>" not in table  # no empty column when nothing is noted
     assert "Thresholds used: τ_score = 0, penalty c = 1, entropy weight β = 1." in summary  # the page's symbols
     assert "score_threshold" not in summary and "negexp" not in summary
     assert wv.s2d2_choices(state) == [("Lane 3 · Verify when it expects a gain (K̂ ≥ 1), block 4", lanes[0]),
