@@ -23,7 +23,7 @@ from components.serve.disk_budget import prepare_cache
 from components.serve.identity import identity_settings, sign_in_offered
 from components.files.examples import examples_dir, first_example, list_examples, load_pair
 from components.serve import front_door
-from components.tour.layout import TourHandles, build_learn_tab
+from components.tour.layout import STOP_LABEL_JS, TourHandles, build_learn_tab
 from components.replay.metrics_layout import build_metrics_tab
 from components.serve.event_guard import protect
 from components.serve.cpu_share import handler_slots
@@ -277,7 +277,8 @@ def build_demo() -> gr.Blocks:
 # A session's state is a small handle (components/serve/state_budget.py keeps the traces under byte budgets); Gradio's own
 # per-session record is about 0.4 MB plus the last views sent. The front door (components/serve/front_door.py) keeps
 # at most S2D2_MAX_SESSIONS sessions and never evicts an active one; Gradio's capacity has a margin for races.
-LAUNCH_KWARGS: dict[str, Any] = dict(theme=THEME, css=CSS, js=KEYS_JS,
+PAGE_JS = f"() => {{ ({KEYS_JS})(); ({STOP_LABEL_JS})(); }}"  # the page-wide scripts, each its own function
+LAUNCH_KWARGS: dict[str, Any] = dict(theme=THEME, css=CSS, js=PAGE_JS,
                                      state_session_capacity=limits().max_sessions + 64,
                                      max_file_size=limits().max_upload_bytes,
                                      app_kwargs={"middleware": [Middleware(front_door.FrontDoor)]})

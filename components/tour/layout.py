@@ -57,6 +57,30 @@ element.addEventListener('click', (e) => {
   box.replaceChildren(pin);
 });
 """
+# Gradio heads the walkthrough on a narrow screen "Step 3/12: Reject", right above the decoding's own "step 2 of 4":
+# the page renames it "Stop 3 of 12:" (the tour's header counts stops). Page-wide JS (app.py passes it to the page):
+# it watches the body until the tour exists, then the tour alone.
+STOP_LABEL_JS = """
+() => {
+  const fix = (tour) => {
+    const walker = document.createTreeWalker(tour, NodeFilter.SHOW_TEXT);
+    for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+      const m = /^Step (\\d+)\\/(\\d+):$/.exec(n.nodeValue.trim());
+      if (m) n.nodeValue = `Stop ${m[1]} of ${m[2]}:`;
+    }
+  };
+  const start = () => {
+    const tour = document.getElementById('tour');
+    if (!tour) return false;
+    fix(tour);
+    new MutationObserver(() => fix(tour)).observe(tour, {subtree: true, childList: true, characterData: true});
+    return true;
+  };
+  if (start()) return;
+  const find = new MutationObserver(() => { if (start()) find.disconnect(); });
+  find.observe(document.body, {subtree: true, childList: true});
+}
+"""
 # Next / Back on a phone: bring the new stop's text back to the top of the screen.
 NAV_JS = """
 () => {

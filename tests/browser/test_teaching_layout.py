@@ -207,3 +207,20 @@ def test_a_token_tapped_in_the_tour_shows_its_details_on_a_phone(browser, served
         assert not errors, errors
     finally:
         pg.close()
+
+
+def test_the_tour_counts_stops_not_steps_on_a_phone(browser, served):  # noqa: F811
+    """Gradio heads the walkthrough on a narrow screen "Step 1/12: Draft", right above the decoding's own steps;
+    the page says "Stop 1 of 12:", and keeps saying it as the stops advance."""
+    pg, errors = _open(browser, served[1], "phone")
+    try:
+        pg.get_by_role("tab", name="Learn").click()
+        pg.locator("#tour .prose.tour-text:visible").wait_for(timeout=WAIT_MS)
+        said = "(t) => document.querySelector('#tour').innerText.includes(t)"
+        pg.wait_for_function(said, arg="Stop 1 of ", timeout=WAIT_MS)
+        pg.locator("#tour-next").click()
+        pg.wait_for_function(said, arg="Stop 2 of ", timeout=WAIT_MS)
+        assert "Step 1/" not in pg.locator("#tour").inner_text() and "Step 2/" not in pg.locator("#tour").inner_text()
+        assert not errors, errors
+    finally:
+        pg.close()
