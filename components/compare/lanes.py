@@ -117,8 +117,7 @@ def run_compare_steps(prompt: str, model_name: str, seed: Any, gen_length: Any, 
     how = (f": a warm-up round, then {timed} timed round{'s' if timed > 1 else ''} (wall times are medians)" if timed
            else " (once each: no time for timed rounds, so no wall speedups)")
     ran = f"Ran {plural(len(traces), 'lane')} on the same prompt with seed {int(seed)}{how}."
-    verdict = forwards_verdict(traces)
-    yield f"{ran} {streams_line(configs)}" + (f"\n\n{verdict}" if verdict else ""), state
+    yield "\n\n".join(part for part in (f"{ran} {streams_line(configs)}", forwards_verdict(traces)) if part), state
 
 
 def _with_board(events: Iterator[dict[str, Any]], board: LaneBoard) -> Any:
