@@ -97,7 +97,7 @@ def result_line(result: Optional[dict[str, Any]]) -> str:
     setting = f"B = {result['block_length']}" + (f" + {options}" if options else "")
     return (f"Measured on {result['n']} held-out questions with the bundled tiny model ({setting}, answers of up to "
             f"{plural(result['gen_length'], 'token')}): **{result['identical']}/{result['n']} identical to AR**, with "
-            f"{result['ar_nfe'] / result['s2d2_nfe']:.2f}× fewer forwards ({result['ar_nfe']} vs "
+            f"{result['ar_nfe'] / result['s2d2_nfe']:.2f}× fewer forwards (AR {result['ar_nfe']}, S2D2 "
             f"{result['s2d2_nfe']}).")
 
 
