@@ -1,5 +1,5 @@
-"""What Compare calls its lanes on the page: "Lane 3 · Verify when it expects a gain (K̂ ≥ 1), block 4", the words the rest of
-the page uses (components/views/describe.py), with the preset id only as a secondary detail a researcher looks for.
+"""What Compare calls its lanes on the page: "Lane 3 · Verify when it expects a gain (K̂ ≥ 1), block 4", the words
+the rest of the page uses (components/views/describe.py), with the preset id only as a secondary detail a researcher looks for.
 
 Invariants: a lane's key stays "N·preset" ("*" added when the lane has custom settings): the session state, the
 `compare` API and the lane progress events name lanes by it, so only what the page prints goes through here; a title
@@ -64,7 +64,7 @@ def _size(cfg: DecodeConfig) -> str:
 
 def choice_label(name: str) -> str:
     """A dropdown choice with what tells lanes apart first, so a phone's narrow box shows it: "Block 4 · Verify when
-    it pays (K̂ ≥ 1) · sdar-config-a" (the whole description is the line under the dropdown: lane_about)."""
+    it expects a gain (K̂ ≥ 1) · sdar-config-a" (the whole description is the line under the dropdown: lane_about)."""
     cfg = preset(name)
     title = plain_title(cfg)
     size = _size(cfg)

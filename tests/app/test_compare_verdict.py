@@ -15,8 +15,8 @@ def test_the_verdict_names_the_best_lanes_and_which_way_it_went():
                    "checks cost more forwards than they saved (each check is a forward of its own; it pays when it "
                    "accepts more tokens than a plain step would have written).")
     saved = forwards_verdict({"1·ar": tf.ar_trace(), "2·sdar-config-b": tf.all_accepted()})  # 1.00 vs 6/7 = 0.86
-    assert saved.endswith("Lane 1 (ar, block 1), wrote 0.86: here its checks saved forwards. The two use different block "
-                         "sizes, and a larger block writes more tokens per forward by itself: type the same "
+    assert saved.endswith("Lane 1 (ar, block 1), wrote 0.86: here its checks saved forwards. The two use different "
+                         "block sizes, and a larger block writes more tokens per forward by itself: type the same "
                          "block_length (e.g. block_length=16) into both lanes' Custom settings to see the checks "
                          "alone.")
 

@@ -47,7 +47,8 @@ def test_lifecycle_states_and_chart(trace):
     lives = lifecycles(trace)
     assert set(lives) == {b.index for b in trace.blocks}
     first = lives[trace.blocks[0].index]
-    assert status_at(first, 0) == "waiting to join" and status_at(first, first.added + 1) in ("in flight", "fully active", "finished")
+    assert status_at(first, 0) == "waiting to join"
+    assert status_at(first, first.added + 1) in ("in flight", "fully active", "finished")
     assert status_at(first, len(trace.steps)) == "cached"
     fig = lifecycle_figure(trace, 3)
     names = [d.name for d in fig.data]
