@@ -1,5 +1,6 @@
 """What Compare calls its lanes on the page: "Lane 3 · Verify when it expects a gain (K̂ ≥ 1), block 4", the words
-the rest of the page uses (components/views/describe.py), with the preset id only as a secondary detail a researcher looks for.
+the rest of the page uses (components/views/describe.py), with the preset id only as a secondary detail a
+researcher looks for.
 
 Invariants: a lane's key stays "N·preset" ("*" added when the lane has custom settings): the session state, the
 `compare` API and the lane progress events name lanes by it, so only what the page prints goes through here; a title
