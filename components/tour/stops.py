@@ -153,7 +153,8 @@ def _draft_stop(m: TourMaterial, f: StepRecord, n: int, at: Optional[int]) -> St
                  "guess." if d is not None else "")
     return Stop("draft", "Draft", (
         f"At step {n} (answer block {idx.answer_block(f.block)}) the model fills **every masked position of the "
-        f"block at once**: one *draft* forward in diffusion mode. In the block below, the {plural(len(f.drafts), 'draft')} "
+        f"block at once**: one *draft* forward (one pass of the model over the text) in diffusion mode. In the block "
+        f"below, the {plural(len(f.drafts), 'draft')} "
         f"(italic, **?**) are proposals, nothing is committed yet. Each comes with its draft probability **p**, how "
         f"sure the drafter is; {HOVER} a token to see it.{watch}"), n,
         (Pic("canvas", "draft", at, names="In the block below"),), example=m.label)
