@@ -9,20 +9,22 @@ from __future__ import annotations
 
 from typing import Mapping
 
+from s2d2.metrics import trace_metrics
 from s2d2.trace import Trace
+
+from components.views.lane_keys import CUSTOM, lane_short, split_key
 
 
 def tokens_per_forward(trace: Trace) -> float:
-    """The answer's tokens over the run's forwards (the Metrics tab's tokens per forward)."""
-    n = len(trace.forwards)
-    return (trace.footer.generated_length / n) if n and trace.footer is not None else 0.0
+    """The answer's tokens over the run's forwards (the Metrics tab's own figure)."""
+    return trace_metrics(trace)["tokens_per_forward"]
 
 
 def lane_name(key: str, trace: Trace) -> str:
     """"Lane 3 (sdar-config-a, block 4)" for the lane key "3·sdar-config-a" (a trailing * marks custom settings)."""
-    number, _, preset = key.partition("·")
+    number, preset, custom = split_key(key)
     block = trace.header.config.get("block_length")
-    return f"Lane {number} ({preset}, block {block})" if preset else key
+    return f"{lane_short(key)} ({preset}{CUSTOM if custom else ''}, block {block})" if number else key
 
 
 def forwards_verdict(traces: Mapping[str, Trace]) -> str:

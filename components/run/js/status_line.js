@@ -88,7 +88,8 @@ const REFUSAL = 'div.validation-error'; // Gradio's line under an event's first 
 /** A test of Record's event having ended without writing a new status. Refused at the door (the server's validator:
  * this page already has a run, or its stopped runs are still leaving the queue): Gradio writes the reason under the
  * prompt box, which may be off the screen, so the test returns it ("⚠ … (Record pressed at 14:03:09)": the line stays
- * until the next press, also after the other run has ended, so it says when it was true) for the status line. Failed: a toast (true).
+ * until the next press, also after the other run has ended, so it says when it was true) for the status line.
+ * Failed: a toast (true).
  * Either is told by an element that was not there when Record was pressed (Gradio removes the last refusal's line at
  * the next press and writes a new one). Or the event ran and ended having written the very status it covered (the
  * same refusal twice: "Type a prompt first"): the status box's tracker seen with its timer, then without (true). Not the
