@@ -40,6 +40,7 @@ def picture(m: TourMaterial, stop: Stop, pic: Pic, tau: Any = None, moment: Any 
         # the key lists only the states this canvas shows: a stop never keys what it has not explained yet
         shown = set(re.findall(r'class="tok st-([a-z_]+)', canvas))
         shown |= {m for m in ("after-end", "new") if re.search(rf'class="tok [^"]*\b{m}\b', canvas)}
+        shown |= {"sep"} if 'class="sep"' in canvas else set()
         return canvas + legend_html(trace, only=shown)
     if pic.kind == "routing":  # the stops before calibration: the score only (K̂ against K comes with its stop)
         if stop.key == "route" and can_move(trace):

@@ -57,7 +57,7 @@ def _token_html(idx: TraceIndex, step: int, pos: int, ids: list[int], full: bool
     classes = f"tok st-{state}" + (" new" if new else "")
     style = ""
     if state not in ("prompt", "masked"):
-        if idx.after_end(step, pos):
+        if idx.after_end(done_steps(step, before_commit), pos):
             classes += " after-end"
             label = AFTER_END
         elif pos == idx.end_position and state not in ("drafted", "discarded"):
@@ -77,7 +77,8 @@ def _token_html(idx: TraceIndex, step: int, pos: int, ids: list[int], full: bool
             body = f"<s>{html.escape(visible_text(row.draft_text))}</s> " + body
     glyph_html = f'<span class="g" aria-hidden="true">{html.escape(glyph)}</span>' if glyph else ""
     br = "<br>" if text.endswith("\n") and state != "masked" else ""
-    return (f'<span class="{classes}"{style} data-pos="{pos}" title="{_attr(tooltip(idx, step, pos, full))}" '
+    tip = tooltip(idx, step, pos, full, before_commit)
+    return (f'<span class="{classes}"{style} data-pos="{pos}" title="{_attr(tip)}" '
             f'aria-label="{_attr(label)}">{glyph_html}{body}</span>{br}')
 
 
@@ -190,7 +191,8 @@ LEGEND_ALWAYS = ("prompt", "masked", "drafted")
 def legend_html(trace: Optional[Trace] = None, color_by: str = "state", only: Optional[Collection[str]] = None) -> str:
     """The key to the canvas: the states this trace uses (all of them without a trace; only those in `only` when
     given: a tour stop keys what its canvas shows, no state it has not explained yet), the current-block outline,
-    "after the end" and the committed-this-step mark; a 0-1 scale when colouring by p, q or r."""
+    the block separator ("sep"), "after the end" and the committed-this-step
+    mark; a 0-1 scale when colouring by p, q or r."""
     used = set(STATES)
     if trace is not None:
         used = {c.how for s in trace.steps for c in s.commits} | ({"edited"} if any(s.edits for s in trace.steps)
@@ -210,6 +212,8 @@ def legend_html(trace: Optional[Trace] = None, color_by: str = "state", only: Op
     pipeline = trace is not None and is_pipeline(trace)
     outlined = "blocks in flight (outlined; dashed = not fully active yet)" if pipeline else "current block (outlined)"
     extra = (f'<span class="tok blk-key">{_two(outlined, "blocks in flight" if pipeline else "current block")}</span>'
+             + (f'<span class="tok sep-key"><span class="g" aria-hidden="true">│</span>'
+                f'{_two("where the next block starts", "next block")}</span>' if only is None or "sep" in only else "")
              + ('<span class="tok st-accepted after-end">after the end</span>' if only is None or "after-end" in only
                 else "")
              + (f'<span class="tok new">{_two("bold underline = committed this step", "bold = new")}</span>'
@@ -265,6 +269,7 @@ CANVAS_CSS = """
 @media (max-width: 640px){.s2d2-legend .long{display:none}.s2d2-legend .short{display:inline}
   .s2d2-canvas{line-height:1.85}}
 .s2d2-legend .blk-key{outline:2px solid #4f46e5;outline-offset:1px;background:#fff}
+.s2d2-legend .sep-key{background:#fff}.s2d2-legend .sep-key .g{color:#94a3b8;font-size:1em;opacity:1}
 .s2d2-legend .scale{display:inline-flex;align-items:center;gap:4px}
 .s2d2-legend .scale .bar{display:inline-block;width:90px;height:10px;border-radius:2px;
   background:linear-gradient(90deg,rgba(79,70,229,.08),rgba(79,70,229,.95))}

@@ -194,8 +194,8 @@ def per_position_figure(trace: Trace) -> go.Figure:
     data = per_position_acceptance(trace)
     if not data["index"]:
         return no_verify_figure(trace, "Per-position acceptance")
-    fig = _fig("Per-position acceptance", xaxis_title="span index i", yaxis_title="rate",
-               yaxis=dict(range=[0, 1.05]), barmode="group")
+    fig = _fig("Per-position acceptance", xaxis_title="i: the draft's place in the checked span (0 = first)",
+               yaxis_title="rate", yaxis=dict(range=[0, 1.05]), barmode="group")
     fig.add_trace(go.Bar(x=data["index"], y=data["rate"], name="#(K>i) / calls (vLLM)", marker_color="#16a34a"))
     fig.add_trace(go.Bar(x=data["index"], y=data["conditional"], name="#(K>i) / #(span>i)", marker_color="#86efac"))
     return fig

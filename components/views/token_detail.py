@@ -9,7 +9,7 @@ from typing import Any, Optional
 from s2d2.trace import Trace
 
 from components.views.plain_words import evidence_words
-from components.views.token_state import AFTER_END, STATES, position_state, visible_text
+from components.views.token_state import AFTER_END, STATES, done_steps, position_state, visible_text
 from components.views.trace_index import TraceIndex, clamp_step, fmt, fmt_prob, index_of
 from components.views.plural import plural
 DETAIL_HINT = ('<span class="on-hover">Hover a token for its details (p, q, r, the draw u, the top candidates); click '
@@ -20,40 +20,43 @@ PIN_HINT = ('<span class="on-hover">Hover a token for its numbers; click it to p
             '<span class="on-touch">Tap a token to pin its numbers here.</span>')
 
 
-def tooltip(idx: TraceIndex, step: int, pos: int, full: bool = True) -> str:
-    """Plain-text details for one position (escaped later, as an attribute); `full=False`: token and how only."""
+def tooltip(idx: TraceIndex, step: int, pos: int, full: bool = True, before_commit: bool = False) -> str:
+    """Plain-text details for one position (escaped later, as an attribute); `full=False`: token and how only.
+    `before_commit`: at the moment step `step` has drafted and nothing is checked or committed yet (the tour's draft
+    pictures), so it tells nothing that moment does not know: no check, no rejection, no commit of this step."""
     trace = idx.trace
     lines = [f"position {pos}"]
     block = idx.block_of_position(pos)
     if block is not None:
         lines[0] += f" · answer block {idx.answer_block(block.index)}"
-    if idx.after_end(step, pos):
+    if idx.after_end(done_steps(step, before_commit), pos):
         lines.append(AFTER_END)
-    state, _ = position_state(idx, step, pos)
+    state, _ = position_state(idx, step, pos, before_commit)
     if state == "prompt":
         tokens = trace.header.prompt_tokens
         lines.append(f"prompt token {visible_text(tokens[pos] if pos < len(tokens) else '')}")
         return "\n".join(lines)
     hit = idx.commit_of.get(pos)
     shown_step = None
-    if hit is not None and hit[0] < step:
+    if hit is not None and hit[0] < done_steps(step, before_commit):
         s_idx, commit = hit
         shown_step = trace.steps[s_idx]
         label = STATES.get(commit.how, ("", commit.how))[1]
         lines.append(f"token '{visible_text(commit.text)}' (id {commit.token}) — {label}")
         own = block.index if block is not None else shown_step.block  # a pipeline step spans several blocks
         lines.append(f"committed at step {s_idx + 1} (answer block {idx.answer_block(own)})")
-        for e_idx, e in idx.edits_before(pos, step):
+        for e_idx, e in idx.edits_before(pos, done_steps(step, before_commit)):
             lines.append(f"edited at step {e_idx + 1}: '{visible_text(e.old_text)}' → '{visible_text(e.new_text)}' "
                          f"(p={fmt(e.p)} > τ_edit)")
     else:
         shown_step = idx.step_record(step)
         lines.append("discarded draft (struck through): it came after the first rejection" if state == "discarded"
-                     else "masked")
+                     else "drafted: the model's guess, not checked or written yet" if state == "drafted"
+                     and before_commit else "masked")
     if shown_step is None:
         return "\n".join(lines)
     d = idx.draft(shown_step, pos)
-    row = idx.verify_row(shown_step, pos)
+    row = None if before_commit and shown_step is idx.step_record(step) else idx.verify_row(shown_step, pos)
     if not full:  # compact form outside the current block: the numbers, no candidate lists
         nums = f"p={fmt_prob(d.p)} H={fmt(d.entropy)}" if d is not None else ""
         if row is not None:

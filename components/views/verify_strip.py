@@ -86,7 +86,7 @@ def summary_line(step: StepRecord) -> str:
     text = f"{v.kind.upper()} verifier, {MODE_WORDS.get(v.mode, v.mode)}: accepted {v.accepted_len} of {n} verified"
     if v.first_reject is None:
         return text + " — the whole span passed (nothing is added past it: this verifier predicts no extra token)."
-    text += f"; first rejection at span index {v.first_reject}"
+    text += f"; first rejection at i = {v.first_reject} ({_nth(v.first_reject)} draft checked)"
     if v.resampled is not None:
         if v.fallback_to_q:
             text += f"; residual mass 0, so drawn from q: '{visible_text(v.resampled_text)}'"
@@ -127,7 +127,15 @@ def _head(rec: StepRecord, reveal: str) -> str:
     text = f"{v.kind.upper()} verifier, {MODE_WORDS.get(v.mode, v.mode)}: accepted {v.accepted_len} of {n} verified"
     if v.first_reject is None:
         return text + " — the whole span passed."
-    return text + f"; first rejection at span index {v.first_reject}; the drafts after it are discarded."
+    return (text + f"; first rejection at i = {v.first_reject} ({_nth(v.first_reject)} draft checked); the drafts "
+            "after it are discarded.")
+
+
+def _nth(i: int) -> str:
+    """The (i + 1)-th in words a reader counts by: "the 1st", "the 2nd", "the 11th"."""
+    n = i + 1
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"the {n}{suffix}"
 
 
 def render_strip(trace: Trace, step: int, reveal: str = "all", watch: Optional[int] = None,

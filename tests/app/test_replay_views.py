@@ -61,6 +61,13 @@ def test_canvas_states_and_glyphs():
     assert html.count('data-pos="') == 8
     assert "p=" in canvas.tooltip(idx, 1, 5) and "-> rejected" in canvas.tooltip(idx, 1, 4)
     assert "-> discarded (after the first rejection: it was checked with" in canvas.tooltip(idx, 1, 5)
+    # the tour's draft moment (before the step checks and commits) tells nothing that moment does not know yet
+    for pos in (4, 5):
+        early = canvas.tooltip(idx, 1, pos, before_commit=True)
+        assert "drafted: the model's guess, not checked or written yet" in early and "p=" in early
+        assert not any(word in early for word in ("discard", "reject", "verify", "q=", "committed"))
+    early_html = canvas.render_canvas(t, 1, before_commit=True)
+    assert "discard" not in early_html and "reject" not in early_html
 
 
 def test_canvas_collapses_later_blocks_and_outlines_current():
@@ -102,7 +109,8 @@ def test_strip_rows_reject_at_zero():
     # later positions passed their own test (u < r) but come after the first rejection: discarded
     assert [r["outcome"] for r in rows[1:]] == ["after"] * 3 and all(r["passed"] for r in rows[1:])
     html = verify_strip.render_strip(t, 1)
-    assert "first rejection at span index 0" in html and "✗ reject (first)" in html and "(q − p)+" in html
+    assert "first rejection at i = 0 (the 1st draft checked)" in html
+    assert "✗ reject (first)" in html and "(q − p)+" in html
     assert html.count('<td class="discarded">discarded</td>') == 3 and html.count("after ✗ (u &lt; r)") == 3 and "✓ accept" not in html
 
 
@@ -306,6 +314,9 @@ def test_canvas_before_commit_and_colour_switch():
     assert "background = q" in canvas.legend_html(t, "q")
     legend = canvas.legend_html(t)
     assert "current block (outlined)" in legend and "autoregressive" not in legend  # only the states this trace uses
+    # the │ between blocks is keyed too, and a tour picture keys it only where its canvas draws one
+    assert "│" in legend and "where the next block starts" in legend
+    assert "│" not in canvas.legend_html(t, only={"accepted"}) and "│" in canvas.legend_html(t, only={"sep"})
 
 
 @pytest.mark.parametrize("which", ["auto", "draft", "verify", "commit"])

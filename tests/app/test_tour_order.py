@@ -36,6 +36,11 @@ def test_the_first_stop_keys_only_the_states_its_canvas_shows(material, stops):
     keyed = set(re.findall(r'class="tok st-([a-z_]+)"', legend))  # the states' own entries
     assert keyed == shown and "drafted" in keyed
     assert not {"accepted", "resampled", "discarded"} & keyed  # explained at stops 4-5, not yet
+    assert ('class="sep"' in canvas) == ("│" in legend)  # the block separator keyed exactly when drawn
+    tips = re.findall(r'title="([^"]*)"', canvas)  # the draft moment's details tell no future
+    drafted = [t for t in tips if "drafted: the model" in t]
+    assert drafted and not any(w in t for t in drafted for w in ("discard", "reject", "q=", "committed"))
+    assert not any("discard" in t or "reject" in t for t in tips)
 
 
 def test_no_k_hat_panel_before_the_calibration_stop(material, stops):
