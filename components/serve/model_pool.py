@@ -2,12 +2,13 @@
 
 A public Space must not download whatever a visitor names. Only the allow-list is offered and loaded:
 `S2D2_MODELS="tiny,JetLM/SDAR-1.7B-Chat"` sets it; by default it holds the bundled models (tiny, tiny-llada2) plus
-the registry checkpoints that fit this machine, and never one over MAX_DEFAULT_GB of weights (the 30B MoE is 61
-GB). "Fits" counts what a load really takes: the weights in the dtype the loader uses on this device (bfloat16 on a
-GPU, float32 on the CPU: twice the bf16 size on disk), times HEADROOM for activations and the KV cache, and
-S2D2_MAX_LOADED_MODELS of them loaded at once: the largest that many allowed models together must fit the free GPU
-memory (or the available RAM without a GPU). A name off the list is refused before anything is downloaded. At most
-S2D2_MAX_LOADED_MODELS models stay loaded; the least recently used one is evicted before another loads.
+the registry checkpoints that fit this machine (offline: only those already in the local Hugging Face cache), and
+never one over MAX_DEFAULT_GB of weights (the 30B MoE is 61 GB). "Fits" counts what a load really takes: the weights
+in the dtype the loader uses on this device (bfloat16 on a GPU, float32 on the CPU: twice the bf16 size on disk),
+times HEADROOM for activations and the KV cache, and S2D2_MAX_LOADED_MODELS of them loaded at once: the largest that
+many allowed models together must fit the free GPU memory (or the available RAM without a GPU). A name off the list
+is refused before anything is downloaded. At most S2D2_MAX_LOADED_MODELS models stay loaded; the least recently used
+one is evicted before another loads.
 `S2D2_ALLOW_ANY_MODEL=1` lifts the list (for a private machine only).
 """
 from __future__ import annotations
@@ -85,7 +86,8 @@ def fitting(sizes: dict[str, float], budget_gb: float, loaded: int) -> list[str]
 
 @cache
 def default_models() -> tuple[str, ...]:
-    """The bundled models, then every registry checkpoint that fits this machine (decided once, at start-up)."""
+    """The bundled models, then every registry checkpoint that fits this machine and can be fetched here (offline:
+    only those in the local cache), decided once, at start-up."""
     from s2d2.models.registry import known_models, lookup
 
     gpu = on_gpu()
@@ -93,9 +95,17 @@ def default_models() -> tuple[str, ...]:
     bundled = {n: load_gb(_folder_gb(e.path), gpu) for n, e in entries if e is not None and e.path is not None
                and e.path.is_dir()}
     hub = {n: load_gb(e.size_gb, gpu) for n, e in entries
-           if e is not None and e.repo and 0 < e.size_gb <= MAX_DEFAULT_GB}
+           if e is not None and e.repo and 0 < e.size_gb <= MAX_DEFAULT_GB and fetchable(e.repo, e.adapter)}
     allowed = set(fitting({**bundled, **hub}, free_memory_gb(), limits().max_loaded_models)) | set(bundled)
     return tuple(dict.fromkeys([DEFAULT_MODEL, *bundled, *(n for n in hub if n in allowed)]))
+
+
+def fetchable(*repos: Optional[str]) -> bool:
+    """Whether every named Hub repo can be fetched here: offline, only what the local cache holds (a model offered
+    offline that cannot load would be a dead choice in the list). s2d2/models/hub.py `can_fetch`."""
+    from s2d2.models.hub import can_fetch
+
+    return all(can_fetch(r) for r in repos if r)
 
 
 def _folder_gb(path: Any) -> float:

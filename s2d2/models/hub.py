@@ -35,6 +35,20 @@ def _hub_reachable(timeout: float = 3.0) -> bool:
         return False
 
 
+def can_fetch(repo: str) -> bool:
+    """Whether `fetch_from_hub(repo)` can succeed without trying it: always online (a download may still fail, and
+    says why then); offline (HF_HUB_OFFLINE), only when the local cache holds the repo's config. Nothing is
+    downloaded and no network is touched."""
+    if not _offline():
+        return True
+    from huggingface_hub import try_to_load_from_cache
+
+    try:
+        return isinstance(try_to_load_from_cache(repo, "config.json"), str)
+    except Exception:  # a malformed id or an unreadable cache: not fetchable
+        return False
+
+
 def fetch_from_hub(repo: str) -> Path:
     """A local snapshot of `repo` (config, tokenizer, safetensors only): the cache first, then the Hub."""
     from huggingface_hub import snapshot_download

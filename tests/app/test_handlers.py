@@ -125,6 +125,7 @@ def test_model_allow_list(monkeypatch):
     # the default list is decided once from the machine's free memory and the loaded-model cap: pin both, and
     # decide it afresh (another test may have decided it under its own settings; a small laptop would too)
     monkeypatch.setattr(model_pool, "free_memory_gb", lambda: 64.0)
+    monkeypatch.setattr(model_pool, "fetchable", lambda *repos: True)  # as online (tests run offline)
     monkeypatch.delenv("S2D2_MODELS", raising=False)
     monkeypatch.delenv("S2D2_MAX_LOADED_MODELS", raising=False)
     model_pool.default_models.cache_clear()

@@ -47,6 +47,7 @@ def _defaults(monkeypatch, free_gb: float, gpu: bool, loaded: int) -> list[str]:
     monkeypatch.setenv("S2D2_MAX_LOADED_MODELS", str(loaded))
     monkeypatch.setattr(model_pool, "free_memory_gb", lambda: free_gb)
     monkeypatch.setattr(model_pool, "on_gpu", lambda: gpu)
+    monkeypatch.setattr(model_pool, "fetchable", lambda *repos: True)  # as online (tests run offline)
     model_pool.default_models.cache_clear()
     try:
         return model_pool.allowed_models()
@@ -75,6 +76,38 @@ def test_default_allow_list_fits_memory_and_never_offers_the_30b(monkeypatch):
     assert model_pool.model_choices() == ["tiny", "JetLM/SDAR-8B-Chat"] and model_pool.check_model("JetLM/SDAR-8B-Chat") is None
     assert model_pool.check_model("JetLM/SDAR-1.7B-Chat").startswith("Model 'JetLM/SDAR-1.7B-Chat' is not offered")
     assert model_pool.check_model("/etc").startswith("Unknown model '/etc'")
+
+
+def test_offline_the_list_offers_only_what_can_load_here(monkeypatch, tmp_path):
+    """Offline (HF_HUB_OFFLINE, as on a laptop without network), a Hub checkpoint is offered only when the local
+    cache holds it: a choice that can only fail to download is not a choice. Online, every fitting one is."""
+    from s2d2.models import hub
+
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))  # an empty cache
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_CACHE", str(tmp_path))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert not hub.can_fetch("JetLM/SDAR-1.7B-Chat") and not model_pool.fetchable("tiny-repo", None)
+    snap = tmp_path / "models--JetLM--SDAR-1.7B-Chat"
+    (snap / "snapshots" / "abc").mkdir(parents=True)
+    (snap / "refs").mkdir()
+    (snap / "refs" / "main").write_text("abc")
+    (snap / "snapshots" / "abc" / "config.json").write_text("{}")
+    assert hub.can_fetch("JetLM/SDAR-1.7B-Chat") and not hub.can_fetch("Efficient-Large-Model/Fast_dLLM_v2_1.5B")
+    monkeypatch.delenv("S2D2_MODELS", raising=False)
+    monkeypatch.setenv("S2D2_MAX_LOADED_MODELS", "2")
+    monkeypatch.setattr(model_pool, "free_memory_gb", lambda: 22.0)
+    monkeypatch.setattr(model_pool, "on_gpu", lambda: False)
+    model_pool.default_models.cache_clear()
+    try:
+        offline = model_pool.allowed_models()
+        assert offline[0] == "tiny" and "JetLM/SDAR-1.7B-Chat" in offline
+        assert not any("Fast_dLLM" in n for n in offline), offline
+        for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+            monkeypatch.delenv(name, raising=False)
+        monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", False)
+        assert hub.can_fetch("Efficient-Large-Model/Fast_dLLM_v2_1.5B")  # online: a download may be tried
+    finally:
+        model_pool.default_models.cache_clear()
 
 
 def test_refused_models_never_load_and_the_least_recently_used_is_evicted(monkeypatch):
