@@ -106,6 +106,7 @@ KNOB_NAMES = tuple(k.name for k in KNOBS)
 
 
 INFO = {  # plain-words help under a knob, where the declaration's own is too terse
+    "seed": f"a whole number from 0 to {SEED_MAX:,}; the same seed and settings give the same run",
     "method": "ar: one token per forward · diffusion: drafts a block, never verifies · s2d2: draft, route, verify",
     "policy": "decides at each step whether the extra verifier forward is worth it",
     "confidence_threshold": "steps that do not verify commit every draft with p above this (at least one)",

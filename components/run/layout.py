@@ -33,7 +33,7 @@ def _knob_component(knob: Knob, value: Any, visible: bool) -> Any:
     if knob.kind == "bool":
         return gr.Checkbox(value=value, info=info, **common)
     if knob.name == "seed":  # no minimum, no rounding: a negative or 2.5 seed gets the run's readable message
-        return gr.Number(value=value, **common)
+        return gr.Number(value=value, info=info, **common)
     return FreeSlider(knob.lo, knob.hi, value=value, step=knob.step, info=info, **common)
 
 

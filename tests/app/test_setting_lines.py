@@ -54,6 +54,8 @@ def test_a_main_knob_is_marked_without_opening_advanced_and_a_valid_record_clear
     clean = run_handlers.setting_notes(*_knobs())
     assert "advanced" not in clean and all(v["elem_classes"] == [] for v in clean.values())
     assert clean["knob_policy"]["info"] == knobs.INFO["policy"]
+    # the Seed's rule is said before any Record, and comes back once a refused seed is fixed
+    assert clean["knob_seed"]["info"] == knobs.INFO["seed"] and "from 0 to 2,147,483,647" in knobs.INFO["seed"]
 
 
 def test_compare_refuses_a_generation_length_outside_its_slider_instead_of_clamping_it():
