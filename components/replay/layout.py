@@ -19,8 +19,9 @@ from components.views.attention_mask import WHICH
 from components.replay.share_row import build_share_note, build_share_row
 from components.ui import ClampedSlider, Ctx
 
-# Click a token: copy its details (the title attribute, already escaped text) into the detail box, and tell the
-# server which position was picked (the mask viewer outlines its rows).
+# Click a token: copy its details (the title attribute, already escaped text) into the detail box under a line kept
+# for the server's plain sentence (token_detail.detail_html), and tell the server which position was picked (the
+# mask viewer outlines its rows).
 CANVAS_JS = """
 element.addEventListener('click', (e) => {
   const tok = e.target.closest('[data-pos]');
@@ -29,7 +30,10 @@ element.addEventListener('click', (e) => {
   if (box) {
     const pin = document.createElement('span');
     pin.dataset.pinned = tok.dataset.pos;
-    pin.textContent = '◉ ' + (tok.getAttribute('title') || '');
+    const words = document.createElement('span');  // the server's sentence comes into this line: no jump then
+    words.className = 'words';
+    words.textContent = '…';
+    pin.replaceChildren(words, '◉ ' + (tok.getAttribute('title') || ''));
     box.replaceChildren(pin);
   }
   trigger('select', {position: Number(tok.dataset.pos)});

@@ -153,6 +153,8 @@ def test_scrub_keys_and_a_step_box_that_never_errors(desktop):
     tok = pg.locator("#canvas .tok.new").first
     tok.click()
     assert "◉ position " in pg.locator("#token-detail .s2d2-detail").inner_text()  # (the server's words may be first)
+    # the line for the server's sentence is there from the click on ('…' until it comes), so nothing jumps then
+    assert pg.locator("#token-detail [data-pinned] .words").count() == 1
     pg.wait_for_function("document.querySelector('#mask .gtitle') && "
                          "document.querySelector('#mask .gtitle').textContent.includes('outlined: position')",
                          timeout=WAIT_MS)
