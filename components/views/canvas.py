@@ -211,14 +211,27 @@ def legend_html(trace: Optional[Trace] = None, color_by: str = "state", only: Op
             f'{_two(_legend_label(k, trace), SHORT_LABELS.get(k, k))}</span>' for k in keys)
     pipeline = trace is not None and is_pipeline(trace)
     outlined = "blocks in flight (outlined; dashed = not fully active yet)" if pipeline else "current block (outlined)"
+    if trace is not None and trace.blocks and trace.blocks[0].prompt_tail > 0:  # why the ring takes in prompt tokens
+        outlined = outlined[:-1] + "; blocks count from the text's start, so the first holds the prompt's end)"
     extra = (f'<span class="tok blk-key">{_two(outlined, "blocks in flight" if pipeline else "current block")}</span>'
              + (f'<span class="tok sep-key"><span class="g" aria-hidden="true">│</span>'
-                f'{_two("where the next block starts", "next block")}</span>' if only is None or "sep" in only else "")
+                f'{_two("where the next block starts", "next block")}</span>' if _keys_sep(trace, only) else "")
              + ('<span class="tok st-accepted after-end">after the end</span>' if only is None or "after-end" in only
                 else "")
              + (f'<span class="tok new">{_two("bold underline = committed this step", "bold = new")}</span>'
                 if only is None or "new" in only else ""))
     return f'<div class="s2d2-legend">{items}{extra}</div>'
+
+
+def _keys_sep(trace: Optional[Trace], only: Optional[Collection[str]]) -> bool:
+    """Whether the key lists the │ between blocks: where the canvas draws one (`only`), else where this trace's
+    canvas ever can (a block after the prompt with a block after it: the current block is outlined instead)."""
+    if only is not None:
+        return "sep" in only
+    if trace is None:
+        return True
+    prompt = len(trace.header.prompt_ids)
+    return sum(b.start >= prompt for b in trace.blocks) >= 2
 
 
 # The legend's words on a narrow screen (the key sits above the canvas and must fit the phone's first screen); the

@@ -1,6 +1,7 @@
 """Unit tests of the app's pure views (canvas, strip, figures, mask viewer, replay) on synthetic traces."""
 from __future__ import annotations
 
+from dataclasses import replace
 import html
 import json
 
@@ -315,7 +316,13 @@ def test_canvas_before_commit_and_colour_switch():
     legend = canvas.legend_html(t)
     assert "current block (outlined)" in legend and "autoregressive" not in legend  # only the states this trace uses
     # the │ between blocks is keyed too, and a tour picture keys it only where its canvas draws one
-    assert "│" in legend and "where the next block starts" in legend
+    assert ("│" in legend) == (sum(b.start >= len(t.header.prompt_ids) for b in t.blocks) >= 2)
+    assert "where the next block starts" in canvas.legend_html(tf.large(48)) and "│" in canvas.legend_html()
+    # a first block that starts inside the prompt (blocks count from the text's start) is said where the ring is keyed
+    tail = "so the first holds the prompt's end"
+    assert (tail in html.unescape(legend)) == (t.blocks[0].prompt_tail > 0)
+    tailed = replace(t, blocks=[replace(t.blocks[0], prompt_tail=2), *t.blocks[1:]])
+    assert tail in html.unescape(canvas.legend_html(tailed))
     assert "│" not in canvas.legend_html(t, only={"accepted"}) and "│" in canvas.legend_html(t, only={"sep"})
 
 
