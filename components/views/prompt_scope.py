@@ -1,10 +1,12 @@
-"""What the bundled models know, said where the prompt is typed and in the result: the two tiny models were trained
-on short arithmetic word problems and on Jane Austen's novels; the app asks them in the chat format, so only a word
-problem of that kind gets a meaningful answer (other text gets Austen-like prose). A prompt outside it is noticed cheaply
-(the task's own grammar, s2d2.tasks.arithmetic.solve) and gets one line offering prompts that fit: questions of the
-held-out set, which no training stream contains. Pure: no gradio, no model."""
+"""What the bundled models know, said where the prompt is typed and in the result: the two tiny models were trained on
+short arithmetic word problems and on Jane Austen's novels; the app asks them in the chat format, so only a word
+problem of that kind gets a meaningful answer (other text gets Austen-like prose). A prompt outside it is noticed
+cheaply (the task's own grammar, s2d2.tasks.arithmetic.solve) and gets one line offering prompts that fit: questions
+of the held-out set, which no training stream contains. Pure: no gradio, no model. A word problem in its own words
+gets a milder line (`close_to_taught`)."""
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from s2d2.limits import limits
@@ -27,6 +29,18 @@ def fits(prompt: Any) -> bool:
     return isinstance(prompt, str) and solve(prompt.strip()) is not None
 
 
+def close_to_taught(prompt: str) -> bool:
+    """A word problem in its own words ("Tom has 5 apples and buys 3 more. How many apples does he have now?"):
+    someone has a number of things and the question asks how many. Not the task's grammar (`fits`), but close
+    enough that the bundled models often answer it right (newcomer walk: this one was, under a warning that
+    called it nonsense)."""
+    return bool(_HAS_N.search(prompt)) and bool(_HOW_MANY.search(prompt))
+
+
+_HAS_N = re.compile(r"\b[A-Z][a-z]+ (?:has|had|owns) \d+ \w+")
+_HOW_MANY = re.compile(r"\bhow many\b", re.IGNORECASE)
+
+
 def is_bundled(model_name: Any) -> bool:
     return isinstance(model_name, str) and model_name.strip() in BUNDLED
 
@@ -40,6 +54,10 @@ def scope_note(prompt: Any, model_name: Any, real_models: tuple[str, ...] = ()) 
         return ""
     if len(prompt) > limits().max_prompt_chars or fits(prompt):
         return ""
+    if close_to_taught(prompt):  # a word problem worded its own way: often answered, never called nonsense
+        return (f"ℹ **{model_name.strip()}** learned word problems worded exactly like the examples under the box "
+                "(one fact per sentence, then \"How many … does Anna have now?\"). Worded otherwise it often still "
+                "answers, but less reliably.")
     line = (f"⚠ **{model_name.strip()}** only knows two things: short arithmetic word problems (\"Anna has 23 "
             "stickers. She buys 5 more. How many stickers does Anna have now?\") and Jane Austen's novels. This "
             "prompt is not a word problem of that form, so it gets Austen-like prose or a muddle, not a real answer. "

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from components.views.prompt_scope import (BUNDLED, fits, fitting_prompts, is_bundled, real_checkpoints,
-                                           scope_note)
+from components.views.prompt_scope import (BUNDLED, close_to_taught, fits, fitting_prompts, is_bundled,
+                                           real_checkpoints, scope_note)
 from s2d2.tasks.arithmetic import heldout
 
 OUTSIDE = ["Write a haiku about the sea", "It is a truth universally acknowledged, that", "What is 2 + 2?",
@@ -21,6 +21,15 @@ def test_a_prompt_outside_the_taught_kind_gets_one_line_and_a_held_out_question_
     for problem in heldout(50):
         assert fits(problem.question) and scope_note(problem.question, model) == "", problem.question
         assert scope_note(f"  {problem.question}\n", model) == ""  # the box's stray whitespace does not matter
+
+
+def test_a_word_problem_in_its_own_words_is_told_how_the_model_learned_them_not_warned_off():
+    own = "Tom has 5 apples and buys 3 more. How many apples does he have now?"  # answered right in the walk
+    assert not fits(own) and close_to_taught(own)
+    note = scope_note(own, "tiny")
+    assert note.startswith("ℹ **tiny** learned word problems worded exactly like the examples")
+    assert "⚠" not in note and "muddle" not in note and "not a word problem" not in note
+    assert not any(close_to_taught(p) for p in OUTSIDE)  # the prose and the bare questions are still warned
 
 
 def test_other_models_and_empty_prompts_get_no_note():
