@@ -76,6 +76,8 @@ def check_seed(seed: object, name: str = "seed") -> int:
     """A seed as an int in [0, SEED_MAX] (a whole float such as a UI number is accepted); ValueError naming the
     bound otherwise (never an overflow later)."""
     if isinstance(seed, float) and seed.is_integer():
+        if not 0 <= seed <= SEED_MAX:  # said as typed: int(1e99) has 99 digits, not the 100 of 10^99
+            raise ValueError(f"{name}: must be in [0, {SEED_MAX}], got {seed:g}")
         seed = int(seed)
     if isinstance(seed, bool) or not isinstance(seed, int):
         shown = "nothing" if seed is None else repr(str(seed)[:20])

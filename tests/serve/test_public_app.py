@@ -251,6 +251,8 @@ def test_compare_obeys_the_run_caps(monkeypatch):
                                         "under the box gives its length). Nothing was cut: shorten it.")
     status, _ = cc.run_compare("2+3", "tiny", 10**249, 8, *lanes)  # 250 digits, counted exactly
     assert status == f"⚠ seed: must be in [0, {SEED_MAX}], got a 250-digit number"
+    status, _ = cc.run_compare("2+3", "tiny", 1e99, 8, *lanes)  # the Number box's float, said as typed
+    assert status == f"⚠ seed: must be in [0, {SEED_MAX}], got 1e+99"
     status, _ = cc.run_compare("2+3", "tiny", 0, 100_000, *lanes)
     assert status.startswith("⚠ Generation length: 8 to 256, got 100000")  # refused, never clamped
     status, _ = cc.run_compare("2+3", "tiny", 0, 8, "ar", "sdar-config-a", cc.OFF, cc.OFF, "", "block_length=128",
