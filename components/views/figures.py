@@ -90,8 +90,16 @@ def commit_map(trace: Trace, step: Optional[int] = None) -> go.Figure:
     return fig
 
 
+def answer_limit(trace: Trace) -> float:
+    """The first absolute position past the answer (its stop token included); infinity without a footer."""
+    footer = trace.footer
+    return len(trace.header.prompt_ids) + footer.generated_length if footer is not None else float("inf")
+
+
 def nfe_by_block(trace: Trace) -> go.Figure:
-    """Stacked forwards per block by kind, with generated tokens per forward on a second axis."""
+    """Stacked forwards per block by kind, with answer tokens per forward on a second axis: a token written past
+    the end of the answer (after its stop token) is not counted, as in the metrics table's tokens per forward and
+    the tour's ledger (newcomer walk: block 3 read 16 / 3 forwards where 5 of the 16 were the answer's)."""
     blocks = [b.index for b in trace.blocks]
     labels = [f"block {i + 1}" for i in range(len(blocks))]  # answer blocks, counted from 1
     counts = {kind: [0] * len(blocks) for kind in FORWARD_KINDS}
@@ -105,12 +113,14 @@ def nfe_by_block(trace: Trace) -> go.Figure:
     tokens = [0] * len(blocks)
     edits = [0] * len(blocks)
     starts = [(b.start, b.start + b.length, i) for i, b in enumerate(trace.blocks)]
+    end = answer_limit(trace)
     for s in trace.steps:
         if s.in_flight:  # a pipeline step decodes in several blocks: count each token in its own
             for c in s.commits:
-                tokens[next(i for lo, hi, i in starts if lo <= c.position < hi)] += 1
+                if c.position < end:
+                    tokens[next(i for lo, hi, i in starts if lo <= c.position < hi)] += 1
         elif s.block in pos:
-            tokens[pos[s.block]] += len(s.commits)
+            tokens[pos[s.block]] += sum(c.position < end for c in s.commits)
             edits[pos[s.block]] += len(s.edits)
     fig = make_subplots(specs=[[{"secondary_y": True}]])
     fig.update_layout(title=dict(text=f"Forwards per block by kind (prefill: {prefill})", font=dict(size=14)),
@@ -120,7 +130,7 @@ def nfe_by_block(trace: Trace) -> go.Figure:
             fig.add_trace(go.Bar(x=labels, y=counts[kind], name=KIND_WORDS[kind], marker_color=KIND_COLOURS[kind]))
     totals = [sum(counts[k][i] for k in FORWARD_KINDS) for i in range(len(blocks))]
     tpf = [round(t / n, 3) if n else 0.0 for t, n in zip(tokens, totals)]
-    fig.add_trace(go.Scatter(x=labels, y=tpf, name="tokens / forward", mode="lines+markers",
+    fig.add_trace(go.Scatter(x=labels, y=tpf, name="answer tokens / forward", mode="lines+markers",
                              line=dict(color="#111827")), secondary_y=True)
     if any(edits):  # LLaDA2.x: self-corrections per block, written above each bar
         fig.add_trace(go.Scatter(x=labels, y=totals, mode="text", name=f"✎ edits per block ({sum(edits)} in all)",
@@ -128,7 +138,7 @@ def nfe_by_block(trace: Trace) -> go.Figure:
                                  textfont=dict(color=HOW_COLOURS["edit"]), customdata=edits,
                                  hovertemplate="%{x}: %{customdata} edits<extra></extra>"), secondary_y=False)
     fig.update_yaxes(title_text="forwards", secondary_y=False)
-    fig.update_yaxes(title_text="tokens per forward", secondary_y=True, rangemode="tozero")
+    fig.update_yaxes(title_text="answer tokens per forward", secondary_y=True, rangemode="tozero")
     return fig
 
 

@@ -145,6 +145,10 @@ def test_nfe_by_block_counts_and_tpf():
     tpf = next(tr for tr in fig.data if tr.type == "scatter")
     assert list(tpf.y) == [pytest.approx(4 / 3, abs=1e-3)]
     assert "prefill: 1" in fig.layout.title.text
+    # tokens written past the answer's end are not the answer's: 2 of the 4 here, as the metrics table counts
+    short = replace(t, footer=replace(t.footer, generated_length=2))
+    line = next(tr for tr in figures.nfe_by_block(short).data if tr.type == "scatter")
+    assert list(line.y) == [pytest.approx(2 / 3, abs=1e-3)] and line.name == "answer tokens / forward"
 
 
 def test_acceptance_histogram_and_per_position():
