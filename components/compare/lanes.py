@@ -19,7 +19,7 @@ from s2d2.config import DecodeConfig, preset
 from s2d2.limits import check_seed
 from s2d2.trace import Trace
 
-from components.views.canvas import render_canvas
+from components.views.canvas import legend_for, render_canvas
 from components.compare.lane_metrics import metrics_table, wall_note
 from components.compare.lane_progress import LaneBoard
 from components.compare.verdict import forwards_verdict
@@ -287,7 +287,8 @@ def block_html(comp: Comparison, traces: dict[str, Trace], number: int, keys: Op
                     f'{render_canvas(trace, lb.last_step)}</div>')
     note = ("Lanes are aligned by block position (steps inside a block are not equivalent across methods). "
             f"Showing {block_label(comp, number)}.")
-    return f'<p>{html.escape(note)}</p><div class="s2d2-lanes">{"".join(cols)}</div>'
+    lanes = "".join(cols)
+    return f'<p>{html.escape(note)}</p><div class="s2d2-lanes">{lanes}</div>{legend_for(lanes)}'
 
 
 def lanes_figure(comp: Comparison, traces: dict[str, Trace], number: int, axis: str = "nfe") -> go.Figure:

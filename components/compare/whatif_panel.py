@@ -14,7 +14,7 @@ from s2d2.config import DecodeConfig
 from s2d2.trace import Trace
 from s2d2.whatif import knob_specs, what_if
 
-from components.views.canvas import render_canvas
+from components.views.canvas import legend_for, render_canvas
 from components.compare.lanes import decode_lanes, divergence_text, traces_of
 from components.compare.lane_metrics import metrics_table
 from components.compare.lane_names import lane_title, lane_titles
@@ -207,4 +207,4 @@ def rerun_whatif(state: Any, lane: Optional[str], *values: Any, load: Optional[C
     import gradio as gr
 
     return {"wi_status": status, "wi_metrics": gr.Dataframe(metrics_table(comp, wall=False), visible=True),
-            "wi_side": f'<div class="s2d2-lanes">{cols}</div>'}
+            "wi_side": f'<div class="s2d2-lanes">{cols}</div>{legend_for(cols)}'}

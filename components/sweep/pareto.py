@@ -50,6 +50,7 @@ def pareto_figure(data: dict[str, Any], axis: str = "nfe") -> go.Figure:
         _method_traces(fig, [c for c in cells if c["method"] == method], key, method, style)
     _ar_lines(fig, next((c for c in cells if c["method"] == "ar"), None), key)
     _label_named(fig, cells, key)
+    _line_keys(fig, cells)
     ticks = log_ticks([float(c[key]) for c in cells])
     if ticks:  # plain numbers (0.2, 0.3, 0.5, 1), not the log axis's bare mantissas ("2 3 … 9 1")
         fig.update_xaxes(tickvals=ticks, ticktext=[f"{t:g}" for t in ticks])
@@ -85,6 +86,22 @@ def _method_traces(fig: go.Figure, pts: list[dict[str, Any]], key: str, method: 
         fig.add_trace(go.Scatter(x=[xs[i] for i in front], y=[ys[i] for i in front], mode="lines",
                                  name=f"{label} Pareto frontier", line=dict(color=colour, dash="dot"),
                                  hoverinfo="skip", showlegend=False))
+
+
+def _line_keys(fig: go.Figure, cells: list[dict[str, Any]]) -> None:
+    """Legend entries (no data) for the lines and rings the plot draws, so the picture carries its own key (walk:
+    the dotted, dashed and ringed marks were explained only behind a tap)."""
+    keys = []
+    if any(f.name.endswith("Pareto frontier") for f in fig.data if f.name):
+        keys.append(("dotted: a method's best trade-offs (Pareto frontier)", dict(color="#64748b", dash="dot"), None))
+    if any(c["method"] == "ar" for c in cells):
+        keys.append(("dashed: AR's cost and accuracy", dict(color="#111827", width=1, dash="dash"), None))
+    if any(f.name.startswith("named: ") for f in fig.data if f.name):
+        keys.append(("ringed: the cells compared above the plot", None,
+                     dict(size=13, color="rgba(0,0,0,0)", line=dict(color="#475569", width=2))))
+    for name, line, marker in keys:
+        fig.add_trace(go.Scatter(x=[None], y=[None], name=name, mode="lines" if line else "markers", line=line,
+                                 marker=marker, hoverinfo="skip"))
 
 
 def _ar_lines(fig: go.Figure, ar: Any, key: str) -> None:

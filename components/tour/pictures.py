@@ -6,13 +6,12 @@ their own small handlers. Pure functions of the material and the control values;
 """
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import gradio as gr
 
 from components.views.calibration import calibration_figure
-from components.views.canvas import legend_html, render_canvas
+from components.views.canvas import legend_for, render_canvas
 from components.views.exactness import exactness_html
 from components.views.figures import routing_figure
 from components.views.ledger import ledger_html
@@ -38,10 +37,7 @@ def picture(m: TourMaterial, stop: Stop, pic: Pic, tau: Any = None, moment: Any 
         ring = [p for p in (pic.at, *pic.also) if p is not None]
         canvas = render_canvas(trace, step, before_commit=pic.reveal == "draft", highlight=ring)
         # the key lists only the states this canvas shows: a stop never keys what it has not explained yet
-        shown = set(re.findall(r'class="tok st-([a-z_]+)', canvas))
-        shown |= {m for m in ("after-end", "new") if re.search(rf'class="tok [^"]*\b{m}\b', canvas)}
-        shown |= {"sep"} if 'class="sep"' in canvas else set()
-        return canvas + legend_html(trace, only=shown)
+        return canvas + legend_for(canvas, trace)
     if pic.kind == "routing":  # the stops before calibration: the score only (K̂ against K comes with its stop)
         if stop.key == "route" and can_move(trace):
             return route_figure(trace, clamp_tau(trace, tau), step)

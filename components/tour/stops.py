@@ -166,7 +166,7 @@ def _route_stop(m: TourMaterial, f: StepRecord, n: int, at: Optional[int]) -> Op
     pi, cfg = f.policy_inputs, m.trace.header.config
     threshold = cfg.get("policy") == "score_threshold" and isinstance(cfg.get("score_threshold"), (int, float))
     bar = (f" **τ_score** is the bar that score must clear for a step to check (this run sets it at "
-           f"{cfg['score_threshold']:g})." if threshold else "")
+           f"{cfg['score_threshold']:g}{_bar_as_guess(cfg)})." if threshold else "")
     verdict = "check" if f.decision.verify else "skip the check"
     text = ("A check costs one more forward, so before paying for it S2D2 **guesses how many drafts a check would "
             "keep**. The plot below has that guess, turned into a score, for every step"
@@ -193,6 +193,15 @@ def _alpha_words(cfg: dict[str, Any]) -> str:
         return (f"αᵢ = exp(−{b}H̃ᵢ) is how sure the drafter is at span position i (H̃ᵢ its entropy divided by ln V: 0 "
                 f"for certain, 1 for uniform, so αᵢ runs from {math.exp(-beta):.2f} to 1).")
     return f"αᵢ is how sure the drafter is at span position i, by the run's estimator ({cfg.get('estimator')})."
+
+
+def _bar_as_guess(cfg: dict[str, Any]) -> str:
+    """The bar said as the guess it takes, where the cost is fixed (", so a step checks when K̂ ≥ 2.5"): other
+    screens name the same run by that form (describe.routing_words), and both must read as one rule."""
+    cost = cfg.get("penalty_coef")
+    if cfg.get("score_type") != "difference_static" or not isinstance(cost, (int, float)):
+        return ""
+    return f": with a cost of {cost:g}, a step checks when the guess K̂ ≥ {cfg['score_threshold'] + cost:g}"
 
 
 def _cost_words(cfg: dict[str, Any]) -> str:

@@ -9,6 +9,7 @@ their state; `before_commit` shows a step at the moment its drafts exist and not
 from __future__ import annotations
 
 import html
+import re
 from typing import Collection, Optional
 
 from s2d2.trace import StepRecord, Trace
@@ -221,6 +222,15 @@ def legend_html(trace: Optional[Trace] = None, color_by: str = "state", only: Op
              + (f'<span class="tok new">{_two("bold underline = committed this step", "bold = new")}</span>'
                 if only is None or "new" in only else ""))
     return f'<div class="s2d2-legend">{items}{extra}</div>'
+
+
+def legend_for(drawn: str, trace: Optional[Trace] = None) -> str:
+    """The key to exactly what `drawn` (one or more rendered canvases) shows: its states, the block separator,
+    "after the end" and the committed-this-step mark (a picture never keys what it does not draw)."""
+    shown = set(re.findall(r'class="tok st-([a-z_]+)', drawn))
+    shown |= {m for m in ("after-end", "new") if re.search(rf'class="tok [^"]*\b{m}\b', drawn)}
+    shown |= {"sep"} if 'class="sep"' in drawn else set()
+    return legend_html(trace, only=shown)
 
 
 def _keys_sep(trace: Optional[Trace], only: Optional[Collection[str]]) -> bool:

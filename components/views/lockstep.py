@@ -14,7 +14,7 @@ from typing import Any, Optional
 from s2d2.compare import PREFILL_BLOCK, compare_traces
 from s2d2.trace import Trace
 
-from components.views.canvas import render_canvas, visible_text
+from components.views.canvas import legend_for, render_canvas, visible_text
 from components.views.describe import plain_title
 from s2d2.compare import first_difference
 from components.views.trace_index import index_of
@@ -116,11 +116,13 @@ def lockstep_html(traces: dict[str, Trace], k: Any) -> str:
         head = f"{name} — step {step} of {len(trace.steps)}: {_what(trace, step)}"
         cols.append(f'<div class="s2d2-lane" data-step="{step}"><h4>{html.escape(head)}</h4>'
                     f"{render_canvas(trace, step, highlight=part if done else None)}</div>")
-    where = "the start" if m.block == 0 else f"answer block {m.block}, step {m.step}"
+    where = "the start" if m.block == 0 else f"step {m.step} within answer block {m.block}"
     note = (f"Moment {k} of {len(ms) - 1}: {where}. The runs are aligned by block: both show the same block, and a "
             "run with fewer steps there waits at its block end (steps inside a block are not equivalent).")
+    lanes = "".join(cols)  # keyed under both lanes: what either draws (the red ring is the parting line's)
     return (f'<div class="s2d2-lockstep" data-moment="{k}"><p>{html.escape(note)}</p>'
-            f'<div class="s2d2-lanes">{"".join(cols)}</div><p>{html.escape(parting_line(traces, m))}</p></div>')
+            f'<div class="s2d2-lanes">{lanes}</div>{legend_for(lanes)}'
+            f'<p>{html.escape(parting_line(traces, m))}</p></div>')
 
 
 def parting_line(traces: dict[str, Trace], m: Moment) -> str:

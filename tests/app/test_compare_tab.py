@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 from html import escape
 
 import pytest
@@ -67,6 +68,8 @@ def test_run_compare_state_and_views(state):
 def test_block_control_clamps_and_ignores_blank(state):
     lo, hi = cc.block_range(state)
     top = cc.compare_views(state, hi)["cmp_lanes_html"]
+    drawn, legend = top.split('<div class="s2d2-legend">')  # the lanes' glyphs keyed, exactly those drawn (walk)
+    assert set(re.findall(r'class="tok st-([a-z_]+)', drawn)) == set(re.findall(r'class="tok st-([a-z_]+)"', legend))
     assert cc.compare_views(state, 10 * hi)["cmp_lanes_html"] == top  # typed 10: clamped to the last block
     assert "prompt prefill" in cc.compare_views(state, -1)["cmp_lanes_html"]  # typed −1: clamped to 0
     assert cc.compare_views(state, None) == {}  # blank box: nothing changes
@@ -156,6 +159,7 @@ def test_rerun_shows_old_and_new_side_by_side(state, model):
     assert "no AR lane" not in str(rows["output equals AR"]) and rows["output equals AR"][2].startswith("✓")
     assert "wall time" not in rows and "not timed together" in status  # walls of lanes not timed together
     assert side.count('class="s2d2-lane"') == 2 and "re-run" in side
+    assert 'class="s2d2-legend"' in side  # the glyphs of both canvases keyed under them (walk)
 
 
 def _results(tmp_path):

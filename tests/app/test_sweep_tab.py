@@ -116,6 +116,11 @@ def test_the_plot_is_tall_labels_the_named_cells_and_keeps_the_legend_off_the_ax
     assert fig.layout.legend.yref == "container" and fig.layout.legend.y == 0 and fig.layout.margin.b >= 100
     assert fig.layout.xaxis.title.text.startswith("forwards per generated token")
     assert "Upper-left is ideal" in sw.INTRO and "Lower-left" not in sw.INTRO
+    # the plot keys its own lines and rings (legend entries with no data), each only when it draws one
+    keyed = {t.name for t in fig.data if t.showlegend is not False and t.x == (None,)}
+    assert {"dashed: AR's cost and accuracy", "ringed: the cells compared above the plot"} <= keyed
+    assert any(t.name and t.name.endswith("Pareto frontier") for t in fig.data) == any(
+        k.startswith("dotted:") for k in keyed)
 
 
 def test_every_shipped_sweep_file_is_offered(tmp_path):

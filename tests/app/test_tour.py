@@ -150,6 +150,10 @@ def test_lockstep_moves_both_runs_by_block(material):
     assert f"S2D2 wrote {ours.text!r} ({ours.how}" in _text(at).replace("&#x27;", "'")
     assert f"Diffusion alone wrote {theirs.text!r} ({theirs.how}" in _text(at).replace("&#x27;", "'")
     assert lockstep.lockstep_html(lanes, "junk") == lockstep.lockstep_html(lanes, 0)
+    # the glyphs both lanes draw are keyed under them, and nothing they do not draw (walk: the stop had no key)
+    drawn, legend = at.split('<div class="s2d2-legend">')
+    assert set(re.findall(r'class="tok st-([a-z_]+)', drawn)) == set(re.findall(r'class="tok st-([a-z_]+)"', legend))
+    assert "step 1 within answer block" in _text(lockstep.lockstep_html(lanes, 1))  # not the lanes' run-wide steps
     rules = " ".join(lockstep.how_each_decides(lanes))  # the runs' τ_conf differ: the text says so
     assert f"p > {t.header.config['confidence_threshold']:g}" in rules
     assert f"p > {base.header.config['confidence_threshold']:g}" in rules
