@@ -176,13 +176,18 @@ def _layout_note(trace: Trace, f: ForwardRecord, rec: Optional[StepRecord], pipe
         return (f" — D2F: {plural(stored, 'row')} cached | blocks in flight, block-causal" if stored else
                 " — D2F: the blocks in flight, block-causal")
     if f.kind == "verify_2l":
-        return " — 2L: drafts | MASK copies" + (" of the span only (trim_verify)" if span is not None else "")
+        return (" — 2L verifier: the drafts, then a masked copy of each" + (" in the span" if span is not None else "")
+                + " (a copy's row gives q there)")
     if f.kind == "draft" and prefix:
         return f" — the first {plural(prefix, 'row')} (decoded already) read causally"
     if f.kind == "commit+draft":
         how = "causal" if cfg.get("cache_ver") else "block-bidirectional"
         return f" — fused: {tail} tail rows committed ({how}) | {f.input_len - tail} draft rows"
     return ""
+
+
+# The key the heatmap needs, in words first: what a row, a column and a filled cell are.
+MASK_KEY = "■ the row's token can read the column's · □ it cannot"
 
 
 def mask_heatmap(**props: Any) -> go.Heatmap:
@@ -240,8 +245,8 @@ def mask_figure(trace: Trace, step: int, which: str = "auto", selected: Optional
     fig.add_trace(mask_heatmap(z=z[::-1], x=xlab, y=ylab, zmin=0, zmax=1, showscale=False, xgap=1, ygap=1,
                                colorscale=[[0, "#f8fafc"], [1, "#4f46e5"]],
                                hovertemplate="query %{y}<br>key %{x}<br>attend %{z}<extra></extra>"))
-    title = (f"Attention mask of forward #{f.index} ({KIND_WORDS.get(f.kind, f.kind)})<br>cache {f.cache_len}, "
-             f"{f.query_tokens} queries")
+    title = (f"Attention mask of forward #{f.index} ({KIND_WORDS.get(f.kind, f.kind)})<br>{MASK_KEY}<br>"
+             f"{plural(f.cache_len, 'cached position')}, {plural(f.query_tokens, 'row')} read in this forward")
     if folded:
         title += f" (last {MAX_QUERIES} shown)"
     rows_at = row_positions(f, folded, span)

@@ -224,6 +224,9 @@ def test_mask_figure_picks_forwards():
     assert len(z) == 8 and len(z[0]) == 9  # 2L rows; cache band + 8 query columns
     assert list(z[-1]) == [1, 1, 0, 0, 0, 0, 0, 0, 0]  # row 0 (drawn last-to-first): cache + itself
     assert "2L" in fig.layout.title.text and _no_bdata(fig)
+    # the picture's key in words (walk: nothing said what a filled cell is), and no bare "queries" or "MASK copies"
+    assert attention_mask.MASK_KEY in fig.layout.title.text and "■" in attention_mask.MASK_KEY
+    assert "queries" not in fig.layout.title.text and "MASK copies" not in fig.layout.title.text
     draft = attention_mask.mask_figure(t, 1, "draft")  # sdar-config-a has draft_ver: prompt tail rows are causal
     assert "the first 2 rows (decoded already) read causally" in draft.layout.title.text
     assert "No verify forward" in attention_mask.mask_figure(t, 2, "verify").layout.title.text
