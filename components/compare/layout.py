@@ -106,16 +106,27 @@ def build_compare_tab(ctx: Optional[Ctx] = None, model_name: str = "tiny") -> Ct
     return ctx
 
 
+def kept_note(status: str, last: Any) -> str:
+    """A refused or stopped comparison's status (⚠ / ■), and, when an earlier comparison is still on screen, which
+    one it is: its lanes stay, so they must not pass for this press's (walk: a refused seed left seed 99's lanes
+    under the message, unnamed). Progress lines pass unchanged."""
+    if not status.startswith(("⚠", "■")) or not isinstance(last, dict) or "seed" not in last:
+        return status
+    return (f"{status}\n\nNothing new was compared: the lanes below are still the last comparison's (seed "
+            f"{last['seed']}).")
+
+
 AFTER_OUT = ["cmp_empty", "cmp_results", "cmp_block", *VIEW_OUT, "wi_lane", *KNOB_OUT, "wi_summary", "wi_table"]
 
 
 def _wire(ctx: Ctx, model_name: str, lanes: list[Any], extra: list[Any]) -> None:
-    def run(prompt: str, seed: Any, gen: Any, *lane_values: Any) -> Iterator[tuple[str, Any]]:
-        # each lane's progress in the status line while they run; a refused or stopped run keeps the last comparison
+    def run(last: Any, prompt: str, seed: Any, gen: Any, *lane_values: Any) -> Iterator[tuple[str, Any]]:
+        # each lane's progress in the status line while they run; a refused or stopped run keeps the last comparison,
+        # and says that what is on screen is that one (`last`: the session's comparison; a State, not in the API)
         for status, state in run_compare_steps(prompt, model_name, seed, gen, *lane_values):
-            yield status, gr.skip() if state is None else state
+            yield (kept_note(status, last) if state is None else status), gr.skip() if state is None else state
 
-    inputs = [ctx["cmp_prompt"], ctx["cmp_seed"], ctx["cmp_gen"], *lanes, *extra]
+    inputs = [ctx["cmp_state"], ctx["cmp_prompt"], ctx["cmp_seed"], ctx["cmp_gen"], *lanes, *extra]
     # One GPU job per session, refused at the queue's door (guard.admit_decode); Stop ends it within one forward.
     ev = ctx["cmp_run"].click(guard.one_job(run, lambda msg: (msg, gr.skip())), inputs,
                               [ctx["cmp_status"], ctx["cmp_state"]], api_name="compare", concurrency_limit=1,

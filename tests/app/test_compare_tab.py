@@ -239,6 +239,7 @@ def test_tabs_through_gradio_client(model, tmp_path, monkeypatch):
         assert out.startswith("Ran 2 lanes")
         out = client.predict(PROMPT, 0, 8, "ar", cc.OFF, cc.OFF, cc.OFF, "", "", "", "", api_name="/compare")
         assert out.startswith("⚠ turn on 2 to 4 lanes")
+        assert out.endswith("Nothing new was compared: the lanes below are still the last comparison's (seed 0).")
         status, nfe, wall, table = client.predict(handle_file(str(_results(tmp_path))), api_name="/load_sweep")
         assert "4 cells" in status and nfe["type"] == "plotly" and len(table["data"]) == 4
         client.close()
