@@ -38,7 +38,10 @@ CSS = CANVAS_CSS + STRIP_CSS + COMPARE_CSS + RESIDUAL_CSS + LEDGER_CSS + SWIPE_C
 #load-status p,#trace-title p{margin:2px 0}
 .s2d2-about{max-width:60em}
 .on-touch{display:none}
-@media (hover: none){.on-hover{display:none}.on-touch{display:inline}}
+@media (hover: none){.on-hover{display:none}.on-touch{display:inline}
+  /* a finger's reach (WCAG's 44 px): the step and stop buttons, and the sliders' reset arrows */
+  #prev-btn,#next-btn,#tour-back,#tour-next,#tour-show{min-height:44px}
+  .reset-button{min-width:36px;min-height:36px}}
 #scrubber{flex-wrap:nowrap;align-items:center;gap:6px}
 #scrubber>*{min-width:0}
 @media (max-width: 640px){

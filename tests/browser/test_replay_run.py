@@ -455,6 +455,7 @@ def test_phone_layout(browser, served):  # noqa: F811
             box = pg.locator(button).bounding_box()
             middle = box["y"] + box["height"] / 2
             assert bar["y"] <= middle <= bar["y"] + bar["height"], f"the scrubber wraps at {button}"
+            assert box["height"] >= 44 and box["width"] >= 44, (button, box)  # a finger's reach (walk: 44 x 26)
         assert pg.locator("#routing .modebar-container:visible").count() == 0
         if SHIPPED_PAIR:  # the first screen: the story, the canvas around the rejected token and its evidence (row 2)
             pg.evaluate("window.scrollTo(0, 0)")
@@ -471,6 +472,8 @@ def test_phone_layout(browser, served):  # noqa: F811
         pg.get_by_role("tab", name="Learn").click()
         pg.locator("#tour .prose.tour-text:visible").wait_for(timeout=WAIT_MS)
         assert "tap" in pg.locator("#tour .prose.tour-text:visible").inner_text().lower()
+        for button in ("#tour-back", "#tour-next"):
+            assert pg.locator(button).bounding_box()["height"] >= 44, button
         assert not errors, errors
     finally:
         pg.close()
