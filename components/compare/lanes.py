@@ -287,8 +287,7 @@ def block_html(comp: Comparison, traces: dict[str, Trace], number: int, keys: Op
                     f'{render_canvas(trace, lb.last_step)}</div>')
     note = ("Lanes are aligned by block position (steps inside a block are not equivalent across methods). "
             f"Showing {block_label(comp, number)}.")
-    lanes = "".join(cols)
-    return f'<p>{html.escape(note)}</p><div class="s2d2-lanes">{lanes}</div>{legend_for(lanes)}'
+    return f'<p>{html.escape(note)}</p><div class="s2d2-lanes">{"".join(cols)}</div>{legend_for("".join(cols))}'
 
 
 def lanes_figure(comp: Comparison, traces: dict[str, Trace], number: int, axis: str = "nfe") -> go.Figure:
