@@ -166,7 +166,7 @@ def _route_stop(m: TourMaterial, f: StepRecord, n: int, at: Optional[int]) -> Op
     pi, cfg = f.policy_inputs, m.trace.header.config
     threshold = cfg.get("policy") == "score_threshold" and isinstance(cfg.get("score_threshold"), (int, float))
     bar = (f" **τ_score** is the bar that score must clear for a step to check (this run sets it at "
-           f"{cfg['score_threshold']:g}{_bar_as_guess(cfg)})." if threshold else "")
+           f"{cfg['score_threshold']:g})." if threshold else "")
     verdict = "check" if f.decision.verify else "skip the check"
     text = ("A check costs one more forward, so before paying for it S2D2 **guesses how many drafts a check would "
             "keep**. The plot below has that guess, turned into a score, for every step"
@@ -177,7 +177,8 @@ def _route_stop(m: TourMaterial, f: StepRecord, n: int, at: Optional[int]) -> Op
             f"**{verdict}**.")
     text += symbols("The symbols (K̂, αᵢ, s)", (
         f"The expected number kept is K̂ = Σₖ Πᵢ≤ₖ αᵢ over the span, where {_alpha_words(cfg)} Here K̂ = "
-        f"{fmt(pi.k_hat, 2)} and the decision reads **{html.escape(decision_line(f.decision))}**."))
+        f"{fmt(pi.k_hat, 2)} and the decision reads **{html.escape(decision_line(f.decision))}**."
+        + (_bar_as_guess(cfg) if threshold else "")))
     if can_move(m.trace):
         text += "\n\n" + _what_to_try(m.trace)
     return Stop("route", "Span and routing", text, n,
@@ -196,12 +197,14 @@ def _alpha_words(cfg: dict[str, Any]) -> str:
 
 
 def _bar_as_guess(cfg: dict[str, Any]) -> str:
-    """The bar said as the guess it takes, where the cost is fixed (", so a step checks when K̂ ≥ 2.5"): other
-    screens name the same run by that form (describe.routing_words), and both must read as one rule."""
+    """The bar said as the guess it takes, where the cost is fixed ("… a step checks when K̂ ≥ 2.5"), behind the
+    symbols' tap: other screens name the same run by that form (describe.routing_words), and both must read as one
+    rule."""
     cost = cfg.get("penalty_coef")
     if cfg.get("score_type") != "difference_static" or not isinstance(cost, (int, float)):
         return ""
-    return f": with a cost of {cost:g}, a step checks when the guess K̂ ≥ {cfg['score_threshold'] + cost:g}"
+    return (f" With a fixed cost of {cost:g}, τ_score = {cfg['score_threshold']:g} means a step checks when "
+            f"K̂ ≥ {cfg['score_threshold'] + cost:g}, the form Compare and the last stop name this run by.")
 
 
 def _cost_words(cfg: dict[str, Any]) -> str:

@@ -123,13 +123,14 @@ def test_the_live_controls_views_are_drawn_from_their_value_after_the_stop_arriv
 
 def test_the_route_stop_says_its_bar_as_the_guess_other_screens_name(material, stops):
     """Stop 2 sets τ_score at 1.5; the last stop and Compare name the same run "Verify when it expects a gain
-    (K̂ ≥ 2.5)": the route stop says both forms, so the two read as one rule (walk)."""
+    (K̂ ≥ 2.5)": the route stop says both forms (the K̂ one behind its symbols' tap), so they read as one rule."""
     from components.views.describe import routing_words
     from s2d2.config import DecodeConfig
 
     cfg = material.trace.header.config
     need = cfg["score_threshold"] + cfg["penalty_coef"]
     text = stops["route"][1].text
-    assert f"sets it at {cfg['score_threshold']:g}: with a cost of {cfg['penalty_coef']:g}, a step checks when the " \
-           f"guess K̂ ≥ {need:g})" in text
+    assert f"sets it at {cfg['score_threshold']:g})." in text  # in words; the K̂ form behind the symbols' tap
+    assert f"With a fixed cost of {cfg['penalty_coef']:g}, τ_score = {cfg['score_threshold']:g} means a step checks " \
+           f"when K̂ ≥ {need:g}" in text.split('<details class="symbols">')[1]
     assert f"(K̂ ≥ {need:g})" in routing_words(DecodeConfig.from_dict(cfg))
