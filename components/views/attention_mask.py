@@ -176,8 +176,7 @@ def _layout_note(trace: Trace, f: ForwardRecord, rec: Optional[StepRecord], pipe
         return (f" — D2F: {plural(stored, 'row')} cached | blocks in flight, block-causal" if stored else
                 " — D2F: the blocks in flight, block-causal")
     if f.kind == "verify_2l":
-        return (" — 2L verifier: the drafts, then a masked copy of each" + (" in the span" if span is not None else "")
-                + " (a copy's row gives q there)")
+        return " — 2L verifier: the drafts, then a masked copy of each" + (" in the span" if span is not None else "")
     if f.kind == "draft" and prefix:
         return f" — the first {plural(prefix, 'row')} (decoded already) read causally"
     if f.kind == "commit+draft":
@@ -246,12 +245,13 @@ def mask_figure(trace: Trace, step: int, which: str = "auto", selected: Optional
                                colorscale=[[0, "#f8fafc"], [1, "#4f46e5"]],
                                hovertemplate="query %{y}<br>key %{x}<br>attend %{z}<extra></extra>"))
     title = (f"Attention mask of forward #{f.index} ({KIND_WORDS.get(f.kind, f.kind)})<br>{MASK_KEY}<br>"
-             f"{plural(f.cache_len, 'cached position')}, {plural(f.query_tokens, 'row')} read in this forward")
+             f"{f.cache_len} cached, {plural(f.query_tokens, 'row')} read")
     if folded:
         title += f" (last {MAX_QUERIES} shown)"
     rows_at = row_positions(f, folded, span)
     title += _outline(fig, f, rows_at, ylab, selected, copy_only)
-    title += _layout_note(trace, f, rec, pipe, prefix, tail, span)
+    note = _layout_note(trace, f, rec, pipe, prefix, tail, span)
+    title += f"<br>{note.removeprefix(' — ')}" if note else ""  # a line of its own: a phone-wide title never wraps
     if copy_only and fig.layout.annotations:  # the MASK copy's row: what it sees, under the title
         title += "<br>" + copy_row_note(f, int(fig.layout.annotations[0].name), rows_at)
     # The title's lines get their own room above the heatmap (four lines used to cover its top row).
