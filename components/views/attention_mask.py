@@ -176,7 +176,7 @@ def _layout_note(trace: Trace, f: ForwardRecord, rec: Optional[StepRecord], pipe
         return (f" — D2F: {plural(stored, 'row')} cached | blocks in flight, block-causal" if stored else
                 " — D2F: the blocks in flight, block-causal")
     if f.kind == "verify_2l":
-        return " — 2L verifier: the drafts, then a masked copy of each" + (" in the span" if span is not None else "")
+        return " — 2L verifier: the drafts, then a masked copy of each" + (" (span only)" if span is not None else "")
     if f.kind == "draft" and prefix:
         return f" — the first {plural(prefix, 'row')} (decoded already) read causally"
     if f.kind == "commit+draft":
