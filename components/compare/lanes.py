@@ -270,8 +270,7 @@ def block_label(comp: Comparison, number: int) -> str:
             f"{plural(comp.grid, 'position')} per block)")
 
 
-def block_html(comp: Comparison, traces: dict[str, Trace], number: int, keys: Optional[dict[str, str]] = None
-               ) -> str:
+def block_html(comp: Comparison, traces: dict[str, Trace], number: int, keys: Optional[dict[str, str]] = None) -> str:
     """One column per lane: what it spent in answer block `number` and its canvas after its last step there; under
     each title, the lane's preset (`keys`: {title: lane key}) in small type."""
     block = comp.blocks[answer_blocks(comp)[number]]
@@ -287,7 +286,8 @@ def block_html(comp: Comparison, traces: dict[str, Trace], number: int, keys: Op
                     f'{render_canvas(trace, lb.last_step)}</div>')
     note = ("Lanes are aligned by block position (steps inside a block are not equivalent across methods). "
             f"Showing {block_label(comp, number)}.")
-    return f'<p>{html.escape(note)}</p><div class="s2d2-lanes">{"".join(cols)}</div>{legend_for("".join(cols))}'
+    lanes = "".join(cols)
+    return f'<p>{html.escape(note)}</p><div class="s2d2-lanes">{lanes}</div>{legend_for(lanes)}'
 
 
 def lanes_figure(comp: Comparison, traces: dict[str, Trace], number: int, axis: str = "nfe") -> go.Figure:

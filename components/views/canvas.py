@@ -192,8 +192,8 @@ LEGEND_ALWAYS = ("prompt", "masked", "drafted")
 def legend_html(trace: Optional[Trace] = None, color_by: str = "state", only: Optional[Collection[str]] = None) -> str:
     """The key to the canvas: the states this trace uses (all of them without a trace; only those in `only` when
     given: a tour stop keys what its canvas shows, no state it has not explained yet), the current-block outline,
-    the block separator ("sep"), "after the end" and the committed-this-step
-    mark; a 0-1 scale when colouring by p, q or r."""
+    the block separator ("sep"), "after the end" and the committed-this-step mark; a 0-1 scale when colouring by p,
+    q or r."""
     used = set(STATES)
     if trace is not None:
         used = {c.how for s in trace.steps for c in s.commits} | ({"edited"} if any(s.edits for s in trace.steps)

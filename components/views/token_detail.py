@@ -29,7 +29,8 @@ def tooltip(idx: TraceIndex, step: int, pos: int, full: bool = True, before_comm
     block = idx.block_of_position(pos)
     if block is not None:
         lines[0] += f" · answer block {idx.answer_block(block.index)}"
-    if idx.after_end(done_steps(step, before_commit), pos):
+    done = done_steps(step, before_commit)  # the steps whose updates this moment shows
+    if idx.after_end(done, pos):
         lines.append(AFTER_END)
     state, _ = position_state(idx, step, pos, before_commit)
     if state == "prompt":
@@ -38,14 +39,14 @@ def tooltip(idx: TraceIndex, step: int, pos: int, full: bool = True, before_comm
         return "\n".join(lines)
     hit = idx.commit_of.get(pos)
     shown_step = None
-    if hit is not None and hit[0] < done_steps(step, before_commit):
+    if hit is not None and hit[0] < done:
         s_idx, commit = hit
         shown_step = trace.steps[s_idx]
         label = STATES.get(commit.how, ("", commit.how))[1]
         lines.append(f"token '{visible_text(commit.text)}' (id {commit.token}) — {label}")
         own = block.index if block is not None else shown_step.block  # a pipeline step spans several blocks
         lines.append(f"committed at step {s_idx + 1} (answer block {idx.answer_block(own)})")
-        for e_idx, e in idx.edits_before(pos, done_steps(step, before_commit)):
+        for e_idx, e in idx.edits_before(pos, done):
             lines.append(f"edited at step {e_idx + 1}: '{visible_text(e.old_text)}' → '{visible_text(e.new_text)}' "
                          f"(p={fmt(e.p)} > τ_edit)")
     else:
